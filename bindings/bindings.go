@@ -1,0 +1,258 @@
+// Package bindings is the only package gopy sees. It exposes a handful of
+// functions with plain types (strings, ints, floats, []byte, error); all
+// logic lives in core/. Every exported function recovers panics, because a
+// Go panic would otherwise abort the Python interpreter.
+//
+// Errors carry a class prefix that the Python package maps to exceptions in
+// one place: "SpecError: ", "SimulationError: ", "Canceled: ", "InternalError: ".
+package bindings
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/eidolon-sim/eidolon/core/catalog"
+	"github.com/eidolon-sim/eidolon/core/scenario"
+	"github.com/eidolon-sim/eidolon/core/scenario/all"
+	"github.com/eidolon-sim/eidolon/core/spec"
+	"github.com/eidolon-sim/eidolon/core/table"
+)
+
+// Version is the eidolon version written into every table's metadata.
+const Version = "0.1.0"
+
+// classify prefixes an error with its class for the Python side.
+func classify(err error) error {
+	var se *spec.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &se):
+		return fmt.Errorf("SpecError: %s", err.Error())
+	case errors.Is(err, context.Canceled):
+		return errors.New("Canceled: run interrupted")
+	default:
+		return fmt.Errorf("SimulationError: %s", err.Error())
+	}
+}
+
+// guard turns a panic into an InternalError.
+func guard(err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("InternalError: panic: %v\n%s", r, debug.Stack())
+	}
+}
+
+// run is one simulation in flight.
+type run struct {
+	cancel   context.CancelFunc
+	done     chan struct{}
+	mu       sync.Mutex
+	progress float64
+	result   []byte
+	err      error
+}
+
+var (
+	runsMu sync.Mutex
+	runs   = map[int64]*run{}
+	nextID int64
+)
+
+// Start decodes and validates a spec (returning a SpecError at once when it
+// is invalid), then simulates it in the background. The handle it returns
+// is polled with Wait, read with Progress and finished with Result.
+func Start(specJSON string) (handle int64, err error) {
+	defer guard(&err)
+	data := []byte(specJSON)
+	if _, _, err := all.Decode(data); err != nil {
+		return 0, classify(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &run{cancel: cancel, done: make(chan struct{})}
+	runsMu.Lock()
+	nextID++
+	handle = nextID
+	runs[handle] = r
+	runsMu.Unlock()
+	go r.simulate(ctx, data)
+	return handle, nil
+}
+
+func (r *run) simulate(ctx context.Context, data []byte) {
+	defer close(r.done)
+	defer guard(&r.err)
+	env := scenario.Env{Ctx: ctx, Progress: func(f float64) {
+		r.mu.Lock()
+		r.progress = f
+		r.mu.Unlock()
+	}}
+	s, res, err := all.Run(env, data)
+	if err != nil {
+		r.err = classify(err)
+		return
+	}
+	canonical, err := json.Marshal(s)
+	if err != nil {
+		r.err = classify(err)
+		return
+	}
+	meta := map[string]string{
+		"eidolon_version": Version,
+		"kind":            s.Head().Kind,
+		"seed":            strconv.FormatUint(s.Head().Seed, 10),
+		"spec":            string(canonical),
+	}
+	r.result, r.err = encode(res.Tables, meta)
+}
+
+func encode(tables []scenario.Table, meta map[string]string) ([]byte, error) {
+	named := make([]table.Named, len(tables))
+	for i, t := range tables {
+		named[i] = table.Named{Name: t.Name, Rows: t.Rows}
+	}
+	b, err := table.Bundle(named, meta)
+	if err != nil {
+		return nil, fmt.Errorf("InternalError: %w", err)
+	}
+	return b, nil
+}
+
+func lookup(handle int64) (*run, error) {
+	runsMu.Lock()
+	defer runsMu.Unlock()
+	r, ok := runs[handle]
+	if !ok {
+		return nil, fmt.Errorf("InternalError: no run with handle %d", handle)
+	}
+	return r, nil
+}
+
+// Wait blocks up to timeoutMs milliseconds and reports whether the run has
+// finished. Python calls it in a loop so that Ctrl-C is seen between calls.
+func Wait(handle int64, timeoutMs int64) (done bool, err error) {
+	defer guard(&err)
+	r, err := lookup(handle)
+	if err != nil {
+		return false, err
+	}
+	select {
+	case <-r.done:
+		return true, nil
+	case <-time.After(time.Duration(timeoutMs) * time.Millisecond):
+		return false, nil
+	}
+}
+
+// Progress is the fraction of the run done, in [0, 1].
+func Progress(handle int64) (fraction float64, err error) {
+	defer guard(&err)
+	r, err := lookup(handle)
+	if err != nil {
+		return 0, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.progress, nil
+}
+
+// Cancel asks a run to stop; the core checks the signal between events.
+func Cancel(handle int64) (err error) {
+	defer guard(&err)
+	r, err := lookup(handle)
+	if err != nil {
+		return err
+	}
+	r.cancel()
+	return nil
+}
+
+// Result waits for the run, forgets its handle and returns its tables as a
+// bundle of Arrow IPC streams (see table.Bundle), or its error.
+func Result(handle int64) (bundle []byte, err error) {
+	defer guard(&err)
+	r, err := lookup(handle)
+	if err != nil {
+		return nil, err
+	}
+	<-r.done
+	runsMu.Lock()
+	delete(runs, handle)
+	runsMu.Unlock()
+	r.cancel()
+	if r.err != nil {
+		return nil, r.err
+	}
+	if len(r.result) == 0 { // gopy's bytes() aborts on an empty slice
+		return nil, errors.New("InternalError: empty result")
+	}
+	return r.result, nil
+}
+
+// Validate decodes, defaults and validates a spec without running it. It
+// returns a JSON list of {"path", "message"} problems ("[]" when valid).
+func Validate(specJSON string) (problems string, err error) {
+	defer guard(&err)
+	type problem struct {
+		Path    string `json:"path"`
+		Message string `json:"message"`
+	}
+	out := []problem{}
+	_, _, verr := all.Decode([]byte(specJSON))
+	var se *spec.Error
+	if errors.As(verr, &se) {
+		for _, p := range se.Problems {
+			out = append(out, problem{p.Path, p.Message})
+		}
+	} else if verr != nil {
+		return "", classify(verr)
+	}
+	b, _ := json.Marshal(out)
+	return string(b), nil
+}
+
+// Kinds lists the scenario kinds as JSON [{"name", "doc"}].
+func Kinds() (kinds string, err error) {
+	defer guard(&err)
+	type kind struct {
+		Name string `json:"name"`
+		Doc  string `json:"doc"`
+	}
+	var out []kind
+	for _, k := range all.Kinds() {
+		out = append(out, kind{k.Name, k.Doc})
+	}
+	b, _ := json.Marshal(out)
+	return string(b), nil
+}
+
+// Presets returns a preset catalogue ("gpus", "links", ...) as a bundle
+// holding one table of that name.
+func Presets(name string) (bundle []byte, err error) {
+	defer guard(&err)
+	rows, err := presetRows(name)
+	if err != nil {
+		return nil, err
+	}
+	return encode([]scenario.Table{{Name: name, Rows: rows}}, map[string]string{"eidolon_version": Version})
+}
+
+// ForcePanic panics inside an exported function; tests use it to show that
+// the recovery keeps the interpreter alive.
+func ForcePanic() (err error) {
+	defer guard(&err)
+	var m map[string]int
+	m["boom"]++ // a real runtime panic: assignment to a nil map
+	return nil
+}
+
+func presetRows(name string) (any, error) {
+	rows, err := catalog.Rows(name)
+	return rows, classify(err)
+}

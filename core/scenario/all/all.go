@@ -1,0 +1,64 @@
+// Package all lists every scenario kind and runs a spec document end to end:
+// decode, defaults, validation, simulation.
+package all
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/eidolon-sim/eidolon/core/scenario"
+	"github.com/eidolon-sim/eidolon/core/scenario/selftest"
+	"github.com/eidolon-sim/eidolon/core/spec"
+)
+
+// Kinds returns every scenario kind, sorted by name.
+func Kinds() []scenario.Kind {
+	ks := []scenario.Kind{
+		selftest.Kind(),
+	}
+	sort.Slice(ks, func(i, j int) bool { return ks[i].Name < ks[j].Name })
+	return ks
+}
+
+// Decode parses, defaults and validates a spec document.
+func Decode(data []byte) (scenario.Kind, scenario.Spec, error) {
+	name, err := spec.Kind(data)
+	if err != nil {
+		return scenario.Kind{}, nil, err
+	}
+	kinds := Kinds()
+	names := make([]string, len(kinds))
+	for i, k := range kinds {
+		names[i] = k.Name
+		if k.Name != name {
+			continue
+		}
+		s := k.NewSpec()
+		if err := spec.Decode(data, s); err != nil {
+			return k, nil, err
+		}
+		s.Defaults()
+		var p spec.Problems
+		s.Validate(&p)
+		return k, s, p.Err()
+	}
+	var p spec.Problems
+	p.OneOf("kind", name, names)
+	return scenario.Kind{}, nil, p.Err()
+}
+
+// Run decodes and simulates a spec document.
+func Run(env scenario.Env, data []byte) (scenario.Spec, scenario.Result, error) {
+	k, s, err := Decode(data)
+	if err != nil {
+		return nil, scenario.Result{}, err
+	}
+	res, err := k.Run(env, s)
+	if err != nil {
+		return s, scenario.Result{}, err
+	}
+	if len(res.Tables) == 0 {
+		return s, res, fmt.Errorf("scenario %q returned no tables", k.Name)
+	}
+	return s, res, nil
+}

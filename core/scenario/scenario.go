@@ -1,0 +1,72 @@
+// Package scenario defines what every scenario driver provides and receives.
+// Drivers live in sub-packages (ssmtp, seedflood, eidola, faults, ...) and are
+// listed in package all, the one place that knows every kind.
+package scenario
+
+import (
+	"context"
+
+	"github.com/eidolon-sim/eidolon/core/spec"
+)
+
+// Spec is a scenario's decoded input. Implementations are structs in package
+// spec that embed spec.Header.
+type Spec interface {
+	// Head gives the common header (kind, seed, name).
+	Head() *spec.Header
+	// Defaults fills unset optional fields; it never reports problems.
+	Defaults()
+	// Validate reports every problem with its field path.
+	Validate(p *spec.Problems)
+}
+
+// Env is what a run may use from the outside world: a cancellation signal,
+// checked between events, and a progress sink.
+type Env struct {
+	Ctx context.Context
+	// Progress receives the fraction done in [0, 1]; it may be nil.
+	Progress func(fraction float64)
+}
+
+// Report sends progress if a sink is attached.
+func (e Env) Report(fraction float64) {
+	if e.Progress != nil {
+		e.Progress(fraction)
+	}
+}
+
+// Canceled returns the context's error, if the run was stopped.
+func (e Env) Canceled() error {
+	if e.Ctx == nil {
+		return nil
+	}
+	return e.Ctx.Err()
+}
+
+// Table is one named result table: Rows is a slice of structs whose fields
+// carry `arrow:"column_name"` tags (see package table).
+type Table struct {
+	Name string
+	Rows any
+}
+
+// Result is everything a run returns, in a fixed table order.
+type Result struct {
+	Tables []Table
+}
+
+// Add appends a table.
+func (r *Result) Add(name string, rows any) {
+	r.Tables = append(r.Tables, Table{Name: name, Rows: rows})
+}
+
+// Kind describes one scenario kind.
+type Kind struct {
+	Name string
+	// Doc is one line for listings.
+	Doc string
+	// NewSpec returns a pointer to an empty spec of this kind.
+	NewSpec func() Spec
+	// Run simulates a validated spec.
+	Run func(env Env, s Spec) (Result, error)
+}

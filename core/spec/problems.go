@@ -1,0 +1,166 @@
+package spec
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Problem is one thing wrong with a spec: where (a field path such as
+// "cluster.links[3].bandwidth_bytes_per_s") and what is allowed.
+type Problem struct {
+	Path    string
+	Message string
+}
+
+func (p Problem) String() string {
+	if p.Path == "" {
+		return p.Message
+	}
+	return p.Path + ": " + p.Message
+}
+
+// Error is an invalid spec: every problem found, not just the first.
+type Error struct {
+	Problems []Problem
+}
+
+func (e *Error) Error() string {
+	if len(e.Problems) == 1 {
+		return "invalid spec: " + e.Problems[0].String()
+	}
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = "  " + p.String()
+	}
+	return fmt.Sprintf("invalid spec, %d problems:\n%s", len(e.Problems), strings.Join(lines, "\n"))
+}
+
+// Problems collects validation problems; the zero value is ready to use.
+type Problems struct {
+	list []Problem
+}
+
+// Addf records a problem at path.
+func (p *Problems) Addf(path, format string, args ...any) {
+	p.list = append(p.list, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+// Len is the number of problems so far.
+func (p *Problems) Len() int { return len(p.list) }
+
+// Err returns nil when there are no problems, else an *Error holding all of them.
+func (p *Problems) Err() error {
+	if len(p.list) == 0 {
+		return nil
+	}
+	return &Error{Problems: append([]Problem(nil), p.list...)}
+}
+
+// Merge adds the problems of err when it is an *Error, or err itself at path otherwise.
+func (p *Problems) Merge(path string, err error) {
+	if err == nil {
+		return
+	}
+	if se, ok := err.(*Error); ok {
+		p.list = append(p.list, se.Problems...)
+		return
+	}
+	p.Addf(path, "%v", err)
+}
+
+// Positive requires v > 0 (and finite).
+func (p *Problems) Positive(path string, v float64) {
+	if !(v > 0) || math.IsInf(v, 0) {
+		p.Addf(path, "must be > 0, got %v", v)
+	}
+}
+
+// NonNegative requires v >= 0 (and finite).
+func (p *Problems) NonNegative(path string, v float64) {
+	if !(v >= 0) || math.IsInf(v, 0) {
+		p.Addf(path, "must be >= 0, got %v", v)
+	}
+}
+
+// InRange requires lo <= v <= hi.
+func (p *Problems) InRange(path string, v, lo, hi float64) {
+	if !(v >= lo && v <= hi) {
+		p.Addf(path, "must be in [%v, %v], got %v", lo, hi, v)
+	}
+}
+
+// IntInRange requires lo <= v <= hi for integers.
+func (p *Problems) IntInRange(path string, v, lo, hi int) {
+	if v < lo || v > hi {
+		p.Addf(path, "must be in [%d, %d], got %d", lo, hi, v)
+	}
+}
+
+// OneOf requires v to be one of allowed, suggesting the closest when it is not.
+func (p *Problems) OneOf(path, v string, allowed []string) bool {
+	for _, a := range allowed {
+		if v == a {
+			return true
+		}
+	}
+	msg := fmt.Sprintf("must be one of %s, got %q", quoteAll(allowed), v)
+	if s := Suggest(v, allowed); s != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	p.Addf(path, "%s", msg)
+	return false
+}
+
+// Field joins a parent path and a field name.
+func Field(parent, name string) string {
+	if parent == "" {
+		return name
+	}
+	return parent + "." + name
+}
+
+// Index is the path of element i of a list at parent.
+func Index(parent string, i int) string {
+	return fmt.Sprintf("%s[%d]", parent, i)
+}
+
+func quoteAll(xs []string) string {
+	q := make([]string, len(xs))
+	for i, x := range xs {
+		q[i] = fmt.Sprintf("%q", x)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
+
+// Suggest returns the candidate closest to s by edit distance, or "" when
+// none is close enough to be a plausible typo.
+func Suggest(s string, candidates []string) string {
+	best, bestD := "", len(s)/2+2
+	for _, c := range candidates {
+		if d := editDistance(strings.ToLower(s), strings.ToLower(c)); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
