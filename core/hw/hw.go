@@ -88,3 +88,13 @@ type Link struct {
 	// LatencyS is the one-way latency of a hop over this link.
 	LatencyS float64 `json:"latency_s" arrow:"latency_s"`
 }
+
+// RidgeFlopsPerByte is the arithmetic intensity (FLOP per HBM byte) above
+// which an operator of this data type is compute-bound on this GPU: the
+// dense peak over the HBM bandwidth (0 if the type is unsupported).
+func (g GPU) RidgeFlopsPerByte(d DType) float64 {
+	if g.HBMBandwidthBytesPerS <= 0 {
+		return 0
+	}
+	return g.Peak(d) / g.HBMBandwidthBytesPerS
+}

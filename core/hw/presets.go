@@ -1,7 +1,279 @@
 package hw
 
-// GPUPresets returns every GPU preset, in a fixed order.
-func GPUPresets() []GPU { return nil }
+// Units used to write the vendors' figures as they are published, converted
+// once here: datasheets use decimal prefixes for rates and for HBM capacity
+// (80 GB = 80e9 bytes), binary prefixes for on-chip SRAM (a "40 MB" L2 is
+// 40 MiB, a "228 KB" shared memory is 228 KiB).
+const (
+	giga = 1e9
+	tera = 1e12
+	kib  = 1 << 10
+	mib  = 1 << 20
 
-// LinkPresets returns every link preset, in a fixed order.
-func LinkPresets() []Link { return nil }
+	gbitPerS = 1e9 / 8 // one Gb/s in bytes/s
+)
+
+// launchS is the host-side cost of launching one kernel into a stream, about
+// 4 µs: CUDA/HIP launch latency microbenchmarks on datacenter parts measure
+// 2–5 µs per back-to-back launch from a framework. Estimate, shared by all
+// presets (no vendor publishes it).
+const launchS = 4e-6
+
+// nvidiaL2BytesPerClkPerSM is the L2 read bandwidth per SM per clock of the
+// A100, the one NVIDIA part whose whitepaper states it: "A100 L2 cache read
+// bandwidth: 5120 Bytes/clk" over 108 SMs (NVIDIA A100 Tensor Core GPU
+// Architecture whitepaper, 2020, Table 3). Later whitepapers give no figure,
+// so the other NVIDIA presets estimate their L2 bandwidth as this per-SM
+// rate × SMs × boost clock.
+const nvidiaL2BytesPerClkPerSM = 5120.0 / 108
+
+func nvidiaL2(sms int, clockHz float64) float64 {
+	return nvidiaL2BytesPerClkPerSM * float64(sms) * clockHz
+}
+
+// GPUPresets returns every GPU preset, in a fixed order.
+func GPUPresets() []GPU {
+	return []GPU{
+		a100("a100-40gb", 40e9, 1555*giga),
+		a100("a100-80gb-sxm", 80e9, 2039*giga),
+		{
+			// NVIDIA H100 Tensor Core GPU datasheet (2023), "H100 SXM" column:
+			// dense = half of the "with sparsity" tensor figures.
+			Name: "h100-sxm", Vendor: "nvidia",
+			PeakFP32FlopsPerS:   66.9 * tera,   // FP32 (CUDA cores) 67 TFLOPS
+			PeakTF32FlopsPerS:   494.7 * tera,  // TF32 tensor 989 TFLOPS sparse
+			PeakBF16FlopsPerS:   989.4 * tera,  // BF16 tensor 1,979 TFLOPS sparse
+			PeakFP16FlopsPerS:   989.4 * tera,  // FP16 tensor 1,979 TFLOPS sparse
+			PeakFP8FlopsPerS:    1978.9 * tera, // FP8 tensor 3,958 TFLOPS sparse
+			PeakINT8OpsPerS:     1978.9 * tera, // INT8 tensor 3,958 TOPS sparse
+			VectorFP32FlopsPerS: 66.9 * tera,
+			// NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022):
+			// 132 SMs in SXM5; up to 228 KB shared memory of the 256 KB
+			// L1/shared per SM; 64K 32-bit registers (256 KB) per SM; 50 MB L2.
+			SMCount: 132, ClockHz: 1.98 * giga, // boost 1,980 MHz (67 TF = 132·256·1.98 GHz)
+			SharedMemBytesPerSM: 228 * kib, RegisterBytesPerSM: 256 * kib,
+			L2Bytes: 50 * mib, L2BandwidthBytesPerS: nvidiaL2(132, 1.98*giga),
+			HBMBytes: 80e9, HBMBandwidthBytesPerS: 3.35 * tera, // 80 GB HBM3, 3.35 TB/s
+			KernelLaunchS: launchS,
+		},
+		{
+			// NVIDIA H100 Tensor Core GPU datasheet (2023), "H100 PCIe" column.
+			Name: "h100-pcie", Vendor: "nvidia",
+			PeakFP32FlopsPerS:   51.2 * tera,  // FP32 51 TFLOPS
+			PeakTF32FlopsPerS:   378 * tera,   // TF32 756 TFLOPS sparse
+			PeakBF16FlopsPerS:   756.5 * tera, // BF16 1,513 TFLOPS sparse
+			PeakFP16FlopsPerS:   756.5 * tera, // FP16 1,513 TFLOPS sparse
+			PeakFP8FlopsPerS:    1513 * tera,  // FP8 3,026 TFLOPS sparse
+			PeakINT8OpsPerS:     1513 * tera,  // INT8 3,026 TOPS sparse
+			VectorFP32FlopsPerS: 51.2 * tera,
+			// H100 architecture whitepaper: 114 SMs in the PCIe product; same
+			// SM (228 KB shared, 256 KB registers) and 50 MB L2.
+			SMCount: 114, ClockHz: 1.755 * giga, // boost 1,755 MHz (51.2 TF = 114·256·1.755 GHz)
+			SharedMemBytesPerSM: 228 * kib, RegisterBytesPerSM: 256 * kib,
+			L2Bytes: 50 * mib, L2BandwidthBytesPerS: nvidiaL2(114, 1.755*giga),
+			HBMBytes: 80e9, HBMBandwidthBytesPerS: 2.0 * tera, // 80 GB HBM2e, 2 TB/s
+			KernelLaunchS: launchS,
+		},
+		{
+			// NVIDIA H200 Tensor Core GPU datasheet (2024), "H200 SXM": the H100
+			// SXM compute figures with 141 GB HBM3e at 4.8 TB/s.
+			Name: "h200", Vendor: "nvidia",
+			PeakFP32FlopsPerS:   66.9 * tera,
+			PeakTF32FlopsPerS:   494.7 * tera,
+			PeakBF16FlopsPerS:   989.4 * tera,
+			PeakFP16FlopsPerS:   989.4 * tera,
+			PeakFP8FlopsPerS:    1978.9 * tera,
+			PeakINT8OpsPerS:     1978.9 * tera,
+			VectorFP32FlopsPerS: 66.9 * tera,
+			SMCount:             132, ClockHz: 1.98 * giga, // same GH100 SXM5 configuration
+			SharedMemBytesPerSM: 228 * kib, RegisterBytesPerSM: 256 * kib,
+			L2Bytes: 50 * mib, L2BandwidthBytesPerS: nvidiaL2(132, 1.98*giga),
+			HBMBytes: 141e9, HBMBandwidthBytesPerS: 4.8 * tera,
+			KernelLaunchS: launchS,
+		},
+		{
+			// NVIDIA HGX B200 datasheet (2024), per GPU = 8-GPU figure / 8,
+			// dense = half of the sparse tensor figures: FP8 72 PF → 4.5 PF,
+			// BF16 36 PF → 2.25 PF, TF32 18 PF → 1.125 PF, INT8 72 POPS → 4.5,
+			// FP32 600 TF → 75 TF; HBM3e 1,440 GB → 180 GB, 64 TB/s → 8 TB/s.
+			Name: "b200", Vendor: "nvidia",
+			PeakFP32FlopsPerS:   75 * tera,
+			PeakTF32FlopsPerS:   1125 * tera,
+			PeakBF16FlopsPerS:   2250 * tera,
+			PeakFP16FlopsPerS:   2250 * tera,
+			PeakFP8FlopsPerS:    4500 * tera,
+			PeakINT8OpsPerS:     4500 * tera,
+			VectorFP32FlopsPerS: 75 * tera,
+			// NVIDIA publishes no SM count; Chips and Cheese, "Nvidia's B200:
+			// Keeping the CUDA Juggernaut Rolling" (2025): 2 dies × 74 SMs = 148,
+			// 256 KB L1/shared per SM with the H100's splits (228 KB shared max),
+			// 126 MB L2. Clock from FP32: 75 TF / (148 SMs · 256 FLOP/clk) = 1.98 GHz.
+			SMCount: 148, ClockHz: 1.98 * giga,
+			SharedMemBytesPerSM: 228 * kib, RegisterBytesPerSM: 256 * kib,
+			L2Bytes: 126 * mib, L2BandwidthBytesPerS: nvidiaL2(148, 1.98*giga),
+			HBMBytes: 180e9, HBMBandwidthBytesPerS: 8 * tera,
+			KernelLaunchS: launchS,
+		},
+		{
+			// AMD Instinct MI300X data sheet (2023): dense matrix peaks FP32
+			// 163.4, TF32 653.7, FP16/BF16 1,307.4, FP8 2,614.9 TFLOPS, INT8
+			// 2,614.9 TOPS; vector FP32 163.4 TFLOPS; 304 CUs at 2,100 MHz peak;
+			// 192 GB HBM3 at 5.3 TB/s.
+			Name: "mi300x", Vendor: "amd",
+			PeakFP32FlopsPerS:   163.4 * tera,
+			PeakTF32FlopsPerS:   653.7 * tera,
+			PeakBF16FlopsPerS:   1307.4 * tera,
+			PeakFP16FlopsPerS:   1307.4 * tera,
+			PeakFP8FlopsPerS:    2614.9 * tera,
+			PeakINT8OpsPerS:     2614.9 * tera,
+			VectorFP32FlopsPerS: 163.4 * tera,
+			// AMD CDNA 3 architecture whitepaper (2023): 64 KB LDS per CU,
+			// 512 KB vector register file per CU; L2 4 MB per XCD × 8 XCDs,
+			// 128 B/clk per channel × 16 channels = 2 KB/clk per XCD, so
+			// 8 × 2048 B × 2.1 GHz = 34.4 TB/s aggregate. (The 256 MB Infinity
+			// Cache behind it is not modelled as a separate level.)
+			SMCount: 304, ClockHz: 2.1 * giga,
+			SharedMemBytesPerSM: 64 * kib, RegisterBytesPerSM: 512 * kib,
+			L2Bytes: 32 * mib, L2BandwidthBytesPerS: 8 * 2048 * 2.1 * giga,
+			HBMBytes: 192e9, HBMBandwidthBytesPerS: 5.3 * tera,
+			KernelLaunchS: launchS,
+		},
+		{
+			// NVIDIA RTX A6000 datasheet (2021): FP32 38.7 TFLOPS, tensor
+			// 309.7 TFLOPS with sparsity (FP16/BF16) → 154.8 dense, TF32
+			// 154.8 sparse → 77.4 dense, INT8 619.4 TOPS sparse → 309.7 dense;
+			// 48 GB GDDR6 at 768 GB/s; no FP8. NVIDIA Ampere GA102 GPU
+			// Architecture whitepaper: 84 SMs, boost 1,800 MHz, 128 KB L1/shared
+			// per SM of which up to 100 KB shared, 256 KB registers, 6 MB L2.
+			Name: "rtx-a6000", Vendor: "nvidia",
+			PeakFP32FlopsPerS:   38.7 * tera,
+			PeakTF32FlopsPerS:   77.4 * tera,
+			PeakBF16FlopsPerS:   154.8 * tera,
+			PeakFP16FlopsPerS:   154.8 * tera,
+			PeakINT8OpsPerS:     309.7 * tera,
+			VectorFP32FlopsPerS: 38.7 * tera,
+			SMCount:             84, ClockHz: 1.8 * giga,
+			SharedMemBytesPerSM: 100 * kib, RegisterBytesPerSM: 256 * kib,
+			L2Bytes: 6 * mib, L2BandwidthBytesPerS: nvidiaL2(84, 1.8*giga),
+			HBMBytes: 48e9, HBMBandwidthBytesPerS: 768 * giga,
+			KernelLaunchS: launchS,
+		},
+		{
+			// NVIDIA L40S datasheet (2023): FP32 91.6 TFLOPS; dense tensor
+			// (half the sparse figures) TF32 183, BF16/FP16 362.05, FP8 733
+			// TFLOPS, INT8 733 TOPS; 48 GB GDDR6 at 864 GB/s. NVIDIA Ada GPU
+			// Architecture whitepaper: 142 SMs (L40S), boost 2,520 MHz,
+			// 128 KB L1/shared per SM (100 KB shared max), 256 KB registers, 96 MB L2.
+			Name: "l40s", Vendor: "nvidia",
+			PeakFP32FlopsPerS:   91.6 * tera,
+			PeakTF32FlopsPerS:   183 * tera,
+			PeakBF16FlopsPerS:   362.05 * tera,
+			PeakFP16FlopsPerS:   362.05 * tera,
+			PeakFP8FlopsPerS:    733 * tera,
+			PeakINT8OpsPerS:     733 * tera,
+			VectorFP32FlopsPerS: 91.6 * tera,
+			SMCount:             142, ClockHz: 2.52 * giga,
+			SharedMemBytesPerSM: 100 * kib, RegisterBytesPerSM: 256 * kib,
+			L2Bytes: 96 * mib, L2BandwidthBytesPerS: nvidiaL2(142, 2.52*giga),
+			HBMBytes: 48e9, HBMBandwidthBytesPerS: 864 * giga,
+			KernelLaunchS: launchS,
+		},
+	}
+}
+
+// a100 builds the A100 SXM4 presets, which differ only in memory.
+// NVIDIA A100 Tensor Core GPU datasheet (2021): FP32 19.5, TF32 156, BF16/FP16
+// 312 TFLOPS dense, INT8 624 TOPS dense, no FP8; 40 GB HBM2 at 1,555 GB/s or
+// 80 GB HBM2e at 2,039 GB/s (SXM). A100 architecture whitepaper (2020): 108 SMs
+// at 1,410 MHz boost (312 TF = 108 SMs · 2,048 FLOP/clk · 1.41 GHz), 192 KB
+// L1/shared per SM of which up to 164 KB shared, 256 KB registers, 40 MB L2 at
+// 5,120 B/clk.
+func a100(name string, hbmBytes int64, hbmBW float64) GPU {
+	return GPU{
+		Name: name, Vendor: "nvidia",
+		PeakFP32FlopsPerS:   19.5 * tera,
+		PeakTF32FlopsPerS:   156 * tera,
+		PeakBF16FlopsPerS:   312 * tera,
+		PeakFP16FlopsPerS:   312 * tera,
+		PeakINT8OpsPerS:     624 * tera,
+		VectorFP32FlopsPerS: 19.5 * tera,
+		SMCount:             108, ClockHz: 1.41 * giga,
+		SharedMemBytesPerSM: 164 * kib, RegisterBytesPerSM: 256 * kib,
+		L2Bytes: 40 * mib, L2BandwidthBytesPerS: nvidiaL2(108, 1.41*giga),
+		HBMBytes: hbmBytes, HBMBandwidthBytesPerS: hbmBW,
+		KernelLaunchS: launchS,
+	}
+}
+
+// LinkPresets returns every link preset, in a fixed order. Bandwidth is per
+// direction; latency is one hop's one-way latency.
+func LinkPresets() []Link {
+	return []Link{
+		// NVLink, per GPU aggregate per direction (NVIDIA A100/H100/B200
+		// datasheets give the bidirectional total: 600, 900, 1,800 GB/s).
+		// Latency: GPU-to-GPU through one NVSwitch hop, about 1 µs for small
+		// transfers (estimate; NVIDIA publishes no figure).
+		{Name: "nvlink3", BandwidthBytesPerS: 300 * giga, LatencyS: 1e-6},
+		{Name: "nvlink4", BandwidthBytesPerS: 450 * giga, LatencyS: 1e-6},
+		{Name: "nvlink5", BandwidthBytesPerS: 900 * giga, LatencyS: 1e-6},
+		// PCI Express Base Specification 4.0 / 5.0: 16 / 32 GT/s per lane,
+		// 128b/130b encoding, 16 lanes: 16e9·16·128/130/8 = 31.5 GB/s and
+		// 63.0 GB/s per direction. Latency about 1.5 µs GPU-to-GPU through
+		// a PCIe switch (estimate).
+		{Name: "pcie4-x16", BandwidthBytesPerS: 16e9 * 16 * 128 / 130 / 8, LatencyS: 1.5e-6},
+		{Name: "pcie5-x16", BandwidthBytesPerS: 32e9 * 16 * 128 / 130 / 8, LatencyS: 1.5e-6},
+		// InfiniBand HDR 200 Gb/s (ConnectX-6), NDR 400 Gb/s (ConnectX-7),
+		// XDR 800 Gb/s (ConnectX-8) per port per direction; NVIDIA's adapter
+		// datasheets state sub-600 ns end-to-end latency and Quantum switches
+		// about 130 ns per hop; 1 µs one-way per hop covers NIC + switch + cable.
+		{Name: "ib-hdr", BandwidthBytesPerS: 200 * gbitPerS, LatencyS: 1e-6},
+		{Name: "ib-ndr", BandwidthBytesPerS: 400 * gbitPerS, LatencyS: 1e-6},
+		{Name: "ib-xdr", BandwidthBytesPerS: 800 * gbitPerS, LatencyS: 1e-6},
+		// 400 GbE RoCE v2 (e.g. ConnectX-7 / Spectrum-X): 400 Gb/s per
+		// direction, about 2 µs one-way through a switch (estimate).
+		{Name: "roce-400g", BandwidthBytesPerS: 400 * gbitPerS, LatencyS: 2e-6},
+		// 100 Gb Ethernet (IEEE 802.3) with a kernel TCP stack: about 10 µs
+		// one-way (estimate).
+		{Name: "eth-100g", BandwidthBytesPerS: 100 * gbitPerS, LatencyS: 10e-6},
+	}
+}
+
+// GPUByName returns the GPU preset with this name.
+func GPUByName(name string) (GPU, bool) {
+	for _, g := range GPUPresets() {
+		if g.Name == name {
+			return g, true
+		}
+	}
+	return GPU{}, false
+}
+
+// LinkByName returns the link preset with this name.
+func LinkByName(name string) (Link, bool) {
+	for _, l := range LinkPresets() {
+		if l.Name == name {
+			return l, true
+		}
+	}
+	return Link{}, false
+}
+
+// GPUNames lists the GPU preset names in preset order.
+func GPUNames() []string {
+	ps := GPUPresets()
+	out := make([]string, len(ps))
+	for i, g := range ps {
+		out[i] = g.Name
+	}
+	return out
+}
+
+// LinkNames lists the link preset names in preset order.
+func LinkNames() []string {
+	ps := LinkPresets()
+	out := make([]string, len(ps))
+	for i, l := range ps {
+		out[i] = l.Name
+	}
+	return out
+}
