@@ -1,0 +1,315 @@
+// Package sim is Eidolon's discrete-event kernel: an integer clock in
+// picoseconds and an event queue ordered by (time, sequence number), so
+// events at the same instant always run in the order they were scheduled.
+//
+// A Kernel is a plain value: no globals, no goroutines, no wall clock. Models
+// (package net, the executor) schedule callbacks on a shared *Kernel and the
+// caller drives it with Run. Events at one instant are kept in one FIFO bucket,
+// so scheduling many events at the same time (a ring step's n flows) costs a
+// map lookup and an append, not a heap operation each.
+//
+// Settle registers work to run once the current instant has no events left,
+// before the clock moves on: a model that must recompute something after a
+// batch of same-time changes (max-min rates) does it once per instant.
+//
+// No-progress detection: models register describers with OnStall; when the
+// queue runs dry, Run asks each describer for work that is still waiting
+// (e.g. "collective 3: rank 5 waits for step 2 from rank 4"). Any answer
+// turns the end of the run into an error naming the blocked work.
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Time is simulated time in picoseconds. An int64 spans about 106 days.
+type Time int64
+
+// Units of Time.
+const (
+	Picosecond  Time = 1
+	Nanosecond  Time = 1000 * Picosecond
+	Microsecond Time = 1000 * Nanosecond
+	Millisecond Time = 1000 * Microsecond
+	Second      Time = 1000 * Millisecond
+)
+
+// Never is a time after every event.
+const Never Time = math.MaxInt64
+
+// Seconds converts seconds to Time, rounding to the nearest picosecond and
+// saturating at Never.
+func Seconds(s float64) Time {
+	ps := math.Round(s * 1e12)
+	if ps >= float64(math.MaxInt64) {
+		return Never
+	}
+	if ps <= float64(math.MinInt64) {
+		return -Never
+	}
+	return Time(ps)
+}
+
+// SecondsCeil converts seconds to Time rounding up, so an interval never ends early.
+func SecondsCeil(s float64) Time {
+	ps := math.Ceil(s*1e12 - 1e-6)
+	if ps >= float64(math.MaxInt64) {
+		return Never
+	}
+	return Time(ps)
+}
+
+// Seconds converts Time to seconds.
+func (t Time) Seconds() float64 { return float64(t) * 1e-12 }
+
+func (t Time) String() string { return fmt.Sprintf("%.9gs", t.Seconds()) }
+
+// Handler receives an event without the allocation of a closure: models that
+// schedule millions of events pass themselves and an integer argument.
+type Handler interface {
+	Handle(arg int)
+}
+
+type event struct {
+	fn  func()
+	h   Handler
+	arg int
+}
+
+func (e event) run() {
+	if e.fn != nil {
+		e.fn()
+		return
+	}
+	e.h.Handle(e.arg)
+}
+
+// bucket holds the events of one instant in scheduling order.
+type bucket struct {
+	t      Time
+	events []event
+	next   int // first event not yet run
+}
+
+// Kernel is the event loop. The zero value is not usable; call New.
+type Kernel struct {
+	now     Time
+	events  uint64
+	byTime  map[Time]*bucket
+	times   []Time // min-heap of instants that have a bucket
+	free    []*bucket
+	settle  []func()
+	stalls  []func() []string
+	failure error
+
+	// CheckEvery is how many events pass between cancellation checks and
+	// progress reports (default 4096).
+	CheckEvery uint64
+	// Progress, if set, is called every CheckEvery events with the current
+	// time and the number of events run so far.
+	Progress func(now Time, events uint64)
+}
+
+// New returns a kernel at time 0 with an empty queue.
+func New() *Kernel {
+	return &Kernel{byTime: make(map[Time]*bucket), CheckEvery: 4096}
+}
+
+// Now is the current simulated time.
+func (k *Kernel) Now() Time { return k.now }
+
+// Events is the number of events run so far.
+func (k *Kernel) Events() uint64 { return k.events }
+
+// Pending is the number of events scheduled and not yet run.
+func (k *Kernel) Pending() int {
+	n := 0
+	for _, b := range k.byTime {
+		n += len(b.events) - b.next
+	}
+	return n
+}
+
+// At schedules f at absolute time t. Scheduling in the past is a bug in the
+// caller and panics.
+func (k *Kernel) At(t Time, f func()) { k.push(t, event{fn: f}) }
+
+// After schedules f d after now.
+func (k *Kernel) After(d Time, f func()) { k.push(k.now+d, event{fn: f}) }
+
+// AtHandler schedules h.Handle(arg) at time t, without allocating.
+func (k *Kernel) AtHandler(t Time, h Handler, arg int) { k.push(t, event{h: h, arg: arg}) }
+
+func (k *Kernel) push(t Time, e event) {
+	if t < k.now {
+		panic(fmt.Sprintf("sim: event scheduled at %v, before now %v", t, k.now))
+	}
+	b := k.byTime[t]
+	if b == nil {
+		b = k.newBucket(t)
+	}
+	b.events = append(b.events, e)
+}
+
+func (k *Kernel) newBucket(t Time) *bucket {
+	var b *bucket
+	if n := len(k.free); n > 0 {
+		b = k.free[n-1]
+		k.free = k.free[:n-1]
+	} else {
+		b = &bucket{}
+	}
+	b.t, b.next, b.events = t, 0, b.events[:0]
+	k.byTime[t] = b
+	heapPush(&k.times, t)
+	return b
+}
+
+// Settle runs f once the current instant has no events left, before time
+// advances. Work registered while settling runs in the same instant too.
+func (k *Kernel) Settle(f func()) { k.settle = append(k.settle, f) }
+
+// OnStall registers a describer of blocked work, asked when the queue runs
+// dry; it returns one line per blocked item, or nothing when all is done.
+func (k *Kernel) OnStall(describe func() []string) { k.stalls = append(k.stalls, describe) }
+
+// Fail stops the run at the end of the current event; Run returns err.
+func (k *Kernel) Fail(err error) {
+	if k.failure == nil {
+		k.failure = err
+	}
+}
+
+// ErrStalled is wrapped by the error Run returns when work is blocked with
+// no event left that could unblock it.
+var ErrStalled = errors.New("simulation made no progress")
+
+// Run processes events until the queue is empty, the context is canceled, or
+// a model calls Fail.
+func (k *Kernel) Run(ctx context.Context) error { return k.RunUntil(ctx, Never) }
+
+// RunUntil processes events with time <= end. The clock stays at the last
+// event run (or end, if events remain beyond it).
+func (k *Kernel) RunUntil(ctx context.Context, end Time) error {
+	every := k.CheckEvery
+	if every == 0 {
+		every = 4096
+	}
+	var sinceCheck uint64
+	for {
+		if k.failure != nil {
+			return k.failure
+		}
+		if len(k.times) == 0 || k.times[0] != k.now || k.byTime[k.now] == nil {
+			// The current instant is done: settle before moving on.
+			if len(k.settle) > 0 {
+				k.runSettle()
+				continue
+			}
+		}
+		if len(k.times) == 0 {
+			return k.stalled()
+		}
+		t := k.times[0]
+		if t > end {
+			k.now = end
+			return nil
+		}
+		b := k.byTime[t]
+		k.now = t
+		if b.next == len(b.events) {
+			heapPop(&k.times)
+			delete(k.byTime, t)
+			k.free = append(k.free, b)
+			continue
+		}
+		e := b.events[b.next]
+		b.events[b.next] = event{}
+		b.next++
+		k.events++
+		e.run()
+		sinceCheck++
+		if sinceCheck >= every {
+			sinceCheck = 0
+			if ctx != nil {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			if k.Progress != nil {
+				k.Progress(k.now, k.events)
+			}
+		}
+	}
+}
+
+func (k *Kernel) runSettle() {
+	fs := k.settle
+	k.settle = nil
+	for _, f := range fs {
+		f()
+	}
+	if k.settle == nil {
+		k.settle = fs[:0]
+	}
+}
+
+func (k *Kernel) stalled() error {
+	var lines []string
+	for _, d := range k.stalls {
+		lines = append(lines, d()...)
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	const show = 10
+	more := ""
+	if len(lines) > show {
+		more = fmt.Sprintf("\n  ... and %d more", len(lines)-show)
+		lines = lines[:show]
+	}
+	return fmt.Errorf("%w at t=%v: no events left but work is blocked:\n  %s%s",
+		ErrStalled, k.now, strings.Join(lines, "\n  "), more)
+}
+
+func heapPush(h *[]Time, t Time) {
+	*h = append(*h, t)
+	s := *h
+	i := len(s) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if s[p] <= s[i] {
+			break
+		}
+		s[p], s[i] = s[i], s[p]
+		i = p
+	}
+}
+
+func heapPop(h *[]Time) {
+	s := *h
+	n := len(s) - 1
+	s[0] = s[n]
+	s = s[:n]
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && s[r] < s[l] {
+			m = r
+		}
+		if s[i] <= s[m] {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	*h = s
+}

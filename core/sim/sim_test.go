@@ -1,0 +1,113 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestTimeConversions(t *testing.T) {
+	require.Equal(t, Second, Seconds(1))
+	require.Equal(t, 1.5e-9, (1500 * Picosecond).Seconds())
+	require.Equal(t, Time(3), SecondsCeil(2.2e-12))
+	require.Equal(t, Time(2), SecondsCeil(2e-12))
+	require.Equal(t, Never, Seconds(1e300))
+}
+
+func TestOrderByTimeThenSequence(t *testing.T) {
+	k := New()
+	var got []string
+	k.At(20, func() { got = append(got, "c") })
+	k.At(10, func() { got = append(got, "a") })
+	k.At(10, func() {
+		got = append(got, "b")
+		k.At(10, func() { got = append(got, "b2") }) // same instant, after b
+		k.After(5, func() { got = append(got, "b+5") })
+	})
+	require.NoError(t, k.Run(context.Background()))
+	require.Equal(t, []string{"a", "b", "b2", "b+5", "c"}, got)
+	require.Equal(t, Time(20), k.Now())
+	require.Equal(t, uint64(5), k.Events())
+}
+
+func TestSettleRunsOncePerInstantBeforeTimeAdvances(t *testing.T) {
+	k := New()
+	var got []string
+	settled := false
+	mark := func(s string) func() {
+		return func() {
+			got = append(got, s)
+			if !settled {
+				settled = true
+				k.Settle(func() { got = append(got, "settle@"+k.Now().String()); settled = false })
+			}
+		}
+	}
+	k.At(1, mark("x"))
+	k.At(1, mark("y"))
+	k.At(2, mark("z"))
+	require.NoError(t, k.Run(context.Background()))
+	require.Equal(t, []string{"x", "y", "settle@1e-12s", "z", "settle@2e-12s"}, got)
+}
+
+func TestStallNamesBlockedWork(t *testing.T) {
+	k := New()
+	waiting := true
+	k.OnStall(func() []string {
+		if waiting {
+			return []string{"rank 3 waits for rank 2"}
+		}
+		return nil
+	})
+	k.At(5, func() {})
+	err := k.Run(context.Background())
+	require.ErrorIs(t, err, ErrStalled)
+	require.Contains(t, err.Error(), "rank 3 waits for rank 2")
+
+	waiting = false
+	require.NoError(t, New().Run(context.Background()))
+}
+
+func TestCancellationAndFail(t *testing.T) {
+	k := New()
+	k.CheckEvery = 10
+	var tick func()
+	tick = func() { k.After(1, tick) } // runs forever
+	k.At(0, tick)
+	ctx, cancel := context.WithCancel(context.Background())
+	calls := 0
+	k.Progress = func(Time, uint64) {
+		calls++
+		if calls == 3 {
+			cancel()
+		}
+	}
+	require.ErrorIs(t, k.Run(ctx), context.Canceled)
+
+	k2 := New()
+	boom := errors.New("boom")
+	k2.At(1, func() { k2.Fail(boom) })
+	k2.At(2, func() { t.Fatal("must not run after Fail") })
+	require.ErrorIs(t, k2.Run(context.Background()), boom)
+}
+
+func TestSchedulingInThePastPanics(t *testing.T) {
+	k := New()
+	k.At(10, func() { k.At(5, func() {}) })
+	require.Panics(t, func() { _ = k.Run(context.Background()) })
+}
+
+func TestRunUntil(t *testing.T) {
+	k := New()
+	ran := 0
+	k.At(5, func() { ran++ })
+	k.At(15, func() { ran++ })
+	require.NoError(t, k.RunUntil(context.Background(), 10))
+	require.Equal(t, 1, ran)
+	require.Equal(t, Time(10), k.Now())
+	require.Equal(t, 1, k.Pending())
+	require.NoError(t, k.Run(context.Background()))
+	require.Equal(t, 2, ran)
+}
