@@ -147,7 +147,7 @@ func checkValue(p *Problems, path string, v any, t reflect.Type) {
 			p.Addf(path, "must be a number, got %s", jsonKind(v))
 		}
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		checkInteger(p, path, v, float64(minInt(t)), float64(maxInt(t)))
+		checkInteger(p, path, v, float64(minInt(t)), float64(maxInt(t))+1)
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
 		checkInteger(p, path, v, 0, math.Ldexp(1, t.Bits()))
 	}

@@ -1,0 +1,140 @@
+package spec
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+type innerSpec struct {
+	BandwidthBytesPerS float64 `json:"bandwidth_bytes_per_s"`
+	Count              int     `json:"count,omitempty"`
+}
+
+type testSpec struct {
+	Header
+	Links   []innerSpec          `json:"links"`
+	Weights map[string]float64   `json:"weights,omitempty"`
+	Ptr     *innerSpec           `json:"ptr,omitempty"`
+	Small   int8                 `json:"small,omitempty"`
+	Flag    bool                 `json:"flag,omitempty"`
+	Named   map[string]innerSpec `json:"named,omitempty"`
+}
+
+func problemsOf(t *testing.T, err error) []Problem {
+	t.Helper()
+	require.Error(t, err)
+	se, ok := err.(*Error)
+	require.True(t, ok, "want *spec.Error, got %T: %v", err, err)
+	return se.Problems
+}
+
+func TestDecodeAcceptsValidSpec(t *testing.T) {
+	var s testSpec
+	err := Decode([]byte(`{"kind":"x","seed":3,"links":[{"bandwidth_bytes_per_s":1e9,"count":2}],
+		"weights":{"a":1.5},"ptr":{"bandwidth_bytes_per_s":5},"small":-128,"flag":true}`), &s)
+	require.NoError(t, err)
+	require.Equal(t, "x", s.Kind)
+	require.Equal(t, uint64(3), s.Seed)
+	require.Equal(t, 2, s.Links[0].Count)
+	require.Equal(t, 5.0, s.Ptr.BandwidthBytesPerS)
+	require.Equal(t, int8(-128), s.Small)
+}
+
+func TestDecodeReportsEveryProblemWithPath(t *testing.T) {
+	var s testSpec
+	err := Decode([]byte(`{"kind":"x","seed":-1,"links":[{"bandwidth_bytes_per_s":1},{"bandwith_bytes_per_s":2,"count":1.5}],
+		"small":300,"flag":"yes","named":{"b":{"count":"3"}}}`), &s)
+	ps := problemsOf(t, err)
+	got := map[string]string{}
+	for _, p := range ps {
+		got[p.Path] = p.Message
+	}
+	require.Len(t, ps, 6, "%v", err)
+	require.Contains(t, got["seed"], "must be an integer in [0,")
+	require.Contains(t, got["links[1].bandwith_bytes_per_s"], `did you mean "bandwidth_bytes_per_s"?`)
+	require.Contains(t, got["links[1].count"], "must be an integer, got 1.5")
+	require.Contains(t, got["small"], "[-128, 128)")
+	require.Contains(t, got["flag"], "must be true or false")
+	require.Contains(t, got["named.b.count"], "must be an integer, got a string")
+	require.Contains(t, err.Error(), "6 problems")
+}
+
+func TestDecodeRejectsBadDocuments(t *testing.T) {
+	for _, doc := range []string{``, `[1,2]`, `{"kind":`, `{"kind":"x"} {}`, `"str"`} {
+		var s testSpec
+		require.Error(t, Decode([]byte(doc), &s), doc)
+	}
+}
+
+func TestKind(t *testing.T) {
+	k, err := Kind([]byte(`{"kind":"collective"}`))
+	require.NoError(t, err)
+	require.Equal(t, "collective", k)
+	_, err = Kind([]byte(`{"seed":1}`))
+	require.Equal(t, "kind", problemsOf(t, err)[0].Path)
+	_, err = Kind([]byte(`[]`))
+	require.Error(t, err)
+}
+
+func TestRoundTrip(t *testing.T) {
+	in := testSpec{Header: Header{Kind: "x", Seed: 42, Name: "n"},
+		Links:   []innerSpec{{BandwidthBytesPerS: 2.5e10, Count: 3}},
+		Weights: map[string]float64{"a": 0.25}, Ptr: &innerSpec{BandwidthBytesPerS: 1}}
+	data, err := json.Marshal(in)
+	require.NoError(t, err)
+	var out testSpec
+	require.NoError(t, Decode(data, &out))
+	require.Equal(t, in, out)
+}
+
+func TestProblemHelpers(t *testing.T) {
+	var p Problems
+	p.Positive("a", -5)
+	p.Positive("b", 1)
+	p.NonNegative("c", -1)
+	p.InRange("d", 2, 0, 1)
+	p.IntInRange("e", 9, 0, 8)
+	require.True(t, p.OneOf("f", "ring", []string{"ring", "tree"}))
+	require.False(t, p.OneOf("g", "rign", []string{"ring", "tree"}))
+	err := p.Err()
+	ps := problemsOf(t, err)
+	require.Len(t, ps, 5)
+	require.Equal(t, "a: must be > 0, got -5", ps[0].String())
+	require.Contains(t, ps[4].Message, `did you mean "ring"?`)
+	require.Equal(t, "cluster.links[3]", Index(Field("cluster", "links"), 3))
+	var none Problems
+	require.NoError(t, none.Err())
+}
+
+func TestSuggest(t *testing.T) {
+	require.Equal(t, "latency_s", Suggest("latncy_s", []string{"latency_s", "bandwidth_bytes_per_s"}))
+	require.Equal(t, "", Suggest("zzzzzzzz", []string{"ring", "tree"}))
+}
+
+// FuzzDecode: decoding arbitrary bytes never panics, and whatever decodes
+// cleanly re-encodes to a document that decodes to the same value.
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte(`{"kind":"x","links":[{"bandwidth_bytes_per_s":1e9}]}`))
+	f.Add([]byte(`{"kind":"x","seed":18446744073709551615,"small":-128}`))
+	f.Add([]byte(`{"named":{"a":{"count":1}},"ptr":null,"weights":{"w":-0.5}}`))
+	f.Add([]byte(`{"links":[{"bandwith":1}],"flag":"no"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var s testSpec
+		if err := Decode(data, &s); err != nil {
+			if !strings.HasPrefix(err.Error(), "invalid spec") {
+				t.Fatalf("error without the spec prefix: %v", err)
+			}
+			return
+		}
+		again, err := json.Marshal(s)
+		require.NoError(t, err)
+		var s2 testSpec
+		require.NoError(t, Decode(again, &s2))
+		again2, err := json.Marshal(s2)
+		require.NoError(t, err)
+		require.JSONEq(t, string(again), string(again2))
+	})
+}

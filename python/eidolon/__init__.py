@@ -1,0 +1,28 @@
+"""Eidolon: a performance simulator for distributed AI training and inference.
+
+A Go simulation core, driven from Python; results are Arrow tables.
+
+>>> import eidolon
+>>> r = eidolon.run({"kind": "selftest", "iterations": 10})
+>>> sorted(r.tables)
+['summary']
+"""
+
+from . import presets
+from .api import Result, kinds, load_spec, run, validate
+from .errors import EidolonError, InternalError, SimulationError, SpecError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "EidolonError",
+    "InternalError",
+    "Result",
+    "SimulationError",
+    "SpecError",
+    "kinds",
+    "load_spec",
+    "presets",
+    "run",
+    "validate",
+]

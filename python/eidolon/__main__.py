@@ -1,0 +1,66 @@
+"""Command line: ``python -m eidolon run SPEC --out DIR``, ``presets``, ``validate``, ``kinds``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import api, presets
+from .errors import EidolonError, SpecError
+
+
+def _show(name: str, table, rows: int) -> None:
+    import pandas as pd
+
+    with pd.option_context("display.width", 200, "display.max_columns", 30):
+        print(f"== {name} ({table.num_rows} rows)")
+        print(table.slice(0, rows).to_pandas().to_string(index=False))
+        print()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m eidolon", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_run = sub.add_parser("run", help="simulate a JSON/YAML spec and print its tables")
+    p_run.add_argument("spec")
+    p_run.add_argument("--out", help="write each table as Parquet into this folder")
+    p_run.add_argument("--rows", type=int, default=20, help="rows to print per table")
+    p_val = sub.add_parser("validate", help="list every problem of a spec")
+    p_val.add_argument("spec")
+    p_pre = sub.add_parser("presets", help="print the preset catalogues")
+    p_pre.add_argument("name", nargs="?", choices=["gpus", "links", "models"])
+    sub.add_parser("kinds", help="list the scenario kinds")
+    args = parser.parse_args(argv)
+
+    try:
+        if args.command == "run":
+            result = api.run(args.spec)
+            for name, table in result.tables.items():
+                _show(name, table, args.rows)
+            if args.out:
+                for path in result.save(args.out):
+                    print(f"wrote {path}")
+        elif args.command == "validate":
+            problems = api.validate(args.spec)
+            for path, message in problems:
+                print(f"{path}: {message}" if path else message)
+            if problems:
+                return 1
+            print("valid")
+        elif args.command == "presets":
+            for name in [args.name] if args.name else ["gpus", "links", "models"]:
+                _show(name, presets.catalog(name), 1000)
+        elif args.command == "kinds":
+            for k in api.kinds():
+                print(f"{k['name']:<12} {k['doc']}")
+    except SpecError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except EidolonError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

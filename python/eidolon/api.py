@@ -1,0 +1,159 @@
+"""The user API: run a spec, validate it, hold the result tables."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Union
+
+import pyarrow as pa
+
+from . import _engine
+from .errors import SpecError
+
+if TYPE_CHECKING:  # pandas is imported lazily
+    import pandas as pd
+
+SpecLike = Union[Mapping[str, Any], str, "os.PathLike[str]"]
+
+
+def load_spec(spec: SpecLike) -> dict[str, Any]:
+    """Return a spec as a dict: from a dict, or from a JSON or YAML file path."""
+    if isinstance(spec, Mapping):
+        return dict(spec)
+    if isinstance(spec, (str, os.PathLike)):
+        path = Path(spec)
+        if not path.is_file():
+            raise SpecError(f"spec file not found: {path}", [("", f"spec file not found: {path}")])
+        text = path.read_text()
+        if path.suffix.lower() in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text)
+        else:
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise SpecError(f"{path}: not valid JSON: {exc}", [("", str(exc))]) from None
+        if not isinstance(data, dict):
+            raise SpecError(f"{path}: a spec must be a mapping", [("", "a spec must be a mapping")])
+        return data
+    raise TypeError(f"spec must be a dict or a path to a JSON/YAML file, got {type(spec).__name__}")
+
+
+def _to_json(spec: Mapping[str, Any]) -> str:
+    try:
+        return json.dumps(spec, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise SpecError(f"spec is not JSON-serializable: {exc}", [("", str(exc))]) from None
+
+
+class Result:
+    """The tables of one run.
+
+    ``result.tables`` maps table names to ``pyarrow.Table``; ``result["summary"]``
+    is a shortcut, and ``result.to_pandas("summary")`` converts one table.
+    Every table's schema metadata holds the spec, the seed and the version.
+    """
+
+    def __init__(self, spec: dict[str, Any], tables: dict[str, pa.Table]):
+        self.spec = spec
+        self.tables = tables
+
+    def __getitem__(self, name: str) -> pa.Table:
+        try:
+            return self.tables[name]
+        except KeyError:
+            raise KeyError(f"no table {name!r}; tables: {', '.join(self.tables)}") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.tables)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.tables
+
+    def to_pandas(self, name: str = "summary") -> "pd.DataFrame":
+        """One table as a pandas DataFrame."""
+        return self[name].to_pandas()
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        """The run's metadata (eidolon_version, kind, seed, spec), from any table."""
+        first = next(iter(self.tables.values()))
+        meta = first.schema.metadata or {}
+        return {k.decode(): v.decode() for k, v in meta.items() if k != b"table"}
+
+    def save(self, directory: str | os.PathLike[str]) -> list[Path]:
+        """Write each table as ``<name>.parquet`` and the spec as ``spec.json``."""
+        import pyarrow.parquet as pq
+
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+        for name, table in self.tables.items():
+            path = out / f"{name}.parquet"
+            pq.write_table(table, path)
+            written.append(path)
+        (out / "spec.json").write_text(json.dumps(self.spec, indent=2))
+        return written
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{n}: {t.num_rows} rows" for n, t in self.tables.items())
+        return f"<eidolon.Result kind={self.spec.get('kind')!r} {parts}>"
+
+
+class _Progress:
+    """A tqdm bar that appears only for runs longer than a second."""
+
+    def __init__(self, desc: str):
+        from tqdm.auto import tqdm
+
+        self.bar = tqdm(total=1000, desc=desc, delay=1.0, leave=False, bar_format="{l_bar}{bar}| {elapsed}")
+
+    def __call__(self, fraction: float) -> None:
+        n = int(max(0.0, min(1.0, fraction)) * 1000)
+        self.bar.update(n - self.bar.n)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def run(spec: SpecLike, progress: bool = True) -> Result:
+    """Simulate a spec and return its tables.
+
+    ``spec`` is a dict or a path to a JSON/YAML file. Invalid specs raise
+    :class:`eidolon.SpecError` naming every bad field; runs that cannot complete
+    raise :class:`eidolon.SimulationError`. Ctrl-C (or Jupyter's stop button)
+    cancels the run within about a second and raises KeyboardInterrupt.
+
+    >>> r = run({"kind": "selftest", "iterations": 1000, "seed": 7})
+    >>> r["summary"].column_names
+    ['iterations', 'checksum']
+    >>> int(r.to_pandas("summary")["iterations"][0])
+    1000
+    """
+    data = load_spec(spec)
+    bar = _Progress(str(data.get("kind", "run"))) if progress else None
+    try:
+        tables = _engine.run_json(_to_json(data), bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    return Result(data, tables)
+
+
+def validate(spec: SpecLike) -> list[tuple[str, str]]:
+    """Return every (field path, problem) of a spec without running it.
+
+    >>> validate({"kind": "selftest", "iterations": -1})
+    [('iterations', 'must be in [1, 1e15], got -1')]
+    >>> validate({"kind": "selftest"})
+    []
+    """
+    return _engine.validate_json(_to_json(load_spec(spec)))
+
+
+def kinds() -> list[dict[str, str]]:
+    """The scenario kinds this build knows, with a line of documentation each."""
+    return _engine.kinds()

@@ -1,0 +1,144 @@
+"""The Python API end to end through the real extension."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import eidolon
+from eidolon import _engine
+
+
+def test_run_returns_arrow_tables_with_metadata():
+    r = eidolon.run({"kind": "selftest", "iterations": 5000, "seed": 11})
+    assert isinstance(r["summary"], pa.Table)
+    assert r.to_pandas("summary")["iterations"].tolist() == [5000]
+    meta = r.metadata
+    assert meta["seed"] == "11"
+    assert meta["kind"] == "selftest"
+    assert meta["eidolon_version"] == eidolon.__version__
+    assert json.loads(meta["spec"])["iterations"] == 5000
+
+
+def test_same_seed_same_tables():
+    a = eidolon.run({"kind": "selftest", "iterations": 777, "seed": 3})
+    b = eidolon.run({"kind": "selftest", "iterations": 777, "seed": 3})
+    c = eidolon.run({"kind": "selftest", "iterations": 777, "seed": 4})
+    assert a["summary"].equals(b["summary"])
+    assert not a["summary"].equals(c["summary"])
+
+
+def test_three_mistakes_one_spec_error():
+    with pytest.raises(eidolon.SpecError) as info:
+        eidolon.run({"kind": "selftest", "iteratons": 5, "seed": "x", "fail": 3})
+    paths = [p for p, _ in info.value.problems]
+    assert paths == ["fail", "iteratons", "seed"]
+    text = str(info.value)
+    assert "3 problems" in text and 'did you mean "iterations"?' in text
+    assert isinstance(info.value, eidolon.EidolonError)
+
+
+def test_validate_lists_problems_without_running():
+    assert eidolon.validate({"kind": "selftest", "iterations": 0}) == []  # 0 means the default
+    assert eidolon.validate({"kind": "seltest"})[0][0] == "kind"
+
+
+def test_unknown_kind_suggests():
+    with pytest.raises(eidolon.SpecError, match='did you mean "selftest"'):
+        eidolon.run({"kind": "selftes"})
+
+
+def test_simulation_error():
+    with pytest.raises(eidolon.SimulationError, match="network partitioned"):
+        eidolon.run({"kind": "selftest", "fail": "network partitioned"})
+
+
+def test_forced_panic_is_recovered_and_interpreter_survives():
+    with pytest.raises(eidolon.InternalError, match="nil map"):
+        _engine.call("ForcePanic")
+    with pytest.raises(eidolon.EidolonError, match="panic requested"):
+        eidolon.run({"kind": "selftest", "panic": True})
+    assert eidolon.run({"kind": "selftest", "iterations": 10})["summary"].num_rows == 1
+
+
+def test_keyboard_interrupt_cancels_within_a_second():
+    """A real SIGINT, as Ctrl-C or Jupyter's stop button sends, stops a long run."""
+    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+    start = time.monotonic()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        eidolon.run({"kind": "selftest", "iterations": 10**14}, progress=False)
+    elapsed = time.monotonic() - start
+    timer.join()
+    # Not a timing assertion on the simulator: a bound on the cancellation path, which
+    # would otherwise run for hours.
+    assert elapsed < 5
+    assert eidolon.run({"kind": "selftest", "iterations": 10})["summary"].num_rows == 1
+
+
+def test_progress_reaches_one():
+    seen = []
+    _engine.run_json(json.dumps({"kind": "selftest", "iterations": 30_000_000}), seen.append)
+    assert seen[-1] == 1.0
+    assert seen == sorted(seen)
+
+
+def test_spec_from_json_and_yaml_files(tmp_path):
+    (tmp_path / "s.json").write_text(json.dumps({"kind": "selftest", "iterations": 9}))
+    (tmp_path / "s.yaml").write_text("kind: selftest\niterations: 9\n")
+    a = eidolon.run(tmp_path / "s.json")
+    b = eidolon.run(str(tmp_path / "s.yaml"))
+    assert a["summary"].equals(b["summary"])
+    with pytest.raises(eidolon.SpecError, match="not found"):
+        eidolon.run(tmp_path / "missing.json")
+    with pytest.raises(TypeError):
+        eidolon.run(42)
+
+
+def test_unserializable_spec_is_a_spec_error():
+    with pytest.raises(eidolon.SpecError):
+        eidolon.run({"kind": "selftest", "iterations": float("nan")})
+
+
+def test_save_writes_parquet(tmp_path):
+    r = eidolon.run({"kind": "selftest", "iterations": 100})
+    paths = r.save(tmp_path / "out")
+    assert [p.name for p in paths] == ["summary.parquet"]
+    assert pq.read_table(paths[0]).equals(r["summary"])
+    assert json.loads((tmp_path / "out" / "spec.json").read_text())["iterations"] == 100
+
+
+def test_presets_tables():
+    gpus = eidolon.presets.gpus().to_pandas()
+    h100 = gpus.set_index("name").loc["h100-sxm"]
+    assert h100["peak_bf16_flops_per_s"] == pytest.approx(989e12, rel=0.01)  # reference README
+    assert eidolon.presets.links().num_rows >= 10
+    with pytest.raises(eidolon.SpecError, match="catalog"):
+        eidolon.presets.catalog("gpu")
+
+
+def run_cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "eidolon", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_cli(tmp_path):
+    spec = tmp_path / "s.json"
+    spec.write_text(json.dumps({"kind": "selftest", "iterations": 3}))
+    out = run_cli("run", str(spec), "--out", str(tmp_path / "o"))
+    assert out.returncode == 0, out.stderr
+    assert "== summary (1 rows)" in out.stdout
+    assert (tmp_path / "o" / "summary.parquet").exists()
+    spec.write_text(json.dumps({"kind": "selftest", "iterations": -3}))
+    bad = run_cli("validate", str(spec))
+    assert bad.returncode == 1 and "iterations: must be in" in bad.stdout
+    assert run_cli("run", str(spec)).returncode == 2
+    pre = run_cli("presets", "gpus")
+    assert pre.returncode == 0 and "h100-sxm" in pre.stdout
+    assert "selftest" in run_cli("kinds").stdout
