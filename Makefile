@@ -56,7 +56,7 @@ nb-test: dev
 
 # Run one notebook in place: make nb NB=notebooks/00_quickstart.ipynb
 nb: dev
-	$(PY) -m pytest -q -p no:cacheprovider -o addopts="" --nbmake --overwrite $(NB)
+	$(PY) -m pytest -q -p no:cacheprovider -o addopts="" --nbmake $(NB)
 
 bench: dev
 	$(PY) bench/report.py
