@@ -10,6 +10,7 @@ A Go simulation core, driven from Python; results are Arrow tables.
 
 from . import presets
 from .api import Result, kinds, load_spec, run, validate
+from .sweep import sweep
 from .errors import EidolonError, InternalError, SimulationError, SpecError
 
 __version__ = "0.1.0"
@@ -24,5 +25,6 @@ __all__ = [
     "load_spec",
     "presets",
     "run",
+    "sweep",
     "validate",
 ]

@@ -1,0 +1,213 @@
+"""Run many specs in parallel and concatenate their tables.
+
+The default executor is a process pool on this machine (spawned, not forked:
+a forked child of a process running the Go runtime would hang). Any
+``concurrent.futures.Executor`` works, e.g. a Dask cluster's
+``client.get_executor()``, so the same call scales past one machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+import time
+import traceback
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import pyarrow as pa
+
+from .api import Result, SpecLike, load_spec
+
+POINTS = "points"
+
+
+def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def varying_parameters(specs: list[dict[str, Any]]) -> list[str]:
+    """The dotted spec keys whose values differ between specs, in first-seen order."""
+    flat = [_flatten(s) for s in specs]
+    keys: list[str] = []
+    for f in flat:
+        keys.extend(k for k in f if k not in keys)
+    canon = [{k: json.dumps(f.get(k), sort_keys=True) for k in keys} for f in flat]
+    return [k for k in keys if len({c[k] for c in canon}) > 1]
+
+
+def point_key(spec: Mapping[str, Any]) -> str:
+    """A stable identity for a spec, used to skip points already in a store."""
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def run_point(spec: dict[str, Any]) -> tuple[dict[str, pa.Table] | None, str, float]:
+    """Run one spec in a worker: (tables or None, error text, wall seconds)."""
+    from . import api
+
+    start = time.perf_counter()
+    try:
+        tables = api.run(spec, progress=False).tables
+        return tables, "", time.perf_counter() - start
+    except Exception as exc:  # a failing point is reported in its row
+        return None, f"{type(exc).__name__}: {exc}", time.perf_counter() - start
+
+
+def _param_value(v: Any) -> Any:
+    return v if isinstance(v, (int, float, str, bool)) or v is None else json.dumps(v, sort_keys=True)
+
+
+def _with_params(table: pa.Table, point: int, params: dict[str, Any]) -> pa.Table:
+    cols = {"point": pa.array([point] * table.num_rows, pa.int64())}
+    for name, value in params.items():
+        cols[name] = pa.array([_param_value(value)] * table.num_rows)
+    for name in table.column_names:
+        cols[name if name not in cols else f"{name}_"] = table.column(name)
+    return pa.table(cols)
+
+
+class _Store:
+    """A Parquet data set on disk: one file per (table, point); rerunning skips stored points."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        (root / POINTS).mkdir(parents=True, exist_ok=True)
+
+    def done(self, key: str) -> bool:
+        return (self.root / POINTS / f"{key}.parquet").exists()
+
+    def write(self, key: str, tables: dict[str, pa.Table]) -> None:
+        import pyarrow.parquet as pq
+
+        for name, t in tables.items():
+            (self.root / name).mkdir(exist_ok=True)
+            tmp = self.root / name / f".{key}.tmp"
+            pq.write_table(t, tmp)
+            os.replace(tmp, self.root / name / f"{key}.parquet")  # points last: a crash never half-records a point
+
+    def read(self, name: str, key: str) -> pa.Table:
+        import pyarrow.parquet as pq
+
+        return pq.read_table(self.root / name / f"{key}.parquet")
+
+    def table_names(self) -> list[str]:
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir())
+
+
+def _default_executor() -> Executor:
+    return ProcessPoolExecutor(max_workers=os.cpu_count() or 1, mp_context=multiprocessing.get_context("spawn"))
+
+
+def sweep(
+    specs: Iterable[SpecLike],
+    executor: Executor | None = None,
+    progress: bool = True,
+    store: str | os.PathLike[str] | None = None,
+) -> Result:
+    """Run every spec and concatenate their tables.
+
+    Each output table gains a ``point`` column (the spec's index) and one
+    column per parameter that varies between specs (dotted paths such as
+    ``cluster.nodes``). The ``points`` table has one row per spec: its
+    parameters, ``ok``, ``error`` (why a point failed; the others go on) and
+    ``wall_s``. With ``store``, finished points are appended to a Parquet data
+    set in that folder and a rerun skips them. Ctrl-C cancels what has not
+    started and re-raises.
+
+    >>> r = sweep([{"kind": "selftest", "iterations": n} for n in (10, 20)], executor=None, progress=False)
+    >>> r["summary"].column("iterations").to_pylist()
+    [10, 20]
+    >>> r["points"].column_names
+    ['point', 'iterations', 'ok', 'error', 'wall_s']
+    """
+    spec_list = [load_spec(s) for s in specs]
+    params = varying_parameters(spec_list)
+    flat = [_flatten(s) for s in spec_list]
+    keys = [point_key(s) for s in spec_list]
+    st = _Store(Path(store)) if store is not None else None
+
+    own = executor is None
+    pool = _default_executor() if own else executor
+    results: dict[int, tuple[dict[str, pa.Table] | None, str, float]] = {}
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(spec_list), desc="sweep")
+    futures: dict[Future, int] = {}
+    try:
+        for i, s in enumerate(spec_list):
+            if st is not None and st.done(keys[i]):
+                results[i] = ({}, "", 0.0)
+                if bar is not None:
+                    bar.update(1)
+                continue
+            futures[pool.submit(run_point, s)] = i
+        for fut in as_completed(futures):
+            i = futures[fut]
+            try:
+                results[i] = fut.result()
+            except Exception as exc:  # the worker itself died
+                results[i] = (None, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=1)}", 0.0)
+            if st is not None:
+                tables, err, wall = results[i]
+                st.write(keys[i], {**(tables or {}), POINTS: _points_row(i, flat[i], params, err, wall)})
+            if bar is not None:
+                bar.update(1)
+    except KeyboardInterrupt:
+        for fut in futures:
+            fut.cancel()
+        if own:
+            _terminate(pool)
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+        if own:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    return _collect(spec_list, flat, params, keys, results, st)
+
+
+def _points_row(i: int, flat: dict[str, Any], params: list[str], err: str, wall: float) -> pa.Table:
+    row: dict[str, Any] = {"point": [i]}
+    for p in params:
+        row[p] = [_param_value(flat.get(p))]
+    row.update(ok=[not err], error=[err], wall_s=[wall])
+    return pa.table(row)
+
+
+def _collect(spec_list, flat, params, keys, results, st) -> Result:
+    per_table: dict[str, list[pa.Table]] = {}
+    points = []
+    for i in range(len(spec_list)):
+        p = {k: flat[i].get(k) for k in params}
+        if st is not None:
+            names = [n for n in st.table_names() if (st.root / n / f"{keys[i]}.parquet").exists()]
+            tables = {n: st.read(n, keys[i]) for n in names if n != POINTS}
+            points.append(st.read(POINTS, keys[i]).set_column(0, "point", pa.array([i], pa.int64())))
+        else:
+            tables = results[i][0] or {}
+            points.append(_points_row(i, flat[i], params, results[i][1], results[i][2]))
+        for name, t in tables.items():
+            per_table.setdefault(name, []).append(_with_params(t, i, p))
+    out = {name: pa.concat_tables(ts, promote_options="permissive") for name, ts in per_table.items()}
+    out[POINTS] = pa.concat_tables(points, promote_options="permissive")
+    return Result({"sweep": spec_list}, out)
+
+
+def _terminate(pool: Executor) -> None:
+    """Stop a process pool's workers at once (Ctrl-C must not wait for running points)."""
+    procs = getattr(pool, "_processes", None) or {}
+    for p in list(procs.values()):
+        p.terminate()

@@ -1,0 +1,72 @@
+"""eidolon.sweep: local pool, any Executor (Dask included), failures, resume."""
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+import eidolon
+from eidolon.sweep import varying_parameters
+
+
+def specs(n=4):
+    return [{"kind": "selftest", "iterations": 1000 * (i + 1), "seed": 1} for i in range(n)]
+
+
+def test_varying_parameters():
+    assert varying_parameters([{"a": {"b": 1, "c": 2}}, {"a": {"b": 2, "c": 2}}]) == ["a.b"]
+    assert varying_parameters([{"x": [1, 2]}, {"x": [1, 2]}]) == []
+
+
+def test_sweep_concatenates_in_point_order_with_parameter_columns():
+    r = eidolon.sweep(specs(), progress=False)
+    summary = r.to_pandas("summary")
+    assert summary["point"].tolist() == [0, 1, 2, 3]
+    assert summary["iterations"].tolist() == [1000, 2000, 3000, 4000]
+    single = [eidolon.run(s)["summary"].column("checksum")[0].as_py() for s in specs()]
+    assert summary["checksum"].tolist() == single
+
+
+def test_a_failing_point_is_reported_and_the_rest_goes_on():
+    pts = specs(3)
+    pts[1] = {"kind": "selftest", "fail": "link 7 down", "seed": 1}
+    r = eidolon.sweep(pts, executor=ThreadPoolExecutor(2), progress=False)
+    points = r.to_pandas("points")
+    assert points["ok"].tolist() == [True, False, True]
+    assert "SimulationError: link 7 down" in points["error"][1]
+    assert r.to_pandas("summary")["point"].tolist() == [0, 2]
+
+
+def test_store_resumes(tmp_path):
+    first = eidolon.sweep(specs(2), executor=ThreadPoolExecutor(1), progress=False, store=tmp_path)
+    assert first["points"]["wall_s"].to_pylist()[0] > 0
+    again = eidolon.sweep(specs(3), executor=ThreadPoolExecutor(1), progress=False, store=tmp_path)
+    summary = again.to_pandas("summary")
+    assert summary["iterations"].tolist() == [1000, 2000, 3000]
+    # the two stored points were not rerun: their wall time is the stored one
+    assert again["points"]["wall_s"].to_pylist()[:2] == first["points"]["wall_s"].to_pylist()
+
+
+def test_dask_cluster_gives_the_same_table():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        with distributed.Client(cluster) as client:
+            remote = eidolon.sweep(specs(), executor=client.get_executor(), progress=False)
+    local = eidolon.sweep(specs(), executor=ThreadPoolExecutor(2), progress=False)
+    assert remote["summary"].equals(local["summary"])
+
+
+def test_keyboard_interrupt_stops_the_default_pool():
+    import os
+    import signal
+    import threading
+    import time
+
+    long = [{"kind": "selftest", "iterations": 10**14, "seed": i} for i in range(4)]
+    timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+    start = time.monotonic()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        eidolon.sweep(long, progress=False)
+    timer.join()
+    assert time.monotonic() - start < 10  # the points would otherwise run for hours
+    assert eidolon.run({"kind": "selftest", "iterations": 5})["summary"].num_rows == 1
