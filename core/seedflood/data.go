@@ -1,0 +1,200 @@
+package seedflood
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+)
+
+// Dataset is a classification table: X is row-major Samples×Features,
+// Y holds labels in [0, Classes).
+type Dataset struct {
+	X        []float32
+	Y        []int
+	Features int
+	Classes  int
+}
+
+// Samples is the number of rows.
+func (d *Dataset) Samples() int { return len(d.Y) }
+
+// Row is sample i's features (shared, do not modify).
+func (d *Dataset) Row(i int) []float32 { return d.X[i*d.Features : (i+1)*d.Features] }
+
+// NewDataset checks a table passed in from outside (e.g. scikit-learn's digits).
+func NewDataset(x []float64, labels []int, features int) (*Dataset, error) {
+	if features < 1 || len(x) != features*len(labels) || len(labels) == 0 {
+		return nil, fmt.Errorf("dataset: %d values do not form %d rows of %d features", len(x), len(labels), features)
+	}
+	d := &Dataset{X: make([]float32, len(x)), Y: append([]int(nil), labels...), Features: features}
+	for i, v := range x {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("dataset: feature value %d is %v", i, v)
+		}
+		d.X[i] = float32(v)
+	}
+	for i, y := range labels {
+		if y < 0 {
+			return nil, fmt.Errorf("dataset: label %d is %d, labels must be >= 0", i, y)
+		}
+		d.Classes = max(d.Classes, y+1)
+	}
+	if d.Classes < 2 {
+		return nil, fmt.Errorf("dataset: need at least 2 classes, got %d", d.Classes)
+	}
+	return d, nil
+}
+
+// SyntheticDataset draws a Gaussian-mixture task: class c has mean μ_c with
+// entries N(0, separation²) and samples are μ_y + N(0, I). Larger separation
+// makes the classes easier to tell apart; labels are uniform.
+func SyntheticDataset(r *rand.Rand, samples, features, classes int, separation float64) *Dataset {
+	means := make([]float64, classes*features)
+	for i := range means {
+		means[i] = r.NormFloat64() * separation
+	}
+	d := &Dataset{X: make([]float32, samples*features), Y: make([]int, samples), Features: features, Classes: classes}
+	for i := 0; i < samples; i++ {
+		y := r.IntN(classes)
+		d.Y[i] = y
+		for j := 0; j < features; j++ {
+			d.X[i*features+j] = float32(means[y*features+j] + r.NormFloat64())
+		}
+	}
+	return d
+}
+
+// Split shuffles rows and holds out testFraction of them (at least one row
+// on each side), then standardizes every feature with the training rows'
+// mean and standard deviation.
+func (d *Dataset) Split(r *rand.Rand, testFraction float64) (train, test *Dataset) {
+	n := d.Samples()
+	perm := r.Perm(n)
+	nTest := min(max(1, int(math.Round(testFraction*float64(n)))), n-1)
+	test = d.subset(perm[:nTest])
+	train = d.subset(perm[nTest:])
+	mean, std := train.moments()
+	train.standardize(mean, std)
+	test.standardize(mean, std)
+	return train, test
+}
+
+func (d *Dataset) subset(rows []int) *Dataset {
+	s := &Dataset{Features: d.Features, Classes: d.Classes, X: make([]float32, 0, len(rows)*d.Features), Y: make([]int, 0, len(rows))}
+	for _, i := range rows {
+		s.X = append(s.X, d.Row(i)...)
+		s.Y = append(s.Y, d.Y[i])
+	}
+	return s
+}
+
+func (d *Dataset) moments() (mean, std []float64) {
+	mean = make([]float64, d.Features)
+	std = make([]float64, d.Features)
+	n := float64(d.Samples())
+	for i := 0; i < d.Samples(); i++ {
+		for j, v := range d.Row(i) {
+			mean[j] += float64(v) / n
+		}
+	}
+	for i := 0; i < d.Samples(); i++ {
+		for j, v := range d.Row(i) {
+			dv := float64(v) - mean[j]
+			std[j] += dv * dv / n
+		}
+	}
+	for j := range std {
+		std[j] = math.Sqrt(std[j])
+		if std[j] < 1e-8 {
+			std[j] = 1 // a constant feature (e.g. a blank pixel) stays at 0
+		}
+	}
+	return mean, std
+}
+
+func (d *Dataset) standardize(mean, std []float64) {
+	for i := range d.X {
+		j := i % d.Features
+		d.X[i] = float32((float64(d.X[i]) - mean[j]) / std[j])
+	}
+}
+
+// PartitionIID deals shuffled rows round-robin to n clients.
+func PartitionIID(r *rand.Rand, d *Dataset, n int) [][]int {
+	shards := make([][]int, n)
+	for k, i := range r.Perm(d.Samples()) {
+		shards[k%n] = append(shards[k%n], i)
+	}
+	return shards
+}
+
+// PartitionDirichlet gives each class's rows to clients in proportions drawn
+// from Dirichlet(α, ..., α): small α puts most of a class on few clients
+// (non-IID), large α approaches IID. A client left empty receives one row
+// from the largest shard so every client can draw a minibatch.
+func PartitionDirichlet(r *rand.Rand, d *Dataset, n int, alpha float64) [][]int {
+	byClass := make([][]int, d.Classes)
+	for _, i := range r.Perm(d.Samples()) {
+		byClass[d.Y[i]] = append(byClass[d.Y[i]], i)
+	}
+	shards := make([][]int, n)
+	p := make([]float64, n)
+	for _, rows := range byClass {
+		sum := 0.0
+		for k := range p {
+			p[k] = gamma(r, alpha)
+			sum += p[k]
+		}
+		start, cum := 0, 0.0
+		for k := range p {
+			cum += p[k] / sum
+			end := int(math.Round(cum * float64(len(rows))))
+			if k == n-1 {
+				end = len(rows)
+			}
+			shards[k] = append(shards[k], rows[start:end]...)
+			start = end
+		}
+	}
+	for k := range shards {
+		if len(shards[k]) > 0 {
+			continue
+		}
+		big := 0
+		for j := range shards {
+			if len(shards[j]) > len(shards[big]) {
+				big = j
+			}
+		}
+		last := len(shards[big]) - 1
+		shards[k] = append(shards[k], shards[big][last])
+		shards[big] = shards[big][:last]
+	}
+	for _, s := range shards {
+		sort.Ints(s)
+	}
+	return shards
+}
+
+// gamma draws Gamma(shape, 1) by Marsaglia and Tsang (2000), with the
+// shape < 1 boost Gamma(a) = Gamma(a+1)·U^(1/a).
+func gamma(r *rand.Rand, shape float64) float64 {
+	if shape < 1 {
+		return gamma(r, shape+1) * math.Pow(r.Float64(), 1/shape)
+	}
+	d := shape - 1.0/3
+	c := 1 / math.Sqrt(9*d)
+	for {
+		x := r.NormFloat64()
+		v := 1 + c*x
+		if v <= 0 {
+			continue
+		}
+		v = v * v * v
+		u := r.Float64()
+		if math.Log(u) < 0.5*x*x+d-d*v+d*math.Log(v) {
+			return d * v
+		}
+	}
+}

@@ -1,0 +1,166 @@
+package seedflood
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/eidolon-sim/eidolon/core/topo"
+)
+
+// Method names accepted by Run.
+const (
+	MethodSeedFlood = "seedflood" // flood (seed, scalar) ZO updates to every client
+	MethodDSGD      = "dsgd"      // gossip averaging of models + first-order SGD
+	MethodChoco     = "choco"     // ChocoSGD: top-k compressed gossip + first-order SGD
+	MethodDZSGD     = "dzsgd"     // gossip averaging of models + ZO SGD
+	MethodMeZO      = "mezo"      // centralized ZO: one model, every client's perturbations
+)
+
+// Methods lists every method in a fixed order.
+func Methods() []string {
+	return []string{MethodSeedFlood, MethodDSGD, MethodChoco, MethodDZSGD, MethodMeZO}
+}
+
+// Config is everything a training run needs; the scenario driver builds it
+// from a spec.
+type Config struct {
+	Graph  *topo.Graph
+	Model  *Model
+	Train  *Dataset
+	Test   *Dataset
+	Shards [][]int // rows of Train per client
+	Init   []float32
+
+	Steps, BatchSize, EvalEvery int
+	// LearningRate is the ZO step size (SeedFlood, DZSGD, MeZO);
+	// FirstOrderLearningRate that of DSGD and ChocoSGD.
+	LearningRate, FirstOrderLearningRate float32
+	ZO                                   ZOConfig
+	// Perturbations is q, the two-point estimates each client makes per step.
+	Perturbations int
+	// StepsPerHop is the SeedFlood delay of one hop in steps (0: a message
+	// reaches everyone within the step it is sent).
+	StepsPerHop int
+	// ChocoFraction is the share of coordinates top-k keeps; ChocoGamma the
+	// consensus step size.
+	ChocoFraction float64
+	ChocoGamma    float32
+
+	// Canceled and Progress connect to scenario.Env; both may be nil.
+	Canceled func() error
+	Progress func(fraction float64)
+}
+
+// Point is one evaluation of a method.
+type Point struct {
+	Step            int
+	Loss, Accuracy  float64 // held-out, of the clients' average model
+	Consensus       float64 // mean over clients of ‖θ_i − θ̄‖₂
+	CumulativeBytes int64
+}
+
+// Outcome is one method's run.
+type Outcome struct {
+	Method     string
+	History    []Point
+	Counters   Counters
+	TotalBytes int64
+	// Params are the final effective parameters of every client
+	// (one entry for centralized MeZO).
+	Params [][]float32
+}
+
+// trainer advances one method by one step and exposes its clients' models.
+type trainer interface {
+	step(t int) (bytes int64)
+	clients() int
+	params(i int, dst []float32)
+}
+
+// Run trains one method and evaluates it every EvalEvery steps (and at the
+// start and end).
+func Run(cfg *Config, method string) (*Outcome, error) {
+	if len(cfg.Shards) != cfg.Graph.NumNodes() {
+		return nil, fmt.Errorf("%d shards for %d clients", len(cfg.Shards), cfg.Graph.NumNodes())
+	}
+	out := &Outcome{Method: method}
+	var tr trainer
+	switch method {
+	case MethodSeedFlood:
+		tr = newSeedFlood(cfg, &out.Counters)
+	case MethodMeZO:
+		tr = newMeZO(cfg, &out.Counters)
+	case MethodDSGD, MethodChoco, MethodDZSGD:
+		tr = newGossip(cfg, method, &out.Counters)
+	default:
+		return nil, fmt.Errorf("unknown method %q", method)
+	}
+	ev := newEvaluator(cfg)
+	out.History = append(out.History, ev.point(tr, 0, 0))
+	for t := 0; t < cfg.Steps; t++ {
+		if cfg.Canceled != nil {
+			if err := cfg.Canceled(); err != nil {
+				return nil, err
+			}
+		}
+		out.TotalBytes += tr.step(t)
+		if done := t + 1; done%cfg.EvalEvery == 0 || done == cfg.Steps {
+			out.History = append(out.History, ev.point(tr, done, out.TotalBytes))
+		}
+		if cfg.Progress != nil {
+			cfg.Progress(float64(t+1) / float64(cfg.Steps))
+		}
+	}
+	for i := 0; i < tr.clients(); i++ {
+		p := make([]float32, cfg.Model.NumParams())
+		tr.params(i, p)
+		out.Params = append(out.Params, p)
+	}
+	return out, nil
+}
+
+type evaluator struct {
+	cfg       *Config
+	ws        *workspace
+	mean, buf []float32
+	all       [][]float32
+	evalBatch int
+}
+
+func newEvaluator(cfg *Config) *evaluator {
+	const evalBatch = 256
+	d := cfg.Model.NumParams()
+	return &evaluator{cfg: cfg, ws: cfg.Model.newWorkspace(evalBatch), mean: make([]float32, d), buf: make([]float32, d), evalBatch: evalBatch}
+}
+
+// point evaluates the clients' average model on the held-out set and the
+// consensus distance mean_i ‖θ_i − θ̄‖₂ (accumulated in float64).
+func (e *evaluator) point(tr trainer, step int, bytes int64) Point {
+	n := tr.clients()
+	d := len(e.mean)
+	sum := make([]float64, d)
+	for i := 0; i < n; i++ {
+		tr.params(i, e.buf)
+		for j, v := range e.buf {
+			sum[j] += float64(v)
+		}
+	}
+	for j := range sum {
+		sum[j] /= float64(n)
+		e.mean[j] = float32(sum[j])
+	}
+	cons := 0.0
+	if n > 1 {
+		for i := 0; i < n; i++ {
+			tr.params(i, e.buf)
+			sq := 0.0
+			for j, v := range e.buf {
+				dv := float64(v) - sum[j]
+				sq += dv * dv
+			}
+			cons += math.Sqrt(sq) / float64(n)
+		}
+	}
+	loss, acc := e.cfg.Model.evaluate(e.mean, nil, e.cfg.Test, e.ws, e.evalBatch)
+	return Point{Step: step, Loss: loss, Accuracy: acc, Consensus: cons, CumulativeBytes: bytes}
+}

@@ -1,0 +1,138 @@
+package seedflood
+
+import (
+	"math"
+
+	"github.com/eidolon-sim/eidolon/core/rng"
+)
+
+// SubCGE (SeedFlood, arXiv 2602.18181) restricts every perturbation of a
+// weight matrix W (Rows×Out) to a shared low-rank subspace: Z = U·C·Vᵀ with
+// U (Rows×r) and V (Out×r) orthonormal bases that every client regenerates
+// from (seed, epoch), refreshed every K steps, and C an r×r Gaussian matrix
+// drawn from the message's seed. A received update then only adds g·C to an
+// r×r accumulator S (r² multiply-adds per matrix instead of Rows·Out), and
+// the accumulator is projected into W once, W += U·S·Vᵀ, when every message
+// of the epoch has arrived. Until then forward passes add the pending
+// ([x,1]·U)·S·Vᵀ terms, which costs O((Rows+Out)·r) per row, not O(Rows·Out).
+
+// basis is one epoch's subspace for every layer.
+type basis struct {
+	U, V [][]float32
+	R    []int
+}
+
+// layerRank is the subspace rank of a layer: the requested rank, capped by
+// the matrix's smaller side.
+func layerRank(s Shape, rank int) int { return min(rank, s.Rows(), s.Out) }
+
+// newBasis draws Gaussian matrices from (seed, epoch, layer) and
+// orthogonalizes their columns (modified Gram–Schmidt in float64), scaled to
+// norm sqrt(Rows/r) for U and sqrt(Out/r) for V. Then every entry of
+// Z = U·C·Vᵀ has unit variance, as a dense Gaussian z does, so the same
+// learning rate and ε mean the same step size with or without SubCGE.
+// It returns the basis and the multiply-adds spent.
+func newBasis(m *Model, seed uint64, epoch, rank int) (*basis, int64) {
+	b := &basis{}
+	var ops int64
+	for l, s := range m.Layers {
+		r := layerRank(s, rank)
+		u, ou := orthogonal(rng.Mix(seed, tagBasis, uint64(epoch), uint64(l), 0), s.Rows(), r)
+		v, ov := orthogonal(rng.Mix(seed, tagBasis, uint64(epoch), uint64(l), 1), s.Out, r)
+		b.U, b.V, b.R = append(b.U, u), append(b.V, v), append(b.R, r)
+		ops += ou + ov
+	}
+	return b, ops
+}
+
+func orthogonal(key uint64, rows, r int) ([]float32, int64) {
+	colNorm := math.Sqrt(float64(rows) / float64(r))
+	g := make([]float32, rows*r)
+	newNoise(key).fill(g, false)
+	cols := make([][]float64, r)
+	for a := range cols {
+		cols[a] = make([]float64, rows)
+		for i := range cols[a] {
+			cols[a][i] = float64(g[i*r+a])
+		}
+		for b := 0; b < a; b++ {
+			dot := 0.0
+			for i := range cols[a] {
+				dot += cols[a][i] * cols[b][i]
+			}
+			for i := range cols[a] {
+				cols[a][i] -= dot * cols[b][i]
+			}
+		}
+		norm := 0.0
+		for _, x := range cols[a] {
+			norm += x * x
+		}
+		norm = math.Sqrt(norm)
+		for i := range cols[a] {
+			cols[a][i] /= norm
+			g[i*r+a] = float32(cols[a][i] * colNorm)
+		}
+	}
+	return g, int64(rows) * int64(r) * int64(r) // ≈ 2·rows·r²/2 for the projections
+}
+
+// project adds U·S·Vᵀ to one weight matrix and returns the multiply-adds:
+// Rows·r² for T = U·S, then Rows·Out·r for T·Vᵀ.
+func project(W []float32, s Shape, u, v, S []float32, r int, tmp []float32) int64 {
+	for i := 0; i < s.Rows(); i++ {
+		t := tmp[:r]
+		for b := range t {
+			t[b] = 0
+		}
+		for a := 0; a < r; a++ {
+			ua := u[i*r+a]
+			row := S[a*r : (a+1)*r]
+			for b := range t {
+				t[b] += ua * row[b]
+			}
+		}
+		w := W[i*s.Out : (i+1)*s.Out]
+		for j := range w {
+			vj := v[j*r : (j+1)*r]
+			var acc float32
+			for b, tb := range t {
+				acc += tb * vj[b]
+			}
+			w[j] += acc
+		}
+	}
+	return int64(s.Rows()) * int64(r) * int64(r+s.Out)
+}
+
+// basisCache holds the bases still needed by some client. Every real client
+// regenerates each basis itself; the simulation builds it once and charges
+// its cost to every client that uses it (see Counters).
+type basisCache struct {
+	m     *Model
+	seed  uint64
+	rank  int
+	byEp  map[int]*basis
+	ops   int64 // multiply-adds to build one epoch's basis
+	built int
+}
+
+func (c *basisCache) get(epoch int) *basis {
+	if b, ok := c.byEp[epoch]; ok {
+		return b
+	}
+	b, ops := newBasis(c.m, c.seed, epoch, c.rank)
+	c.byEp[epoch] = b
+	c.ops = ops
+	c.built++
+	return b
+}
+
+// evictBefore drops bases of epochs every client has settled.
+func (c *basisCache) evictBefore(epoch int) {
+	for e := range c.byEp {
+		if e < epoch {
+			delete(c.byEp, e)
+		}
+	}
+}
