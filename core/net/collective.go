@@ -1,0 +1,770 @@
+package net
+
+import (
+	"fmt"
+	"math/bits"
+	"sort"
+
+	"github.com/eidolon-sim/eidolon/core/sim"
+	"github.com/eidolon-sim/eidolon/core/topo"
+)
+
+// Op is a collective operation. Sizes follow the nccl-tests convention: for
+// all_reduce, broadcast, reduce and send_recv the buffer size; for
+// all_gather the total output (each rank contributes Bytes/n); for
+// reduce_scatter the total input (each rank keeps Bytes/n); for all_to_all
+// each rank's send buffer (Bytes/n to every peer).
+type Op string
+
+const (
+	AllReduce     Op = "all_reduce"
+	AllGather     Op = "all_gather"
+	ReduceScatter Op = "reduce_scatter"
+	AllToAll      Op = "all_to_all"
+	Broadcast     Op = "broadcast"
+	Reduce        Op = "reduce"
+	SendRecv      Op = "send_recv"
+)
+
+// Algorithm is how an operation is decomposed into transfers.
+type Algorithm string
+
+const (
+	// Ring: n−1 (or 2(n−1) for all_reduce) steps to the ring neighbour;
+	// for broadcast/reduce a pipelined chain from/to the root.
+	Ring Algorithm = "ring"
+	// Tree: for all_reduce NCCL's double binary tree (two in-order binary
+	// trees, the second shifted by one rank so most leaves of one are inner
+	// nodes of the other; each reduces then broadcasts half the data,
+	// pipelined in chunks); for broadcast/reduce one binary tree at the root.
+	Tree Algorithm = "tree"
+	// HalvingDoubling: Rabenseifner's recursive halving reduce-scatter then
+	// recursive doubling all-gather; needs a power-of-two rank count.
+	HalvingDoubling Algorithm = "halving_doubling"
+	// Direct: every rank sends its share to every other rank at once
+	// (all_reduce: a direct reduce-scatter, then a direct all-gather).
+	Direct Algorithm = "direct"
+	// Hierarchical all_reduce: ring reduce-scatter inside each node, ring
+	// all-reduce across nodes among ranks of equal local index, ring
+	// all-gather inside each node. Needs equal ranks per node.
+	Hierarchical Algorithm = "hierarchical"
+)
+
+// Ops lists the operations in a fixed order.
+func Ops() []Op {
+	return []Op{AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast, Reduce, SendRecv}
+}
+
+// Algorithms lists what an operation supports; the first is its default.
+func Algorithms(op Op) []Algorithm {
+	switch op {
+	case AllReduce:
+		return []Algorithm{Ring, Tree, HalvingDoubling, Direct, Hierarchical}
+	case AllGather, ReduceScatter:
+		return []Algorithm{Ring, Direct}
+	case AllToAll, SendRecv:
+		return []Algorithm{Direct}
+	case Broadcast, Reduce:
+		return []Algorithm{Ring, Tree}
+	}
+	return nil
+}
+
+// BusBandwidthFactor converts algorithm bandwidth to bus bandwidth
+// (nccl-tests, doc/PERFORMANCE.md): all_reduce 2(n−1)/n; all_gather,
+// reduce_scatter, all_to_all (n−1)/n; broadcast, reduce, send_recv 1.
+func BusBandwidthFactor(op Op, n int) float64 {
+	switch op {
+	case AllReduce:
+		return 2 * float64(n-1) / float64(n)
+	case AllGather, ReduceScatter, AllToAll:
+		return float64(n-1) / float64(n)
+	}
+	return 1
+}
+
+// Quantization sends a reduced-precision payload: each element goes on the
+// wire as WireElemBytes plus one ScaleBytes scale per BlockElems elements.
+type Quantization struct {
+	// ElemBytes is the size of an unquantized element (2 for bf16).
+	ElemBytes float64
+	// WireElemBytes is the quantized element size (1 for int8 and fp8).
+	WireElemBytes float64
+	// BlockElems elements share one scale.
+	BlockElems int
+	// ScaleBytes is the size of one scale (4 for an fp32 scale).
+	ScaleBytes float64
+	// KernelTime, if set, is the time to quantize or dequantize `elems`
+	// elements on a device (from the compute model; net does not know
+	// GPUs). It is charged before every send (quantize, on the sender) and
+	// after every receive (dequantize, on the receiver), scaled by the
+	// device's straggler slowdown.
+	KernelTime func(device int, elems float64) sim.Time
+}
+
+// WireBytes is the size on the wire of a payload of unquantized bytes.
+func (q *Quantization) WireBytes(payload float64) float64 {
+	elems := payload / q.ElemBytes
+	blocks := float64(int64((elems + float64(q.BlockElems) - 1) / float64(q.BlockElems)))
+	return elems*q.WireElemBytes + blocks*q.ScaleBytes
+}
+
+// Collective is one operation on a communicator.
+type Collective struct {
+	Op        Op
+	Algorithm Algorithm // "" = the operation's default
+	// Bytes by the nccl-tests convention (see Op).
+	Bytes float64
+	// Ranks of the communicator in order (ring order, tree positions).
+	// send_recv: Ranks[0] sends to Ranks[1].
+	Ranks []int
+	// Root is the index in Ranks of the broadcast/reduce root.
+	Root int
+	// Chunks splits the data into pipelined pieces; 0 picks 1 for ring,
+	// halving-doubling and direct, and one chunk per MiB (at most 64) for
+	// trees and chains, whose pipelining needs it.
+	Chunks int
+	// Quant, if set, quantizes the payload on the wire.
+	Quant *Quantization
+	// Label is carried into results.
+	Label string
+}
+
+// Result reports a finished collective.
+type Result struct {
+	ID         int
+	Collective Collective
+	Start, End sim.Time
+	// Flows is the number of transfers; WireBytes their total size.
+	Flows     int
+	WireBytes float64
+}
+
+// Comms runs collectives over a Fabric: several may be in flight at once
+// and contend for links. Create one per fabric with NewComms.
+type Comms struct {
+	f      Fabric
+	t      *topo.Topology
+	active map[int]*run
+	nextID int
+}
+
+// NewComms attaches a collective engine to a fabric; it registers a stall
+// describer on the kernel naming ranks of unfinished collectives.
+func NewComms(f Fabric) *Comms {
+	c := &Comms{f: f, t: f.Topology(), active: map[int]*run{}}
+	f.Kernel().OnStall(c.describeStalls)
+	return c
+}
+
+// Start begins a collective now; done runs when every rank has finished.
+// It returns the collective's id, or an error for an invalid request
+// (unknown algorithm, ranks out of range, non-power-of-two halving-doubling,
+// unequal nodes for hierarchical, unreachable peers).
+func (c *Comms) Start(col Collective, done func(Result)) (int, error) {
+	if err := c.check(&col); err != nil {
+		return 0, err
+	}
+	prog, err := c.program(col)
+	if err != nil {
+		return 0, err
+	}
+	n := len(col.Ranks)
+	r := &run{c: c, id: c.nextID, col: col, prog: prog, n: n, done: done, start: c.f.Kernel().Now(),
+		inst: prog.instances(), serialize: prog.instances() > 1 && col.Chunks > 1 && prog.pipelined()}
+	c.nextID++
+	r.devs = make([]int, n)
+	for i, rk := range col.Ranks {
+		r.devs[i] = c.t.RankDevice(rk)
+	}
+	r.state = make([]rankState, r.inst*n)
+	if r.serialize {
+		r.queues = map[uint64]*sendQueue{}
+	}
+	c.active[r.id] = r
+	for inst := 0; inst < r.inst; inst++ {
+		for rank := 0; rank < n; rank++ {
+			r.advance(inst, rank)
+		}
+	}
+	return r.id, nil
+}
+
+// Send is a point-to-point transfer between ranks; done runs at delivery.
+func (c *Comms) Send(srcRank, dstRank int, bytes float64, done func()) error {
+	return c.f.Send(c.t.RankDevice(srcRank), c.t.RankDevice(dstRank), bytes, SinkFunc(func(int) { done() }), 0)
+}
+
+func (c *Comms) check(col *Collective) error {
+	algs := Algorithms(col.Op)
+	if algs == nil {
+		return fmt.Errorf("unknown collective %q (have %v)", col.Op, Ops())
+	}
+	if col.Algorithm == "" {
+		col.Algorithm = algs[0]
+	}
+	ok := false
+	for _, a := range algs {
+		ok = ok || a == col.Algorithm
+	}
+	if !ok {
+		return fmt.Errorf("%s does not support algorithm %q (supports %v)", col.Op, col.Algorithm, algs)
+	}
+	n := len(col.Ranks)
+	if n < 1 || (col.Op == SendRecv && n != 2) {
+		return fmt.Errorf("%s needs %s ranks, got %d", col.Op, map[bool]string{true: "exactly 2", false: "at least 1"}[col.Op == SendRecv], n)
+	}
+	seen := map[int]bool{}
+	for _, r := range col.Ranks {
+		if r < 0 || r >= c.t.NumRanks() {
+			return fmt.Errorf("rank %d out of range [0, %d)", r, c.t.NumRanks())
+		}
+		if seen[r] {
+			return fmt.Errorf("rank %d appears twice in the communicator", r)
+		}
+		seen[r] = true
+	}
+	if col.Root < 0 || col.Root >= n {
+		return fmt.Errorf("root index %d out of range [0, %d)", col.Root, n)
+	}
+	if !(col.Bytes >= 0) {
+		return fmt.Errorf("bytes must be >= 0, got %v", col.Bytes)
+	}
+	if col.Chunks < 0 {
+		return fmt.Errorf("chunks must be >= 0, got %d", col.Chunks)
+	}
+	if col.Chunks == 0 {
+		col.Chunks = 1
+		if col.Algorithm == Tree || (col.Algorithm == Ring && (col.Op == Broadcast || col.Op == Reduce)) {
+			col.Chunks = max(1, min(64, int(col.Bytes/(1<<20))))
+		}
+	}
+	if q := col.Quant; q != nil && (q.ElemBytes <= 0 || q.WireElemBytes <= 0 || q.BlockElems < 1 || q.ScaleBytes < 0) {
+		return fmt.Errorf("quantization needs elem_bytes > 0, wire_elem_bytes > 0, block_elems >= 1, scale_bytes >= 0")
+	}
+	return nil
+}
+
+func (c *Comms) describeStalls() []string {
+	ids := make([]int, 0, len(c.active))
+	for id := range c.active {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	var out []string
+	for _, id := range ids {
+		r := c.active[id]
+		shown := 0
+		for i, st := range r.state {
+			inst, rank := i/r.n, i%r.n
+			if int(st.op) >= r.prog.ops(inst, rank) {
+				continue
+			}
+			if shown < 3 {
+				out = append(out, fmt.Sprintf("collective %d (%s %s): rank %d (instance %d) at step %d waits for %d message(s), has %d",
+					id, r.col.Op, r.col.Algorithm, r.col.Ranks[rank], inst, st.op, r.prog.wait(inst, rank, int(st.op)), st.got))
+			}
+			shown++
+		}
+		if shown > 3 {
+			out = append(out, fmt.Sprintf("collective %d: %d more blocked ranks", id, shown-3))
+		}
+	}
+	return out
+}
+
+// A run executes a program: for each instance (chunk, tree) and rank, a
+// sequence of ops; op k waits for wait(k) messages addressed to it, then
+// sends its messages, each addressed to an op of the receiver.
+type run struct {
+	c         *Comms
+	id        int
+	col       Collective
+	prog      program
+	n, inst   int
+	devs      []int
+	state     []rankState
+	finished  int
+	flows     int
+	wire      float64
+	start     sim.Time
+	done      func(Result)
+	serialize bool
+	queues    map[uint64]*sendQueue
+	buf       []msg
+	payload   map[int]float64 // unquantized bytes by tag, when quantizing
+}
+
+type rankState struct {
+	op    int32
+	got   int32
+	early []int32 // ops of messages that arrived before their op was current
+}
+
+type msg struct {
+	to    int32 // receiver index in the communicator
+	op    int32 // receiver's op this message counts for
+	bytes float64
+}
+
+type sendQueue struct {
+	busy    bool
+	pending []pendingSend
+}
+
+type pendingSend struct {
+	inst, from int
+	m          msg
+}
+
+func (r *run) advance(inst, rank int) {
+	st := &r.state[inst*r.n+rank]
+	ops := r.prog.ops(inst, rank)
+	for int(st.op) < ops {
+		k := int(st.op)
+		if int(st.got) < r.prog.wait(inst, rank, k) {
+			return
+		}
+		r.buf = r.prog.sends(inst, rank, k, r.buf[:0])
+		for _, m := range r.buf {
+			r.transmit(inst, rank, m)
+		}
+		st.op++
+		st.got = 0
+		if len(st.early) > 0 {
+			kept := st.early[:0]
+			for _, o := range st.early {
+				if o == st.op {
+					st.got++
+				} else {
+					kept = append(kept, o)
+				}
+			}
+			st.early = kept
+		}
+	}
+	if int(st.op) == ops {
+		st.op++ // count once
+		r.finished++
+		if r.finished == r.inst*r.n {
+			r.finish()
+		}
+	}
+}
+
+func (r *run) finish() {
+	delete(r.c.active, r.id)
+	if r.done != nil {
+		r.done(Result{ID: r.id, Collective: r.col, Start: r.start, End: r.c.f.Kernel().Now(), Flows: r.flows, WireBytes: r.wire})
+	}
+}
+
+func (r *run) transmit(inst, from int, m msg) {
+	if r.serialize {
+		key := uint64(r.prog.group(inst))<<40 | uint64(from)<<20 | uint64(m.to)
+		q := r.queues[key]
+		if q == nil {
+			q = &sendQueue{}
+			r.queues[key] = q
+		}
+		if q.busy {
+			q.pending = append(q.pending, pendingSend{inst, from, m})
+			return
+		}
+		q.busy = true
+	}
+	bytes := m.bytes
+	k := r.c.f.Kernel()
+	tag := ((int(m.op)*r.inst+inst)*r.n+int(m.to))*r.n + from
+	send := func() {
+		r.flows++
+		r.wire += bytes
+		if err := r.c.f.Send(r.devs[from], r.devs[m.to], bytes, r, tag); err != nil {
+			k.Fail(fmt.Errorf("collective %d (%s %s): %w", r.id, r.col.Op, r.col.Algorithm, err))
+		}
+	}
+	if q := r.col.Quant; q != nil {
+		if r.payload == nil {
+			r.payload = map[int]float64{}
+		}
+		r.payload[tag] = m.bytes
+		bytes = q.WireBytes(m.bytes)
+		if d := r.kernelTime(from, m.bytes); d > 0 {
+			k.After(d, send)
+			return
+		}
+	}
+	send()
+}
+
+func (r *run) kernelTime(rank int, payload float64) sim.Time {
+	q := r.col.Quant
+	if q == nil || q.KernelTime == nil {
+		return 0
+	}
+	d := q.KernelTime(r.devs[rank], payload/q.ElemBytes)
+	return sim.Time(float64(d) * r.c.f.Slowdown(r.devs[rank]))
+}
+
+// Delivered implements Sink.
+func (r *run) Delivered(tag int) {
+	tag0 := tag
+	from := tag % r.n
+	tag /= r.n
+	to := tag % r.n
+	tag /= r.n
+	inst := tag % r.inst
+	op := int32(tag / r.inst)
+	if r.serialize {
+		key := uint64(r.prog.group(inst))<<40 | uint64(from)<<20 | uint64(to)
+		q := r.queues[key]
+		q.busy = false
+		if len(q.pending) > 0 {
+			p := q.pending[0]
+			q.pending = q.pending[1:]
+			r.transmit(p.inst, p.from, p.m)
+		}
+	}
+	arrive := func() {
+		st := &r.state[inst*r.n+to]
+		if op == st.op {
+			st.got++
+			r.advance(inst, to)
+		} else {
+			st.early = append(st.early, op)
+		}
+	}
+	if r.col.Quant != nil {
+		payload := r.payload[tag0]
+		delete(r.payload, tag0)
+		if d := r.kernelTime(to, payload); d > 0 {
+			r.c.f.Kernel().After(d, arrive)
+			return
+		}
+	}
+	arrive()
+}
+
+// program describes an algorithm lazily, so a ring over 8,192 ranks needs no
+// per-step storage.
+type program interface {
+	instances() int
+	// group: instances in one group share links in order (pipelined chunks).
+	group(inst int) int
+	// pipelined: whether chunks of a group must go one at a time per peer.
+	pipelined() bool
+	ops(inst, rank int) int
+	wait(inst, rank, k int) int
+	sends(inst, rank, k int, buf []msg) []msg
+}
+
+func (c *Comms) program(col Collective) (program, error) {
+	n := len(col.Ranks)
+	chunks := col.Chunks
+	per := col.Bytes / float64(chunks)
+	ringNext := func(order []int) []int32 {
+		next := make([]int32, n)
+		for i, p := range order {
+			next[p] = int32(order[(i+1)%len(order)])
+		}
+		return next
+	}
+	identity := make([]int, n)
+	for i := range identity {
+		identity[i] = i
+	}
+	switch {
+	case col.Op == AllReduce && col.Algorithm == Ring:
+		return &ringProg{chunks: chunks, segs: []segment{{2 * (n - 1), per / float64(n), ringNext(identity)}}}, nil
+	case (col.Op == AllGather || col.Op == ReduceScatter) && col.Algorithm == Ring:
+		return &ringProg{chunks: chunks, segs: []segment{{n - 1, per / float64(n), ringNext(identity)}}}, nil
+	case col.Op == AllReduce && col.Algorithm == Hierarchical:
+		groups := c.t.NodesOfRanks(col.Ranks)
+		// groups hold global ranks; convert to communicator indices.
+		idx := map[int]int{}
+		for i, rk := range col.Ranks {
+			idx[rk] = i
+		}
+		L := len(groups[0])
+		for _, g := range groups {
+			if len(g) != L {
+				return nil, fmt.Errorf("hierarchical all_reduce needs the same number of ranks on every node, got %d and %d", L, len(g))
+			}
+		}
+		G := len(groups)
+		intra := make([]int32, n)
+		cross := make([]int32, n)
+		for gi, g := range groups {
+			for li, rk := range g {
+				intra[idx[rk]] = int32(idx[g[(li+1)%L]])
+				cross[idx[rk]] = int32(idx[groups[(gi+1)%G][li]])
+			}
+		}
+		return &ringProg{chunks: chunks, segs: []segment{
+			{L - 1, per / float64(L), intra},
+			{2 * (G - 1), per / float64(L*G), cross},
+			{L - 1, per / float64(L), intra},
+		}}, nil
+	case col.Op == AllReduce && col.Algorithm == HalvingDoubling:
+		if n&(n-1) != 0 {
+			return nil, fmt.Errorf("halving_doubling needs a power-of-two number of ranks, got %d", n)
+		}
+		return &hdProg{chunks: chunks, n: n, log: bits.Len(uint(n)) - 1, bytes: per}, nil
+	case col.Algorithm == Direct:
+		phases := 1
+		if col.Op == AllReduce {
+			phases = 2
+		}
+		if col.Op == SendRecv {
+			return &treeProg{chunks: chunks, bytes: per, trees: []tree{chain([]int{0, 1}, n)}, down: true}, nil
+		}
+		return &directProg{chunks: chunks, n: n, phases: phases, bytes: per / float64(n)}, nil
+	case col.Op == AllReduce && col.Algorithm == Tree:
+		order := identity
+		shifted := make([]int, n)
+		for i := range shifted {
+			shifted[i] = (i + 1) % n
+		}
+		trees := []tree{inorder(order, n), inorder(shifted, n)}
+		if n == 1 {
+			trees = trees[:1]
+		}
+		return &treeProg{chunks: chunks, bytes: per / float64(len(trees)), trees: trees, up: true, down: true}, nil
+	case col.Op == Broadcast || col.Op == Reduce:
+		order := make([]int, n)
+		for i := range order {
+			order[i] = (col.Root + i) % n
+		}
+		var t tree
+		if col.Algorithm == Ring {
+			t = chain(order, n)
+		} else {
+			t = heapTree(order, n)
+		}
+		return &treeProg{chunks: chunks, bytes: per, trees: []tree{t}, up: col.Op == Reduce, down: col.Op == Broadcast}, nil
+	}
+	return nil, fmt.Errorf("%s with algorithm %q is not implemented", col.Op, col.Algorithm)
+}
+
+// ringProg: consecutive segments of ring steps; in each step every rank sends
+// one message to its next rank in the segment's rings.
+type ringProg struct {
+	chunks int
+	segs   []segment
+}
+
+type segment struct {
+	steps int
+	bytes float64
+	next  []int32
+}
+
+func (p *ringProg) instances() int  { return p.chunks }
+func (p *ringProg) group(int) int   { return 0 }
+func (p *ringProg) pipelined() bool { return true }
+func (p *ringProg) total() int {
+	s := 0
+	for _, g := range p.segs {
+		s += g.steps
+	}
+	return s
+}
+func (p *ringProg) ops(int, int) int { return p.total() + 1 }
+func (p *ringProg) wait(_, _, k int) int {
+	if k == 0 {
+		return 0
+	}
+	return 1
+}
+func (p *ringProg) sends(_, rank, k int, buf []msg) []msg {
+	step := k
+	for _, g := range p.segs {
+		if step < g.steps {
+			return append(buf, msg{to: g.next[rank], op: int32(k + 1), bytes: g.bytes})
+		}
+		step -= g.steps
+	}
+	return buf
+}
+
+// hdProg: recursive halving then recursive doubling with partner rank ^ d.
+type hdProg struct {
+	chunks, n, log int
+	bytes          float64
+}
+
+func (p *hdProg) instances() int   { return p.chunks }
+func (p *hdProg) group(int) int    { return 0 }
+func (p *hdProg) pipelined() bool  { return true }
+func (p *hdProg) ops(int, int) int { return 2*p.log + 1 }
+func (p *hdProg) wait(_, _, k int) int {
+	if k == 0 {
+		return 0
+	}
+	return 1
+}
+func (p *hdProg) sends(_, rank, k int, buf []msg) []msg {
+	if k >= 2*p.log {
+		return buf
+	}
+	var dist int
+	var bytes float64
+	if k < p.log { // halving: distances n/2, n/4, ..., 1; bytes S/2, S/4, ..., S/n
+		dist = p.n >> (k + 1)
+		bytes = p.bytes / float64(int(1)<<(k+1))
+	} else { // doubling: distances 1, 2, ..., n/2; bytes S/n, ..., S/2
+		j := k - p.log
+		dist = 1 << j
+		bytes = p.bytes / float64(int(1)<<(p.log-j))
+	}
+	return append(buf, msg{to: int32(rank ^ dist), op: int32(k + 1), bytes: bytes})
+}
+
+// directProg: in each phase every rank sends `bytes` to every other rank.
+type directProg struct {
+	chunks, n, phases int
+	bytes             float64
+}
+
+func (p *directProg) instances() int   { return p.chunks }
+func (p *directProg) group(int) int    { return 0 }
+func (p *directProg) pipelined() bool  { return true }
+func (p *directProg) ops(int, int) int { return p.phases + 1 }
+func (p *directProg) wait(_, _, k int) int {
+	if k == 0 {
+		return 0
+	}
+	return p.n - 1
+}
+func (p *directProg) sends(_, rank, k int, buf []msg) []msg {
+	if k >= p.phases {
+		return buf
+	}
+	for j := 1; j < p.n; j++ {
+		buf = append(buf, msg{to: int32((rank + j) % p.n), op: int32(k + 1), bytes: p.bytes})
+	}
+	return buf
+}
+
+// tree is a rooted tree over communicator indices.
+type tree struct {
+	root     int
+	parent   []int32 // -1 at the root
+	children [][]int32
+}
+
+func newTree(n int) tree {
+	t := tree{parent: make([]int32, n), children: make([][]int32, n)}
+	for i := range t.parent {
+		t.parent[i] = -1
+	}
+	return t
+}
+
+func (t *tree) link(parent, child int) {
+	t.parent[child] = int32(parent)
+	t.children[parent] = append(t.children[parent], int32(child))
+}
+
+// chain: order[0] -> order[1] -> ... (a pipelined ring broadcast).
+func chain(order []int, n int) tree {
+	t := newTree(n)
+	t.root = order[0]
+	for i := 1; i < len(order); i++ {
+		t.link(order[i-1], order[i])
+	}
+	return t
+}
+
+// heapTree: order[0] is the root, order[i]'s parent is order[(i-1)/2].
+func heapTree(order []int, n int) tree {
+	t := newTree(n)
+	t.root = order[0]
+	for i := 1; i < len(order); i++ {
+		t.link(order[(i-1)/2], order[i])
+	}
+	return t
+}
+
+// inorder: a balanced binary tree whose in-order traversal is `order`
+// (NCCL's double binary tree builds two such trees).
+func inorder(order []int, n int) tree {
+	t := newTree(n)
+	var build func(lo, hi int) int
+	build = func(lo, hi int) int {
+		if lo >= hi {
+			return -1
+		}
+		mid := (lo + hi) / 2
+		for _, c := range []int{build(lo, mid), build(mid+1, hi)} {
+			if c >= 0 {
+				t.link(order[mid], c)
+			}
+		}
+		return order[mid]
+	}
+	t.root = build(0, len(order))
+	return t
+}
+
+// treeProg: reduce up the tree (a node sends to its parent after hearing
+// from all children), then broadcast down (a node forwards what its parent
+// sent to each child). Instances are trees × chunks.
+type treeProg struct {
+	chunks   int
+	bytes    float64 // per tree per chunk
+	trees    []tree
+	up, down bool
+}
+
+func (p *treeProg) instances() int      { return len(p.trees) * p.chunks }
+func (p *treeProg) group(inst int) int  { return inst / p.chunks }
+func (p *treeProg) pipelined() bool     { return true }
+func (p *treeProg) tree(inst int) *tree { return &p.trees[inst/p.chunks] }
+func (p *treeProg) ops(int, int) int {
+	n := 0
+	if p.up {
+		n++
+	}
+	if p.down {
+		n++
+	}
+	return n
+}
+
+// phase maps op k to "up" (0) or "down" (1).
+func (p *treeProg) phase(k int) int {
+	if p.up && k == 0 {
+		return 0
+	}
+	return 1
+}
+
+func (p *treeProg) wait(inst, rank, k int) int {
+	t := p.tree(inst)
+	if p.phase(k) == 0 {
+		return len(t.children[rank])
+	}
+	if rank == t.root {
+		return 0
+	}
+	return 1
+}
+
+func (p *treeProg) sends(inst, rank, k int, buf []msg) []msg {
+	t := p.tree(inst)
+	if p.phase(k) == 0 {
+		if par := t.parent[rank]; par >= 0 {
+			buf = append(buf, msg{to: par, op: 0, bytes: p.bytes})
+		}
+		return buf
+	}
+	down := int32(0)
+	if p.up {
+		down = 1
+	}
+	for _, ch := range t.children[rank] {
+		buf = append(buf, msg{to: ch, op: down, bytes: p.bytes})
+	}
+	return buf
+}

@@ -1,0 +1,155 @@
+package net
+
+import (
+	"github.com/eidolon-sim/eidolon/core/sim"
+	"github.com/eidolon-sim/eidolon/core/topo"
+)
+
+// Fabric moves bytes between devices on a shared kernel. It is the narrow
+// interface collectives and the executor use, so models of different
+// fidelity sit behind it: *FlowNet (max-min fair sharing, congestion) and
+// *Unaware (each transfer alone on its path, no contention).
+type Fabric interface {
+	// Kernel is the event loop the fabric schedules on.
+	Kernel() *sim.Kernel
+	// Topology is the machine, with rank -> device mapping and link health.
+	Topology() *topo.Topology
+	// Send starts moving bytes from device src to device dst now; when the
+	// last byte has arrived, sink.Delivered(tag) runs. It fails only when dst
+	// cannot be reached (*topo.UnreachableError).
+	Send(src, dst int, bytes float64, sink Sink, tag int) error
+	// OnDeliver registers a hook called with every delivered flow's record.
+	OnDeliver(func(FlowRecord))
+	// LinkStats returns per-link counters up to now, one per topology link.
+	LinkStats() []LinkStat
+	// SetLinkHealth changes a link's health now (0 fails it; flows on it
+	// are rerouted, or the run fails when no route is left).
+	SetLinkHealth(link int, health float64)
+	// SetDeviceDown fails or restores a device (NIC, switch, GPU) now.
+	SetDeviceDown(device int, down bool)
+	// Slowdown is the straggler factor of a device (1 = nominal); compute on
+	// that device should take this much longer.
+	Slowdown(device int) float64
+	// SetSlowdown marks a device as a straggler.
+	SetSlowdown(device int, factor float64)
+}
+
+// Sink receives deliveries; tag is whatever the sender passed to Send.
+type Sink interface {
+	Delivered(tag int)
+}
+
+// SinkFunc adapts a function to Sink, for one-off transfers.
+type SinkFunc func(tag int)
+
+// Delivered calls f.
+func (f SinkFunc) Delivered(tag int) { f(tag) }
+
+// FlowRecord describes one delivered transfer.
+type FlowRecord struct {
+	// ID numbers flows in the order they were sent.
+	ID int64
+	// Src and Dst are device ids (see Topology().Devices).
+	Src, Dst int
+	Bytes    float64
+	// Start is when the flow was sent, TxEnd when its last byte left the
+	// path's bottleneck, Delivered = TxEnd + path latency.
+	Start, TxEnd, Delivered sim.Time
+	// Hops is the path length in links at delivery.
+	Hops int
+	// Tag is the sender's tag.
+	Tag int
+}
+
+// LinkStat holds the counters of one directed link.
+type LinkStat struct {
+	Link     int
+	Src, Dst int
+	// Bytes carried so far.
+	Bytes float64
+	// Busy is the total time the link carried at least one flow.
+	Busy sim.Time
+	// PeakFlows is the largest number of flows that shared the link at once.
+	PeakFlows int
+	// BandwidthBytesPerS is the healthy bandwidth (utilization is measured
+	// against it, so a degraded link shows below 100% even when saturated).
+	BandwidthBytesPerS float64
+}
+
+// counters is the bookkeeping both fabrics share: per-link stats, faults,
+// stragglers and delivery hooks.
+type counters struct {
+	k        *sim.Kernel
+	t        *topo.Topology
+	stats    []LinkStat
+	active   []int32 // flows on each link now
+	since    []sim.Time
+	hooks    []func(FlowRecord)
+	slow     map[int]float64
+	nextFlow int64
+}
+
+func newCounters(k *sim.Kernel, t *topo.Topology) counters {
+	c := counters{k: k, t: t, stats: make([]LinkStat, len(t.Links)),
+		active: make([]int32, len(t.Links)), since: make([]sim.Time, len(t.Links)), slow: map[int]float64{}}
+	for i, l := range t.Links {
+		c.stats[i] = LinkStat{Link: i, Src: l.Src, Dst: l.Dst, BandwidthBytesPerS: l.BandwidthBytesPerS}
+	}
+	return c
+}
+
+func (c *counters) Kernel() *sim.Kernel          { return c.k }
+func (c *counters) Topology() *topo.Topology     { return c.t }
+func (c *counters) OnDeliver(f func(FlowRecord)) { c.hooks = append(c.hooks, f) }
+
+func (c *counters) Slowdown(device int) float64 {
+	if s, ok := c.slow[device]; ok {
+		return s
+	}
+	return 1
+}
+
+func (c *counters) SetSlowdown(device int, factor float64) { c.slow[device] = factor }
+
+// enter and leave track concurrency and busy time of a link.
+func (c *counters) enter(l int32) {
+	c.active[l]++
+	if c.active[l] == 1 {
+		c.since[l] = c.k.Now()
+	}
+	if int(c.active[l]) > c.stats[l].PeakFlows {
+		c.stats[l].PeakFlows = int(c.active[l])
+	}
+}
+
+func (c *counters) leave(l int32) {
+	c.active[l]--
+	if c.active[l] == 0 {
+		c.stats[l].Busy += c.k.Now() - c.since[l]
+	}
+}
+
+func (c *counters) LinkStats() []LinkStat {
+	out := append([]LinkStat(nil), c.stats...)
+	now := c.k.Now()
+	for i := range out {
+		if c.active[i] > 0 {
+			out[i].Busy += now - c.since[i]
+		}
+	}
+	return out
+}
+
+func (c *counters) deliver(r FlowRecord) {
+	for _, h := range c.hooks {
+		h(r)
+	}
+}
+
+func pathLatency(t *topo.Topology, path []int32) sim.Time {
+	var s float64
+	for _, l := range path {
+		s += t.Links[l].LatencyS
+	}
+	return sim.Seconds(s)
+}

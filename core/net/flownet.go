@@ -1,0 +1,346 @@
+package net
+
+import (
+	"fmt"
+
+	"github.com/eidolon-sim/eidolon/core/sim"
+	"github.com/eidolon-sim/eidolon/core/topo"
+)
+
+// FlowNet is the flow-level model with congestion: every transfer is a flow
+// on its routed path and flows share links by max-min fairness, computed by
+// progressive filling. Rates are recomputed once per simulated instant in
+// which flows started, finished or capacities changed, and only over the
+// connected component (links ↔ flows sharing them) of what changed, so a
+// flow on idle links costs O(path length).
+//
+// A flow's last byte leaves at TxEnd; it is delivered one path latency
+// later (the sum of its links' latencies), i.e. latency is added once per
+// transfer, as bytes stream through every hop at the same rate.
+type FlowNet struct {
+	counters
+	flows []flow
+	free  []int32
+	links []linkState
+
+	dirty    []int32
+	dirtyGen uint32
+	settling bool
+	gen      uint32 // visit stamp for component searches
+
+	// scratch for the component search and the filling heap
+	compLinks []int32
+	compFlows []int32
+	heap      shareHeap
+
+	records []FlowRecord // kept only if KeepRecords
+	// KeepRecords keeps every delivered flow's record (Records()).
+	KeepRecords bool
+}
+
+type flow struct {
+	path      []int32
+	pos       []int32 // index of this flow in links[path[h]].entries
+	bytes     float64
+	remaining float64 // at `updated`
+	rate      float64
+	updated   sim.Time
+	finish    sim.Time // scheduled end of transmission
+	start     sim.Time
+	txEnd     sim.Time
+	id        int64
+	src, dst  int32
+	sink      Sink
+	tag       int
+	gen       uint32 // slot reuse guard for stale events
+	active    bool   // on links, transmitting
+	stamp     uint32
+	fixed     bool
+	next      float64 // rate computed by fill
+}
+
+type linkEntry struct {
+	flow int32
+	hop  int32
+}
+
+type linkState struct {
+	entries  []linkEntry
+	capacity float64
+	rem      float64 // progressive filling: capacity not yet given out
+	unfixed  int32
+	ver      uint32
+	stamp    uint32
+	dirty    uint32
+}
+
+// Event kinds, in the low bit of the handler argument.
+const (
+	evFinish  = 0
+	evDeliver = 1
+)
+
+// NewFlowNet builds the max-min model over a topology on kernel k.
+func NewFlowNet(k *sim.Kernel, t *topo.Topology) *FlowNet {
+	n := &FlowNet{counters: newCounters(k, t), links: make([]linkState, len(t.Links))}
+	for i := range n.links {
+		n.links[i].capacity = t.Capacity(i)
+	}
+	return n
+}
+
+// Records returns the delivered flows when KeepRecords is set.
+func (n *FlowNet) Records() []FlowRecord { return n.records }
+
+// ActiveFlows is the number of flows transmitting now.
+func (n *FlowNet) ActiveFlows() int {
+	c := 0
+	for i := range n.flows {
+		if n.flows[i].active {
+			c++
+		}
+	}
+	return c
+}
+
+// Send implements Fabric.
+func (n *FlowNet) Send(src, dst int, bytes float64, sink Sink, tag int) error {
+	path, err := n.t.Route(src, dst)
+	if err != nil {
+		return err
+	}
+	i := n.alloc()
+	f := &n.flows[i]
+	now := n.k.Now()
+	*f = flow{path: path, pos: f.pos[:0], bytes: bytes, remaining: bytes, updated: now, start: now,
+		id: n.nextFlow, src: int32(src), dst: int32(dst), sink: sink, tag: tag, gen: f.gen + 1}
+	n.nextFlow++
+	if len(path) == 0 || bytes <= 0 {
+		f.txEnd = now
+		n.k.AtHandler(now+pathLatency(n.t, path), n, n.arg(i, evDeliver))
+		return nil
+	}
+	f.active = true
+	for h, l := range path {
+		ls := &n.links[l]
+		f.pos = append(f.pos, int32(len(ls.entries)))
+		ls.entries = append(ls.entries, linkEntry{flow: i, hop: int32(h)})
+		n.enter(l)
+		n.markDirty(l)
+	}
+	return nil
+}
+
+func (n *FlowNet) alloc() int32 {
+	if k := len(n.free); k > 0 {
+		i := n.free[k-1]
+		n.free = n.free[:k-1]
+		return i
+	}
+	n.flows = append(n.flows, flow{})
+	return int32(len(n.flows) - 1)
+}
+
+func (n *FlowNet) arg(i int32, kind int) int {
+	return (int(n.flows[i].gen)<<32|int(i))<<1 | kind
+}
+
+// Handle implements sim.Handler for flow events.
+func (n *FlowNet) Handle(arg int) {
+	kind := arg & 1
+	i := int32((arg >> 1) & 0xffffffff)
+	gen := uint32(arg >> 33)
+	f := &n.flows[i]
+	if f.gen != gen {
+		return
+	}
+	now := n.k.Now()
+	switch kind {
+	case evFinish:
+		if !f.active || f.finish != now {
+			return // rate changed since this event was scheduled
+		}
+		n.credit(f, now)
+		f.active = false
+		f.txEnd = now
+		for h, l := range f.path {
+			n.detach(l, f.pos[h])
+			n.leave(l)
+			n.markDirty(l)
+		}
+		n.k.AtHandler(now+pathLatency(n.t, f.path), n, n.arg(i, evDeliver))
+	case evDeliver:
+		rec := FlowRecord{ID: f.id, Src: int(f.src), Dst: int(f.dst), Bytes: f.bytes, Start: f.start,
+			TxEnd: f.txEnd, Delivered: now, Hops: len(f.path), Tag: f.tag}
+		sink, tag := f.sink, f.tag
+		f.sink = nil
+		f.gen++
+		n.free = append(n.free, i)
+		if n.KeepRecords {
+			n.records = append(n.records, rec)
+		}
+		n.deliver(rec)
+		sink.Delivered(tag)
+	}
+}
+
+// detach removes entry p of link l by swapping the last entry into its place.
+func (n *FlowNet) detach(l int32, p int32) {
+	ls := &n.links[l]
+	last := int32(len(ls.entries) - 1)
+	if p != last {
+		e := ls.entries[last]
+		ls.entries[p] = e
+		n.flows[e.flow].pos[e.hop] = p
+	}
+	ls.entries = ls.entries[:last]
+}
+
+// credit moves a flow's progress up to now into its remaining bytes and
+// its links' byte counters.
+func (n *FlowNet) credit(f *flow, now sim.Time) {
+	if now == f.updated {
+		return
+	}
+	sent := f.rate * (now - f.updated).Seconds()
+	if sent > f.remaining || now == f.finish {
+		sent = f.remaining
+	}
+	f.remaining -= sent
+	f.updated = now
+	for _, l := range f.path {
+		n.stats[l].Bytes += sent
+	}
+}
+
+func (n *FlowNet) markDirty(l int32) {
+	ls := &n.links[l]
+	if !n.settling {
+		n.settling = true
+		n.dirtyGen++
+		n.dirty = n.dirty[:0]
+		n.k.Settle(n.settle)
+	}
+	if ls.dirty != n.dirtyGen {
+		ls.dirty = n.dirtyGen
+		n.dirty = append(n.dirty, l)
+	}
+}
+
+// settle recomputes max-min rates over the component of the dirty links and
+// reschedules the flows whose rate changed.
+func (n *FlowNet) settle() {
+	n.settling = false
+	n.gen++
+	if n.gen == 0 {
+		for i := range n.links {
+			n.links[i].stamp = 0
+		}
+		for i := range n.flows {
+			n.flows[i].stamp = 0
+		}
+		n.gen = 1
+	}
+	links, flows := n.compLinks[:0], n.compFlows[:0]
+	for _, l := range n.dirty {
+		if n.links[l].stamp != n.gen {
+			n.links[l].stamp = n.gen
+			links = append(links, l)
+		}
+	}
+	// Breadth-first over links and the flows on them.
+	for h := 0; h < len(links); h++ {
+		for _, e := range n.links[links[h]].entries {
+			f := &n.flows[e.flow]
+			if f.stamp == n.gen {
+				continue
+			}
+			f.stamp = n.gen
+			flows = append(flows, e.flow)
+			for _, l2 := range f.path {
+				if n.links[l2].stamp != n.gen {
+					n.links[l2].stamp = n.gen
+					links = append(links, l2)
+				}
+			}
+		}
+	}
+	n.compLinks, n.compFlows = links, flows
+	if len(flows) == 0 {
+		return
+	}
+	n.fill(links, flows)
+	now := n.k.Now()
+	for _, i := range flows {
+		f := &n.flows[i]
+		newRate := f.next
+		if newRate == f.rate && f.finish != 0 {
+			continue
+		}
+		n.credit(f, now)
+		f.rate = newRate
+		if newRate <= 0 {
+			panic(fmt.Sprintf("net: flow %d got rate %v", f.id, newRate))
+		}
+		f.finish = now + max(1, sim.SecondsCeil(f.remaining/newRate))
+		n.k.AtHandler(f.finish, n, n.arg(i, evFinish))
+	}
+}
+
+// SetLinkHealth implements Fabric.
+func (n *FlowNet) SetLinkHealth(link int, health float64) {
+	n.t.SetHealth(link, health)
+	n.markDirty(int32(link))
+	n.rerouteBroken()
+}
+
+// SetDeviceDown implements Fabric.
+func (n *FlowNet) SetDeviceDown(device int, down bool) {
+	n.t.SetDeviceDown(device, down)
+	for _, l := range n.t.Out(device) {
+		n.markDirty(l)
+	}
+	n.rerouteBroken()
+}
+
+// rerouteBroken moves every active flow that crosses an unusable link onto a
+// new route for its remaining bytes. A flow with no route left fails the run.
+func (n *FlowNet) rerouteBroken() {
+	now := n.k.Now()
+	for i := range n.flows {
+		f := &n.flows[i]
+		if !f.active {
+			continue
+		}
+		broken := false
+		for _, l := range f.path {
+			if !n.t.Usable(int(l)) {
+				broken = true
+				break
+			}
+		}
+		if !broken {
+			continue
+		}
+		path, err := n.t.Route(int(f.src), int(f.dst))
+		if err != nil {
+			n.k.Fail(fmt.Errorf("at t=%v a fault cut flow %d mid-transfer: %w", now, f.id, err))
+			return
+		}
+		n.credit(f, now)
+		for h, l := range f.path {
+			n.detach(l, f.pos[h])
+			n.leave(l)
+			n.markDirty(l)
+		}
+		f.path, f.pos = path, f.pos[:0]
+		f.rate, f.finish = 0, 0 // forces a new finish event in settle
+		for h, l := range path {
+			ls := &n.links[l]
+			f.pos = append(f.pos, int32(len(ls.entries)))
+			ls.entries = append(ls.entries, linkEntry{flow: int32(i), hop: int32(h)})
+			n.enter(l)
+			n.markDirty(l)
+		}
+	}
+}

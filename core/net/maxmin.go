@@ -1,0 +1,134 @@
+package net
+
+import "fmt"
+
+// fill computes max-min fair rates by progressive filling over one set of
+// links and the flows on them: repeatedly take the link whose remaining
+// capacity divided by its unfixed flows is smallest, fix those flows at that
+// share, and take their rate off every link they cross. Each flow's result
+// goes to flow.next. Ties between links break by link id (deterministic).
+func (n *FlowNet) fill(links, flows []int32) {
+	if len(flows) == 1 {
+		// One flow alone: its bottleneck link's capacity.
+		f := &n.flows[flows[0]]
+		r := n.t.Capacity(int(f.path[0]))
+		for _, l := range f.path[1:] {
+			r = min(r, n.t.Capacity(int(l)))
+		}
+		f.next = r
+		return
+	}
+	h := &n.heap
+	h.items = h.items[:0]
+	for _, l := range links {
+		ls := &n.links[l]
+		ls.capacity = n.t.Capacity(int(l))
+		ls.rem = ls.capacity
+		ls.unfixed = int32(len(ls.entries))
+		ls.ver++
+		if ls.unfixed > 0 {
+			h.push(shareItem{share: ls.rem / float64(ls.unfixed), link: l, ver: ls.ver})
+		}
+	}
+	for _, i := range flows {
+		n.flows[i].fixed = false
+	}
+	for len(h.items) > 0 {
+		it := h.pop()
+		ls := &n.links[it.link]
+		if it.ver != ls.ver || ls.unfixed == 0 {
+			continue
+		}
+		share := it.share
+		for _, e := range ls.entries {
+			f := &n.flows[e.flow]
+			if f.fixed {
+				continue
+			}
+			f.fixed = true
+			f.next = share
+			for _, l2 := range f.path {
+				m := &n.links[l2]
+				m.rem = max(0, m.rem-share)
+				m.unfixed--
+				m.ver++
+				if m.unfixed > 0 && l2 != it.link {
+					h.push(shareItem{share: m.rem / float64(m.unfixed), link: l2, ver: m.ver})
+				}
+			}
+		}
+	}
+}
+
+// CheckCapacity returns an error naming the first link whose flows' rates
+// sum above its capacity (beyond rounding). Tests call it as an invariant.
+func (n *FlowNet) CheckCapacity() error {
+	for l := range n.links {
+		sum := 0.0
+		for _, e := range n.links[l].entries {
+			sum += n.flows[e.flow].rate
+		}
+		c := n.t.Capacity(l)
+		if sum > c*(1+1e-9)+1e-6 {
+			return fmt.Errorf("link %s carries %.6g B/s over capacity %.6g B/s", n.t.LinkName(l), sum, c)
+		}
+	}
+	return nil
+}
+
+type shareItem struct {
+	share float64
+	link  int32
+	ver   uint32
+}
+
+func (a shareItem) less(b shareItem) bool {
+	if a.share != b.share {
+		return a.share < b.share
+	}
+	return a.link < b.link
+}
+
+// shareHeap is a binary min-heap of link shares (stale entries are skipped
+// by version on pop).
+type shareHeap struct{ items []shareItem }
+
+func (h *shareHeap) push(x shareItem) {
+	h.items = append(h.items, x)
+	s := h.items
+	i := len(s) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !s[i].less(s[p]) {
+			break
+		}
+		s[p], s[i] = s[i], s[p]
+		i = p
+	}
+}
+
+func (h *shareHeap) pop() shareItem {
+	s := h.items
+	top := s[0]
+	n := len(s) - 1
+	s[0] = s[n]
+	s = s[:n]
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && s[r].less(s[l]) {
+			m = r
+		}
+		if !s[m].less(s[i]) {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	h.items = s
+	return top
+}

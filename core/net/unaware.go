@@ -1,0 +1,87 @@
+package net
+
+import (
+	"github.com/eidolon-sim/eidolon/core/sim"
+	"github.com/eidolon-sim/eidolon/core/topo"
+)
+
+// Unaware is the congestion-unaware model: each transfer takes its path's
+// latency plus bytes over the path's bottleneck capacity, as if it were
+// alone on the network. It is cheaper than FlowNet and shows what
+// contention costs when the two are compared. Link counters are kept the
+// same way (a link may then show more than 100% utilization: that excess is
+// the contention this model ignores).
+type Unaware struct {
+	counters
+	pending []unawareFlow
+	free    []int32
+}
+
+type unawareFlow struct {
+	rec  FlowRecord
+	path []int32
+	sink Sink
+}
+
+// NewUnaware builds the congestion-unaware model.
+func NewUnaware(k *sim.Kernel, t *topo.Topology) *Unaware {
+	return &Unaware{counters: newCounters(k, t)}
+}
+
+// Send implements Fabric.
+func (u *Unaware) Send(src, dst int, bytes float64, sink Sink, tag int) error {
+	path, err := u.t.Route(src, dst)
+	if err != nil {
+		return err
+	}
+	now := u.k.Now()
+	tx := sim.Time(0)
+	if len(path) > 0 && bytes > 0 {
+		r := u.t.Capacity(int(path[0]))
+		for _, l := range path[1:] {
+			r = min(r, u.t.Capacity(int(l)))
+		}
+		tx = sim.SecondsCeil(bytes / r)
+	}
+	var i int32
+	if k := len(u.free); k > 0 {
+		i = u.free[k-1]
+		u.free = u.free[:k-1]
+	} else {
+		u.pending = append(u.pending, unawareFlow{})
+		i = int32(len(u.pending) - 1)
+	}
+	u.pending[i] = unawareFlow{path: path, sink: sink, rec: FlowRecord{ID: u.nextFlow, Src: src, Dst: dst,
+		Bytes: bytes, Start: now, TxEnd: now + tx, Delivered: now + tx + pathLatency(u.t, path), Hops: len(path), Tag: tag}}
+	u.nextFlow++
+	for _, l := range path {
+		u.enter(l)
+		u.stats[l].Bytes += bytes
+	}
+	u.k.AtHandler(now+tx, u, int(i)<<1)
+	return nil
+}
+
+// Handle implements sim.Handler: bit 0 clear = end of transmission, set = delivery.
+func (u *Unaware) Handle(arg int) {
+	i := arg >> 1
+	f := &u.pending[i]
+	if arg&1 == 0 {
+		for _, l := range f.path {
+			u.leave(l)
+		}
+		u.k.AtHandler(f.rec.Delivered, u, arg|1)
+		return
+	}
+	rec, sink := f.rec, f.sink
+	*f = unawareFlow{}
+	u.free = append(u.free, int32(i))
+	u.deliver(rec)
+	sink.Delivered(rec.Tag)
+}
+
+// SetLinkHealth implements Fabric; flows already sent keep their times.
+func (u *Unaware) SetLinkHealth(link int, health float64) { u.t.SetHealth(link, health) }
+
+// SetDeviceDown implements Fabric; flows already sent keep their times.
+func (u *Unaware) SetDeviceDown(device int, down bool) { u.t.SetDeviceDown(device, down) }

@@ -1,0 +1,294 @@
+// Package topo describes the machine a simulation runs on: devices (GPUs,
+// NICs, switches), directed links between them with bandwidth, latency and
+// health, the explicit mapping of ranks to GPU devices, and routing.
+//
+// Links are directed: a cable is two links, one per direction, each with the
+// full per-direction bandwidth. Health in [0, 1] scales a link's bandwidth; 0
+// means failed, and routing avoids it. A failed device removes every link
+// touching it from routing.
+//
+// Routes are shortest paths by hop count. Among equal-cost paths one is chosen
+// by a deterministic hash of (source, destination) at every hop (ECMP); tori
+// built by Torus use dimension-order routing while it is healthy. Routes are
+// cached and recomputed after any health change. A destination that cannot
+// be reached is an *UnreachableError naming the pairs.
+package topo
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Kind is what a device is.
+type Kind uint8
+
+const (
+	GPU Kind = iota
+	NIC
+	Switch
+)
+
+func (k Kind) String() string {
+	switch k {
+	case GPU:
+		return "gpu"
+	case NIC:
+		return "nic"
+	case Switch:
+		return "switch"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Device is one endpoint or switch.
+type Device struct {
+	Kind Kind
+	// Name is unique, e.g. "n3.gpu5", "n3.nic5", "n3.nvswitch", "leaf2".
+	Name string
+	// Node is the host the device sits in, or -1 for fabric switches.
+	Node int
+	// Local is the index inside the node (GPU i, NIC i), or -1.
+	Local int
+}
+
+// Link is one direction of a connection.
+type Link struct {
+	Src, Dst int
+	// BandwidthBytesPerS is the healthy bandwidth in this direction.
+	BandwidthBytesPerS float64
+	// LatencyS is the one-way propagation and switching latency of this hop.
+	LatencyS float64
+	// Health in [0, 1] scales the bandwidth; 0 is failed.
+	Health float64
+	// Tech names the link technology, e.g. "nvlink4", "ib-ndr", "pcie5-x16".
+	Tech string
+}
+
+// Topology is devices, links, the rank mapping and the routing state.
+type Topology struct {
+	Name    string
+	Devices []Device
+	Links   []Link
+	// GPUsForward lets routes pass through GPUs (direct-connect topologies:
+	// ring, torus, mesh, fully connected, edge lists). Otherwise GPUs are
+	// endpoints only and traffic crosses NICs and switches.
+	GPUsForward bool
+
+	out, in [][]int32
+	down    []bool // failed devices
+	ranks   []int  // rank -> GPU device
+	torus   *torusInfo
+	pair    map[uint64]int32 // (src,dst) -> link id, for dimension-order routing
+	routes  map[uint64][]int32
+	scratch bfsScratch
+}
+
+// New returns an empty topology.
+func New(name string) *Topology {
+	return &Topology{Name: name, routes: map[uint64][]int32{}, pair: map[uint64]int32{}}
+}
+
+// AddDevice adds a device and returns its id.
+func (t *Topology) AddDevice(kind Kind, name string, node, local int) int {
+	t.Devices = append(t.Devices, Device{Kind: kind, Name: name, Node: node, Local: local})
+	t.out = append(t.out, nil)
+	t.in = append(t.in, nil)
+	t.down = append(t.down, false)
+	return len(t.Devices) - 1
+}
+
+// AddLink adds one directed link at full health and returns its id.
+func (t *Topology) AddLink(src, dst int, bandwidthBytesPerS, latencyS float64, tech string) int {
+	id := len(t.Links)
+	t.Links = append(t.Links, Link{Src: src, Dst: dst, BandwidthBytesPerS: bandwidthBytesPerS,
+		LatencyS: latencyS, Health: 1, Tech: tech})
+	t.out[src] = append(t.out[src], int32(id))
+	t.in[dst] = append(t.in[dst], int32(id))
+	if _, ok := t.pair[key(src, dst)]; !ok {
+		t.pair[key(src, dst)] = int32(id)
+	}
+	t.invalidate()
+	return id
+}
+
+// Connect adds a link in each direction.
+func (t *Topology) Connect(a, b int, bandwidthBytesPerS, latencyS float64, tech string) {
+	t.AddLink(a, b, bandwidthBytesPerS, latencyS, tech)
+	t.AddLink(b, a, bandwidthBytesPerS, latencyS, tech)
+}
+
+// SetRanks maps rank i to GPU device devs[i].
+func (t *Topology) SetRanks(devs []int) error {
+	seen := map[int]int{}
+	for r, d := range devs {
+		if d < 0 || d >= len(t.Devices) {
+			return fmt.Errorf("rank %d: device %d does not exist (have %d)", r, d, len(t.Devices))
+		}
+		if t.Devices[d].Kind != GPU {
+			return fmt.Errorf("rank %d: device %s is a %v, not a gpu", r, t.Devices[d].Name, t.Devices[d].Kind)
+		}
+		if prev, ok := seen[d]; ok {
+			return fmt.Errorf("ranks %d and %d both map to device %s", prev, r, t.Devices[d].Name)
+		}
+		seen[d] = r
+	}
+	t.ranks = append([]int(nil), devs...)
+	return nil
+}
+
+// NumRanks is the number of ranks.
+func (t *Topology) NumRanks() int { return len(t.ranks) }
+
+// RankDevice is the device of rank r.
+func (t *Topology) RankDevice(r int) int { return t.ranks[r] }
+
+// Ranks returns a copy of the rank -> device mapping.
+func (t *Topology) Ranks() []int { return append([]int(nil), t.ranks...) }
+
+// GPUs lists GPU device ids in id order.
+func (t *Topology) GPUs() []int {
+	var g []int
+	for i, d := range t.Devices {
+		if d.Kind == GPU {
+			g = append(g, i)
+		}
+	}
+	return g
+}
+
+// Out lists the links leaving device d. Do not modify.
+func (t *Topology) Out(d int) []int32 { return t.out[d] }
+
+// LinkBetween returns the first link from a to b.
+func (t *Topology) LinkBetween(a, b int) (int, bool) {
+	l, ok := t.pair[key(a, b)]
+	return int(l), ok
+}
+
+// LinkName is "src->dst".
+func (t *Topology) LinkName(l int) string {
+	return t.Devices[t.Links[l].Src].Name + "->" + t.Devices[t.Links[l].Dst].Name
+}
+
+// Usable reports whether routing may use link l.
+func (t *Topology) Usable(l int) bool {
+	k := &t.Links[l]
+	return k.Health > 0 && !t.down[k.Src] && !t.down[k.Dst]
+}
+
+// Capacity is the link's current bandwidth: bandwidth × health, 0 when unusable.
+func (t *Topology) Capacity(l int) float64 {
+	if !t.Usable(l) {
+		return 0
+	}
+	return t.Links[l].BandwidthBytesPerS * t.Links[l].Health
+}
+
+// SetHealth sets a link's health (clamped to [0, 1]) and invalidates routes
+// when the link starts or stops being usable.
+func (t *Topology) SetHealth(l int, h float64) {
+	h = max(0, min(1, h))
+	was := t.Links[l].Health > 0
+	t.Links[l].Health = h
+	if was != (h > 0) {
+		t.invalidate()
+	}
+}
+
+// SetDeviceDown fails (or restores) a device and every link touching it.
+func (t *Topology) SetDeviceDown(d int, down bool) {
+	if t.down[d] != down {
+		t.down[d] = down
+		t.invalidate()
+	}
+}
+
+// DeviceDown reports whether device d has failed.
+func (t *Topology) DeviceDown(d int) bool { return t.down[d] }
+
+// DeviceByName finds a device id.
+func (t *Topology) DeviceByName(name string) (int, bool) {
+	for i, d := range t.Devices {
+		if d.Name == name {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// NodesOfRanks groups ranks by host node, in order of first appearance; ranks
+// on devices without a node each form their own group.
+func (t *Topology) NodesOfRanks(ranks []int) [][]int {
+	idx := map[int]int{}
+	var groups [][]int
+	for _, r := range ranks {
+		n := t.Devices[t.ranks[r]].Node
+		if n < 0 {
+			groups = append(groups, []int{r})
+			continue
+		}
+		g, ok := idx[n]
+		if !ok {
+			g = len(groups)
+			idx[n] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], r)
+	}
+	return groups
+}
+
+func (t *Topology) invalidate() {
+	if len(t.routes) > 0 {
+		t.routes = map[uint64][]int32{}
+	}
+}
+
+func key(a, b int) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
+
+// UnreachableError is a partitioned network: no usable path between pairs.
+type UnreachableError struct {
+	// Pairs are (src, dst) device names, sorted.
+	Pairs [][2]string
+	// Total counts all unreachable pairs found (Pairs may be truncated).
+	Total int
+}
+
+func (e *UnreachableError) Error() string {
+	s := make([]string, len(e.Pairs))
+	for i, p := range e.Pairs {
+		s[i] = p[0] + " -> " + p[1]
+	}
+	more := ""
+	if e.Total > len(e.Pairs) {
+		more = fmt.Sprintf(" (and %d more)", e.Total-len(e.Pairs))
+	}
+	return fmt.Sprintf("network is partitioned: no usable path for %d pair(s): %s%s",
+		e.Total, strings.Join(s, ", "), more)
+}
+
+// CheckReachable returns an *UnreachableError listing (up to 10 of) the pairs
+// of devices that cannot reach each other, or nil.
+func (t *Topology) CheckReachable(pairs [][2]int) error {
+	var bad [][2]string
+	total := 0
+	for _, p := range pairs {
+		if _, err := t.Route(p[0], p[1]); err != nil {
+			total++
+			if len(bad) < 10 {
+				bad = append(bad, [2]string{t.Devices[p[0]].Name, t.Devices[p[1]].Name})
+			}
+		}
+	}
+	if total == 0 {
+		return nil
+	}
+	sort.Slice(bad, func(i, j int) bool {
+		if bad[i][0] != bad[j][0] {
+			return bad[i][0] < bad[j][0]
+		}
+		return bad[i][1] < bad[j][1]
+	})
+	return &UnreachableError{Pairs: bad, Total: total}
+}
