@@ -81,6 +81,7 @@ type zo struct {
 type zoClient struct {
 	theta   []float32
 	pending []pendingEpoch
+	applied int64 // messages applied so far
 }
 
 type pendingEpoch struct {
@@ -199,6 +200,7 @@ func (z *zo) pendingTerms(c *zoClient, l int, dst []term) []term {
 // parameter, or under SubCGE into the r×r accumulator of the message's epoch.
 func (z *zo) apply(c *zoClient, key uint64, step int, g, lr float32) {
 	z.cnt.MessagesApplied++
+	c.applied++
 	a := -lr * g
 	if z.cfg.Rank == 0 {
 		newNoise(key).fill(z.z, z.cfg.Rademacher)
