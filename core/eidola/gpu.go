@@ -120,11 +120,16 @@ func Simulate(ctx context.Context, k *Kernel, c Config, script []Arrival) (*Resu
 	if err != nil {
 		return nil, err
 	}
-	m := newModel(k, c, times)
-	if err := m.run(ctx); err != nil {
+	sk := sim.New()
+	g := NewGPU(sk, k, c)
+	for i, t := range times {
+		g.arrive[i] = cyclesCeil(t, g.clock)
+	}
+	g.Launch()
+	if err := sk.Run(ctx); err != nil {
 		return nil, err
 	}
-	return m.result(), nil
+	return g.Result()
 }
 
 type phase uint8
@@ -155,26 +160,36 @@ type ctaState struct {
 const (
 	evWaitDone = iota
 	evTick
+	evArrive
 )
 
-type model struct {
+// GPU is the detailed model of one GPU running a kernel on a sim.Kernel that
+// it may share with other models (a network, other GPUs): Launch starts the
+// kernel at the kernel's current time, Deliver sets a remote flag, OnDone
+// hears every finished CTA.
+type GPU struct {
+	// OnDone, if set, is called when a CTA finishes (at that instant).
+	OnDone func(cta int)
+
 	k     *Kernel
 	c     Config
 	clock float64 // Hz
 	sk    *sim.Kernel
 	psPer float64 // picoseconds per cycle
 
-	arrive  []int64 // cycle each Expected signal is visible
-	ctas    []ctaState
-	next    int   // next CTA to launch
-	freeSl  []int // free slots
-	busy    []int // computing CTAs
-	spin    []int // waiting CTAs that poll
-	waiters map[int][]int
-	now     int64 // current cycle
-	last    int64 // progress accounted up to this cycle
-	tickGen int
-	settled bool
+	arrive      []int64 // cycle each Expected signal is visible
+	ctas        []ctaState
+	next        int   // next CTA to launch
+	freeSl      []int // free slots
+	busy        []int // computing CTAs
+	spin        []int // waiting CTAs that poll
+	waiters     map[int][]int
+	now         int64 // current cycle
+	last        int64 // progress accounted up to this cycle
+	tickGen     int
+	settled     bool
+	sigIdx      map[Signal]int
+	launchCycle int64
 
 	evs []struct {
 		kind, cta, gen int
@@ -190,13 +205,16 @@ type model struct {
 	lastEnd           int64
 }
 
-func newModel(k *Kernel, c Config, times []float64) *model {
+// NewGPU prepares the kernel on the detailed GPU; every remote flag is
+// unknown until Deliver sets it. c must pass Check.
+func NewGPU(sk *sim.Kernel, k *Kernel, c Config) *GPU {
 	clock := c.GPU.ClockHz
-	m := &model{
-		k: k, c: c, clock: clock, sk: sim.New(),
+	m := &GPU{
+		k: k, c: c, clock: clock, sk: sk,
 		psPer:   1e12 / clock,
 		ctas:    make([]ctaState, len(k.CTAs)),
 		waiters: map[int][]int{},
+		sigIdx:  make(map[Signal]int, len(k.Expected)),
 		l2BW:    c.GPU.L2BandwidthBytesPerS / clock,
 		hbmBW:   c.GPU.HBMBandwidthBytesPerS / clock,
 		poll:    max(1, cyclesCeil(c.PollIntervalS, clock)),
@@ -205,19 +223,49 @@ func newModel(k *Kernel, c Config, times []float64) *model {
 		readLat: c.ReadLatencyCycles,
 	}
 	m.capIv = max(m.capIv, m.poll)
-	m.arrive = make([]int64, len(times))
-	for i, t := range times {
-		m.arrive[i] = cyclesCeil(t, clock)
+	m.arrive = make([]int64, len(k.Expected))
+	for i, s := range k.Expected {
+		m.arrive[i] = unknownTime
+		m.sigIdx[s] = i
 	}
 	return m
+}
+
+// unknownTime marks a remote flag not delivered yet.
+const unknownTime = -1
+
+// Deliver makes a remote flag visible from the next clock edge on. A signal
+// the kernel does not expect, or one delivered twice, fails the run.
+func (m *GPU) Deliver(s Signal) {
+	j, ok := m.sigIdx[s]
+	if !ok || m.arrive[j] != unknownTime {
+		m.sk.Fail(fmt.Errorf("eidola: unexpected or repeated signal (source %d, chunk %d)", s.Source, s.Chunk))
+		return
+	}
+	cycle := int64(math.Ceil(float64(m.sk.Now())/m.psPer - 1e-9))
+	m.schedule(evArrive, j, 0, cycle)
+}
+
+// Launch starts the kernel now: the first wave of CTAs takes every slot.
+func (m *GPU) Launch() {
+	m.now = int64(math.Ceil(float64(m.sk.Now())/m.psPer - 1e-9))
+	m.last = m.now
+	m.launchCycle = m.now
+	slots := m.c.GPU.SMCount * m.c.CTAsPerSM
+	for s := slots - 1; s >= 0; s-- {
+		m.freeSl = append(m.freeSl, s)
+	}
+	m.sk.OnStall(m.describeStall)
+	m.launch()
+	m.needSettle()
 }
 
 // cyclesCeil is the first whole cycle at or after s seconds.
 func cyclesCeil(s, clock float64) int64 { return int64(math.Ceil(s*clock - 1e-6)) }
 
-func (m *model) at(cycle int64) sim.Time { return sim.Time(math.Round(float64(cycle) * m.psPer)) }
+func (m *GPU) at(cycle int64) sim.Time { return sim.Time(math.Round(float64(cycle) * m.psPer)) }
 
-func (m *model) schedule(kind, cta, gen int, cycle int64) {
+func (m *GPU) schedule(kind, cta, gen int, cycle int64) {
 	m.evs = append(m.evs, struct {
 		kind, cta, gen int
 		cycle          int64
@@ -226,10 +274,13 @@ func (m *model) schedule(kind, cta, gen int, cycle int64) {
 }
 
 // Handle runs one scheduled event.
-func (m *model) Handle(i int) {
+func (m *GPU) Handle(i int) {
 	e := m.evs[i]
 	m.now = e.cycle
 	switch e.kind {
+	case evArrive:
+		m.arrive[e.cta] = m.now
+		m.release(e.cta)
 	case evWaitDone:
 		m.advance()
 		m.spin = remove(m.spin, e.cta)
@@ -252,35 +303,24 @@ func (m *model) Handle(i int) {
 	m.needSettle()
 }
 
-func (m *model) run(ctx context.Context) error {
-	slots := m.c.GPU.SMCount * m.c.CTAsPerSM
-	for s := slots - 1; s >= 0; s-- {
-		m.freeSl = append(m.freeSl, s)
-	}
-	m.sk.OnStall(m.describeStall)
-	m.launch()
-	m.needSettle()
-	if err := m.sk.Run(ctx); err != nil {
-		return err
-	}
-	if m.next < len(m.ctas) || len(m.busy) > 0 {
-		return fmt.Errorf("eidola: kernel stopped with %d of %d CTAs launched", m.next, len(m.ctas))
-	}
-	return nil
-}
-
-func (m *model) describeStall() []string {
+func (m *GPU) describeStall() []string {
 	var out []string
 	for i := range m.ctas {
-		if m.ctas[i].phase == waiting {
-			out = append(out, fmt.Sprintf("CTA %d waits for %d local flags", i, m.ctas[i].unknown))
+		if m.ctas[i].phase == waiting && m.ctas[i].unknown > 0 {
+			var what []string
+			for _, s := range m.k.CTAs[i].Remote {
+				if j := m.sigIdx[s]; m.arrive[j] == unknownTime {
+					what = append(what, fmt.Sprintf("(source %d, chunk %d)", s.Source, s.Chunk))
+				}
+			}
+			out = append(out, fmt.Sprintf("eidola CTA %d waits for flags %s", i, firstFew(what)))
 		}
 	}
 	return out
 }
 
 // launch fills free slots with the next CTAs in launch order.
-func (m *model) launch() {
+func (m *GPU) launch() {
 	for len(m.freeSl) > 0 && m.next < len(m.ctas) {
 		s := m.freeSl[len(m.freeSl)-1]
 		m.freeSl = m.freeSl[:len(m.freeSl)-1]
@@ -290,7 +330,7 @@ func (m *model) launch() {
 	}
 }
 
-func (m *model) start(i, slot int) {
+func (m *GPU) start(i, slot int) {
 	cta := &m.k.CTAs[i]
 	st := &m.ctas[i]
 	st.slot, st.start = slot, m.now
@@ -303,15 +343,20 @@ func (m *model) start(i, slot int) {
 	st.phase = waiting
 	st.times = make([]int64, 0, st.flags)
 	for _, s := range cta.Remote {
-		j, _ := m.k.signalIndex(s)
-		st.times = append(st.times, m.arrive[j])
+		j := m.sigIdx[s]
+		if m.arrive[j] != unknownTime {
+			st.times = append(st.times, m.arrive[j])
+		} else {
+			st.unknown++
+			m.waiters[j] = append(m.waiters[j], i)
+		}
 	}
 	for _, j := range cta.Local {
 		if m.ctas[j].phase == done {
 			st.times = append(st.times, m.ctas[j].end)
 		} else {
 			st.unknown++
-			m.waiters[j] = append(m.waiters[j], i)
+			m.waiters[m.localKey(j)] = append(m.waiters[m.localKey(j)], i)
 		}
 	}
 	sort.Slice(st.times, func(a, b int) bool { return st.times[a] < st.times[b] })
@@ -325,7 +370,7 @@ func (m *model) start(i, slot int) {
 
 // resolve computes, in closed form, when a waiting CTA sees its last flag
 // and how many reads it takes, once every flag time is known.
-func (m *model) resolve(i int) {
+func (m *GPU) resolve(i int) {
 	st := &m.ctas[i]
 	w := st.start
 	var seen, reads int64
@@ -358,7 +403,7 @@ func (m *model) resolve(i int) {
 }
 
 // roundTime is the offset of poll round k from the start of the wait.
-func (m *model) roundTime(k int64) int64 {
+func (m *GPU) roundTime(k int64) int64 {
 	if m.c.Mode == SpinWait {
 		return k * m.poll
 	}
@@ -376,7 +421,7 @@ func (m *model) roundTime(k int64) int64 {
 }
 
 // roundFor is the first round whose offset is >= x.
-func (m *model) roundFor(x int64) int64 {
+func (m *GPU) roundFor(x int64) int64 {
 	if x <= 0 {
 		return 0
 	}
@@ -397,7 +442,7 @@ func (m *model) roundFor(x int64) int64 {
 }
 
 // interval is the gap between polls of a CTA waiting since w, at cycle now.
-func (m *model) interval(w int64) int64 {
+func (m *GPU) interval(w int64) int64 {
 	if m.c.Mode == SpinWait {
 		return m.poll
 	}
@@ -409,7 +454,7 @@ func (m *model) interval(w int64) int64 {
 	return iv
 }
 
-func (m *model) beginCompute(i int) {
+func (m *GPU) beginCompute(i int) {
 	m.advance()
 	st := &m.ctas[i]
 	st.phase = computing
@@ -417,14 +462,26 @@ func (m *model) beginCompute(i int) {
 	m.busy = append(m.busy, i)
 }
 
-func (m *model) finish(i int) {
+func (m *GPU) finish(i int) {
 	st := &m.ctas[i]
 	st.phase, st.end, st.work = done, m.now, 0
 	m.busyCycles += float64(m.now - st.seen)
 	m.lastEnd = max(m.lastEnd, m.now)
 	m.busy = remove(m.busy, i)
 	m.freeSl = append(m.freeSl, st.slot)
-	for _, w := range m.waiters[i] {
+	m.release(m.localKey(i))
+	if m.OnDone != nil {
+		m.OnDone(i)
+	}
+	m.launch()
+}
+
+// localKey is the waiters key of CTA i's completion; remote signal j uses j.
+func (m *GPU) localKey(i int) int { return len(m.arrive) + i }
+
+// release tells the CTAs waiting on key that its flag is set now.
+func (m *GPU) release(key int) {
+	for _, w := range m.waiters[key] {
 		ws := &m.ctas[w]
 		ws.unknown--
 		ws.times = append(ws.times, m.now)
@@ -433,13 +490,12 @@ func (m *model) finish(i int) {
 			m.resolve(w)
 		}
 	}
-	delete(m.waiters, i)
-	m.launch()
+	delete(m.waiters, key)
 }
 
 // advance moves every computing CTA's progress up to now at the rates set
 // by the last settle.
-func (m *model) advance() {
+func (m *GPU) advance() {
 	dt := float64(m.now - m.last)
 	if dt > 0 {
 		for _, i := range m.busy {
@@ -450,7 +506,7 @@ func (m *model) advance() {
 	m.last = m.now
 }
 
-func (m *model) needSettle() {
+func (m *GPU) needSettle() {
 	if !m.settled {
 		m.settled = true
 		m.sk.Settle(m.settle)
@@ -459,7 +515,7 @@ func (m *model) needSettle() {
 
 // settle recomputes the polling traffic and the tile durations once per
 // instant, and schedules the next compute completion.
-func (m *model) settle() {
+func (m *GPU) settle() {
 	m.settled = false
 	m.pollRate = 0
 	for _, i := range m.spin {
@@ -491,9 +547,23 @@ func (m *model) settle() {
 	m.schedule(evTick, -1, m.tickGen, next)
 }
 
-func (m *model) result() *Result {
-	r := &Result{Cycles: m.lastEnd, Events: m.sk.Events()}
-	r.KernelTimeS = float64(m.lastEnd) / m.clock
+// Result reports the finished kernel; times are from the kernel's launch.
+func (m *GPU) Result() (*Result, error) {
+	if m.next < len(m.ctas) || len(m.busy) > 0 || len(m.ctas) == 0 {
+		return nil, fmt.Errorf("eidola: kernel not finished: %d of %d CTAs launched, %d computing", m.next, len(m.ctas), len(m.busy))
+	}
+	for i := range m.ctas {
+		if m.ctas[i].phase != done {
+			return nil, fmt.Errorf("eidola: kernel not finished: CTA %d still waits", i)
+		}
+	}
+	r := m.result()
+	return r, nil
+}
+
+func (m *GPU) result() *Result {
+	r := &Result{Cycles: m.lastEnd - m.launchCycle, Events: m.sk.Events()}
+	r.KernelTimeS = float64(r.Cycles) / m.clock
 	r.CTAs = make([]CTAResult, len(m.ctas))
 	var tileSectors float64
 	for i, st := range m.ctas {
@@ -501,14 +571,14 @@ func (m *model) result() *Result {
 		tileSectors += m.k.CTAs[i].Cost.ReadBytes / SectorBytes
 		r.CTAs[i] = CTAResult{
 			Kind: m.k.CTAs[i].Kind, Slot: st.slot, Flags: st.flags, Polls: st.polls,
-			StartS:   float64(st.start) / m.clock,
+			StartS:   float64(st.start-m.launchCycle) / m.clock,
 			WaitS:    float64(st.seen-st.start) / m.clock,
 			ComputeS: float64(st.end-st.seen) / m.clock,
-			EndS:     float64(st.end) / m.clock,
+			EndS:     float64(st.end-m.launchCycle) / m.clock,
 		}
 	}
 	r.MemoryReads = r.PollingReads + int64(math.Round(tileSectors))
-	if slotCycles := float64(m.c.GPU.SMCount*m.c.CTAsPerSM) * float64(m.lastEnd); slotCycles > 0 {
+	if slotCycles := float64(m.c.GPU.SMCount*m.c.CTAsPerSM) * float64(r.Cycles); slotCycles > 0 {
 		r.SMIdleFraction = 1 - m.busyCycles/slotCycles
 	}
 	return r

@@ -119,6 +119,22 @@ type Kernel struct {
 	// SendOrder[i] is the position of Expected[i] in its source's own send
 	// order (0 = the first write that source makes to the detailed GPU).
 	SendOrder []int
+	// Sends are the writes this GPU makes into its peers. Every GPU of the
+	// group runs the same kernel in its own view, so these also describe
+	// what each ghost sends: the receiver sees Sends[i] as the signal
+	// (source P-Dest, Chunk).
+	Sends []Send
+}
+
+// Send is one peer-to-peer write (data, then flag) the GPU makes.
+type Send struct {
+	// After is the CTA whose completion issues the write; -1 = at launch.
+	After int
+	// Dest is the peer as an offset from this GPU: GPU (self+Dest) mod P.
+	Dest int
+	// Chunk is the chunk id in the receiver's numbering.
+	Chunk int
+	Bytes float64
 }
 
 // Build compiles a kernel config into CTAs priced by costs.
@@ -168,6 +184,8 @@ func (k *Kernel) buildAllGatherGEMM(costs CostModel) {
 	shardBytes := float64(block) * float64(c.K) * c.DType.Bytes()
 	for g := 1; g < c.GPUs; g++ {
 		k.expect(Signal{Source: g, Chunk: g}, shardBytes, 0)
+		// my shard lands in peer g as chunk P-g (its view of me)
+		k.Sends = append(k.Sends, Send{After: -1, Dest: g, Chunk: c.GPUs - g, Bytes: shardBytes})
 	}
 	cost := costs.GEMMTile(c.TileM, c.TileN, c.K, c.DType)
 	for i := 0; i < c.M/c.TileM; i++ {
@@ -217,6 +235,8 @@ func (k *Kernel) buildGEMMReduceScatter(costs CostModel) {
 		for t := 0; t < chunks; t++ {
 			if b == 0 {
 				ownTile[t] = len(k.CTAs)
+			} else {
+				k.Sends = append(k.Sends, Send{After: len(k.CTAs), Dest: b, Chunk: t, Bytes: tileBytes})
 			}
 			k.CTAs = append(k.CTAs, CTA{Kind: CTAGEMM, Cost: gemm})
 		}
@@ -248,11 +268,19 @@ func (k *Kernel) buildAllReduce(costs CostModel) {
 			k.expect(Signal{Source: g, Chunk: g*chunks + t}, chunkBytes, chunks+t)
 		}
 	}
+	for d := 1; d < c.GPUs; d++ {
+		for t := 0; t < chunks; t++ {
+			k.Sends = append(k.Sends, Send{After: -1, Dest: d, Chunk: t, Bytes: chunkBytes})
+		}
+	}
 	reduce := costs.Reduce(elems, c.GPUs, c.DType)
 	for t := 0; t < chunks; t++ {
 		needs := make([]Signal, 0, c.GPUs-1)
 		for g := 1; g < c.GPUs; g++ {
 			needs = append(needs, Signal{Source: g, Chunk: t})
+		}
+		for d := 1; d < c.GPUs; d++ {
+			k.Sends = append(k.Sends, Send{After: len(k.CTAs), Dest: d, Chunk: (c.GPUs-d)*chunks + t, Bytes: chunkBytes})
 		}
 		k.CTAs = append(k.CTAs, CTA{Kind: CTAReduce, Remote: needs, Cost: reduce})
 	}
