@@ -183,7 +183,7 @@ func newGossip(cfg *Config, method string, cnt *Counters) *gossip {
 	case MethodDZSGD:
 		gs.zo = newZO(cfg.Model, cfg.ZO, cfg.BatchSize, cnt)
 	case MethodChoco:
-		gs.topK = max(1, int(cfg.ChocoFraction*float64(d)))
+		gs.topK = ChocoK(cfg.ChocoFraction, d)
 		gs.absBuf = make([]float32, d)
 		gs.selBuf = make([]float32, d)
 		for i := 0; i < n; i++ {
@@ -347,3 +347,6 @@ func kthLargest(xs []float32, k int) float32 {
 	}
 	return xs[target]
 }
+
+// ChocoK is how many coordinates top-k keeps: fraction·d, at least one.
+func ChocoK(fraction float64, d int) int { return max(1, int(fraction*float64(d))) }

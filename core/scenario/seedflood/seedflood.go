@@ -1,0 +1,234 @@
+// Package seedflood drives the "seedflood" scenario: it trains a classifier
+// with SeedFlood and its baselines on one client graph and data split, and
+// reports accuracy against bytes sent, consensus, apply cost, and the
+// traffic of the same methods for a 1.3B-parameter model.
+package seedflood
+
+import (
+	"fmt"
+
+	"github.com/eidolon-sim/eidolon/core/rng"
+	"github.com/eidolon-sim/eidolon/core/scenario"
+	sf "github.com/eidolon-sim/eidolon/core/seedflood"
+	"github.com/eidolon-sim/eidolon/core/spec"
+	"github.com/eidolon-sim/eidolon/core/topo"
+)
+
+// HistoryRow is one evaluation of one method (table "history").
+type HistoryRow struct {
+	Step     int    `arrow:"step"`     // steps completed (0 = before training)
+	Method   string `arrow:"method"`   // seedflood, dsgd, choco, dzsgd, mezo
+	Topology string `arrow:"topology"` // graph name, e.g. "ring(16)"
+	Clients  int    `arrow:"clients"`
+	// Loss is the held-out cross-entropy (nats) of the clients' average model.
+	Loss float64 `arrow:"loss"`
+	// Accuracy is the held-out accuracy of the clients' average model.
+	Accuracy float64 `arrow:"accuracy"`
+	// ConsensusDistance is mean_i ‖θ_i − θ̄‖₂ over clients (0 for mezo).
+	ConsensusDistance float64 `arrow:"consensus_distance"`
+	// CumulativeBytes sent over all links since step 0.
+	CumulativeBytes int64 `arrow:"cumulative_bytes"`
+}
+
+// SummaryRow is one method's totals (table "summary"). The core has no wall
+// clock: costs are operation counts; time the whole run from Python.
+type SummaryRow struct {
+	Method         string  `arrow:"method"`
+	Topology       string  `arrow:"topology"`
+	Clients        int     `arrow:"clients"`
+	Params         int     `arrow:"params"` // parameters of the model trained
+	Steps          int     `arrow:"steps"`
+	FinalLoss      float64 `arrow:"final_loss"`
+	FinalAccuracy  float64 `arrow:"final_accuracy"`
+	TotalBytes     int64   `arrow:"total_bytes"`
+	BytesPerClient float64 `arrow:"bytes_per_client_per_step"`
+	// MessagesApplied counts (seed, scalar) updates applied over all clients.
+	MessagesApplied int64 `arrow:"messages_applied"`
+	// ApplyMadds: multiply-adds to apply updates (dense z, SubCGE
+	// accumulation + projections + bases, or gossip averaging), all clients.
+	ApplyMadds int64 `arrow:"apply_madds"`
+	// ApplyMaddsPerClientPerStep is ApplyMadds / (clients · steps).
+	ApplyMaddsPerClientPerStep float64 `arrow:"apply_madds_per_client_per_step"`
+	// ApplyRandomDraws: random numbers generated to rebuild received perturbations.
+	ApplyRandomDraws int64 `arrow:"apply_random_draws"`
+	// ForwardMadds: multiply-adds of forward and backward passes.
+	ForwardMadds int64 `arrow:"forward_madds"`
+	// SubspaceProjections: SubCGE W += U·S·Vᵀ projections (per matrix).
+	SubspaceProjections int64 `arrow:"subspace_projections"`
+}
+
+// ProjectionRow is one method's traffic for a large model (table
+// "projection"), from the same byte-counting functions the training uses.
+type ProjectionRow struct {
+	Method   string  `arrow:"method"`
+	Topology string  `arrow:"topology"` // the spec's graph kind rebuilt at projection.clients
+	Clients  int     `arrow:"clients"`
+	Params   float64 `arrow:"params"`
+	// BytesPerRound sent over all links in one step (q messages per client
+	// for SeedFlood; one message per neighbor for gossip; 0 for centralized mezo).
+	BytesPerRound float64 `arrow:"bytes_per_round"`
+	// BytesPerClientPerRound is BytesPerRound / clients.
+	BytesPerClientPerRound float64 `arrow:"bytes_per_client_per_round"`
+	// RatioToSeedFlood is BytesPerRound over SeedFlood's.
+	RatioToSeedFlood float64 `arrow:"ratio_to_seedflood"`
+}
+
+// Kind registers the scenario.
+func Kind() scenario.Kind {
+	return scenario.Kind{
+		Name:    "seedflood",
+		Doc:     "decentralized ZO training by flooding (seed, scalar) messages, with SubCGE, against DSGD/ChocoSGD/DZSGD/MeZO",
+		NewSpec: func() scenario.Spec { return &spec.SeedFlood{} },
+		Run:     run,
+	}
+}
+
+// BuildGraph builds the spec's client graph with n clients.
+func BuildGraph(seed uint64, t spec.SeedFloodTopology, n int) (*topo.Graph, error) {
+	r := rng.Stream(seed, "seedflood/topology")
+	switch t.Kind {
+	case "ring":
+		return topo.RingGraph(n)
+	case "mesh", "torus":
+		rows, cols := t.Rows, t.Cols
+		if rows*cols != n {
+			rows, cols = spec.SeedFloodGridShape(n)
+		}
+		if t.Kind == "mesh" {
+			return topo.MeshGridGraph(rows, cols)
+		}
+		return topo.TorusGridGraph(rows, cols)
+	case "random_regular":
+		return topo.RandomRegularGraph(n, t.Degree, r)
+	case "erdos_renyi":
+		return topo.ErdosRenyiGraph(n, t.Probability, r)
+	case "complete":
+		return topo.CompleteGraph(n)
+	}
+	return nil, fmt.Errorf("unknown topology kind %q", t.Kind)
+}
+
+// Config turns a validated spec into a training configuration.
+func Config(s *spec.SeedFlood) (*sf.Config, error) {
+	g, err := BuildGraph(s.Seed, s.Topology, s.Topology.Clients)
+	if err != nil {
+		return nil, err
+	}
+	if un := g.Unreachable(5); len(un) > 0 {
+		return nil, fmt.Errorf("client graph %s is disconnected: no path for pairs %v", g.Name, un)
+	}
+	var data *sf.Dataset
+	d := s.Dataset
+	if d.Kind == "inline" {
+		if data, err = sf.NewDataset(d.Flat(), d.Labels, d.NFeatures); err != nil {
+			return nil, err
+		}
+	} else {
+		data = sf.SyntheticDataset(rng.Stream(s.Seed, "seedflood/data"), d.Samples, d.NFeatures, d.Classes, d.ClassSeparation)
+	}
+	train, test := data.Split(rng.Stream(s.Seed, "seedflood/split"), d.TestFraction)
+	n := g.NumNodes()
+	if train.Samples() < n {
+		return nil, fmt.Errorf("%d training rows cannot give each of %d clients a shard", train.Samples(), n)
+	}
+	var shards [][]int
+	if s.Partition.Kind == "dirichlet" {
+		shards = sf.PartitionDirichlet(rng.Stream(s.Seed, "seedflood/partition"), train, n, s.Partition.Alpha)
+	} else {
+		shards = sf.PartitionIID(rng.Stream(s.Seed, "seedflood/partition"), train, n)
+	}
+	model, err := sf.NewModel(data.Features, data.Classes, s.Model.Hidden)
+	if err != nil {
+		return nil, err
+	}
+	return &sf.Config{
+		Graph: g, Model: model, Train: train, Test: test, Shards: shards,
+		Init:  model.Init(rng.Stream(s.Seed, "seedflood/init")),
+		Steps: s.Steps, BatchSize: s.BatchSize, EvalEvery: s.EvalEverySteps,
+		LearningRate: float32(s.LearningRate), FirstOrderLearningRate: float32(s.FirstOrderLearningRate),
+		ZO: sf.ZOConfig{
+			Seed: rng.Mix(s.Seed, 0x5eedf100d), Epsilon: float32(s.Epsilon), Rank: *s.SubspaceRank,
+			RefreshEvery: s.RefreshEverySteps, Rademacher: s.Perturbation == "rademacher",
+		},
+		Perturbations: s.PerturbationsPerStep, StepsPerHop: *s.StepsPerHop,
+		ChocoFraction: s.Choco.Fraction, ChocoGamma: float32(s.Choco.Gamma),
+	}, nil
+}
+
+func run(env scenario.Env, sp scenario.Spec) (scenario.Result, error) {
+	s := sp.(*spec.SeedFlood)
+	cfg, err := Config(s)
+	if err != nil {
+		return scenario.Result{}, err
+	}
+	cfg.Canceled = env.Canceled
+	var history []HistoryRow
+	var summary []SummaryRow
+	n := cfg.Graph.NumNodes()
+	for i, m := range s.Methods {
+		cfg.Progress = func(f float64) { env.Report((float64(i) + f) / float64(len(s.Methods))) }
+		out, err := sf.Run(cfg, m)
+		if err != nil {
+			return scenario.Result{}, err
+		}
+		for _, p := range out.History {
+			history = append(history, HistoryRow{
+				Step: p.Step, Method: m, Topology: cfg.Graph.Name, Clients: n,
+				Loss: p.Loss, Accuracy: p.Accuracy, ConsensusDistance: p.Consensus, CumulativeBytes: p.CumulativeBytes,
+			})
+		}
+		last := out.History[len(out.History)-1]
+		c := out.Counters
+		clientSteps := float64(n) * float64(s.Steps)
+		summary = append(summary, SummaryRow{
+			Method: m, Topology: cfg.Graph.Name, Clients: n, Params: cfg.Model.NumParams(), Steps: s.Steps,
+			FinalLoss: last.Loss, FinalAccuracy: last.Accuracy,
+			TotalBytes: out.TotalBytes, BytesPerClient: float64(out.TotalBytes) / clientSteps,
+			MessagesApplied: c.MessagesApplied, ApplyMadds: c.ApplyMadds,
+			ApplyMaddsPerClientPerStep: float64(c.ApplyMadds) / clientSteps,
+			ApplyRandomDraws:           c.ApplyDraws, ForwardMadds: c.ForwardMadds, SubspaceProjections: c.Projections,
+		})
+	}
+	proj, err := Projection(s)
+	if err != nil {
+		return scenario.Result{}, err
+	}
+	env.Report(1)
+	var r scenario.Result
+	r.Add("history", history)
+	r.Add("summary", summary)
+	r.Add("projection", proj)
+	return r, nil
+}
+
+// Projection computes bytes per round of every method for a model of
+// s.Projection.Params parameters on s.Projection.Clients clients of the same
+// graph kind, with the functions the simulation counts its own traffic with.
+func Projection(s *spec.SeedFlood) ([]ProjectionRow, error) {
+	g, err := BuildGraph(s.Seed, s.Topology, s.Projection.Clients)
+	if err != nil {
+		return nil, err
+	}
+	d := int(s.Projection.Params)
+	n := g.NumNodes()
+	seedBytes := float64(sf.FloodStepBytes(sf.FloodGraph(g), s.PerturbationsPerStep))
+	var rows []ProjectionRow
+	for _, m := range s.Methods {
+		var b float64
+		switch m {
+		case sf.MethodSeedFlood:
+			b = seedBytes
+		case sf.MethodDSGD, sf.MethodDZSGD:
+			b = float64(sf.GossipStepBytes(g, sf.ModelMessageBytes(d)))
+		case sf.MethodChoco:
+			b = float64(sf.GossipStepBytes(g, sf.TopKMessageBytes(sf.ChocoK(s.Choco.Fraction, d))))
+		case sf.MethodMeZO:
+			b = 0 // one model, no network
+		}
+		rows = append(rows, ProjectionRow{
+			Method: m, Topology: g.Name, Clients: n, Params: float64(d),
+			BytesPerRound: b, BytesPerClientPerRound: b / float64(n), RatioToSeedFlood: b / seedBytes,
+		})
+	}
+	return rows, nil
+}

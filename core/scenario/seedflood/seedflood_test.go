@@ -1,0 +1,132 @@
+package seedflood
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/eidolon-sim/eidolon/core/scenario"
+	sf "github.com/eidolon-sim/eidolon/core/seedflood"
+	"github.com/eidolon-sim/eidolon/core/spec"
+	"github.com/eidolon-sim/eidolon/core/table"
+	"github.com/stretchr/testify/require"
+)
+
+func decode(t *testing.T, doc string) (*spec.SeedFlood, error) {
+	t.Helper()
+	s := &spec.SeedFlood{}
+	if err := spec.Decode([]byte(doc), s); err != nil {
+		return nil, err
+	}
+	s.Defaults()
+	var p spec.Problems
+	s.Validate(&p)
+	return s, p.Err()
+}
+
+func runDoc(t *testing.T, doc string) scenario.Result {
+	t.Helper()
+	s, err := decode(t, doc)
+	require.NoError(t, err)
+	res, err := Kind().Run(scenario.Env{Ctx: context.Background()}, s)
+	require.NoError(t, err)
+	return res
+}
+
+func TestScenarioTables(t *testing.T) {
+	res := runDoc(t, `{"kind":"seedflood","seed":3,
+		"topology":{"kind":"mesh","clients":6},
+		"model":{"kind":"mlp","hidden":[16]},
+		"dataset":{"samples":600,"n_features":8,"classes":4},
+		"steps":40,"eval_every_steps":10,"projection":{"clients":16}}`)
+	require.Equal(t, []string{"history", "summary", "projection"}, []string{res.Tables[0].Name, res.Tables[1].Name, res.Tables[2].Name})
+	hist := res.Tables[0].Rows.([]HistoryRow)
+	require.Len(t, hist, 5*5, "5 methods × (step 0 + 4 evaluations)")
+	sum := res.Tables[1].Rows.([]SummaryRow)
+	require.Len(t, sum, 5)
+	for _, r := range sum {
+		require.Equal(t, "mesh(2x3)", r.Topology)
+		if r.Method == "mezo" {
+			require.Zero(t, r.TotalBytes)
+		} else {
+			require.Positive(t, r.TotalBytes, r.Method)
+		}
+	}
+	proj := res.Tables[2].Rows.([]ProjectionRow)
+	require.Len(t, proj, 5)
+	// Mesh 4×4 (16 clients, 24 edges): DSGD sends 2·24 models of 4·1.3e9 bytes per round.
+	require.Equal(t, "dsgd", proj[1].Method)
+	require.InDelta(t, 2*24*4*1.3e9, proj[1].BytesPerRound, 1)
+	require.Equal(t, "seedflood", proj[0].Method)
+	require.Equal(t, 1.0, proj[0].RatioToSeedFlood)
+	require.Greater(t, proj[1].RatioToSeedFlood, 1e7)
+	for _, tb := range res.Tables {
+		rec, err := table.Record(tb.Rows, nil)
+		require.NoError(t, err, tb.Name)
+		rec.Release()
+	}
+}
+
+// The projection's SeedFlood bytes equal the simulated traffic of one step
+// on the same graph (same function, same graph).
+func TestProjectionMatchesSimulatedTraffic(t *testing.T) {
+	s, err := decode(t, `{"kind":"seedflood","topology":{"kind":"ring","clients":8},"model":{"kind":"softmax"},
+		"dataset":{"samples":200,"n_features":4,"classes":3},"methods":["seedflood"],"steps":3,
+		"projection":{"clients":8,"params":1e6}}`)
+	require.NoError(t, err)
+	res, err := Kind().Run(scenario.Env{}, s)
+	require.NoError(t, err)
+	sum := res.Tables[1].Rows.([]SummaryRow)[0]
+	proj := res.Tables[2].Rows.([]ProjectionRow)[0]
+	require.Equal(t, float64(sum.TotalBytes)/3, proj.BytesPerRound)
+	// Even ring: 8 origins × 8 transmissions × 20 bytes.
+	require.Equal(t, float64(8*8*sf.SeedMessageBytes), proj.BytesPerRound)
+}
+
+func TestInlineDataset(t *testing.T) {
+	// Two well separated classes in 2 features, rows given inline.
+	var feats [][]float64
+	var labels []int
+	for i := 0; i < 200; i++ {
+		y := i % 2
+		feats = append(feats, []float64{float64(4*y-2) + 0.1*float64(i%7), float64(i % 5)})
+		labels = append(labels, y)
+	}
+	doc, _ := json.Marshal(map[string]any{
+		"kind": "seedflood", "topology": map[string]any{"kind": "ring", "clients": 4},
+		"model": map[string]any{"kind": "softmax"}, "methods": []string{"seedflood", "dsgd"},
+		"dataset": map[string]any{"kind": "inline", "features": feats, "labels": labels},
+		"steps":   100, "learning_rate": 0.05,
+	})
+	res := runDoc(t, string(doc))
+	for _, r := range res.Tables[1].Rows.([]SummaryRow) {
+		require.Greater(t, r.FinalAccuracy, 0.9, r.Method)
+	}
+}
+
+func TestSpecProblemsHaveFieldPaths(t *testing.T) {
+	_, err := decode(t, `{"kind":"seedflood","topology":{"kind":"mesh","clients":6,"rows":4,"cols":2},
+		"model":{"kind":"softmax","hidden":[3]},"methods":["seedflod"],"learning_rate":-1,
+		"dataset":{"kind":"inline","features_flat":[1,2,3],"n_features":2,"labels":[0,1]},
+		"partition":{"kind":"dirichlet","alpha":-1}}`)
+	require.Error(t, err)
+	msg := err.Error()
+	for _, want := range []string{
+		"topology.rows: rows × cols must equal clients (6), got 4 × 2",
+		"model.hidden: must be empty for softmax",
+		`methods[0]: must be one of`, `(did you mean "seedflood"?)`,
+		"learning_rate: must be > 0, got -1",
+		"dataset.features_flat: must hold n_features (2) × labels (2) values, got 3",
+		"partition.alpha: must be > 0",
+	} {
+		require.Contains(t, msg, want)
+	}
+}
+
+func TestDisconnectedGraphIsASimulationError(t *testing.T) {
+	s, err := decode(t, `{"kind":"seedflood","topology":{"kind":"erdos_renyi","clients":12,"probability":0.01},
+		"model":{"kind":"softmax"},"dataset":{"samples":100,"n_features":2,"classes":2},"steps":2}`)
+	require.NoError(t, err)
+	_, err = Kind().Run(scenario.Env{}, s)
+	require.ErrorContains(t, err, "disconnected")
+}

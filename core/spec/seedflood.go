@@ -1,0 +1,345 @@
+package spec
+
+import "math"
+
+// SeedFlood is the "seedflood" kind: decentralized zeroth-order training by
+// flooding (seed, scalar) messages (SeedFlood, arXiv 2602.18181), with the
+// SubCGE subspace, against gossip baselines on the same data and graph.
+type SeedFlood struct {
+	Header
+	Topology  SeedFloodTopology  `json:"topology"`
+	Model     SeedFloodModel     `json:"model"`
+	Dataset   SeedFloodDataset   `json:"dataset"`
+	Partition SeedFloodPartition `json:"partition"`
+	// Methods to run, each on the same data, graph, batches and seeds:
+	// "seedflood", "dsgd", "choco", "dzsgd", "mezo". Default: all five.
+	Methods []string `json:"methods,omitempty"`
+	// Steps of training; default 300.
+	Steps int `json:"steps,omitempty"`
+	// LearningRate of the zeroth-order methods; default 0.02.
+	LearningRate float64 `json:"learning_rate,omitempty"`
+	// FirstOrderLearningRate of DSGD and ChocoSGD; default 0.1.
+	FirstOrderLearningRate float64 `json:"first_order_learning_rate,omitempty"`
+	// Epsilon is the two-point perturbation scale ε; default 1e-3 (MeZO's).
+	Epsilon float64 `json:"epsilon,omitempty"`
+	// PerturbationsPerStep is q, estimates (and messages) per client per
+	// step; default 1.
+	PerturbationsPerStep int `json:"perturbations_per_step,omitempty"`
+	// Perturbation distribution: "gaussian" (default) or "rademacher".
+	Perturbation string `json:"perturbation,omitempty"`
+	// SubspaceRank r of SubCGE per weight matrix (capped by the matrix's
+	// sides); 0 means dense perturbations. Default 4. Applies to every
+	// zeroth-order method so they share one estimator.
+	SubspaceRank *int `json:"subspace_rank,omitempty"`
+	// RefreshEverySteps is K, how often the subspace bases change; default 5.
+	RefreshEverySteps int `json:"refresh_every_steps,omitempty"`
+	// BatchSize of each client's minibatch; default 16.
+	BatchSize int `json:"batch_size,omitempty"`
+	// EvalEverySteps between history rows; default steps/20 (at least 1).
+	EvalEverySteps int `json:"eval_every_steps,omitempty"`
+	// StepsPerHop is SeedFlood's delay per hop; 0 delivers every message
+	// within the step it is sent. Default 1.
+	StepsPerHop *int `json:"steps_per_hop,omitempty"`
+	Choco       SeedFloodChoco `json:"choco,omitempty"`
+	// Projection sizes the communication table; defaults 1.3e9 parameters,
+	// 128 clients.
+	Projection SeedFloodProjection `json:"projection,omitempty"`
+}
+
+// SeedFloodTopology is the client graph.
+type SeedFloodTopology struct {
+	// Kind: "ring", "mesh" (2D grid), "torus" (2D grid with wrap-around),
+	// "random_regular", "erdos_renyi", "complete".
+	Kind string `json:"kind"`
+	// Clients is the number of clients (nodes).
+	Clients int `json:"clients"`
+	// Rows and Cols of a grid; default the most nearly square factorization.
+	Rows int `json:"rows,omitempty"`
+	Cols int `json:"cols,omitempty"`
+	// Degree of a random regular graph; default 4.
+	Degree int `json:"degree,omitempty"`
+	// Probability of each edge of an Erdős–Rényi graph; default 0.2.
+	Probability float64 `json:"probability,omitempty"`
+}
+
+// SeedFloodModel is the classifier trained.
+type SeedFloodModel struct {
+	// Kind: "softmax" (regression) or "mlp" (ReLU hidden layers).
+	Kind string `json:"kind"`
+	// Hidden widths of an MLP; default [64]. Must be empty for softmax.
+	Hidden []int `json:"hidden,omitempty"`
+}
+
+// SeedFloodDataset is either a synthetic task drawn from the seed or a table
+// passed in (e.g. scikit-learn's digits).
+type SeedFloodDataset struct {
+	// Kind: "synthetic" (default) or "inline".
+	Kind string `json:"kind,omitempty"`
+	// Synthetic: Samples (default 2000), NFeatures (default 32), Classes
+	// (default 10), ClassSeparation (std of class means; default 0.5).
+	Samples         int     `json:"samples,omitempty"`
+	NFeatures       int     `json:"n_features,omitempty"`
+	Classes         int     `json:"classes,omitempty"`
+	ClassSeparation float64 `json:"class_separation,omitempty"`
+	// Inline: Features as rows, or FeaturesFlat (row-major) with NFeatures;
+	// Labels are integers from 0.
+	Features     [][]float64 `json:"features,omitempty"`
+	FeaturesFlat []float64   `json:"features_flat,omitempty"`
+	Labels       []int       `json:"labels,omitempty"`
+	// TestFraction held out for evaluation; default 0.25.
+	TestFraction float64 `json:"test_fraction,omitempty"`
+}
+
+// SeedFloodPartition splits the training rows over clients.
+type SeedFloodPartition struct {
+	// Kind: "iid" (default) or "dirichlet".
+	Kind string `json:"kind,omitempty"`
+	// Alpha of the Dirichlet split; smaller is more skewed. Default 0.5.
+	Alpha float64 `json:"alpha,omitempty"`
+}
+
+// SeedFloodChoco configures ChocoSGD.
+type SeedFloodChoco struct {
+	// Fraction of coordinates top-k keeps; default 0.05.
+	Fraction float64 `json:"fraction,omitempty"`
+	// Gamma is the consensus step size; default 0.2.
+	Gamma float64 `json:"gamma,omitempty"`
+}
+
+// SeedFloodProjection sizes the bytes-per-round table.
+type SeedFloodProjection struct {
+	Params  float64 `json:"params,omitempty"`
+	Clients int     `json:"clients,omitempty"`
+}
+
+// SeedFloodMethods lists the method names.
+func SeedFloodMethods() []string { return []string{"seedflood", "dsgd", "choco", "dzsgd", "mezo"} }
+
+// SeedFloodGridShape returns the most nearly square rows×cols = n.
+func SeedFloodGridShape(n int) (rows, cols int) {
+	rows = int(math.Sqrt(float64(n)))
+	for rows > 1 && n%rows != 0 {
+		rows--
+	}
+	return max(rows, 1), n / max(rows, 1)
+}
+
+func (s *SeedFlood) Defaults() {
+	t := &s.Topology
+	if (t.Kind == "mesh" || t.Kind == "torus") && t.Rows == 0 && t.Cols == 0 && t.Clients > 0 {
+		t.Rows, t.Cols = SeedFloodGridShape(t.Clients)
+	}
+	if t.Degree == 0 {
+		t.Degree = 4
+	}
+	if t.Probability == 0 {
+		t.Probability = 0.2
+	}
+	if s.Model.Kind == "mlp" && s.Model.Hidden == nil {
+		s.Model.Hidden = []int{64}
+	}
+	d := &s.Dataset
+	if d.Kind == "" {
+		d.Kind = "synthetic"
+	}
+	if d.Kind == "synthetic" {
+		if d.Samples == 0 {
+			d.Samples = 2000
+		}
+		if d.NFeatures == 0 {
+			d.NFeatures = 32
+		}
+		if d.Classes == 0 {
+			d.Classes = 10
+		}
+		if d.ClassSeparation == 0 {
+			d.ClassSeparation = 0.5
+		}
+	}
+	if d.Kind == "inline" && d.NFeatures == 0 && len(d.Features) > 0 {
+		d.NFeatures = len(d.Features[0])
+	}
+	if d.TestFraction == 0 {
+		d.TestFraction = 0.25
+	}
+	if s.Partition.Kind == "" {
+		s.Partition.Kind = "iid"
+	}
+	if s.Partition.Alpha == 0 {
+		s.Partition.Alpha = 0.5
+	}
+	if s.Methods == nil {
+		s.Methods = SeedFloodMethods()
+	}
+	if s.Steps == 0 {
+		s.Steps = 300
+	}
+	if s.LearningRate == 0 {
+		s.LearningRate = 0.02
+	}
+	if s.FirstOrderLearningRate == 0 {
+		s.FirstOrderLearningRate = 0.1
+	}
+	if s.Epsilon == 0 {
+		s.Epsilon = 1e-3
+	}
+	if s.PerturbationsPerStep == 0 {
+		s.PerturbationsPerStep = 1
+	}
+	if s.Perturbation == "" {
+		s.Perturbation = "gaussian"
+	}
+	if s.SubspaceRank == nil {
+		r := 4
+		s.SubspaceRank = &r
+	}
+	if s.RefreshEverySteps == 0 {
+		s.RefreshEverySteps = 5
+	}
+	if s.BatchSize == 0 {
+		s.BatchSize = 16
+	}
+	if s.EvalEverySteps == 0 {
+		s.EvalEverySteps = max(1, s.Steps/20)
+	}
+	if s.StepsPerHop == nil {
+		h := 1
+		s.StepsPerHop = &h
+	}
+	if s.Choco.Fraction == 0 {
+		s.Choco.Fraction = 0.05
+	}
+	if s.Choco.Gamma == 0 {
+		s.Choco.Gamma = 0.2
+	}
+	if s.Projection.Params == 0 {
+		s.Projection.Params = 1.3e9
+	}
+	if s.Projection.Clients == 0 {
+		s.Projection.Clients = 128
+	}
+}
+
+func (s *SeedFlood) Validate(p *Problems) {
+	t := s.Topology
+	if p.OneOf("topology.kind", t.Kind, []string{"ring", "mesh", "torus", "random_regular", "erdos_renyi", "complete"}) {
+		switch t.Kind {
+		case "mesh", "torus":
+			p.IntInRange("topology.rows", t.Rows, 1, 1<<20)
+			p.IntInRange("topology.cols", t.Cols, 1, 1<<20)
+			if t.Rows*t.Cols != t.Clients {
+				p.Addf("topology.rows", "rows × cols must equal clients (%d), got %d × %d", t.Clients, t.Rows, t.Cols)
+			}
+		case "random_regular":
+			p.IntInRange("topology.degree", t.Degree, 1, max(1, t.Clients-1))
+			if t.Clients*t.Degree%2 != 0 {
+				p.Addf("topology.degree", "clients × degree must be even, got %d × %d", t.Clients, t.Degree)
+			}
+		case "erdos_renyi":
+			p.InRange("topology.probability", t.Probability, 1e-9, 1)
+		}
+	}
+	p.IntInRange("topology.clients", t.Clients, 1, 4096)
+
+	if p.OneOf("model.kind", s.Model.Kind, []string{"softmax", "mlp"}) {
+		if s.Model.Kind == "softmax" && len(s.Model.Hidden) > 0 {
+			p.Addf("model.hidden", "must be empty for softmax, got %v", s.Model.Hidden)
+		}
+		if s.Model.Kind == "mlp" && len(s.Model.Hidden) == 0 {
+			p.Addf("model.hidden", "an mlp needs at least one hidden width")
+		}
+	}
+	for i, h := range s.Model.Hidden {
+		p.IntInRange(Index("model.hidden", i), h, 1, 1<<20)
+	}
+
+	d := s.Dataset
+	if p.OneOf("dataset.kind", d.Kind, []string{"synthetic", "inline"}) {
+		if d.Kind == "synthetic" {
+			p.IntInRange("dataset.samples", d.Samples, 2, 10_000_000)
+			p.IntInRange("dataset.n_features", d.NFeatures, 1, 1<<20)
+			p.IntInRange("dataset.classes", d.Classes, 2, 1<<16)
+			p.NonNegative("dataset.class_separation", d.ClassSeparation)
+			if len(d.Features) > 0 || len(d.FeaturesFlat) > 0 || len(d.Labels) > 0 {
+				p.Addf("dataset.kind", "synthetic data takes no features or labels; use kind \"inline\"")
+			}
+		} else {
+			s.validateInline(p)
+		}
+	}
+	p.InRange("dataset.test_fraction", d.TestFraction, 0.01, 0.9)
+
+	if p.OneOf("partition.kind", s.Partition.Kind, []string{"iid", "dirichlet"}) && s.Partition.Kind == "dirichlet" {
+		p.Positive("partition.alpha", s.Partition.Alpha)
+	}
+	if len(s.Methods) == 0 {
+		p.Addf("methods", "must list at least one of %v", SeedFloodMethods())
+	}
+	seen := map[string]bool{}
+	for i, m := range s.Methods {
+		if p.OneOf(Index("methods", i), m, SeedFloodMethods()) && seen[m] {
+			p.Addf(Index("methods", i), "%q listed twice", m)
+		}
+		seen[m] = true
+	}
+	p.IntInRange("steps", s.Steps, 1, 10_000_000)
+	p.Positive("learning_rate", s.LearningRate)
+	p.Positive("first_order_learning_rate", s.FirstOrderLearningRate)
+	p.InRange("epsilon", s.Epsilon, 1e-7, 1)
+	p.IntInRange("perturbations_per_step", s.PerturbationsPerStep, 1, 1024)
+	p.OneOf("perturbation", s.Perturbation, []string{"gaussian", "rademacher"})
+	p.IntInRange("subspace_rank", *s.SubspaceRank, 0, 1024)
+	p.IntInRange("refresh_every_steps", s.RefreshEverySteps, 1, 1_000_000)
+	p.IntInRange("batch_size", s.BatchSize, 1, 1_000_000)
+	p.IntInRange("eval_every_steps", s.EvalEverySteps, 1, 10_000_000)
+	p.IntInRange("steps_per_hop", *s.StepsPerHop, 0, 1000)
+	p.InRange("choco.fraction", s.Choco.Fraction, 1e-9, 1)
+	p.InRange("choco.gamma", s.Choco.Gamma, 1e-9, 1)
+	p.InRange("projection.params", s.Projection.Params, 1, 1e15)
+	p.IntInRange("projection.clients", s.Projection.Clients, 1, 4096)
+}
+
+func (s *SeedFlood) validateInline(p *Problems) {
+	d := s.Dataset
+	switch {
+	case len(d.Features) > 0 && len(d.FeaturesFlat) > 0:
+		p.Addf("dataset.features", "give features or features_flat, not both")
+	case len(d.Features) > 0:
+		for i, row := range d.Features {
+			if len(row) != d.NFeatures {
+				p.Addf(Index("dataset.features", i), "must have %d values like row 0, got %d", d.NFeatures, len(row))
+				break
+			}
+		}
+		if len(d.Features) != len(d.Labels) {
+			p.Addf("dataset.labels", "must have one label per feature row (%d), got %d", len(d.Features), len(d.Labels))
+		}
+	case len(d.FeaturesFlat) > 0:
+		if d.NFeatures < 1 || len(d.FeaturesFlat) != d.NFeatures*len(d.Labels) {
+			p.Addf("dataset.features_flat", "must hold n_features (%d) × labels (%d) values, got %d", d.NFeatures, len(d.Labels), len(d.FeaturesFlat))
+		}
+	default:
+		p.Addf("dataset.features", "inline data needs features (rows) or features_flat with n_features")
+	}
+	if len(d.Labels) < 4 {
+		p.Addf("dataset.labels", "need at least 4 labelled rows, got %d", len(d.Labels))
+	}
+	for i, y := range d.Labels {
+		if y < 0 {
+			p.Addf(Index("dataset.labels", i), "must be >= 0, got %d", y)
+			break
+		}
+	}
+}
+
+// Flat returns the inline features row-major.
+func (d *SeedFloodDataset) Flat() []float64 {
+	if len(d.FeaturesFlat) > 0 {
+		return d.FeaturesFlat
+	}
+	out := make([]float64, 0, len(d.Features)*d.NFeatures)
+	for _, row := range d.Features {
+		out = append(out, row...)
+	}
+	return out
+}
