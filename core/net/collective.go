@@ -171,16 +171,14 @@ func (c *Comms) Start(col Collective, done func(Result)) (int, error) {
 	}
 	n := len(col.Ranks)
 	r := &run{c: c, id: c.nextID, col: col, prog: prog, n: n, done: done, start: c.f.Kernel().Now(),
-		inst: prog.instances(), serialize: prog.instances() > 1 && col.Chunks > 1 && prog.pipelined()}
+		inst: prog.instances(), serialize: true}
 	c.nextID++
 	r.devs = make([]int, n)
 	for i, rk := range col.Ranks {
 		r.devs[i] = c.t.RankDevice(rk)
 	}
 	r.state = make([]rankState, r.inst*n)
-	if r.serialize {
-		r.queues = map[uint64]*sendQueue{}
-	}
+	r.queues = map[uint64]*sendQueue{}
 	c.active[r.id] = r
 	for inst := 0; inst < r.inst; inst++ {
 		for rank := 0; rank < n; rank++ {
@@ -275,7 +273,11 @@ func (c *Comms) describeStalls() []string {
 
 // A run executes a program: for each instance (chunk, tree) and rank, a
 // sequence of ops; op k waits for wait(k) messages addressed to it, then
-// sends its messages, each addressed to an op of the receiver.
+// sends its messages, each addressed to an op of the receiver. Like an NCCL
+// channel's connection, a (sender, receiver) pair has one message in flight
+// per instance group; later messages queue in order. This is flow control:
+// without it a rank upstream of a slow link would pile up concurrent flows
+// that real buffers (a few slots per connection) do not allow.
 type run struct {
 	c         *Comms
 	id        int

@@ -2,6 +2,7 @@ package net
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/eidolon-sim/eidolon/core/sim"
 	"github.com/eidolon-sim/eidolon/core/topo"
@@ -274,8 +275,8 @@ func (n *FlowNet) settle() {
 	for _, i := range flows {
 		f := &n.flows[i]
 		newRate := f.next
-		if newRate == f.rate && f.finish != 0 {
-			continue
+		if f.finish != 0 && math.Abs(newRate-f.rate) <= 1e-9*f.rate {
+			continue // unchanged up to rounding: keep the scheduled finish
 		}
 		n.credit(f, now)
 		f.rate = newRate

@@ -100,7 +100,9 @@ type Kernel struct {
 	now     Time
 	events  uint64
 	byTime  map[Time]*bucket
-	times   []Time // min-heap of instants that have a bucket
+	cur     *bucket // the instant being run (still in byTime)
+	last    *bucket // where the last event was pushed
+	times   []Time  // min-heap of instants that have a bucket
 	free    []*bucket
 	settle  []func()
 	stalls  []func() []string
@@ -148,9 +150,13 @@ func (k *Kernel) push(t Time, e event) {
 	if t < k.now {
 		panic(fmt.Sprintf("sim: event scheduled at %v, before now %v", t, k.now))
 	}
-	b := k.byTime[t]
-	if b == nil {
-		b = k.newBucket(t)
+	b := k.last
+	if b == nil || b.t != t {
+		b = k.byTime[t]
+		if b == nil {
+			b = k.newBucket(t)
+		}
+		k.last = b
 	}
 	b.events = append(b.events, e)
 }
@@ -204,12 +210,39 @@ func (k *Kernel) RunUntil(ctx context.Context, end Time) error {
 		if k.failure != nil {
 			return k.failure
 		}
-		if len(k.times) == 0 || k.times[0] != k.now || k.byTime[k.now] == nil {
-			// The current instant is done: settle before moving on.
-			if len(k.settle) > 0 {
-				k.runSettle()
-				continue
+		if b := k.cur; b != nil && b.next < len(b.events) {
+			e := b.events[b.next]
+			b.events[b.next] = event{}
+			b.next++
+			k.events++
+			e.run()
+			if sinceCheck++; sinceCheck >= every {
+				sinceCheck = 0
+				if ctx != nil {
+					if err := ctx.Err(); err != nil {
+						return err
+					}
+				}
+				if k.Progress != nil {
+					k.Progress(k.now, k.events)
+				}
 			}
+			continue
+		}
+		// The current instant has no events left: settle before moving on
+		// (settling may schedule more events now).
+		if len(k.settle) > 0 {
+			k.runSettle()
+			continue
+		}
+		if b := k.cur; b != nil {
+			k.cur = nil
+			if k.last == b {
+				k.last = nil
+			}
+			delete(k.byTime, b.t)
+			heapPop(&k.times)
+			k.free = append(k.free, b)
 		}
 		if len(k.times) == 0 {
 			return k.stalled()
@@ -219,31 +252,8 @@ func (k *Kernel) RunUntil(ctx context.Context, end Time) error {
 			k.now = end
 			return nil
 		}
-		b := k.byTime[t]
 		k.now = t
-		if b.next == len(b.events) {
-			heapPop(&k.times)
-			delete(k.byTime, t)
-			k.free = append(k.free, b)
-			continue
-		}
-		e := b.events[b.next]
-		b.events[b.next] = event{}
-		b.next++
-		k.events++
-		e.run()
-		sinceCheck++
-		if sinceCheck >= every {
-			sinceCheck = 0
-			if ctx != nil {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-			}
-			if k.Progress != nil {
-				k.Progress(k.now, k.events)
-			}
-		}
+		k.cur = k.byTime[t]
 	}
 }
 
