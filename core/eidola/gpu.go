@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
+	"slices"
 
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/sim"
@@ -214,7 +214,6 @@ func NewGPU(sk *sim.Kernel, k *Kernel, c Config) *GPU {
 		psPer:   1e12 / clock,
 		ctas:    make([]ctaState, len(k.CTAs)),
 		waiters: map[int][]int{},
-		sigIdx:  make(map[Signal]int, len(k.Expected)),
 		l2BW:    c.GPU.L2BandwidthBytesPerS / clock,
 		hbmBW:   c.GPU.HBMBandwidthBytesPerS / clock,
 		poll:    max(1, cyclesCeil(c.PollIntervalS, clock)),
@@ -224,9 +223,8 @@ func NewGPU(sk *sim.Kernel, k *Kernel, c Config) *GPU {
 	}
 	m.capIv = max(m.capIv, m.poll)
 	m.arrive = make([]int64, len(k.Expected))
-	for i, s := range k.Expected {
+	for i := range m.arrive {
 		m.arrive[i] = unknownTime
-		m.sigIdx[s] = i
 	}
 	return m
 }
@@ -237,7 +235,7 @@ const unknownTime = -1
 // Deliver makes a remote flag visible from the next clock edge on. A signal
 // the kernel does not expect, or one delivered twice, fails the run.
 func (m *GPU) Deliver(s Signal) {
-	j, ok := m.sigIdx[s]
+	j, ok := m.k.signalIndex(s)
 	if !ok || m.arrive[j] != unknownTime {
 		m.sk.Fail(fmt.Errorf("eidola: unexpected or repeated signal (source %d, chunk %d)", s.Source, s.Chunk))
 		return
@@ -309,7 +307,7 @@ func (m *GPU) describeStall() []string {
 		if m.ctas[i].phase == waiting && m.ctas[i].unknown > 0 {
 			var what []string
 			for _, s := range m.k.CTAs[i].Remote {
-				if j := m.sigIdx[s]; m.arrive[j] == unknownTime {
+				if j, _ := m.k.signalIndex(s); m.arrive[j] == unknownTime {
 					what = append(what, fmt.Sprintf("(source %d, chunk %d)", s.Source, s.Chunk))
 				}
 			}
@@ -342,13 +340,12 @@ func (m *GPU) start(i, slot int) {
 	}
 	st.phase = waiting
 	st.times = make([]int64, 0, st.flags)
-	for _, s := range cta.Remote {
-		j := m.sigIdx[s]
+	for _, j := range cta.remoteIdx {
 		if m.arrive[j] != unknownTime {
 			st.times = append(st.times, m.arrive[j])
 		} else {
 			st.unknown++
-			m.waiters[j] = append(m.waiters[j], i)
+			m.waiters[int(j)] = append(m.waiters[int(j)], i)
 		}
 	}
 	for _, j := range cta.Local {
@@ -359,7 +356,7 @@ func (m *GPU) start(i, slot int) {
 			m.waiters[m.localKey(j)] = append(m.waiters[m.localKey(j)], i)
 		}
 	}
-	sort.Slice(st.times, func(a, b int) bool { return st.times[a] < st.times[b] })
+	slices.Sort(st.times)
 	if m.c.Mode != SyncMon {
 		m.spin = append(m.spin, i)
 	}
@@ -486,7 +483,7 @@ func (m *GPU) release(key int) {
 		ws.unknown--
 		ws.times = append(ws.times, m.now)
 		if ws.unknown == 0 {
-			sort.Slice(ws.times, func(a, b int) bool { return ws.times[a] < ws.times[b] })
+			slices.Sort(ws.times)
 			m.resolve(w)
 		}
 	}

@@ -105,6 +105,8 @@ type CTA struct {
 	Local []int
 	// Cost prices the work after the wait.
 	Cost Cost
+	// remoteIdx[i] is the position of Remote[i] in Kernel.Expected.
+	remoteIdx []int32
 }
 
 // Kernel is a fused kernel compiled for the detailed GPU: its CTAs and every
@@ -150,6 +152,24 @@ func Build(c KernelConfig, costs CostModel) (*Kernel, error) {
 		k.buildGEMMReduceScatter(costs)
 	case AllReduce:
 		k.buildAllReduce(costs)
+	}
+	// CTAs of one tile row share their Remote slice; index each slice once.
+	seen := map[*Signal][]int32{}
+	for i := range k.CTAs {
+		cta := &k.CTAs[i]
+		if len(cta.Remote) == 0 {
+			continue
+		}
+		if idx, ok := seen[&cta.Remote[0]]; ok && len(idx) == len(cta.Remote) {
+			cta.remoteIdx = idx
+			continue
+		}
+		cta.remoteIdx = make([]int32, len(cta.Remote))
+		for j, s := range cta.Remote {
+			x, _ := k.signalIndex(s)
+			cta.remoteIdx[j] = int32(x)
+		}
+		seen[&cta.Remote[0]] = cta.remoteIdx
 	}
 	return k, nil
 }

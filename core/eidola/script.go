@@ -1,8 +1,10 @@
 package eidola
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -30,15 +32,14 @@ type Arrival struct {
 
 // SortArrivals orders a script by (time, source, chunk), the replay order.
 func SortArrivals(s []Arrival) {
-	sort.Slice(s, func(i, j int) bool {
-		a, b := s[i], s[j]
-		if a.TimeS != b.TimeS {
-			return a.TimeS < b.TimeS
+	slices.SortFunc(s, func(a, b Arrival) int {
+		if c := cmp.Compare(a.TimeS, b.TimeS); c != 0 {
+			return c
 		}
-		if a.SourceGPU != b.SourceGPU {
-			return a.SourceGPU < b.SourceGPU
+		if c := cmp.Compare(a.SourceGPU, b.SourceGPU); c != 0 {
+			return c
 		}
-		return a.Chunk < b.Chunk
+		return cmp.Compare(a.Chunk, b.Chunk)
 	})
 }
 
