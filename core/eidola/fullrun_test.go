@@ -83,3 +83,22 @@ func TestReplayReproducesFullRun(t *testing.T) {
 		}
 	}
 }
+
+// The same at 256 GPUs (255 ghosts) for the all-gather + GEMM kernel.
+func TestReplayReproducesFullRun256(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 256-GPU full run takes a fraction of a second")
+	}
+	g, _ := hw.GPUByName("h100-sxm")
+	k, err := Build(KernelConfig{Kind: AllGatherGEMM, M: 2048, N: 512, K: 4096, TileM: 128, TileN: 128,
+		DType: hw.BF16, GPUs: 256}, flatCost{computeS: 4e-6, readBytes: 2e6, hbmBytes: 2e5})
+	require.NoError(t, err)
+	c := Config{GPU: g, CTAsPerSM: 1, Mode: SpinWait, PollIntervalS: 100e-9, BackoffMaxS: 3.2e-6,
+		WakeLatencyS: 250e-9, ReadLatencyCycles: 260}
+	full, err := FullRun(context.Background(), k, c, switchNet(t, 256))
+	require.NoError(t, err)
+	require.Len(t, full.Script, 255)
+	replay, err := Simulate(context.Background(), k, c, full.Script)
+	require.NoError(t, err)
+	assert.InEpsilon(t, full.GPU0.KernelTimeS, replay.KernelTimeS, 0.01)
+}
