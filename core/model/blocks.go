@@ -1,0 +1,329 @@
+package model
+
+// The blocks, written once for a tensor-parallel rank: GEMMs are split
+// Megatron-style (column-parallel into a region, row-parallel out of it),
+// attention by heads, SSM mixers by channels (Mamba-1: d_inner/t) or by heads
+// and groups (Mamba-2: nheads/t, ngroups/t). Norms and residuals are
+// replicated, or sharded along the sequence under sequence parallelism.
+
+// embedding is the vocabulary-parallel input embedding: each rank gathers
+// the rows of its V/t vocabulary shard (zeros elsewhere) and the partial
+// rows are summed across ranks. GPT adds learned positions (and dropout).
+func (b *builder) embedding() {
+	c := b.c
+	h, vt := int64(c.Hidden), ceilDiv(int64(c.Vocab), b.t)
+	b.params = vt*h + int64(c.Positions)*h
+	n := float64(b.T * h)
+	// Read token ids and rows, write the output; with positions also read
+	// the position rows and add. Backward: scatter-add dy into the fp32
+	// weight gradient (read dy, read-modify-write the gradient rows).
+	flops, bytes := 0.0, 4*float64(b.T)+2*n*b.e
+	if c.Positions > 0 {
+		flops, bytes = n, bytes+n*b.e
+	}
+	b.stream("embed.lookup", Embedding, flops, bytes, n, n*b.e+8*n, 0)
+	b.exit("embed", h)
+	if c.Family == GPT && b.training() {
+		m := float64(b.Tn * h)
+		b.stream("embed.dropout", Elementwise, 2*m, m*(2*b.e+1), m, m*(2*b.e+1), m)
+	}
+}
+
+// lmHead is the final norm, the vocabulary-parallel output projection and,
+// in training, Megatron's vocabulary-parallel cross entropy (three
+// all-reduces of one fp32 per token: max, target logit, sum of exponentials).
+// Inference computes logits for the last token of each sequence only and
+// gathers them for sampling.
+func (b *builder) lmHead() {
+	c := b.c
+	h, vt := int64(c.Hidden), ceilDiv(int64(c.Vocab), b.t)
+	normParams := h
+	if c.Family == GPT {
+		normParams = 2 * h
+	}
+	b.params = normParams
+	if !c.TiedEmbeddings {
+		b.params += vt * h
+	}
+	b.norm("head.norm", b.Tn, h)
+	b.enter("head", h)
+	m := b.T
+	if !b.training() {
+		m = int64(b.r.Batch)
+	}
+	b.gemm("head.logits", m, vt, h)
+	n := float64(m * vt)
+	if b.training() {
+		// Softmax statistics and loss: ≈4 FLOPs per logit; the exponentials
+		// are kept (written in place) for the backward, which turns them into
+		// the logit gradient (read, subtract the one-hot, scale, write).
+		b.stream("head.cross_entropy", CrossEntropy, 4*n, 2*n*b.e, 2*n, 2*n*b.e, n*b.e)
+		if b.t > 1 {
+			for _, s := range []string{"max", "target", "sum_exp"} {
+				b.add(step{fwd: []Op{NewComm("head.cross_entropy."+s+".all_reduce", AllReduce, 4*float64(m))}})
+			}
+		}
+		return
+	}
+	if b.t > 1 {
+		b.add(step{fwd: []Op{NewComm("head.logits.all_gather", AllGather, float64(m*int64(c.Vocab))*b.e)}})
+	}
+}
+
+// transformer is a pre-norm transformer block: attention then MLP, each with
+// a residual. shared builds Zamba's shared block, whose attention reads the
+// concatenation [residual, input embedding] (width 2·hidden), whose weights
+// are shared by every invocation, and which ends with a per-invocation
+// hidden×hidden projection.
+func (b *builder) transformer(shared bool) {
+	c := b.c
+	gpt := c.Family == GPT
+	h := int64(c.Hidden)
+	in := h
+	if shared {
+		in = 2 * h
+	}
+	hd, hs, kvs, f := int64(c.HeadDim), int64(c.Heads)/b.t, b.split(int64(c.KVHeads)), int64(c.FFNHidden)/b.t
+	qkv := (hs + 2*kvs) * hd
+	T := b.T
+
+	attn := in*qkv + hs*hd*h
+	norms := in + h
+	mlp := 3 * h * f // SwiGLU: gate, up, down
+	if gpt {
+		attn += qkv + h // biases (the row-parallel bias is replicated)
+		norms *= 2      // LayerNorm has a bias
+		mlp = 2*h*f + f + h
+	}
+	if shared {
+		b.shared = attn + norms + mlp
+		b.params = h * h
+		n := float64(b.Tn * in)
+		b.stream("shared.concat", Elementwise, 0, 2*n*b.e, 0, 0, 0)
+	} else {
+		b.params = attn + norms + mlp
+	}
+
+	b.norm("attn.norm", b.Tn, in)
+	b.enter("attn", in)
+	b.gemm("attn.qkv", T, qkv, in)
+	if !gpt && !shared {
+		// Rotary on Q and K: x·cos + rotate(x)·sin, 3 FLOPs per element.
+		n := float64(T * (hs + kvs) * hd)
+		b.stream("attn.rotary", Rotary, 3*n, 2*n*b.e, 3*n, 2*n*b.e, 0)
+	}
+	if !b.training() {
+		// Append this pass's keys and values to the KV cache.
+		n := float64(T * 2 * kvs * hd)
+		b.stream("attn.kv_cache_write", Elementwise, 0, 2*n*b.e, 0, 0, 0)
+	}
+	b.attentionCore(hs, kvs, hd)
+	b.gemm("attn.out", T, h, hs*hd)
+	b.exit("attn", h)
+	b.residual("attn.residual", h)
+
+	b.norm("mlp.norm", b.Tn, h)
+	b.enter("mlp", h)
+	n := float64(T * f)
+	if gpt {
+		b.gemm("mlp.up", T, f, h)
+		// GELU (tanh form) with the bias fused: ≈8 FLOPs per element; keeps its input.
+		b.stream("mlp.gelu", Elementwise, 8*n, 2*n*b.e, 16*n, 3*n*b.e, n*b.e)
+	} else {
+		b.gemm("mlp.gate_up", T, 2*f, h)
+		// SwiGLU silu(gate)·up: ≈6 FLOPs per element; keeps gate and up.
+		b.stream("mlp.swiglu", Elementwise, 6*n, 3*n*b.e, 12*n, 5*n*b.e, 2*n*b.e)
+	}
+	b.gemm("mlp.down", T, h, f)
+	b.exit("mlp", h)
+	b.residual("mlp.residual", h)
+	if shared {
+		b.gemm("shared.linear", T, h, h)
+	}
+}
+
+// attentionCore is causal self-attention over this rank's heads: decode
+// attention over the cache, FlashAttention, or the unfused Megatron kernels.
+func (b *builder) attentionCore(hs, kvs, hd int64) {
+	r := b.r
+	B := int64(r.Batch)
+	if r.Phase == Decode {
+		b.add(step{fwd: []Op{NewDecodeAttention("attn.decode", b.d, B, hs, kvs, int64(r.KVLen)+1, hd)}})
+		return
+	}
+	s := int64(r.SeqLen)
+	qk := float64(b.T*(hs+kvs)*hd) * b.e // Q and K, kept (outputs of attn.qkv)
+	v := float64(b.T*kvs*hd) * b.e
+	if !r.UnfusedAttention {
+		fa := NewFlashAttention("attn.flash", b.d, B, hs, kvs, s, s, hd, true)
+		// Keeps Q, K, V and the fp32 log-sum-exp per query row.
+		b.add(step{fwd: []Op{fa}, bwd: []Op{flashBackward(fa)}, saved: qk + v + 4*float64(B*hs*s)})
+		return
+	}
+	bh := B * hs
+	p := float64(bh * s * s) // score elements
+	b.add(step{
+		fwd: []Op{NewGEMM("attn.scores", b.d, bh, s, s, hd)},
+		// dQ = dS·K and dK = dSᵀ·Q, each [s×hd] over s.
+		bwd:   []Op{NewGEMM("attn.scores.dq", b.d, bh, s, hd, s), NewGEMM("attn.scores.dk", b.d, bh, s, hd, s)},
+		saved: qk, selective: true,
+	})
+	// Scale, causal mask and softmax: ≈5 FLOPs per score; keeps the probabilities.
+	b.add(step{
+		fwd:   []Op{NewStreaming("attn.softmax", Softmax, b.a, 5*p, 2*p*b.e)},
+		bwd:   []Op{NewStreaming("attn.softmax.bwd", Softmax, b.a, 4*p, 3*p*b.e)},
+		saved: p * b.e, dropped: p * b.e, selective: true,
+	})
+	if b.c.Family == GPT {
+		b.add(step{
+			fwd:   []Op{NewStreaming("attn.dropout", Elementwise, b.a, 2*p, p*(2*b.e+1))},
+			bwd:   []Op{NewStreaming("attn.dropout.bwd", Elementwise, b.a, p, p*(2*b.e+1))},
+			saved: p, dropped: p, selective: true,
+		})
+	}
+	b.add(step{
+		fwd: []Op{NewGEMM("attn.context", b.d, bh, s, hd, s)},
+		// dP = dO·Vᵀ [s×s] over hd, dV = Pᵀ·dO [s×hd] over s.
+		bwd:   []Op{NewGEMM("attn.context.dp", b.d, bh, s, s, hd), NewGEMM("attn.context.dv", b.d, bh, s, hd, s)},
+		saved: p*b.e + v, dropped: p * b.e, selective: true,
+	})
+}
+
+// Selective-scan arithmetic per (token, channel, state) element: discretize
+// exp(Δ·A) (2), Δ·B·u (2), h = Ā·h + B̄u (2), y += C·h (2), plus the exp
+// itself counted as one: 9. Per (token, channel): softplus(Δ), D·u skip and
+// the SiLU(z) gate, ≈5 (Gu & Dao 2023, Algorithm 2; the CUDA kernel
+// selective_scan_fwd). The backward kernel recomputes the forward states
+// and runs the reverse scan: 3× the forward state arithmetic.
+const (
+	scanFlopsPerState   = 9
+	scanFlopsPerChannel = 5
+)
+
+// conv is the depthwise causal conv1d (k taps) with SiLU fused over ch
+// channels (causal_conv1d); decode updates the rolling conv state instead.
+func (b *builder) conv(ch int64) {
+	k := int64(b.c.DConv)
+	if b.r.Phase == Decode {
+		n := float64(int64(b.r.Batch) * ch)
+		// Read the state (k−1 columns) and x, write the shifted state and y.
+		b.stream("mixer.conv_step", Conv1D, float64(2*k+4)*n, float64(2*k)*n*b.e, 0, 0, 0)
+		return
+	}
+	n := float64(b.T * ch)
+	bytes := 2 * n * b.e
+	if b.r.Phase == Prefill {
+		bytes += float64(int64(b.r.Batch)*ch*(k-1)) * b.e // conv state for decoding
+	}
+	b.stream("mixer.conv1d", Conv1D, float64(2*k+4)*n, bytes, float64(4*k+4)*n, 3*n*b.e, n*b.e)
+}
+
+// ssmStep is one decode step of the recurrence for ch channels of a
+// state of size N: read and write the state, 9 FLOPs per state element.
+func (b *builder) ssmStep(ch, groups int64) {
+	N := int64(b.c.DState)
+	n := float64(int64(b.r.Batch) * ch)
+	st := n * float64(N)
+	io := (4*n + 2*float64(int64(b.r.Batch)*groups*N)) * b.e // x, dt, z in; y out; B, C in
+	b.stream("mixer.ssm_step", SSMStep, scanFlopsPerState*st+scanFlopsPerChannel*n, 2*st*b.e+io, 0, 0, 0)
+}
+
+// mamba1 is a Mamba-1 block: norm, in_proj (x and z), conv1d, x_proj (Δ, B,
+// C), dt_proj, selective scan, out_proj. Under TP each rank holds d_inner/t
+// channels; x_proj contracts over channels, so its small output is summed
+// across ranks.
+func (b *builder) mamba1() {
+	c := b.c
+	h, dit, N, R, k := int64(c.Hidden), int64(c.DInner())/b.t, int64(c.DState), int64(c.DtRank), int64(c.DConv)
+	T := b.T
+	b.params = h*2*dit + dit*(k+1) + dit*(R+2*N) + R*dit + dit + dit*N + dit + dit*h + h
+
+	b.norm("mixer.norm", b.Tn, h)
+	b.enter("mixer", h)
+	b.gemm("mixer.in_proj", T, 2*dit, h)
+	b.conv(dit)
+	b.gemm("mixer.x_proj", T, R+2*N, dit)
+	b.partialSum("mixer.x_proj", R+2*N)
+	b.gemm("mixer.dt_proj", T, dit, R)
+	if b.r.Phase == Decode {
+		b.ssmStep(dit, 1)
+	} else {
+		n := float64(T * dit)
+		st := n * float64(N)
+		bc := float64(2*T*N) * b.e
+		// Read u, Δ, z, B, C; write y (the states stay on chip).
+		bytes := 4*n*b.e + bc
+		if b.r.Phase == Prefill {
+			bytes += float64(int64(b.r.Batch)*dit*N) * b.e // final state for decoding
+		}
+		b.stream("mixer.scan", SelectiveScan,
+			scanFlopsPerState*st+scanFlopsPerChannel*n, bytes,
+			3*scanFlopsPerState*st+2*scanFlopsPerChannel*n, 7*n*b.e+2*bc,
+			2*n*b.e+bc) // keeps Δ, z, B, C (u is x_proj's kept input)
+	}
+	b.gemm("mixer.out_proj", T, h, dit)
+	b.exit("mixer", h)
+	b.residual("mixer.residual", h)
+}
+
+// mamba2 is a Mamba-2 block: norm, packed in_proj [z, x, B, C, dt], conv1d
+// over [x, B, C], chunked SSD scan, gated RMSNorm, out_proj. Under TP each
+// rank holds nheads/t heads and ngroups/t groups (a group replicated when
+// t > ngroups), with one all-reduce after out_proj (Dao & Gu 2024, §8).
+func (b *builder) mamba2() {
+	c := b.c
+	h, N, P, k := int64(c.Hidden), int64(c.DState), int64(c.SSMHeadDim), int64(c.DConv)
+	Ht := int64(c.SSMHeads()) / b.t
+	Gt := b.split(int64(c.NGroups))
+	dit := Ht * P
+	convC := dit + 2*Gt*N
+	T := b.T
+	b.params = h*(2*dit+2*Gt*N+Ht) + convC*(k+1) + 3*Ht + dit + dit*h + h
+
+	b.norm("mixer.norm", b.Tn, h)
+	b.enter("mixer", h)
+	b.gemm("mixer.in_proj", T, 2*dit+2*Gt*N+Ht, h)
+	b.conv(convC)
+	if b.r.Phase == Decode {
+		b.ssmStep(dit, Gt)
+	} else {
+		b.ssd(Ht, Gt, P, N)
+	}
+	// Gated RMSNorm y·silu(z), normalized per group: ≈9 FLOPs per element;
+	// keeps y and z.
+	n := float64(T * dit)
+	b.stream("mixer.gated_norm", Norm, 9*n, 3*n*b.e, 18*n, 5*n*b.e, 2*n*b.e)
+	b.gemm("mixer.out_proj", T, h, dit)
+	b.exit("mixer", h)
+	b.residual("mixer.residual", h)
+}
+
+// ssd is the Mamba-2 chunked scan (Dao & Gu 2024, §6, the ssd_combined
+// kernels) over chunks of Q tokens, as matmuls: C·Bᵀ within each chunk per
+// group (2·Q·N per token), the masked scores times X per head (2·Q·P), chunk
+// states Bᵀ·X (2·N·P per token and head), states to outputs C·state
+// (2·N·P), the decay mask (Q per token and head) and the inter-chunk
+// recurrence (2·P·N per chunk and head). Traffic: read x, B, C, dt; write y;
+// chunk states (fp32) written and read back twice. The backward is twice the
+// forward's matmuls plus recomputing the chunk states (the kernels keep
+// none), with twice the traffic.
+func (b *builder) ssd(Ht, Gt, P, N int64) {
+	r := b.r
+	L := int64(r.SeqLen)
+	Q := min(int64(b.c.ChunkSize), L)
+	chunks := int64(r.Batch) * ceilDiv(L, Q)
+	Tq := float64(chunks * Q)
+	states := float64(chunks * Ht * P * N)
+	flops := 2*Tq*float64(Q*N*Gt) + 2*Tq*float64(Q*Ht*P) + 4*Tq*float64(N*Ht*P) + Tq*float64(Q*Ht) + 2*states
+	io := float64(2*b.T*Ht*P+2*b.T*Gt*N)*b.e + 4*float64(b.T*Ht)
+	bytes := io + 4*4*states
+	if r.Phase == Prefill {
+		bytes += float64(int64(r.Batch)*Ht*P*N) * b.e // final state for decoding
+	}
+	fwd := NewStreaming("mixer.ssd", SSDScan, b.a, flops, bytes)
+	fwd.Tensor = true
+	bwd := NewStreaming("mixer.ssd.bwd", SSDScan, b.a, 2*flops+2*Tq*float64(N*Ht*P)+2*states, 2*bytes)
+	bwd.Tensor = true
+	// Keeps x, B, C (conv outputs) and dt (fp32).
+	b.add(step{fwd: []Op{fwd}, bwd: []Op{bwd}, saved: float64(b.T*(Ht*P+2*Gt*N))*b.e + 4*float64(b.T*Ht)})
+}

@@ -1,0 +1,427 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/eidolon-sim/eidolon/core/hw"
+)
+
+// Phase is the kind of work a graph describes.
+type Phase string
+
+const (
+	// Training is one step on one micro-batch: forward, backward, optimizer.
+	Training Phase = "training"
+	// Prefill processes each prompt (SeqLen tokens), filling the KV cache / SSM state.
+	Prefill Phase = "prefill"
+	// Decode generates one token per sequence against KVLen cached tokens.
+	Decode Phase = "decode"
+)
+
+// Recompute is the activation recomputation policy (Korthikanti et al. 2022).
+type Recompute string
+
+const (
+	RecomputeNone Recompute = "none"
+	// RecomputeSelective recomputes the attention core (scores, softmax,
+	// dropout, context) in the backward and keeps everything else.
+	RecomputeSelective Recompute = "selective"
+	// RecomputeFull keeps only each block's input and reruns its forward.
+	RecomputeFull Recompute = "full"
+)
+
+// Run is the work to generate operators for, on one tensor-parallel rank.
+type Run struct {
+	Phase Phase
+	// Batch is the number of sequences (the micro-batch in training).
+	Batch int
+	// SeqLen is tokens per sequence (training and prefill).
+	SeqLen int
+	// KVLen is the tokens already cached per sequence (decode).
+	KVLen int
+	// TP is the Megatron tensor-parallel degree; 0 means 1.
+	TP int
+	// SequenceParallel shards norms, dropout and residuals over the TP ranks
+	// along the sequence (all-gather / reduce-scatter instead of all-reduce).
+	SequenceParallel bool
+	Recompute        Recompute
+	// DType is the math type of GEMMs and attention (activations are 16-bit
+	// when it is an 8-bit type).
+	DType hw.DType
+	// UnfusedAttention materializes the score matrix (Megatron without
+	// FlashAttention): batched GEMMs, softmax and dropout kernels.
+	UnfusedAttention bool
+}
+
+// Block names.
+const (
+	BlockEmbedding   = "embedding"
+	BlockTransformer = "transformer"
+	BlockMamba       = "mamba"
+	BlockMamba2      = "mamba2"
+	BlockShared      = "shared_attention"
+	BlockLMHead      = "lm_head"
+)
+
+// Block is one kind of block and its operators on one rank, for one instance.
+type Block struct {
+	Name string
+	// Count is how many times the block occurs in the model.
+	Count int
+	// Forward lists the forward operators in execution order, including the
+	// tensor-parallel collectives (IsComm) where they sit.
+	Forward []Op
+	// Backward (training) lists recomputed forward operators first, then the
+	// gradient operators, in execution order, with their collectives.
+	Backward []Op
+	// Optimizer (training) is the Adam step over this instance's own weights.
+	Optimizer []Op
+	// SharedOptimizer (training) is the Adam step over weights shared by every
+	// instance (Zamba's shared block); it runs once per step, not per instance.
+	SharedOptimizer []Op
+	// Params is the parameters of one instance on this rank; SharedParams the
+	// parameters shared by all instances (counted once).
+	Params, SharedParams int64
+	// ActivationBytes is what one instance keeps from forward to backward
+	// (training), under the run's recompute policy.
+	ActivationBytes float64
+}
+
+// Graph is a model's operators for one run on one rank.
+type Graph struct {
+	Config Config
+	Run    Run
+	Blocks []Block
+	// Order lists, first to last, the index in Blocks of each position of
+	// the model: embedding, the pattern's blocks, LM head.
+	Order []int
+}
+
+// Block returns the block with this name.
+func (g Graph) Block(name string) (Block, bool) {
+	for _, b := range g.Blocks {
+		if b.Name == name {
+			return b, true
+		}
+	}
+	return Block{}, false
+}
+
+// CheckRun returns every problem of a run for this (defaulted, valid) config,
+// with the Run field names as JSON spec fields.
+func (c Config) CheckRun(r Run) []FieldProblem {
+	var ps []FieldProblem
+	bad := func(field, format string, args ...any) {
+		ps = append(ps, FieldProblem{field, fmt.Sprintf(format, args...)})
+	}
+	if r.Phase != Training && r.Phase != Prefill && r.Phase != Decode {
+		bad("phase", "must be one of training, prefill, decode, got %q", r.Phase)
+	}
+	if r.Batch <= 0 {
+		bad("batch", "must be > 0, got %d", r.Batch)
+	}
+	if r.Phase != Decode && r.SeqLen <= 0 {
+		bad("seq_len", "must be > 0, got %d", r.SeqLen)
+	}
+	if r.Phase == Decode && r.KVLen < 0 {
+		bad("kv_len", "must be >= 0, got %d", r.KVLen)
+	}
+	if r.DType.Bytes() == 0 {
+		bad("dtype", "must be one of fp32, tf32, bf16, fp16, fp8, int8, got %q", r.DType)
+	}
+	switch r.Recompute {
+	case "", RecomputeNone, RecomputeSelective, RecomputeFull:
+	default:
+		bad("recompute", "must be one of none, selective, full, got %q", r.Recompute)
+	}
+	t := max(r.TP, 1)
+	if r.TP < 0 {
+		bad("tp", "must be >= 1, got %d", r.TP)
+	}
+	div := func(field string, v int) {
+		if v%t != 0 {
+			bad("tp", "must divide %s (%d), got %d", field, v, t)
+		}
+	}
+	if c.hasBlock(PatAttention) || c.hasBlock(PatShared) {
+		div("heads", c.Heads)
+		div("ffn_hidden", c.FFNHidden)
+		if c.KVHeads%t != 0 && t%c.KVHeads != 0 {
+			bad("tp", "must divide kv_heads (%d) or be a multiple of it, got %d", c.KVHeads, t)
+		}
+	}
+	if c.hasBlock(PatSSM) {
+		div("d_inner", c.DInner())
+		if c.SSM == Mamba2 {
+			div("SSM heads", c.SSMHeads())
+			if c.NGroups%t != 0 && t%c.NGroups != 0 {
+				bad("tp", "must divide n_groups (%d) or be a multiple of it, got %d", c.NGroups, t)
+			}
+		}
+	}
+	if r.SequenceParallel && r.Phase != Decode && (r.Batch*r.SeqLen)%t != 0 {
+		bad("sequence_parallel", "needs batch·seq_len (%d) divisible by tp (%d)", r.Batch*r.SeqLen, t)
+	}
+	return ps
+}
+
+// Build generates the operators of config c for run r on one TP rank.
+// c must be defaulted and valid (Check), r valid for it (CheckRun).
+func Build(c Config, r Run) (Graph, error) {
+	if ps := append(c.Check(), c.CheckRun(r)...); len(ps) > 0 {
+		return Graph{}, fmt.Errorf("model %q: %s: %s", c.Name, ps[0].Field, ps[0].Message)
+	}
+	if r.TP == 0 {
+		r.TP = 1
+	}
+	if r.Recompute == "" {
+		r.Recompute = RecomputeNone
+	}
+	if r.Phase != Training {
+		r.Recompute = RecomputeNone
+	}
+	g := Graph{Config: c, Run: r}
+	index := map[string]int{}
+	add := func(name string, count int, f func(b *builder)) {
+		if i, ok := index[name]; ok {
+			g.Blocks[i].Count += count
+			g.Order = append(g.Order, i)
+			return
+		}
+		b := newBuilder(c, r)
+		f(b)
+		index[name] = len(g.Blocks)
+		g.Order = append(g.Order, len(g.Blocks))
+		g.Blocks = append(g.Blocks, b.block(name, count))
+	}
+	add(BlockEmbedding, 1, (*builder).embedding)
+	for _, p := range c.Pattern {
+		switch p {
+		case PatAttention:
+			add(BlockTransformer, 1, func(b *builder) { b.transformer(false) })
+		case PatShared:
+			add(BlockShared, 1, func(b *builder) { b.transformer(true) })
+		case PatSSM:
+			if c.SSM == Mamba2 {
+				add(BlockMamba2, 1, (*builder).mamba2)
+			} else {
+				add(BlockMamba, 1, (*builder).mamba1)
+			}
+		}
+	}
+	add(BlockLMHead, 1, (*builder).lmHead)
+	return g, nil
+}
+
+// step is one forward operator (or collective) with its backward and the
+// activations it keeps for the backward.
+type step struct {
+	fwd []Op
+	bwd []Op // in backward execution order
+	// saved bytes are kept for the backward; of those, `dropped` are not kept
+	// under selective recompute, where `selective` steps rerun in the backward.
+	saved, dropped float64
+	selective      bool
+}
+
+type builder struct {
+	c  Config
+	r  Run
+	d  hw.DType // math type
+	a  hw.DType // activation type
+	e  float64  // activation bytes per element
+	t  int64    // TP degree
+	sp bool     // sequence parallel
+	// T is tokens in this pass on a rank; Tn tokens in the norm/residual
+	// region (T/t under sequence parallelism).
+	T, Tn int64
+	steps []step
+	// gathered: the next GEMM's input was all-gathered along the sequence;
+	// it keeps only its shard (and re-gathers it in the backward).
+	gathered bool
+	params   int64
+	shared   int64
+}
+
+func newBuilder(c Config, r Run) *builder {
+	b := &builder{c: c, r: r, d: r.DType, a: actDType(r.DType), t: int64(r.TP)}
+	b.e = b.a.Bytes()
+	b.T = int64(r.Batch)
+	if r.Phase != Decode {
+		b.T *= int64(r.SeqLen)
+	}
+	b.Tn = b.T
+	if r.SequenceParallel && b.t > 1 && r.Phase != Decode {
+		b.sp = true
+		b.Tn = b.T / b.t
+	}
+	return b
+}
+
+func (b *builder) training() bool { return b.r.Phase == Training }
+
+func (b *builder) add(s step) { b.steps = append(b.steps, s) }
+
+// gemm adds Y[m×n] = X[m×k]·W[k×n] with its two gradient GEMMs,
+// dX = dY·Wᵀ (m×k over n) and dW = Xᵀ·dY (k×n over m); it keeps X.
+func (b *builder) gemm(name string, m, n, k int64) {
+	saved := float64(m*k) * b.e
+	if b.gathered {
+		saved /= float64(b.t)
+		b.gathered = false
+	}
+	b.add(step{
+		fwd: []Op{NewGEMM(name, b.d, 1, m, n, k)},
+		bwd: []Op{
+			NewGEMM(name+".dgrad", b.d, 1, m, k, n),
+			NewGEMM(name+".wgrad", b.d, 1, k, n, m),
+		},
+		saved: saved,
+	})
+}
+
+// stream adds a one-pass operator: fwd FLOPs and bytes, bwd FLOPs and
+// bytes (no backward kernel when bwdBytes is 0), and bytes kept.
+func (b *builder) stream(name string, kind Kind, flops, bytes, bwdFlops, bwdBytes, saved float64) {
+	s := step{fwd: []Op{NewStreaming(name, kind, b.a, flops, bytes)}, saved: saved}
+	if bwdBytes > 0 {
+		s.bwd = []Op{NewStreaming(name+".bwd", kind, b.a, bwdFlops, bwdBytes)}
+	}
+	b.add(s)
+}
+
+// norm is a LayerNorm (GPT) or RMSNorm over n elements of rows of width w:
+// read x, write y (and fp32 statistics per row); backward reads dy and x,
+// writes dx. LayerNorm: ≈8 FLOPs per element (mean, variance, normalize,
+// affine), RMSNorm ≈5; the backward twice that. Keeps x.
+func (b *builder) norm(name string, rows, w int64) {
+	n := float64(rows * w)
+	fl := 5.0
+	if b.c.Family == GPT {
+		fl = 8
+	}
+	b.stream(name, Norm, fl*n, 2*n*b.e+8*float64(rows), 2*fl*n, 3*n*b.e, n*b.e)
+}
+
+// residual adds the block output to the residual stream (read 2, write 1);
+// GPT fuses bias, dropout and the add (Megatron's bias_dropout_add), which
+// also writes a 1-byte mask kept for the backward, whose kernel reads dy and
+// the mask and writes dx.
+func (b *builder) residual(name string, w int64) {
+	n := float64(b.Tn * w)
+	if b.c.Family == GPT && b.training() {
+		b.stream(name, Elementwise, 3*n, n*(3*b.e+1), n, n*(2*b.e+1), n)
+		return
+	}
+	b.stream(name, Elementwise, n, 3*n*b.e, 0, 0, 0)
+}
+
+// enter is Megatron's f: the start of a tensor-parallel region fed with the
+// replicated width-w activations. Forward: identity (sequence parallel:
+// all-gather of the sequence shards). Backward: all-reduce of the input
+// gradient (sequence parallel: reduce-scatter, after re-gathering the input
+// that the first GEMM's weight gradient needs).
+func (b *builder) enter(name string, w int64) {
+	if b.t == 1 {
+		return
+	}
+	full := float64(b.T*w) * b.e
+	if b.sp {
+		b.gathered = true
+		b.add(step{
+			fwd: []Op{NewComm(name+".all_gather", AllGather, full)},
+			bwd: []Op{NewComm(name+".all_gather", AllGather, full), NewComm(name+".reduce_scatter", ReduceScatter, full)},
+		})
+		return
+	}
+	b.add(step{bwd: []Op{NewComm(name+".all_reduce", AllReduce, full)}})
+}
+
+// exit is Megatron's g: the end of a tensor-parallel region, whose row-split
+// GEMM leaves partial sums. Forward: all-reduce (sequence parallel:
+// reduce-scatter). Backward: identity (sequence parallel: all-gather).
+func (b *builder) exit(name string, w int64) {
+	if b.t == 1 {
+		return
+	}
+	full := float64(b.T*w) * b.e
+	if b.sp {
+		b.add(step{
+			fwd: []Op{NewComm(name+".reduce_scatter", ReduceScatter, full)},
+			bwd: []Op{NewComm(name+".all_gather", AllGather, full)},
+		})
+		return
+	}
+	b.add(step{fwd: []Op{NewComm(name+".all_reduce", AllReduce, full)}})
+}
+
+// partialSum is a contraction over channels split across ranks whose small
+// output feeds column-split consumers again (Mamba-1's x_proj): all-reduce
+// forward, and all-reduce of its gradient backward.
+func (b *builder) partialSum(name string, w int64) {
+	if b.t == 1 {
+		return
+	}
+	full := float64(b.T*w) * b.e
+	b.add(step{
+		fwd: []Op{NewComm(name+".all_reduce", AllReduce, full)},
+		bwd: []Op{NewComm(name+".bwd_all_reduce", AllReduce, full)},
+	})
+}
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// split is a count divided over the TP ranks, replicated when smaller than t.
+func (b *builder) split(n int64) int64 { return max(n/b.t, 1) }
+
+// block assembles the steps into a Block under the run's recompute policy.
+func (b *builder) block(name string, count int) Block {
+	blk := Block{Name: name, Count: count, Params: b.params, SharedParams: b.shared}
+	for _, s := range b.steps {
+		for _, o := range s.fwd {
+			o.Pass = Forward
+			blk.Forward = append(blk.Forward, o)
+		}
+	}
+	if !b.training() {
+		return blk
+	}
+	full := b.r.Recompute == RecomputeFull && name != BlockEmbedding && name != BlockLMHead
+	sel := b.r.Recompute == RecomputeSelective
+	if full {
+		blk.ActivationBytes = float64(b.Tn*int64(b.c.Hidden)) * b.e
+		for _, s := range b.steps {
+			blk.Backward = append(blk.Backward, recomputed(s.fwd)...)
+		}
+	} else {
+		for _, s := range b.steps {
+			blk.ActivationBytes += s.saved
+			if sel && s.selective {
+				blk.ActivationBytes -= s.dropped
+				blk.Backward = append(blk.Backward, recomputed(s.fwd)...)
+			}
+		}
+	}
+	for i := len(b.steps) - 1; i >= 0; i-- {
+		for _, o := range b.steps[i].bwd {
+			o.Pass = Backward
+			blk.Backward = append(blk.Backward, o)
+		}
+	}
+	if b.params > 0 {
+		blk.Optimizer = []Op{AdamOp(name+".adam", b.params)}
+	}
+	if b.shared > 0 {
+		blk.SharedOptimizer = []Op{AdamOp(name+".shared_adam", b.shared)}
+	}
+	return blk
+}
+
+func recomputed(ops []Op) []Op {
+	out := make([]Op, len(ops))
+	for i, o := range ops {
+		o.Pass = Recomputed
+		out[i] = o
+	}
+	return out
+}

@@ -1,0 +1,100 @@
+package model
+
+import "github.com/eidolon-sim/eidolon/core/hw"
+
+// Params is the model's parameter count (the sum over its blocks at TP 1,
+// shared weights once).
+func Params(c Config) int64 {
+	g, err := Build(c, Run{Phase: Decode, Batch: 1, TP: 1, DType: hw.BF16})
+	if err != nil {
+		return 0
+	}
+	return g.Params()
+}
+
+// Params is the parameters held by this rank.
+func (g Graph) Params() int64 {
+	var n int64
+	for _, b := range g.Blocks {
+		n += int64(b.Count)*b.Params + b.SharedParams
+	}
+	return n
+}
+
+// WeightBytes is the size of the weights in type d.
+func WeightBytes(c Config, d hw.DType) float64 { return float64(Params(c)) * d.Bytes() }
+
+// KVCacheBytesPerToken is the KV cache one token adds to a sequence: keys
+// and values of every attention invocation (Zamba's shared block caches per
+// invocation), in type d.
+func KVCacheBytesPerToken(c Config, d hw.DType) float64 {
+	inv := 0
+	for _, p := range c.Pattern {
+		if p == PatAttention || p == PatShared {
+			inv++
+		}
+	}
+	return float64(inv) * 2 * float64(c.KVHeads*c.HeadDim) * d.Bytes()
+}
+
+// SSMStateBytesPerSeq is the recurrent state one sequence carries while
+// decoding, in type d: per SSM block the conv state ((d_conv−1) columns of
+// its channels: d_inner, plus 2·ngroups·d_state for Mamba-2) and the SSM
+// state (d_inner·d_state). Independent of the sequence length.
+func SSMStateBytesPerSeq(c Config, d hw.DType) float64 {
+	convC := c.DInner()
+	if c.SSM == Mamba2 {
+		convC += 2 * c.NGroups * c.DState
+	}
+	per := float64(convC*(c.DConv-1) + c.DInner()*c.DState)
+	n := 0
+	for _, p := range c.Pattern {
+		if p == PatSSM {
+			n++
+		}
+	}
+	return float64(n) * per * d.Bytes()
+}
+
+// Totals are a graph's sums over every block instance, on one rank.
+type Totals struct {
+	ForwardFLOPs, BackwardFLOPs, OptimizerFLOPs float64
+	// MatmulFLOPs counts GEMMs and attention only, as the Megatron formula does.
+	MatmulFLOPs float64
+	// CommBytes is the payload of the tensor-parallel collectives.
+	CommBytes float64
+	// ActivationBytes is what a training step keeps between forward and backward.
+	ActivationBytes float64
+}
+
+// Totals sums the graph.
+func (g Graph) Totals() Totals {
+	var t Totals
+	for _, b := range g.Blocks {
+		n := float64(b.Count)
+		t.ActivationBytes += n * b.ActivationBytes
+		for _, list := range [][]Op{b.Forward, b.Backward} {
+			for _, o := range list {
+				if o.IsComm() {
+					t.CommBytes += n * o.Bytes
+					continue
+				}
+				if o.Pass == Forward {
+					t.ForwardFLOPs += n * o.FLOPs
+				} else {
+					t.BackwardFLOPs += n * o.FLOPs
+				}
+				if o.IsMatmul() {
+					t.MatmulFLOPs += n * o.FLOPs
+				}
+			}
+		}
+		for _, o := range b.Optimizer {
+			t.OptimizerFLOPs += n * o.FLOPs
+		}
+		for _, o := range b.SharedOptimizer {
+			t.OptimizerFLOPs += o.FLOPs
+		}
+	}
+	return t
+}

@@ -1,0 +1,222 @@
+package model
+
+import (
+	"math"
+	"testing"
+
+	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestPresetsValidAndParams(t *testing.T) {
+	names := map[string]bool{}
+	for _, p := range Presets() {
+		c := p.Config
+		require.False(t, names[c.Name], "duplicate %s", c.Name)
+		names[c.Name] = true
+		require.Empty(t, c.Check(), c.Name)
+		got := float64(Params(c))
+		t.Logf("%-16s params %.4g published %.4g (%+.2f%%)", c.Name, got, p.PublishedParams, 100*(got/p.PublishedParams-1))
+		assert.InEpsilon(t, p.PublishedParams, got, 0.01, "%s: %s", c.Name, p.Source)
+	}
+}
+
+// Exact parameter counts of the Hugging Face checkpoints (model cards).
+func TestLlamaParamsExact(t *testing.T) {
+	for name, want := range map[string]int64{
+		"llama2-7b": 6_738_415_616, "llama2-13b": 13_015_864_320, "llama2-70b": 68_976_648_192,
+		"llama3-8b": 8_030_261_248, "llama3-70b": 70_553_706_496,
+	} {
+		c, ok := ByName(name)
+		require.True(t, ok)
+		assert.Equal(t, want, Params(c), name)
+	}
+}
+
+// megatronFLOPs is the per-iteration training FLOPs formula of Narayanan et
+// al. 2021 (shared/reference/README.md), B sequences of s tokens.
+func megatronFLOPs(B, s, L, h, V float64, full bool) float64 {
+	if full {
+		return 96 * B * s * L * h * h * (1 + s/(6*h) + V/(16*L*h))
+	}
+	return 72 * B * s * L * h * h * (1 + s/(6*h) + V/(12*L*h))
+}
+
+func TestMegatronFLOPsFormula(t *testing.T) {
+	for _, name := range []string{"gpt-22b", "gpt3-175b", "gpt-530b", "gpt-1t"} {
+		c, _ := ByName(name)
+		for _, rc := range []Recompute{RecomputeNone, RecomputeFull} {
+			for _, tp := range []int{1, 8} {
+				r := Run{Phase: Training, Batch: 4, SeqLen: 2048, TP: tp, DType: hw.BF16, UnfusedAttention: true, Recompute: rc}
+				g, err := Build(c, r)
+				require.NoError(t, err)
+				want := megatronFLOPs(4, 2048, float64(c.Layers), float64(c.Hidden), float64(c.Vocab), rc == RecomputeFull)
+				// Every GEMM is split evenly over the TP ranks.
+				got := g.Totals().MatmulFLOPs * float64(tp)
+				assert.InEpsilon(t, want, got, 1e-12, "%s %s tp%d", name, rc, tp)
+			}
+		}
+	}
+}
+
+func TestGEMMOpFLOPs(t *testing.T) {
+	o := NewGEMM("x", hw.BF16, 3, 10, 20, 30)
+	// 2·M·N·K·batch = 2·10·20·30·3 = 36,000; bytes 3·2·(10·30+30·20+10·20) = 6,600.
+	assert.Equal(t, 36000.0, o.FLOPs)
+	assert.Equal(t, 6600.0, o.Bytes)
+}
+
+// Korthikanti et al. 2022: activation bytes per GPT layer (16-bit), s·b·h·(34
+// + 5·a·s/h) without parallelism; s·b·h·(10 + 24/t + 5·a·s/(h·t)) with TP;
+// (s·b·h/t)·(34 + 5·a·s/h) with TP+SP; 34·s·b·h/t with TP+SP+selective; and
+// 2·s·b·h for full recompute (with SP: /t).
+func TestKorthikantiActivations(t *testing.T) {
+	c, _ := ByName("gpt-22b")
+	s, bsz, h, a := 2048.0, 4.0, float64(c.Hidden), float64(c.Heads)
+	for _, tc := range []struct {
+		tp   int
+		sp   bool
+		rc   Recompute
+		want float64
+	}{
+		{1, false, RecomputeNone, s * bsz * h * (34 + 5*a*s/h)},
+		{8, false, RecomputeNone, s * bsz * h * (10 + 24/8.0 + 5*a*s/(h*8))},
+		{8, true, RecomputeNone, s * bsz * h / 8 * (34 + 5*a*s/h)},
+		{8, true, RecomputeSelective, 34 * s * bsz * h / 8},
+		{1, false, RecomputeFull, 2 * s * bsz * h},
+	} {
+		g, err := Build(c, Run{Phase: Training, Batch: 4, SeqLen: 2048, TP: tc.tp, SequenceParallel: tc.sp,
+			Recompute: tc.rc, DType: hw.BF16, UnfusedAttention: true})
+		require.NoError(t, err)
+		blk, _ := g.Block(BlockTransformer)
+		// Norm statistics are not in the formula: none are kept; compare exactly.
+		assert.InEpsilon(t, tc.want, blk.ActivationBytes, 1e-12, "tp%d sp%v %s", tc.tp, tc.sp, tc.rc)
+	}
+}
+
+func TestTPCollectivesAndSplit(t *testing.T) {
+	c, _ := ByName("llama2-7b")
+	r := Run{Phase: Training, Batch: 2, SeqLen: 1024, TP: 4, DType: hw.BF16}
+	g, err := Build(c, r)
+	require.NoError(t, err)
+	blk, _ := g.Block(BlockTransformer)
+	var fwd, bwd []Op
+	for _, o := range blk.Forward {
+		if o.IsComm() {
+			fwd = append(fwd, o)
+		}
+	}
+	for _, o := range blk.Backward {
+		if o.IsComm() {
+			bwd = append(bwd, o)
+		}
+	}
+	// Megatron: one all-reduce after attention and one after the MLP in each
+	// direction, of the full activation b·s·h·2 bytes.
+	full := 2.0 * 1024 * 4096 * 2
+	require.Len(t, fwd, 2)
+	require.Len(t, bwd, 2)
+	for _, o := range append(fwd, bwd...) {
+		assert.Equal(t, AllReduce, o.Kind)
+		assert.Equal(t, full, o.Bytes)
+	}
+	qkv := blk.Forward[1]
+	require.Equal(t, "attn.qkv", qkv.Name)
+	assert.Equal(t, int64(3*4096/4), qkv.N) // (32 + 2·32)/4 heads · 128
+	assert.Equal(t, int64(4096), qkv.K)
+
+	// Sequence parallel: all-gather + reduce-scatter in place of all-reduces.
+	r.SequenceParallel = true
+	g, _ = Build(c, r)
+	blk, _ = g.Block(BlockTransformer)
+	kinds := map[Kind]int{}
+	for _, o := range blk.Forward {
+		if o.IsComm() {
+			kinds[o.Kind]++
+		}
+	}
+	assert.Equal(t, map[Kind]int{AllGather: 2, ReduceScatter: 2}, kinds)
+}
+
+func TestMambaSplit(t *testing.T) {
+	c, _ := ByName("mamba-2.8b")
+	g1, _ := Build(c, Run{Phase: Prefill, Batch: 1, SeqLen: 512, TP: 1, DType: hw.BF16})
+	g2, _ := Build(c, Run{Phase: Prefill, Batch: 1, SeqLen: 512, TP: 2, DType: hw.BF16})
+	b1, _ := g1.Block(BlockMamba)
+	b2, _ := g2.Block(BlockMamba)
+	comm := 0
+	for _, o := range b2.Forward {
+		if o.IsComm() {
+			comm++
+		}
+	}
+	assert.Equal(t, 2, comm, "x_proj partial sums and out_proj")
+	assert.Equal(t, b1.Forward[1].N/2, b2.Forward[1].N, "in_proj columns split")
+	// Scan FLOPs split exactly in half.
+	scan := func(b Block) float64 {
+		for _, o := range b.Forward {
+			if o.Kind == SelectiveScan {
+				return o.FLOPs
+			}
+		}
+		return 0
+	}
+	assert.Equal(t, scan(b1)/2, scan(b2))
+
+	c2, _ := ByName("mamba2-2.7b")
+	g, err := Build(c2, Run{Phase: Training, Batch: 1, SeqLen: 2048, TP: 2, DType: hw.BF16})
+	require.NoError(t, err)
+	b, _ := g.Block(BlockMamba2)
+	// in_proj per rank: 2·(5120/2) + 2·1·128 (group replicated) + 80/2.
+	assert.Equal(t, int64(5120+256+40), b.Forward[1].N)
+}
+
+func TestStateAndCache(t *testing.T) {
+	c, _ := ByName("llama2-7b")
+	// 2 (K, V) · 32 layers · 32 heads · 128 · 2 bytes = 524,288 bytes per token.
+	assert.Equal(t, 524288.0, KVCacheBytesPerToken(c, hw.BF16))
+	assert.Zero(t, SSMStateBytesPerSeq(c, hw.BF16))
+	m, _ := ByName("mamba-2.8b")
+	// 64 · (5120·3 + 5120·16) · 2 bytes = 12,451,840.
+	assert.Equal(t, 12451840.0, SSMStateBytesPerSeq(m, hw.BF16))
+	z, _ := ByName("zamba-7b")
+	assert.Equal(t, 13, countRune(z.Pattern, PatShared))
+	assert.Equal(t, 13*2*16*464*2.0, KVCacheBytesPerToken(z, hw.BF16))
+}
+
+func countRune(s string, r rune) int {
+	n := 0
+	for _, x := range s {
+		if x == r {
+			n++
+		}
+	}
+	return n
+}
+
+func TestEveryPresetEveryPhase(t *testing.T) {
+	for _, p := range Presets() {
+		for _, ph := range []Phase{Training, Prefill, Decode} {
+			g, err := Build(p.Config, Run{Phase: ph, Batch: 2, SeqLen: 512, KVLen: 512, TP: 1, DType: hw.BF16})
+			require.NoError(t, err, p.Config.Name)
+			for _, b := range g.Blocks {
+				for _, o := range append(append([]Op{}, b.Forward...), b.Backward...) {
+					require.False(t, math.IsNaN(o.FLOPs) || o.FLOPs < 0 || o.Bytes < 0, "%s %s", b.Name, o.Name)
+				}
+			}
+			require.Len(t, g.Order, len(p.Config.Pattern)+2)
+		}
+	}
+}
+
+func TestCheckReportsProblems(t *testing.T) {
+	c := Config{Family: "gpx"}
+	assert.Len(t, c.Check(), 1)
+	c = Config{Family: LLaMA, Layers: 2, Hidden: 64, Vocab: 100, Heads: 6, KVHeads: 4}
+	c.Defaults()
+	ps := c.Check()
+	assert.NotEmpty(t, ps)
+	l, _ := ByName("llama2-7b")
+	assert.NotEmpty(t, l.CheckRun(Run{Phase: Training, Batch: 1, SeqLen: 8, TP: 3, DType: hw.BF16}))
+}

@@ -1,0 +1,217 @@
+package model
+
+import "github.com/eidolon-sim/eidolon/core/hw"
+
+// Kind is what an operator computes; package compute picks a cost model by kind.
+type Kind string
+
+const (
+	// GEMM: Batch independent products C[M×N] = A[M×K]·B[K×N] on tensor cores.
+	GEMM Kind = "gemm"
+	// FlashAttention: fused softmax(Q·Kᵀ)·V over Batch sequences (forward).
+	FlashAttention Kind = "flash_attention"
+	// FlashAttentionBwd: its backward (recomputes Q·Kᵀ, then dV, dP, dQ, dK).
+	FlashAttentionBwd Kind = "flash_attention_bwd"
+	// DecodeAttention: one new query per sequence against a KV cache of SeqKV tokens.
+	DecodeAttention Kind = "decode_attention"
+	// Streaming kinds: one pass over their tensors; FLOPs and Bytes are set by
+	// the model and the cost is a roofline on the vector units and HBM.
+	Elementwise  Kind = "elementwise"
+	Norm         Kind = "norm"
+	Softmax      Kind = "softmax"
+	Rotary       Kind = "rotary"
+	Embedding    Kind = "embedding"
+	CrossEntropy Kind = "cross_entropy"
+	Adam         Kind = "adam"
+	Conv1D       Kind = "conv1d"
+	Quantize     Kind = "quantize"
+	Dequantize   Kind = "dequantize"
+	// SelectiveScan: the Mamba-1 selective scan (state kept on chip, vector units).
+	SelectiveScan Kind = "selective_scan"
+	// SSDScan: the Mamba-2 chunked state-space-dual scan (matmuls on tensor cores).
+	SSDScan Kind = "ssd_scan"
+	// SSMStep: one decode step of an SSM: read, update and write the state.
+	SSMStep Kind = "ssm_step"
+	// Tensor-parallel collectives: not simulated here; Bytes is the payload.
+	AllReduce     Kind = "all_reduce"
+	AllGather     Kind = "all_gather"
+	ReduceScatter Kind = "reduce_scatter"
+)
+
+// Pass says where in a training step (or inference pass) an operator runs.
+type Pass string
+
+const (
+	Forward    Pass = "forward"
+	Backward   Pass = "backward"
+	Recomputed Pass = "recompute"
+	Optimizer  Pass = "optimizer"
+)
+
+// Op is one operator on one tensor-parallel rank, with its shape. FLOPs and
+// Bytes are exact counts from the shape, set by the constructors below.
+type Op struct {
+	// Name is "<part>.<op>", e.g. "attn.qkv", "mlp.down.wgrad", "mixer.scan".
+	Name string
+	Kind Kind
+	Pass Pass
+	// DType is the type of the math (GEMM operands; activations otherwise).
+	DType hw.DType
+
+	// GEMM shape: Batch problems of [M×K]·[K×N]. Attention: Batch sequences.
+	M, N, K, Batch int64
+	// Attention shape: query heads, key/value heads, query and key lengths,
+	// head dimension; Causal masks keys after the query.
+	Heads, KVHeads, SeqQ, SeqKV, HeadDim int64
+	Causal                               bool
+
+	// FLOPs is the arithmetic the kernel performs (multiply-add = 2).
+	FLOPs float64
+	// Bytes is the compulsory HBM traffic: every input read once, every output
+	// written once. For collectives, the payload (the full tensor) in bytes.
+	Bytes float64
+	// Tensor is true when the math runs on tensor cores (matmuls).
+	Tensor bool
+}
+
+// IsComm reports whether the op is a tensor-parallel collective.
+func (o Op) IsComm() bool {
+	return o.Kind == AllReduce || o.Kind == AllGather || o.Kind == ReduceScatter
+}
+
+// IsMatmul reports whether the op's FLOPs are matrix multiplications (GEMMs
+// and attention), the FLOPs that the Megatron formula counts.
+func (o Op) IsMatmul() bool {
+	switch o.Kind {
+	case GEMM, FlashAttention, FlashAttentionBwd, DecodeAttention, SSDScan:
+		return true
+	}
+	return false
+}
+
+// actDType is the type activations are stored in: 8-bit math keeps 16-bit
+// activations (fp8/int8 are GEMM operand formats).
+func actDType(d hw.DType) hw.DType {
+	if d.Bytes() < 2 {
+		return hw.BF16
+	}
+	return d
+}
+
+// NewGEMM is Batch products [M×K]·[K×N] with operands of type d and output in
+// the activation type.
+func NewGEMM(name string, d hw.DType, batch, m, n, k int64) Op {
+	b := float64(batch)
+	in, out := d.Bytes(), actDType(d).Bytes()
+	return Op{
+		Name: name, Kind: GEMM, DType: d, M: m, N: n, K: k, Batch: batch,
+		FLOPs:  2 * b * float64(m) * float64(n) * float64(k),
+		Bytes:  b * (in*float64(m*k+k*n) + out*float64(m*n)),
+		Tensor: true,
+	}
+}
+
+// NewStreaming is a one-pass operator of the given kind over elements, with
+// flopsPer arithmetic per element and bytes of compulsory HBM traffic.
+func NewStreaming(name string, kind Kind, d hw.DType, flops, bytes float64) Op {
+	return Op{Name: name, Kind: kind, DType: d, FLOPs: flops, Bytes: bytes}
+}
+
+// NewComm is a tensor-parallel collective over a payload of bytes.
+func NewComm(name string, kind Kind, bytes float64) Op {
+	return Op{Name: name, Kind: kind, Bytes: bytes}
+}
+
+// attnPairs is the number of (query, key) pairs attended: all sq·skv, or
+// under a causal mask with queries at the end of the keys, Σ over queries of
+// the keys up to and including it.
+func attnPairs(sq, skv int64, causal bool) float64 {
+	if !causal {
+		return float64(sq) * float64(skv)
+	}
+	// Query i (0-based, aligned to the end) sees skv-sq+i+1 keys.
+	off := float64(skv - sq)
+	n := float64(sq)
+	return n*off + n*(n+1)/2
+}
+
+// NewFlashAttention is the fused attention forward: Q·Kᵀ and P·V, 2 FLOPs per
+// multiply-add, 4·pairs·d per head. Traffic: read Q, K, V, write O (and the
+// fp32 log-sum-exp kept for the backward).
+func NewFlashAttention(name string, d hw.DType, batch, heads, kvHeads, sq, skv, hd int64, causal bool) Op {
+	pairs := attnPairs(sq, skv, causal)
+	e := actDType(d).Bytes()
+	b := float64(batch)
+	return Op{
+		Name: name, Kind: FlashAttention, DType: d, Batch: batch,
+		Heads: heads, KVHeads: kvHeads, SeqQ: sq, SeqKV: skv, HeadDim: hd, Causal: causal,
+		FLOPs:  4 * b * float64(heads) * pairs * float64(hd),
+		Bytes:  b*e*float64(hd)*(2*float64(heads*sq)+2*float64(kvHeads*skv)) + 4*b*float64(heads*sq),
+		Tensor: true,
+	}
+}
+
+// flashBackward is FlashAttention-2's backward: five matmuls of the forward's
+// size (S = Q·Kᵀ recomputed, dV = Pᵀ·dO, dP = dO·Vᵀ, dQ = dS·K, dK = dSᵀ·Q)
+// against the forward's two, so 2.5× its FLOPs (Dao 2023, arXiv 2307.08691).
+// Traffic: read Q, K, V, O, dO, lse; write dQ, dK, dV.
+func flashBackward(f Op) Op {
+	b := f
+	e := actDType(f.DType).Bytes()
+	bt := float64(f.Batch)
+	q := float64(f.Heads*f.SeqQ) * float64(f.HeadDim)
+	kv := float64(f.KVHeads*f.SeqKV) * float64(f.HeadDim)
+	b.Name = f.Name + ".bwd"
+	b.Kind = FlashAttentionBwd
+	b.FLOPs = 2.5 * f.FLOPs
+	b.Bytes = bt*e*(3*q+2*kv+q+2*kv) + 4*bt*float64(f.Heads*f.SeqQ)
+	return b
+}
+
+// NewDecodeAttention is one query token per sequence against skv cached
+// keys and values: read the KV cache (the dominant traffic) and Q, write O.
+func NewDecodeAttention(name string, d hw.DType, batch, heads, kvHeads, skv, hd int64) Op {
+	e := actDType(d).Bytes()
+	b := float64(batch)
+	return Op{
+		Name: name, Kind: DecodeAttention, DType: d, Batch: batch,
+		Heads: heads, KVHeads: kvHeads, SeqQ: 1, SeqKV: skv, HeadDim: hd,
+		FLOPs:  4 * b * float64(heads) * float64(skv) * float64(hd),
+		Bytes:  b * e * float64(hd) * (2*float64(kvHeads*skv) + 2*float64(heads)),
+		Tensor: true,
+	}
+}
+
+// Adam's per-parameter cost under mixed precision (Megatron's distributed
+// optimizer layout): read fp32 master weight, fp32 gradient, m and v (16 B),
+// write master, m and v (12 B) and the 16-bit working copy (2 B). About 14
+// FLOPs: m and v updates (3 + 4), bias corrections (2), the update with
+// weight decay (5).
+const (
+	adamBytesPerParam = 30
+	adamFlopsPerParam = 14
+)
+
+// AdamOp is the optimizer step over params parameters (on one rank).
+func AdamOp(name string, params int64) Op {
+	p := float64(params)
+	o := NewStreaming(name, Adam, hw.FP32, adamFlopsPerParam*p, adamBytesPerParam*p)
+	o.Pass = Optimizer
+	return o
+}
+
+// QuantizeOp converts elements from type `from` to the 8-bit type `to` with
+// one fp32 scale per group of groupSize elements: read, find the group's
+// absolute maximum, scale and round (3 FLOPs per element), write.
+func QuantizeOp(name string, elements int64, from, to hw.DType, groupSize int64) Op {
+	n := float64(elements)
+	scales := 4 * n / float64(max(groupSize, 1))
+	return NewStreaming(name, Quantize, from, 3*n, n*(from.Bytes()+to.Bytes())+scales)
+}
+
+// DequantizeOp is the reverse: read 8-bit values and scales, multiply, write.
+func DequantizeOp(name string, elements int64, from, to hw.DType, groupSize int64) Op {
+	n := float64(elements)
+	scales := 4 * n / float64(max(groupSize, 1))
+	return NewStreaming(name, Dequantize, to, n, n*(from.Bytes()+to.Bytes())+scales)
+}
