@@ -4,6 +4,7 @@ package catalog
 import (
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/spec"
+	"github.com/eidolon-sim/eidolon/core/topo"
 )
 
 type entry struct {
@@ -15,6 +16,7 @@ func entries() []entry {
 	return []entry{
 		{"gpus", func() any { return hw.GPUPresets() }},
 		{"links", func() any { return hw.LinkPresets() }},
+		{"clusters", func() any { return topo.PresetRows() }},
 	}
 }
 

@@ -355,3 +355,34 @@ func Preset(name string, nodes int) (*Topology, error) {
 	}
 	return Cluster(c)
 }
+
+// PresetRow describes a cluster preset (one node) for the catalogue.
+type PresetRow struct {
+	Name        string `arrow:"name"`
+	GPUsPerNode int    `arrow:"gpus_per_node"`
+	Intra       string `arrow:"intra"`
+	IntraLink   string `arrow:"intra_link"`
+	// IntraBandwidthBytesPerS per GPU per direction.
+	IntraBandwidthBytesPerS float64 `arrow:"intra_bandwidth_bytes_per_s"`
+	NICsPerNode             int     `arrow:"nics_per_node"`
+	NICLink                 string  `arrow:"nic_link"`
+	NICBandwidthBytesPerS   float64 `arrow:"nic_bandwidth_bytes_per_s"`
+	Fabric                  string  `arrow:"fabric"`
+	Radix                   int     `arrow:"radix"`
+}
+
+// PresetRows lists the cluster presets.
+func PresetRows() []PresetRow {
+	var rows []PresetRow
+	for _, name := range Presets() {
+		c, err := PresetConfig(name, 1)
+		if err != nil {
+			continue
+		}
+		rows = append(rows, PresetRow{Name: name, GPUsPerNode: c.GPUsPerNode, Intra: c.Intra,
+			IntraLink: c.IntraLink.Name, IntraBandwidthBytesPerS: c.IntraLink.BandwidthBytesPerS,
+			NICsPerNode: c.NICsPerNode, NICLink: c.NICLink.Name, NICBandwidthBytesPerS: c.NICLink.BandwidthBytesPerS,
+			Fabric: c.Fabric, Radix: c.Radix})
+	}
+	return rows
+}

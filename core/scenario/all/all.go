@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/eidolon-sim/eidolon/core/scenario"
+	"github.com/eidolon-sim/eidolon/core/scenario/collective"
 	"github.com/eidolon-sim/eidolon/core/scenario/seedflood"
 	"github.com/eidolon-sim/eidolon/core/scenario/selftest"
 	"github.com/eidolon-sim/eidolon/core/spec"
@@ -16,6 +17,7 @@ import (
 func Kinds() []scenario.Kind {
 	ks := []scenario.Kind{
 		selftest.Kind(),
+		collective.Kind(),
 		seedflood.Kind(),
 	}
 	sort.Slice(ks, func(i, j int) bool { return ks[i].Name < ks[j].Name })

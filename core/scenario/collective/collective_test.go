@@ -1,0 +1,89 @@
+package collective_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/eidolon-sim/eidolon/core/scenario"
+	"github.com/eidolon-sim/eidolon/core/scenario/all"
+	"github.com/eidolon-sim/eidolon/core/scenario/collective"
+	"github.com/eidolon-sim/eidolon/core/spec"
+)
+
+func runSpec(t *testing.T, doc string) scenario.Result {
+	t.Helper()
+	_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(doc))
+	require.NoError(t, err)
+	return res
+}
+
+func table[T any](t *testing.T, r scenario.Result, name string) []T {
+	for _, tb := range r.Tables {
+		if tb.Name == name {
+			return tb.Rows.([]T)
+		}
+	}
+	t.Fatalf("no table %q", name)
+	return nil
+}
+
+func TestDGXSweepTables(t *testing.T) {
+	res := runSpec(t, `{"kind":"collective","cluster":{"preset":"dgx-h100","nodes":2},
+		"algorithms":["ring","tree","hierarchical"],"sizes_bytes":[1048576,1073741824],"flows":true}`)
+	sum := table[collective.SummaryRow](t, res, "summary")
+	require.Len(t, sum, 6)
+	for _, r := range sum {
+		require.Equal(t, 16, r.Ranks)
+		require.Greater(t, r.TimeS, 0.0)
+		// busbw = algbw·2(n−1)/n for all_reduce (nccl-tests).
+		require.InEpsilon(t, r.AlgbwBytesPerS*2*15/16, r.BusbwBytesPerS, 1e-12)
+		// Eight NDR NICs per node at 50 GB/s bound a 2-node all-reduce's
+		// busbw well below NVLink's 450 GB/s.
+		require.Less(t, r.BusbwBytesPerS, 450e9)
+	}
+	links := table[collective.LinkRow](t, res, "links")
+	require.NotEmpty(t, links)
+	for _, l := range links {
+		require.LessOrEqual(t, l.Utilization, 1+1e-9, "%s->%s", l.Src, l.Dst)
+	}
+	require.NotEmpty(t, table[collective.FlowRow](t, res, "flows"))
+	require.NotEmpty(t, table[collective.TimelineRow](t, res, "timeline"))
+}
+
+func TestFaultsSlowDownAndPartitionIsAnError(t *testing.T) {
+	base := runSpec(t, `{"kind":"collective","cluster":{"preset":"dgx-h100","nodes":2}}`)
+	deg := runSpec(t, `{"kind":"collective","cluster":{"preset":"dgx-h100","nodes":2},
+		"faults":{"links":[{"src":"n0.nic7","dst":"rail7.leaf0","health":0.5},
+		                   {"src":"rail7.leaf0","dst":"spine0","health":0,"both_directions":true}]}}`)
+	tb := table[collective.SummaryRow](t, base, "summary")[0].TimeS
+	td := table[collective.SummaryRow](t, deg, "summary")[0].TimeS
+	// The ring's one inter-node hop out of node 0 (n0.gpu7 -> n0.nic7 ->
+	// rail7.leaf0) is its bottleneck; at half health the all-reduce takes
+	// nearly twice as long (latency terms do not scale).
+	require.InEpsilon(t, 2*tb, td, 0.05)
+
+	_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(`{"kind":"collective",
+		"cluster":{"preset":"dgx-h100","nodes":2},
+		"faults":{"devices":[{"device":"n0.nic7"}]}}`))
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "partitioned")
+	require.Contains(t, err.Error(), "n0.gpu7 -> n1.gpu0")
+}
+
+func TestSpecErrorsNameFields(t *testing.T) {
+	_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(`{"kind":"collective",
+		"cluster":{"preset":"dgx-h900"},"algorithms":["rign"],"sizes_bytes":[-5],
+		"faults":{"links":[{"src":"a","dst":"b","health":2}]}}`))
+	var se *spec.Error
+	require.ErrorAs(t, err, &se)
+	msg := err.Error()
+	for _, want := range []string{"cluster.preset", "algorithms[0]", `did you mean "ring"`, "sizes_bytes[0]", "faults.links[0].health"} {
+		require.Contains(t, msg, want)
+	}
+	_, _, err = all.Run(scenario.Env{Ctx: context.Background()}, []byte(`{"kind":"collective",
+		"cluster":{"preset":"dgx-h100"},"faults":{"devices":[{"device":"n9.gpu0"}]}}`))
+	require.ErrorAs(t, err, &se)
+	require.Contains(t, err.Error(), "faults.devices[0].device")
+}

@@ -1,0 +1,187 @@
+package spec
+
+import (
+	"github.com/eidolon-sim/eidolon/core/hw"
+)
+
+// Cluster describes the machine: a DGX preset scaled to N nodes, a single-tier
+// topology of GPUs, a composed (intra-node × fabric) cluster, or an edge
+// list. Compiled by topo.FromSpec.
+type Cluster struct {
+	// Preset: "dgx-a100", "dgx-h100" or "dgx-h200" (NVSwitch inside the node,
+	// eight NICs per node into a rail-optimized fabric). When set, Topology
+	// must be empty and Nodes scales it.
+	Preset string `json:"preset,omitempty"`
+	// Topology when there is no preset: "ring", "fully_connected",
+	// "switch", "torus", "mesh", "leaf_spine", "composed", "edges".
+	Topology string `json:"topology,omitempty"`
+	// Nodes for presets and "composed"; default 1.
+	Nodes int `json:"nodes,omitempty"`
+	// GPUs for ring, fully_connected, switch, leaf_spine, edges.
+	GPUs int `json:"gpus,omitempty"`
+	// Dims of a torus or mesh, 1 to 3 entries each >= 2, e.g. [4, 4].
+	Dims []int `json:"dims,omitempty"`
+	// Link preset (see eidolon.presets.links()) of single-tier topologies
+	// and of the fabric of "leaf_spine"; default "nvlink4".
+	Link string `json:"link,omitempty"`
+	// BandwidthBytesPerS and LatencyS override the link preset's figures.
+	BandwidthBytesPerS float64  `json:"bandwidth_bytes_per_s,omitempty"`
+	LatencyS           *float64 `json:"latency_s,omitempty"`
+	// Radix (ports per switch, default 64) and Oversubscription (leaf
+	// down:up ports, default 1) of leaf_spine and composed fabrics.
+	Radix            int     `json:"radix,omitempty"`
+	Oversubscription float64 `json:"oversubscription,omitempty"`
+	// Composed clusters: GPUsPerNode (default 8), Intra ("nvswitch",
+	// "ring", "fully_connected", "none"; default "nvswitch") over IntraLink
+	// (default "nvlink4"); NICsPerNode (default GPUsPerNode) at NICLink
+	// (default "ib-ndr") over HostLink (default "pcie5-x16"); Fabric
+	// "rail_optimized" (default) or "leaf_spine".
+	GPUsPerNode int    `json:"gpus_per_node,omitempty"`
+	Intra       string `json:"intra,omitempty"`
+	IntraLink   string `json:"intra_link,omitempty"`
+	NICsPerNode *int   `json:"nics_per_node,omitempty"`
+	NICLink     string `json:"nic_link,omitempty"`
+	HostLink    string `json:"host_link,omitempty"`
+	Fabric      string `json:"fabric,omitempty"`
+	// Edges and Switches of an "edges" topology: devices 0..gpus-1 are GPUs,
+	// gpus..gpus+switches-1 switches.
+	Switches int        `json:"switches,omitempty"`
+	Edges    []EdgeSpec `json:"edges,omitempty"`
+	// Ranks maps rank i to the GPU with index Ranks[i] (GPUs numbered in
+	// device order: node-major). Default: rank i is GPU i.
+	Ranks []int `json:"ranks,omitempty"`
+}
+
+// EdgeSpec is one connection of an edge-list topology.
+type EdgeSpec struct {
+	A                  int     `json:"a"`
+	B                  int     `json:"b"`
+	BandwidthBytesPerS float64 `json:"bandwidth_bytes_per_s"`
+	LatencyS           float64 `json:"latency_s"`
+	// Directed adds only a -> b.
+	Directed bool `json:"directed,omitempty"`
+}
+
+// ClusterPresets are the preset names; ClusterTopologies the others.
+var (
+	ClusterPresets    = []string{"dgx-a100", "dgx-h100", "dgx-h200"}
+	ClusterTopologies = []string{"ring", "fully_connected", "switch", "torus", "mesh", "leaf_spine", "composed", "edges"}
+)
+
+// Defaults fills optional fields.
+func (c *Cluster) Defaults() {
+	if c.Nodes == 0 {
+		c.Nodes = 1
+	}
+	if c.Link == "" {
+		c.Link = "nvlink4"
+	}
+	if c.Radix == 0 {
+		c.Radix = 64
+	}
+	if c.Oversubscription == 0 {
+		c.Oversubscription = 1
+	}
+	if c.Topology == "composed" {
+		if c.GPUsPerNode == 0 {
+			c.GPUsPerNode = 8
+		}
+		if c.Intra == "" {
+			c.Intra = "nvswitch"
+		}
+		if c.IntraLink == "" {
+			c.IntraLink = "nvlink4"
+		}
+		if c.NICsPerNode == nil {
+			n := c.GPUsPerNode
+			c.NICsPerNode = &n
+		}
+		if c.NICLink == "" {
+			c.NICLink = "ib-ndr"
+		}
+		if c.HostLink == "" {
+			c.HostLink = "pcie5-x16"
+		}
+		if c.Fabric == "" {
+			c.Fabric = "rail_optimized"
+		}
+	}
+}
+
+// Validate reports every problem under path.
+func (c *Cluster) Validate(p *Problems, path string) {
+	f := func(name string) string { return Field(path, name) }
+	switch {
+	case c.Preset != "" && c.Topology != "":
+		p.Addf(f("topology"), "must be empty when preset is set (got preset %q, topology %q)", c.Preset, c.Topology)
+	case c.Preset != "":
+		p.OneOf(f("preset"), c.Preset, ClusterPresets)
+	case c.Topology == "":
+		p.Addf(path, "needs a preset (one of %v) or a topology (one of %v)", ClusterPresets, ClusterTopologies)
+	default:
+		p.OneOf(f("topology"), c.Topology, ClusterTopologies)
+	}
+	p.IntInRange(f("nodes"), c.Nodes, 1, 1<<16)
+	links := hw.LinkNames()
+	checkLink := func(name, v string) {
+		if v != "" {
+			p.OneOf(f(name), v, links)
+		}
+	}
+	checkLink("link", c.Link)
+	if c.BandwidthBytesPerS != 0 {
+		p.Positive(f("bandwidth_bytes_per_s"), c.BandwidthBytesPerS)
+	}
+	if c.LatencyS != nil {
+		p.NonNegative(f("latency_s"), *c.LatencyS)
+	}
+	p.IntInRange(f("radix"), c.Radix, 2, 1<<16)
+	p.InRange(f("oversubscription"), c.Oversubscription, 1e-3, 1e3)
+	switch c.Topology {
+	case "ring", "fully_connected", "leaf_spine":
+		p.IntInRange(f("gpus"), c.GPUs, 2, 1<<20)
+	case "switch", "edges":
+		p.IntInRange(f("gpus"), c.GPUs, 1, 1<<20)
+	case "torus", "mesh":
+		if len(c.Dims) < 1 || len(c.Dims) > 3 {
+			p.Addf(f("dims"), "must have 1 to 3 entries, got %d", len(c.Dims))
+		}
+		for i, d := range c.Dims {
+			p.IntInRange(Index(f("dims"), i), d, 2, 1<<12)
+		}
+	case "composed":
+		p.IntInRange(f("gpus_per_node"), c.GPUsPerNode, 1, 1024)
+		p.OneOf(f("intra"), c.Intra, []string{"nvswitch", "ring", "fully_connected", "none"})
+		p.OneOf(f("fabric"), c.Fabric, []string{"rail_optimized", "leaf_spine"})
+		checkLink("intra_link", c.IntraLink)
+		checkLink("nic_link", c.NICLink)
+		checkLink("host_link", c.HostLink)
+		if c.NICsPerNode != nil {
+			p.IntInRange(f("nics_per_node"), *c.NICsPerNode, 0, 1024)
+		}
+	}
+	if c.Topology == "edges" {
+		p.IntInRange(f("switches"), c.Switches, 0, 1<<20)
+		n := c.GPUs + c.Switches
+		for i, e := range c.Edges {
+			ep := Index(f("edges"), i)
+			p.IntInRange(Field(ep, "a"), e.A, 0, n-1)
+			p.IntInRange(Field(ep, "b"), e.B, 0, n-1)
+			if e.A == e.B {
+				p.Addf(ep, "a and b must differ, both are %d", e.A)
+			}
+			p.Positive(Field(ep, "bandwidth_bytes_per_s"), e.BandwidthBytesPerS)
+			p.NonNegative(Field(ep, "latency_s"), e.LatencyS)
+		}
+	}
+	seen := map[int]int{}
+	for i, g := range c.Ranks {
+		if g < 0 {
+			p.Addf(Index(f("ranks"), i), "must be a GPU index >= 0, got %d", g)
+		}
+		if j, ok := seen[g]; ok {
+			p.Addf(Index(f("ranks"), i), "GPU %d is already rank %d", g, j)
+		}
+		seen[g] = i
+	}
+}

@@ -1,0 +1,146 @@
+package spec
+
+// Collective is the "collective" kind: time one collective operation on a
+// cluster, over a sweep of sizes and algorithms, with congestion (several
+// communicators or copies at once) and faults.
+type Collective struct {
+	Header
+	Cluster Cluster `json:"cluster"`
+	// Collective: "all_reduce" (default), "all_gather", "reduce_scatter",
+	// "all_to_all", "broadcast", "reduce", "send_recv".
+	Collective string `json:"collective,omitempty"`
+	// Algorithms to compare; default: the collective's default (ring, or
+	// direct for all_to_all and send_recv). See CollectiveAlgorithms.
+	Algorithms []string `json:"algorithms,omitempty"`
+	// SizesBytes to sweep, by the nccl-tests convention (all_gather: total
+	// output; reduce_scatter: total input; all_to_all: per-rank send
+	// buffer). Default [1 GiB].
+	SizesBytes []float64 `json:"sizes_bytes,omitempty"`
+	// Group of ranks forming the communicator, in ring order; default all.
+	// Ignored when Groups is set.
+	Group []int `json:"group,omitempty"`
+	// Groups: several communicators running the collective at the same time
+	// (e.g. the data-parallel groups of a job); they contend for links.
+	Groups [][]int `json:"groups,omitempty"`
+	// Concurrent copies per communicator, all started at once; default 1.
+	Concurrent int `json:"concurrent,omitempty"`
+	// Root index in the group for broadcast and reduce.
+	Root int `json:"root,omitempty"`
+	// Chunks for pipelining; 0 = automatic (see net.Collective).
+	Chunks int `json:"chunks,omitempty"`
+	// Quantization of the payload on the wire; null = none.
+	Quantization *Quantization `json:"quantization,omitempty"`
+	// Model: "flow" (max-min fair sharing, default) or "unaware"
+	// (no contention).
+	Model  string `json:"model,omitempty"`
+	Faults Faults `json:"faults,omitempty"`
+	// Flows adds the per-flow table (large: one row per transfer).
+	Flows bool `json:"flows,omitempty"`
+}
+
+// Quantization sends elements as 1-byte int8 or fp8 with one scale per block.
+type Quantization struct {
+	// Format: "int8" or "fp8".
+	Format string `json:"format"`
+	// ElemBytes of the unquantized data; default 2 (bf16).
+	ElemBytes float64 `json:"elem_bytes,omitempty"`
+	// BlockElems per scale; default 128.
+	BlockElems int `json:"block_elems,omitempty"`
+	// ScaleBytes per block; default 4 (fp32).
+	ScaleBytes float64 `json:"scale_bytes,omitempty"`
+}
+
+// CollectiveAlgorithms lists the algorithms of each collective, default first
+// (package net asserts it agrees).
+var CollectiveAlgorithms = map[string][]string{
+	"all_reduce":     {"ring", "tree", "halving_doubling", "direct", "hierarchical"},
+	"all_gather":     {"ring", "direct"},
+	"reduce_scatter": {"ring", "direct"},
+	"all_to_all":     {"direct"},
+	"broadcast":      {"ring", "tree"},
+	"reduce":         {"ring", "tree"},
+	"send_recv":      {"direct"},
+}
+
+// CollectiveNames lists the collectives in a fixed order.
+var CollectiveNames = []string{"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "send_recv"}
+
+func (s *Collective) Defaults() {
+	s.Cluster.Defaults()
+	s.Faults.Defaults()
+	if s.Collective == "" {
+		s.Collective = "all_reduce"
+	}
+	if len(s.Algorithms) == 0 {
+		if a := CollectiveAlgorithms[s.Collective]; len(a) > 0 {
+			s.Algorithms = []string{a[0]}
+		}
+	}
+	if len(s.SizesBytes) == 0 {
+		s.SizesBytes = []float64{1 << 30}
+	}
+	if s.Concurrent == 0 {
+		s.Concurrent = 1
+	}
+	if s.Model == "" {
+		s.Model = "flow"
+	}
+	if q := s.Quantization; q != nil {
+		if q.ElemBytes == 0 {
+			q.ElemBytes = 2
+		}
+		if q.BlockElems == 0 {
+			q.BlockElems = 128
+		}
+		if q.ScaleBytes == 0 {
+			q.ScaleBytes = 4
+		}
+	}
+}
+
+func (s *Collective) Validate(p *Problems) {
+	s.Cluster.Validate(p, "cluster")
+	s.Faults.Validate(p, "faults")
+	if p.OneOf("collective", s.Collective, CollectiveNames) {
+		for i, a := range s.Algorithms {
+			p.OneOf(Index("algorithms", i), a, CollectiveAlgorithms[s.Collective])
+		}
+	}
+	for i, b := range s.SizesBytes {
+		p.InRange(Index("sizes_bytes", i), b, 0, 1e15)
+	}
+	checkGroup := func(path string, g []int) {
+		seen := map[int]bool{}
+		for i, r := range g {
+			if r < 0 {
+				p.Addf(Index(path, i), "must be a rank >= 0, got %d", r)
+			}
+			if seen[r] {
+				p.Addf(Index(path, i), "rank %d appears twice", r)
+			}
+			seen[r] = true
+		}
+		if s.Collective == "send_recv" && len(g) != 2 {
+			p.Addf(path, "send_recv needs exactly 2 ranks (sender, receiver), got %d", len(g))
+		}
+	}
+	if s.Groups == nil {
+		checkGroup("group", s.Group)
+	}
+	for i, g := range s.Groups {
+		if len(g) == 0 {
+			p.Addf(Index("groups", i), "must not be empty")
+		}
+		checkGroup(Index("groups", i), g)
+	}
+	p.IntInRange("concurrent", s.Concurrent, 1, 1024)
+	p.IntInRange("root", s.Root, 0, 1<<20)
+	p.IntInRange("chunks", s.Chunks, 0, 4096)
+	p.OneOf("model", s.Model, []string{"flow", "unaware"})
+	if q := s.Quantization; q != nil {
+		p.OneOf("quantization.format", q.Format, []string{"int8", "fp8"})
+		p.Positive("quantization.elem_bytes", q.ElemBytes)
+		p.IntInRange("quantization.block_elems", q.BlockElems, 1, 1<<20)
+		p.NonNegative("quantization.scale_bytes", q.ScaleBytes)
+	}
+}

@@ -1,0 +1,104 @@
+package spec
+
+// Faults are failures and slowdowns applied during a run, given explicitly or
+// sampled from a seed. Devices are named as in the topology ("n0.gpu3",
+// "n1.nic0", "n0.nvswitch", "rail2.leaf0", "spine5", "gpu4", "switch").
+type Faults struct {
+	Links      []LinkFault   `json:"links,omitempty"`
+	Devices    []DeviceFault `json:"devices,omitempty"`
+	Stragglers []Straggler   `json:"stragglers,omitempty"`
+	// Sample draws more faults with the run's seed.
+	Sample *FaultSample `json:"sample,omitempty"`
+}
+
+// LinkFault sets the health of the link(s) between two devices for a time.
+type LinkFault struct {
+	Src string `json:"src"`
+	Dst string `json:"dst"`
+	// Health in [0, 1]: bandwidth scale; 0 fails the link.
+	Health float64 `json:"health"`
+	// AtS is when it happens (default 0); UntilS when it recovers (0 = never).
+	AtS    float64 `json:"at_s,omitempty"`
+	UntilS float64 `json:"until_s,omitempty"`
+	// BothDirections also applies it to dst -> src (a cable fault).
+	BothDirections bool `json:"both_directions,omitempty"`
+}
+
+// DeviceFault fails a device (NIC, switch, GPU) and all its links for a time.
+type DeviceFault struct {
+	Device string  `json:"device"`
+	AtS    float64 `json:"at_s,omitempty"`
+	UntilS float64 `json:"until_s,omitempty"`
+}
+
+// Straggler slows a device's compute (and quantization kernels) by Slowdown.
+type Straggler struct {
+	Device   string  `json:"device"`
+	Slowdown float64 `json:"slowdown"`
+}
+
+// FaultSample draws faults independently per cable (both directions of a
+// connection) and per GPU.
+type FaultSample struct {
+	// LinkFailureProbability fails a cable for the whole run.
+	LinkFailureProbability float64 `json:"link_failure_probability,omitempty"`
+	// LinkDegradeProbability degrades a cable to DegradedHealth (default 0.5).
+	LinkDegradeProbability float64 `json:"link_degrade_probability,omitempty"`
+	DegradedHealth         float64 `json:"degraded_health,omitempty"`
+	// StragglerProbability makes a GPU a straggler with Slowdown (default 1.5).
+	StragglerProbability float64 `json:"straggler_probability,omitempty"`
+	Slowdown             float64 `json:"slowdown,omitempty"`
+}
+
+// Defaults fills optional fields.
+func (f *Faults) Defaults() {
+	if s := f.Sample; s != nil {
+		if s.DegradedHealth == 0 {
+			s.DegradedHealth = 0.5
+		}
+		if s.Slowdown == 0 {
+			s.Slowdown = 1.5
+		}
+	}
+}
+
+// Validate reports every problem under path. Device names are checked when
+// the topology is built.
+func (f *Faults) Validate(p *Problems, path string) {
+	window := func(ep string, at, until float64) {
+		p.NonNegative(Field(ep, "at_s"), at)
+		if until != 0 && !(until > at) {
+			p.Addf(Field(ep, "until_s"), "must be 0 (never recovers) or > at_s = %v, got %v", at, until)
+		}
+	}
+	for i, l := range f.Links {
+		ep := Index(Field(path, "links"), i)
+		if l.Src == "" || l.Dst == "" {
+			p.Addf(ep, "needs src and dst device names")
+		}
+		p.InRange(Field(ep, "health"), l.Health, 0, 1)
+		window(ep, l.AtS, l.UntilS)
+	}
+	for i, d := range f.Devices {
+		ep := Index(Field(path, "devices"), i)
+		if d.Device == "" {
+			p.Addf(Field(ep, "device"), "needs a device name")
+		}
+		window(ep, d.AtS, d.UntilS)
+	}
+	for i, s := range f.Stragglers {
+		ep := Index(Field(path, "stragglers"), i)
+		if s.Device == "" {
+			p.Addf(Field(ep, "device"), "needs a device name")
+		}
+		p.InRange(Field(ep, "slowdown"), s.Slowdown, 1, 1e6)
+	}
+	if s := f.Sample; s != nil {
+		sp := Field(path, "sample")
+		p.InRange(Field(sp, "link_failure_probability"), s.LinkFailureProbability, 0, 1)
+		p.InRange(Field(sp, "link_degrade_probability"), s.LinkDegradeProbability, 0, 1)
+		p.InRange(Field(sp, "degraded_health"), s.DegradedHealth, 1e-6, 1)
+		p.InRange(Field(sp, "straggler_probability"), s.StragglerProbability, 0, 1)
+		p.InRange(Field(sp, "slowdown"), s.Slowdown, 1, 1e6)
+	}
+}
