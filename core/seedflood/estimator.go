@@ -62,11 +62,13 @@ type ZOConfig struct {
 
 // zo evaluates two-point estimates and applies (seed, scalar) updates.
 type zo struct {
-	m     *Model
-	cfg   ZOConfig
-	bases *basisCache
-	ws    *workspace
-	cnt   *Counters
+	m       *Model
+	cfg     ZOConfig
+	bases   *basisCache
+	ws      *workspace
+	cnt     *Counters
+	store   *versionStore // SubCGE weights shared by clients; nil: each client owns theta
+	private bool          // never share: every client projects into its own theta
 	// dense mode scratch
 	z, side []float32
 	// subspace mode scratch: C per layer, terms per layer for ± sides
@@ -79,9 +81,10 @@ type zo struct {
 // zoClient is one client's parameters: dense weights plus, under SubCGE,
 // accumulators of epochs whose messages are still arriving.
 type zoClient struct {
-	theta   []float32
+	theta   []float32 // read-only when shared through a versionStore
 	pending []pendingEpoch
 	applied int64 // messages applied so far
+	settled int   // last epoch projected into theta (versionStore mode)
 }
 
 type pendingEpoch struct {
@@ -108,6 +111,18 @@ func newZO(m *Model, cfg ZOConfig, batch int, cnt *Counters) *zo {
 		z.side = make([]float32, m.NumParams())
 	}
 	return z
+}
+
+// newClient starts a client at init. Under SubCGE the first client creates
+// the shared version store and every client starts on its initial version.
+func (z *zo) newClient(init []float32) *zoClient {
+	if z.cfg.Rank == 0 || z.private {
+		return &zoClient{theta: append([]float32(nil), init...), settled: -1}
+	}
+	if z.store == nil {
+		z.store = newVersionStore(init)
+	}
+	return &zoClient{theta: z.store.versions[0].theta, settled: -1}
 }
 
 func (z *zo) epoch(step int) int { return step / z.cfg.RefreshEvery }
@@ -164,7 +179,7 @@ func (z *zo) estimate(c *zoClient, key uint64, step int, d *Dataset, rows []int)
 		ops := affine(z.ws.acts[1], z.ws.acts[0], B, s0, z.m.Matrix(c.theta, 0), z.plus[0], z.ws)
 		delta := z.delta[:B*s0.Out]
 		clear(delta)
-		ops += addLowRank(delta, z.ws.acts[0], B, s0, term{U: cur.U[0], V: cur.V[0], M: z.coef[0], R: cur.R[0], Scale: 1}, z.ws)
+		ops += addLowRank(delta, z.ws.acts[0], B, s0, term{Ut: cur.Ut[0], Vt: cur.Vt[0], M: z.coef[0], R: cur.R[0], Scale: 1}, z.ws)
 		base, alt := z.ws.acts[1][:B*s0.Out], z.ws.alt[1][:B*s0.Out]
 		for i, dv := range delta {
 			alt[i] = base[i] - eps*dv
@@ -176,8 +191,8 @@ func (z *zo) estimate(c *zoClient, key uint64, step int, d *Dataset, rows []int)
 		}
 		for l := 1; l < len(z.m.Layers); l++ {
 			z.minus[l] = append(z.minus[l][:0], z.plus[l]...)
-			z.plus[l] = append(z.plus[l], term{U: cur.U[l], V: cur.V[l], M: z.coef[l], R: cur.R[l], Scale: eps})
-			z.minus[l] = append(z.minus[l], term{U: cur.U[l], V: cur.V[l], M: z.coef[l], R: cur.R[l], Scale: -eps})
+			z.plus[l] = append(z.plus[l], term{Ut: cur.Ut[l], Vt: cur.Vt[l], M: z.coef[l], R: cur.R[l], Scale: eps})
+			z.minus[l] = append(z.minus[l], term{Ut: cur.Ut[l], Vt: cur.Vt[l], M: z.coef[l], R: cur.R[l], Scale: -eps})
 		}
 		var o1, o2 int64
 		lp, _, o1 = z.m.forward(c.theta, z.plus, z.ws.acts, 1, B, z.labels, z.ws)
@@ -191,7 +206,7 @@ func (z *zo) estimate(c *zoClient, key uint64, step int, d *Dataset, rows []int)
 func (z *zo) pendingTerms(c *zoClient, l int, dst []term) []term {
 	for _, p := range c.pending {
 		b := z.bases.get(p.epoch)
-		dst = append(dst, term{U: b.U[l], V: b.V[l], M: p.S[l], R: b.R[l], Scale: 1})
+		dst = append(dst, term{Ut: b.Ut[l], Vt: b.Vt[l], M: p.S[l], R: b.R[l], Scale: 1})
 	}
 	return dst
 }
@@ -204,9 +219,7 @@ func (z *zo) apply(c *zoClient, key uint64, step int, g, lr float32) {
 	a := -lr * g
 	if z.cfg.Rank == 0 {
 		newNoise(key).fill(z.z, z.cfg.Rademacher)
-		for i, v := range z.z {
-			c.theta[i] += a * v
-		}
+		axpy(a, z.z, c.theta)
 		z.cnt.ApplyDraws += int64(len(z.z))
 		z.cnt.ApplyMadds += int64(len(z.z))
 		return
@@ -229,9 +242,7 @@ func (z *zo) apply(c *zoClient, key uint64, step int, g, lr float32) {
 		}
 	}
 	for l, cl := range z.coef {
-		for i, v := range cl {
-			p.S[l][i] += a * v
-		}
+		axpy(a, cl, p.S[l])
 	}
 }
 
@@ -239,6 +250,28 @@ func (z *zo) apply(c *zoClient, key uint64, step int, g, lr float32) {
 // in epoch order. Each epoch costs one projection per matrix, plus its
 // basis (which every real client rebuilds once) when chargeBasis is set.
 func (z *zo) settle(c *zoClient, upTo int, chargeBasis bool) {
+	if z.store != nil {
+		for e := c.settled + 1; e <= upTo; e++ {
+			c.theta = z.store.get(e, z)
+			c.settled = e
+			if chargeBasis {
+				z.cnt.ApplyMadds += z.bases.ops
+			}
+			for _, s := range z.m.Layers {
+				r := layerRank(s, z.cfg.Rank)
+				z.cnt.ApplyMadds += int64(s.Rows()) * int64(r) * int64(r+s.Out)
+				z.cnt.Projections++
+			}
+		}
+		kept := c.pending[:0]
+		for _, p := range c.pending {
+			if p.epoch > upTo {
+				kept = append(kept, p)
+			}
+		}
+		c.pending = kept
+		return
+	}
 	kept := c.pending[:0]
 	for _, p := range c.pending {
 		if p.epoch > upTo {
@@ -250,11 +283,12 @@ func (z *zo) settle(c *zoClient, upTo int, chargeBasis bool) {
 			z.cnt.ApplyMadds += z.bases.ops
 		}
 		for l, s := range z.m.Layers {
-			z.cnt.ApplyMadds += project(z.m.Matrix(c.theta, l), s, b.U[l], b.V[l], p.S[l], b.R[l], z.tmp)
+			z.cnt.ApplyMadds += project(z.m.Matrix(c.theta, l), s, b.Ut[l], b.Vt[l], p.S[l], b.R[l], z.tmp)
 			z.cnt.Projections++
 		}
 	}
 	c.pending = kept
+	c.settled = max(c.settled, upTo)
 }
 
 // effective writes a client's parameters with pending epochs projected in,
@@ -264,7 +298,7 @@ func (z *zo) effective(c *zoClient, dst []float32) {
 	for _, p := range c.pending {
 		b := z.bases.get(p.epoch)
 		for l, s := range z.m.Layers {
-			project(z.m.Matrix(dst, l), s, b.U[l], b.V[l], p.S[l], b.R[l], z.tmp)
+			project(z.m.Matrix(dst, l), s, b.Ut[l], b.Vt[l], p.S[l], b.R[l], z.tmp)
 		}
 	}
 }

@@ -26,8 +26,9 @@ type seedFlood struct {
 func newSeedFlood(cfg *Config, cnt *Counters) *seedFlood {
 	n := cfg.Graph.NumNodes()
 	s := &seedFlood{cfg: cfg, zo: newZO(cfg.Model, cfg.ZO, cfg.BatchSize, cnt), flood: FloodGraph(cfg.Graph)}
+	s.zo.private = cfg.privateWeights
 	for c := 0; c < n; c++ {
-		s.state = append(s.state, &zoClient{theta: append([]float32(nil), cfg.Init...)})
+		s.state = append(s.state, s.zo.newClient(cfg.Init))
 		s.maxDelay = max(s.maxDelay, s.flood.Eccentricity[c]*cfg.StepsPerHop)
 	}
 	s.ring = make([][]msg, s.maxDelay+1)
@@ -52,6 +53,11 @@ func (s *seedFlood) step(t int) int64 {
 		}
 	}
 	lr := cfg.LearningRate / float32(n*q)
+	if s.zo.store != nil && !s.zo.private {
+		for _, m := range slot { // canonical order: origin, then k
+			s.zo.store.record(s.zo.epoch(t), m.key, -lr*m.g)
+		}
+	}
 	for c, st := range s.state {
 		s.deliver(c, st, t, t, lr)
 	}
@@ -62,7 +68,14 @@ func (s *seedFlood) step(t int) int64 {
 			done := t - s.flood.Eccentricity[c]*cfg.StepsPerHop
 			s.zo.settle(st, (done+1)/cfg.ZO.RefreshEvery-1, true)
 		}
-		s.zo.bases.evictBefore(s.zo.epoch(max(0, t-s.maxDelay)))
+		oldest := s.state[0].settled
+		for _, st := range s.state {
+			oldest = min(oldest, st.settled)
+		}
+		if !s.zo.private {
+			s.zo.store.evictBelow(oldest)
+		}
+		s.zo.bases.evictBefore(min(oldest+1, s.zo.epoch(max(0, t-s.maxDelay))))
 	}
 	return FloodStepBytes(s.flood, q)
 }
@@ -114,7 +127,8 @@ type meZO struct {
 }
 
 func newMeZO(cfg *Config, cnt *Counters) *meZO {
-	return &meZO{cfg: cfg, zo: newZO(cfg.Model, cfg.ZO, cfg.BatchSize, cnt), state: &zoClient{theta: append([]float32(nil), cfg.Init...)}}
+	z := newZO(cfg.Model, cfg.ZO, cfg.BatchSize, cnt)
+	return &meZO{cfg: cfg, zo: z, state: z.newClient(cfg.Init)}
 }
 
 func (m *meZO) clients() int { return 1 }
@@ -133,11 +147,15 @@ func (m *meZO) step(t int) int64 {
 	}
 	lr := cfg.LearningRate / float32(n*q)
 	for _, mg := range m.g {
+		if m.zo.store != nil {
+			m.zo.store.record(m.zo.epoch(t), mg.key, -lr*mg.g)
+		}
 		m.zo.apply(m.state, mg.key, t, mg.g, lr)
 	}
 	if cfg.ZO.Rank > 0 {
 		m.zo.settle(m.state, (t+1)/cfg.ZO.RefreshEvery-1, true)
-		m.zo.bases.evictBefore(m.zo.epoch(t))
+		m.zo.store.evictBelow(m.state.settled)
+		m.zo.bases.evictBefore(min(m.state.settled+1, m.zo.epoch(t)))
 	}
 	return 0
 }
@@ -201,10 +219,7 @@ func (g *gossip) params(i int, dst []float32) { copy(dst, g.x[i]) }
 func (g *gossip) mix(i int, src [][]float32, dst []float32) {
 	clear(dst)
 	for a, j := range g.nbr[i] {
-		w := float32(g.w[i][a])
-		for k, v := range src[j] {
-			dst[k] += w * v
-		}
+		axpy(float32(g.w[i][a]), src[j], dst)
 	}
 	g.cnt.ApplyMadds += int64(len(g.nbr[i])) * int64(len(dst))
 }
@@ -218,9 +233,7 @@ func (g *gossip) step(t int) int64 {
 		for i := range g.x {
 			g.gradient(i, t)
 			g.mix(i, g.x, g.next[i])
-			for k, v := range g.grad {
-				g.next[i][k] -= lr * v
-			}
+			axpy(-lr, g.grad, g.next[i])
 			g.cnt.ApplyMadds += int64(len(g.grad))
 		}
 		g.x, g.next = g.next, g.x

@@ -63,12 +63,13 @@ func (m *Model) Init(r *rand.Rand) []float32 {
 	return theta
 }
 
-// term is a low-rank addition U·M·Vᵀ to one weight matrix: U is Rows×r,
-// V is Out×r (both row-major), M is r×r, scaled by Scale.
+// term is a low-rank addition Scale·U·M·Vᵀ to one weight matrix, with the
+// bases stored transposed for contiguous access: Ut is r×Rows, Vt is r×Out
+// (row-major), M is r×r.
 type term struct {
-	U, V, M []float32
-	R       int
-	Scale   float32
+	Ut, Vt, M []float32
+	R         int
+	Scale     float32
 }
 
 // workspace holds the buffers of one forward/backward pass, reused across
@@ -103,12 +104,8 @@ func affine(out, in []float32, B int, s Shape, W []float32, terms []term, ws *wo
 		copy(o, W[s.In*s.Out:]) // bias row
 		x := in[i*s.In : (i+1)*s.In]
 		for k, xk := range x {
-			if xk == 0 {
-				continue
-			}
-			row := W[k*s.Out : (k+1)*s.Out]
-			for j := range o {
-				o[j] += xk * row[j]
+			if xk != 0 { // ReLU outputs are often exactly zero
+				axpy(xk, W[k*s.Out:(k+1)*s.Out], o)
 			}
 		}
 	}
@@ -127,35 +124,25 @@ func addLowRank(out, in []float32, B int, s Shape, t term, ws *workspace) int64 
 		ws.p, ws.q = make([]float32, r), make([]float32, r)
 	}
 	p, q := ws.p[:r], ws.q[:r]
+	rows := s.Rows()
 	for i := 0; i < B; i++ {
-		copy(p, t.U[s.In*r:]) // bias row of U times the constant input 1
 		x := in[i*s.In : (i+1)*s.In]
-		for k, xk := range x {
-			row := t.U[k*r : (k+1)*r]
-			for a := range p {
-				p[a] += xk * row[a]
-			}
+		for a := range p {
+			u := t.Ut[a*rows : (a+1)*rows]
+			p[a] = dot(u, x) + u[s.In] // the bias row meets the constant input 1
 		}
 		for b := range q {
 			q[b] = 0
 		}
 		for a, pa := range p {
-			row := t.M[a*r : (a+1)*r]
-			for b := range q {
-				q[b] += pa * row[b]
-			}
+			axpy(pa, t.M[a*r:(a+1)*r], q)
 		}
 		o := out[i*s.Out : (i+1)*s.Out]
-		for j := range o {
-			v := t.V[j*r : (j+1)*r]
-			var acc float32
-			for b, qb := range q {
-				acc += qb * v[b]
-			}
-			o[j] += t.Scale * acc
+		for b, qb := range q {
+			axpy(t.Scale*qb, t.Vt[b*s.Out:(b+1)*s.Out], o)
 		}
 	}
-	return int64(B) * int64(s.Rows()*r+r*r+r*s.Out)
+	return int64(B) * int64(rows*r+r*r+r*s.Out)
 }
 
 func relu(x []float32) {
@@ -261,10 +248,7 @@ func (m *Model) gradient(theta, grad []float32, d *Dataset, rows []int, ws *work
 				if xk == 0 {
 					continue
 				}
-				row := gW[k*s.Out : (k+1)*s.Out]
-				for j, g := range go_ {
-					row[j] += xk * g
-				}
+				axpy(xk, go_, gW[k*s.Out:(k+1)*s.Out])
 			}
 		}
 		ops += int64(B) * int64(s.In) * int64(s.Out)
@@ -279,12 +263,7 @@ func (m *Model) gradient(theta, grad []float32, d *Dataset, rows []int, ws *work
 					gIn[i*s.In+k] = 0
 					continue
 				}
-				row := W[k*s.Out : (k+1)*s.Out]
-				var acc float32
-				for j, g := range go_ {
-					acc += row[j] * g
-				}
-				gIn[i*s.In+k] = acc
+				gIn[i*s.In+k] = dot(W[k*s.Out:(k+1)*s.Out], go_)
 			}
 		}
 		ops += int64(B) * int64(s.In) * int64(s.Out)

@@ -46,6 +46,10 @@ type Config struct {
 	ChocoFraction float64
 	ChocoGamma    float32
 
+	// privateWeights makes every SubCGE client project into its own copy of
+	// the weights (the reference the shared versionStore is tested against).
+	privateWeights bool
+
 	// Canceled and Progress connect to scenario.Env; both may be nil.
 	Canceled func() error
 	Progress func(fraction float64)

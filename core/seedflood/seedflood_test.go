@@ -230,3 +230,23 @@ func TestDirichletPartition(t *testing.T) {
 	require.Less(t, classesPerClient(PartitionDirichlet(rng.Stream(1, "p"), data, 20, 0.05)), 5.0)
 	require.Greater(t, classesPerClient(PartitionDirichlet(rng.Stream(1, "p"), data, 20, 100)), 9.5)
 }
+
+// The shared versionStore (one copy of the SubCGE weights per settled
+// epoch, updates summed in canonical order) must match the reference where
+// every client projects its own updates into its own weights, up to float32
+// summation order; and cost the same operations.
+func TestSharedSubCGEWeightsMatchPrivateReference(t *testing.T) {
+	cfg := testConfig(t, must(topo.RingGraph(7)), []int{16}, 3)
+	cfg.Steps, cfg.ZO.RefreshEvery = 40, 3
+	shared, err := Run(cfg, MethodSeedFlood)
+	require.NoError(t, err)
+	cfg.privateWeights = true
+	private, err := Run(cfg, MethodSeedFlood)
+	require.NoError(t, err)
+	require.Equal(t, private.Counters, shared.Counters)
+	for c := range shared.Params {
+		for i, v := range shared.Params[c] {
+			require.InDelta(t, private.Params[c][i], v, 1e-4, "client %d param %d", c, i)
+		}
+	}
+}

@@ -18,8 +18,8 @@ import (
 
 // basis is one epoch's subspace for every layer.
 type basis struct {
-	U, V [][]float32
-	R    []int
+	Ut, Vt [][]float32 // per layer: r×Rows and r×Out, row-major
+	R      []int
 }
 
 // layerRank is the subspace rank of a layer: the requested rank, capped by
@@ -39,12 +39,14 @@ func newBasis(m *Model, seed uint64, epoch, rank int) (*basis, int64) {
 		r := layerRank(s, rank)
 		u, ou := orthogonal(rng.Mix(seed, tagBasis, uint64(epoch), uint64(l), 0), s.Rows(), r)
 		v, ov := orthogonal(rng.Mix(seed, tagBasis, uint64(epoch), uint64(l), 1), s.Out, r)
-		b.U, b.V, b.R = append(b.U, u), append(b.V, v), append(b.R, r)
+		b.Ut, b.Vt, b.R = append(b.Ut, u), append(b.Vt, v), append(b.R, r)
 		ops += ou + ov
 	}
 	return b, ops
 }
 
+// orthogonal returns r orthogonal vectors of length rows, each of norm
+// sqrt(rows/r), as an r×rows row-major matrix.
 func orthogonal(key uint64, rows, r int) ([]float32, int64) {
 	colNorm := math.Sqrt(float64(rows) / float64(r))
 	g := make([]float32, rows*r)
@@ -71,7 +73,7 @@ func orthogonal(key uint64, rows, r int) ([]float32, int64) {
 		norm = math.Sqrt(norm)
 		for i := range cols[a] {
 			cols[a][i] /= norm
-			g[i*r+a] = float32(cols[a][i] * colNorm)
+			g[a*rows+i] = float32(cols[a][i] * colNorm)
 		}
 	}
 	return g, int64(rows) * int64(r) * int64(r) // ≈ 2·rows·r²/2 for the projections
@@ -79,30 +81,22 @@ func orthogonal(key uint64, rows, r int) ([]float32, int64) {
 
 // project adds U·S·Vᵀ to one weight matrix and returns the multiply-adds:
 // Rows·r² for T = U·S, then Rows·Out·r for T·Vᵀ.
-func project(W []float32, s Shape, u, v, S []float32, r int, tmp []float32) int64 {
-	for i := 0; i < s.Rows(); i++ {
-		t := tmp[:r]
+func project(W []float32, s Shape, ut, vt, S []float32, r int, tmp []float32) int64 {
+	rows := s.Rows()
+	t := tmp[:r]
+	for i := 0; i < rows; i++ {
 		for b := range t {
 			t[b] = 0
 		}
 		for a := 0; a < r; a++ {
-			ua := u[i*r+a]
-			row := S[a*r : (a+1)*r]
-			for b := range t {
-				t[b] += ua * row[b]
-			}
+			axpy(ut[a*rows+i], S[a*r:(a+1)*r], t)
 		}
 		w := W[i*s.Out : (i+1)*s.Out]
-		for j := range w {
-			vj := v[j*r : (j+1)*r]
-			var acc float32
-			for b, tb := range t {
-				acc += tb * vj[b]
-			}
-			w[j] += acc
+		for b, tb := range t {
+			axpy(tb, vt[b*s.Out:(b+1)*s.Out], w)
 		}
 	}
-	return int64(s.Rows()) * int64(r) * int64(r+s.Out)
+	return int64(rows) * int64(r) * int64(r+s.Out)
 }
 
 // basisCache holds the bases still needed by some client. Every real client
