@@ -10,6 +10,7 @@ const (
 	tagPerturb uint64 = iota + 1
 	tagBatch
 	tagBasis
+	tagQuantize
 )
 
 // PerturbKey is the seed of perturbation k of client origin at step: what a

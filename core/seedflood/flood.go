@@ -19,6 +19,10 @@ const (
 // ModelMessageBytes is a whole-model gossip message (DSGD, DZSGD).
 func ModelMessageBytes(params int) int64 { return int64(params) * ParamBytes }
 
+// QuantizedMessageBytes is a QSGD-quantized vector of d entries: its norm
+// (float32) plus a sign bit and `bits` level bits per entry, packed.
+func QuantizedMessageBytes(d, bits int) int64 { return 4 + (int64(d)*int64(bits+1)+7)/8 }
+
 // TopKMessageBytes is a ChocoSGD message carrying k (index, value) pairs.
 func TopKMessageBytes(k int) int64 { return int64(k) * SparseEntryBytes }
 

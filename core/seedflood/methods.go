@@ -1,5 +1,11 @@
 package seedflood
 
+import (
+	"math"
+
+	"github.com/eidolon-sim/eidolon/core/rng"
+)
+
 // msg is one SeedFlood message's payload (origin, step and k are implied by
 // where it is stored).
 type msg struct {
@@ -264,7 +270,8 @@ func (g *gossip) step(t int) int64 {
 	default:
 		// ChocoSGD (Koloskova, Stich, Jaggi 2019, Alg. 1):
 		//   x_i^{½} = x_i − lr·∇f_i(x_i)
-		//   q_i = top_k(x_i^{½} − x̂_i), sent to neighbors; x̂_i += q_i
+		//   q_i = Q(x_i^{½} − x̂_i), sent to neighbors; x̂_i += q_i
+		//   (Q: top-k, or QSGD quantization when ChocoBits > 0)
 		//   x_i = x_i^{½} + γ Σ_j w_ij (x̂_j − x̂_i)
 		// x̂ carries the compression error forward (error feedback).
 		for i := range g.x {
@@ -276,7 +283,11 @@ func (g *gossip) step(t int) int64 {
 			for k := range half {
 				g.tmp[k] = half[k] - g.xhat[i][k]
 			}
-			g.addTopK(g.xhat[i], g.tmp)
+			if cfg.ChocoBits > 0 {
+				g.addQuantized(g.xhat[i], g.tmp, i, t)
+			} else {
+				g.addTopK(g.xhat[i], g.tmp)
+			}
 		}
 		for i := range g.x {
 			g.mix(i, g.xhat, g.tmp)
@@ -286,7 +297,7 @@ func (g *gossip) step(t int) int64 {
 			}
 		}
 		g.x, g.next = g.next, g.x
-		return GossipStepBytes(cfg.Graph, TopKMessageBytes(g.topK))
+		return GossipStepBytes(cfg.Graph, g.chocoMessageBytes())
 	}
 }
 
@@ -359,6 +370,46 @@ func kthLargest(xs []float32, k int) float32 {
 		}
 	}
 	return xs[target]
+}
+
+func (g *gossip) chocoMessageBytes() int64 {
+	if g.cfg.ChocoBits > 0 {
+		return QuantizedMessageBytes(len(g.grad), g.cfg.ChocoBits)
+	}
+	return TopKMessageBytes(g.topK)
+}
+
+// addQuantized adds Q(v)/τ to dst, with Q the unbiased QSGD quantizer with
+// s = 2^bits − 1 levels (Alistarh et al. 2017): Q(v)_i = ‖v‖·sign(v_i)·ξ_i/s,
+// ξ_i = ⌊s|v_i|/‖v‖⌋ rounded up with probability equal to the remainder;
+// τ = 1 + min(d/s², √d/s) makes Q/τ a contraction, as ChocoSGD requires
+// (Koloskova et al. 2019, Sec. 3). The rounding draws are keyed by
+// (seed, client, step).
+func (g *gossip) addQuantized(dst, v []float32, client, step int) {
+	norm := float64(0)
+	for _, x := range v {
+		norm += float64(x) * float64(x)
+	}
+	norm = math.Sqrt(norm)
+	if norm == 0 {
+		return
+	}
+	s := float64(int(1)<<g.cfg.ChocoBits - 1)
+	d := float64(len(v))
+	tau := 1 + min(d/(s*s), math.Sqrt(d)/s)
+	src := counterSource{key: rng.Mix(g.cfg.ZO.Seed, tagQuantize, uint64(client), uint64(step))}
+	unit := float32(norm / s / tau)
+	for i, x := range v {
+		level := s * math.Abs(float64(x)) / norm
+		xi := math.Floor(level)
+		if float64(src.Uint64()>>11)/(1<<53) < level-xi {
+			xi++
+		}
+		if x < 0 {
+			xi = -xi
+		}
+		dst[i] += unit * float32(xi)
+	}
 }
 
 // ChocoK is how many coordinates top-k keeps: fraction·d, at least one.

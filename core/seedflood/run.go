@@ -11,7 +11,7 @@ import (
 const (
 	MethodSeedFlood = "seedflood" // flood (seed, scalar) ZO updates to every client
 	MethodDSGD      = "dsgd"      // gossip averaging of models + first-order SGD
-	MethodChoco     = "choco"     // ChocoSGD: top-k compressed gossip + first-order SGD
+	MethodChoco     = "choco"     // ChocoSGD: compressed gossip (top-k or quantized) + first-order SGD
 	MethodDZSGD     = "dzsgd"     // gossip averaging of models + ZO SGD
 	MethodMeZO      = "mezo"      // centralized ZO: one model, every client's perturbations
 )
@@ -45,6 +45,9 @@ type Config struct {
 	// consensus step size.
 	ChocoFraction float64
 	ChocoGamma    float32
+	// ChocoBits > 0 replaces top-k by QSGD quantization with this many
+	// level bits per entry.
+	ChocoBits int
 
 	// privateWeights makes every SubCGE client project into its own copy of
 	// the weights (the reference the shared versionStore is tested against).

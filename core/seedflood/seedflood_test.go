@@ -161,12 +161,24 @@ func TestSeedFloodMatchesDZSGDWithFarFewerBytes(t *testing.T) {
 func TestFirstOrderBaselinesLearn(t *testing.T) {
 	cfg := testConfig(t, must(topo.RingGraph(8)), []int{32}, 0)
 	cfg.Steps = 150
-	for _, m := range []string{MethodDSGD, MethodChoco} {
-		out, err := Run(cfg, m)
+	d := int64(cfg.Model.NumParams())
+	for _, c := range []struct {
+		method string
+		bits   int
+		bytes  int64 // per step: 2·|E| messages on a ring of 8 (8 edges)
+	}{
+		{MethodDSGD, 0, 16 * 4 * d},
+		{MethodChoco, 0, 16 * 8 * int64(ChocoK(0.1, int(d)))},
+		// 4-bit QSGD: 4-byte norm + 5 bits per entry.
+		{MethodChoco, 4, 16 * (4 + (5*d+7)/8)},
+	} {
+		cfg.ChocoBits = c.bits
+		out, err := Run(cfg, c.method)
 		require.NoError(t, err)
 		last := out.History[len(out.History)-1]
-		t.Logf("%s acc %.3f consensus %.4f bytes %d", m, last.Accuracy, last.Consensus, out.TotalBytes)
-		require.Greater(t, last.Accuracy, 0.6, m)
+		t.Logf("%s bits=%d acc %.3f consensus %.4f bytes %d", c.method, c.bits, last.Accuracy, last.Consensus, out.TotalBytes)
+		require.Greater(t, last.Accuracy, 0.6, c.method)
+		require.Equal(t, c.bytes*int64(cfg.Steps), out.TotalBytes)
 	}
 }
 

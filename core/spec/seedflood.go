@@ -39,7 +39,7 @@ type SeedFlood struct {
 	EvalEverySteps int `json:"eval_every_steps,omitempty"`
 	// StepsPerHop is SeedFlood's delay per hop; 0 delivers every message
 	// within the step it is sent. Default 1.
-	StepsPerHop *int `json:"steps_per_hop,omitempty"`
+	StepsPerHop *int           `json:"steps_per_hop,omitempty"`
 	Choco       SeedFloodChoco `json:"choco,omitempty"`
 	// Projection sizes the communication table; defaults 1.3e9 parameters,
 	// 128 clients.
@@ -100,8 +100,12 @@ type SeedFloodPartition struct {
 
 // SeedFloodChoco configures ChocoSGD.
 type SeedFloodChoco struct {
+	// Compression: "top_k" (default) or "quantize" (QSGD).
+	Compression string `json:"compression,omitempty"`
 	// Fraction of coordinates top-k keeps; default 0.05.
 	Fraction float64 `json:"fraction,omitempty"`
+	// Bits per entry of the QSGD levels (plus a sign bit); default 4.
+	Bits int `json:"bits,omitempty"`
 	// Gamma is the consensus step size; default 0.2.
 	Gamma float64 `json:"gamma,omitempty"`
 }
@@ -206,6 +210,12 @@ func (s *SeedFlood) Defaults() {
 		h := 1
 		s.StepsPerHop = &h
 	}
+	if s.Choco.Compression == "" {
+		s.Choco.Compression = "top_k"
+	}
+	if s.Choco.Bits == 0 {
+		s.Choco.Bits = 4
+	}
 	if s.Choco.Fraction == 0 {
 		s.Choco.Fraction = 0.05
 	}
@@ -293,7 +303,9 @@ func (s *SeedFlood) Validate(p *Problems) {
 	p.IntInRange("batch_size", s.BatchSize, 1, 1_000_000)
 	p.IntInRange("eval_every_steps", s.EvalEverySteps, 1, 10_000_000)
 	p.IntInRange("steps_per_hop", *s.StepsPerHop, 0, 1000)
+	p.OneOf("choco.compression", s.Choco.Compression, []string{"top_k", "quantize"})
 	p.InRange("choco.fraction", s.Choco.Fraction, 1e-9, 1)
+	p.IntInRange("choco.bits", s.Choco.Bits, 1, 16)
 	p.InRange("choco.gamma", s.Choco.Gamma, 1e-9, 1)
 	p.InRange("projection.params", s.Projection.Params, 1, 1e15)
 	p.IntInRange("projection.clients", s.Projection.Clients, 1, 4096)

@@ -151,8 +151,15 @@ func Config(s *spec.SeedFlood) (*sf.Config, error) {
 			RefreshEvery: s.RefreshEverySteps, Rademacher: s.Perturbation == "rademacher",
 		},
 		Perturbations: s.PerturbationsPerStep, StepsPerHop: *s.StepsPerHop,
-		ChocoFraction: s.Choco.Fraction, ChocoGamma: float32(s.Choco.Gamma),
+		ChocoFraction: s.Choco.Fraction, ChocoGamma: float32(s.Choco.Gamma), ChocoBits: chocoBits(s),
 	}, nil
+}
+
+func chocoBits(s *spec.SeedFlood) int {
+	if s.Choco.Compression == "quantize" {
+		return s.Choco.Bits
+	}
+	return 0
 }
 
 func run(env scenario.Env, sp scenario.Spec) (scenario.Result, error) {
@@ -221,7 +228,11 @@ func Projection(s *spec.SeedFlood) ([]ProjectionRow, error) {
 		case sf.MethodDSGD, sf.MethodDZSGD:
 			b = float64(sf.GossipStepBytes(g, sf.ModelMessageBytes(d)))
 		case sf.MethodChoco:
-			b = float64(sf.GossipStepBytes(g, sf.TopKMessageBytes(sf.ChocoK(s.Choco.Fraction, d))))
+			msg := sf.TopKMessageBytes(sf.ChocoK(s.Choco.Fraction, d))
+			if bits := chocoBits(s); bits > 0 {
+				msg = sf.QuantizedMessageBytes(d, bits)
+			}
+			b = float64(sf.GossipStepBytes(g, msg))
 		case sf.MethodMeZO:
 			b = 0 // one model, no network
 		}
