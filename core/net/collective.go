@@ -171,14 +171,14 @@ func (c *Comms) Start(col Collective, done func(Result)) (int, error) {
 	}
 	n := len(col.Ranks)
 	r := &run{c: c, id: c.nextID, col: col, prog: prog, n: n, done: done, start: c.f.Kernel().Now(),
-		inst: prog.instances(), serialize: true}
+		inst: prog.instances(), serialize: prog.pipelined()}
 	c.nextID++
 	r.devs = make([]int, n)
 	for i, rk := range col.Ranks {
 		r.devs[i] = c.t.RankDevice(rk)
 	}
 	r.state = make([]rankState, r.inst*n)
-	r.queues = map[uint64]*sendQueue{}
+	r.outq = make([][]sendQueue, n)
 	c.active[r.id] = r
 	for inst := 0; inst < r.inst; inst++ {
 		for rank := 0; rank < n; rank++ {
@@ -292,7 +292,7 @@ type run struct {
 	start     sim.Time
 	done      func(Result)
 	serialize bool
-	queues    map[uint64]*sendQueue
+	outq      [][]sendQueue // per sender: one queue per (group, receiver)
 	buf       []msg
 	payload   map[int]float64 // unquantized bytes by tag, when quantizing
 }
@@ -310,6 +310,8 @@ type msg struct {
 }
 
 type sendQueue struct {
+	group   int32
+	to      int32
 	busy    bool
 	pending []pendingSend
 }
@@ -363,40 +365,49 @@ func (r *run) finish() {
 
 func (r *run) transmit(inst, from int, m msg) {
 	if r.serialize {
-		key := uint64(r.prog.group(inst))<<40 | uint64(from)<<20 | uint64(m.to)
-		q := r.queues[key]
-		if q == nil {
-			q = &sendQueue{}
-			r.queues[key] = q
-		}
+		q := r.queue(r.prog.group(inst), from, int(m.to))
 		if q.busy {
 			q.pending = append(q.pending, pendingSend{inst, from, m})
 			return
 		}
 		q.busy = true
 	}
-	bytes := m.bytes
-	k := r.c.f.Kernel()
 	tag := ((int(m.op)*r.inst+inst)*r.n+int(m.to))*r.n + from
-	send := func() {
-		r.flows++
-		r.wire += bytes
-		if err := r.c.f.Send(r.devs[from], r.devs[m.to], bytes, r, tag); err != nil {
-			k.Fail(fmt.Errorf("collective %d (%s %s): %w", r.id, r.col.Op, r.col.Algorithm, err))
-		}
-	}
 	if q := r.col.Quant; q != nil {
 		if r.payload == nil {
 			r.payload = map[int]float64{}
 		}
 		r.payload[tag] = m.bytes
-		bytes = q.WireBytes(m.bytes)
+		wire := q.WireBytes(m.bytes)
 		if d := r.kernelTime(from, m.bytes); d > 0 {
-			k.After(d, send)
+			r.c.f.Kernel().After(d, func() { r.send(from, int(m.to), wire, tag) })
 			return
 		}
+		r.send(from, int(m.to), wire, tag)
+		return
 	}
-	send()
+	r.send(from, int(m.to), m.bytes, tag)
+}
+
+// queue finds the send queue of a connection; senders talk to a handful of
+// peers in the pipelined programs, so a short scan beats a map.
+func (r *run) queue(group, from, to int) *sendQueue {
+	qs := r.outq[from]
+	for i := range qs {
+		if int(qs[i].to) == to && int(qs[i].group) == group {
+			return &qs[i]
+		}
+	}
+	r.outq[from] = append(qs, sendQueue{group: int32(group), to: int32(to)})
+	return &r.outq[from][len(qs)]
+}
+
+func (r *run) send(from, to int, bytes float64, tag int) {
+	r.flows++
+	r.wire += bytes
+	if err := r.c.f.Send(r.devs[from], r.devs[to], bytes, r, tag); err != nil {
+		r.c.f.Kernel().Fail(fmt.Errorf("collective %d (%s %s): %w", r.id, r.col.Op, r.col.Algorithm, err))
+	}
 }
 
 func (r *run) kernelTime(rank int, payload float64) sim.Time {
@@ -418,8 +429,7 @@ func (r *run) Delivered(tag int) {
 	inst := tag % r.inst
 	op := int32(tag / r.inst)
 	if r.serialize {
-		key := uint64(r.prog.group(inst))<<40 | uint64(from)<<20 | uint64(to)
-		q := r.queues[key]
+		q := r.queue(r.prog.group(inst), from, to)
 		q.busy = false
 		if len(q.pending) > 0 {
 			p := q.pending[0]
@@ -427,24 +437,26 @@ func (r *run) Delivered(tag int) {
 			r.transmit(p.inst, p.from, p.m)
 		}
 	}
-	arrive := func() {
-		st := &r.state[inst*r.n+to]
-		if op == st.op {
-			st.got++
-			r.advance(inst, to)
-		} else {
-			st.early = append(st.early, op)
-		}
-	}
 	if r.col.Quant != nil {
 		payload := r.payload[tag0]
 		delete(r.payload, tag0)
 		if d := r.kernelTime(to, payload); d > 0 {
-			r.c.f.Kernel().After(d, arrive)
+			r.c.f.Kernel().After(d, func() { r.arrive(inst, to, op) })
 			return
 		}
 	}
-	arrive()
+	r.arrive(inst, to, op)
+}
+
+// arrive counts a message for op at a rank, advancing it when due.
+func (r *run) arrive(inst, to int, op int32) {
+	st := &r.state[inst*r.n+to]
+	if op == st.op {
+		st.got++
+		r.advance(inst, to)
+	} else {
+		st.early = append(st.early, op)
+	}
 }
 
 // program describes an algorithm lazily, so a ring over 8,192 ranks needs no
@@ -453,7 +465,8 @@ type program interface {
 	instances() int
 	// group: instances in one group share links in order (pipelined chunks).
 	group(inst int) int
-	// pipelined: whether chunks of a group must go one at a time per peer.
+	// pipelined: whether messages of a group go one at a time per
+	// connection (direct programs fan out to every peer and do not queue).
 	pipelined() bool
 	ops(inst, rank int) int
 	wait(inst, rank, k int) int
@@ -630,7 +643,7 @@ type directProg struct {
 
 func (p *directProg) instances() int   { return p.chunks }
 func (p *directProg) group(int) int    { return 0 }
-func (p *directProg) pipelined() bool  { return true }
+func (p *directProg) pipelined() bool  { return false } // one message per peer per phase
 func (p *directProg) ops(int, int) int { return p.phases + 1 }
 func (p *directProg) wait(_, _, k int) int {
 	if k == 0 {

@@ -4,9 +4,8 @@
 //
 // A Kernel is a plain value: no globals, no goroutines, no wall clock. Models
 // (package net, the executor) schedule callbacks on a shared *Kernel and the
-// caller drives it with Run. Events at one instant are kept in one FIFO bucket,
-// so scheduling many events at the same time (a ring step's n flows) costs a
-// map lookup and an append, not a heap operation each.
+// caller drives it with Run. Hot models schedule through AtHandler (an
+// interface and an int) so that millions of events allocate nothing.
 //
 // Settle registers work to run once the current instant has no events left,
 // before the clock moves on: a model that must recompute something after a
@@ -75,12 +74,14 @@ type Handler interface {
 }
 
 type event struct {
+	t   Time
+	seq uint64
 	fn  func()
 	h   Handler
 	arg int
 }
 
-func (e event) run() {
+func (e *event) run() {
 	if e.fn != nil {
 		e.fn()
 		return
@@ -88,22 +89,16 @@ func (e event) run() {
 	e.h.Handle(e.arg)
 }
 
-// bucket holds the events of one instant in scheduling order.
-type bucket struct {
-	t      Time
-	events []event
-	next   int // first event not yet run
+func (e *event) before(o *event) bool {
+	return e.t < o.t || (e.t == o.t && e.seq < o.seq)
 }
 
 // Kernel is the event loop. The zero value is not usable; call New.
 type Kernel struct {
 	now     Time
 	events  uint64
-	byTime  map[Time]*bucket
-	cur     *bucket // the instant being run (still in byTime)
-	last    *bucket // where the last event was pushed
-	times   []Time  // min-heap of instants that have a bucket
-	free    []*bucket
+	seq     uint64
+	queue   []event // 4-ary min-heap by (t, seq)
 	settle  []func()
 	stalls  []func() []string
 	failure error
@@ -118,7 +113,7 @@ type Kernel struct {
 
 // New returns a kernel at time 0 with an empty queue.
 func New() *Kernel {
-	return &Kernel{byTime: make(map[Time]*bucket), CheckEvery: 4096}
+	return &Kernel{CheckEvery: 4096}
 }
 
 // Now is the current simulated time.
@@ -128,51 +123,64 @@ func (k *Kernel) Now() Time { return k.now }
 func (k *Kernel) Events() uint64 { return k.events }
 
 // Pending is the number of events scheduled and not yet run.
-func (k *Kernel) Pending() int {
-	n := 0
-	for _, b := range k.byTime {
-		n += len(b.events) - b.next
-	}
-	return n
-}
+func (k *Kernel) Pending() int { return len(k.queue) }
 
 // At schedules f at absolute time t. Scheduling in the past is a bug in the
 // caller and panics.
-func (k *Kernel) At(t Time, f func()) { k.push(t, event{fn: f}) }
+func (k *Kernel) At(t Time, f func()) { k.push(event{t: t, fn: f}) }
 
 // After schedules f d after now.
-func (k *Kernel) After(d Time, f func()) { k.push(k.now+d, event{fn: f}) }
+func (k *Kernel) After(d Time, f func()) { k.push(event{t: k.now + d, fn: f}) }
 
 // AtHandler schedules h.Handle(arg) at time t, without allocating.
-func (k *Kernel) AtHandler(t Time, h Handler, arg int) { k.push(t, event{h: h, arg: arg}) }
+func (k *Kernel) AtHandler(t Time, h Handler, arg int) { k.push(event{t: t, h: h, arg: arg}) }
 
-func (k *Kernel) push(t Time, e event) {
-	if t < k.now {
-		panic(fmt.Sprintf("sim: event scheduled at %v, before now %v", t, k.now))
+func (k *Kernel) push(e event) {
+	if e.t < k.now {
+		panic(fmt.Sprintf("sim: event scheduled at %v, before now %v", e.t, k.now))
 	}
-	b := k.last
-	if b == nil || b.t != t {
-		b = k.byTime[t]
-		if b == nil {
-			b = k.newBucket(t)
+	e.seq = k.seq
+	k.seq++
+	k.queue = append(k.queue, e)
+	q := k.queue
+	i := len(q) - 1
+	for i > 0 {
+		p := (i - 1) / 4
+		if !q[i].before(&q[p]) {
+			break
 		}
-		k.last = b
+		q[p], q[i] = q[i], q[p]
+		i = p
 	}
-	b.events = append(b.events, e)
 }
 
-func (k *Kernel) newBucket(t Time) *bucket {
-	var b *bucket
-	if n := len(k.free); n > 0 {
-		b = k.free[n-1]
-		k.free = k.free[:n-1]
-	} else {
-		b = &bucket{}
+func (k *Kernel) pop() event {
+	q := k.queue
+	top := q[0]
+	n := len(q) - 1
+	q[0] = q[n]
+	q[n] = event{}
+	q = q[:n]
+	i := 0
+	for { // 4-ary heap: shallower, and the four children share cache lines
+		c := 4*i + 1
+		if c >= n {
+			break
+		}
+		m := c
+		for j := c + 1; j < c+4 && j < n; j++ {
+			if q[j].before(&q[m]) {
+				m = j
+			}
+		}
+		if !q[m].before(&q[i]) {
+			break
+		}
+		q[i], q[m] = q[m], q[i]
+		i = m
 	}
-	b.t, b.next, b.events = t, 0, b.events[:0]
-	k.byTime[t] = b
-	heapPush(&k.times, t)
-	return b
+	k.queue = q
+	return top
 }
 
 // Settle runs f once the current instant has no events left, before time
@@ -210,10 +218,8 @@ func (k *Kernel) RunUntil(ctx context.Context, end Time) error {
 		if k.failure != nil {
 			return k.failure
 		}
-		if b := k.cur; b != nil && b.next < len(b.events) {
-			e := b.events[b.next]
-			b.events[b.next] = event{}
-			b.next++
+		if len(k.queue) > 0 && k.queue[0].t == k.now {
+			e := k.pop()
 			k.events++
 			e.run()
 			if sinceCheck++; sinceCheck >= every {
@@ -235,25 +241,15 @@ func (k *Kernel) RunUntil(ctx context.Context, end Time) error {
 			k.runSettle()
 			continue
 		}
-		if b := k.cur; b != nil {
-			k.cur = nil
-			if k.last == b {
-				k.last = nil
-			}
-			delete(k.byTime, b.t)
-			heapPop(&k.times)
-			k.free = append(k.free, b)
-		}
-		if len(k.times) == 0 {
+		if len(k.queue) == 0 {
 			return k.stalled()
 		}
-		t := k.times[0]
+		t := k.queue[0].t
 		if t > end {
 			k.now = end
 			return nil
 		}
 		k.now = t
-		k.cur = k.byTime[t]
 	}
 }
 
