@@ -68,7 +68,9 @@ type Point struct {
 
 // Outcome is one method's run.
 type Outcome struct {
-	Method     string
+	Method string
+	// Replicas is the number of model copies trained: clients, or 1 for MeZO.
+	Replicas   int
 	History    []Point
 	Counters   Counters
 	TotalBytes int64
@@ -118,6 +120,7 @@ func Run(cfg *Config, method string) (*Outcome, error) {
 			cfg.Progress(float64(t+1) / float64(cfg.Steps))
 		}
 	}
+	out.Replicas = tr.clients()
 	for i := 0; i < tr.clients(); i++ {
 		p := make([]float32, cfg.Model.NumParams())
 		tr.params(i, p)

@@ -33,21 +33,23 @@ type HistoryRow struct {
 // SummaryRow is one method's totals (table "summary"). The core has no wall
 // clock: costs are operation counts; time the whole run from Python.
 type SummaryRow struct {
-	Method         string  `arrow:"method"`
-	Topology       string  `arrow:"topology"`
-	Clients        int     `arrow:"clients"`
-	Params         int     `arrow:"params"` // parameters of the model trained
-	Steps          int     `arrow:"steps"`
-	FinalLoss      float64 `arrow:"final_loss"`
-	FinalAccuracy  float64 `arrow:"final_accuracy"`
-	TotalBytes     int64   `arrow:"total_bytes"`
+	Method        string  `arrow:"method"`
+	Topology      string  `arrow:"topology"`
+	Clients       int     `arrow:"clients"`
+	Params        int     `arrow:"params"` // parameters of the model trained
+	Steps         int     `arrow:"steps"`
+	FinalLoss     float64 `arrow:"final_loss"`
+	FinalAccuracy float64 `arrow:"final_accuracy"`
+	TotalBytes    int64   `arrow:"total_bytes"`
+	// BytesPerClient is TotalBytes / (replicas · steps).
 	BytesPerClient float64 `arrow:"bytes_per_client_per_step"`
 	// MessagesApplied counts (seed, scalar) updates applied over all clients.
 	MessagesApplied int64 `arrow:"messages_applied"`
 	// ApplyMadds: multiply-adds to apply updates (dense z, SubCGE
 	// accumulation + projections + bases, or gossip averaging), all clients.
 	ApplyMadds int64 `arrow:"apply_madds"`
-	// ApplyMaddsPerClientPerStep is ApplyMadds / (clients · steps).
+	// ApplyMaddsPerClientPerStep is ApplyMadds / (model replicas · steps):
+	// replicas are the clients, or 1 for centralized mezo.
 	ApplyMaddsPerClientPerStep float64 `arrow:"apply_madds_per_client_per_step"`
 	// ApplyRandomDraws: random numbers generated to rebuild received perturbations.
 	ApplyRandomDraws int64 `arrow:"apply_random_draws"`
@@ -186,7 +188,7 @@ func run(env scenario.Env, sp scenario.Spec) (scenario.Result, error) {
 		}
 		last := out.History[len(out.History)-1]
 		c := out.Counters
-		clientSteps := float64(n) * float64(s.Steps)
+		clientSteps := float64(out.Replicas) * float64(s.Steps)
 		summary = append(summary, SummaryRow{
 			Method: m, Topology: cfg.Graph.Name, Clients: n, Params: cfg.Model.NumParams(), Steps: s.Steps,
 			FinalLoss: last.Loss, FinalAccuracy: last.Accuracy,
