@@ -1,0 +1,104 @@
+package compute
+
+import (
+	"math"
+
+	"github.com/eidolon-sim/eidolon/core/model"
+)
+
+// Softmax work per attention score, in fp32 vector-lane instructions: the
+// online softmax's scale-and-subtract, running max, sum and conversion (4),
+// plus the exponential on the special-function units, which issue at a
+// quarter of the FP32 lane rate (NVIDIA CUDA C++ Programming Guide,
+// "Arithmetic Instructions" throughput table: 16 vs 64 results per clock per
+// SM), counted as 4. FlashAttention-2 does not overlap it with the matmuls.
+// The backward recomputes P (exp) and forms dS = P∘(dP − D): the same count.
+const softmaxLaneOpsPerScore = 8
+
+// flashTile returns FlashAttention-2's query and key block sizes for a head
+// dimension: 128×64 up to d = 128 and 128×32 beyond (flash_fwd_launch_template.h).
+func flashTile(hd int64) (br, bc int64) {
+	if hd <= 128 {
+		return 128, 64
+	}
+	return 128, 32
+}
+
+// flash prices FlashAttention (forward or backward). Each thread block owns
+// Br queries of one head and streams that head's keys and values from L2 in
+// Bc blocks, skipping blocks entirely above a causal diagonal. Math: the
+// matmul FLOPs of the blocks computed (padding included) at the tensor peak,
+// plus the softmax on the vector lanes. HBM: compulsory when the keys and
+// values of the heads running at once fit in L2, else each block rereads them.
+func (e *Evaluator) flash(o model.Op) Cost {
+	g := e.gpu
+	br, bc := flashTile(o.HeadDim)
+	in := actBytes(o)
+	qTiles := ceil(o.SeqQ, br)
+	// Key blocks computed, summed over query blocks (causal: up to the diagonal).
+	var pairs int64
+	off := o.SeqKV - o.SeqQ
+	for i := int64(0); i < qTiles; i++ {
+		keys := o.SeqKV
+		if o.Causal {
+			keys = min(o.SeqKV, off+(i+1)*br)
+		}
+		pairs += ceil(keys, bc)
+	}
+	heads := o.Batch * o.Heads
+	blocks := heads * qTiles
+	// Matmul FLOPs per (Br × Bc) block: Q·Kᵀ and P·V, 2 FLOPs each per MAC.
+	perBlock := 4 * float64(br*bc*o.HeadDim)
+	scale := 1.0
+	if o.Kind == model.FlashAttentionBwd {
+		scale = 2.5 // five matmuls against two
+	}
+	mm := scale * float64(heads*pairs) * perBlock
+	scores := float64(heads*pairs) * float64(br*bc)
+	lanes := g.VectorFP32FlopsPerS / 2 // an FMA is 2 FLOPs of the vector peak
+	mathTime := mm/g.Peak(o.DType) + softmaxLaneOpsPerScore*scores/lanes
+
+	// Per computed block pair the forward streams a K and a V tile; the
+	// backward (one thread block per key block) streams a Q and a dO tile and
+	// accumulates into dQ in fp32 through L2 (read and write).
+	stream := float64(heads*pairs) * 2 * float64(bc*o.HeadDim) * in
+	if o.Kind == model.FlashAttentionBwd {
+		stream = float64(heads*pairs) * 2 * float64(br*o.HeadDim) * (in + 4)
+	}
+	c := Cost{FLOPs: mm, Kernels: 1}
+	c.BytesL2 = stream + o.Bytes
+	c.BytesSMEM = stream + float64(blocks)*float64(br*o.HeadDim)*in
+	c.BytesHBM = o.Bytes
+	// K and V of the heads resident at once (one wave of blocks).
+	active := min(blocks, int64(g.SMCount))
+	headsActive := math.Ceil(float64(active) / float64(qTiles))
+	if headsActive*2*float64(o.SeqKV*o.HeadDim)*in > float64(g.L2Bytes) {
+		c.BytesHBM = stream + o.Bytes
+	}
+	return e.finish(c, o.FLOPs, mathTime, 1)
+}
+
+// decode prices attention of one query per sequence over a KV cache:
+// reading the cache dominates. Flash-decoding (Dao et al. 2023) splits each
+// (sequence, KV head) along the keys, in chunks of at least 256, into just
+// enough pieces to occupy the SMs; each piece rereads the queries and writes
+// an fp32 partial output and log-sum-exp that a combine step reads back.
+// With fewer pieces than SMs only that share of HBM bandwidth is drawn (each
+// SM streams its own share of the memory system).
+func (e *Evaluator) decode(o model.Op) Cost {
+	g := e.gpu
+	sms := int64(g.SMCount)
+	seqHeads := o.Batch * o.KVHeads
+	splits := min(ceil(o.SeqKV, 256), max(1, ceil(sms, seqHeads)))
+	share := math.Min(1, float64(seqHeads*splits)/float64(sms))
+	q := float64(o.Batch*o.Heads*o.HeadDim) * actBytes(o)
+	partials := float64(splits-1) * (q + 2*float64(o.Batch*o.Heads)*float64(o.HeadDim+1)*4)
+	c := Cost{FLOPs: o.FLOPs, BytesL2: o.Bytes + partials, BytesHBM: o.Bytes + partials, Kernels: 1}
+	// Scores: one per (head, key); GQA shares each K/V read across heads.
+	lanes := g.VectorFP32FlopsPerS / 2
+	scores := float64(o.Batch*o.Heads) * float64(o.SeqKV)
+	mathTime := o.FLOPs/g.Peak(o.DType) + softmaxLaneOpsPerScore*scores/lanes
+	return e.finish(c, o.FLOPs, mathTime, share)
+}
+
+func actBytes(o model.Op) float64 { return max(o.DType.Bytes(), 2) }

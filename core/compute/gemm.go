@@ -1,0 +1,119 @@
+package compute
+
+import (
+	"math"
+
+	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/model"
+)
+
+type gemmKey struct {
+	m, n, k, batch int64
+	d              hw.DType
+}
+
+type gemmPlan struct{ cost Cost }
+
+// gemm prices Batch products [M×K]·[K×N], memoized per shape and type.
+func (e *Evaluator) gemm(o model.Op) Cost {
+	key := gemmKey{o.M, o.N, o.K, max(o.Batch, 1), o.DType}
+	if p, ok := e.gemms[key]; ok {
+		return p.cost
+	}
+	c := e.searchTiles(key)
+	e.gemms[key] = gemmPlan{c}
+	return c
+}
+
+// searchTiles tries the CTA tile shapes a GEMM library offers (CUTLASS-style
+// M×N×K tiles, split-K for problems with too few tiles to fill the GPU)
+// that fit the SM: two pipeline stages of A and B tiles in shared memory,
+// fp32 accumulators in at most half the register file. Each is priced as:
+//
+//   - math: waves = ⌈tiles / SMs⌉, each wave one tile's padded FLOPs at an
+//     SM's share of the peak; the partial last wave and padding are lost;
+//   - shared memory: each warp (64×64 warp tiles) reads its A rows and B
+//     columns of every staged K-slice;
+//   - L2: each tile loads its A panel (tile_m × K) and B panel (K × tile_n),
+//     writes its output (split-K: fp32 partials written and read back);
+//   - HBM: compulsory traffic when the smaller operand fits in L2 (it stays
+//     resident while the larger streams once); otherwise the smaller is
+//     re-read once per wave-sized band of the larger.
+//
+// and the fastest is kept.
+func (e *Evaluator) searchTiles(key gemmKey) Cost {
+	g := e.gpu
+	in := key.d.Bytes()
+	out := max(in, 2)
+	sms := int64(g.SMCount)
+	peakSM := g.Peak(key.d) / float64(sms)
+	useful := 2 * float64(key.batch) * float64(key.m) * float64(key.n) * float64(key.k)
+	l2 := float64(g.L2Bytes)
+
+	best := Cost{TimeS: math.Inf(1)}
+	for _, bm := range [...]int64{256, 128, 64, 32, 16} {
+		for _, bn := range [...]int64{256, 128, 64, 32} {
+			if float64(bm*bn*4) > float64(g.RegisterBytesPerSM)/2 {
+				continue
+			}
+			for _, bk := range [...]int64{64, 32} {
+				if 2*float64((bm+bn)*bk)*in > float64(g.SharedMemBytesPerSM) {
+					continue
+				}
+				for _, split := range [...]int64{1, 2, 4, 8, 16} {
+					kslice := ceil(key.k, split)
+					if split > 1 && kslice < 4*bk {
+						break
+					}
+					kp := ceil(kslice, bk) * bk
+					gm, gn := ceil(key.m, bm), ceil(key.n, bn)
+					tiles := gm * gn * key.batch * split
+					waves := ceil(tiles, sms)
+					tileFLOPs := 2 * float64(bm*bn*kp)
+
+					c := Cost{TileM: int(bm), TileN: int(bn), TileK: int(bk), SplitK: int(split), Waves: int(waves), Kernels: 1}
+					c.FLOPs = float64(tiles) * tileFLOPs
+					mathTime := float64(waves) * tileFLOPs / peakSM
+
+					wm, wn := min(bm, 64), min(bn, 64)
+					c.BytesSMEM = float64(tiles) * float64(bm*(bn/wn)+bn*(bm/wm)) * float64(kp) * in
+
+					outBytes := float64(key.batch*key.m*key.n) * out
+					partials := 0.0
+					if split > 1 {
+						partials = 2 * float64(split*key.batch*key.m*key.n) * 4
+					}
+					c.BytesL2 = float64(tiles)*float64((bm+bn)*kp)*in + outBytes + partials
+
+					a := float64(key.m*key.k) * in
+					b := float64(key.k*key.n) * in
+					small, large := math.Min(a, b), math.Max(a, b)
+					operands := small + large
+					if small > l2 {
+						// Bands of the larger operand covered by one wave.
+						s := min(sms, tiles)
+						wr := min(gm, int64(math.Ceil(math.Sqrt(float64(s)))))
+						wc := min(gn, ceil(s, wr))
+						bands := ceil(gm, wr)
+						if b > a {
+							bands = ceil(gn, wc)
+						}
+						operands = large + small*float64(bands)
+					}
+					c.BytesHBM = float64(key.batch)*operands + outBytes
+					if partials > l2 {
+						c.BytesHBM += partials
+					}
+					c = e.finish(c, useful, mathTime, 1)
+					c.TileEfficiency = useful / (float64(waves*sms) * tileFLOPs)
+					if c.TimeS < best.TimeS {
+						best = c
+					}
+				}
+			}
+		}
+	}
+	return best
+}
+
+func ceil(a, b int64) int64 { return (a + b - 1) / b }
