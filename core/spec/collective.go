@@ -30,6 +30,10 @@ type Collective struct {
 	Chunks int `json:"chunks,omitempty"`
 	// Quantization of the payload on the wire; null = none.
 	Quantization *Quantization `json:"quantization,omitempty"`
+	// ProtocolEfficiency in (0, 1]: fraction of link time carrying payload
+	// under the collective library's protocol; default 1. NCCL on H100
+	// NVLink: about 370/450 (NVIDIA, nccl-tests issue 212).
+	ProtocolEfficiency float64 `json:"protocol_efficiency,omitempty"`
 	// Model: "flow" (max-min fair sharing, default) or "unaware"
 	// (no contention).
 	Model  string `json:"model,omitempty"`
@@ -136,6 +140,9 @@ func (s *Collective) Validate(p *Problems) {
 	p.IntInRange("concurrent", s.Concurrent, 1, 1024)
 	p.IntInRange("root", s.Root, 0, 1<<20)
 	p.IntInRange("chunks", s.Chunks, 0, 4096)
+	if s.ProtocolEfficiency != 0 {
+		p.InRange("protocol_efficiency", s.ProtocolEfficiency, 1e-3, 1)
+	}
 	p.OneOf("model", s.Model, []string{"flow", "unaware"})
 	if q := s.Quantization; q != nil {
 		p.OneOf("quantization.format", q.Format, []string{"int8", "fp8"})
