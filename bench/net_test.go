@@ -79,7 +79,7 @@ type FidelityRow struct {
 	// Busbw of the reference, of Eidolon without and with the protocol
 	// efficiency, in bytes/s; Error is |eidolon − reference| / reference.
 	ReferenceBusbw, IdealBusbw, EidolonBusbw, Error float64
-	AstraSimGeomeanError                          float64
+	AstraSimGeomeanError                            float64
 }
 
 func ringBusbwH100(tb testing.TB, gpus int, size, efficiency float64) float64 {
