@@ -8,6 +8,7 @@ import (
 
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/sim"
+	"github.com/eidolon-sim/eidolon/core/spec"
 	"github.com/eidolon-sim/eidolon/core/topo"
 )
 
@@ -125,5 +126,177 @@ func TestEveryAlgorithmCompletes(t *testing.T) {
 			got := runOne(t, NewFlowNet(sim.New(), tp), Collective{Op: op, Algorithm: alg, Bytes: 64 << 20, Ranks: ranks})
 			require.Greater(t, got, 0.0, "%s %s", op, alg)
 		}
+	}
+}
+
+func TestSwitchClosedForms(t *testing.T) {
+	n, S := 8, float64(1<<30)
+	sw := func() Fabric {
+		tp, _ := topo.SingleSwitch(n, testLink) // GPU->switch->GPU: 2 links of α/2 each
+		return NewFlowNet(sim.New(), tp)
+	}
+	fn := float64(n)
+	cases := []struct {
+		col  Collective
+		want float64
+	}{
+		// Halving-doubling: log2(n) steps each way; step k moves
+		// S/2^(k+1) between partners, one flow per port each way:
+		// 2·(S/2 + S/4 + ... + S/n)/B + 2·log2(n)·α = 2(n−1)/n·S/B + 2·3·α.
+		{Collective{Op: AllReduce, Algorithm: HalvingDoubling}, 2*(fn-1)/fn*S/bw + 6*alpha},
+		// Direct: each rank's uplink carries n−1 flows of S/n at once
+		// (B/(n−1) each), twice: 2(n−1)/n·S/B + 2α.
+		{Collective{Op: AllReduce, Algorithm: Direct}, 2*(fn-1)/fn*S/bw + 2*alpha},
+		// All-to-all: one direct phase: (n−1)/n·S/B + α.
+		{Collective{Op: AllToAll}, (fn-1)/fn*S/bw + alpha},
+		// Ring on a switch is the ring formula (one flow per port).
+		{Collective{Op: AllReduce, Algorithm: Ring}, 2*(fn-1)/fn*S/bw + 2*(fn-1)*alpha},
+		// Send/recv: S/B + α.
+		{Collective{Op: SendRecv, Ranks: []int{2, 5}}, S/bw + alpha},
+	}
+	for _, c := range cases {
+		if c.col.Ranks == nil {
+			c.col.Ranks = all(n)
+		}
+		c.col.Bytes = S
+		got := runOne(t, sw(), c.col)
+		require.InEpsilon(t, c.want, got, 0.01, "%s %s", c.col.Op, c.col.Algorithm)
+	}
+}
+
+func TestPipelinedBroadcastChain(t *testing.T) {
+	// A chain of n over a switch with C chunks: the last chunk leaves the
+	// root after C·(S/C)/B and needs n−2 more forwards of (S/C)/B + α:
+	// T = (C + n − 2)·(S/C/B + α) + α·... bounded by S/B·(1 + (n−2)/C) + (C+n)·α.
+	n, C, S := 8, 32, float64(1<<30)
+	tp, _ := topo.SingleSwitch(n, testLink)
+	got := runOne(t, NewFlowNet(sim.New(), tp), Collective{Op: Broadcast, Algorithm: Ring, Bytes: S, Ranks: all(n), Chunks: C})
+	want := float64(C+n-2) * (S/float64(C)/bw + alpha)
+	require.InEpsilon(t, want, got, 0.02)
+	require.Less(t, got, 1.25*S/bw, "pipelining hides most of the chain")
+}
+
+func TestConcurrentCollectivesContend(t *testing.T) {
+	// Two identical ring all-reduces on one ring share every link: the
+	// bandwidth term doubles, the latency term does not.
+	n, S := 8, float64(1<<30)
+	tp, _ := topo.Ring(n, testLink)
+	k := sim.New()
+	c := NewComms(NewFlowNet(k, tp))
+	var ends []sim.Time
+	for i := 0; i < 2; i++ {
+		_, err := c.Start(Collective{Op: AllReduce, Bytes: S, Ranks: all(n)}, func(r Result) { ends = append(ends, r.End) })
+		require.NoError(t, err)
+	}
+	require.NoError(t, k.Run(context.Background()))
+	require.Len(t, ends, 2)
+	fn := float64(n)
+	want := 2*(2*(fn-1)/fn*S/bw) + 2*(fn-1)*alpha
+	require.InEpsilon(t, want, ends[1].Seconds(), 0.01)
+}
+
+func TestQuantizedPayload(t *testing.T) {
+	// bf16 → int8 with an fp32 scale per 128 elements: wire = S/2·(1 + 4/128)
+	// bytes instead of S, so the bandwidth term shrinks by that ratio; the
+	// kernel callback adds its time before each send and after each receive.
+	n, S := 4, float64(1<<30)
+	q := &Quantization{ElemBytes: 2, WireElemBytes: 1, BlockElems: 128, ScaleBytes: 4}
+	require.InEpsilon(t, S/2*(1+4.0/128), q.WireBytes(S), 1e-9)
+	tp, _ := topo.Ring(n, testLink)
+	plain := runOne(t, NewFlowNet(sim.New(), tp), Collective{Op: AllReduce, Bytes: S, Ranks: all(n)})
+	quant := runOne(t, NewFlowNet(sim.New(), tp), Collective{Op: AllReduce, Bytes: S, Ranks: all(n), Quant: q})
+	lat := 2 * float64(n-1) * alpha
+	require.InEpsilon(t, (plain-lat)*q.WireBytes(S)/S, quant-lat, 0.01)
+	calls := 0
+	q.KernelTime = func(dev int, elems float64) sim.Time { calls++; return sim.Microsecond }
+	withKernel := runOne(t, NewFlowNet(sim.New(), tp), Collective{Op: AllReduce, Bytes: S, Ranks: all(n), Quant: q})
+	// 2(n−1) steps, each one quantize + one dequantize on the critical path.
+	require.InEpsilon(t, quant+2*float64(n-1)*2e-6, withKernel, 0.01)
+	require.Equal(t, 2*2*(n-1)*n, calls)
+}
+
+func TestUnawareIgnoresContention(t *testing.T) {
+	tp, _ := topo.SingleSwitch(3, hw.Link{Name: "x", BandwidthBytesPerS: bw})
+	k := sim.New()
+	u := NewUnaware(k, tp)
+	var ends []sim.Time
+	for src := 0; src < 2; src++ {
+		require.NoError(t, u.Send(src, 2, 1e9, SinkFunc(func(int) { ends = append(ends, k.Now()) }), 0))
+	}
+	require.NoError(t, k.Run(context.Background()))
+	// Each alone: S/B, although both cross switch->gpu2 (FlowNet: 2S/B).
+	require.InEpsilon(t, 1e9/bw, ends[1].Seconds(), 1e-9)
+	down, _ := tp.LinkBetween(3, 2)
+	require.Equal(t, 2e9, u.LinkStats()[down].Bytes)
+}
+
+func TestTimeVaryingLinkFault(t *testing.T) {
+	// One flow of S = 1 GB at B over one link; the link runs at half health
+	// for 2 ms from t = 1 ms: in [0,1 ms) 0.1 GB moves, in [1,3 ms) 0.1 GB,
+	// the last 0.8 GB at full rate takes 8 ms: done at 11 ms (+α).
+	tp, _ := topo.Ring(2, testLink)
+	k := sim.New()
+	f := NewFlowNet(k, tp)
+	_, err := ApplyFaults(f, spec.Faults{Links: []spec.LinkFault{{Src: "gpu0", Dst: "gpu1", Health: 0.5, AtS: 1e-3, UntilS: 3e-3}}}, 0)
+	require.NoError(t, err)
+	var end sim.Time
+	require.NoError(t, f.Send(0, 1, 1e9, SinkFunc(func(int) { end = k.Now() }), 0))
+	require.NoError(t, k.Run(context.Background()))
+	require.InEpsilon(t, 11e-3+alpha, end.Seconds(), 1e-6)
+}
+
+func TestFailedLinkMidFlowReroutes(t *testing.T) {
+	// Ring of 4: gpu0->gpu1 direct; it fails at 1 ms, the rest goes the long
+	// way (3 hops, 3α) at the same bandwidth.
+	tp, _ := topo.Ring(4, testLink)
+	k := sim.New()
+	f := NewFlowNet(k, tp)
+	_, err := ApplyFaults(f, spec.Faults{Links: []spec.LinkFault{{Src: "gpu0", Dst: "gpu1", Health: 0, AtS: 1e-3}}}, 0)
+	require.NoError(t, err)
+	var rec FlowRecord
+	f.OnDeliver(func(r FlowRecord) { rec = r })
+	require.NoError(t, f.Send(0, 1, 1e9, SinkFunc(func(int) {}), 0))
+	require.NoError(t, k.Run(context.Background()))
+	require.Equal(t, 3, rec.Hops)
+	require.InEpsilon(t, 1e9/bw+3*alpha, rec.Delivered.Seconds(), 1e-6)
+}
+
+func TestDeliveryHookGivesArrivalsAtOneDevice(t *testing.T) {
+	// What Eidola needs: every chunk arriving at device 3 during a ring
+	// all-gather over 8 GPUs: n−1 arrivals, increasing, one per step.
+	tp, _ := topo.Ring(8, testLink)
+	k := sim.New()
+	f := NewFlowNet(k, tp)
+	var at []sim.Time
+	f.OnDeliver(func(r FlowRecord) {
+		if r.Dst == 3 {
+			require.Equal(t, 2, r.Src)
+			at = append(at, r.Delivered)
+		}
+	})
+	c := NewComms(f)
+	_, err := c.Start(Collective{Op: AllGather, Bytes: 8e6, Ranks: all(8)}, nil)
+	require.NoError(t, err)
+	require.NoError(t, k.Run(context.Background()))
+	require.Len(t, at, 7)
+	step := 1e6/bw + alpha
+	for i, a := range at {
+		require.InEpsilon(t, float64(i+1)*step, a.Seconds(), 1e-6)
+	}
+}
+
+func TestInvalidRequests(t *testing.T) {
+	tp, _ := topo.Ring(6, testLink)
+	c := NewComms(NewFlowNet(sim.New(), tp))
+	for _, bad := range []Collective{
+		{Op: "gather", Ranks: all(6)},
+		{Op: AllReduce, Algorithm: "magic", Ranks: all(6)},
+		{Op: AllReduce, Algorithm: HalvingDoubling, Ranks: all(6)},
+		{Op: AllGather, Ranks: []int{0, 9}},
+		{Op: AllGather, Ranks: []int{1, 1}},
+		{Op: SendRecv, Ranks: all(3)},
+	} {
+		_, err := c.Start(bad, nil)
+		require.Error(t, err, "%+v", bad)
 	}
 }

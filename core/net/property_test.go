@@ -1,0 +1,164 @@
+package net
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/rng"
+	"github.com/eidolon-sim/eidolon/core/sim"
+	"github.com/eidolon-sim/eidolon/core/spec"
+	"github.com/eidolon-sim/eidolon/core/topo"
+)
+
+// randomTopology draws one of several builders from r.
+func randomTopology(t *testing.T, r *rand.Rand) *topo.Topology {
+	l := hw.Link{Name: "x", BandwidthBytesPerS: float64(1+r.IntN(100)) * 1e9, LatencyS: float64(r.IntN(5)) * 1e-6}
+	var tp *topo.Topology
+	var err error
+	switch r.IntN(5) {
+	case 0:
+		tp, err = topo.Ring(2+r.IntN(10), l)
+	case 1:
+		tp, err = topo.Torus([]int{2 + r.IntN(3), 2 + r.IntN(3)}, l)
+	case 2:
+		tp, err = topo.SingleSwitch(2+r.IntN(10), l)
+	case 3:
+		tp, err = topo.LeafSpineHosts(4+r.IntN(20), 4+2*r.IntN(3), float64(1+r.IntN(3)), l)
+	default:
+		tp, err = topo.Preset("dgx-a100", 1+r.IntN(3))
+	}
+	require.NoError(t, err)
+	return tp
+}
+
+// TestPropertiesRandomFlows: random flows at random times on random
+// topologies, some links degraded mid-run. After every instant no link is
+// over capacity; time never goes back; every flow is delivered after it
+// started; bytes are conserved: each link carried exactly the bytes of the
+// flows routed over it (no faults that reroute here).
+// Reproduce a failure with: go test ./core/net -run TestPropertiesRandomFlows/seed=N
+func TestPropertiesRandomFlows(t *testing.T) {
+	for seed := uint64(1); seed <= 40; seed++ {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			r := rng.Stream(seed, "property")
+			tp := randomTopology(t, r)
+			k := sim.New()
+			f := NewFlowNet(k, tp)
+			gpus := tp.GPUs()
+			want := make([]float64, len(tp.Links))
+			sent, delivered := 0, 0
+			last := sim.Time(0)
+			f.OnDeliver(func(rec FlowRecord) {
+				require.GreaterOrEqual(t, rec.Delivered, rec.TxEnd)
+				require.GreaterOrEqual(t, rec.TxEnd, rec.Start)
+				delivered++
+			})
+			check := func() {
+				require.GreaterOrEqual(t, k.Now(), last, "time went back")
+				last = k.Now()
+				require.NoError(t, f.CheckCapacity())
+			}
+			for i := 0; i < 60; i++ {
+				at := sim.Time(r.IntN(2000)) * sim.Microsecond
+				src, dst := gpus[r.IntN(len(gpus))], gpus[r.IntN(len(gpus))]
+				bytes := float64(1 + r.IntN(1<<24))
+				k.At(at, func() {
+					check()
+					path, err := tp.Route(src, dst)
+					require.NoError(t, err)
+					for _, l := range path {
+						want[l] += bytes
+					}
+					sent++
+					require.NoError(t, f.Send(src, dst, bytes, SinkFunc(func(int) { check() }), i))
+					k.Settle(check)
+				})
+			}
+			for j := 0; j < 3; j++ {
+				l := r.IntN(len(tp.Links))
+				h := 0.2 + 0.8*r.Float64()
+				k.At(sim.Time(r.IntN(2000))*sim.Microsecond, func() { f.SetLinkHealth(l, h); k.Settle(check) })
+			}
+			require.NoError(t, k.Run(context.Background()))
+			require.Equal(t, sent, delivered)
+			require.Zero(t, f.ActiveFlows())
+			for l, st := range f.LinkStats() {
+				require.InDelta(t, want[l], st.Bytes, 1e-6*math.Max(1, want[l]), "link %s", tp.LinkName(l))
+				if want[l] == 0 {
+					require.Zero(t, st.Busy)
+				}
+			}
+		})
+	}
+}
+
+// TestPropertiesRandomCollectives: random collectives (op, algorithm, group,
+// size), several at once, with sampled faults: each completes, or the run
+// ends with an error that names the problem (never silently).
+func TestPropertiesRandomCollectives(t *testing.T) {
+	for seed := uint64(1); seed <= 30; seed++ {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			r := rng.Stream(seed, "collectives")
+			tp := randomTopology(t, r)
+			k := sim.New()
+			f := NewFlowNet(k, tp)
+			fs := spec.Faults{Sample: &spec.FaultSample{LinkDegradeProbability: 0.2, DegradedHealth: 0.5,
+				LinkFailureProbability: 0.05 * float64(r.IntN(2))}}
+			_, err := ApplyFaults(f, fs, seed)
+			require.NoError(t, err)
+			c := NewComms(f)
+			n := tp.NumRanks()
+			started, done := 0, 0
+			for j := 0; j < 1+r.IntN(3); j++ {
+				op := Ops()[r.IntN(len(Ops()))]
+				algs := Algorithms(op)
+				alg := algs[r.IntN(len(algs))]
+				size := n
+				if op == SendRecv {
+					size = 2
+				} else if alg != HalvingDoubling && alg != Hierarchical {
+					size = 1 + r.IntN(n)
+				}
+				if size > n {
+					continue
+				}
+				ranks := r.Perm(n)[:size]
+				if alg == Hierarchical {
+					ranks = all(n)
+				}
+				_, err := c.Start(Collective{Op: op, Algorithm: alg, Bytes: float64(r.IntN(64 << 20)), Ranks: ranks,
+					Root: r.IntN(size), Chunks: r.IntN(4)}, func(Result) { done++ })
+				if err != nil {
+					// Only requests the algorithm cannot serve are refused.
+					require.Regexp(t, "power-of-two|same number of ranks", err.Error())
+					continue
+				}
+				started++
+			}
+			err = k.Run(context.Background())
+			if err != nil {
+				require.Regexp(t, "partitioned|no progress", err.Error())
+				return
+			}
+			require.Equal(t, started, done)
+		})
+	}
+}
+
+func TestSpecAgreesWithNet(t *testing.T) {
+	require.Len(t, spec.CollectiveNames, len(Ops()))
+	for i, op := range Ops() {
+		require.Equal(t, string(op), spec.CollectiveNames[i])
+		var algs []string
+		for _, a := range Algorithms(op) {
+			algs = append(algs, string(a))
+		}
+		require.Equal(t, algs, spec.CollectiveAlgorithms[string(op)])
+	}
+}
