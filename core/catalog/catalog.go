@@ -3,6 +3,7 @@ package catalog
 
 import (
 	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/model"
 	"github.com/eidolon-sim/eidolon/core/spec"
 	"github.com/eidolon-sim/eidolon/core/topo"
 )
@@ -16,6 +17,7 @@ func entries() []entry {
 	return []entry{
 		{"gpus", func() any { return hw.GPUPresets() }},
 		{"links", func() any { return hw.LinkPresets() }},
+		{"models", func() any { return model.Catalog() }},
 		{"clusters", func() any { return topo.PresetRows() }},
 	}
 }

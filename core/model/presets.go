@@ -1,10 +1,21 @@
 package model
 
+import "reflect"
+
 // Presets returns every model preset in a fixed order, defaulted. Each cites
 // the paper or model card its hyper-parameters come from; PublishedParams is
 // the parameter count that source states (tests check the count against it).
 func Presets() []Preset {
-	ps := []Preset{
+	ps := rawPresets()
+	for i := range ps {
+		ps[i].Config.Defaults()
+	}
+	return ps
+}
+
+// rawPresets are the presets as published, before defaults.
+func rawPresets() []Preset {
+	return []Preset{
 		// Megatron GPT configurations: Narayanan et al. 2021 (arXiv 2104.04473)
 		// Table 1 and Korthikanti et al. 2022 (arXiv 2205.05198) Table 3;
 		// vocabulary 51,200, sequence 2,048, tied embeddings.
@@ -45,10 +56,6 @@ func Presets() []Preset {
 			TiedEmbeddings: true, Heads: 16, KVHeads: 16, HeadDim: 464, FFNHidden: 14848,
 			Pattern: ZambaPattern(76, 6, 4)}, 7.23e9, "Zyphra/Zamba-7B-v1 model card (7.23B)"},
 	}
-	for i := range ps {
-		ps[i].Config.Defaults()
-	}
-	return ps
 }
 
 // Preset is a named configuration with its published parameter count.
@@ -90,4 +97,34 @@ func Names() []string {
 		out[i] = p.Config.Name
 	}
 	return out
+}
+
+// FromPreset starts from the named preset's published hyper-parameters,
+// replaces those that over sets (non-zero fields; a bool can only be set to
+// true), and fills the remaining defaults, so {"preset": "llama2-7b",
+// "layers": 2} is a two-layer LLaMA-2-7B. The pattern of a GPT, LLaMA or
+// Mamba preset follows an overridden layer count.
+func FromPreset(name string, over Config) (Config, bool) {
+	var base Config
+	found := false
+	for _, p := range rawPresets() {
+		if p.Config.Name == name {
+			base, found = p.Config, true
+		}
+	}
+	if !found {
+		return Config{}, false
+	}
+	bv := reflect.ValueOf(&base).Elem()
+	ov := reflect.ValueOf(over)
+	for i := 0; i < ov.NumField(); i++ {
+		if f := ov.Field(i); !f.IsZero() {
+			bv.Field(i).Set(f)
+		}
+	}
+	if over.Layers != 0 && over.Pattern == "" && base.Family != Hybrid {
+		base.Pattern = ""
+	}
+	base.Defaults()
+	return base, true
 }

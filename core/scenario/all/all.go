@@ -8,6 +8,7 @@ import (
 
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/scenario/collective"
+	"github.com/eidolon-sim/eidolon/core/scenario/operators"
 	"github.com/eidolon-sim/eidolon/core/scenario/seedflood"
 	"github.com/eidolon-sim/eidolon/core/scenario/selftest"
 	"github.com/eidolon-sim/eidolon/core/spec"
@@ -17,6 +18,7 @@ import (
 func Kinds() []scenario.Kind {
 	ks := []scenario.Kind{
 		selftest.Kind(),
+		operators.Kind(),
 		collective.Kind(),
 		seedflood.Kind(),
 	}

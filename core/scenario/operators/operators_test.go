@@ -1,0 +1,118 @@
+package operators_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/eidolon-sim/eidolon/core/model"
+	"github.com/eidolon-sim/eidolon/core/scenario"
+	"github.com/eidolon-sim/eidolon/core/scenario/all"
+	"github.com/eidolon-sim/eidolon/core/scenario/operators"
+	"github.com/eidolon-sim/eidolon/core/spec"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func runSpec(t *testing.T, js string) scenario.Result {
+	t.Helper()
+	_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
+	require.NoError(t, err)
+	return res
+}
+
+func tables(res scenario.Result) map[string]any {
+	m := map[string]any{}
+	for _, tb := range res.Tables {
+		m[tb.Name] = tb.Rows
+	}
+	return m
+}
+
+func TestTablesAddUp(t *testing.T) {
+	for _, js := range []string{
+		`{"kind":"operators","gpu":"a100-80gb-sxm","model":"llama2-7b","batch":1,"seq_len":2048}`,
+		`{"kind":"operators","gpu":"h100-sxm","model":"mamba-2.8b","phase":"prefill","batch":4,"seq_len":1024}`,
+		`{"kind":"operators","gpu":"h100-sxm","model":"zamba-7b","phase":"decode","batch":8,"kv_len":4096,"tp":2}`,
+		`{"kind":"operators","gpu":"h100-sxm","model":"mamba2-2.7b","phase":"training","tp":2,"sequence_parallel":true,"recompute":"full"}`,
+		`{"kind":"operators","gpu":"mi300x","model":{"preset":"gpt3-175b","layers":2},"tp":8,"unfused_attention":true,"recompute":"selective"}`,
+	} {
+		tb := tables(runSpec(t, js))
+		sum := tb["summary"].([]operators.SummaryRow)[0]
+		ops := tb["operators"].([]operators.OperatorRow)
+		layers := tb["layers"].([]operators.LayerRow)
+		total, flops := 0.0, 0.0
+		for _, o := range ops {
+			require.Greater(t, o.TimeS, 0.0, o.Op)
+			total += o.TotalTimeS
+			flops += float64(o.Count) * o.FLOPs
+		}
+		assert.InEpsilon(t, sum.TimeS, total, 1e-9, js)
+		assert.InEpsilon(t, sum.FLOPs, flops, 1e-9, js)
+		lt := 0.0
+		for _, l := range layers {
+			lt += l.TotalTimeS
+		}
+		assert.InEpsilon(t, sum.TimeS, lt, 1e-9, js)
+		assert.InEpsilon(t, sum.TimeS, sum.ComputeBoundTimeS+sum.MemoryBoundTimeS+sum.LaunchBoundTimeS, 1e-9)
+		assert.LessOrEqual(t, sum.FLOPsUtilization, 1.0)
+	}
+}
+
+func TestDecodeIsMemoryBoundTrainingComputeBound(t *testing.T) {
+	tb := tables(runSpec(t, `{"kind":"operators","gpu":"a100-80gb-sxm","model":"llama2-7b","phase":"decode","batch":1,"kv_len":200}`))
+	sum := tb["summary"].([]operators.SummaryRow)[0]
+	// Batch-1 decode reads every weight once: at least weights / HBM bandwidth
+	// (13.5 GB / 2.039 TB/s = 6.6 ms), and mostly memory-bound.
+	assert.Greater(t, sum.TimeS, sum.WeightBytes/2.039e12)
+	assert.Greater(t, sum.MemoryBoundTimeS, 0.5*sum.TimeS)
+	t.Logf("llama2-7b decode step on A100, batch 1: %.2f ms", sum.TimeS*1e3)
+
+	tb = tables(runSpec(t, `{"kind":"operators","gpu":"a100-80gb-sxm","model":"llama2-7b","batch":4,"seq_len":2048}`))
+	sum = tb["summary"].([]operators.SummaryRow)[0]
+	assert.Greater(t, sum.ComputeBoundTimeS, 0.5*sum.TimeS)
+	t.Logf("llama2-7b training step (4×2048) on A100: %.0f ms, %.0f%% of peak", sum.TimeS*1e3, 100*sum.FLOPsUtilization)
+}
+
+func TestCollectivesListed(t *testing.T) {
+	tb := tables(runSpec(t, `{"kind":"operators","gpu":"h100-sxm","model":"llama2-7b","tp":4,"batch":1,"seq_len":1024}`))
+	colls := tb["collectives"].([]operators.CollectiveRow)
+	sum := tb["summary"].([]operators.SummaryRow)[0]
+	require.NotEmpty(t, colls)
+	total := 0.0
+	for _, c := range colls {
+		total += float64(c.Count) * c.PayloadBytes
+	}
+	assert.Equal(t, sum.TPCommBytes, total)
+}
+
+func TestSpecProblems(t *testing.T) {
+	_, _, err := all.Run(scenario.Env{Ctx: context.Background()},
+		[]byte(`{"kind":"operators","gpu":"a100","model":"llama2-7x","phase":"train"}`))
+	require.Error(t, err)
+	msg := err.Error()
+	for _, want := range []string{"gpu:", "model:", `did you mean "llama2-7b"`} {
+		assert.Contains(t, msg, want)
+	}
+	_, _, err = all.Run(scenario.Env{Ctx: context.Background()},
+		[]byte(`{"kind":"operators","gpu":"a100-80gb-sxm","model":"llama2-7b","dtype":"fp8","tp":3,"phase":"train"}`))
+	require.Error(t, err)
+	msg = err.Error()
+	for _, want := range []string{"dtype: a100-80gb-sxm has no fp8", "tp: must divide heads", "phase: must be one of"} {
+		assert.Contains(t, msg, want)
+	}
+	_, _, err = all.Run(scenario.Env{Ctx: context.Background()},
+		[]byte(`{"kind":"operators","gpu":"h100-sxm","model":{"family":"llama","layerz":2}}`))
+	require.Error(t, err)
+	assert.True(t, strings.Contains(err.Error(), "model.layerz"), err.Error())
+}
+
+func TestModelSpecRoundTrip(t *testing.T) {
+	var s spec.Operators
+	require.NoError(t, spec.Decode([]byte(`{"kind":"operators","gpu":"h100-sxm","model":{"preset":"llama2-7b","layers":2}}`), &s))
+	c, ok := s.Model.Resolve()
+	require.True(t, ok)
+	assert.Equal(t, 2, c.Layers)
+	assert.Equal(t, "AA", c.Pattern)
+	assert.Equal(t, model.LLaMA, c.Family)
+}

@@ -1,0 +1,97 @@
+package spec
+
+import (
+	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/model"
+)
+
+// Operators is the "operators" kind: every operator of one model pass on
+// one GPU (one tensor-parallel rank), with its FLOPs, traffic per memory
+// level, what bounds it and its time.
+type Operators struct {
+	Header
+	// GPU preset name (eidolon.presets.gpus()), e.g. "h100-sxm".
+	GPU string `json:"gpu"`
+	// Model: a preset name or hyper-parameters (see Model).
+	Model Model `json:"model"`
+	// Phase: "training" (forward, backward, optimizer), "prefill" or
+	// "decode" (one new token per sequence). Default "training".
+	Phase string `json:"phase,omitempty"`
+	// Batch is sequences per pass (the micro-batch in training); default 1.
+	Batch int `json:"batch,omitempty"`
+	// SeqLen is tokens per sequence in training and prefill; default 2048.
+	SeqLen int `json:"seq_len,omitempty"`
+	// KVLen is the tokens already cached per sequence in decode; default 2048.
+	KVLen int `json:"kv_len,omitempty"`
+	// DType of the math: fp32, tf32, bf16, fp16, fp8, int8; default "bf16".
+	DType string `json:"dtype,omitempty"`
+	// TP is the Megatron tensor-parallel degree (the ops of one rank); default 1.
+	TP int `json:"tp,omitempty"`
+	// SequenceParallel shards norms and residuals along the sequence.
+	SequenceParallel bool `json:"sequence_parallel,omitempty"`
+	// Recompute: "none" (default), "selective" or "full" (training).
+	Recompute string `json:"recompute,omitempty"`
+	// UnfusedAttention materializes the attention scores instead of FlashAttention.
+	UnfusedAttention bool `json:"unfused_attention,omitempty"`
+}
+
+// Defaults fills optional fields.
+func (s *Operators) Defaults() {
+	if s.Phase == "" {
+		s.Phase = string(model.Training)
+	}
+	if s.Batch == 0 {
+		s.Batch = 1
+	}
+	if s.SeqLen == 0 {
+		s.SeqLen = 2048
+	}
+	if s.KVLen == 0 {
+		s.KVLen = 2048
+	}
+	if s.DType == "" {
+		s.DType = string(hw.BF16)
+	}
+	if s.TP == 0 {
+		s.TP = 1
+	}
+	if s.Recompute == "" {
+		s.Recompute = string(model.RecomputeNone)
+	}
+}
+
+// Validate reports every problem.
+func (s *Operators) Validate(p *Problems) {
+	gpu, okGPU := hw.GPUByName(s.GPU)
+	if !okGPU {
+		p.OneOf("gpu", s.GPU, hw.GPUNames())
+	}
+	n := p.Len()
+	s.Model.Validate(p, "model")
+	if p.Len() > n {
+		return
+	}
+	dtypes := make([]string, len(hw.DTypes))
+	for i, d := range hw.DTypes {
+		dtypes[i] = string(d)
+	}
+	if !p.OneOf("dtype", s.DType, dtypes) {
+		return
+	}
+	if okGPU && gpu.Peak(hw.DType(s.DType)) == 0 {
+		p.Addf("dtype", "%s has no %s math units; choose one of its types", s.GPU, s.DType)
+	}
+	c, _ := s.Model.Resolve()
+	for _, fp := range c.CheckRun(s.Run()) {
+		p.Addf(fp.Field, "%s", fp.Message)
+	}
+}
+
+// Run is the work the spec describes, for package model.
+func (s *Operators) Run() model.Run {
+	return model.Run{
+		Phase: model.Phase(s.Phase), Batch: s.Batch, SeqLen: s.SeqLen, KVLen: s.KVLen,
+		TP: s.TP, SequenceParallel: s.SequenceParallel, Recompute: model.Recompute(s.Recompute),
+		DType: hw.DType(s.DType), UnfusedAttention: s.UnfusedAttention,
+	}
+}
