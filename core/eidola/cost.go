@@ -20,8 +20,9 @@ type Cost struct {
 // CostModel prices the work of one CTA on one GPU. The scenario passes an
 // adapter over core/compute; tests pass closed-form models.
 type CostModel interface {
-	// GEMMTile is one CTA computing an m×n output tile over depth k.
-	GEMMTile(m, n, k int, d hw.DType) Cost
+	// GEMMTile is one CTA computing a tileM×tileN output tile of an m×n×k
+	// GEMM (the whole GEMM sets how operands are reused through L2).
+	GEMMTile(m, n, k, tileM, tileN int, d hw.DType) Cost
 	// Reduce is one CTA summing `copies` chunks of `elems` elements into one.
 	Reduce(elems, copies int, d hw.DType) Cost
 	// Copy is one CTA copying elems elements from a receive buffer to the output.

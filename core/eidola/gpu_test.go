@@ -20,7 +20,7 @@ type flatCost struct {
 func (f flatCost) c() Cost {
 	return Cost{ComputeS: f.computeS, ReadBytes: f.readBytes, HBMBytes: f.hbmBytes}
 }
-func (f flatCost) GEMMTile(m, n, k int, d hw.DType) Cost     { return f.c() }
+func (f flatCost) GEMMTile(m, n, k, tm, tn int, d hw.DType) Cost     { return f.c() }
 func (f flatCost) Reduce(elems, copies int, d hw.DType) Cost { return f.c() }
 func (f flatCost) Copy(elems int, d hw.DType) Cost           { return f.c() }
 

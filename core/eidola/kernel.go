@@ -207,7 +207,7 @@ func (k *Kernel) buildAllGatherGEMM(costs CostModel) {
 		// my shard lands in peer g as chunk P-g (its view of me)
 		k.Sends = append(k.Sends, Send{After: -1, Dest: g, Chunk: c.GPUs - g, Bytes: shardBytes})
 	}
-	cost := costs.GEMMTile(c.TileM, c.TileN, c.K, c.DType)
+	cost := costs.GEMMTile(c.M, c.N, c.K, c.TileM, c.TileN, c.DType)
 	for i := 0; i < c.M/c.TileM; i++ {
 		first, last := i*c.TileM/block, ((i+1)*c.TileM-1)/block
 		var needs []Signal
@@ -249,7 +249,7 @@ func (k *Kernel) buildGEMMReduceScatter(costs CostModel) {
 			k.expect(Signal{Source: g, Chunk: t}, tileBytes, t)
 		}
 	}
-	gemm := costs.GEMMTile(tm, c.TileN, c.K, c.DType)
+	gemm := costs.GEMMTile(c.M, c.N, c.K, tm, c.TileN, c.DType)
 	ownTile := make([]int, chunks)
 	for _, b := range RSComputeOrder(0, c.GPUs) {
 		for t := 0; t < chunks; t++ {

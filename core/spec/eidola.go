@@ -171,7 +171,8 @@ func (s *Eidola) Defaults() {
 const maxGhosts = 1 << 16
 
 func (s *Eidola) Validate(p *Problems) {
-	if _, ok := hw.GPUByName(s.GPU); !ok {
+	gpu, ok := hw.GPUByName(s.GPU)
+	if !ok {
 		p.OneOf("gpu", s.GPU, hw.GPUNames())
 	}
 	p.OneOf("kernel", s.Kernel, EidolaKernels())
@@ -181,6 +182,8 @@ func (s *Eidola) Validate(p *Problems) {
 			names[i] = string(d)
 		}
 		p.OneOf("dtype", s.DType, names)
+	} else if ok && gpu.Peak(hw.DType(s.DType)) == 0 {
+		p.Addf("dtype", "%s has no %s tensor math", s.GPU, s.DType)
 	}
 	p.IntInRange("ghosts", s.Ghosts, 1, maxGhosts)
 	p.IntInRange("ctas_per_sm", s.CTAsPerSM, 1, 64)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/scenario/collective"
+	"github.com/eidolon-sim/eidolon/core/scenario/eidola"
 	"github.com/eidolon-sim/eidolon/core/scenario/operators"
 	"github.com/eidolon-sim/eidolon/core/scenario/seedflood"
 	"github.com/eidolon-sim/eidolon/core/scenario/selftest"
@@ -21,6 +22,7 @@ func Kinds() []scenario.Kind {
 		operators.Kind(),
 		collective.Kind(),
 		seedflood.Kind(),
+		eidola.Kind(),
 	}
 	sort.Slice(ks, func(i, j int) bool { return ks[i].Name < ks[j].Name })
 	return ks
