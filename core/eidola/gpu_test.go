@@ -20,9 +20,9 @@ type flatCost struct {
 func (f flatCost) c() Cost {
 	return Cost{ComputeS: f.computeS, ReadBytes: f.readBytes, HBMBytes: f.hbmBytes}
 }
-func (f flatCost) GEMMTile(m, n, k, tm, tn int, d hw.DType) Cost     { return f.c() }
-func (f flatCost) Reduce(elems, copies int, d hw.DType) Cost { return f.c() }
-func (f flatCost) Copy(elems int, d hw.DType) Cost           { return f.c() }
+func (f flatCost) GEMMTile(m, n, k, tm, tn int, d hw.DType) Cost { return f.c() }
+func (f flatCost) Reduce(elems, copies int, d hw.DType) Cost     { return f.c() }
+func (f flatCost) Copy(elems int, d hw.DType) Cost               { return f.c() }
 
 // testGPU has round numbers: 1 GHz (a cycle is 1 ns), 8 SMs.
 func testGPU() hw.GPU {
