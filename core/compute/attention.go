@@ -65,7 +65,7 @@ func (e *Evaluator) flash(o model.Op) Cost {
 	if o.Kind == model.FlashAttentionBwd {
 		stream = float64(heads*pairs) * 2 * float64(br*o.HeadDim) * (in + 4)
 	}
-	c := Cost{FLOPs: mm, Kernels: 1}
+	c := Cost{ExecutedFLOPs: mm, Kernels: 1}
 	c.BytesL2 = stream + o.Bytes
 	c.BytesSMEM = stream + float64(blocks)*float64(br*o.HeadDim)*in
 	c.BytesHBM = o.Bytes
@@ -93,7 +93,7 @@ func (e *Evaluator) decode(o model.Op) Cost {
 	share := math.Min(1, float64(seqHeads*splits)/float64(sms))
 	q := float64(o.Batch*o.Heads*o.HeadDim) * actBytes(o)
 	partials := float64(splits-1) * (q + 2*float64(o.Batch*o.Heads)*float64(o.HeadDim+1)*4)
-	c := Cost{FLOPs: o.FLOPs, BytesL2: o.Bytes + partials, BytesHBM: o.Bytes + partials, Kernels: 1}
+	c := Cost{BytesL2: o.Bytes + partials, BytesHBM: o.Bytes + partials, Kernels: 1}
 	// Scores: one per (head, key); GQA shares each K/V read across heads.
 	lanes := g.VectorFP32FlopsPerS / 2
 	scores := float64(o.Batch*o.Heads) * float64(o.SeqKV)

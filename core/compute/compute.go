@@ -32,13 +32,14 @@ const (
 
 // Cost is an operator's price on a GPU.
 type Cost struct {
-	// FLOPs is the arithmetic the kernel performs, padding included (a GEMM
-	// tile computes its padded edges).
-	FLOPs float64
+	// FLOPs is the operator's arithmetic (model.Op.FLOPs); ExecutedFLOPs
+	// what the kernel performs, padding included (a GEMM tile computes its
+	// padded edges, FlashAttention whole blocks across the causal diagonal).
+	FLOPs, ExecutedFLOPs float64
 	// Bytes moved at each level: shared memory reads by the math units, L2
 	// reads and writes by the SMs, HBM reads and writes.
 	BytesSMEM, BytesL2, BytesHBM float64
-	// Intensity is FLOPs per HBM byte.
+	// Intensity is FLOPs per HBM byte (the roofline's x axis).
 	Intensity float64
 	Bound     Bound
 	// TimeS is the kernel time including launch; each level's time is its
@@ -142,6 +143,10 @@ func (e *Evaluator) finish(c Cost, usefulFLOPs, mathTime, hbmShare float64) Cost
 		c.Bound = BoundLaunch
 	}
 	c.TimeS = best.t + launch
+	c.FLOPs = usefulFLOPs
+	if c.ExecutedFLOPs == 0 {
+		c.ExecutedFLOPs = usefulFLOPs
+	}
 	if c.BytesHBM > 0 {
 		c.Intensity = c.FLOPs / c.BytesHBM
 	}
@@ -167,7 +172,7 @@ func kernelsPerOp(o model.Op) int {
 // from HBM and its math runs at the vector rate (tensor rate for the SSD
 // matmuls). Shared memory is not a bottleneck for a single pass.
 func (e *Evaluator) streaming(o model.Op) Cost {
-	c := Cost{FLOPs: o.FLOPs, BytesL2: o.Bytes, BytesHBM: o.Bytes, Kernels: kernelsPerOp(o)}
+	c := Cost{BytesL2: o.Bytes, BytesHBM: o.Bytes, Kernels: kernelsPerOp(o)}
 	return e.finish(c, o.FLOPs, safeDiv(o.FLOPs, e.mathPeak(o)), 1)
 }
 

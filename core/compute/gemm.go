@@ -72,7 +72,7 @@ func (e *Evaluator) searchTiles(key gemmKey) Cost {
 					tileFLOPs := 2 * float64(bm*bn*kp)
 
 					c := Cost{TileM: int(bm), TileN: int(bn), TileK: int(bk), SplitK: int(split), Waves: int(waves), Kernels: 1}
-					c.FLOPs = float64(tiles) * tileFLOPs
+					c.ExecutedFLOPs = float64(tiles) * tileFLOPs
 					mathTime := float64(waves) * tileFLOPs / peakSM
 
 					wm, wn := min(bm, 64), min(bn, 64)
@@ -106,7 +106,8 @@ func (e *Evaluator) searchTiles(key gemmKey) Cost {
 					}
 					c = e.finish(c, useful, mathTime, 1)
 					c.TileEfficiency = useful / (float64(waves*sms) * tileFLOPs)
-					if c.TimeS < best.TimeS {
+					// Among equally fast tiles, prefer the least padded work.
+					if c.TimeS < best.TimeS*(1-1e-12) || (c.TimeS <= best.TimeS*(1+1e-12) && c.ExecutedFLOPs < best.ExecutedFLOPs) {
 						best = c
 					}
 				}

@@ -30,8 +30,10 @@ type OperatorRow struct {
 	// Shape: GEMMs "MxNxK" (with "batch*" in front when batched); attention
 	// "b,heads,kv_heads,q_len,kv_len,head_dim"; empty for one-pass kernels.
 	Shape string `arrow:"shape"`
-	// FLOPs the kernel performs (padding included for GEMMs and attention).
-	FLOPs float64 `arrow:"flops"`
+	// FLOPs of the operator (the model's count); FLOPsExecuted what the
+	// kernel performs, padding of GEMM tiles and attention blocks included.
+	FLOPs         float64 `arrow:"flops"`
+	FLOPsExecuted float64 `arrow:"flops_executed"`
 	// Bytes read and written at each memory level.
 	BytesSMEM float64 `arrow:"bytes_smem"`
 	BytesL2   float64 `arrow:"bytes_l2"`
@@ -112,7 +114,8 @@ type SummaryRow struct {
 	ComputeBoundTimeS float64 `arrow:"compute_bound_time_s"`
 	MemoryBoundTimeS  float64 `arrow:"memory_bound_time_s"`
 	LaunchBoundTimeS  float64 `arrow:"launch_bound_time_s"`
-	// FLOPs performed on this rank, the matmul share, and the rate.
+	// FLOPs of the pass on this rank (model counts, no padding), the matmul
+	// share, and the rate.
 	FLOPs             float64 `arrow:"flops"`
 	MatmulFLOPs       float64 `arrow:"matmul_flops"`
 	AchievedFLOPsPerS float64 `arrow:"achieved_flops_per_s"`
@@ -266,7 +269,7 @@ func fillSummary(sum *SummaryRow, cfg model.Config, g model.Graph, gpu hw.GPU) {
 func operatorRow(layer string, count int, o model.Op, c compute.Cost) OperatorRow {
 	r := OperatorRow{
 		Layer: layer, Op: o.Name, Kind: string(o.Kind), Pass: string(o.Pass), Count: count,
-		Shape: shape(o), FLOPs: c.FLOPs, BytesSMEM: c.BytesSMEM, BytesL2: c.BytesL2, BytesHBM: c.BytesHBM,
+		Shape: shape(o), FLOPs: c.FLOPs, FLOPsExecuted: c.ExecutedFLOPs, BytesSMEM: c.BytesSMEM, BytesL2: c.BytesL2, BytesHBM: c.BytesHBM,
 		IntensityFLOPsPerByte: c.Intensity, Bound: string(c.Bound), TimeS: c.TimeS,
 		TotalTimeS: float64(count) * c.TimeS, AchievedFLOPsPerS: c.AchievedFLOPsPerS,
 	}
