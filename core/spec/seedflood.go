@@ -16,7 +16,7 @@ type SeedFlood struct {
 	Methods []string `json:"methods,omitempty"`
 	// Steps of training; default 300.
 	Steps int `json:"steps,omitempty"`
-	// LearningRate of the zeroth-order methods; default 0.02.
+	// LearningRate of the zeroth-order methods; default 0.01.
 	LearningRate float64 `json:"learning_rate,omitempty"`
 	// FirstOrderLearningRate of DSGD and ChocoSGD; default 0.1.
 	FirstOrderLearningRate float64 `json:"first_order_learning_rate,omitempty"`
@@ -179,7 +179,7 @@ func (s *SeedFlood) Defaults() {
 		s.Steps = 300
 	}
 	if s.LearningRate == 0 {
-		s.LearningRate = 0.02
+		s.LearningRate = 0.01
 	}
 	if s.FirstOrderLearningRate == 0 {
 		s.FirstOrderLearningRate = 0.1
