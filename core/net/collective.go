@@ -124,6 +124,11 @@ type Collective struct {
 	// halving-doubling and direct, and one chunk per MiB (at most 64) for
 	// trees and chains, whose pipelining needs it.
 	Chunks int
+	// Channels splits a ring algorithm over parallel rings, each carrying
+	// Bytes/Channels; channel c rotates every node's ranks by c so the rings
+	// cross between nodes on different GPUs and NICs (NCCL's channels).
+	// 0 means 1.
+	Channels int
 	// Quant, if set, quantizes the payload on the wire.
 	Quant *Quantization
 	// ProtocolEfficiency in (0, 1] is the fraction of link time that carries
@@ -237,6 +242,12 @@ func (c *Comms) check(col *Collective) error {
 	}
 	if col.Chunks < 0 {
 		return fmt.Errorf("chunks must be >= 0, got %d", col.Chunks)
+	}
+	if col.Channels < 0 {
+		return fmt.Errorf("channels must be >= 0, got %d", col.Channels)
+	}
+	if col.Channels == 0 {
+		col.Channels = 1
 	}
 	if col.Chunks == 0 {
 		col.Chunks = 1
@@ -502,10 +513,17 @@ func (c *Comms) program(col Collective) (program, error) {
 		identity[i] = i
 	}
 	switch {
-	case col.Op == AllReduce && col.Algorithm == Ring:
-		return &ringProg{chunks: chunks, segs: []segment{{2 * (n - 1), per / float64(n), ringNext(identity)}}}, nil
-	case (col.Op == AllGather || col.Op == ReduceScatter) && col.Algorithm == Ring:
-		return &ringProg{chunks: chunks, segs: []segment{{n - 1, per / float64(n), ringNext(identity)}}}, nil
+	case (col.Op == AllReduce || col.Op == AllGather || col.Op == ReduceScatter) && col.Algorithm == Ring:
+		steps := n - 1
+		if col.Op == AllReduce {
+			steps = 2 * (n - 1)
+		}
+		p := &ringProg{chunks: chunks}
+		per /= float64(col.Channels)
+		for ch := 0; ch < col.Channels; ch++ {
+			p.channels = append(p.channels, []segment{{steps, per / float64(n), ringNext(c.channelOrder(col.Ranks, ch, col.Channels))}})
+		}
+		return p, nil
 	case col.Op == AllReduce && col.Algorithm == Hierarchical:
 		groups := c.t.NodesOfRanks(col.Ranks)
 		// groups hold global ranks; convert to communicator indices.
@@ -528,11 +546,11 @@ func (c *Comms) program(col Collective) (program, error) {
 				cross[idx[rk]] = int32(idx[groups[(gi+1)%G][li]])
 			}
 		}
-		return &ringProg{chunks: chunks, segs: []segment{
+		return &ringProg{chunks: chunks, channels: [][]segment{{
 			{L - 1, per / float64(L), intra},
 			{2 * (G - 1), per / float64(L*G), cross},
 			{L - 1, per / float64(L), intra},
-		}}, nil
+		}}}, nil
 	case col.Op == AllReduce && col.Algorithm == HalvingDoubling:
 		if n&(n-1) != 0 {
 			return nil, fmt.Errorf("halving_doubling needs a power-of-two number of ranks, got %d", n)
@@ -574,11 +592,37 @@ func (c *Comms) program(col Collective) (program, error) {
 	return nil, fmt.Errorf("%s with algorithm %q is not implemented", col.Op, col.Algorithm)
 }
 
+// channelOrder is the ring order (communicator indices) of channel ch: ranks
+// grouped by node in communicator order, each node's ranks rotated by ch, so
+// that every channel enters and leaves each node through different GPUs and
+// hence different NICs, as NCCL's channels do.
+func (c *Comms) channelOrder(ranks []int, ch, channels int) []int {
+	if channels == 1 {
+		order := make([]int, len(ranks))
+		for i := range order {
+			order[i] = i // one ring: the communicator's own order
+		}
+		return order
+	}
+	idx := make(map[int]int, len(ranks))
+	for i, r := range ranks {
+		idx[r] = i
+	}
+	var order []int
+	for _, g := range c.t.NodesOfRanks(ranks) {
+		for j := range g {
+			order = append(order, idx[g[(j+ch)%len(g)]])
+		}
+	}
+	return order
+}
+
 // ringProg: consecutive segments of ring steps; in each step every rank sends
-// one message to its next rank in the segment's rings.
+// one message to its next rank in the segment's rings. Each channel has its
+// own segments (ring order); instances are channels × chunks.
 type ringProg struct {
-	chunks int
-	segs   []segment
+	chunks   int
+	channels [][]segment
 }
 
 type segment struct {
@@ -587,12 +631,12 @@ type segment struct {
 	next  []int32
 }
 
-func (p *ringProg) instances() int  { return p.chunks }
-func (p *ringProg) group(int) int   { return 0 }
-func (p *ringProg) pipelined() bool { return true }
+func (p *ringProg) instances() int     { return p.chunks * len(p.channels) }
+func (p *ringProg) group(inst int) int { return inst / p.chunks }
+func (p *ringProg) pipelined() bool    { return true }
 func (p *ringProg) total() int {
 	s := 0
-	for _, g := range p.segs {
+	for _, g := range p.channels[0] {
 		s += g.steps
 	}
 	return s
@@ -604,9 +648,9 @@ func (p *ringProg) wait(_, _, k int) int {
 	}
 	return 1
 }
-func (p *ringProg) sends(_, rank, k int, buf []msg) []msg {
+func (p *ringProg) sends(inst, rank, k int, buf []msg) []msg {
 	step := k
-	for _, g := range p.segs {
+	for _, g := range p.channels[inst/p.chunks] {
 		if step < g.steps {
 			return append(buf, msg{to: g.next[rank], op: int32(k + 1), bytes: g.bytes})
 		}

@@ -26,6 +26,9 @@ type Collective struct {
 	Concurrent int `json:"concurrent,omitempty"`
 	// Root index in the group for broadcast and reduce.
 	Root int `json:"root,omitempty"`
+	// Channels: parallel rings for ring algorithms (NCCL's channels), each
+	// crossing nodes through different NICs; default 1.
+	Channels int `json:"channels,omitempty"`
 	// Chunks for pipelining; 0 = automatic (see net.Collective).
 	Chunks int `json:"chunks,omitempty"`
 	// Quantization of the payload on the wire; null = none.
@@ -140,6 +143,7 @@ func (s *Collective) Validate(p *Problems) {
 	p.IntInRange("concurrent", s.Concurrent, 1, 1024)
 	p.IntInRange("root", s.Root, 0, 1<<20)
 	p.IntInRange("chunks", s.Chunks, 0, 4096)
+	p.IntInRange("channels", s.Channels, 0, 256)
 	if s.ProtocolEfficiency != 0 {
 		p.InRange("protocol_efficiency", s.ProtocolEfficiency, 1e-3, 1)
 	}

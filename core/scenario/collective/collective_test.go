@@ -87,3 +87,18 @@ func TestSpecErrorsNameFields(t *testing.T) {
 	require.ErrorAs(t, err, &se)
 	require.Contains(t, err.Error(), "faults.devices[0].device")
 }
+
+func TestChannelsUseEveryNIC(t *testing.T) {
+	// One ring crosses between two dgx-h100 nodes through one NDR NIC
+	// (50 GB/s) each way, so its busbw is ≈ 50 GB/s; eight channels rotate
+	// the in-node order so each crosses through a different NIC: ≈ 8× that,
+	// less the ECMP collisions on the spine.
+	busbw := func(ch string) float64 {
+		res := runSpec(t, `{"kind":"collective","cluster":{"preset":"dgx-h100","nodes":2},"channels":`+ch+`}`)
+		return table[collective.SummaryRow](t, res, "summary")[0].BusbwBytesPerS
+	}
+	one, eight := busbw("1"), busbw("8")
+	require.InEpsilon(t, 50e9, one, 0.01)
+	require.Greater(t, eight, 6*one)
+	require.LessOrEqual(t, eight, 8*50e9)
+}
