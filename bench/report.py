@@ -1,0 +1,83 @@
+"""Benchmark and fidelity report: simulator wall time against problem size,
+per scenario, and the fidelity tables against published reference figures.
+
+    make bench                       # small sizes
+    .venv/bin/python bench/report.py --full   # the sizes the issues name (minutes)
+
+Wall times are measured here, around eidolon.run, on whatever machine runs it;
+they are a report, never an assertion. The Go benchmarks (`go test -bench . ./bench`)
+measure the core alone; the fidelity tables come from `go test -v -run Fidelity ./bench`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+import eidolon
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def timed(spec: dict[str, Any]) -> tuple[float, eidolon.Result]:
+    start = time.perf_counter()
+    r = eidolon.run(spec, progress=False)
+    return time.perf_counter() - start, r
+
+
+def collective_scale(full: bool) -> pd.DataFrame:
+    """1 GiB ring all-reduce with congestion over N dgx-h100 nodes."""
+    rows = []
+    for nodes in [1, 16, 128] + ([512, 1024] if full else []):
+        wall, r = timed({"kind": "collective", "cluster": {"preset": "dgx-h100", "nodes": nodes}, "sizes_bytes": [2**30]})
+        s = r.to_pandas("summary").iloc[0]
+        rows.append({"gpus": nodes * 8, "wall_s": wall, "simulated_time_s": s.time_s, "busbw_GB_per_s": s.busbw_bytes_per_s / 1e9})
+    return pd.DataFrame(rows)
+
+
+def operators_scale(full: bool) -> pd.DataFrame:
+    """Every operator of one training step of a model on one GPU."""
+    rows = []
+    for model in ["llama2-7b", "llama2-70b", "gpt3-175b"] + (["gpt-1t"] if full else []):
+        wall, r = timed({"kind": "operators", "gpu": "h100-sxm", "model": model, "batch": 1, "seq_len": 4096, "phase": "training"})
+        s = r.to_pandas("summary").iloc[0]
+        rows.append({"model": model, "operators": r["operators"].num_rows, "wall_s": wall, "step_time_s": s.time_s})
+    return pd.DataFrame(rows)
+
+
+SECTIONS: list[tuple[str, Callable[[bool], pd.DataFrame]]] = [
+    ("operators: one training step's operators on one GPU", operators_scale),
+    ("collective: 1 GiB ring all-reduce on dgx-h100 nodes", collective_scale),
+]
+
+
+def fidelity() -> str:
+    """The Go fidelity tables (reference figures against the model), as logged by the tests."""
+    out = subprocess.run(
+        ["go", "test", "-count=1", "-v", "-run", "Fidelity", "./bench"],
+        cwd=ROOT, capture_output=True, text=True,
+    )
+    lines = [ln.strip() for ln in out.stdout.splitlines() if ln.strip().startswith(("bench", "net_test", "training", "ssm", "fidelity")) or ".go:" in ln]
+    return "\n".join(lines) if out.returncode == 0 else out.stdout + out.stderr
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--full", action="store_true", help="run the large sizes too")
+    args = parser.parse_args()
+    with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
+        for title, fn in SECTIONS:
+            print(f"\n=== {title}")
+            print(fn(args.full).to_string(index=False))
+    print("\n=== fidelity against published figures")
+    print(fidelity())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
