@@ -15,7 +15,7 @@ type msg struct {
 
 // seedFlood: every step every client makes q two-point estimates at its own
 // parameters, floods (origin, step, seed, scalar) messages, and applies each
-// message once, when it arrives: StepsPerHop × hop distance steps later.
+// message once, when it arrives (Config.DelaySteps of its hop distance).
 // Each update is scaled by lr/(n·q), so once every message has arrived
 // every client has taken the same steps as centralized ZO-SGD averaging
 // n·q estimates per step.
@@ -35,7 +35,7 @@ func newSeedFlood(cfg *Config, cnt *Counters) *seedFlood {
 	s.zo.private = cfg.privateWeights
 	for c := 0; c < n; c++ {
 		s.state = append(s.state, s.zo.newClient(cfg.Init))
-		s.maxDelay = max(s.maxDelay, s.flood.Eccentricity[c]*cfg.StepsPerHop)
+		s.maxDelay = max(s.maxDelay, cfg.DelaySteps(s.flood.Eccentricity[c]))
 	}
 	s.ring = make([][]msg, s.maxDelay+1)
 	for i := range s.ring {
@@ -71,7 +71,7 @@ func (s *seedFlood) step(t int) int64 {
 		for c, st := range s.state {
 			// Epoch e is complete at c once its last step, (e+1)K−1, plus the
 			// longest delay to c has passed.
-			done := t - s.flood.Eccentricity[c]*cfg.StepsPerHop
+			done := t - cfg.DelaySteps(s.flood.Eccentricity[c])
 			s.zo.settle(st, (done+1)/cfg.ZO.RefreshEvery-1, true)
 		}
 		oldest := s.state[0].settled
@@ -92,7 +92,7 @@ func (s *seedFlood) step(t int) int64 {
 func (s *seedFlood) deliver(c int, st *zoClient, t, lastSent int, lr float32) {
 	q := s.cfg.Perturbations
 	for o := range s.state {
-		sent := t - s.flood.Arrival[o][c]*s.cfg.StepsPerHop
+		sent := t - s.cfg.DelaySteps(s.flood.Arrival[o][c])
 		if sent < 0 || sent > lastSent {
 			continue
 		}

@@ -39,8 +39,11 @@ type Config struct {
 	// Perturbations is q, the two-point estimates each client makes per step.
 	Perturbations int
 	// StepsPerHop is the SeedFlood delay of one hop in steps (0: a message
-	// reaches everyone within the step it is sent).
-	StepsPerHop int
+	// reaches everyone within the step it is sent). When HopTimeS > 0 the
+	// delay follows the link model instead: a message h hops away arrives
+	// ⌈h·HopTimeS / StepTimeS⌉ steps after it is sent.
+	StepsPerHop         int
+	HopTimeS, StepTimeS float64
 	// ChocoFraction is the share of coordinates top-k keeps; ChocoGamma the
 	// consensus step size.
 	ChocoFraction float64
@@ -77,6 +80,14 @@ type Outcome struct {
 	// Params are the final effective parameters of every client
 	// (one entry for centralized MeZO).
 	Params [][]float32
+}
+
+// DelaySteps is how many steps after it is sent a message arrives h hops away.
+func (c *Config) DelaySteps(h int) int {
+	if c.HopTimeS > 0 {
+		return int(math.Ceil(float64(h) * c.HopTimeS / c.StepTimeS))
+	}
+	return h * c.StepsPerHop
 }
 
 // trainer advances one method by one step and exposes its clients' models.

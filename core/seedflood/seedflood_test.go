@@ -107,9 +107,13 @@ func TestCompleteGraphWithoutDelayEqualsCentralizedZO(t *testing.T) {
 // client having applied every update exactly once, and (up to float32
 // summation order) all clients agree.
 func TestEveryClientAppliesEveryUpdateOnce(t *testing.T) {
-	for _, rank := range []int{0, 2} {
-		cfg := testConfig(t, must(topo.MeshGridGraph(2, 4)), nil, rank)
+	for _, c := range []struct {
+		rank     int
+		hopTimeS float64 // 0: one step per hop; else 2.5 hops per step-time 1
+	}{{0, 0}, {2, 0}, {2, 2.5}} {
+		cfg := testConfig(t, must(topo.MeshGridGraph(2, 4)), nil, c.rank)
 		cfg.Steps, cfg.Perturbations = 30, 2
+		cfg.HopTimeS, cfg.StepTimeS = c.hopTimeS, 1
 		var cnt Counters
 		s := newSeedFlood(cfg, &cnt)
 		for step := 0; step < cfg.Steps; step++ {
@@ -206,7 +210,7 @@ func sumArrivalsLate(cfg *Config) int64 {
 	var late int64
 	for o := range f.Arrival {
 		for c := range f.Arrival[o] {
-			late += int64(f.Arrival[o][c] * cfg.StepsPerHop)
+			late += int64(cfg.DelaySteps(f.Arrival[o][c]))
 		}
 	}
 	return late / int64(cfg.Graph.NumNodes())

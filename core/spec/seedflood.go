@@ -1,6 +1,10 @@
 package spec
 
-import "math"
+import (
+	"math"
+
+	"github.com/eidolon-sim/eidolon/core/hw"
+)
 
 // SeedFlood is the "seedflood" kind: decentralized zeroth-order training by
 // flooding (seed, scalar) messages (SeedFlood, arXiv 2602.18181), with the
@@ -39,8 +43,15 @@ type SeedFlood struct {
 	EvalEverySteps int `json:"eval_every_steps,omitempty"`
 	// StepsPerHop is SeedFlood's delay per hop; 0 delivers every message
 	// within the step it is sent. Default 1.
-	StepsPerHop *int           `json:"steps_per_hop,omitempty"`
-	Choco       SeedFloodChoco `json:"choco,omitempty"`
+	StepsPerHop *int `json:"steps_per_hop,omitempty"`
+	// Link names a link preset (eidolon.presets.links()) whose latency and
+	// bandwidth time each hop of a 20-byte message instead of steps_per_hop:
+	// a message h hops away arrives ⌈h·(latency + bytes/bandwidth)/step_time_s⌉
+	// steps after it is sent.
+	Link string `json:"link,omitempty"`
+	// StepTimeS is the wall time of one training step, needed with link.
+	StepTimeS float64        `json:"step_time_s,omitempty"`
+	Choco     SeedFloodChoco `json:"choco,omitempty"`
 	// Projection sizes the communication table; defaults 1.3e9 parameters,
 	// 128 clients.
 	Projection SeedFloodProjection `json:"projection,omitempty"`
@@ -206,7 +217,7 @@ func (s *SeedFlood) Defaults() {
 	if s.EvalEverySteps == 0 {
 		s.EvalEverySteps = max(1, s.Steps/20)
 	}
-	if s.StepsPerHop == nil {
+	if s.StepsPerHop == nil && s.Link == "" {
 		h := 1
 		s.StepsPerHop = &h
 	}
@@ -302,7 +313,17 @@ func (s *SeedFlood) Validate(p *Problems) {
 	p.IntInRange("refresh_every_steps", s.RefreshEverySteps, 1, 1_000_000)
 	p.IntInRange("batch_size", s.BatchSize, 1, 1_000_000)
 	p.IntInRange("eval_every_steps", s.EvalEverySteps, 1, 10_000_000)
-	p.IntInRange("steps_per_hop", *s.StepsPerHop, 0, 1000)
+	if s.Link == "" {
+		p.IntInRange("steps_per_hop", *s.StepsPerHop, 0, 1000)
+	} else {
+		if s.StepsPerHop != nil {
+			p.Addf("steps_per_hop", "give steps_per_hop or link, not both")
+		}
+		if _, ok := hw.LinkByName(s.Link); !ok {
+			p.OneOf("link", s.Link, hw.LinkNames())
+		}
+		p.Positive("step_time_s", s.StepTimeS)
+	}
 	p.OneOf("choco.compression", s.Choco.Compression, []string{"top_k", "quantize"})
 	p.InRange("choco.fraction", s.Choco.Fraction, 1e-9, 1)
 	p.IntInRange("choco.bits", s.Choco.Bits, 1, 16)

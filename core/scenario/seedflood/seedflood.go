@@ -7,6 +7,7 @@ package seedflood
 import (
 	"fmt"
 
+	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/rng"
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	sf "github.com/eidolon-sim/eidolon/core/seedflood"
@@ -143,7 +144,7 @@ func Config(s *spec.SeedFlood) (*sf.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &sf.Config{
+	cfg := &sf.Config{
 		Graph: g, Model: model, Train: train, Test: test, Shards: shards,
 		Init:  model.Init(rng.Stream(s.Seed, "seedflood/init")),
 		Steps: s.Steps, BatchSize: s.BatchSize, EvalEvery: s.EvalEverySteps,
@@ -152,9 +153,22 @@ func Config(s *spec.SeedFlood) (*sf.Config, error) {
 			Seed: rng.Mix(s.Seed, 0x5eedf100d), Epsilon: float32(s.Epsilon), Rank: *s.SubspaceRank,
 			RefreshEvery: s.RefreshEverySteps, Rademacher: s.Perturbation == "rademacher",
 		},
-		Perturbations: s.PerturbationsPerStep, StepsPerHop: *s.StepsPerHop,
+		Perturbations: s.PerturbationsPerStep, StepsPerHop: stepsPerHop(s),
 		ChocoFraction: s.Choco.Fraction, ChocoGamma: float32(s.Choco.Gamma), ChocoBits: chocoBits(s),
-	}, nil
+	}
+	if s.Link != "" {
+		l, _ := hw.LinkByName(s.Link)
+		cfg.HopTimeS = l.LatencyS + sf.SeedMessageBytes/l.BandwidthBytesPerS
+		cfg.StepTimeS = s.StepTimeS
+	}
+	return cfg, nil
+}
+
+func stepsPerHop(s *spec.SeedFlood) int {
+	if s.StepsPerHop == nil {
+		return 0 // the link model times hops instead
+	}
+	return *s.StepsPerHop
 }
 
 func chocoBits(s *spec.SeedFlood) int {

@@ -130,3 +130,23 @@ func TestDisconnectedGraphIsASimulationError(t *testing.T) {
 	_, err = Kind().Run(scenario.Env{}, s)
 	require.ErrorContains(t, err, "disconnected")
 }
+
+// With a link preset, a message h hops away arrives ⌈h·hop_time/step_time⌉
+// steps later, hop_time = latency + 20 bytes / bandwidth.
+func TestLinkModelDelay(t *testing.T) {
+	s, err := decode(t, `{"kind":"seedflood","topology":{"kind":"ring","clients":8},"model":{"kind":"softmax"},
+		"dataset":{"samples":200,"n_features":4,"classes":3},"methods":["seedflood"],"steps":3,
+		"link":"eth-100g","step_time_s":4e-6}`)
+	require.NoError(t, err)
+	cfg, err := Config(s)
+	require.NoError(t, err)
+	// eth-100g: 10 µs + 20 B / 12.5 GB/s = 10.0016 µs per hop; over 4 µs steps
+	// one hop is ⌈2.5004⌉ = 3 steps, four hops ⌈10.0016⌉ = 11 steps.
+	require.Equal(t, 3, cfg.DelaySteps(1))
+	require.Equal(t, 11, cfg.DelaySteps(4))
+	_, err = decode(t, `{"kind":"seedflood","topology":{"kind":"ring","clients":8},"model":{"kind":"softmax"},
+		"link":"eth-10g","steps_per_hop":2}`)
+	require.ErrorContains(t, err, "steps_per_hop: give steps_per_hop or link, not both")
+	require.ErrorContains(t, err, `link: must be one of`)
+	require.ErrorContains(t, err, "step_time_s: must be > 0")
+}
