@@ -62,11 +62,13 @@ type EdgeSpec struct {
 	Directed bool `json:"directed,omitempty"`
 }
 
-// ClusterPresets are the preset names; ClusterTopologies the others.
-var (
-	ClusterPresets    = []string{"dgx-a100", "dgx-h100", "dgx-h200"}
-	ClusterTopologies = []string{"ring", "fully_connected", "switch", "torus", "mesh", "leaf_spine", "composed", "edges"}
-)
+// ClusterPresets are the preset names (package topo builds them).
+func ClusterPresets() []string { return []string{"dgx-a100", "dgx-h100", "dgx-h200"} }
+
+// ClusterTopologies are the topology kinds without a preset.
+func ClusterTopologies() []string {
+	return []string{"ring", "fully_connected", "switch", "torus", "mesh", "leaf_spine", "composed", "edges"}
+}
 
 // Defaults fills optional fields.
 func (c *Cluster) Defaults() {
@@ -115,11 +117,11 @@ func (c *Cluster) Validate(p *Problems, path string) {
 	case c.Preset != "" && c.Topology != "":
 		p.Addf(f("topology"), "must be empty when preset is set (got preset %q, topology %q)", c.Preset, c.Topology)
 	case c.Preset != "":
-		p.OneOf(f("preset"), c.Preset, ClusterPresets)
+		p.OneOf(f("preset"), c.Preset, ClusterPresets())
 	case c.Topology == "":
-		p.Addf(path, "needs a preset (one of %v) or a topology (one of %v)", ClusterPresets, ClusterTopologies)
+		p.Addf(path, "needs a preset (one of %v) or a topology (one of %v)", ClusterPresets(), ClusterTopologies())
 	default:
-		p.OneOf(f("topology"), c.Topology, ClusterTopologies)
+		p.OneOf(f("topology"), c.Topology, ClusterTopologies())
 	}
 	p.IntInRange(f("nodes"), c.Nodes, 1, 1<<16)
 	links := hw.LinkNames()

@@ -59,18 +59,22 @@ type Quantization struct {
 
 // CollectiveAlgorithms lists the algorithms of each collective, default first
 // (package net asserts it agrees).
-var CollectiveAlgorithms = map[string][]string{
-	"all_reduce":     {"ring", "tree", "halving_doubling", "direct", "hierarchical"},
-	"all_gather":     {"ring", "direct"},
-	"reduce_scatter": {"ring", "direct"},
-	"all_to_all":     {"direct"},
-	"broadcast":      {"ring", "tree"},
-	"reduce":         {"ring", "tree"},
-	"send_recv":      {"direct"},
+func CollectiveAlgorithms() map[string][]string {
+	return map[string][]string{
+		"all_reduce":     {"ring", "tree", "halving_doubling", "direct", "hierarchical"},
+		"all_gather":     {"ring", "direct"},
+		"reduce_scatter": {"ring", "direct"},
+		"all_to_all":     {"direct"},
+		"broadcast":      {"ring", "tree"},
+		"reduce":         {"ring", "tree"},
+		"send_recv":      {"direct"},
+	}
 }
 
 // CollectiveNames lists the collectives in a fixed order.
-var CollectiveNames = []string{"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "send_recv"}
+func CollectiveNames() []string {
+	return []string{"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "send_recv"}
+}
 
 func (s *Collective) Defaults() {
 	s.Cluster.Defaults()
@@ -79,7 +83,7 @@ func (s *Collective) Defaults() {
 		s.Collective = "all_reduce"
 	}
 	if len(s.Algorithms) == 0 {
-		if a := CollectiveAlgorithms[s.Collective]; len(a) > 0 {
+		if a := CollectiveAlgorithms()[s.Collective]; len(a) > 0 {
 			s.Algorithms = []string{a[0]}
 		}
 	}
@@ -108,9 +112,9 @@ func (s *Collective) Defaults() {
 func (s *Collective) Validate(p *Problems) {
 	s.Cluster.Validate(p, "cluster")
 	s.Faults.Validate(p, "faults")
-	if p.OneOf("collective", s.Collective, CollectiveNames) {
+	if p.OneOf("collective", s.Collective, CollectiveNames()) {
 		for i, a := range s.Algorithms {
-			p.OneOf(Index("algorithms", i), a, CollectiveAlgorithms[s.Collective])
+			p.OneOf(Index("algorithms", i), a, CollectiveAlgorithms()[s.Collective])
 		}
 	}
 	for i, b := range s.SizesBytes {
