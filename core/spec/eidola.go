@@ -170,6 +170,9 @@ func (s *Eidola) Defaults() {
 // keeps a typo from asking for a billion ghosts.
 const maxGhosts = 1 << 16
 
+// maxSetupGhosts bounds a set-up run, which simulates the whole group.
+const maxSetupGhosts = 4095
+
 func (s *Eidola) Validate(p *Problems) {
 	gpu, ok := hw.GPUByName(s.GPU)
 	if !ok {
@@ -208,6 +211,11 @@ func (s *Eidola) Validate(p *Problems) {
 			p.NonNegative("generator.start_s", s.Generator.StartS)
 			p.NonNegative("generator.interval_s", s.Generator.IntervalS)
 		case "setup_run":
+			// The set-up run simulates every GPU and, for the all-gather, P·(P-1)
+			// flows: 1,024 GPUs take seconds, 4,096 minutes.
+			if s.Ghosts > maxSetupGhosts {
+				p.Addf("ghosts", "at most %d with script_source \"setup_run\" (it simulates every GPU); use \"generator\" or \"table\" beyond, got %d", maxSetupGhosts, s.Ghosts)
+			}
 			p.OneOf("network.topology", s.Network.Topology, EidolaTopologies())
 			if _, ok := hw.LinkByName(s.Network.Link); !ok {
 				p.OneOf("network.link", s.Network.Link, hw.LinkNames())
