@@ -151,3 +151,28 @@ func (e FaultEvent) Describe(t *topo.Topology) string {
 	}
 	return t.Devices[e.Device].Name
 }
+
+// FromSpec builds a fabric on kernel k from a validated cluster spec
+// ("flow" model = FlowNet, "unaware" = Unaware), applies the faults
+// (sampled ones from seed) and attaches a collective engine: everything an
+// executor needs in one call.
+func FromSpec(k *sim.Kernel, cluster spec.Cluster, faults spec.Faults, seed uint64, model string) (Fabric, *Comms, []FaultEvent, error) {
+	tp, err := topo.FromSpec(cluster)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var f Fabric
+	switch model {
+	case "", "flow":
+		f = NewFlowNet(k, tp)
+	case "unaware":
+		f = NewUnaware(k, tp)
+	default:
+		return nil, nil, nil, fmt.Errorf("unknown network model %q (want \"flow\" or \"unaware\")", model)
+	}
+	evs, err := ApplyFaults(f, faults, seed)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return f, NewComms(f), evs, nil
+}

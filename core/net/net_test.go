@@ -300,3 +300,32 @@ func TestInvalidRequests(t *testing.T) {
 		require.Error(t, err, "%+v", bad)
 	}
 }
+
+// lossy drops one transfer, to show a stalled collective is reported with
+// the ranks that wait, not silently ended.
+type lossy struct {
+	*FlowNet
+	dropped bool
+}
+
+func (l *lossy) Send(src, dst int, bytes float64, sink Sink, tag int) error {
+	if !l.dropped && src == 2 {
+		l.dropped = true
+		return nil
+	}
+	return l.FlowNet.Send(src, dst, bytes, sink, tag)
+}
+
+func TestStalledCollectiveNamesBlockedRanks(t *testing.T) {
+	tp, _ := topo.Ring(4, testLink)
+	k := sim.New()
+	c := NewComms(&lossy{FlowNet: NewFlowNet(k, tp)})
+	_, err := c.Start(Collective{Op: AllReduce, Bytes: 1e6, Ranks: all(4)}, nil)
+	require.NoError(t, err)
+	err = k.Run(context.Background())
+	require.ErrorIs(t, err, sim.ErrStalled)
+	// Rank 3 never hears from rank 2 at step 0, so it cannot send step 1 to
+	// rank 0, which then cannot send step 2, and so on round the ring.
+	require.Contains(t, err.Error(), "collective 0 (all_reduce ring): rank 0 (instance 0) at step 2 waits for 1 message(s), has 0")
+	require.Contains(t, err.Error(), "1 more blocked ranks")
+}

@@ -7,7 +7,6 @@ import (
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/sim"
 	"github.com/eidolon-sim/eidolon/core/spec"
-	"github.com/eidolon-sim/eidolon/core/topo"
 )
 
 // SummaryRow is one (size, algorithm) run of the "summary" table.
@@ -122,29 +121,8 @@ type tables struct {
 	timeline []TimelineRow
 }
 
-// Setup builds the fabric and applies faults for one run; exported for the
-// benchmarks and the notebook helpers that want the same construction.
-func Setup(cs *spec.Collective) (net.Fabric, *net.Comms, []net.FaultEvent, error) {
-	tp, err := topo.FromSpec(cs.Cluster)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	k := sim.New()
-	var f net.Fabric
-	if cs.Model == "unaware" {
-		f = net.NewUnaware(k, tp)
-	} else {
-		f = net.NewFlowNet(k, tp)
-	}
-	evs, err := net.ApplyFaults(f, cs.Faults, cs.Seed)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return f, net.NewComms(f), evs, nil
-}
-
 func runOne(env scenario.Env, cs *spec.Collective, alg string, size float64, out *tables) error {
-	f, comms, faults, err := Setup(cs)
+	f, comms, faults, err := net.FromSpec(sim.New(), cs.Cluster, cs.Faults, cs.Seed, cs.Model)
 	if err != nil {
 		return err
 	}
