@@ -48,10 +48,13 @@ func (s *seedFlood) clients() int { return len(s.state) }
 
 func (s *seedFlood) params(i int, dst []float32) { s.zo.effective(s.state[i], dst) }
 
-func (s *seedFlood) step(t int) int64 {
+func (s *seedFlood) step(t int) (int64, error) {
 	cfg, q, n := s.cfg, s.cfg.Perturbations, len(s.state)
 	slot := s.ring[t%len(s.ring)]
 	for c, st := range s.state {
+		if err := cfg.stop(); err != nil {
+			return 0, err
+		}
 		s.rows = batchRows(cfg.ZO.Seed, c, t, cfg.Shards[c], cfg.BatchSize, s.rows)
 		for k := 0; k < q; k++ {
 			key := PerturbKey(cfg.ZO.Seed, c, t, k)
@@ -83,7 +86,7 @@ func (s *seedFlood) step(t int) int64 {
 		}
 		s.zo.bases.evictBefore(min(oldest+1, s.zo.epoch(max(0, t-s.maxDelay))))
 	}
-	return FloodStepBytes(s.flood, q)
+	return FloodStepBytes(s.flood, q), nil
 }
 
 // deliver applies, in origin order, the messages that reach client c at the
@@ -141,10 +144,13 @@ func (m *meZO) clients() int { return 1 }
 
 func (m *meZO) params(_ int, dst []float32) { m.zo.effective(m.state, dst) }
 
-func (m *meZO) step(t int) int64 {
+func (m *meZO) step(t int) (int64, error) {
 	cfg, q, n := m.cfg, m.cfg.Perturbations, len(m.cfg.Shards)
 	m.g = m.g[:0]
 	for o := 0; o < n; o++ {
+		if err := cfg.stop(); err != nil {
+			return 0, err
+		}
 		m.rows = batchRows(cfg.ZO.Seed, o, t, cfg.Shards[o], cfg.BatchSize, m.rows)
 		for k := 0; k < q; k++ {
 			key := PerturbKey(cfg.ZO.Seed, o, t, k)
@@ -163,7 +169,7 @@ func (m *meZO) step(t int) int64 {
 		m.zo.store.evictBelow(m.state.settled)
 		m.zo.bases.evictBefore(min(m.state.settled+1, m.zo.epoch(t)))
 	}
-	return 0
+	return 0, nil
 }
 
 // gossip runs DSGD, DZSGD and ChocoSGD over Metropolis–Hastings weights
@@ -230,24 +236,30 @@ func (g *gossip) mix(i int, src [][]float32, dst []float32) {
 	g.cnt.ApplyMadds += int64(len(g.nbr[i])) * int64(len(dst))
 }
 
-func (g *gossip) step(t int) int64 {
+func (g *gossip) step(t int) (int64, error) {
 	cfg := g.cfg
 	lr := cfg.FirstOrderLearningRate
 	switch g.method {
 	case MethodDSGD:
 		// x_i ← Σ_j w_ij x_j − lr·∇f_i(x_i) (Lian et al. 2017).
 		for i := range g.x {
+			if err := cfg.stop(); err != nil {
+				return 0, err
+			}
 			g.gradient(i, t)
 			g.mix(i, g.x, g.next[i])
 			axpy(-lr, g.grad, g.next[i])
 			g.cnt.ApplyMadds += int64(len(g.grad))
 		}
 		g.x, g.next = g.next, g.x
-		return GossipStepBytes(cfg.Graph, ModelMessageBytes(len(g.grad)))
+		return GossipStepBytes(cfg.Graph, ModelMessageBytes(len(g.grad))), nil
 	case MethodDZSGD:
 		// As DSGD with the gradient replaced by the average of q two-point estimates.
 		q := cfg.Perturbations
 		for i := range g.x {
+			if err := cfg.stop(); err != nil {
+				return 0, err
+			}
 			g.mix(i, g.x, g.next[i])
 			g.rows = batchRows(cfg.ZO.Seed, i, t, cfg.Shards[i], cfg.BatchSize, g.rows)
 			own := &zoClient{theta: g.x[i]}
@@ -266,7 +278,7 @@ func (g *gossip) step(t int) int64 {
 			g.zo.bases.evictBefore(g.zo.epoch(t))
 		}
 		g.x, g.next = g.next, g.x
-		return GossipStepBytes(cfg.Graph, ModelMessageBytes(len(g.grad)))
+		return GossipStepBytes(cfg.Graph, ModelMessageBytes(len(g.grad))), nil
 	default:
 		// ChocoSGD (Koloskova, Stich, Jaggi 2019, Alg. 1):
 		//   x_i^{½} = x_i − lr·∇f_i(x_i)
@@ -275,6 +287,9 @@ func (g *gossip) step(t int) int64 {
 		//   x_i = x_i^{½} + γ Σ_j w_ij (x̂_j − x̂_i)
 		// x̂ carries the compression error forward (error feedback).
 		for i := range g.x {
+			if err := cfg.stop(); err != nil {
+				return 0, err
+			}
 			g.gradient(i, t)
 			half := g.next[i]
 			for k, v := range g.x[i] {
@@ -297,7 +312,7 @@ func (g *gossip) step(t int) int64 {
 			}
 		}
 		g.x, g.next = g.next, g.x
-		return GossipStepBytes(cfg.Graph, g.chocoMessageBytes())
+		return GossipStepBytes(cfg.Graph, g.chocoMessageBytes()), nil
 	}
 }
 

@@ -82,6 +82,14 @@ type Outcome struct {
 	Params [][]float32
 }
 
+// stop reports cancellation; trainers check it before each client's work.
+func (c *Config) stop() error {
+	if c.Canceled == nil {
+		return nil
+	}
+	return c.Canceled()
+}
+
 // DelaySteps is how many steps after it is sent a message arrives h hops away.
 func (c *Config) DelaySteps(h int) int {
 	if c.HopTimeS > 0 {
@@ -92,7 +100,7 @@ func (c *Config) DelaySteps(h int) int {
 
 // trainer advances one method by one step and exposes its clients' models.
 type trainer interface {
-	step(t int) (bytes int64)
+	step(t int) (bytes int64, err error)
 	clients() int
 	params(i int, dst []float32)
 }
@@ -118,12 +126,11 @@ func Run(cfg *Config, method string) (*Outcome, error) {
 	ev := newEvaluator(cfg)
 	out.History = append(out.History, ev.point(tr, 0, 0))
 	for t := 0; t < cfg.Steps; t++ {
-		if cfg.Canceled != nil {
-			if err := cfg.Canceled(); err != nil {
-				return nil, err
-			}
+		bytes, err := tr.step(t)
+		if err != nil {
+			return nil, err
 		}
-		out.TotalBytes += tr.step(t)
+		out.TotalBytes += bytes
 		if done := t + 1; done%cfg.EvalEvery == 0 || done == cfg.Steps {
 			out.History = append(out.History, ev.point(tr, done, out.TotalBytes))
 		}

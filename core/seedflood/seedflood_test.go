@@ -117,7 +117,8 @@ func TestEveryClientAppliesEveryUpdateOnce(t *testing.T) {
 		var cnt Counters
 		s := newSeedFlood(cfg, &cnt)
 		for step := 0; step < cfg.Steps; step++ {
-			s.step(step)
+			_, err := s.step(step)
+			require.NoError(t, err)
 		}
 		s.drain(cfg.Steps - 1)
 		n := int64(cfg.Graph.NumNodes())

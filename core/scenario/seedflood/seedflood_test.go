@@ -150,3 +150,14 @@ func TestLinkModelDelay(t *testing.T) {
 	require.ErrorContains(t, err, `link: must be one of`)
 	require.ErrorContains(t, err, "step_time_s: must be > 0")
 }
+
+// A canceled context stops the run before any method finishes.
+func TestCancellation(t *testing.T) {
+	s, err := decode(t, `{"kind":"seedflood","topology":{"kind":"ring","clients":8},"model":{"kind":"softmax"},
+		"dataset":{"samples":200,"n_features":4,"classes":3},"steps":100000}`)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = Kind().Run(scenario.Env{Ctx: ctx}, s)
+	require.ErrorIs(t, err, context.Canceled)
+}
