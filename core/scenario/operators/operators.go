@@ -95,9 +95,10 @@ type SummaryRow struct {
 	Family string `arrow:"family"`
 	Phase  string `arrow:"phase"`
 	DType  string `arrow:"dtype"`
-	Batch  int    `arrow:"batch"`
-	SeqLen int    `arrow:"seq_len"`
-	KVLen  int    `arrow:"kv_len"`
+	Batch int `arrow:"batch"`
+	// SeqLen (training, prefill) and KVLen (decode) are 0 where they do not apply.
+	SeqLen int `arrow:"seq_len"`
+	KVLen  int `arrow:"kv_len"`
 	TP     int    `arrow:"tp"`
 	// Params of the whole model and on this rank.
 	Params     int64 `arrow:"params"`
@@ -164,7 +165,7 @@ func run(env scenario.Env, s scenario.Spec) (scenario.Result, error) {
 	var layers []LayerRow
 	sum := SummaryRow{
 		GPU: gpu.Name, Model: cfg.Name, Family: string(cfg.Family), Phase: sp.Phase, DType: sp.DType,
-		Batch: sp.Batch, SeqLen: sp.SeqLen, KVLen: sp.KVLen, TP: sp.TP,
+		Batch: sp.Batch, TP: sp.TP,
 		Params: model.Params(cfg), RankParams: g.Params(),
 	}
 	for i, blk := range g.Blocks {
@@ -248,11 +249,14 @@ func fillSummary(sum *SummaryRow, cfg model.Config, g model.Graph, gpu hw.GPU) {
 	switch run.Phase {
 	case model.Decode:
 		context = run.KVLen + 1
+		sum.KVLen = run.KVLen
 	case model.Prefill:
 		context = run.SeqLen
 		sum.Tokens *= int64(run.SeqLen)
+		sum.SeqLen = run.SeqLen
 	default:
 		sum.Tokens *= int64(run.SeqLen)
+		sum.SeqLen = run.SeqLen
 	}
 	sum.TokensPerS = float64(sum.Tokens) / sum.TimeS
 	sum.WeightBytes = float64(sum.RankParams) * d.Bytes()
