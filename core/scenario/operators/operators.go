@@ -95,11 +95,11 @@ type SummaryRow struct {
 	Family string `arrow:"family"`
 	Phase  string `arrow:"phase"`
 	DType  string `arrow:"dtype"`
-	Batch int `arrow:"batch"`
+	Batch  int    `arrow:"batch"`
 	// SeqLen (training, prefill) and KVLen (decode) are 0 where they do not apply.
 	SeqLen int `arrow:"seq_len"`
 	KVLen  int `arrow:"kv_len"`
-	TP     int    `arrow:"tp"`
+	TP     int `arrow:"tp"`
 	// Params of the whole model and on this rank.
 	Params     int64 `arrow:"params"`
 	RankParams int64 `arrow:"rank_params"`
