@@ -9,9 +9,11 @@ import (
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/scenario/collective"
 	"github.com/eidolon-sim/eidolon/core/scenario/eidola"
+	"github.com/eidolon-sim/eidolon/core/scenario/inference"
 	"github.com/eidolon-sim/eidolon/core/scenario/operators"
 	"github.com/eidolon-sim/eidolon/core/scenario/seedflood"
 	"github.com/eidolon-sim/eidolon/core/scenario/selftest"
+	"github.com/eidolon-sim/eidolon/core/scenario/training"
 	"github.com/eidolon-sim/eidolon/core/spec"
 )
 
@@ -23,6 +25,8 @@ func Kinds() []scenario.Kind {
 		collective.Kind(),
 		seedflood.Kind(),
 		eidola.Kind(),
+		training.Kind(),
+		inference.Kind(),
 	}
 	sort.Slice(ks, func(i, j int) bool { return ks[i].Name < ks[j].Name })
 	return ks

@@ -1,0 +1,579 @@
+// Package exec runs a workload.Plan on a compute model and a core/net
+// fabric: every unit (a tensor-parallel group) has a compute stream and
+// communication streams; a collective starts when every member unit has
+// reached it and runs as flows on the network, so concurrent collectives
+// contend for links; the result is a timeline per unit and statistics per
+// rank.
+//
+// Symmetry: data-parallel replicas whose ranks are healthy and whose links
+// are healthy do the same work at the same times, so by default one
+// representative replica is simulated and the others mirror it: their
+// tensor- and pipeline-parallel transfers are still sent on the network
+// (where they share links with others) and their data-parallel collectives
+// are the real ones over every member rank, but their tasks are not
+// re-executed. A replica touched by a straggler, a degraded link on one of
+// its routes, or a failed device is simulated on its own, as are all when
+// Options.Full is set; a test checks that both ways give the same times.
+//
+// Collectives on a communicator whose links no other communicator uses (a
+// tensor-parallel group inside an NVSwitch node) cannot be slowed by other
+// traffic, so their duration depends only on the operation, the size and
+// the links: the first one is simulated on the network and repeats reuse
+// its simulated duration.
+package exec
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/eidolon-sim/eidolon/core/model"
+	"github.com/eidolon-sim/eidolon/core/net"
+	"github.com/eidolon-sim/eidolon/core/sim"
+	"github.com/eidolon-sim/eidolon/core/topo"
+	"github.com/eidolon-sim/eidolon/core/workload"
+)
+
+// Options configure a run.
+type Options struct {
+	// Fabric carries the transfers; its topology holds the rank mapping and
+	// link health, its Slowdown the stragglers (set both before Run).
+	Fabric net.Fabric
+	// Cost is an operator's time in seconds on a healthy GPU of the cluster.
+	Cost func(op model.Op) (float64, error)
+	// Full simulates every replica instead of mirroring symmetric ones.
+	Full bool
+	// Algorithm picks the collective algorithm ("" = the net default, ring).
+	Algorithm net.Algorithm
+}
+
+// Result is a finished run.
+type Result struct {
+	Plan *workload.Plan
+	// End is when the last task of any unit finished.
+	End sim.Time
+	// Units holds each unit's outcome, indexed like Plan.Units.
+	Units []UnitResult
+	// Collectives counts collectives launched on the network and those
+	// whose duration was reused (isolated communicators); Flows the
+	// network transfers.
+	Collectives, Reused int
+}
+
+// UnitResult is one unit's outcome.
+type UnitResult struct {
+	// Simulated is false for a mirrored unit, whose times are those of
+	// unit Mirror (a simulated unit at the same stage of another replica).
+	Simulated bool
+	Mirror    int
+	// Start and End of every task of the unit's program (simulated units).
+	Start, End []sim.Time
+	// Slowdown is the straggler factor of each rank of the unit (1 = healthy);
+	// the unit computes at its slowest rank's pace.
+	Slowdown []float64
+	// Nominal is each task's compute time on a healthy GPU (0 for communication).
+	Nominal []sim.Time
+}
+
+type opsKey struct {
+	p *model.Op
+	n int
+}
+
+type progInfo struct {
+	dependents [][]int32
+	streams    [workload.NumStreams][]int32
+	nominal    []sim.Time
+}
+
+type unitState struct {
+	remaining []int32
+	started   []bool
+	head      [workload.NumStreams]int32
+	pos       []int32 // task -> position in its stream
+	slow      float64
+	done      int
+}
+
+type rendezvous struct {
+	arrived []int64 // unit<<32 | task
+	pending int
+	start   sim.Time
+}
+
+type commInfo struct {
+	isolated bool
+	sig      uint64
+}
+
+type engine struct {
+	opt    Options
+	k      *sim.Kernel
+	comms  *net.Comms
+	topo   *topo.Topology
+	plan   *workload.Plan
+	progs  []progInfo
+	units  []unitState
+	res    *Result
+	simul  []bool
+	rv     map[uint64]*rendezvous
+	mirror [][]int // group -> mirror groups launched with it
+	driven []int   // group -> number of simulated member units
+	info   map[[2]int]commInfo
+	usage  []int32 // link -> communicators using it
+	memo   map[uint64]sim.Time
+}
+
+// Run executes the plan until every task has finished.
+func Run(ctx context.Context, plan *workload.Plan, opt Options) (*Result, error) {
+	if opt.Fabric == nil || opt.Cost == nil {
+		return nil, fmt.Errorf("exec: Options needs a Fabric and a Cost")
+	}
+	t := opt.Fabric.Topology()
+	if t.NumRanks() < plan.Ranks {
+		return nil, fmt.Errorf("the plan needs %d GPUs but the cluster has %d", plan.Ranks, t.NumRanks())
+	}
+	e := &engine{opt: opt, k: opt.Fabric.Kernel(), topo: t, plan: plan, rv: map[uint64]*rendezvous{},
+		info: map[[2]int]commInfo{}, memo: map[uint64]sim.Time{}}
+	e.comms = net.NewComms(opt.Fabric)
+	e.res = &Result{Plan: plan, Units: make([]UnitResult, len(plan.Units))}
+	if err := e.prepare(); err != nil {
+		return nil, err
+	}
+	e.k.OnStall(e.describeStalls)
+	for u := range plan.Units {
+		if e.simul[u] {
+			e.startUnit(u)
+		}
+	}
+	if err := e.k.Run(ctx); err != nil {
+		return nil, err
+	}
+	for u := range plan.Units {
+		if e.simul[u] && e.units[u].done < len(e.units[u].remaining) {
+			return nil, fmt.Errorf("exec: run ended with unit %d blocked: %s", u, strings.Join(e.describeStalls(), "; "))
+		}
+	}
+	return e.res, nil
+}
+
+// prepare prices the programs, picks the simulated units and the mirror
+// groups, and finds isolated communicators.
+func (e *engine) prepare() error {
+	pl := e.plan
+	cache := map[opsKey]sim.Time{}
+	for _, p := range pl.Programs {
+		pi := progInfo{dependents: make([][]int32, len(p.Tasks)), nominal: make([]sim.Time, len(p.Tasks))}
+		for i, task := range p.Tasks {
+			for _, d := range task.Deps {
+				pi.dependents[d] = append(pi.dependents[d], int32(i))
+			}
+			pi.streams[task.Stream] = append(pi.streams[task.Stream], int32(i))
+			if task.Kind != workload.Compute || len(task.Ops) == 0 {
+				continue
+			}
+			key := opsKey{&task.Ops[0], len(task.Ops)}
+			d, ok := cache[key]
+			if !ok {
+				var s float64
+				for _, o := range task.Ops {
+					c, err := e.opt.Cost(o)
+					if err != nil {
+						return fmt.Errorf("pricing %s: %w", o.Name, err)
+					}
+					s += c
+				}
+				d = sim.SecondsCeil(s)
+				cache[key] = d
+			}
+			pi.nominal[i] = d
+		}
+		e.progs = append(e.progs, pi)
+	}
+	e.pickSimulated()
+	e.units = make([]unitState, len(pl.Units))
+	for u, unit := range pl.Units {
+		r := &e.res.Units[u]
+		r.Simulated = e.simul[u]
+		r.Slowdown = make([]float64, len(unit.Ranks))
+		for i, rk := range unit.Ranks {
+			r.Slowdown[i] = e.opt.Fabric.Slowdown(e.topo.RankDevice(rk))
+		}
+		if !e.simul[u] {
+			continue
+		}
+		r.Mirror = u
+		p := pl.Programs[unit.Program]
+		st := &e.units[u]
+		st.slow = 1
+		for _, s := range r.Slowdown {
+			st.slow = max(st.slow, s)
+		}
+		st.remaining = make([]int32, len(p.Tasks))
+		st.started = make([]bool, len(p.Tasks))
+		st.pos = make([]int32, len(p.Tasks))
+		for i, task := range p.Tasks {
+			st.remaining[i] = int32(len(task.Deps))
+		}
+		for s, list := range e.progs[unit.Program].streams {
+			for k, i := range list {
+				st.pos[i] = int32(k)
+			}
+			_ = s
+		}
+		r.Start = make([]sim.Time, len(p.Tasks))
+		r.End = make([]sim.Time, len(p.Tasks))
+		r.Nominal = e.progs[unit.Program].nominal
+	}
+	e.linkUsage()
+	return nil
+}
+
+// pickSimulated chooses the simulated replicas: a healthy representative
+// and every replica a fault touches; the rest mirror the representative.
+func (e *engine) pickSimulated() {
+	pl := e.plan
+	e.simul = make([]bool, len(pl.Units))
+	full := e.opt.Full
+	// A failed device or link reroutes traffic wherever it was: no
+	// symmetry left to rely on.
+	for d := range e.topo.Devices {
+		full = full || e.topo.DeviceDown(d)
+	}
+	for _, l := range e.topo.Links {
+		full = full || l.Health == 0
+	}
+	rep := -1
+	for r, units := range pl.Replicas {
+		touched := full
+		for _, u := range units {
+			touched = touched || e.touched(u)
+		}
+		if touched || rep < 0 {
+			for _, u := range units {
+				e.simul[u] = true
+			}
+		}
+		if !touched && rep < 0 {
+			rep = r
+		}
+	}
+	for r, units := range pl.Replicas {
+		for i, u := range units {
+			if !e.simul[u] {
+				e.res.Units[u].Mirror = pl.Replicas[rep][i]
+			}
+			_ = r
+		}
+	}
+	// Groups: how many simulated members each waits for; groups without
+	// simulated members are launched alongside the group they mirror.
+	e.driven = make([]int, len(pl.Groups))
+	e.mirror = make([][]int, len(pl.Groups))
+	byUnits := map[string]int{}
+	key := func(units []int, mapTo func(int) int) string {
+		var b strings.Builder
+		for _, u := range units {
+			fmt.Fprintf(&b, "%d,", mapTo(u))
+		}
+		return b.String()
+	}
+	id := func(u int) int { return u }
+	for g, grp := range pl.Groups {
+		for _, u := range grp.Units {
+			if e.simul[u] {
+				e.driven[g]++
+			}
+		}
+		if e.driven[g] == len(grp.Units) {
+			byUnits[key(grp.Units, id)] = g
+		}
+	}
+	for g, grp := range pl.Groups {
+		if e.driven[g] > 0 {
+			continue
+		}
+		d, ok := byUnits[key(grp.Units, func(u int) int { return e.res.Units[u].Mirror })]
+		if ok {
+			e.mirror[d] = append(e.mirror[d], g)
+		}
+	}
+}
+
+// touched reports whether a unit's own work or transfers differ from a
+// healthy unit's: a straggler rank, or a degraded link on a route of its
+// tensor- or pipeline-parallel communicators.
+func (e *engine) touched(u int) bool {
+	unit := e.plan.Units[u]
+	for _, rk := range unit.Ranks {
+		if e.opt.Fabric.Slowdown(e.topo.RankDevice(rk)) != 1 {
+			return true
+		}
+	}
+	for slot, g := range unit.Groups {
+		if g < 0 || workload.Slot(slot) == workload.SlotDP {
+			continue
+		}
+		for _, ranks := range e.plan.Groups[g].Comms {
+			for _, path := range e.routes(ranks) {
+				for _, l := range path {
+					if e.topo.Links[l].Health < 1 {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
+}
+
+// routes are the paths a communicator's ring (or transfer) uses.
+func (e *engine) routes(ranks []int) [][]int32 {
+	n := len(ranks)
+	if n < 2 {
+		return nil
+	}
+	var out [][]int32
+	pairs := n
+	if n == 2 {
+		pairs = 2 // both directions: send_recv uses one, ring all-reduce both
+	}
+	for i := 0; i < pairs; i++ {
+		a, b := ranks[i], ranks[(i+1)%n]
+		p, err := e.topo.Route(e.topo.RankDevice(a), e.topo.RankDevice(b))
+		if err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// linkUsage counts the communicators (of every group) that use each link.
+func (e *engine) linkUsage() {
+	e.usage = make([]int32, len(e.topo.Links))
+	seen := make([]int32, len(e.topo.Links))
+	stamp := int32(0)
+	for _, grp := range e.plan.Groups {
+		for _, ranks := range grp.Comms {
+			stamp++
+			for _, p := range e.routes(ranks) {
+				for _, l := range p {
+					if seen[l] != stamp {
+						seen[l] = stamp
+						e.usage[l]++
+					}
+				}
+			}
+		}
+	}
+}
+
+// comm returns whether communicator c of group g is isolated, and the
+// signature of its links and ranks' speeds (equal signatures, equal times).
+func (e *engine) comm(g, c int) commInfo {
+	key := [2]int{g, c}
+	if ci, ok := e.info[key]; ok {
+		return ci
+	}
+	ranks := e.plan.Groups[g].Comms[c]
+	h := fnv.New64a()
+	var buf [8]byte
+	put := func(x float64) {
+		b := math.Float64bits(x)
+		for i := range buf {
+			buf[i] = byte(b >> (8 * i))
+		}
+		h.Write(buf[:])
+	}
+	ci := commInfo{isolated: true}
+	put(float64(len(ranks)))
+	for _, p := range e.routes(ranks) {
+		put(float64(len(p)))
+		for _, l := range p {
+			lk := e.topo.Links[l]
+			put(lk.BandwidthBytesPerS * lk.Health)
+			put(lk.LatencyS)
+			if e.usage[l] > 1 {
+				ci.isolated = false
+			}
+		}
+	}
+	for _, rk := range ranks {
+		put(e.opt.Fabric.Slowdown(e.topo.RankDevice(rk)))
+	}
+	ci.sig = h.Sum64()
+	e.info[key] = ci
+	return ci
+}
+
+func (e *engine) startUnit(u int) {
+	st := &e.units[u]
+	for i := range st.remaining {
+		if st.remaining[i] == 0 {
+			e.tryStart(u, int32(i))
+		}
+	}
+}
+
+func (e *engine) tryStart(u int, i int32) {
+	st := &e.units[u]
+	if st.started[i] || st.remaining[i] > 0 {
+		return
+	}
+	p := &e.plan.Programs[e.plan.Units[u].Program]
+	task := &p.Tasks[i]
+	if task.Stream.Serial() && e.progs[e.plan.Units[u].Program].streams[task.Stream][st.head[task.Stream]] != i {
+		return
+	}
+	st.started[i] = true
+	now := e.k.Now()
+	if task.Kind == workload.Compute {
+		e.res.Units[u].Start[i] = now
+		d := e.progs[e.plan.Units[u].Program].nominal[i]
+		if st.slow != 1 {
+			d = sim.Time(float64(d) * st.slow)
+		}
+		e.k.AtHandler(now+d, e, u<<32|int(i))
+		return
+	}
+	e.arrive(u, i, task)
+}
+
+// Handle completes a compute task (the kernel's handler argument is unit<<32|task).
+func (e *engine) Handle(arg int) { e.finish(arg>>32, int32(arg&0xffffffff)) }
+
+func (e *engine) finish(u int, i int32) {
+	st := &e.units[u]
+	now := e.k.Now()
+	e.res.Units[u].End[i] = now
+	if now > e.res.End {
+		e.res.End = now
+	}
+	st.done++
+	prog := e.plan.Units[u].Program
+	task := &e.plan.Programs[prog].Tasks[i]
+	if task.Stream.Serial() {
+		st.head[task.Stream]++
+		list := e.progs[prog].streams[task.Stream]
+		if h := st.head[task.Stream]; int(h) < len(list) {
+			e.tryStart(u, list[h])
+		}
+	}
+	for _, d := range e.progs[prog].dependents[i] {
+		st.remaining[d]--
+		if st.remaining[d] == 0 {
+			e.tryStart(u, d)
+		}
+	}
+}
+
+// arrive registers a unit at a communication task; the last simulated
+// member to arrive launches it.
+func (e *engine) arrive(u int, i int32, task *workload.Task) {
+	g := e.plan.Units[u].Groups[task.Slot]
+	if g < 0 {
+		e.k.Fail(fmt.Errorf("exec: unit %d task %q uses slot %d, which has no group", u, task.Name, task.Slot))
+		return
+	}
+	key := uint64(g)<<32 | uint64(uint32(task.Tag))
+	r := e.rv[key]
+	if r == nil {
+		r = &rendezvous{}
+		e.rv[key] = r
+	}
+	r.arrived = append(r.arrived, int64(u)<<32|int64(i))
+	if len(r.arrived) < e.driven[g] {
+		return
+	}
+	delete(e.rv, key)
+	e.launch(g, task, r)
+}
+
+func (e *engine) launch(g int, task *workload.Task, r *rendezvous) {
+	now := e.k.Now()
+	r.start = now
+	for _, a := range r.arrived {
+		e.res.Units[a>>32].Start[a&0xffffffff] = now
+	}
+	done := func() {
+		r.pending--
+		if r.pending > 0 {
+			return
+		}
+		for _, a := range r.arrived {
+			e.finish(int(a>>32), int32(a&0xffffffff))
+		}
+	}
+	r.pending = 1 // held until every launch below is issued
+	groups := append([]int{g}, e.mirror[g]...)
+	for gi, gg := range groups {
+		for c, ranks := range e.plan.Groups[gg].Comms {
+			if task.Bytes <= 0 || len(ranks) < 2 {
+				continue
+			}
+			ci := e.comm(gg, c)
+			if gi > 0 && ci.isolated && ci.sig == e.comm(g, min(c, len(e.plan.Groups[g].Comms)-1)).sig {
+				continue // a mirror's isolated copy takes exactly the driver's time
+			}
+			key := ci.sig*31 + uint64(math.Float64bits(task.Bytes)) ^ uint64(len(task.Coll))<<56 ^ hashString(string(task.Coll))
+			if ci.isolated {
+				if d, ok := e.memo[key]; ok {
+					r.pending++
+					e.res.Reused++
+					e.k.After(d, done)
+					continue
+				}
+			}
+			col := net.Collective{Op: net.Op(task.Coll), Bytes: task.Bytes, Ranks: ranks, Label: task.Name}
+			if task.Coll == workload.SendRecv {
+				col.Op = net.SendRecv
+			} else {
+				col.Algorithm = e.opt.Algorithm
+			}
+			r.pending++
+			e.res.Collectives++
+			isolated := ci.isolated
+			if _, err := e.comms.Start(col, func(res net.Result) {
+				if isolated {
+					e.memo[key] = res.End - res.Start
+				}
+				done()
+			}); err != nil {
+				e.k.Fail(fmt.Errorf("exec: %s on ranks %v: %w", task.Name, ranks, err))
+				return
+			}
+		}
+	}
+	done()
+}
+
+func hashString(s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return h.Sum64()
+}
+
+// describeStalls names blocked tasks when the event queue runs dry.
+func (e *engine) describeStalls() []string {
+	var out []string
+	keys := make([]uint64, 0, len(e.rv))
+	for k := range e.rv {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	for _, k := range keys {
+		r := e.rv[k]
+		a := r.arrived[0]
+		u, i := int(a>>32), int(a&0xffffffff)
+		task := e.plan.Programs[e.plan.Units[u].Program].Tasks[i]
+		out = append(out, fmt.Sprintf("%s (tag %d) waits for %d of %d units (unit %d arrived)",
+			task.Name, task.Tag, e.driven[int(k>>32)]-len(r.arrived), e.driven[int(k>>32)], u))
+		if len(out) >= 5 {
+			break
+		}
+	}
+	return out
+}

@@ -1,0 +1,198 @@
+package exec
+
+import (
+	"sort"
+
+	"github.com/eidolon-sim/eidolon/core/sim"
+	"github.com/eidolon-sim/eidolon/core/workload"
+)
+
+// RankStats is how one rank spent the run.
+type RankStats struct {
+	Rank, Unit int
+	// Simulated is false when the rank's unit mirrors unit MirrorOf.
+	Simulated bool
+	MirrorOf  int
+	// End is when the rank's last task finished.
+	End sim.Time
+	// Compute is the time its GPU computed; Comm the time at least one of
+	// its transfers or collectives was in flight; ExposedComm the part of
+	// Comm during which it did not compute; Idle the rest of [0, End].
+	Compute, Comm, ExposedComm, Idle sim.Time
+	Slowdown                         float64
+}
+
+// Span is one task on one rank's timeline.
+type Span struct {
+	Rank       int
+	Stream     string
+	Name       string
+	Start, End sim.Time
+	// Bytes of a communication task's payload; FLOPs of a compute task.
+	Bytes, FLOPs float64
+	MicroBatch   int
+}
+
+// Ranks returns the statistics of every rank of the plan, in rank order.
+func (r *Result) Ranks() []RankStats {
+	pl := r.Plan
+	perUnit := make([][]RankStats, len(pl.Units))
+	for u := range pl.Units {
+		ur := &r.Units[u]
+		if !ur.Simulated {
+			continue
+		}
+		perUnit[u] = r.unitStats(u)
+	}
+	var out []RankStats
+	for u, unit := range pl.Units {
+		src := u
+		if !r.Units[u].Simulated {
+			src = r.Units[u].Mirror
+		}
+		for i, rk := range unit.Ranks {
+			s := perUnit[src][i]
+			s.Rank, s.Unit = rk, u
+			s.Simulated = src == u
+			s.MirrorOf = src
+			out = append(out, s)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Rank < out[j].Rank })
+	return out
+}
+
+type interval struct{ a, b sim.Time }
+
+// unitStats computes the statistics of each rank of a simulated unit.
+func (r *Result) unitStats(u int) []RankStats {
+	pl := r.Plan
+	ur := &r.Units[u]
+	prog := &pl.Programs[pl.Units[u].Program]
+	var comp, comm []interval
+	var end sim.Time
+	for i, t := range prog.Tasks {
+		a, b := ur.Start[i], ur.End[i]
+		end = max(end, b)
+		if t.Kind == workload.Compute {
+			comp = append(comp, interval{a, b})
+		} else if b > a {
+			comm = append(comm, interval{a, b})
+		}
+	}
+	comp = union(comp)
+	comm = union(comm)
+	commT := length(comm)
+	exposed := commT - overlap(comm, comp)
+	out := make([]RankStats, len(ur.Slowdown))
+	for k, slow := range ur.Slowdown {
+		var c sim.Time
+		for i, t := range prog.Tasks {
+			if t.Kind == workload.Compute {
+				c += sim.Time(float64(ur.Nominal[i]) * slow)
+			}
+		}
+		out[k] = RankStats{End: end, Compute: c, Comm: commT, ExposedComm: exposed,
+			Idle: max(0, end-c-exposed), Slowdown: slow}
+	}
+	return out
+}
+
+func union(iv []interval) []interval {
+	if len(iv) == 0 {
+		return nil
+	}
+	sort.Slice(iv, func(i, j int) bool { return iv[i].a < iv[j].a })
+	out := []interval{iv[0]}
+	for _, x := range iv[1:] {
+		last := &out[len(out)-1]
+		if x.a <= last.b {
+			last.b = max(last.b, x.b)
+		} else {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func length(iv []interval) sim.Time {
+	var s sim.Time
+	for _, x := range iv {
+		s += x.b - x.a
+	}
+	return s
+}
+
+// overlap is the total length of the intersection of two sorted unions.
+func overlap(a, b []interval) sim.Time {
+	var s sim.Time
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		lo, hi := max(a[i].a, b[j].a), min(a[i].b, b[j].b)
+		if hi > lo {
+			s += hi - lo
+		}
+		if a[i].b < b[j].b {
+			i++
+		} else {
+			j++
+		}
+	}
+	return s
+}
+
+// Timeline returns the spans of the given ranks (a mirrored rank shows its
+// representative's times, which are its own by symmetry), in rank then
+// start order. Compute spans of a straggler rank end when its own share of
+// the work ends.
+func (r *Result) Timeline(ranks []int) []Span {
+	pl := r.Plan
+	where := map[int][2]int{}
+	for u, unit := range pl.Units {
+		for k, rk := range unit.Ranks {
+			where[rk] = [2]int{u, k}
+		}
+	}
+	var out []Span
+	for _, rk := range ranks {
+		w, ok := where[rk]
+		if !ok {
+			continue
+		}
+		u := w[0]
+		src := u
+		if !r.Units[u].Simulated {
+			src = r.Units[u].Mirror
+		}
+		ur := &r.Units[src]
+		slow := r.Units[u].Slowdown[w[1]]
+		prog := &pl.Programs[pl.Units[u].Program]
+		for i, t := range prog.Tasks {
+			s := Span{Rank: rk, Stream: t.Stream.String(), Name: t.Name, Start: ur.Start[i], End: ur.End[i],
+				MicroBatch: int(t.MicroBatch)}
+			if t.Kind == workload.Compute {
+				s.FLOPs = t.FLOPs
+				s.End = s.Start + sim.Time(float64(ur.Nominal[i])*slow)
+			} else {
+				s.Bytes = t.Bytes
+			}
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// MarkEnd is when the task a program marks with name ended on unit u
+// (its representative's time for a mirrored unit), and whether it exists.
+func (r *Result) MarkEnd(u int, name string) (sim.Time, bool) {
+	pl := r.Plan
+	i, ok := pl.Programs[pl.Units[u].Program].Marks[name]
+	if !ok {
+		return 0, false
+	}
+	src := u
+	if !r.Units[u].Simulated {
+		src = r.Units[u].Mirror
+	}
+	return r.Units[src].End[i], true
+}

@@ -1,0 +1,321 @@
+// Package training is the "training" scenario kind: one training step of a
+// model on a cluster under a parallel layout, simulated by package exec over
+// the compute model and the congestion-aware network.
+package training
+
+import (
+	"context"
+
+	"github.com/eidolon-sim/eidolon/core/exec"
+	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/model"
+	"github.com/eidolon-sim/eidolon/core/scenario"
+	"github.com/eidolon-sim/eidolon/core/spec"
+	"github.com/eidolon-sim/eidolon/core/workload"
+)
+
+// Kind registers the scenario.
+func Kind() scenario.Kind {
+	return scenario.Kind{
+		Name:    "training",
+		Doc:     "one training step (DP/ZeRO, TP, SP, PP schedules, recompute) on compute + network: step time, MFU, timeline, memory",
+		NewSpec: func() scenario.Spec { return &spec.Training{} },
+		Run: func(env scenario.Env, s scenario.Spec) (scenario.Result, error) {
+			out, err := Simulate(env, s.(*spec.Training), nil)
+			if err != nil {
+				return scenario.Result{}, err
+			}
+			return out.Result(), nil
+		},
+	}
+}
+
+// SummaryRow is the one row of the training "summary" table. Times are of
+// the rank that finishes last (the critical path), whose compute_s +
+// exposed_comm_s + bubble_s = step_time_s.
+type SummaryRow struct {
+	// StepTimeS is the simulated time of one step (all ranks done).
+	StepTimeS float64 `arrow:"step_time_s"`
+	// TokensPerS is global batch × sequence length / step time.
+	TokensPerS float64 `arrow:"tokens_per_s"`
+	// MFU: model FLOPs (matmuls, the Megatron formula's count) per second
+	// over the GPUs' dense peak; HFU adds recomputed FLOPs.
+	MFU float64 `arrow:"mfu"`
+	HFU float64 `arrow:"hfu"`
+	// ComputeS: the critical rank's GPU busy time; ExposedCommS: time it
+	// communicated without computing; BubbleS: time it waited for neither
+	// (pipeline bubbles, waiting for peers).
+	ComputeS     float64 `arrow:"compute_s"`
+	ExposedCommS float64 `arrow:"exposed_comm_s"`
+	BubbleS      float64 `arrow:"bubble_s"`
+	// MemoryPeakBytes is the largest per-GPU memory; Fits whether it fits
+	// in the GPU's HBM (HBMBytes).
+	MemoryPeakBytes float64 `arrow:"memory_peak_bytes"`
+	HBMBytes        float64 `arrow:"hbm_bytes"`
+	Fits            bool    `arrow:"fits"`
+	// ModelFLOPs per step (all GPUs); GPUs used; micro-batches per replica.
+	ModelFLOPs   float64 `arrow:"model_flops"`
+	GPUs         int     `arrow:"gpus"`
+	MicroBatches int     `arrow:"micro_batches"`
+	// SimulatedRanks ran their own tasks; the others mirrored a symmetric
+	// replica. NetCollectives ran on the network; ReusedCollectives reused
+	// the simulated time of an identical collective on an isolated
+	// communicator.
+	SimulatedRanks    int `arrow:"simulated_ranks"`
+	NetCollectives    int `arrow:"net_collectives"`
+	ReusedCollectives int `arrow:"reused_collectives"`
+}
+
+// RankRow is one rank of the "ranks" table.
+type RankRow struct {
+	Rank    int `arrow:"rank"`
+	Stage   int `arrow:"stage"`
+	Replica int `arrow:"replica"`
+	TPRank  int `arrow:"tp_rank"`
+	// Device is the GPU's name in the topology.
+	Device string `arrow:"device"`
+	// Simulated is false when the rank mirrors MirrorRank (same stage and
+	// TP index of a symmetric replica), whose times are its own.
+	Simulated    bool    `arrow:"simulated"`
+	MirrorRank   int     `arrow:"mirror_rank"`
+	EndS         float64 `arrow:"end_s"`
+	ComputeS     float64 `arrow:"compute_s"`
+	CommS        float64 `arrow:"comm_s"`
+	ExposedCommS float64 `arrow:"exposed_comm_s"`
+	IdleS        float64 `arrow:"idle_s"`
+	Slowdown     float64 `arrow:"slowdown"`
+	MemoryBytes  float64 `arrow:"memory_bytes"`
+	Fits         bool    `arrow:"fits"`
+}
+
+// TimelineRow is one task on one rank ("timeline" table).
+type TimelineRow struct {
+	Rank int `arrow:"rank"`
+	// Stream: compute, tp, dp or pp.
+	Stream string  `arrow:"stream"`
+	Name   string  `arrow:"name"`
+	StartS float64 `arrow:"start_s"`
+	EndS   float64 `arrow:"end_s"`
+	// Bytes of a communication's payload; FLOPs of a compute task.
+	Bytes float64 `arrow:"bytes"`
+	FLOPs float64 `arrow:"flops"`
+	// MicroBatch (training) or decode step (inference; 0 = prefill), -1
+	// for per-step work.
+	MicroBatch int `arrow:"micro_batch"`
+}
+
+// MemoryRow is one category of one stage's per-GPU memory ("memory" table).
+type MemoryRow struct {
+	Stage int `arrow:"stage"`
+	// Category: weights, gradients, optimizer, activations, kv_cache,
+	// ssm_state, workspace, total.
+	Category string  `arrow:"category"`
+	Bytes    float64 `arrow:"bytes"`
+	HBMBytes float64 `arrow:"hbm_bytes"`
+}
+
+// Outcome is a simulated training step.
+type Outcome struct {
+	Summary  SummaryRow
+	Ranks    []RankRow
+	Timeline []TimelineRow
+	Memory   []MemoryRow
+	Plan     *workload.TrainingPlan
+	Exec     *exec.Result
+	Machine  *exec.Machine
+}
+
+// Result packs the tables.
+func (o *Outcome) Result() scenario.Result {
+	var r scenario.Result
+	r.Add("summary", []SummaryRow{o.Summary})
+	r.Add("ranks", o.Ranks)
+	r.Add("timeline", o.Timeline)
+	r.Add("memory", o.Memory)
+	return r
+}
+
+// Layout converts a validated spec to the workload's training layout; gpus
+// is the cluster's GPU count (DP and the global batch default from it).
+func Layout(s *spec.Training, gpus int) (workload.Training, error) {
+	m, _ := s.Model.Resolve()
+	par := s.Parallel
+	var p spec.Problems
+	par.Resolve(gpus, &p, "parallel")
+	if err := p.Err(); err != nil {
+		return workload.Training{}, err
+	}
+	t := workload.Training{Model: m, SeqLen: s.SeqLen, DType: hw.DType(s.DType), GradDType: hw.DType(s.GradDType),
+		UnfusedAttention: s.UnfusedAttention,
+		Par: workload.Parallel{TP: par.TP, PP: par.PP, DP: par.DP, MicroBatch: par.MicroBatch, GlobalBatch: par.GlobalBatch,
+			Schedule: workload.Schedule(par.Schedule), VirtualStages: par.VirtualStages, SequenceParallel: par.SequenceParallel,
+			Recompute: model.Recompute(par.Recompute), ZeRO: par.ZeRO, OverlapGradReduce: par.OverlapGradReduce,
+			BucketParams: par.BucketParams, OverlapTPComm: par.OverlapTPComm}}
+	for _, fp := range t.Check() {
+		path := fp.Field
+		switch path {
+		case "seq_len":
+		default:
+			if len(path) < 6 || path[:6] != "model." {
+				path = spec.Field("parallel", path)
+			}
+		}
+		p.Addf(path, "%s", fp.Message)
+	}
+	return t, p.Err()
+}
+
+// Simulate runs a validated spec. modify, if set, changes the machine
+// (link health, failed devices, stragglers on m.Fabric) after the spec's
+// faults and before the step: fault sweeps use it to vary one cluster.
+func Simulate(env scenario.Env, s *spec.Training, modify func(m *exec.Machine) error) (*Outcome, error) {
+	m, err := exec.NewMachine(s.Cluster, s.GPU, s.Faults, s.Seed)
+	if err != nil {
+		return nil, err
+	}
+	if modify != nil {
+		if err := modify(m); err != nil {
+			return nil, err
+		}
+	}
+	t, err := Layout(s, m.Fabric.Topology().NumRanks())
+	if err != nil {
+		return nil, err
+	}
+	plan, err := workload.BuildTraining(t)
+	if err != nil {
+		return nil, err
+	}
+	if err := env.Canceled(); err != nil {
+		return nil, err
+	}
+	res, err := exec.Run(Ctx(env), plan.Plan, m.Options(s.FullSimulation))
+	if err != nil {
+		return nil, err
+	}
+	env.Report(1)
+	o := &Outcome{Plan: plan, Exec: res, Machine: m}
+	hbm := float64(m.GPU.HBMBytes)
+	o.Memory = MemoryRows(plan.Memory, hbm)
+	peak := 0.0
+	for _, mem := range plan.Memory {
+		peak = max(peak, mem.Total())
+	}
+	stats := res.Ranks()
+	o.Ranks = RankRows(plan.Plan, stats, m, func(stage int) float64 { return plan.Memory[stage].Total() }, hbm)
+	crit := critical(stats)
+	step := res.End.Seconds()
+	gpus := plan.Ranks
+	peakFlops := m.GPU.Peak(t.DType) * float64(gpus)
+	sum := SummaryRow{StepTimeS: step, MemoryPeakBytes: peak, HBMBytes: hbm, Fits: peak <= hbm,
+		ModelFLOPs: plan.ModelFLOPs, GPUs: gpus, MicroBatches: t.MicroBatches(),
+		NetCollectives: res.Collectives, ReusedCollectives: res.Reused}
+	if step > 0 {
+		sum.TokensPerS = plan.Tokens / step
+		sum.MFU = plan.ModelFLOPs / step / peakFlops
+		sum.HFU = plan.HardwareFLOPs / step / peakFlops
+	}
+	if crit >= 0 {
+		c := stats[crit]
+		sum.ComputeS, sum.ExposedCommS = c.Compute.Seconds(), c.ExposedComm.Seconds()
+		sum.BubbleS = max(0, step-sum.ComputeS-sum.ExposedCommS)
+	}
+	for _, st := range stats {
+		if st.Simulated {
+			sum.SimulatedRanks++
+		}
+	}
+	o.Summary = sum
+	o.Timeline = TimelineRows(res, TimelineRanks(s.TimelineRanks, plan.Plan, m))
+	return o, nil
+}
+
+// Ctx is the run's context (background when the caller gave none).
+func Ctx(env scenario.Env) context.Context {
+	if env.Ctx == nil {
+		return context.Background()
+	}
+	return env.Ctx
+}
+
+// critical is the index of the rank that finishes last (lowest rank on ties).
+func critical(stats []exec.RankStats) int {
+	best := -1
+	for i, s := range stats {
+		if best < 0 || s.End > stats[best].End {
+			best = i
+		}
+	}
+	return best
+}
+
+// MemoryRows lists each stage's memory by category.
+func MemoryRows(mems []workload.Memory, hbm float64) []MemoryRow {
+	var rows []MemoryRow
+	for s, m := range mems {
+		for _, c := range []struct {
+			name string
+			v    float64
+		}{{"weights", m.Weights}, {"gradients", m.Gradients}, {"optimizer", m.Optimizer},
+			{"activations", m.Activations}, {"kv_cache", m.KVCache}, {"ssm_state", m.SSMState},
+			{"workspace", m.Workspace}, {"total", m.Total()}} {
+			rows = append(rows, MemoryRow{Stage: s, Category: c.name, Bytes: c.v, HBMBytes: hbm})
+		}
+	}
+	return rows
+}
+
+// RankRows converts rank statistics to rows; memory gives a stage's bytes per GPU.
+func RankRows(pl *workload.Plan, stats []exec.RankStats, m *exec.Machine, memory func(stage int) float64, hbm float64) []RankRow {
+	t := m.Fabric.Topology()
+	rows := make([]RankRow, len(stats))
+	for i, s := range stats {
+		u := pl.Units[s.Unit]
+		tpRank := 0
+		for k, r := range u.Ranks {
+			if r == s.Rank {
+				tpRank = k
+			}
+		}
+		mem := memory(u.Stage)
+		rows[i] = RankRow{Rank: s.Rank, Stage: u.Stage, Replica: u.Replica, TPRank: tpRank,
+			Device: t.Devices[t.RankDevice(s.Rank)].Name, Simulated: s.Simulated,
+			MirrorRank: pl.Units[s.MirrorOf].Ranks[tpRank], EndS: s.End.Seconds(), ComputeS: s.Compute.Seconds(),
+			CommS: s.Comm.Seconds(), ExposedCommS: s.ExposedComm.Seconds(), IdleS: s.Idle.Seconds(),
+			Slowdown: s.Slowdown, MemoryBytes: mem, Fits: mem <= hbm}
+	}
+	return rows
+}
+
+// TimelineRanks are the ranks to list: the spec's, or the first rank of
+// each stage of replica 0 plus every straggler's rank.
+func TimelineRanks(asked []int, pl *workload.Plan, m *exec.Machine) []int {
+	if len(asked) == 1 && asked[0] == -1 {
+		return nil
+	}
+	if len(asked) > 0 {
+		return asked
+	}
+	var out []int
+	for _, u := range pl.Replicas[0] {
+		out = append(out, pl.Units[u].Ranks[0])
+	}
+	t := m.Fabric.Topology()
+	for r := 0; r < pl.Ranks; r++ {
+		if m.Fabric.Slowdown(t.RankDevice(r)) != 1 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// TimelineRows converts a run's spans for some ranks to rows.
+func TimelineRows(res *exec.Result, ranks []int) []TimelineRow {
+	spans := res.Timeline(ranks)
+	rows := make([]TimelineRow, len(spans))
+	for i, s := range spans {
+		rows[i] = TimelineRow{Rank: s.Rank, Stream: s.Stream, Name: s.Name, StartS: s.Start.Seconds(),
+			EndS: s.End.Seconds(), Bytes: s.Bytes, FLOPs: s.FLOPs, MicroBatch: s.MicroBatch}
+	}
+	return rows
+}

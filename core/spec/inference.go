@@ -1,0 +1,63 @@
+package spec
+
+import "github.com/eidolon-sim/eidolon/core/hw"
+
+// Inference is the "inference" kind: a batch of requests served by
+// tensor- and pipeline-parallel replicas: prefill of the prompts, then
+// decode one token per step against the KV cache / SSM state. Tables:
+// summary, ranks, timeline, memory.
+type Inference struct {
+	Header
+	Model   Model   `json:"model"`
+	GPU     string  `json:"gpu"`
+	Cluster Cluster `json:"cluster"`
+	// TP and PP degrees of one replica (default 1); Replicas serve
+	// independent shares of the batch (default 1).
+	TP       int `json:"tp,omitempty"`
+	PP       int `json:"pp,omitempty"`
+	Replicas int `json:"replicas,omitempty"`
+	// Batch is the number of requests (sequences) per replica; default 1.
+	Batch int `json:"batch,omitempty"`
+	// PromptTokens and OutputTokens per request; default 512 and 128.
+	PromptTokens int `json:"prompt_tokens,omitempty"`
+	OutputTokens int `json:"output_tokens,omitempty"`
+	// DType of math, weights, KV cache and SSM state; default "bf16".
+	DType            string `json:"dtype,omitempty"`
+	UnfusedAttention bool   `json:"unfused_attention,omitempty"`
+	Faults           Faults `json:"faults,omitempty"`
+	FullSimulation   bool   `json:"full_simulation,omitempty"`
+	// TimelineRanks as in Training; default the first rank of each stage of
+	// replica 0.
+	TimelineRanks []int `json:"timeline_ranks,omitempty"`
+}
+
+// Defaults fills optional fields.
+func (s *Inference) Defaults() {
+	for _, f := range []*int{&s.TP, &s.PP, &s.Replicas, &s.Batch} {
+		if *f == 0 {
+			*f = 1
+		}
+	}
+	if s.PromptTokens == 0 {
+		s.PromptTokens = 512
+	}
+	if s.OutputTokens == 0 {
+		s.OutputTokens = 128
+	}
+	if s.DType == "" {
+		s.DType = string(hw.BF16)
+	}
+	s.Cluster.Defaults()
+	s.Faults.Defaults()
+}
+
+// Validate reports every problem.
+func (s *Inference) Validate(p *Problems) {
+	validateRun(p, s.GPU, s.DType, &s.Model, &s.Cluster, &s.Faults)
+	p.IntInRange("tp", s.TP, 1, 1<<16)
+	p.IntInRange("pp", s.PP, 1, 1<<16)
+	p.IntInRange("replicas", s.Replicas, 1, 1<<20)
+	p.IntInRange("batch", s.Batch, 1, 1<<20)
+	p.IntInRange("prompt_tokens", s.PromptTokens, 1, 1<<24)
+	p.IntInRange("output_tokens", s.OutputTokens, 1, 1<<20)
+}

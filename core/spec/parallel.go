@@ -1,0 +1,89 @@
+package spec
+
+// Parallel is how a training step is laid out over GPUs (see
+// workload.Parallel). Ranks are numbered TP fastest, then DP, then PP:
+// rank = tp + TP·(dp + DP·pp), so a TP group sits inside a node.
+type Parallel struct {
+	// TP, PP, DP degrees; default 1, 1 and the cluster's GPUs/(TP·PP).
+	TP int `json:"tp,omitempty"`
+	PP int `json:"pp,omitempty"`
+	DP int `json:"dp,omitempty"`
+	// MicroBatch: sequences per micro-batch (default 1). GlobalBatch:
+	// sequences per step over all replicas (default dp·micro_batch·pp, so
+	// that a pipeline has pp micro-batches).
+	MicroBatch  int `json:"micro_batch,omitempty"`
+	GlobalBatch int `json:"global_batch,omitempty"`
+	// Schedule: "1f1b" (default), "gpipe", or "interleaved" (default when
+	// virtual_stages > 1) with VirtualStages model chunks per stage.
+	Schedule      string `json:"schedule,omitempty"`
+	VirtualStages int    `json:"virtual_stages,omitempty"`
+	// SequenceParallel shards norms, dropout and residuals over the TP group.
+	SequenceParallel bool `json:"sequence_parallel,omitempty"`
+	// Recompute: "none" (default), "selective" or "full".
+	Recompute string `json:"recompute,omitempty"`
+	// ZeRO stage 0-3 (Megatron's distributed optimizer is stage 1).
+	ZeRO int `json:"zero,omitempty"`
+	// OverlapGradReduce reduces gradients in buckets during the backward;
+	// BucketParams is the bucket size in parameters (default max(40M, 1M·dp)).
+	OverlapGradReduce bool  `json:"overlap_grad_reduce,omitempty"`
+	BucketParams      int64 `json:"bucket_params,omitempty"`
+	// OverlapTPComm overlaps the backward's tensor-parallel collective with
+	// the weight-gradient GEMM.
+	OverlapTPComm bool `json:"overlap_tp_comm,omitempty"`
+}
+
+// Schedules are the pipeline schedules.
+var Schedules = []string{"1f1b", "gpipe", "interleaved"}
+
+// Defaults fills optional fields (DP and GlobalBatch need the cluster: see
+// Resolve).
+func (p *Parallel) Defaults() {
+	for _, f := range []*int{&p.TP, &p.PP, &p.MicroBatch, &p.VirtualStages} {
+		if *f == 0 {
+			*f = 1
+		}
+	}
+	if p.Schedule == "" {
+		p.Schedule = "1f1b"
+		if p.VirtualStages > 1 {
+			p.Schedule = "interleaved"
+		}
+	}
+	if p.Recompute == "" {
+		p.Recompute = "none"
+	}
+}
+
+// Resolve fills DP and GlobalBatch for a cluster of gpus GPUs and reports
+// a layout that does not fit it.
+func (p *Parallel) Resolve(gpus int, probs *Problems, path string) {
+	if p.TP < 1 || p.PP < 1 {
+		return
+	}
+	if p.DP == 0 {
+		p.DP = max(1, gpus/(p.TP*p.PP))
+	}
+	if p.GlobalBatch == 0 {
+		p.GlobalBatch = p.DP * p.MicroBatch * p.PP
+	}
+	if n := p.TP * p.PP * p.DP; n > gpus {
+		probs.Addf(Field(path, "dp"), "tp·pp·dp = %d·%d·%d = %d GPUs, but the cluster has %d", p.TP, p.PP, p.DP, n, gpus)
+	}
+}
+
+// Validate reports every problem under path.
+func (p *Parallel) Validate(probs *Problems, path string) {
+	f := func(n string) string { return Field(path, n) }
+	probs.IntInRange(f("tp"), p.TP, 1, 1<<16)
+	probs.IntInRange(f("pp"), p.PP, 1, 1<<16)
+	probs.IntInRange(f("dp"), p.DP, 0, 1<<20)
+	probs.IntInRange(f("micro_batch"), p.MicroBatch, 1, 1<<20)
+	probs.IntInRange(f("global_batch"), p.GlobalBatch, 0, 1<<30)
+	probs.IntInRange(f("virtual_stages"), p.VirtualStages, 1, 1<<10)
+	probs.OneOf(f("schedule"), p.Schedule, Schedules)
+	probs.OneOf(f("recompute"), p.Recompute, []string{"none", "selective", "full"})
+	probs.IntInRange(f("zero"), p.ZeRO, 0, 3)
+	if p.BucketParams < 0 {
+		probs.Addf(f("bucket_params"), "must be >= 0, got %d", p.BucketParams)
+	}
+}

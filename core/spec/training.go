@@ -1,0 +1,76 @@
+package spec
+
+import "github.com/eidolon-sim/eidolon/core/hw"
+
+// Training is the "training" kind: one training step of a model on a
+// cluster under a parallel layout, simulated over the compute model and the
+// network. Tables: summary, ranks, timeline, memory.
+type Training struct {
+	Header
+	// Model: a preset name or hyper-parameters (see Model).
+	Model Model `json:"model"`
+	// GPU preset name (eidolon.presets.gpus()), e.g. "a100-80gb-sxm".
+	GPU     string  `json:"gpu"`
+	Cluster Cluster `json:"cluster"`
+	// Parallel is the layout; see Parallel.
+	Parallel Parallel `json:"parallel"`
+	// SeqLen is tokens per sequence; default 2048.
+	SeqLen int `json:"seq_len,omitempty"`
+	// DType of the math and weights (default "bf16"); GradDType of the
+	// accumulated and reduced gradients (default "fp32", Megatron's main grads).
+	DType     string `json:"dtype,omitempty"`
+	GradDType string `json:"grad_dtype,omitempty"`
+	// UnfusedAttention uses Megatron's unfused attention (no FlashAttention).
+	UnfusedAttention bool `json:"unfused_attention,omitempty"`
+	// Faults: degraded or failed links, failed devices, stragglers.
+	Faults Faults `json:"faults,omitempty"`
+	// FullSimulation simulates every data-parallel replica instead of one
+	// representative for the symmetric ones (same answer, slower).
+	FullSimulation bool `json:"full_simulation,omitempty"`
+	// TimelineRanks are the ranks whose tasks the timeline table lists;
+	// default the first rank of each pipeline stage of replica 0 and every
+	// straggler's rank. [-1] lists none.
+	TimelineRanks []int `json:"timeline_ranks,omitempty"`
+}
+
+// Defaults fills optional fields.
+func (s *Training) Defaults() {
+	if s.SeqLen == 0 {
+		s.SeqLen = 2048
+	}
+	if s.DType == "" {
+		s.DType = string(hw.BF16)
+	}
+	if s.GradDType == "" {
+		s.GradDType = string(hw.FP32)
+	}
+	s.Cluster.Defaults()
+	s.Parallel.Defaults()
+	s.Faults.Defaults()
+}
+
+// Validate reports every problem.
+func (s *Training) Validate(p *Problems) {
+	validateRun(p, s.GPU, s.DType, &s.Model, &s.Cluster, &s.Faults)
+	p.OneOf("grad_dtype", s.GradDType, []string{"fp32", "bf16", "fp16"})
+	p.IntInRange("seq_len", s.SeqLen, 1, 1<<24)
+	s.Parallel.Validate(p, "parallel")
+}
+
+// validateRun checks the fields training and inference share.
+func validateRun(p *Problems, gpu, dtype string, m *Model, c *Cluster, f *Faults) {
+	g, ok := hw.GPUByName(gpu)
+	if !ok {
+		p.OneOf("gpu", gpu, hw.GPUNames())
+	}
+	dtypes := make([]string, len(hw.DTypes))
+	for i, d := range hw.DTypes {
+		dtypes[i] = string(d)
+	}
+	if p.OneOf("dtype", dtype, dtypes) && ok && g.Peak(hw.DType(dtype)) == 0 {
+		p.Addf("dtype", "%s has no %s math units; choose one of its types", gpu, dtype)
+	}
+	m.Validate(p, "model")
+	c.Validate(p, "cluster")
+	f.Validate(p, "faults")
+}

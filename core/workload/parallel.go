@@ -1,0 +1,168 @@
+package workload
+
+import (
+	"fmt"
+
+	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/model"
+)
+
+// Schedule is a pipeline schedule.
+type Schedule string
+
+const (
+	// GPipe runs every micro-batch's forward, then every backward (Huang et
+	// al. 2019): p·m activations in flight at the first stage... m per stage.
+	GPipe Schedule = "gpipe"
+	// OneFOneB is PipeDream-Flush (Narayanan et al. 2021): after p−s−1
+	// warm-up forwards each stage alternates one forward and one backward.
+	OneFOneB Schedule = "1f1b"
+	// Interleaved is Megatron's interleaved 1F1B over v model chunks per
+	// stage (Narayanan et al. 2021, §2.2), shrinking the bubble by v.
+	Interleaved Schedule = "interleaved"
+)
+
+// Parallel is how a training step is laid out over GPUs.
+type Parallel struct {
+	// TP, PP and DP degrees; TP·PP·DP GPUs. Ranks are numbered TP fastest,
+	// then DP, then PP (Megatron's default order): rank = tp + TP·(dp + DP·pp).
+	TP, PP, DP int
+	// MicroBatch is sequences per micro-batch; GlobalBatch sequences per
+	// step over all replicas (GlobalBatch/(DP·MicroBatch) micro-batches).
+	MicroBatch, GlobalBatch int
+	Schedule                Schedule
+	// VirtualStages is the model chunks per stage of the interleaved schedule.
+	VirtualStages    int
+	SequenceParallel bool
+	Recompute        model.Recompute
+	// ZeRO stage: 0 plain data parallel (all-reduce of gradients), 1
+	// optimizer state sharded (reduce-scatter gradients, all-gather updated
+	// weights), 2 gradients sharded too, 3 weights sharded too (all-gather
+	// each block's weights before its forward and its backward).
+	ZeRO int
+	// OverlapGradReduce reduces gradients in buckets as the backward
+	// produces them (Megatron --overlap-grad-reduce); otherwise one
+	// reduction over the whole gradient buffer after the backward.
+	OverlapGradReduce bool
+	// BucketParams is the bucket size in parameters; 0 takes Megatron's
+	// DDP default max(40M, 1M·DP).
+	BucketParams int64
+	// OverlapTPComm runs the backward's input-gradient all-reduce (or
+	// reduce-scatter) while the weight-gradient GEMM computes.
+	OverlapTPComm bool
+}
+
+// Training is a training step to lay out.
+type Training struct {
+	Model  model.Config
+	Par    Parallel
+	SeqLen int
+	// DType is the math type; weights are kept in it.
+	DType hw.DType
+	// GradDType is the type gradients are accumulated and reduced in:
+	// Megatron keeps fp32 main gradients for 16-bit training.
+	GradDType hw.DType
+	// UnfusedAttention uses Megatron's unfused attention kernels (no
+	// FlashAttention), as the 2022 Korthikanti et al. measurements did.
+	UnfusedAttention bool
+}
+
+// MicroBatches is the number of micro-batches per replica per step.
+func (t Training) MicroBatches() int {
+	return t.Par.GlobalBatch / (t.Par.DP * t.Par.MicroBatch)
+}
+
+// Ranks is the number of GPUs.
+func (p Parallel) Ranks() int { return p.TP * p.PP * p.DP }
+
+// Rank is the global rank at (tp, dp, pp).
+func (p Parallel) Rank(tp, dp, pp int) int { return tp + p.TP*(dp+p.DP*pp) }
+
+// Check returns every problem of a training layout with the spec field it
+// concerns (relative to the parallelism spec, or "model" / "seq_len").
+func (t Training) Check() []model.FieldProblem {
+	var ps []model.FieldProblem
+	bad := func(field, format string, args ...any) {
+		ps = append(ps, model.FieldProblem{Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	p := t.Par
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"tp", p.TP}, {"pp", p.PP}, {"dp", p.DP}, {"micro_batch", p.MicroBatch}, {"global_batch", p.GlobalBatch}, {"virtual_stages", p.VirtualStages}} {
+		if f.v < 1 {
+			bad(f.name, "must be >= 1, got %d", f.v)
+		}
+	}
+	if len(ps) > 0 {
+		return ps
+	}
+	if p.GlobalBatch%(p.DP*p.MicroBatch) != 0 {
+		bad("global_batch", "must be a multiple of dp·micro_batch = %d, got %d", p.DP*p.MicroBatch, p.GlobalBatch)
+	}
+	switch p.Schedule {
+	case GPipe, OneFOneB:
+		if p.VirtualStages != 1 {
+			bad("virtual_stages", "must be 1 for schedule %q, got %d (use \"interleaved\")", p.Schedule, p.VirtualStages)
+		}
+	case Interleaved:
+		m := p.GlobalBatch / (p.DP * p.MicroBatch)
+		if p.PP > 1 && m%p.PP != 0 {
+			bad("global_batch", "the interleaved schedule needs micro-batches per replica (%d) to be a multiple of pp (%d)", m, p.PP)
+		}
+	default:
+		bad("schedule", "must be one of gpipe, 1f1b, interleaved, got %q", p.Schedule)
+	}
+	if p.ZeRO < 0 || p.ZeRO > 3 {
+		bad("zero", "must be 0, 1, 2 or 3, got %d", p.ZeRO)
+	}
+	if n := len(t.Model.Pattern); n < p.PP*p.VirtualStages {
+		bad("pp", "pp·virtual_stages (%d) must not exceed the model's blocks (%d)", p.PP*p.VirtualStages, n)
+	}
+	if p.BucketParams < 0 {
+		bad("bucket_params", "must be >= 0, got %d", p.BucketParams)
+	}
+	run := t.microRun()
+	for _, fp := range t.Model.CheckRun(run) {
+		field := fp.Field
+		switch field {
+		case "batch":
+			field = "micro_batch"
+		case "recompute", "tp", "sequence_parallel":
+		default:
+			field = "model." + field
+		}
+		ps = append(ps, model.FieldProblem{Field: field, Message: fp.Message})
+	}
+	return ps
+}
+
+func (t Training) microRun() model.Run {
+	return model.Run{Phase: model.Training, Batch: t.Par.MicroBatch, SeqLen: t.SeqLen, TP: t.Par.TP,
+		SequenceParallel: t.Par.SequenceParallel, Recompute: t.Par.Recompute, DType: t.DType,
+		UnfusedAttention: t.UnfusedAttention}
+}
+
+// chunkPositions splits the model's positions (model.Graph.Order) into n
+// contiguous chunks: the embedding joins the first, the LM head the last,
+// and the pattern's blocks are spread as evenly as possible (earlier chunks
+// take the remainder).
+func chunkPositions(order []int, n int) [][]int {
+	body := order[1 : len(order)-1]
+	out := make([][]int, n)
+	per, rem := len(body)/n, len(body)%n
+	at := 0
+	for c := 0; c < n; c++ {
+		k := per
+		if c < rem {
+			k++
+		}
+		for _, i := range body[at : at+k] {
+			out[c] = append(out[c], i)
+		}
+		at += k
+	}
+	out[0] = append([]int{order[0]}, out[0]...)
+	out[n-1] = append(out[n-1], order[len(order)-1])
+	return out
+}

@@ -1,0 +1,247 @@
+// Package workload turns a model, a parallel layout and a batch into the
+// execution graphs of a training step or an inference run: a Plan of
+// programs (task graphs of compute and communication), the units that run
+// them, and the communicator groups their collectives use. It knows shapes
+// and dependencies, not time: package exec runs a Plan on compute and net.
+//
+// A unit is a tensor-parallel group: its ranks run the same operators in
+// lockstep (every TP collective joins them), so one program serves the whole
+// group, and ranks of different data-parallel replicas at the same pipeline
+// stage share one program too. Per-rank differences (a straggler, a degraded
+// link) are applied by exec when it runs the program on each unit, so
+// sharing a graph never hides an asymmetry.
+package workload
+
+import (
+	"github.com/eidolon-sim/eidolon/core/model"
+)
+
+// Stream is the queue a task runs on. Tasks on a serial stream run one at a
+// time in program order (a CUDA stream); PP tasks are point-to-point
+// transfers posted independently, as Megatron's batched isend/irecv are.
+type Stream uint8
+
+const (
+	StreamCompute Stream = iota
+	StreamTP
+	StreamDP
+	StreamPP
+	NumStreams
+)
+
+var streamNames = [NumStreams]string{"compute", "tp", "dp", "pp"}
+
+func (s Stream) String() string { return streamNames[s] }
+
+// Serial reports whether the stream runs its tasks one at a time in order.
+func (s Stream) Serial() bool { return s != StreamPP }
+
+// TaskKind is what a task does.
+type TaskKind uint8
+
+const (
+	// Compute runs Ops back to back on the unit's GPUs.
+	Compute TaskKind = iota
+	// Collective runs Op over the unit's group in Slot once every member
+	// unit has reached the task with the same Tag.
+	Collective
+	// Send and Recv are the two ends of a point-to-point transfer matched
+	// by (Slot's group, Tag); the transfer starts when both are posted.
+	Send
+	Recv
+)
+
+// SendRecv is the collective kind of a point-to-point transfer.
+const SendRecv model.Kind = "send_recv"
+
+// Slot names a unit's communicator groups.
+type Slot uint8
+
+const (
+	SlotTP Slot = iota
+	SlotDP
+	// SlotFwdOut sends activations to the next pipeline stage, SlotFwdIn
+	// receives them from the previous; SlotBwdOut sends gradients to the
+	// previous stage, SlotBwdIn receives them from the next.
+	SlotFwdOut
+	SlotFwdIn
+	SlotBwdOut
+	SlotBwdIn
+	NumSlots
+)
+
+// Task is one node of a program.
+type Task struct {
+	Name   string
+	Kind   TaskKind
+	Stream Stream
+	// Ops are the operators of a compute task, run back to back; the slice
+	// is shared with the model graph and must not be modified.
+	Ops []model.Op
+	// Coll is the collective of a communication task (model.AllReduce,
+	// AllGather, ReduceScatter, or SendRecv), Bytes its payload by the
+	// nccl-tests convention (all-gather: the gathered output; reduce-scatter:
+	// the input; send: the message).
+	Coll  model.Kind
+	Bytes float64
+	Slot  Slot
+	// Tag matches the tasks of different units that form one collective or
+	// one transfer on a group.
+	Tag int32
+	// Deps are tasks of the same program that must finish first.
+	Deps []int32
+	// FLOPs of all ops; MatmulFLOPs of the matmuls (GEMMs, attention) the
+	// Megatron formula counts, excluding recomputation; RecomputeFLOPs the
+	// matmul FLOPs of recomputed forward ops.
+	FLOPs, MatmulFLOPs, RecomputeFLOPs float64
+	// MicroBatch is the micro-batch (training) or decode step (inference)
+	// the task belongs to; -1 for per-step work.
+	MicroBatch int32
+}
+
+// Program is the task graph one unit runs; Marks name tasks whose end times
+// a scenario reads (e.g. "prefill_end").
+type Program struct {
+	Name  string
+	Tasks []Task
+	Marks map[string]int32
+}
+
+// Unit is a tensor-parallel group running one program.
+type Unit struct {
+	// Ranks are global ranks, in TP order.
+	Ranks   []int
+	Program int
+	// Replica is the data-parallel replica, Stage the pipeline stage.
+	Replica, Stage int
+	// Groups maps each slot to a group index, -1 where the unit has none.
+	Groups [NumSlots]int
+}
+
+// Group is a communicator shared by member units. A collective on it runs
+// one net collective per rank list in Comms, concurrently (a DP group of
+// tensor-parallel units is TP parallel collectives, one per TP index).
+type Group struct {
+	Units []int
+	Comms [][]int
+}
+
+// Plan is everything exec needs to run a workload.
+type Plan struct {
+	Programs []Program
+	Units    []Unit
+	Groups   []Group
+	// Replicas lists the units of each data-parallel replica (or inference
+	// replica) in stage order: replicas are the grain of symmetry.
+	Replicas [][]int
+	// Ranks is the number of global ranks the plan uses.
+	Ranks int
+}
+
+// builder appends tasks to one program.
+type progBuilder struct {
+	p    *Program
+	tags [NumSlots]int32
+}
+
+func (b *progBuilder) add(t Task) int32 {
+	b.p.Tasks = append(b.p.Tasks, t)
+	return int32(len(b.p.Tasks) - 1)
+}
+
+func deps(ids ...int32) []int32 {
+	var out []int32
+	for _, d := range ids {
+		if d >= 0 {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// collective appends a collective on a slot with the next tag of that slot.
+func (b *progBuilder) collective(name string, stream Stream, slot Slot, kind model.Kind, bytes float64, mb int32, after ...int32) int32 {
+	tag := b.tags[slot]
+	b.tags[slot]++
+	return b.add(Task{Name: name, Kind: Collective, Stream: stream, Coll: kind, Bytes: bytes, Slot: slot,
+		Tag: tag, Deps: deps(after...), MicroBatch: mb})
+}
+
+// compute appends a compute task over ops.
+func (b *progBuilder) compute(name string, ops []model.Op, mb int32, after ...int32) int32 {
+	t := Task{Name: name, Kind: Compute, Stream: StreamCompute, Ops: ops, Deps: deps(after...), MicroBatch: mb}
+	for _, o := range ops {
+		t.FLOPs += o.FLOPs
+		if o.IsMatmul() {
+			if o.Pass == model.Recomputed {
+				t.RecomputeFLOPs += o.FLOPs
+			} else {
+				t.MatmulFLOPs += o.FLOPs
+			}
+		}
+	}
+	return b.add(t)
+}
+
+// ops appends a block's operator list as compute segments split at its
+// tensor-parallel collectives, chained after `last`; it returns the last
+// task. With overlap, a collective that follows weight-gradient GEMMs starts
+// after the GEMMs before them, so the weight gradients run while it is in
+// flight (Megatron's async tensor-parallel backward).
+func (b *progBuilder) ops(prefix string, list []model.Op, mb int32, after []int32, overlap bool) int32 {
+	start := 0
+	last := int32(-1)
+	// first is the dependency list of the block's first task.
+	first := func() []int32 {
+		if last >= 0 {
+			return []int32{last}
+		}
+		return after
+	}
+	for i, o := range list {
+		if !o.IsComm() {
+			continue
+		}
+		seg := list[start:i]
+		if overlap {
+			w := len(seg)
+			for w > 0 && isWgrad(seg[w-1]) {
+				w--
+			}
+			if w < len(seg) && w > 0 {
+				a := b.compute(prefix+segName(seg[:w]), seg[:w], mb, first()...)
+				b.compute(prefix+segName(seg[w:]), seg[w:], mb, a)
+				last = b.collective(prefix+o.Name, StreamTP, SlotTP, o.Kind, o.Bytes, mb, a)
+				start = i + 1
+				continue
+			}
+		}
+		if len(seg) > 0 {
+			last = b.compute(prefix+segName(seg), seg, mb, first()...)
+			last = b.collective(prefix+o.Name, StreamTP, SlotTP, o.Kind, o.Bytes, mb, last)
+		} else {
+			last = b.collective(prefix+o.Name, StreamTP, SlotTP, o.Kind, o.Bytes, mb, first()...)
+		}
+		start = i + 1
+	}
+	if seg := list[start:]; len(seg) > 0 {
+		last = b.compute(prefix+segName(seg), seg, mb, first()...)
+	}
+	if last < 0 && len(after) == 1 {
+		return after[0]
+	}
+	return last
+}
+
+func isWgrad(o model.Op) bool {
+	n := o.Name
+	return len(n) > 6 && n[len(n)-6:] == ".wgrad"
+}
+
+// segName names a compute segment by its first and last operators.
+func segName(ops []model.Op) string {
+	if len(ops) == 1 {
+		return ops[0].Name
+	}
+	return ops[0].Name + ".." + ops[len(ops)-1].Name
+}

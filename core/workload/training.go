@@ -1,0 +1,381 @@
+package workload
+
+import (
+	"fmt"
+
+	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/model"
+)
+
+// Memory is what one GPU holds, in bytes, by category.
+type Memory struct {
+	// Weights in the math type (ZeRO-3: this rank's shard plus the blocks
+	// gathered at once).
+	Weights float64
+	// Gradients in the gradient type (ZeRO-2/3: this rank's shard).
+	Gradients float64
+	// Optimizer: fp32 master weights and Adam's two moments (ZeRO ≥ 1: shard).
+	Optimizer float64
+	// Activations kept from forward to backward at the schedule's peak
+	// (training), or the live tensors of the largest operator (inference).
+	Activations float64
+	// KVCache and SSMState (inference).
+	KVCache, SSMState float64
+	// Workspace: the largest single operator's tensors, plus in training
+	// the activations a recomputing block rebuilds during its backward.
+	Workspace float64
+}
+
+// Total is the sum of every category.
+func (m Memory) Total() float64 {
+	return m.Weights + m.Gradients + m.Optimizer + m.Activations + m.KVCache + m.SSMState + m.Workspace
+}
+
+// TrainingPlan is a training step's plan with what scenarios report about it.
+type TrainingPlan struct {
+	*Plan
+	// Memory per program (pipeline stage), per GPU.
+	Memory []Memory
+	// Params per GPU of each stage (this TP rank's share).
+	StageParams []int64
+	// ModelFLOPs is the matmul FLOPs of one step over all GPUs (the
+	// Megatron formula's count); HardwareFLOPs adds recomputation.
+	ModelFLOPs, HardwareFLOPs float64
+	// Tokens per step.
+	Tokens float64
+}
+
+// BuildTraining lays out one training step. t must pass Check.
+func BuildTraining(t Training) (*TrainingPlan, error) {
+	if ps := t.Check(); len(ps) > 0 {
+		return nil, fmt.Errorf("%s: %s", ps[0].Field, ps[0].Message)
+	}
+	if t.GradDType == "" {
+		t.GradDType = hw.FP32
+	}
+	g, err := model.Build(t.Model, t.microRun())
+	if err != nil {
+		return nil, err
+	}
+	par := t.Par
+	P, V, D, T := par.PP, par.VirtualStages, par.DP, par.TP
+	m := t.MicroBatches()
+	chunks := chunkPositions(g.Order, P*V)
+	tp := &TrainingPlan{Plan: &Plan{Ranks: par.Ranks()}, Tokens: float64(par.GlobalBatch * t.SeqLen)}
+
+	// The same graph without recomputation sizes the activations a
+	// recomputing block rebuilds during its backward.
+	plain := g
+	if par.Recompute != model.RecomputeNone && par.Recompute != "" {
+		r := t.microRun()
+		r.Recompute = model.RecomputeNone
+		if plain, err = model.Build(t.Model, r); err != nil {
+			return nil, err
+		}
+	}
+
+	for s := 0; s < P; s++ {
+		prog, mem, params := t.stageProgram(g, plain, chunks, s, m)
+		tp.Programs = append(tp.Programs, prog)
+		tp.Memory = append(tp.Memory, mem)
+		tp.StageParams = append(tp.StageParams, params)
+		for _, task := range prog.Tasks {
+			n := float64(T * D)
+			tp.ModelFLOPs += n * task.MatmulFLOPs
+			tp.HardwareFLOPs += n * (task.MatmulFLOPs + task.RecomputeFLOPs)
+		}
+	}
+	t.layout(tp.Plan)
+	return tp, nil
+}
+
+// layout creates the units and groups: unit dp + D·pp is the TP group of
+// replica dp at stage pp.
+func (t Training) layout(pl *Plan) {
+	par := t.Par
+	P, V, D, T := par.PP, par.VirtualStages, par.DP, par.TP
+	unit := func(dp, pp int) int { return dp + D*pp }
+	for pp := 0; pp < P; pp++ {
+		for dp := 0; dp < D; dp++ {
+			u := Unit{Program: pp, Replica: dp, Stage: pp}
+			for i := range u.Groups {
+				u.Groups[i] = -1
+			}
+			for k := 0; k < T; k++ {
+				u.Ranks = append(u.Ranks, par.Rank(k, dp, pp))
+			}
+			pl.Groups = append(pl.Groups, Group{Units: []int{len(pl.Units)}, Comms: [][]int{u.Ranks}})
+			u.Groups[SlotTP] = len(pl.Groups) - 1
+			pl.Units = append(pl.Units, u)
+		}
+	}
+	for pp := 0; pp < P; pp++ {
+		grp := Group{}
+		for dp := 0; dp < D; dp++ {
+			grp.Units = append(grp.Units, unit(dp, pp))
+		}
+		for k := 0; k < T; k++ {
+			var ranks []int
+			for dp := 0; dp < D; dp++ {
+				ranks = append(ranks, par.Rank(k, dp, pp))
+			}
+			grp.Comms = append(grp.Comms, ranks)
+		}
+		pl.Groups = append(pl.Groups, grp)
+		for _, u := range grp.Units {
+			pl.Units[u].Groups[SlotDP] = len(pl.Groups) - 1
+		}
+	}
+	for dp := 0; dp < D; dp++ {
+		var rep []int
+		for pp := 0; pp < P; pp++ {
+			rep = append(rep, unit(dp, pp))
+		}
+		pl.Replicas = append(pl.Replicas, rep)
+		if P == 1 {
+			continue
+		}
+		for s := 0; s < P; s++ {
+			next := (s + 1) % P
+			if next == 0 && V == 1 {
+				continue
+			}
+			pl.link(unit(dp, s), unit(dp, next), SlotFwdOut, SlotFwdIn)
+			pl.link(unit(dp, next), unit(dp, s), SlotBwdOut, SlotBwdIn)
+		}
+	}
+}
+
+// link adds a point-to-point group from unit a (sending on slot out) to unit
+// b (receiving on slot in): one transfer per TP index.
+func (pl *Plan) link(a, b int, out, in Slot) {
+	grp := Group{Units: []int{a, b}}
+	for k := range pl.Units[a].Ranks {
+		grp.Comms = append(grp.Comms, []int{pl.Units[a].Ranks[k], pl.Units[b].Ranks[k]})
+	}
+	pl.Groups = append(pl.Groups, grp)
+	pl.Units[a].Groups[out] = len(pl.Groups) - 1
+	pl.Units[b].Groups[in] = len(pl.Groups) - 1
+}
+
+// stageProgram builds stage s's program, its memory and its parameters.
+func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int) (Program, Memory, int64) {
+	par := t.Par
+	P, V, D, T := par.PP, par.VirtualStages, par.DP, par.TP
+	b := &progBuilder{p: &Program{Name: fmt.Sprintf("stage%d", s)}}
+	e := hw.DType(t.DType).Bytes()
+	if e < 2 {
+		e = 2
+	}
+	// Pipeline messages: the micro-batch's activations [tokens × hidden].
+	// Each TP rank sends its 1/t share; without sequence parallelism the
+	// receiver all-gathers them over its TP group (Megatron's scatter-gather
+	// optimization).
+	act := float64(par.MicroBatch*t.SeqLen*t.Model.Hidden) * e
+	msg := act
+	gather := false
+	if T > 1 {
+		msg = act / float64(T)
+		gather = !par.SequenceParallel
+	}
+
+	// Parameters of each chunk's blocks on this rank; shared weights once.
+	var params int64
+	chunkParams := make([]int64, V)
+	seenShared := map[int]bool{}
+	blockParams := func(bi int) int64 {
+		n := g.Blocks[bi].Params
+		if !seenShared[bi] && g.Blocks[bi].SharedParams > 0 {
+			seenShared[bi] = true
+			n += g.Blocks[bi].SharedParams
+		}
+		return n
+	}
+	posParams := make([][]int64, V)
+	for c := 0; c < V; c++ {
+		for _, bi := range chunks[c*P+s] {
+			n := blockParams(bi)
+			posParams[c] = append(posParams[c], n)
+			chunkParams[c] += n
+			params += n
+		}
+	}
+
+	order := StageOrder(par.Schedule, P, s, m, V)
+	lastBwd := map[int]int{} // chunk -> index in order of its last backward
+	for i, ps := range order {
+		if !ps.Forward {
+			lastBwd[ps.Chunk] = i
+		}
+	}
+	bucket := par.BucketParams
+	if bucket == 0 {
+		// Megatron-LM DistributedDataParallel: bucket_size = max(40M, 1M·dp).
+		bucket = max(40_000_000, 1_000_000*int64(D))
+	}
+	gradBytes := t.GradDType.Bytes()
+	reduce := model.AllReduce
+	if par.ZeRO >= 1 {
+		reduce = model.ReduceScatter
+	}
+	var pending int64 // gradient parameters not yet in a bucket
+	zeroGather := func(bi int, mb int32, after int32) int32 {
+		n := g.Blocks[bi].Params + g.Blocks[bi].SharedParams
+		return b.collective(g.Blocks[bi].Name+".zero3_all_gather", StreamDP, SlotDP, model.AllGather, float64(n)*e, mb, after)
+	}
+
+	lastCompute := int32(-1)
+	for i, ps := range order {
+		vs := ps.Chunk*P + s
+		mb := int32(ps.MB)
+		blocks := chunks[vs]
+		pre := fmt.Sprintf("mb%d.", ps.MB)
+		if V > 1 {
+			pre = fmt.Sprintf("mb%d.c%d.", ps.MB, ps.Chunk)
+		}
+		last := int32(-1)
+		if ps.Forward {
+			if vs > 0 {
+				last = b.p2p("recv_activations", Recv, SlotFwdIn, int32(ps.MB*V+ps.Chunk), msg, mb)
+				if gather {
+					last = b.collective(pre+"pp.all_gather", StreamTP, SlotTP, model.AllGather, act, mb, last)
+				}
+			}
+			prevEnd := []int32{-1, -1}
+			for _, bi := range blocks {
+				after := []int32{last}
+				if par.ZeRO == 3 && D > 1 {
+					after = append(after, zeroGather(bi, mb, prevEnd[0]))
+				}
+				if r := b.ops(pre+"fwd.", g.Blocks[bi].Forward, mb, deps(after...), false); r >= 0 {
+					last = r
+				}
+				prevEnd = []int32{prevEnd[1], last}
+			}
+			if vs < P*V-1 {
+				b.p2pAfter("send_activations", Send, SlotFwdOut, int32(ps.MB*V+(vs+1)/P), msg, mb, last)
+			}
+		} else {
+			if vs < P*V-1 {
+				last = b.p2p("recv_gradients", Recv, SlotBwdIn, int32(ps.MB*V+ps.Chunk), msg, mb)
+				if gather {
+					last = b.collective(pre+"pp.all_gather", StreamTP, SlotTP, model.AllGather, act, mb, last)
+				}
+			}
+			prevEnd := []int32{-1, -1}
+			for k := len(blocks) - 1; k >= 0; k-- {
+				bi := blocks[k]
+				after := []int32{last}
+				if par.ZeRO == 3 && D > 1 {
+					after = append(after, zeroGather(bi, mb, prevEnd[0]))
+				}
+				if r := b.ops(pre+"bwd.", g.Blocks[bi].Backward, mb, deps(after...), par.OverlapTPComm); r >= 0 {
+					last = r
+				}
+				prevEnd = []int32{prevEnd[1], last}
+				if par.OverlapGradReduce && D > 1 && lastBwd[ps.Chunk] == i {
+					pending += posParams[ps.Chunk][k]
+					if pending >= bucket {
+						b.collective(fmt.Sprintf("grad_%s.bucket", reduce), StreamDP, SlotDP, reduce, float64(pending)*gradBytes, -1, last)
+						pending = 0
+					}
+				}
+			}
+			if vs > 0 {
+				b.p2pAfter("send_gradients", Send, SlotBwdOut, int32(ps.MB*V+(vs-1)/P), msg, mb, last)
+			}
+		}
+		lastCompute = last
+	}
+	if D > 1 && par.OverlapGradReduce && pending > 0 {
+		b.collective(fmt.Sprintf("grad_%s.bucket", reduce), StreamDP, SlotDP, reduce, float64(pending)*gradBytes, -1, lastCompute)
+	}
+	if D > 1 && !par.OverlapGradReduce {
+		b.collective(fmt.Sprintf("grad_%s", reduce), StreamDP, SlotDP, reduce, float64(params)*gradBytes, -1, lastCompute)
+	}
+	// The optimizer waits for every gradient reduction (the DP stream is
+	// serial, so its last task) and the backward.
+	optAfter := []int32{lastCompute}
+	for i := len(b.p.Tasks) - 1; i >= 0; i-- {
+		if b.p.Tasks[i].Stream == StreamDP {
+			optAfter = append(optAfter, int32(i))
+			break
+		}
+	}
+	shard := params
+	if par.ZeRO >= 1 {
+		shard = (params + int64(D) - 1) / int64(D)
+	}
+	opt := []model.Op{model.AdamOp("optimizer.adam", shard)}
+	last := b.compute("optimizer.adam", opt, -1, optAfter...)
+	if par.ZeRO >= 1 && par.ZeRO < 3 && D > 1 {
+		b.collective("param_all_gather", StreamDP, SlotDP, model.AllGather, float64(params)*e, -1, last)
+	}
+	b.p.Marks = map[string]int32{"optimizer": last}
+
+	mem := t.stageMemory(g, plain, chunks, s, order, params, e, gradBytes)
+	return *b.p, mem, params
+}
+
+// p2p appends a receive (posted at once) on a pipeline slot.
+func (b *progBuilder) p2p(name string, kind TaskKind, slot Slot, tag int32, bytes float64, mb int32) int32 {
+	return b.add(Task{Name: fmt.Sprintf("mb%d.%s", mb, name), Kind: kind, Stream: StreamPP, Coll: SendRecv,
+		Bytes: bytes, Slot: slot, Tag: tag, MicroBatch: mb})
+}
+
+// p2pAfter appends a send after task `after`.
+func (b *progBuilder) p2pAfter(name string, kind TaskKind, slot Slot, tag int32, bytes float64, mb int32, after int32) int32 {
+	i := b.p2p(name, kind, slot, tag, bytes, mb)
+	b.p.Tasks[i].Deps = deps(after)
+	return i
+}
+
+// stageMemory is the per-GPU memory of stage s.
+func (t Training) stageMemory(g, plain model.Graph, chunks [][]int, s int, order []Pass, params int64, e, gradBytes float64) Memory {
+	par := t.Par
+	P, V, D := par.PP, par.VirtualStages, float64(par.DP)
+	p := float64(params)
+	mem := Memory{Weights: p * e, Gradients: p * gradBytes, Optimizer: p * optimizerBytes(t.DType)}
+	if par.ZeRO >= 1 {
+		mem.Optimizer /= D
+	}
+	if par.ZeRO >= 2 {
+		mem.Gradients /= D
+	}
+	chunkAct := make([]float64, V)
+	var rebuild, widest, biggest float64
+	for c := 0; c < V; c++ {
+		for _, bi := range chunks[c*P+s] {
+			blk := g.Blocks[bi]
+			chunkAct[c] += blk.ActivationBytes
+			if pb, ok := plain.Block(blk.Name); ok {
+				rebuild = max(rebuild, pb.ActivationBytes-blk.ActivationBytes)
+			}
+			widest = max(widest, float64(blk.Params+blk.SharedParams))
+			for _, list := range [][]model.Op{blk.Forward, blk.Backward} {
+				for _, o := range list {
+					if !o.IsComm() {
+						biggest = max(biggest, o.Bytes)
+					}
+				}
+			}
+		}
+	}
+	if par.ZeRO == 3 {
+		// Shards, plus two gathered blocks (the one computing and the one
+		// being prefetched).
+		mem.Weights = p*e/D + 2*widest*e
+	}
+	mem.Activations = PeakInFlight(order, chunkAct)
+	mem.Workspace = biggest + rebuild
+	return mem
+}
+
+// optimizerBytes per parameter: Adam's two fp32 moments, plus an fp32
+// master copy when the weights are kept in a narrower type (mixed precision).
+func optimizerBytes(d hw.DType) float64 {
+	if d.Bytes() >= 4 {
+		return 8
+	}
+	return 12
+}
