@@ -85,7 +85,7 @@ type zoClient struct {
 	theta   []float32 // read-only when shared through a versionStore
 	pending []pendingEpoch
 	applied int64 // messages applied so far
-	settled int   // last epoch projected into theta (versionStore mode)
+	settled int   // last epoch projected into theta
 }
 
 type pendingEpoch struct {
@@ -97,11 +97,9 @@ func newZO(m *Model, cfg ZOConfig, batch int, cnt *Counters) *zo {
 	z := &zo{m: m, cfg: cfg, ws: m.newWorkspace(batch), cnt: cnt}
 	if cfg.Rank > 0 {
 		z.bases = &basisCache{m: m, seed: cfg.Seed, rank: cfg.Rank, byEp: map[int]*basis{}}
-		maxOut := 0
 		for _, s := range m.Layers {
 			r := layerRank(s, cfg.Rank)
 			z.coef = append(z.coef, make([]float32, r*r))
-			maxOut = max(maxOut, s.Out)
 		}
 		z.plus = make([][]term, len(m.Layers))
 		z.minus = make([][]term, len(m.Layers))

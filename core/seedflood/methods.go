@@ -62,7 +62,7 @@ func (s *seedFlood) step(t int) (int64, error) {
 		}
 	}
 	lr := cfg.LearningRate / float32(n*q)
-	if s.zo.store != nil && !s.zo.private {
+	if s.zo.store != nil {
 		for _, m := range slot { // canonical order: origin, then k
 			s.zo.store.record(s.zo.epoch(t), m.key, -lr*m.g)
 		}
@@ -81,7 +81,7 @@ func (s *seedFlood) step(t int) (int64, error) {
 		for _, st := range s.state {
 			oldest = min(oldest, st.settled)
 		}
-		if !s.zo.private {
+		if s.zo.store != nil {
 			s.zo.store.evictBelow(oldest)
 		}
 		s.zo.bases.evictBefore(min(oldest+1, s.zo.epoch(max(0, t-s.maxDelay))))
@@ -107,7 +107,7 @@ func (s *seedFlood) deliver(c int, st *zoClient, t, lastSent int, lr float32) {
 	}
 }
 
-// Drain delivers every message still in flight after the last step (no new
+// drain delivers every message still in flight after the last step (no new
 // messages are emitted) and settles all SubCGE epochs, so every client has
 // applied every update exactly once. lastStep is the last step run.
 func (s *seedFlood) drain(lastStep int) {

@@ -103,12 +103,11 @@ func project(W []float32, s Shape, ut, vt, S []float32, r int, tmp []float32) in
 // regenerates each basis itself; the simulation builds it once and charges
 // its cost to every client that uses it (see Counters).
 type basisCache struct {
-	m     *Model
-	seed  uint64
-	rank  int
-	byEp  map[int]*basis
-	ops   int64 // multiply-adds to build one epoch's basis
-	built int
+	m    *Model
+	seed uint64
+	rank int
+	byEp map[int]*basis
+	ops  int64 // multiply-adds to build one epoch's basis
 }
 
 func (c *basisCache) get(epoch int) *basis {
@@ -118,7 +117,6 @@ func (c *basisCache) get(epoch int) *basis {
 	b, ops := newBasis(c.m, c.seed, epoch, c.rank)
 	c.byEp[epoch] = b
 	c.ops = ops
-	c.built++
 	return b
 }
 
