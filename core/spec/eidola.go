@@ -26,11 +26,13 @@ type Eidola struct {
 	CTAsPerSM int `json:"ctas_per_sm,omitempty"`
 
 	// ScriptSource: "setup_run" (default: a full flow-level run of the group
-	// on Network records the writes into the detailed GPU), "table" (Script
+	// on Cluster records the writes into the detailed GPU), "table" (Script
 	// below), or "generator" (Generator below).
 	ScriptSource string `json:"script_source,omitempty"`
-	// Network of the set-up run.
-	Network EidolaNetwork `json:"network,omitempty"`
+	// Cluster of the set-up run; its first ghosts+1 ranks form the group
+	// (rank 0 is the detailed GPU). Default: ghosts+1 GPUs on one switch
+	// over "nvlink4" (an NVSwitch domain).
+	Cluster Cluster `json:"cluster,omitempty"`
 	// Script rows, for script_source "table": the columns of the "script"
 	// result table (time_s, source_gpu, chunk, bytes).
 	Script []EidolaArrival `json:"script,omitempty"`
@@ -85,18 +87,6 @@ type EidolaTile struct {
 	N int `json:"n"`
 }
 
-// EidolaNetwork is the set-up run's network.
-type EidolaNetwork struct {
-	// Topology: "switch" (default: every GPU on one switch, as NVSwitch),
-	// "ring", "fully_connected".
-	Topology string `json:"topology,omitempty"`
-	// Link preset; default "nvlink4".
-	Link string `json:"link,omitempty"`
-	// BandwidthBytesPerS and LatencyS override the preset when > 0.
-	BandwidthBytesPerS float64 `json:"bandwidth_bytes_per_s,omitempty"`
-	LatencyS           float64 `json:"latency_s,omitempty"`
-}
-
 // EidolaArrival is one script row: ghost source_gpu's write of `bytes` for
 // `chunk` is visible in the detailed GPU from time_s (after kernel launch).
 type EidolaArrival struct {
@@ -113,13 +103,10 @@ type EidolaGenerator struct {
 	IntervalS float64 `json:"interval_s,omitempty"`
 }
 
-// EidolaKernels, EidolaSyncModes, EidolaSources, EidolaTopologies list the allowed names.
+// EidolaKernels, EidolaSyncModes, EidolaSources list the allowed names.
 func EidolaKernels() []string   { return []string{"allgather_gemm", "gemm_reducescatter", "allreduce"} }
 func EidolaSyncModes() []string { return []string{"spin_wait", "spin_yield", "syncmon"} }
 func EidolaSources() []string   { return []string{"setup_run", "table", "generator"} }
-func EidolaTopologies() []string {
-	return []string{"switch", "ring", "fully_connected"}
-}
 
 func (s *Eidola) Defaults() {
 	def := func(v *string, d string) {
@@ -141,8 +128,6 @@ func (s *Eidola) Defaults() {
 	def(&s.Kernel, "allgather_gemm")
 	def(&s.DType, "bf16")
 	def(&s.ScriptSource, "setup_run")
-	def(&s.Network.Topology, "switch")
-	def(&s.Network.Link, "nvlink4")
 	if s.GEMM == (EidolaGEMM{}) {
 		s.GEMM = EidolaGEMM{M: 8192, N: 4096, K: 4096}
 	}
@@ -150,6 +135,16 @@ func (s *Eidola) Defaults() {
 		s.Tile = EidolaTile{M: 128, N: 256}
 	}
 	defInt(&s.Ghosts, 7)
+	if s.Cluster.Preset == "" && s.Cluster.Topology == "" {
+		s.Cluster.Topology = "switch"
+	}
+	switch s.Cluster.Topology {
+	case "switch", "ring", "fully_connected", "leaf_spine":
+		if s.Cluster.GPUs == 0 {
+			s.Cluster.GPUs = s.Ghosts + 1
+		}
+	}
+	s.Cluster.Defaults()
 	defInt(&s.CTAsPerSM, 1)
 	defInt(&s.FlagReadLatencyCycles, 260)
 	defInt(&s.Seeds, 1)
@@ -216,12 +211,7 @@ func (s *Eidola) Validate(p *Problems) {
 			if s.Ghosts > maxSetupGhosts {
 				p.Addf("ghosts", "at most %d with script_source \"setup_run\" (it simulates every GPU); use \"generator\" or \"table\" beyond, got %d", maxSetupGhosts, s.Ghosts)
 			}
-			p.OneOf("network.topology", s.Network.Topology, EidolaTopologies())
-			if _, ok := hw.LinkByName(s.Network.Link); !ok {
-				p.OneOf("network.link", s.Network.Link, hw.LinkNames())
-			}
-			p.NonNegative("network.bandwidth_bytes_per_s", s.Network.BandwidthBytesPerS)
-			p.NonNegative("network.latency_s", s.Network.LatencyS)
+			s.Cluster.Validate(p, "cluster")
 		}
 	}
 	if s.ScriptSource != "table" && len(s.Script) > 0 {

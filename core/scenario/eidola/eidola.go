@@ -226,27 +226,19 @@ func baseScript(ctx context.Context, s *spec.Eidola, k *eidola.Kernel, c eidola.
 	return full.Script, []SetupRow{row}, nil
 }
 
-// network builds the set-up run's flow-level network.
+// network builds the set-up run's flow-level network over the cluster's
+// first ghosts+1 ranks.
 func network(s *spec.Eidola) (net.Fabric, error) {
-	l, _ := hw.LinkByName(s.Network.Link)
-	if s.Network.BandwidthBytesPerS > 0 {
-		l.BandwidthBytesPerS = s.Network.BandwidthBytesPerS
-	}
-	if s.Network.LatencyS > 0 {
-		l.LatencyS = s.Network.LatencyS
+	t, err := topo.FromSpec(s.Cluster)
+	if err != nil {
+		return nil, err
 	}
 	n := s.Ghosts + 1
-	var t *topo.Topology
-	var err error
-	switch s.Network.Topology {
-	case "ring":
-		t, err = topo.Ring(n, l)
-	case "fully_connected":
-		t, err = topo.FullyConnected(n, l)
-	default:
-		t, err = topo.SingleSwitch(n, l)
+	if t.NumRanks() < n {
+		return nil, &spec.Error{Problems: []spec.Problem{{Path: "cluster",
+			Message: fmt.Sprintf("has %d GPUs, the group needs ghosts+1 = %d", t.NumRanks(), n)}}}
 	}
-	if err != nil {
+	if err := t.SetRanks(t.Ranks()[:n]); err != nil {
 		return nil, err
 	}
 	return net.NewFlowNet(sim.New(), t), nil

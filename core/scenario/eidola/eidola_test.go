@@ -167,3 +167,21 @@ func TestUnsupportedDTypeIsASpecError(t *testing.T) {
 	require.Error(t, p.Err())
 	assert.Contains(t, p.Err().Error(), "dtype: a100-80gb-sxm has no fp8 tensor math")
 }
+
+// The set-up run accepts any cluster: two DGX H100 nodes (NVSwitch inside,
+// InfiniBand rails between) and a ring; the replay stays within 1%.
+func TestSetupRunOnClusters(t *testing.T) {
+	for _, cluster := range []string{`{"preset":"dgx-h100","nodes":2}`, `{"topology":"ring","link":"nvlink4"}`} {
+		s := decode(t, `{"kind":"eidola","ghosts":15,"kernel":"gemm_reducescatter","gemm":{"m":4096,"n":1024,"k":4096},
+			"tile":{"m":128,"n":256},"sync_modes":["spin_wait"],"cluster":`+cluster+`}`)
+		res, err := Run(scenario.Env{}, s, flat)
+		require.NoError(t, err, cluster)
+		tb := tables(t, res)
+		assert.InEpsilon(t, tb["setup"].([]SetupRow)[0].DetailedKernelTimeS, tb["summary"].([]SummaryRow)[0].KernelTimeS, 0.01, cluster)
+	}
+	s := decode(t, `{"kind":"eidola","ghosts":15,"gemm":{"m":4096,"n":1024,"k":4096},"cluster":{"preset":"dgx-h100"}}`)
+	_, err := Run(scenario.Env{}, s, flat)
+	var se *spec.Error
+	require.ErrorAs(t, err, &se)
+	assert.Contains(t, err.Error(), "cluster: has 8 GPUs, the group needs ghosts+1 = 16")
+}
