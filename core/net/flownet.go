@@ -47,6 +47,7 @@ type flow struct {
 	rate      float64
 	updated   sim.Time
 	finish    sim.Time // scheduled end of transmission
+	lat       sim.Time // path latency
 	start     sim.Time
 	txEnd     sim.Time
 	id        int64
@@ -122,11 +123,28 @@ func (n *FlowNet) Send(src, dst int, bytes float64, sink Sink, tag int) error {
 		return nil
 	}
 	f.active = true
+	f.lat = pathLatency(n.t, path)
+	alone := true
 	for h, l := range path {
 		ls := &n.links[l]
 		f.pos = append(f.pos, int32(len(ls.entries)))
 		ls.entries = append(ls.entries, linkEntry{flow: i, hop: int32(h)})
 		n.enter(l)
+		alone = alone && len(ls.entries) == 1
+	}
+	if alone {
+		// Alone on every link: max-min gives it the bottleneck capacity and
+		// changes nobody else's rate, so no recomputation is needed.
+		r := n.t.Capacity(int(path[0]))
+		for _, l := range path[1:] {
+			r = min(r, n.t.Capacity(int(l)))
+		}
+		f.rate = r
+		f.finish = now + max(1, sim.SecondsCeil(bytes/r))
+		n.k.AtHandler(f.finish, n, n.arg(i, evFinish))
+		return nil
+	}
+	for _, l := range path {
 		n.markDirty(l)
 	}
 	return nil
@@ -167,9 +185,11 @@ func (n *FlowNet) Handle(arg int) {
 		for h, l := range f.path {
 			n.detach(l, f.pos[h])
 			n.leave(l)
-			n.markDirty(l)
+			if len(n.links[l].entries) > 0 {
+				n.markDirty(l) // the flows left behind may speed up
+			}
 		}
-		n.k.AtHandler(now+pathLatency(n.t, f.path), n, n.arg(i, evDeliver))
+		n.k.AtHandler(now+f.lat, n, n.arg(i, evDeliver))
 	case evDeliver:
 		rec := FlowRecord{ID: f.id, Src: int(f.src), Dst: int(f.dst), Bytes: f.bytes, Start: f.start,
 			TxEnd: f.txEnd, Delivered: now, Hops: len(f.path), Tag: f.tag}
@@ -334,7 +354,7 @@ func (n *FlowNet) rerouteBroken() {
 			n.leave(l)
 			n.markDirty(l)
 		}
-		f.path, f.pos = path, f.pos[:0]
+		f.path, f.pos, f.lat = path, f.pos[:0], pathLatency(n.t, path)
 		f.rate, f.finish = 0, 0 // forces a new finish event in settle
 		for h, l := range path {
 			ls := &n.links[l]
