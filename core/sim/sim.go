@@ -74,8 +74,6 @@ type Handler interface {
 }
 
 type event struct {
-	t   Time
-	seq uint64
 	fn  func()
 	h   Handler
 	arg int
@@ -89,8 +87,19 @@ func (e *event) run() {
 	e.h.Handle(e.arg)
 }
 
-func (e *event) before(o *event) bool {
-	return e.t < o.t || (e.t == o.t && e.seq < o.seq)
+// slotBits of an entry's key hold the event's slot in the slab; the bits
+// above hold its sequence number, so ordering by (t, key) is ordering by
+// (time, sequence).
+const slotBits = 28
+
+// entry is what the heap moves: 16 bytes, four children to a cache line.
+type entry struct {
+	t   Time
+	key uint64 // seq<<slotBits | slot
+}
+
+func (e entry) before(o entry) bool {
+	return e.t < o.t || (e.t == o.t && e.key < o.key)
 }
 
 // Kernel is the event loop. The zero value is not usable; call New.
@@ -98,7 +107,9 @@ type Kernel struct {
 	now     Time
 	events  uint64
 	seq     uint64
-	queue   []event // 4-ary min-heap by (t, seq)
+	queue   []entry // 4-ary min-heap by (t, seq)
+	slab    []event // event bodies, by slot
+	free    []uint32
 	settle  []func()
 	stalls  []func() []string
 	failure error
@@ -127,60 +138,80 @@ func (k *Kernel) Pending() int { return len(k.queue) }
 
 // At schedules f at absolute time t. Scheduling in the past is a bug in the
 // caller and panics.
-func (k *Kernel) At(t Time, f func()) { k.push(event{t: t, fn: f}) }
+func (k *Kernel) At(t Time, f func()) { k.push(t, event{fn: f}) }
 
 // After schedules f d after now.
-func (k *Kernel) After(d Time, f func()) { k.push(event{t: k.now + d, fn: f}) }
+func (k *Kernel) After(d Time, f func()) { k.push(k.now+d, event{fn: f}) }
 
 // AtHandler schedules h.Handle(arg) at time t, without allocating.
-func (k *Kernel) AtHandler(t Time, h Handler, arg int) { k.push(event{t: t, h: h, arg: arg}) }
+func (k *Kernel) AtHandler(t Time, h Handler, arg int) { k.push(t, event{h: h, arg: arg}) }
 
-func (k *Kernel) push(e event) {
-	if e.t < k.now {
-		panic(fmt.Sprintf("sim: event scheduled at %v, before now %v", e.t, k.now))
+func (k *Kernel) push(t Time, e event) {
+	if t < k.now {
+		panic(fmt.Sprintf("sim: event scheduled at %v, before now %v", t, k.now))
 	}
-	e.seq = k.seq
+	var slot uint32
+	if n := len(k.free); n > 0 {
+		slot = k.free[n-1]
+		k.free = k.free[:n-1]
+		k.slab[slot] = e
+	} else {
+		slot = uint32(len(k.slab))
+		if slot >= 1<<slotBits {
+			panic("sim: more than 2^28 events pending")
+		}
+		k.slab = append(k.slab, e)
+	}
+	k.queue = append(k.queue, entry{t: t, key: k.seq<<slotBits | uint64(slot)})
 	k.seq++
-	k.queue = append(k.queue, e)
 	q := k.queue
 	i := len(q) - 1
+	x := q[i]
 	for i > 0 {
 		p := (i - 1) / 4
-		if !q[i].before(&q[p]) {
+		if !x.before(q[p]) {
 			break
 		}
-		q[p], q[i] = q[i], q[p]
+		q[i] = q[p]
 		i = p
 	}
+	q[i] = x
 }
 
+// pop removes the earliest entry and returns its event body.
 func (k *Kernel) pop() event {
 	q := k.queue
 	top := q[0]
 	n := len(q) - 1
-	q[0] = q[n]
-	q[n] = event{}
+	x := q[n]
 	q = q[:n]
-	i := 0
-	for { // 4-ary heap: shallower, and the four children share cache lines
-		c := 4*i + 1
-		if c >= n {
-			break
-		}
-		m := c
-		for j := c + 1; j < c+4 && j < n; j++ {
-			if q[j].before(&q[m]) {
-				m = j
+	if n > 0 {
+		i := 0
+		for { // 4-ary heap: shallower than binary, children share a cache line
+			c := 4*i + 1
+			if c >= n {
+				break
 			}
+			m := c
+			for j := c + 1; j < c+4 && j < n; j++ {
+				if q[j].before(q[m]) {
+					m = j
+				}
+			}
+			if !q[m].before(x) {
+				break
+			}
+			q[i] = q[m]
+			i = m
 		}
-		if !q[m].before(&q[i]) {
-			break
-		}
-		q[i], q[m] = q[m], q[i]
-		i = m
+		q[i] = x
 	}
 	k.queue = q
-	return top
+	slot := uint32(top.key & (1<<slotBits - 1))
+	e := k.slab[slot]
+	k.slab[slot] = event{}
+	k.free = append(k.free, slot)
+	return e
 }
 
 // Settle runs f once the current instant has no events left, before time
