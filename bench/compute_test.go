@@ -82,3 +82,69 @@ func BenchmarkComputeLlama70BTrainingStep(b *testing.B) {
 	b.ReportMetric(float64(ops), "distinct_ops")
 	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)*1e3, "ms/step")
 }
+
+// passTime is the compute time of one pass of a model on one rank: every
+// block's forward, backward and optimizer operators times its count
+// (collectives excluded).
+func passTime(t testing.TB, e *compute.Evaluator, c model.Config, r model.Run) float64 {
+	g, err := model.Build(c, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, blk := range g.Blocks {
+		for _, list := range [][]model.Op{blk.Forward, blk.Backward, blk.Optimizer} {
+			s, err := e.Time(list)
+			if err != nil {
+				t.Fatal(err)
+			}
+			total += float64(blk.Count) * s
+		}
+		s, err := e.Time(blk.SharedOptimizer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += s
+	}
+	return total
+}
+
+// TestFidelityCompute logs the compute model against published figures
+// (shared/reference/README.md and the FlashAttention-2 paper). It asserts
+// nothing about closeness: it is a report (make bench).
+func TestFidelityCompute(t *testing.T) {
+	a100, _ := hw.GPUByName("a100-80gb-sxm")
+	e := compute.NewEvaluator(a100)
+	t.Logf("%-58s %12s %12s %8s", "case", "published", "model", "error")
+	row := func(name string, published, got float64) {
+		t.Logf("%-58s %12.4g %12.4g %+7.1f%%", name, published, got, 100*(got/published-1))
+		if !(got > 0) {
+			t.Errorf("%s: model gives %v", name, got)
+		}
+	}
+
+	// Llama-2-7B on one A100, batch 1: 200-token prompt, then 200 generated
+	// tokens (RAPID-LLM validation set, TP1: 2.19 s end to end).
+	llama, _ := model.ByName("llama2-7b")
+	total := passTime(t, e, llama, model.Run{Phase: model.Prefill, Batch: 1, SeqLen: 200, DType: hw.BF16})
+	for kv := 200; kv < 400; kv++ {
+		total += passTime(t, e, llama, model.Run{Phase: model.Decode, Batch: 1, KVLen: kv, DType: hw.BF16})
+	}
+	row("llama2-7b A100 TP1 200+200 tokens, s", 2.19, total)
+
+	// FlashAttention-2 forward on A100 (Dao 2023, arXiv 2307.08691): 50–73%
+	// of the peak, the upper end at long sequences; head dim 128, 16k tokens, 16 heads.
+	fa := model.NewFlashAttention("fa", hw.BF16, 1, 16, 16, 16384, 16384, 128, false)
+	c, _ := e.Op(fa)
+	row("FlashAttention-2 fwd A100 d=128 s=16k, fraction of peak", 0.73, c.AchievedFLOPsPerS/a100.PeakBF16FlopsPerS)
+
+	// Korthikanti et al. 2022 Table 5, 22B, TP 8, batch 4 × 2048, full
+	// recompute: 1.42 s per iteration (compute here; TP all-reduces excluded).
+	gpt22, _ := model.ByName("gpt-22b")
+	row("gpt-22b TP8 full recompute, compute only, s", 1.42,
+		passTime(t, e, gpt22, model.Run{Phase: model.Training, Batch: 4, SeqLen: 2048, TP: 8, DType: hw.FP16,
+			Recompute: model.RecomputeFull, UnfusedAttention: true}))
+	row("gpt-22b TP8 SP + selective recompute, compute only, s", 1.10,
+		passTime(t, e, gpt22, model.Run{Phase: model.Training, Batch: 4, SeqLen: 2048, TP: 8, DType: hw.FP16,
+			SequenceParallel: true, Recompute: model.RecomputeSelective, UnfusedAttention: true}))
+}

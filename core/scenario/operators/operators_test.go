@@ -2,6 +2,8 @@ package operators_test
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -115,4 +117,30 @@ func TestModelSpecRoundTrip(t *testing.T) {
 	assert.Equal(t, 2, c.Layers)
 	assert.Equal(t, "AA", c.Pattern)
 	assert.Equal(t, model.LLaMA, c.Family)
+}
+
+// Every preset on every GPU, phase, dtype the GPU has and TP degree it
+// admits gives finite, positive times.
+func TestSweepFinite(t *testing.T) {
+	for _, gpu := range []string{"a100-40gb", "h100-pcie", "b200", "mi300x", "rtx-a6000", "l40s"} {
+		for _, m := range model.Names() {
+			for _, phase := range []string{"training", "prefill", "decode"} {
+				for _, tp := range []int{1, 2, 16} {
+					for _, dt := range []string{"bf16", "fp8", "fp32"} {
+						js := fmt.Sprintf(`{"kind":"operators","gpu":%q,"model":%q,"phase":%q,"tp":%d,"dtype":%q,"batch":2,"seq_len":64,"kv_len":0}`,
+							gpu, m, phase, tp, dt)
+						_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
+						if err != nil {
+							var se *spec.Error
+							require.ErrorAs(t, err, &se, js) // only spec problems (tp, dtype) may stop a run
+							continue
+						}
+						sum := tables(res)["summary"].([]operators.SummaryRow)[0]
+						require.True(t, sum.TimeS > 0 && !math.IsInf(sum.TimeS, 0), js)
+						require.False(t, math.IsNaN(sum.FLOPsUtilization), js)
+					}
+				}
+			}
+		}
+	}
 }
