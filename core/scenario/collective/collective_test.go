@@ -2,6 +2,7 @@ package collective_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -101,4 +102,17 @@ func TestChannelsUseEveryNIC(t *testing.T) {
 	require.InEpsilon(t, 50e9, one, 0.01)
 	require.Greater(t, eight, 6*one)
 	require.LessOrEqual(t, eight, 8*50e9)
+}
+
+func TestUnawareModelIsNeverSlower(t *testing.T) {
+	// Same spec, congestion ignored: every transfer runs as if alone, so the
+	// collective can only be as fast or faster (direct all-reduce shares
+	// every uplink among n−1 flows).
+	doc := `{"kind":"collective","cluster":{"preset":"dgx-h100","nodes":2},"algorithms":["direct","ring"],"model":"%s"}`
+	flow := table[collective.SummaryRow](t, runSpec(t, fmt.Sprintf(doc, "flow")), "summary")
+	unaware := table[collective.SummaryRow](t, runSpec(t, fmt.Sprintf(doc, "unaware")), "summary")
+	for i := range flow {
+		require.LessOrEqual(t, unaware[i].TimeS, flow[i].TimeS*(1+1e-9), flow[i].Algorithm)
+	}
+	require.Less(t, unaware[0].TimeS, 0.5*flow[0].TimeS, "direct: n−1 flows share each uplink")
 }
