@@ -4,45 +4,99 @@ import (
 	"context"
 	"testing"
 
-	"github.com/eidolon-sim/eidolon/core/compute"
-	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
 	"github.com/eidolon-sim/eidolon/core/net"
 	"github.com/eidolon-sim/eidolon/core/sim"
 	"github.com/eidolon-sim/eidolon/core/topo"
 	"github.com/eidolon-sim/eidolon/core/workload"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// setup builds a DGX A100 cluster of `nodes` nodes with congestion.
-func setup(t testing.TB, nodes int) Options {
+// fixedCost prices every operator at 1 ms.
+func fixedCost(model.Op) (float64, error) { return 1e-3, nil }
+
+func dgx(t *testing.T, nodes int) *net.FlowNet {
 	tp, err := topo.Preset("dgx-a100", nodes)
 	require.NoError(t, err)
-	k := sim.New()
-	gpu, ok := hw.GPUByName("a100-80gb-sxm")
-	require.True(t, ok)
-	ev := compute.NewEvaluator(gpu)
-	return Options{Fabric: net.NewFlowNet(k, tp), Cost: func(o model.Op) (float64, error) {
-		c, err := ev.Op(o)
-		return c.TimeS, err
-	}}
+	return net.NewFlowNet(sim.New(), tp)
 }
 
-func gptTraining(t testing.TB, name string, par workload.Parallel) workload.Training {
-	c, ok := model.ByName(name)
-	require.True(t, ok)
-	return workload.Training{Model: c, Par: par, SeqLen: 2048, DType: hw.FP16, UnfusedAttention: true}
+// onePlan is one unit of 8 ranks: a compute task, then an all-reduce of
+// `bytes` over the unit, repeated `reps` times.
+func onePlan(bytes float64, reps int) *workload.Plan {
+	ops := []model.Op{{Name: "gemm", Kind: model.GEMM}}
+	var prog workload.Program
+	for i := 0; i < reps; i++ {
+		c := int32(len(prog.Tasks))
+		var d []int32
+		if c > 0 {
+			d = []int32{c - 1}
+		}
+		prog.Tasks = append(prog.Tasks,
+			workload.Task{Name: "compute", Kind: workload.Compute, Stream: workload.StreamCompute, Ops: ops, Deps: d},
+			workload.Task{Name: "ar", Kind: workload.Collective, Stream: workload.StreamTP, Coll: model.AllReduce,
+				Bytes: bytes, Slot: workload.SlotTP, Tag: int32(i), Deps: []int32{c}})
+	}
+	ranks := []int{0, 1, 2, 3, 4, 5, 6, 7}
+	u := workload.Unit{Ranks: ranks}
+	for i := range u.Groups {
+		u.Groups[i] = -1
+	}
+	u.Groups[workload.SlotTP] = 0
+	return &workload.Plan{Programs: []workload.Program{prog}, Units: []workload.Unit{u},
+		Groups: []workload.Group{{Units: []int{0}, Comms: [][]int{ranks}}}, Replicas: [][]int{{0}}, Ranks: 8}
 }
 
-func TestSmoke22B(t *testing.T) {
-	tr := gptTraining(t, "gpt-22b", workload.Parallel{TP: 8, PP: 1, DP: 1, MicroBatch: 4, GlobalBatch: 4,
-		Schedule: workload.OneFOneB, VirtualStages: 1, Recompute: model.RecomputeFull})
-	pl, err := workload.BuildTraining(tr)
+// One compute task then a ring all-reduce of S = 1 GiB over the 8 GPUs of
+// a DGX A100 (NVLink 3: 300 GB/s per direction, 0.5 µs per hop, two hops
+// through the NVSwitch): 1 ms + 2(n−1)/n · S/B + 2(n−1) · 1 µs.
+func TestComputeThenAllReduceClosedForm(t *testing.T) {
+	const S, B, n = 1 << 30, 300e9, 8.0
+	want := 1e-3 + 2*(n-1)/n*S/B + 2*(n-1)*1e-6
+	res, err := Run(context.Background(), onePlan(S, 1), Options{Fabric: dgx(t, 1), Cost: fixedCost})
 	require.NoError(t, err)
-	opt := setup(t, 1)
-	res, err := Run(context.Background(), pl.Plan, opt)
-	require.NoError(t, err)
-	t.Logf("step %v, collectives %d reused %d", res.End, res.Collectives, res.Reused)
+	assert.InEpsilon(t, want, res.End.Seconds(), 1e-6)
 	st := res.Ranks()
-	t.Logf("%+v", st[0])
+	require.Len(t, st, 8)
+	assert.InEpsilon(t, 1e-3, st[3].Compute.Seconds(), 1e-9)
+	assert.InEpsilon(t, want-1e-3, st[3].ExposedComm.Seconds(), 1e-6)
+}
+
+// An isolated communicator (NVSwitch links no one else uses) runs its first
+// collective on the network and reuses that simulated time for identical
+// ones: three rounds take exactly three times one round.
+func TestIsolatedCollectiveReuse(t *testing.T) {
+	one, err := Run(context.Background(), onePlan(64<<20, 1), Options{Fabric: dgx(t, 1), Cost: fixedCost})
+	require.NoError(t, err)
+	three, err := Run(context.Background(), onePlan(64<<20, 3), Options{Fabric: dgx(t, 1), Cost: fixedCost})
+	require.NoError(t, err)
+	assert.Equal(t, 3*one.End, three.End)
+	assert.Equal(t, 1, three.Collectives)
+	assert.Equal(t, 2, three.Reused)
+}
+
+// A straggler slows its unit's compute; its own compute time grows, the
+// others wait for it at the all-reduce.
+func TestStragglerSlowsItsUnit(t *testing.T) {
+	f := dgx(t, 1)
+	f.SetSlowdown(f.Topology().RankDevice(5), 1.5)
+	res, err := Run(context.Background(), onePlan(1<<20, 2), Options{Fabric: f, Cost: fixedCost})
+	require.NoError(t, err)
+	st := res.Ranks()
+	assert.InEpsilon(t, 3e-3, st[5].Compute.Seconds(), 1e-9)
+	assert.InEpsilon(t, 2e-3, st[0].Compute.Seconds(), 1e-9)
+	assert.Greater(t, res.End.Seconds(), 3e-3)
+}
+
+// A receive whose send never comes is reported, naming the task.
+func TestStallIsReported(t *testing.T) {
+	p := onePlan(1<<20, 1)
+	p.Programs[0].Tasks = append(p.Programs[0].Tasks, workload.Task{Name: "lonely_recv", Kind: workload.Recv,
+		Stream: workload.StreamPP, Coll: workload.SendRecv, Bytes: 1, Slot: workload.SlotFwdIn})
+	p.Groups = append(p.Groups, workload.Group{Units: []int{0, 0}, Comms: [][]int{{0, 1}}})
+	p.Units[0].Groups[workload.SlotFwdIn] = 1
+	_, err := Run(context.Background(), p, Options{Fabric: dgx(t, 1), Cost: fixedCost})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "lonely_recv")
 }

@@ -1,0 +1,172 @@
+package training_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/eidolon-sim/eidolon/core/scenario"
+	"github.com/eidolon-sim/eidolon/core/scenario/all"
+	"github.com/eidolon-sim/eidolon/core/scenario/inference"
+	"github.com/eidolon-sim/eidolon/core/scenario/training"
+	"github.com/eidolon-sim/eidolon/core/spec"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func run(t testing.TB, js string) scenario.Result {
+	_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
+	require.NoError(t, err, js)
+	return res
+}
+
+func summary(t testing.TB, js string) training.SummaryRow {
+	return run(t, js).Tables[0].Rows.([]training.SummaryRow)[0]
+}
+
+// small is a 4-layer GPT-22B on DGX A100 nodes.
+func small(nodes int, parallel, extra string) string {
+	return fmt.Sprintf(`{"kind":"training","model":{"preset":"gpt-22b","layers":4},"gpu":"a100-80gb-sxm",
+		"cluster":{"preset":"dgx-a100","nodes":%d},"parallel":{%s},"seq_len":1024%s}`, nodes, parallel, extra)
+}
+
+func TestTablesAndBreakdown(t *testing.T) {
+	res := run(t, small(2, `"tp":4,"pp":2,"dp":2,"global_batch":8,"sequence_parallel":true,"recompute":"selective"`, ""))
+	names := []string{}
+	for _, tb := range res.Tables {
+		names = append(names, tb.Name)
+	}
+	require.Equal(t, []string{"summary", "ranks", "timeline", "memory"}, names)
+	s := res.Tables[0].Rows.([]training.SummaryRow)[0]
+	assert.InEpsilon(t, s.StepTimeS, s.ComputeS+s.ExposedCommS+s.BubbleS, 1e-9)
+	assert.Greater(t, s.MFU, 0.0)
+	assert.LessOrEqual(t, s.MFU, s.HFU)
+	assert.True(t, s.Fits)
+	ranks := res.Tables[1].Rows.([]training.RankRow)
+	require.Len(t, ranks, 16)
+	tl := res.Tables[2].Rows.([]training.TimelineRow)
+	require.NotEmpty(t, tl)
+	for _, r := range tl {
+		require.LessOrEqual(t, r.StartS, r.EndS)
+		require.LessOrEqual(t, r.EndS, s.StepTimeS+1e-12)
+	}
+}
+
+// Mirroring symmetric replicas gives the same times as simulating every
+// replica, healthy or not: a straggler and a degraded link make their
+// replicas simulated on their own.
+func TestMirroringMatchesFullSimulation(t *testing.T) {
+	par := `"tp":4,"pp":2,"dp":2,"global_batch":8,"overlap_grad_reduce":true`
+	for _, faults := range []string{
+		``,
+		`,"faults":{"stragglers":[{"device":"n1.gpu5","slowdown":1.3}]}`,
+		`,"faults":{"links":[{"src":"n0.gpu5","dst":"n0.nic5","health":0.2}]}`,
+	} {
+		mirrored := summary(t, small(2, par, faults))
+		full := summary(t, small(2, par, faults+`,"full_simulation":true`))
+		assert.InEpsilon(t, full.StepTimeS, mirrored.StepTimeS, 1e-9, faults)
+		assert.Equal(t, 16, full.SimulatedRanks)
+		if faults == "" {
+			assert.Equal(t, 8, mirrored.SimulatedRanks, "one replica of two")
+		}
+	}
+	healthy := summary(t, small(2, par, ""))
+	slow := summary(t, small(2, par, `,"faults":{"stragglers":[{"device":"n1.gpu5","slowdown":1.3}]}`))
+	assert.Greater(t, slow.StepTimeS, healthy.StepTimeS)
+}
+
+// Outputs move the expected way.
+func TestDirections(t *testing.T) {
+	// A faster inter-node network shortens a step whose data-parallel
+	// all-reduce crosses nodes.
+	net := func(nic string) float64 {
+		return summary(t, fmt.Sprintf(`{"kind":"training","model":{"preset":"gpt-22b","layers":4},"gpu":"a100-80gb-sxm",
+			"cluster":{"topology":"composed","nodes":2,"intra_link":"nvlink3","nic_link":%q,"host_link":"pcie5-x16"},
+			"parallel":{"tp":8,"dp":2,"global_batch":2},"seq_len":1024}`, nic)).StepTimeS
+	}
+	assert.Less(t, net("ib-ndr"), net("ib-hdr"))
+
+	// A bigger batch takes longer per step but not per token.
+	b4 := summary(t, small(1, `"tp":8,"global_batch":4`, ""))
+	b8 := summary(t, small(1, `"tp":8,"global_batch":8`, ""))
+	assert.Greater(t, b8.StepTimeS, b4.StepTimeS)
+	assert.GreaterOrEqual(t, b8.TokensPerS, b4.TokensPerS*0.999)
+
+	// More pipeline stages (on more GPUs): less memory per GPU, more bubble.
+	var prevMem, prevBubble float64
+	for i, pp := range []int{1, 2, 4} {
+		s := summary(t, small(1, fmt.Sprintf(`"tp":2,"pp":%d,"dp":1,"global_batch":8`, pp), ""))
+		if i > 0 {
+			assert.Less(t, s.MemoryPeakBytes, prevMem, "pp %d memory", pp)
+			assert.Greater(t, s.BubbleS, prevBubble, "pp %d bubble", pp)
+		}
+		prevMem, prevBubble = s.MemoryPeakBytes, s.BubbleS
+	}
+
+	// Recomputation trades time for memory.
+	none := summary(t, small(1, `"tp":8,"global_batch":8,"micro_batch":4`, ""))
+	full := summary(t, small(1, `"tp":8,"global_batch":8,"micro_batch":4,"recompute":"full"`, ""))
+	assert.Greater(t, full.StepTimeS, none.StepTimeS)
+	assert.Less(t, full.MemoryPeakBytes, none.MemoryPeakBytes)
+}
+
+func TestNotFittingIsReported(t *testing.T) {
+	s := summary(t, `{"kind":"training","model":"gpt3-175b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},
+		"parallel":{"tp":8,"global_batch":1},"seq_len":2048,"timeline_ranks":[-1]}`)
+	assert.False(t, s.Fits)
+	assert.Greater(t, s.MemoryPeakBytes, s.HBMBytes)
+}
+
+func TestSpecErrorsNameFields(t *testing.T) {
+	for js, path := range map[string]string{
+		small(1, `"tp":3`, ""):                        "parallel.tp",
+		small(1, `"tp":8,"pp":2`, ""):                 "parallel.dp",
+		small(1, `"tp":8,"schedule":"zigzag"`, ""):    "parallel.schedule",
+		small(1, `"tp":8,"global_batch":3,"dp":2`, ""): "parallel.dp",
+	} {
+		_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
+		var se *spec.Error
+		require.True(t, errors.As(err, &se), "%s: %v", js, err)
+		assert.Contains(t, err.Error(), path)
+	}
+}
+
+func inferenceSummary(t testing.TB, js string) inference.SummaryRow {
+	return run(t, js).Tables[0].Rows.([]inference.SummaryRow)[0]
+}
+
+func TestInferenceDirections(t *testing.T) {
+	at := func(tp, batch, prompt int) inference.SummaryRow {
+		return inferenceSummary(t, fmt.Sprintf(`{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm",
+			"cluster":{"preset":"dgx-a100","nodes":1},"tp":%d,"batch":%d,"prompt_tokens":%d,"output_tokens":16}`, tp, batch, prompt))
+	}
+	one, two := at(1, 1, 200), at(2, 1, 200)
+	assert.Less(t, two.E2ES, one.E2ES)
+	assert.Less(t, one.TTFTS, one.E2ES)
+	assert.InEpsilon(t, one.E2ES, one.TTFTS+15*one.TPOTS, 1e-9)
+	assert.Greater(t, two.LongestPromptTokens, one.LongestPromptTokens)
+	long := at(1, 1, 2000)
+	assert.Greater(t, long.TTFTS, one.TTFTS)
+	assert.Greater(t, long.TPOTS, one.TPOTS)
+	big := at(1, 8, 200)
+	assert.Greater(t, big.TokensPerS, one.TokensPerS)
+
+	// A pipeline of two stages and two replicas over four GPUs.
+	pp := inferenceSummary(t, `{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm",
+		"cluster":{"preset":"dgx-a100","nodes":1},"tp":2,"pp":2,"replicas":2,"batch":2,"prompt_tokens":128,"output_tokens":8}`)
+	assert.True(t, pp.Fits)
+	assert.Greater(t, pp.TTFTS, 0.0)
+
+	// A Mamba model keeps SSM state instead of a KV cache.
+	res := run(t, `{"kind":"inference","model":"mamba-1.4b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},
+		"tp":2,"batch":4,"prompt_tokens":256,"output_tokens":8}`)
+	for _, r := range res.Tables[3].Rows.([]training.MemoryRow) {
+		switch r.Category {
+		case "kv_cache":
+			assert.Zero(t, r.Bytes)
+		case "ssm_state":
+			assert.Greater(t, r.Bytes, 0.0)
+		}
+	}
+}

@@ -1,0 +1,250 @@
+package workload
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func gpt(t *testing.T, name string) model.Config {
+	c, ok := model.ByName(name)
+	require.True(t, ok)
+	return c
+}
+
+func layout(c model.Config, par Parallel) Training {
+	if par.Schedule == "" {
+		par.Schedule = OneFOneB
+	}
+	if par.VirtualStages == 0 {
+		par.VirtualStages = 1
+	}
+	if par.Recompute == "" {
+		par.Recompute = model.RecomputeNone
+	}
+	return Training{Model: c, Par: par, SeqLen: 2048, DType: hw.FP16, UnfusedAttention: true}
+}
+
+// The Megatron formula (Narayanan et al. 2021, eq. 3; reference README):
+// F = 72·B·s·L·h²·(1 + s/(6h) + V/(12·L·h)) without recomputation and
+// 96·B·s·L·h²·(1 + s/(6h) + V/(16·L·h)) with full recomputation. Per layer
+// the forward's matmuls are QKV 6bsh², attention out 2bsh², MLP 16bsh²,
+// scores and context 2bs²h each; backward twice the forward; full
+// recomputation one more forward of every layer (not of the LM head, 2bshV).
+func TestFLOPsMatchMegatronFormula(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		tp, pp, dp int
+		gb, mb     int
+	}{
+		{"gpt-22b", 8, 1, 1, 4, 4},
+		{"gpt3-175b", 8, 8, 2, 16, 1},
+	} {
+		c := gpt(t, tc.name)
+		B, s, L, h, V := float64(tc.gb), 2048.0, float64(c.Layers), float64(c.Hidden), float64(c.Vocab)
+		megatron := 72 * B * s * L * h * h * (1 + s/(6*h) + V/(12*L*h))
+		full := 96 * B * s * L * h * h * (1 + s/(6*h) + V/(16*L*h))
+		for _, rc := range []model.Recompute{model.RecomputeNone, model.RecomputeFull} {
+			par := Parallel{TP: tc.tp, PP: tc.pp, DP: tc.dp, GlobalBatch: tc.gb, MicroBatch: tc.mb, Recompute: rc}
+			p, err := BuildTraining(layout(c, par))
+			require.NoError(t, err)
+			assert.InEpsilon(t, megatron, p.ModelFLOPs, 1e-9, "%s %s model FLOPs", tc.name, rc)
+			want := megatron
+			if rc == model.RecomputeFull {
+				want = full
+			}
+			assert.InEpsilon(t, want, p.HardwareFLOPs, 1e-9, "%s %s hardware FLOPs", tc.name, rc)
+		}
+	}
+}
+
+// Korthikanti et al. 2022 (arXiv 2205.05198), activation bytes per layer
+// with 16-bit activations: TP only sbh(10 + 24/t + 5as/(ht)); TP+SP
+// (sbh/t)(34 + 5as/h); TP+SP+selective 34sbh/t; full recompute 2sbh. A
+// middle stage s of a 1F1B pipeline of p stages holds p−s micro-batches of
+// its L/p layers at its peak (no embedding or LM head on it).
+func TestActivationMemoryMatchesKorthikanti(t *testing.T) {
+	c := gpt(t, "gpt3-175b")
+	sq, b, h, a, tp := 2048.0, 1.0, float64(c.Hidden), float64(c.Heads), 8.0
+	sbh := sq * b * h
+	P, stage := 4, 1
+	perStage := float64(c.Layers / P)
+	inFlight := float64(P - stage)
+	for _, tc := range []struct {
+		mode    model.Recompute
+		sp      bool
+		perLyr  float64
+		formula string
+	}{
+		{model.RecomputeNone, false, sbh * (10 + 24/tp + 5*a*sq/(h*tp)), "tensor parallel"},
+		{model.RecomputeNone, true, sbh / tp * (34 + 5*a*sq/h), "tensor + sequence parallel"},
+		{model.RecomputeSelective, true, 34 * sbh / tp, "tensor + sequence parallel + selective"},
+		{model.RecomputeFull, false, 2 * sbh, "full recompute"},
+	} {
+		par := Parallel{TP: 8, PP: P, DP: 1, GlobalBatch: 8, MicroBatch: 1, Recompute: tc.mode, SequenceParallel: tc.sp}
+		p, err := BuildTraining(layout(c, par))
+		require.NoError(t, err)
+		assert.InEpsilon(t, inFlight*perStage*tc.perLyr, p.Memory[stage].Activations, 1e-9, tc.formula)
+	}
+}
+
+// Weights (2 B), fp32 main gradients (4 B) and Adam with an fp32 master
+// copy (12 B) are 18 bytes per parameter: for GPT-3 175B at TP8 PP8 a
+// middle stage holds 12 layers of 12h² + 13h parameters / 8, i.e. 45.56 GiB
+// (Korthikanti et al. 2022, Figure 1).
+func TestStaticMemoryPerParameter(t *testing.T) {
+	c := gpt(t, "gpt3-175b")
+	h := int64(c.Hidden)
+	perLayer := (12*h*h + 13*h) / 8
+	for _, zero := range []int{0, 1, 2, 3} {
+		par := Parallel{TP: 8, PP: 8, DP: 4, GlobalBatch: 32, MicroBatch: 1, ZeRO: zero}
+		p, err := BuildTraining(layout(c, par))
+		require.NoError(t, err)
+		// Replicated row-parallel biases make a rank's count a little above
+		// 12 layers of (12h² + 13h)/8.
+		params := float64(p.StageParams[3])
+		assert.InDelta(t, float64(12*perLayer), params, 0.001*params)
+		m := p.Memory[3]
+		d := 4.0
+		opt, grad, w := 12*params, 4*params, 2*params
+		if zero >= 1 {
+			opt /= d
+		}
+		if zero >= 2 {
+			grad /= d
+		}
+		assert.InEpsilon(t, opt, m.Optimizer, 1e-12, "zero %d optimizer", zero)
+		assert.InEpsilon(t, grad, m.Gradients, 1e-12, "zero %d gradients", zero)
+		if zero < 3 {
+			assert.InEpsilon(t, w, m.Weights, 1e-12, "zero %d weights", zero)
+		} else {
+			assert.Less(t, m.Weights, w/2)
+		}
+	}
+	par := Parallel{TP: 8, PP: 8, DP: 1, GlobalBatch: 8, MicroBatch: 1}
+	p, err := BuildTraining(layout(c, par))
+	require.NoError(t, err)
+	gib := (p.Memory[3].Weights + p.Memory[3].Gradients + p.Memory[3].Optimizer) / (1 << 30)
+	assert.InDelta(t, 45.56, gib, 0.01*45.56, "Figure 1: parameters + optimizer state")
+}
+
+func TestScheduleOrders(t *testing.T) {
+	for _, tc := range []struct {
+		kind    Schedule
+		p, m, v int
+	}{
+		{GPipe, 4, 6, 1}, {OneFOneB, 4, 6, 1}, {OneFOneB, 8, 3, 1}, {Interleaved, 4, 8, 2}, {Interleaved, 8, 16, 3},
+	} {
+		for s := 0; s < tc.p; s++ {
+			order := StageOrder(tc.kind, tc.p, s, tc.m, tc.v)
+			require.Len(t, order, 2*tc.m*tc.v)
+			fwd := map[[2]int]bool{}
+			for _, ps := range order {
+				k := [2]int{ps.MB, ps.Chunk}
+				if ps.Forward {
+					require.False(t, fwd[k], "forward twice")
+					fwd[k] = true
+				} else {
+					require.True(t, fwd[k], "%v backward before forward", k)
+				}
+			}
+			unit := make([]float64, tc.v)
+			for i := range unit {
+				unit[i] = 1
+			}
+			peak := PeakInFlight(order, unit)
+			switch tc.kind {
+			case GPipe:
+				assert.Equal(t, float64(tc.m), peak)
+			case OneFOneB:
+				assert.Equal(t, float64(min(tc.p-s, tc.m)), peak, "1F1B stage %d", s)
+			}
+			if tc.kind == Interleaved && s == 0 {
+				// Korthikanti et al. §4.2.3: the first stage holds
+				// p·v·(1 + (p−1)/(p·v)) = p·v + p − 1 chunks.
+				assert.Equal(t, float64(tc.p*tc.v+tc.p-1), peak)
+			}
+		}
+	}
+}
+
+func TestPlanStructure(t *testing.T) {
+	c := gpt(t, "gpt-22b")
+	c.Layers = 8
+	c.Pattern = "AAAAAAAA"
+	par := Parallel{TP: 2, PP: 2, DP: 2, GlobalBatch: 8, MicroBatch: 1, Schedule: Interleaved, VirtualStages: 2,
+		SequenceParallel: true, OverlapGradReduce: true, BucketParams: 1, ZeRO: 1}
+	p, err := BuildTraining(layout(c, par))
+	require.NoError(t, err)
+	require.Len(t, p.Units, 4)
+	require.Equal(t, []int{0, 1}, p.Units[0].Ranks)
+	require.Equal(t, []int{2, 3}, p.Units[1].Ranks) // replica 1, stage 0
+	require.Equal(t, []int{4, 5}, p.Units[2].Ranks) // replica 0, stage 1
+	// Every send has exactly one matching receive on the peer.
+	type key struct{ g, tag int }
+	sends, recvs := map[key]int{}, map[key]int{}
+	for _, u := range p.Units {
+		for _, task := range p.Programs[u.Program].Tasks {
+			g := u.Groups[task.Slot]
+			switch task.Kind {
+			case Send:
+				sends[key{g, int(task.Tag)}]++
+			case Recv:
+				recvs[key{g, int(task.Tag)}]++
+			}
+			for _, d := range task.Deps {
+				require.Less(t, int(d), len(p.Programs[u.Program].Tasks))
+			}
+		}
+	}
+	require.Equal(t, sends, recvs)
+	for k, n := range sends {
+		require.Equal(t, 1, n, fmt.Sprint(k))
+	}
+	// Per-layer buckets: one reduce-scatter per block of each stage.
+	rs := 0
+	for _, task := range p.Programs[0].Tasks {
+		if task.Stream == StreamDP && task.Coll == model.ReduceScatter {
+			rs++
+		}
+	}
+	require.Equal(t, 4+1, rs) // 4 transformer blocks + the embedding
+}
+
+func TestCheckReportsFields(t *testing.T) {
+	c := gpt(t, "gpt-22b")
+	bad := layout(c, Parallel{TP: 5, PP: 1, DP: 3, GlobalBatch: 4, MicroBatch: 1, ZeRO: 4})
+	fields := map[string]bool{}
+	for _, p := range bad.Check() {
+		fields[p.Field] = true
+	}
+	require.True(t, fields["global_batch"], "4 is not a multiple of dp·micro_batch")
+	require.True(t, fields["zero"])
+	require.True(t, fields["tp"], "5 does not divide 64 heads")
+}
+
+// KV cache per GPU: 2 (K and V) · layers · kv_heads/t · head_dim · bytes ·
+// batch · (prompt + output).
+func TestInferenceMemory(t *testing.T) {
+	c := gpt(t, "llama2-7b")
+	in := Inference{Model: c, TP: 2, PP: 1, Replicas: 1, Batch: 4, Prompt: 100, Output: 28, DType: hw.BF16}
+	p, err := BuildInference(in)
+	require.NoError(t, err)
+	want := 2.0 * 32 * 16 * 128 * 2 * 4 * 128
+	assert.InEpsilon(t, want, p.Memory[0].KVCache, 1e-12)
+	assert.InEpsilon(t, float64(model.Params(c))*2/2, p.Memory[0].Weights, 0.01)
+	n, err := in.LongestPrompt(80e9)
+	require.NoError(t, err)
+	at, _ := in.PeakMemory(n)
+	above, _ := in.PeakMemory(n + 1)
+	require.LessOrEqual(t, at, 80e9)
+	require.Greater(t, above, 80e9)
+	in.Batch = 8
+	n8, err := in.LongestPrompt(80e9)
+	require.NoError(t, err)
+	require.Less(t, n8, n)
+}
