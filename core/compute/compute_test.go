@@ -148,3 +148,31 @@ func TestFlashAttentionEfficiency(t *testing.T) {
 		assert.Less(t, eff, 0.95)
 	}
 }
+
+func TestQuantizeIsBytesOverHBM(t *testing.T) {
+	g := gpu(t, "h100-sxm")
+	// 256M bf16 values to int8 with one fp32 scale per 128: read 2 B, write
+	// 1 B per value, plus 4/128 B of scales.
+	n := int64(256 << 20)
+	o := model.QuantizeOp("q", n, hw.BF16, hw.INT8, 128)
+	assert.Equal(t, float64(n)*(3+4.0/128), o.Bytes)
+	c, err := NewEvaluator(g).Op(o)
+	require.NoError(t, err)
+	assert.Equal(t, BoundHBM, c.Bound)
+	assert.InEpsilon(t, o.Bytes/g.HBMBandwidthBytesPerS+g.KernelLaunchS, c.TimeS, 1e-12)
+}
+
+func TestMemoizedEqualsFresh(t *testing.T) {
+	g := gpu(t, "a100-80gb-sxm")
+	e := NewEvaluator(g)
+	for _, o := range graphOps(t, "llama2-13b", model.Training) {
+		a, err := e.Op(o)
+		require.NoError(t, err)
+		b, err := e.Op(o) // cached
+		require.NoError(t, err)
+		c, err := NewEvaluator(g).Op(o) // fresh
+		require.NoError(t, err)
+		require.Equal(t, a, b)
+		require.Equal(t, a, c)
+	}
+}

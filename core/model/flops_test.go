@@ -96,3 +96,26 @@ func TestFromPresetOverride(t *testing.T) {
 	assert.Equal(t, "MMMAMMMA", EveryK(8, 4))
 	assert.Len(t, Catalog(), len(Presets()))
 }
+
+// Mamba-2 SSD on one sequence of 512 tokens in chunks of 256 (2 chunks), 80
+// heads of 64, state 128, 1 group: C·Bᵀ 2·T·Q·N·G, scores·X 2·T·Q·H·P,
+// chunk states and state outputs 2 × 2·T·N·H·P, decay mask T·Q·H, state
+// passing 2·chunks·H·P·N.
+func TestSSDFLOPs(t *testing.T) {
+	c, _ := ByName("mamba2-2.7b")
+	g, err := Build(c, Run{Phase: Prefill, Batch: 1, SeqLen: 512, DType: hw.BF16})
+	require.NoError(t, err)
+	blk, _ := g.Block(BlockMamba2)
+	T, Q, H, P, N, G := 512.0, 256.0, 80.0, 64.0, 128.0, 1.0
+	want := 2*T*Q*N*G + 2*T*Q*H*P + 4*T*N*H*P + T*Q*H + 2*2*H*P*N
+	found := false
+	for _, o := range blk.Forward {
+		if o.Kind == SSDScan {
+			assert.Equal(t, want, o.FLOPs)
+			found = true
+		}
+	}
+	assert.True(t, found)
+	// Its in_proj packs z, x (2·5120), B, C (2·128) and dt (80 heads).
+	assert.Equal(t, int64(2*5120+2*128+80), blk.Forward[1].N)
+}
