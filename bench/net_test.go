@@ -12,8 +12,14 @@ import (
 )
 
 // ringAllReduce runs one ring all-reduce of `bytes` over every GPU of a
-// dgx-h100 cluster of `nodes` nodes with congestion (FlowNet).
-func ringAllReduce(b *testing.B, nodes int, bytes float64) (events uint64, flows int, simTime float64) {
+// dgx-h100 cluster of `nodes` nodes with congestion (FlowNet). railAligned
+// orders the ring as NCCL's topology search does: every other node is
+// traversed backwards, so each inter-node hop joins GPUs of the same local
+// index (one rail, one leaf; the spine only between leaf groups). Otherwise
+// the ring is node-major (gpu7 of node k to gpu0 of node k+1: every
+// inter-node hop crosses rails through the spine, and ECMP collisions there
+// tie many flows into one max-min component).
+func ringAllReduce(b *testing.B, nodes int, bytes float64, railAligned bool) (events uint64, flows int, simTime float64) {
 	tp, err := topo.Preset("dgx-h100", nodes)
 	if err != nil {
 		b.Fatal(err)
@@ -21,9 +27,15 @@ func ringAllReduce(b *testing.B, nodes int, bytes float64) (events uint64, flows
 	k := sim.New()
 	f := net.NewFlowNet(k, tp)
 	c := net.NewComms(f)
-	ranks := make([]int, tp.NumRanks())
-	for i := range ranks {
-		ranks[i] = i
+	ranks := make([]int, 0, tp.NumRanks())
+	for n := 0; n < nodes; n++ {
+		for g := 0; g < 8; g++ {
+			if railAligned && n%2 == 1 {
+				ranks = append(ranks, n*8+7-g)
+			} else {
+				ranks = append(ranks, n*8+g)
+			}
+		}
 	}
 	var res net.Result
 	if _, err := c.Start(net.Collective{Op: net.AllReduce, Algorithm: net.Ring, Bytes: bytes, Ranks: ranks}, func(r net.Result) { res = r }); err != nil {
@@ -35,20 +47,33 @@ func ringAllReduce(b *testing.B, nodes int, bytes float64) (events uint64, flows
 	return k.Events(), res.Flows, (res.End - res.Start).Seconds()
 }
 
-// BenchmarkRingAllReduce: 1 GiB ring all-reduce over 8·nodes GPUs.
-// Run: go test ./bench -run '^$' -bench RingAllReduce -benchtime 1x
+func benchRing(b *testing.B, nodes int, railAligned bool) {
+	var ev uint64
+	var flows int
+	for i := 0; i < b.N; i++ {
+		ev, flows, _ = ringAllReduce(b, nodes, 1<<30, railAligned)
+	}
+	perOp := b.Elapsed().Seconds() / float64(b.N)
+	b.ReportMetric(float64(flows), "flows")
+	b.ReportMetric(float64(ev)/perOp, "events/s")
+	b.ReportMetric(perOp/float64(flows)*1e9, "ns/flow")
+}
+
+// BenchmarkRingAllReduce: 1 GiB rail-aligned ring all-reduce over 8·nodes
+// GPUs; ns/flow across sizes shows how cost grows with the flow count.
+// Run: go test ./bench -run '^$' -bench 'RingAllReduce/gpus=1024$' -benchtime 1x
 func BenchmarkRingAllReduce(b *testing.B) {
 	for _, nodes := range []int{16, 128, 512, 1024} {
-		b.Run(fmt.Sprintf("gpus=%d", nodes*8), func(b *testing.B) {
-			var ev uint64
-			var flows int
-			for i := 0; i < b.N; i++ {
-				ev, flows, _ = ringAllReduce(b, nodes, 1<<30)
-			}
-			b.ReportMetric(float64(flows), "flows")
-			b.ReportMetric(float64(ev)/b.Elapsed().Seconds()*float64(b.N), "events/s")
-			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)/float64(flows)*1e9, "ns/flow")
-		})
+		b.Run(fmt.Sprintf("gpus=%d", nodes*8), func(b *testing.B) { benchRing(b, nodes, true) })
+	}
+}
+
+// BenchmarkRingAllReduceNodeMajor: the same with the node-major ring order
+// (every inter-node hop through the spine).
+// Run: go test ./bench -run '^$' -bench 'RingAllReduceNodeMajor/gpus=1024$' -benchtime 1x
+func BenchmarkRingAllReduceNodeMajor(b *testing.B) {
+	for _, nodes := range []int{16, 128} {
+		b.Run(fmt.Sprintf("gpus=%d", nodes*8), func(b *testing.B) { benchRing(b, nodes, false) })
 	}
 }
 

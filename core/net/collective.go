@@ -125,8 +125,9 @@ type Collective struct {
 	// trees and chains, whose pipelining needs it.
 	Chunks int
 	// Channels splits a ring algorithm over parallel rings, each carrying
-	// Bytes/Channels; channel c rotates every node's ranks by c so the rings
-	// cross between nodes on different GPUs and NICs (NCCL's channels).
+	// Bytes/Channels; channel c rotates every node's ranks by c (and
+	// reverses every other node) so the rings cross between nodes on the
+	// same rail, each channel through different NICs (NCCL's channels).
 	// 0 means 1.
 	Channels int
 	// Quant, if set, quantizes the payload on the wire.
@@ -592,15 +593,18 @@ func (c *Comms) program(col Collective) (program, error) {
 	return nil, fmt.Errorf("%s with algorithm %q is not implemented", col.Op, col.Algorithm)
 }
 
-// channelOrder is the ring order (communicator indices) of channel ch: ranks
-// grouped by node in communicator order, each node's ranks rotated by ch, so
-// that every channel enters and leaves each node through different GPUs and
-// hence different NICs, as NCCL's channels do.
+// channelOrder is the ring order (communicator indices) of channel ch. One
+// channel keeps the communicator's order. Several channels group ranks by
+// node (in communicator order), rotate each node's ranks by ch and reverse
+// every other node, so the ring leaves a node and enters the next through
+// GPUs of the same local index (the same rail: no spine hop on a
+// rail-optimized fabric), and different channels use different NICs, as
+// NCCL's channels do.
 func (c *Comms) channelOrder(ranks []int, ch, channels int) []int {
 	if channels == 1 {
 		order := make([]int, len(ranks))
 		for i := range order {
-			order[i] = i // one ring: the communicator's own order
+			order[i] = i
 		}
 		return order
 	}
@@ -609,9 +613,13 @@ func (c *Comms) channelOrder(ranks []int, ch, channels int) []int {
 		idx[r] = i
 	}
 	var order []int
-	for _, g := range c.t.NodesOfRanks(ranks) {
+	for gi, g := range c.t.NodesOfRanks(ranks) {
 		for j := range g {
-			order = append(order, idx[g[(j+ch)%len(g)]])
+			k := j
+			if gi%2 == 1 {
+				k = len(g) - 1 - j
+			}
+			order = append(order, idx[g[(k+ch)%len(g)]])
 		}
 	}
 	return order
