@@ -48,6 +48,11 @@ type Options struct {
 	Full bool
 	// Algorithm picks the collective algorithm ("" = the net default, ring).
 	Algorithm net.Algorithm
+	// TPQuant, if set, quantizes the payload of every tensor-parallel
+	// all-reduce on the wire, run with TPQuantAlgorithm ("" = Algorithm).
+	// Nil keeps full-precision all-reduces.
+	TPQuant          *net.Quantization
+	TPQuantAlgorithm net.Algorithm
 }
 
 // Result is a finished run.
@@ -532,6 +537,12 @@ func (e *engine) launch(g int, task *workload.Task, r *rendezvous) {
 				col.Op = net.SendRecv
 			} else {
 				col.Algorithm = e.opt.Algorithm
+			}
+			if q := e.opt.TPQuant; q != nil && task.Coll == model.AllReduce && task.Slot == workload.SlotTP {
+				col.Quant = q
+				if e.opt.TPQuantAlgorithm != "" {
+					col.Algorithm = e.opt.TPQuantAlgorithm
+				}
 			}
 			r.pending++
 			e.res.Collectives++

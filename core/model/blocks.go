@@ -243,7 +243,9 @@ func (b *builder) mamba1() {
 	b.gemm("mixer.in_proj", T, 2*dit, h)
 	b.conv(dit)
 	b.gemm("mixer.x_proj", T, R+2*N, dit)
-	b.partialSum("mixer.x_proj", R+2*N)
+	if !b.r.LocalSSMProjections {
+		b.partialSum("mixer.x_proj", R+2*N)
+	}
 	b.gemm("mixer.dt_proj", T, dit, R)
 	if b.r.Phase == Decode {
 		b.ssmStep(dit, 1)

@@ -51,6 +51,12 @@ type Run struct {
 	// UnfusedAttention materializes the score matrix (Megatron without
 	// FlashAttention): batched GEMMs, softmax and dropout kernels.
 	UnfusedAttention bool
+	// LocalSSMProjections keeps Mamba-1's x_proj local to each rank's
+	// channel shard (the SSM tensor-parallel partition of Dutt et al. 2026,
+	// arXiv 2602.21144): no all-reduce of its output, one all-reduce per
+	// block. False is the Megatron split as is (x_proj row-parallel, two
+	// all-reduces per block).
+	LocalSSMProjections bool
 }
 
 // Block names.

@@ -18,6 +18,8 @@ type Inference struct {
 	Batch, Prompt, Output int
 	DType                 hw.DType
 	UnfusedAttention      bool
+	// LocalSSMProjections: see model.Run (false: Megatron split as is).
+	LocalSSMProjections bool
 }
 
 // Rank is the global rank of TP index tp at stage pp of replica r: replicas
@@ -62,7 +64,7 @@ func (in Inference) Check() []model.FieldProblem {
 
 func (in Inference) run(phase model.Phase, kv int) model.Run {
 	return model.Run{Phase: phase, Batch: in.Batch, SeqLen: in.Prompt, KVLen: kv, TP: in.TP,
-		DType: in.DType, UnfusedAttention: in.UnfusedAttention}
+		DType: in.DType, UnfusedAttention: in.UnfusedAttention, LocalSSMProjections: in.LocalSSMProjections}
 }
 
 // BuildInference lays out an inference run. in must pass Check.
