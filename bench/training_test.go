@@ -1,0 +1,52 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/eidolon-sim/eidolon/core/scenario"
+	"github.com/eidolon-sim/eidolon/core/scenario/all"
+	"github.com/eidolon-sim/eidolon/core/scenario/training"
+)
+
+// gpt3Step is one GPT-3 175B training step (Narayanan et al. 2021, Table 1:
+// TP 8, PP 8, global batch 1536, micro-batch 1) on `nodes` DGX A100 nodes
+// with congestion, data parallel over the rest; faults is a JSON fragment.
+func gpt3Step(b *testing.B, nodes int, extra string) training.SummaryRow {
+	js := fmt.Sprintf(`{"kind":"training","model":"gpt3-175b","gpu":"a100-80gb-sxm",
+		"cluster":{"preset":"dgx-a100","nodes":%d},
+		"parallel":{"tp":8,"pp":8,"micro_batch":1,"global_batch":1536,"sequence_parallel":true,"recompute":"selective"},
+		"seq_len":2048%s}`, nodes, extra)
+	_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return res.Tables[0].Rows.([]training.SummaryRow)[0]
+}
+
+// BenchmarkTrainingGPT3: one step on 1,024 and 8,192 A100s, healthy and
+// with one degraded NIC link (health 0.5) that breaks the symmetry.
+// Run: go test ./bench -run '^$' -bench TrainingGPT3 -benchtime 1x
+func BenchmarkTrainingGPT3(b *testing.B) {
+	for _, tc := range []struct {
+		name   string
+		nodes  int
+		faults string
+	}{
+		{"gpus=1024", 128, ""},
+		{"gpus=1024/degraded_link", 128, `,"faults":{"links":[{"src":"n37.nic3","dst":"rail3.leaf1","health":0.5}]}`},
+		{"gpus=8192", 1024, ""},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			var s training.SummaryRow
+			for i := 0; i < b.N; i++ {
+				s = gpt3Step(b, tc.nodes, tc.faults)
+			}
+			b.ReportMetric(s.StepTimeS, "sim_step_s")
+			b.ReportMetric(s.MFU, "mfu")
+			b.ReportMetric(float64(s.SimulatedRanks), "simulated_ranks")
+			b.ReportMetric(float64(s.NetCollectives), "net_collectives")
+		})
+	}
+}
