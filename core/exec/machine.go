@@ -36,6 +36,13 @@ func NewMachine(c spec.Cluster, gpu string, faults spec.Faults, seed uint64) (*M
 	if err != nil {
 		return nil, err
 	}
+	return NewMachineOn(t, g, faults, seed)
+}
+
+// NewMachineOn is NewMachine on a topology already built (fault sweeps
+// reuse one topology and its cached routes across samples; they restore
+// its link health and failed devices between runs).
+func NewMachineOn(t *topo.Topology, g hw.GPU, faults spec.Faults, seed uint64) (*Machine, error) {
 	f := net.NewFlowNet(sim.New(), t)
 	evs, err := net.ApplyFaults(f, faults, seed)
 	if err != nil {
