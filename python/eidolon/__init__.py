@@ -8,7 +8,7 @@ A Go simulation core, driven from Python; results are Arrow tables.
 ['summary']
 """
 
-from . import presets
+from . import datasets, presets
 from .api import Result, kinds, load_spec, run, validate
 from .sweep import sweep
 from .errors import EidolonError, InternalError, SimulationError, SpecError
@@ -23,6 +23,7 @@ __all__ = [
     "SpecError",
     "kinds",
     "load_spec",
+    "datasets",
     "presets",
     "run",
     "sweep",
