@@ -16,8 +16,9 @@ type Collective struct {
 	// output; reduce_scatter: total input; all_to_all: per-rank send
 	// buffer). Default [1 GiB].
 	SizesBytes []float64 `json:"sizes_bytes,omitempty"`
-	// Group of ranks forming the communicator, in ring order; default all.
-	// Ignored when Groups is set.
+	// Group of ranks forming the communicator, in ring order. Default: all
+	// ranks node by node, every other node backwards, so a ring crosses
+	// between nodes on one rail as NCCL orders it. Ignored when Groups is set.
 	Group []int `json:"group,omitempty"`
 	// Groups: several communicators running the collective at the same time
 	// (e.g. the data-parallel groups of a job); they contend for links.

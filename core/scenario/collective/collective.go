@@ -7,6 +7,7 @@ import (
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/sim"
 	"github.com/eidolon-sim/eidolon/core/spec"
+	"github.com/eidolon-sim/eidolon/core/topo"
 )
 
 // SummaryRow is one (size, algorithm) run of the "summary" table.
@@ -121,6 +122,27 @@ type tables struct {
 	timeline []TimelineRow
 }
 
+// railAligned lists every rank node by node, every other node backwards, so
+// a ring in this order crosses between nodes on GPUs of the same local index
+// (one rail: no spine hop on a rail-optimized fabric), as NCCL orders its
+// rings. Ranks outside nodes keep their order.
+func railAligned(tp *topo.Topology) []int {
+	all := make([]int, tp.NumRanks())
+	for i := range all {
+		all[i] = i
+	}
+	var order []int
+	for gi, g := range tp.NodesOfRanks(all) {
+		for j := range g {
+			if gi%2 == 1 {
+				j = len(g) - 1 - j
+			}
+			order = append(order, g[j])
+		}
+	}
+	return order
+}
+
 func runOne(env scenario.Env, cs *spec.Collective, alg string, size float64, out *tables) error {
 	f, comms, faults, err := net.FromSpec(sim.New(), cs.Cluster, cs.Faults, cs.Seed, cs.Model)
 	if err != nil {
@@ -132,10 +154,7 @@ func runOne(env scenario.Env, cs *spec.Collective, alg string, size float64, out
 	if groups == nil {
 		g := cs.Group
 		if len(g) == 0 {
-			g = make([]int, tp.NumRanks())
-			for i := range g {
-				g[i] = i
-			}
+			g = railAligned(tp)
 		}
 		groups = [][]int{g}
 	}

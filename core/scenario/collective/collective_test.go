@@ -70,7 +70,7 @@ func TestFaultsSlowDownAndPartitionIsAnError(t *testing.T) {
 		"faults":{"devices":[{"device":"n0.nic7"}]}}`))
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "partitioned")
-	require.Contains(t, err.Error(), "n0.gpu7 -> n1.gpu0")
+	require.Contains(t, err.Error(), "n0.gpu7 -> n1.gpu7")
 }
 
 func TestSpecErrorsNameFields(t *testing.T) {
