@@ -13,6 +13,7 @@ import (
 	"github.com/eidolon-sim/eidolon/core/scenario/operators"
 	"github.com/eidolon-sim/eidolon/core/scenario/seedflood"
 	"github.com/eidolon-sim/eidolon/core/scenario/selftest"
+	"github.com/eidolon-sim/eidolon/core/scenario/ssmtp"
 	"github.com/eidolon-sim/eidolon/core/scenario/training"
 	"github.com/eidolon-sim/eidolon/core/spec"
 )
@@ -27,6 +28,7 @@ func Kinds() []scenario.Kind {
 		eidola.Kind(),
 		training.Kind(),
 		inference.Kind(),
+		ssmtp.Kind(),
 	}
 	sort.Slice(ks, func(i, j int) bool { return ks[i].Name < ks[j].Name })
 	return ks

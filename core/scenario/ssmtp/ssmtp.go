@@ -1,0 +1,452 @@
+// Package ssmtp is the "ssm_tp" scenario kind: inference of a Mamba,
+// Mamba-2 or hybrid model split over GPUs by tensor parallelism, after
+// "Scaling State-Space Models on Multiple GPUs with Tensor Parallelism"
+// (Dutt et al. 2026, arXiv 2602.21144). Every configuration (TP degree,
+// SSM strategy, all-reduce quantization, prompt length) is a real inference
+// simulation: package workload lays out prefill and decode (the SSM state
+// cache, split 1/t per rank, carried from prefill to decode; the KV cache of
+// attention layers), package exec runs it on the compute model and the
+// flow-level network, with quantized all-reduces sending fewer bytes and
+// paying their quantize/dequantize kernels. The numerical error of the
+// quantized all-reduce is computed by package quant on seeded activations.
+package ssmtp
+
+import (
+	"fmt"
+
+	"github.com/eidolon-sim/eidolon/core/exec"
+	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/model"
+	"github.com/eidolon-sim/eidolon/core/net"
+	"github.com/eidolon-sim/eidolon/core/quant"
+	"github.com/eidolon-sim/eidolon/core/scenario"
+	"github.com/eidolon-sim/eidolon/core/scenario/training"
+	"github.com/eidolon-sim/eidolon/core/sim"
+	"github.com/eidolon-sim/eidolon/core/spec"
+	"github.com/eidolon-sim/eidolon/core/workload"
+)
+
+// Kind registers the scenario.
+func Kind() scenario.Kind {
+	return scenario.Kind{
+		Name:    "ssm_tp",
+		Doc:     "SSM tensor parallelism (Mamba, Mamba-2, hybrids): speed-up, memory and communication by TP degree, strategy and all-reduce quantization",
+		NewSpec: func() scenario.Spec { return &spec.SSMTP{} },
+		Run: func(env scenario.Env, s scenario.Spec) (scenario.Result, error) {
+			out, err := Simulate(env, s.(*spec.SSMTP))
+			if err != nil {
+				return scenario.Result{}, err
+			}
+			return out.Result(), nil
+		},
+	}
+}
+
+// ThroughputRow is one configuration's inference times (table "throughput").
+type ThroughputRow struct {
+	Model string `arrow:"model"`
+	// TP degree (GPUs of the group), SSM strategy, all-reduce quantization.
+	TP           int    `arrow:"tp"`
+	Strategy     string `arrow:"strategy"`
+	Quantization string `arrow:"quantization"`
+	// Batch of requests, prompt and generated tokens per request.
+	Batch        int `arrow:"batch"`
+	PromptTokens int `arrow:"prompt_tokens"`
+	OutputTokens int `arrow:"output_tokens"`
+	// Fits is whether the configuration's memory fits one GPU; when it
+	// does not (spec skip_unfit) the times below are null.
+	Fits bool `arrow:"fits"`
+	// TTFTS: prefill of the batch until the first token; TPOTS: mean time
+	// per further token; E2ES: until the last token.
+	TTFTS *float64 `arrow:"ttft_s"`
+	TPOTS *float64 `arrow:"tpot_s"`
+	E2ES  *float64 `arrow:"e2e_s"`
+	// TokensPerS: generated tokens of the batch over E2ES.
+	TokensPerS *float64 `arrow:"tokens_per_s"`
+	// SpeedUp is TokensPerS over one GPU's at the same batch and prompt
+	// (null when one GPU cannot hold it); Efficiency is SpeedUp / TP.
+	SpeedUp    *float64 `arrow:"speedup"`
+	Efficiency *float64 `arrow:"efficiency"`
+}
+
+// MemoryRow is one GPU's memory at a TP degree and prompt (table "memory").
+type MemoryRow struct {
+	Model        string `arrow:"model"`
+	TP           int    `arrow:"tp"`
+	Batch        int    `arrow:"batch"`
+	PromptTokens int    `arrow:"prompt_tokens"`
+	// Per GPU: weights (1/t of the split matrices, replicated norms), SSM
+	// state cache (conv and SSM state, 1/t of the whole), KV cache of the
+	// attention layers (prompt + output tokens), the largest prefill
+	// operator's live tensors; their total and the GPU's memory.
+	WeightsBytes     float64 `arrow:"weights_bytes"`
+	StateCacheBytes  float64 `arrow:"state_cache_bytes"`
+	KVCacheBytes     float64 `arrow:"kv_cache_bytes"`
+	ActivationsBytes float64 `arrow:"activations_bytes"`
+	TotalBytes       float64 `arrow:"total_bytes"`
+	HBMBytes         float64 `arrow:"hbm_bytes"`
+	Fits             bool    `arrow:"fits"`
+	// LongestPromptTokens fits with this batch; LargestBatch with this
+	// prompt (0: none).
+	LongestPromptTokens int `arrow:"longest_prompt_tokens"`
+	LargestBatch        int `arrow:"largest_batch"`
+}
+
+// CommRow is a configuration's tensor-parallel communication (table "comm").
+type CommRow struct {
+	Model        string `arrow:"model"`
+	TP           int    `arrow:"tp"`
+	Strategy     string `arrow:"strategy"`
+	Quantization string `arrow:"quantization"`
+	PromptTokens int    `arrow:"prompt_tokens"`
+	// Algorithm of the TP all-reduces: NCCL's ring, or the two-shot
+	// (direct reduce-scatter + all-gather) of the quantized all-reduce.
+	Algorithm string `arrow:"algorithm"`
+	// All-reduces per SSM block and per attention block (hybrids) in a
+	// forward pass.
+	AllReducesPerSSMLayer  int `arrow:"all_reduces_per_ssm_layer"`
+	AllReducesPerAttnLayer int `arrow:"all_reduces_per_attn_layer"`
+	// PayloadBytesPerToken: all-reduce payload of one decode step per
+	// generated token (per sequence); WireBytesPerTokenPerGPU: what one GPU
+	// sends for it, quantized (2(t−1)/t of the payload, with scales).
+	PayloadBytesPerToken    float64 `arrow:"payload_bytes_per_token"`
+	WireBytesPerTokenPerGPU float64 `arrow:"wire_bytes_per_token_per_gpu"`
+	// CommS: time a TP collective was in flight; ExposedCommS: of it, the
+	// time the GPU did not compute; CommShare = ExposedCommS / e2e.
+	CommS        float64 `arrow:"comm_s"`
+	ExposedCommS float64 `arrow:"exposed_comm_s"`
+	CommShare    float64 `arrow:"comm_share"`
+	// QuantRelError: ‖result − exact‖/‖exact‖ of the all-reduce computed on
+	// seeded synthetic activations (0 without quantization).
+	QuantRelError float64 `arrow:"quant_rel_error"`
+}
+
+// Outcome holds the tables.
+type Outcome struct {
+	Throughput []ThroughputRow
+	Memory     []MemoryRow
+	Comm       []CommRow
+}
+
+// Result packs the tables.
+func (o *Outcome) Result() scenario.Result {
+	var r scenario.Result
+	r.Add("throughput", o.Throughput)
+	r.Add("memory", o.Memory)
+	r.Add("comm", o.Comm)
+	return r
+}
+
+// config is one simulated configuration.
+type config struct {
+	tp       int
+	strategy string
+	q        quant.Format
+	prompt   int
+}
+
+// run is a simulated configuration's outcome.
+type run struct {
+	ttft, e2e        float64
+	comm, exposedCom float64
+}
+
+// Simulate runs every configuration of a validated spec.
+func Simulate(env scenario.Env, s *spec.SSMTP) (*Outcome, error) {
+	c, _ := s.Model.Resolve()
+	g, ok := hw.GPUByName(s.GPU)
+	if !ok {
+		var p spec.Problems
+		p.OneOf("gpu", s.GPU, hw.GPUNames())
+		return nil, p.Err()
+	}
+	probe, err := exec.NewMachine(s.Cluster, s.GPU, spec.Faults{}, s.Seed)
+	if err != nil {
+		return nil, err
+	}
+	gpus := probe.Fabric.Topology().NumRanks()
+	hbm := float64(g.HBMBytes)
+	var p spec.Problems
+	for i, t := range s.TPDegrees {
+		if t > gpus {
+			p.Addf(spec.Index("tp_degrees", i), "a TP degree of %d needs %d GPUs, but the cluster has %d", t, t, gpus)
+		}
+	}
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	layout := func(t, prompt int, local bool) workload.Inference {
+		return workload.Inference{Model: c, TP: t, PP: 1, Replicas: 1, Batch: s.Batch, Prompt: prompt,
+			Output: s.OutputLength, DType: hw.DType(s.DType), LocalSSMProjections: local}
+	}
+	out := &Outcome{}
+	fits := map[[2]int]bool{}
+	for _, t := range s.TPDegrees {
+		for pi, prompt := range s.PromptLengths {
+			row, err := memoryRow(layout(t, prompt, true), hbm)
+			if err != nil {
+				return nil, err
+			}
+			row.Model = c.Name
+			out.Memory = append(out.Memory, row)
+			fits[[2]int{t, prompt}] = row.Fits
+			if !row.Fits && !s.SkipUnfit {
+				p.Addf(spec.Index("prompt_lengths", pi),
+					"a prompt of %d tokens with batch %d needs %.1f GB per GPU at tp %d, but the %s has %.1f GB; the longest that fits is %d tokens (skip_unfit reports it as a row instead)",
+					prompt, s.Batch, row.TotalBytes/1e9, t, s.GPU, hbm/1e9, row.LongestPromptTokens)
+			}
+		}
+	}
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	var configs []config
+	for _, prompt := range s.PromptLengths {
+		for _, t := range s.TPDegrees {
+			for _, st := range s.Strategies {
+				for _, qn := range s.Quantization {
+					configs = append(configs, config{t, st, quant.Format(qn), prompt})
+				}
+			}
+		}
+	}
+	runs := map[config]run{}
+	// key: one GPU has no all-reduce, so strategy and quantization do not
+	// matter there and it is simulated once per prompt (also as the
+	// speed-up's baseline when tp 1 is not asked for).
+	key := func(cf config) config {
+		if cf.tp == 1 {
+			return config{tp: 1, q: quant.None, prompt: cf.prompt}
+		}
+		return cf
+	}
+	simulate := func(cf config) (run, error) {
+		k := key(cf)
+		if r, ok := runs[k]; ok {
+			return r, nil
+		}
+		if err := env.Canceled(); err != nil {
+			return run{}, err
+		}
+		r, err := simulateOne(env, s, layout(k.tp, k.prompt, k.strategy == "ssm_tp"), k.q)
+		if err != nil {
+			return run{}, fmt.Errorf("tp %d, strategy %s, quantization %s, prompt %d: %w", cf.tp, cf.strategy, cf.q, cf.prompt, err)
+		}
+		runs[k] = r
+		return r, nil
+	}
+	type qkey struct {
+		tp int
+		q  quant.Format
+	}
+	qerr := map[qkey]float64{}
+	for i, cf := range configs {
+		env.Report(float64(i) / float64(len(configs)))
+		tr := ThroughputRow{Model: c.Name, TP: cf.tp, Strategy: cf.strategy, Quantization: string(cf.q),
+			Batch: s.Batch, PromptTokens: cf.prompt, OutputTokens: s.OutputLength, Fits: fits[[2]int{cf.tp, cf.prompt}]}
+		cr, err := commRow(c, s, cf)
+		if err != nil {
+			return nil, err
+		}
+		cr.Model = c.Name
+		if cf.q != quant.None && cf.tp > 1 {
+			k := qkey{cf.tp, cf.q}
+			if _, ok := qerr[k]; !ok {
+				qerr[k] = quant.Error(cf.q, s.Seed, cf.tp, min(s.Batch, 64), c.Hidden, s.QuantBlockElems)
+			}
+			cr.QuantRelError = qerr[k]
+		}
+		if tr.Fits {
+			r, err := simulate(cf)
+			if err != nil {
+				return nil, err
+			}
+			tps := float64(s.Batch*s.OutputLength) / r.e2e
+			tr.TTFTS, tr.E2ES, tr.TokensPerS = ptr(r.ttft), ptr(r.e2e), ptr(tps)
+			tpot := 0.0
+			if s.OutputLength > 1 {
+				tpot = (r.e2e - r.ttft) / float64(s.OutputLength-1)
+			}
+			tr.TPOTS = ptr(tpot)
+			if fits[[2]int{1, cf.prompt}] || isFit(layout(1, cf.prompt, true), hbm) {
+				base, err := simulate(config{tp: 1, q: quant.None, prompt: cf.prompt})
+				if err != nil {
+					return nil, err
+				}
+				sp := base.e2e / r.e2e
+				tr.SpeedUp, tr.Efficiency = ptr(sp), ptr(sp/float64(cf.tp))
+			}
+			cr.CommS, cr.ExposedCommS, cr.CommShare = r.comm, r.exposedCom, r.exposedCom/r.e2e
+		}
+		out.Throughput = append(out.Throughput, tr)
+		out.Comm = append(out.Comm, cr)
+	}
+	env.Report(1)
+	return out, nil
+}
+
+func ptr(v float64) *float64 { return &v }
+
+// isFit reports whether a layout's peak memory fits a GPU.
+func isFit(in workload.Inference, hbm float64) bool {
+	m, err := in.PeakMemory(in.Prompt)
+	return err == nil && m <= hbm
+}
+
+// simulateOne runs one configuration on a fresh machine.
+func simulateOne(env scenario.Env, s *spec.SSMTP, in workload.Inference, q quant.Format) (run, error) {
+	m, err := exec.NewMachine(s.Cluster, s.GPU, spec.Faults{}, s.Seed)
+	if err != nil {
+		return run{}, err
+	}
+	plan, err := workload.BuildInference(in)
+	if err != nil {
+		return run{}, err
+	}
+	opt := m.Options(s.FullSimulation)
+	if q != quant.None && in.TP > 1 {
+		opt.TPQuant = Quantization(m, q, in.DType, s.QuantBlockElems)
+		opt.TPQuantAlgorithm = net.Direct
+	}
+	res, err := exec.Run(training.Ctx(env), plan.Plan, opt)
+	if err != nil {
+		return run{}, err
+	}
+	r := run{e2e: res.End.Seconds()}
+	if t, ok := res.MarkEnd(0, "prefill_end"); ok {
+		r.ttft = t.Seconds()
+	}
+	st := res.Ranks()[0]
+	r.comm, r.exposedCom = st.Comm.Seconds(), st.ExposedComm.Seconds()
+	return r, nil
+}
+
+// Quantization is the wire format of a quantized all-reduce on machine m:
+// 1-byte elements plus one fp32 scale per block, with the quantize and
+// dequantize kernels priced by the compute model (a streaming pass over the
+// message: read 16-bit values, find each block's absmax, scale, round,
+// write bytes and scales; model.QuantizeOp / DequantizeOp).
+func Quantization(m *exec.Machine, f quant.Format, d hw.DType, block int) *net.Quantization {
+	e := max(d.Bytes(), 2)
+	wire := hw.INT8
+	if f == quant.FP8 {
+		wire = hw.FP8
+	}
+	memo := map[float64]sim.Time{}
+	return &net.Quantization{
+		ElemBytes: e, WireElemBytes: f.WireElemBytes(), BlockElems: block, ScaleBytes: 4,
+		// Charged once before a send and once after a receive: half the
+		// cost of quantizing plus dequantizing the message each time.
+		KernelTime: func(_ int, elems float64) sim.Time {
+			if d, ok := memo[elems]; ok {
+				return d
+			}
+			n := int64(elems)
+			qs, err1 := m.Cost(model.QuantizeOp("allreduce.quantize", n, hw.BF16, wire, int64(block)))
+			ds, err2 := m.Cost(model.DequantizeOp("allreduce.dequantize", n, wire, hw.BF16, int64(block)))
+			if err1 != nil || err2 != nil {
+				qs, ds = 0, 0
+			}
+			t := sim.SecondsCeil((qs + ds) / 2)
+			memo[elems] = t
+			return t
+		},
+	}
+}
+
+// memoryRow is the per-GPU memory of a layout, with the longest prompt and
+// the largest batch that fit.
+func memoryRow(in workload.Inference, hbm float64) (MemoryRow, error) {
+	plan, err := workload.BuildInference(in)
+	if err != nil {
+		return MemoryRow{}, err
+	}
+	mem := plan.Memory[0]
+	total := mem.Total()
+	row := MemoryRow{TP: in.TP, Batch: in.Batch, PromptTokens: in.Prompt,
+		WeightsBytes: mem.Weights, StateCacheBytes: mem.SSMState, KVCacheBytes: mem.KVCache,
+		ActivationsBytes: mem.Activations + mem.Workspace, TotalBytes: total, HBMBytes: hbm, Fits: total <= hbm}
+	if row.LongestPromptTokens, err = in.LongestPrompt(hbm); err != nil {
+		return MemoryRow{}, err
+	}
+	row.LargestBatch, err = largest(func(b int) (bool, error) {
+		x := in
+		x.Batch = b
+		m, err := x.PeakMemory(x.Prompt)
+		return m <= hbm, err
+	})
+	return row, err
+}
+
+// largest is the largest n ≥ 1 (up to 2^20) with fits(n), 0 if fits(1) is
+// false; fits must be monotone (true up to some n, false after).
+func largest(fits func(int) (bool, error)) (int, error) {
+	if ok, err := fits(1); err != nil || !ok {
+		return 0, err
+	}
+	lo, hi := 1, 2
+	for ; hi <= 1<<20; hi *= 2 {
+		ok, err := fits(hi)
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			break
+		}
+		lo = hi
+	}
+	if hi > 1<<20 {
+		return lo, nil
+	}
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		ok, err := fits(mid)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo, nil
+}
+
+// commRow counts a configuration's all-reduces from the model's decode
+// graph on one rank and sizes their payload on the wire.
+func commRow(c model.Config, s *spec.SSMTP, cf config) (CommRow, error) {
+	row := CommRow{TP: cf.tp, Strategy: cf.strategy, Quantization: string(cf.q), PromptTokens: cf.prompt,
+		Algorithm: string(net.Ring)}
+	if cf.q != quant.None && cf.tp > 1 {
+		row.Algorithm = string(net.Direct)
+	}
+	g, err := model.Build(c, model.Run{Phase: model.Decode, Batch: s.Batch, KVLen: cf.prompt, TP: cf.tp,
+		DType: hw.DType(s.DType), LocalSSMProjections: cf.strategy == "ssm_tp"})
+	if err != nil {
+		return row, err
+	}
+	e := max(hw.DType(s.DType).Bytes(), 2)
+	wire := &net.Quantization{ElemBytes: e, WireElemBytes: e, BlockElems: 1}
+	if cf.q != quant.None {
+		wire = &net.Quantization{ElemBytes: e, WireElemBytes: cf.q.WireElemBytes(), BlockElems: s.QuantBlockElems, ScaleBytes: 4}
+	}
+	t := float64(cf.tp)
+	for _, b := range g.Blocks {
+		n := 0
+		for _, o := range b.Forward {
+			if o.Kind == model.AllReduce {
+				n++
+				row.PayloadBytesPerToken += float64(b.Count) * o.Bytes / float64(s.Batch)
+				row.WireBytesPerTokenPerGPU += float64(b.Count) * 2 * (t - 1) / t * wire.WireBytes(o.Bytes) / float64(s.Batch)
+			}
+		}
+		switch b.Name {
+		case model.BlockMamba, model.BlockMamba2:
+			row.AllReducesPerSSMLayer = n
+		case model.BlockTransformer, model.BlockShared:
+			row.AllReducesPerAttnLayer = n
+		}
+	}
+	return row, nil
+}

@@ -1,0 +1,214 @@
+package ssmtp_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/model"
+	"github.com/eidolon-sim/eidolon/core/scenario"
+	"github.com/eidolon-sim/eidolon/core/scenario/all"
+	"github.com/eidolon-sim/eidolon/core/scenario/ssmtp"
+	"github.com/eidolon-sim/eidolon/core/spec"
+)
+
+const (
+	nvlink = `{"topology": "switch", "gpus": 4, "link": "nvlink3"}`
+	pcie   = `{"topology": "switch", "gpus": 4, "link": "pcie4-x16"}`
+)
+
+// doc is a spec document; extra is appended JSON fields.
+func doc(model, gpu, cluster, extra string) string {
+	return fmt.Sprintf(`{"kind": "ssm_tp", "model": %s, "gpu": %q, "cluster": %s, "output_length": 8%s}`, model, gpu, cluster, extra)
+}
+
+func run(t *testing.T, js string) ssmtp.Outcome {
+	t.Helper()
+	_, res, err := all.Run(scenario.Env{}, []byte(js))
+	require.NoError(t, err)
+	return ssmtp.Outcome{
+		Throughput: res.Tables[0].Rows.([]ssmtp.ThroughputRow),
+		Memory:     res.Tables[1].Rows.([]ssmtp.MemoryRow),
+		Comm:       res.Tables[2].Rows.([]ssmtp.CommRow),
+	}
+}
+
+func specErr(t *testing.T, js string) string {
+	t.Helper()
+	_, _, err := all.Run(scenario.Env{}, []byte(js))
+	require.Error(t, err)
+	var se *spec.Error
+	require.ErrorAs(t, err, &se, "want a spec error, got %v", err)
+	return err.Error()
+}
+
+// find returns the throughput row of a configuration.
+func find(t *testing.T, rows []ssmtp.ThroughputRow, tp int, strategy, q string, prompt int) ssmtp.ThroughputRow {
+	t.Helper()
+	for _, r := range rows {
+		if r.TP == tp && r.Strategy == strategy && r.Quantization == q && r.PromptTokens == prompt {
+			return r
+		}
+	}
+	t.Fatalf("no row tp %d %s %s %d", tp, strategy, q, prompt)
+	return ssmtp.ThroughputRow{}
+}
+
+func TestAllReducesPerLayer(t *testing.T) {
+	both := `, "tp_degrees": [2, 4], "strategies": ["ssm_tp", "naive"], "prompt_lengths": [256], "batch": 2`
+	for _, c := range []struct {
+		model          string
+		naive, ssmTP   int
+		attnPerAttnLyr int
+	}{
+		// Mamba-1: x_proj contracts over the split channels; the Megatron
+		// split sums it (1) and out_proj (1); the paper's partition keeps
+		// x_proj local: out_proj only.
+		{`"mamba-2.8b"`, 2, 1, 0},
+		// Mamba-2 computes B, C, dt from the layer input (parallel
+		// projections): one all-reduce either way.
+		{`{"preset": "mamba2-2.7b", "n_groups": 4}`, 1, 1, 0},
+		// Zamba: Mamba-1 blocks, plus the shared attention block with
+		// Megatron's two all-reduces (attention, MLP).
+		{`"zamba-7b"`, 2, 1, 2},
+	} {
+		o := run(t, doc(c.model, "a100-80gb-sxm", nvlink, both))
+		for _, r := range o.Comm {
+			want := c.ssmTP
+			if r.Strategy == "naive" {
+				want = c.naive
+			}
+			assert.Equal(t, want, r.AllReducesPerSSMLayer, "%s %s tp %d", c.model, r.Strategy, r.TP)
+			assert.Equal(t, c.attnPerAttnLyr, r.AllReducesPerAttnLayer, "%s", c.model)
+		}
+	}
+}
+
+func TestStateCacheSplitOverRanks(t *testing.T) {
+	o := run(t, doc(`"falcon-mamba-7b"`, "a100-80gb-sxm", nvlink, `, "tp_degrees": [1, 2, 4], "prompt_lengths": [128], "batch": 4`))
+	c, _ := model.ByName("falcon-mamba-7b")
+	// Whole state of a sequence: 64 blocks × (conv (d_conv−1)·d_inner +
+	// SSM d_inner·d_state) in bf16; the batch holds 4 sequences.
+	whole := 4 * model.SSMStateBytesPerSeq(c, hw.BF16)
+	require.Equal(t, 4*64*(3*8192+8192*16)*2.0, whole)
+	require.Len(t, o.Memory, 3)
+	for _, m := range o.Memory {
+		assert.Equal(t, whole/float64(m.TP), m.StateCacheBytes, "tp %d", m.TP)
+		assert.Zero(t, m.KVCacheBytes)
+	}
+	// Weights shrink with t, so longer prompts and larger batches fit.
+	assert.Greater(t, o.Memory[0].WeightsBytes, 3.9*o.Memory[2].WeightsBytes)
+	assert.Less(t, o.Memory[0].LongestPromptTokens, o.Memory[1].LongestPromptTokens)
+	assert.Less(t, o.Memory[1].LargestBatch, o.Memory[2].LargestBatch)
+}
+
+func TestStateKeptFromPrefillToDecode(t *testing.T) {
+	// A pure SSM decodes from its fixed-size state: the time per output
+	// token does not depend on how long the prompt was (nothing of the
+	// prompt is reprocessed). Zamba's attention reads a KV cache that
+	// grows with the prompt.
+	prompts := `, "tp_degrees": [2], "prompt_lengths": [256, 4096], "batch": 2`
+	o := run(t, doc(`"mamba-2.8b"`, "a100-80gb-sxm", nvlink, prompts))
+	assert.InEpsilon(t, *o.Throughput[0].TPOTS, *o.Throughput[1].TPOTS, 1e-9)
+	z := run(t, doc(`"zamba-7b"`, "a100-80gb-sxm", nvlink, prompts))
+	assert.Less(t, *z.Throughput[0].TPOTS, *z.Throughput[1].TPOTS)
+	assert.Greater(t, z.Memory[1].KVCacheBytes, z.Memory[0].KVCacheBytes)
+}
+
+func TestTrends(t *testing.T) {
+	prompts := []int{512, 4096, 16384}
+	extra := `, "tp_degrees": [2, 4], "strategies": ["ssm_tp", "naive"], "quantization": ["none", "int8"], "prompt_lengths": [512, 4096, 16384], "batch": 8`
+	nv := run(t, doc(`"mamba-2.8b"`, "a100-80gb-sxm", nvlink, extra))
+	pc := run(t, doc(`"mamba-2.8b"`, "a100-80gb-sxm", pcie, extra))
+	for _, tp := range []int{2, 4} {
+		// Speed-up grows with the prompt on NVLink: prefill (whose GEMMs
+		// split well) takes a growing share over decode (launch- and
+		// latency-bound at small batch).
+		for i := 1; i < len(prompts); i++ {
+			a := find(t, nv.Throughput, tp, "ssm_tp", "none", prompts[i-1])
+			b := find(t, nv.Throughput, tp, "ssm_tp", "none", prompts[i])
+			assert.Greater(t, *b.SpeedUp, *a.SpeedUp, "tp %d prompt %d", tp, prompts[i])
+		}
+		for _, p := range prompts {
+			n := find(t, nv.Throughput, tp, "ssm_tp", "none", p)
+			c := find(t, pc.Throughput, tp, "ssm_tp", "none", p)
+			// Same GPU, slower links: smaller gains.
+			assert.Less(t, *c.SpeedUp, *n.SpeedUp, "tp %d prompt %d", tp, p)
+			assert.Greater(t, *n.SpeedUp, 1.0)
+			// One all-reduce per layer beats two.
+			nv2 := find(t, nv.Throughput, tp, "naive", "none", p)
+			assert.Greater(t, *n.TokensPerS, *nv2.TokensPerS)
+			// Quantization gains most where communication weighs most:
+			// more on PCIe than on NVLink.
+			gain := func(o ssmtp.Outcome) float64 {
+				return *find(t, o.Throughput, tp, "ssm_tp", "int8", p).TokensPerS / *find(t, o.Throughput, tp, "ssm_tp", "none", p).TokensPerS
+			}
+			assert.Greater(t, gain(pc), gain(nv), "tp %d prompt %d", tp, p)
+		}
+	}
+	// On PCIe at a long prompt, quantizing the all-reduce pays.
+	assert.Greater(t, *find(t, pc.Throughput, 4, "ssm_tp", "int8", 16384).TokensPerS,
+		*find(t, pc.Throughput, 4, "ssm_tp", "none", 16384).TokensPerS)
+}
+
+func TestQuantizedWireBytes(t *testing.T) {
+	o := run(t, doc(`"mamba-2.8b"`, "a100-80gb-sxm", nvlink, `, "tp_degrees": [4], "quantization": ["none", "int8", "fp8"], "prompt_lengths": [64], "batch": 4`))
+	require.Len(t, o.Comm, 3)
+	none, i8, f8 := o.Comm[0], o.Comm[1], o.Comm[2]
+	// Decode: one all-reduce of batch·hidden bf16 values per block (64)
+	// and one summing the vocabulary-parallel embedding: per token
+	// 65·2560·2 bytes; a GPU sends 2(t−1)/t of it.
+	assert.Equal(t, 65*2560*2.0, none.PayloadBytesPerToken)
+	assert.Equal(t, 1.5*none.PayloadBytesPerToken, none.WireBytesPerTokenPerGPU)
+	// int8/fp8: 1 byte per element plus a 4-byte scale per 128: (1 + 4/128)/2.
+	assert.InDelta(t, none.WireBytesPerTokenPerGPU*(1+4.0/128)/2, i8.WireBytesPerTokenPerGPU, 1e-6)
+	assert.Equal(t, i8.WireBytesPerTokenPerGPU, f8.WireBytesPerTokenPerGPU)
+	assert.Zero(t, none.QuantRelError)
+	assert.Greater(t, i8.QuantRelError, 0.0)
+	assert.Less(t, f8.QuantRelError, 0.1)
+	assert.Equal(t, "direct", i8.Algorithm)
+}
+
+func TestDeterministic(t *testing.T) {
+	js := doc(`"zamba-7b"`, "rtx-a6000", pcie, `, "tp_degrees": [1, 4], "quantization": ["fp8"], "prompt_lengths": [512], "batch": 2`)
+	require.Equal(t, run(t, js), run(t, js))
+}
+
+func TestSpecErrors(t *testing.T) {
+	base := func(model, extra string) string { return doc(model, "a100-80gb-sxm", nvlink, extra) }
+	// Mamba-2.7B: 80 heads, 1 group.
+	msg := specErr(t, base(`"mamba2-2.7b"`, `, "tp_degrees": [3]`))
+	assert.Contains(t, msg, "tp_degrees[0]")
+	assert.Contains(t, msg, "nheads = d_inner/ssm_head_dim = 80")
+	assert.Contains(t, msg, "n_groups = 1")
+	msg = specErr(t, base(`"mamba2-2.7b"`, `, "tp_degrees": [1, 2]`))
+	assert.Contains(t, msg, "tp_degrees[1]: must divide the Mamba-2 groups (n_groups = 1), got 2")
+	assert.NotContains(t, msg, "heads (")
+	// More TP than GPUs.
+	msg = specErr(t, base(`"mamba-2.8b"`, `, "tp_degrees": [8]`))
+	assert.Contains(t, msg, "tp_degrees[0]: a TP degree of 8 needs 8 GPUs, but the cluster has 4")
+	// A context that cannot fit.
+	msg = specErr(t, doc(`"falcon-mamba-7b"`, "rtx-a6000", pcie, `, "tp_degrees": [1], "prompt_lengths": [1000, 2000000]`))
+	assert.Contains(t, msg, "prompt_lengths[1]: a prompt of 2000000 tokens")
+	assert.Contains(t, msg, "the longest that fits is")
+	assert.NotContains(t, msg, "prompt_lengths[0]")
+	// Not an SSM model; unknown strategy and quantization.
+	assert.Contains(t, specErr(t, base(`"llama2-7b"`, "")), "needs SSM blocks")
+	msg = specErr(t, base(`"mamba-2.8b"`, `, "strategies": ["megatron"], "quantization": ["int4"]`))
+	assert.Contains(t, msg, "strategies[0]")
+	assert.Contains(t, msg, "quantization[0]")
+}
+
+func TestSkipUnfitReportsRow(t *testing.T) {
+	o := run(t, doc(`"falcon-mamba-7b"`, "rtx-a6000", pcie, `, "tp_degrees": [1, 4], "prompt_lengths": [1000000], "batch": 1, "skip_unfit": true`))
+	one, four := find(t, o.Throughput, 1, "ssm_tp", "none", 1000000), find(t, o.Throughput, 4, "ssm_tp", "none", 1000000)
+	// One A6000 cannot hold it, four can: no speed-up to report.
+	assert.False(t, one.Fits)
+	assert.Nil(t, one.E2ES)
+	assert.True(t, four.Fits)
+	assert.NotNil(t, four.E2ES)
+	assert.Nil(t, four.SpeedUp)
+}
