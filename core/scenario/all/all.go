@@ -9,6 +9,7 @@ import (
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/scenario/collective"
 	"github.com/eidolon-sim/eidolon/core/scenario/eidola"
+	"github.com/eidolon-sim/eidolon/core/scenario/faultsweep"
 	"github.com/eidolon-sim/eidolon/core/scenario/inference"
 	"github.com/eidolon-sim/eidolon/core/scenario/operators"
 	"github.com/eidolon-sim/eidolon/core/scenario/seedflood"
@@ -28,6 +29,7 @@ func Kinds() []scenario.Kind {
 		eidola.Kind(),
 		training.Kind(),
 		inference.Kind(),
+		faultsweep.Kind(),
 		ssmtp.Kind(),
 	}
 	sort.Slice(ks, func(i, j int) bool { return ks[i].Name < ks[j].Name })

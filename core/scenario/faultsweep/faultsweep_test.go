@@ -1,0 +1,229 @@
+package faultsweep_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/eidolon-sim/eidolon/core/scenario"
+	"github.com/eidolon-sim/eidolon/core/scenario/all"
+	"github.com/eidolon-sim/eidolon/core/scenario/faultsweep"
+	"github.com/eidolon-sim/eidolon/core/scenario/training"
+	"github.com/eidolon-sim/eidolon/core/spec"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type tables struct {
+	samples []faultsweep.SampleRow
+	links   []faultsweep.LinkRow
+	summary faultsweep.SummaryRow
+}
+
+func sweep(t testing.TB, js string) tables {
+	_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
+	require.NoError(t, err, js)
+	require.Len(t, res.Tables, 3)
+	return tables{res.Tables[0].Rows.([]faultsweep.SampleRow), res.Tables[1].Rows.([]faultsweep.LinkRow),
+		res.Tables[2].Rows.([]faultsweep.SummaryRow)[0]}
+}
+
+// smallTraining is a 4-layer GPT-22B over two DGX A100 nodes: TP 8 inside
+// a node, DP 2 across the fabric.
+const smallTraining = `{"model":{"preset":"gpt-22b","layers":4},"gpu":"a100-80gb-sxm",
+	"cluster":{"preset":"dgx-a100","nodes":2},"parallel":{"tp":8,"dp":2,"global_batch":4},"seq_len":1024,
+	"timeline_ranks":[-1]%s}`
+
+func trainingSweep(extra, faults string) string {
+	return fmt.Sprintf(`{"kind":"fault_sweep","seed":7,"training":`+smallTraining+`%s}`, faults, extra)
+}
+
+// A cable no route uses changes nothing: TP 8 inside each node and DP 2
+// between the two nodes over rails (GPU i of both nodes meet at leaf i), so
+// the leaf-to-spine cables carry nothing.
+func TestDegradedLinkOnNoRouteChangesNothing(t *testing.T) {
+	out := sweep(t, trainingSweep(`,"mode":"single_link","links":"fabric","degraded_health":0.25`, ""))
+	idle, busy := 0, 0
+	for _, l := range out.links {
+		require.NotNil(t, l.DegradedSlowdown, l.Src)
+		if l.HealthyBytes > 0 {
+			busy++
+			continue
+		}
+		idle++
+		assert.Equal(t, [2]string{"switch", "switch"}, [2]string{l.SrcKind, l.DstKind}, l.Src)
+		assert.Equal(t, 1.0, *l.DegradedSlowdown, "%s<->%s", l.Src, l.Dst)
+		require.NotNil(t, l.FailedSlowdown, l.Src)
+		assert.Equal(t, 1.0, *l.FailedSlowdown, "%s<->%s", l.Src, l.Dst)
+	}
+	assert.Positive(t, idle)
+	assert.Equal(t, 16, busy, "the NIC-to-leaf cables of 16 GPUs")
+}
+
+// A degraded cable on the ring of a bandwidth-bound all-reduce slows it as
+// the ring's slowest link predicts.
+func TestDegradedBottleneckSlowsRingAllReduce(t *testing.T) {
+	// Ring of n = 8 GPUs, B = 100 GB/s per direction, α = 1 µs per hop;
+	// ring all-reduce of S = 1 GiB over ranks in ring order: 2(n−1) steps,
+	// each sending S/n to the next rank over one link, all links at once.
+	// Healthy: T1 = 2(n−1)/n · S/B + 2(n−1)·α.
+	// One cable at health h: every step waits for the chunk on the slow
+	// link (steps are lock-stepped by the data dependencies), so
+	// Th = 2(n−1)/n · S/(h·B) + 2(n−1)·α; slowdown = Th / T1.
+	const (
+		n     = 8.0
+		S     = float64(1 << 30)
+		B     = 100e9
+		alpha = 1e-6
+		h     = 0.4
+	)
+	t1 := 2*(n-1)/n*S/B + 2*(n-1)*alpha
+	th := 2*(n-1)/n*S/(h*B) + 2*(n-1)*alpha
+	js := fmt.Sprintf(`{"kind":"fault_sweep","collective":{"cluster":{"topology":"ring","gpus":8,
+		"bandwidth_bytes_per_s":%g,"latency_s":%g},"collective":"all_reduce","algorithms":["ring"],"sizes_bytes":[%g]},
+		"mode":"single_link","single_link_faults":"degrade","degraded_health":%g}`, B, alpha, S, h)
+	out := sweep(t, js)
+	require.Len(t, out.links, 8, "every ring cable")
+	assert.InEpsilon(t, t1, out.summary.HealthyStepTimeS, 0.01)
+	for _, l := range out.links {
+		require.NotNil(t, l.DegradedSlowdown, l.Src)
+		assert.InEpsilon(t, th/t1, *l.DegradedSlowdown, 0.01, "%s<->%s", l.Src, l.Dst)
+	}
+	for _, r := range out.samples {
+		assert.InEpsilon(t, th, *r.StepTimeS, 0.01, r.Faults)
+	}
+}
+
+// Failing the cable from a GPU to its only NIC cuts that GPU off from its
+// data-parallel peer on the other node: the sample fails and says why; the
+// sweep goes on.
+func TestPartitionIsAFailedSample(t *testing.T) {
+	out := sweep(t, trainingSweep(`,"mode":"single_link","links":"node","cables":6`, ""))
+	require.Len(t, out.samples, 12)
+	var cut *faultsweep.SampleRow
+	for i, r := range out.samples {
+		if r.Failed {
+			cut = &out.samples[i]
+			assert.Nil(t, r.StepTimeS)
+			assert.Nil(t, r.Slowdown)
+		}
+	}
+	require.NotNil(t, cut, "some GPU cable failure must partition")
+	assert.Contains(t, cut.Reason, "partitioned")
+	assert.Equal(t, 1, cut.LinkFailures)
+	assert.Greater(t, out.summary.FailedShare, 0.0)
+	assert.Less(t, out.summary.FailedShare, 1.0, "degraded samples still run")
+	for _, l := range out.links {
+		if l.FailedSlowdown == nil {
+			assert.Contains(t, l.FailedReason, "partitioned", l.Src)
+		}
+	}
+}
+
+// The same seed gives the same samples and results; another seed other samples.
+func TestDeterminism(t *testing.T) {
+	js := func(seed int) string {
+		return fmt.Sprintf(`{"kind":"fault_sweep","seed":%d,"training":`+fmt.Sprintf(smallTraining, "")+
+			`,"samples":4,"link_degradations":2,"stragglers":1,"degraded_health":0.3}`, seed)
+	}
+	a, b, c := sweep(t, js(3)), sweep(t, js(3)), sweep(t, js(4))
+	require.Equal(t, a, b)
+	faults := func(x tables) []string {
+		var f []string
+		for _, r := range x.samples {
+			f = append(f, r.Faults)
+		}
+		return f
+	}
+	assert.NotEqual(t, faults(a), faults(c))
+	// A longer sweep extends a shorter one: sample i depends on (seed, i).
+	long := sweep(t, `{"kind":"fault_sweep","seed":3,"training":`+fmt.Sprintf(smallTraining, "")+
+		`,"samples":5,"link_degradations":2,"stragglers":1,"degraded_health":0.3}`)
+	assert.Equal(t, a.samples, long.samples[:4])
+}
+
+// Reusing the plan, costs and topology across samples gives what a fresh
+// training run with the same faults gives.
+func TestSampleMatchesStandaloneRun(t *testing.T) {
+	out := sweep(t, trainingSweep(`,"samples":3,"link_degradations":1,"nic_failures":0,"stragglers":1,"links":"fabric","degraded_health":0.2`, ""))
+	for _, r := range out.samples {
+		require.False(t, r.Failed, r.Reason)
+		// rebuild the fault list the row describes
+		var links, strag []string
+		var src, dst, dev string
+		var h, sl float64
+		for _, part := range splitFaults(r.Faults) {
+			if n, _ := fmt.Sscanf(part, "%s health %g", &src, &h); n == 2 {
+				ends := splitCable(src)
+				src, dst = ends[0], ends[1]
+				links = append(links, fmt.Sprintf(`{"src":%q,"dst":%q,"health":%g,"both_directions":true}`, src, dst, h))
+			} else if n, _ := fmt.Sscanf(part, "%s slowdown %g", &dev, &sl); n == 2 {
+				strag = append(strag, fmt.Sprintf(`{"device":%q,"slowdown":%g}`, dev, sl))
+			}
+		}
+		require.Len(t, links, 1)
+		require.Len(t, strag, 1)
+		js := `{"kind":"training","model":{"preset":"gpt-22b","layers":4},"gpu":"a100-80gb-sxm",
+			"cluster":{"preset":"dgx-a100","nodes":2},"parallel":{"tp":8,"dp":2,"global_batch":4},"seq_len":1024,
+			"timeline_ranks":[-1],"faults":{"links":[` + links[0] + `],"stragglers":[` + strag[0] + `]}}`
+		_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
+		require.NoError(t, err)
+		alone := res.Tables[0].Rows.([]training.SummaryRow)[0].StepTimeS
+		assert.Equal(t, alone, *r.StepTimeS, r.Faults)
+		assert.Greater(t, *r.Slowdown, 1.0, "a straggler at 1.5x slows the step: %s", r.Faults)
+	}
+}
+
+func TestSummaryPercentiles(t *testing.T) {
+	out := sweep(t, trainingSweep(`,"mode":"single_link","links":"fabric","single_link_faults":"degrade","degraded_health":0.05`, ""))
+	var ran []float64
+	for _, r := range out.samples {
+		require.False(t, r.Failed)
+		ran = append(ran, *r.Slowdown)
+	}
+	s := out.summary
+	assert.Equal(t, "training", s.Base)
+	assert.Equal(t, len(out.samples), s.Samples)
+	assert.LessOrEqual(t, *s.SlowdownP50, *s.SlowdownP90)
+	assert.LessOrEqual(t, *s.SlowdownP90, *s.SlowdownP99)
+	assert.LessOrEqual(t, *s.SlowdownP99, *s.SlowdownMax)
+	assert.Greater(t, *s.SlowdownMax, 1.0, "a NIC cable at 5%% on the data-parallel path slows the step")
+}
+
+func TestSpecErrors(t *testing.T) {
+	for js, path := range map[string]string{
+		`{"kind":"fault_sweep","samples":3,"link_failures":1}`:                                                            "needs exactly one base run",
+		trainingSweep(`,"mode":"random"`, ""):                                                                             "mode",
+		trainingSweep(`,"link_failures":1,"degraded_health":2`, ""):                                                       "degraded_health",
+		trainingSweep(`,"samples":2`, ""):                                                                                 "at least one fault",
+		trainingSweep(`,"link_failures":1`, `,"parallel":{"tp":3}`):                                                       "training.parallel",
+		`{"kind":"fault_sweep","training":{"kind":"inference"},"link_failures":1}`:                                        "training.kind",
+		trainingSweep(`,"samples":1,"link_failures":1`, `,"faults":{"stragglers":[{"device":"n9.gpu0","slowdown":2}]}`):   "training.faults.stragglers[0].device",
+		trainingSweep(`,"samples":1,"nic_failures":17`, ""):                                                               "nic_failures",
+		`{"kind":"fault_sweep","collective":{"cluster":{"topology":"ring","gpus":4},"sizes_bytes":[1,2]},"stragglers":1}`: "collective.sizes_bytes",
+	} {
+		_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
+		var se *spec.Error
+		require.True(t, errors.As(err, &se), "%s: %v", js, err)
+		assert.Contains(t, err.Error(), path)
+	}
+}
+
+// Cancellation between samples ends the sweep with the context's error.
+func TestCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	calls := 0
+	env := scenario.Env{Ctx: ctx, Progress: func(f float64) {
+		calls++
+		if calls == 2 {
+			cancel()
+		}
+	}}
+	_, _, err := all.Run(env, []byte(trainingSweep(`,"samples":5,"link_degradations":1`, "")))
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+func splitFaults(s string) []string { return strings.Split(s, "; ") }
+func splitCable(s string) []string  { return strings.SplitN(s, "<->", 2) }
