@@ -41,6 +41,12 @@ type FaultSweep struct {
 	// or "fail". Cables: how many eligible cables to enumerate (0 = all).
 	SingleLinkFaults string `json:"single_link_faults,omitempty"`
 	Cables           int    `json:"cables,omitempty"`
+	// Shards splits a sweep into independent runs (e.g. points of
+	// eidolon.sweep on a Dask cluster): this run simulates only the
+	// samples i with i mod Shards = Shard, numbered as in the whole sweep,
+	// and its summary covers those. Default 1 shard.
+	Shards int `json:"shards,omitempty"`
+	Shard  int `json:"shard,omitempty"`
 }
 
 // FaultSweepModes are the sweep modes.
@@ -65,6 +71,9 @@ func (s *FaultSweep) Defaults() {
 	}
 	if s.SingleLinkFaults == "" {
 		s.SingleLinkFaults = "both"
+	}
+	if s.Shards == 0 {
+		s.Shards = 1
 	}
 	switch {
 	case s.Training != nil:
@@ -147,4 +156,6 @@ func (s *FaultSweep) Validate(p *Problems) {
 	p.InRange("straggler_slowdown", s.StragglerSlowdown, 1, 1e6)
 	p.OneOf("links", s.Links, []string{"all", "node", "fabric"})
 	p.OneOf("single_link_faults", s.SingleLinkFaults, []string{"both", "degrade", "fail"})
+	p.IntInRange("shards", s.Shards, 1, 1<<20)
+	p.IntInRange("shard", s.Shard, 0, max(0, s.Shards-1))
 }

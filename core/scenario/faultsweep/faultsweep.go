@@ -123,6 +123,9 @@ type faultSet struct {
 	devices    []int     // failed devices
 	stragglers []int     // straggling GPUs
 	slowdown   float64
+	// group keeps samples on one shard together: the sample's index, or in
+	// single_link mode its cable's, so a cable's faults share a links row.
+	group int
 }
 
 // Run simulates the healthy base and every fault set.
@@ -144,22 +147,28 @@ func Run(env scenario.Env, s *spec.FaultSweep) (scenario.Result, error) {
 	if err != nil {
 		return scenario.Result{}, err
 	}
-	env.Report(1 / float64(len(sets)+1))
-	rows := make([]SampleRow, len(sets))
+	var mine []int // the samples of this shard
 	for i, fs := range sets {
+		if fs.group%s.Shards == s.Shard {
+			mine = append(mine, i)
+		}
+	}
+	env.Report(1 / float64(len(mine)+1))
+	rows := make([]SampleRow, len(mine))
+	for k, i := range mine {
 		if err := env.Canceled(); err != nil {
 			return scenario.Result{}, err
 		}
-		row, err := runSample(env, b, t, cables, i, fs, healthy.timeS)
+		row, err := runSample(env, b, t, cables, i, sets[i], healthy.timeS)
 		if err != nil {
 			return scenario.Result{}, err
 		}
-		rows[i] = row
-		env.Report(float64(i+2) / float64(len(sets)+1))
+		rows[k] = row
+		env.Report(float64(k+2) / float64(len(mine)+1))
 	}
 	var r scenario.Result
 	r.Add("samples", rows)
-	r.Add("links", linkRows(t, s, cables, sets, rows, healthy.bytes))
+	r.Add("links", linkRows(t, s, cables, sets, mine, rows, healthy.bytes))
 	r.Add("summary", []SummaryRow{summarize(s, healthy.timeS, len(cables), rows)})
 	return r, nil
 }
@@ -317,7 +326,7 @@ func faultSets(s *spec.FaultSweep, t *topo.Topology, cables []cable) ([]faultSet
 	sets := make([]faultSet, s.Samples)
 	for i := range sets {
 		r := rng.Stream(rng.Mix(s.Seed, uint64(i)), "fault_sweep")
-		fs := faultSet{slowdown: s.StragglerSlowdown}
+		fs := faultSet{slowdown: s.StragglerSlowdown, group: i}
 		for k, ci := range pick(r.Perm, len(cables), s.LinkFailures+s.LinkDegradations) {
 			h := 0.0
 			if k >= s.LinkFailures {
@@ -367,19 +376,20 @@ func singleLinkSets(s *spec.FaultSweep, cables []cable) []faultSet {
 		healths = append(healths, 0)
 	}
 	var sets []faultSet
-	for _, ci := range chosen {
+	for g, ci := range chosen {
 		for _, h := range healths {
-			sets = append(sets, faultSet{cables: []int{ci}, health: []float64{h}})
+			sets = append(sets, faultSet{cables: []int{ci}, health: []float64{h}, group: g})
 		}
 	}
 	return sets
 }
 
 // linkRows collects, per cable, the samples where it was the only fault.
-func linkRows(t *topo.Topology, s *spec.FaultSweep, cables []cable, sets []faultSet, rows []SampleRow, bytes []float64) []LinkRow {
+func linkRows(t *topo.Topology, s *spec.FaultSweep, cables []cable, sets []faultSet, mine []int, rows []SampleRow, bytes []float64) []LinkRow {
 	byCable := map[int]*LinkRow{}
 	var order []int
-	for i, fs := range sets {
+	for k, i := range mine {
+		fs := sets[i]
 		if len(fs.cables) != 1 || len(fs.devices) > 0 || len(fs.stragglers) > 0 {
 			continue
 		}
@@ -396,9 +406,9 @@ func linkRows(t *topo.Topology, s *spec.FaultSweep, cables []cable, sets []fault
 			order = append(order, ci)
 		}
 		if fs.health[0] == 0 {
-			lr.FailedSlowdown, lr.FailedReason = rows[i].Slowdown, rows[i].Reason
+			lr.FailedSlowdown, lr.FailedReason = rows[k].Slowdown, rows[k].Reason
 		} else {
-			lr.DegradedSlowdown = rows[i].Slowdown
+			lr.DegradedSlowdown = rows[k].Slowdown
 		}
 	}
 	sort.Ints(order)

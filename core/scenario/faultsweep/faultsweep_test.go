@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 
@@ -227,3 +228,23 @@ func TestCancel(t *testing.T) {
 
 func splitFaults(s string) []string { return strings.Split(s, "; ") }
 func splitCable(s string) []string  { return strings.SplitN(s, "<->", 2) }
+
+// Shards split a sweep: together they hold the whole sweep's samples and
+// links rows, numbered as in the whole sweep.
+func TestShardsPartitionTheSweep(t *testing.T) {
+	for _, mode := range []string{`"samples":5,"link_degradations":1,"link_failures":1`, `"mode":"single_link","links":"fabric","cables":5`} {
+		whole := sweep(t, trainingSweep(","+mode, ""))
+		var samples []faultsweep.SampleRow
+		var links []faultsweep.LinkRow
+		for shard := 0; shard < 2; shard++ {
+			part := sweep(t, trainingSweep(fmt.Sprintf(`,%s,"shards":2,"shard":%d`, mode, shard), ""))
+			samples = append(samples, part.samples...)
+			links = append(links, part.links...)
+			assert.Equal(t, whole.summary.HealthyStepTimeS, part.summary.HealthyStepTimeS)
+		}
+		sort.Slice(samples, func(i, j int) bool { return samples[i].Sample < samples[j].Sample })
+		sort.Slice(links, func(i, j int) bool { return links[i].Link < links[j].Link })
+		assert.Equal(t, whole.samples, samples, mode)
+		assert.ElementsMatch(t, whole.links, links, mode)
+	}
+}
