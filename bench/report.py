@@ -66,10 +66,26 @@ def seedflood_scale(full: bool) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def ssm_tp_scale(full: bool) -> pd.DataFrame:
+    """ssm_tp: Mamba-2.8B (and Falcon-Mamba-7B) on 4 A100, TP 1/2/4, none and int8, three prompts."""
+    rows = []
+    for model, output in [("mamba-2.8b", 32)] + ([("falcon-mamba-7b", 128)] if full else []):
+        spec = {"kind": "ssm_tp", "model": model, "gpu": "a100-80gb-sxm",
+                "cluster": {"topology": "switch", "gpus": 4, "link": "nvlink3"},
+                "tp_degrees": [1, 2, 4], "quantization": ["none", "int8"], "batch": 8,
+                "prompt_lengths": [512, 2048, 8192], "output_length": output}
+        wall, r = timed(spec)
+        t = r.to_pandas("throughput")
+        rows.append({"model": model, "configurations": len(t), "output_tokens": output, "wall_s": wall,
+                     "max_speedup_tp4": t[t.tp == 4].speedup.max()})
+    return pd.DataFrame(rows)
+
+
 SECTIONS: list[tuple[str, Callable[[bool], pd.DataFrame]]] = [
     ("operators: one training step's operators on one GPU", operators_scale),
     ("collective: 1 GiB ring all-reduce on dgx-h100 nodes", collective_scale),
     ("seedflood: flooding ZO training with SubCGE on a torus", seedflood_scale),
+    ("ssm_tp: SSM tensor-parallel inference configurations", ssm_tp_scale),
 ]
 
 

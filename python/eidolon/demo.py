@@ -92,6 +92,19 @@ def demo_eidola(out: Path) -> None:
     plt.close(fig)
 
 
+def demo_ssm_tp(out: Path) -> None:
+    r = eidolon.run({"kind": "ssm_tp", "model": "mamba-2.8b", "gpu": "a100-80gb-sxm",
+                     "cluster": {"topology": "switch", "gpus": 4, "link": "nvlink3"},
+                     "tp_degrees": [1, 2, 4], "strategies": ["ssm_tp", "naive"], "batch": 8,
+                     "prompt_lengths": [512, 8192], "output_length": 16}, progress=False)
+    t = r.to_pandas("throughput")
+    show("ssm_tp: Mamba-2.8B on 4 A100 over NVLink, speed-up over one GPU",
+         t[["tp", "strategy", "prompt_tokens", "ttft_s", "tpot_s", "tokens_per_s", "speedup"]])
+    m = r.to_pandas("memory")
+    show("ssm_tp: memory per GPU", m[["tp", "prompt_tokens", "weights_bytes", "state_cache_bytes",
+                                      "longest_prompt_tokens", "largest_batch"]])
+
+
 # Each demo is (scenario kind it needs, function). A demo runs when its kind
 # is in this build; the presets demo needs none.
 DEMOS: list[tuple[str | None, Callable[[Path], None]]] = [
@@ -100,6 +113,7 @@ DEMOS: list[tuple[str | None, Callable[[Path], None]]] = [
     ("collective", demo_collective),
     ("seedflood", demo_seedflood),
     ("eidola", demo_eidola),
+    ("ssm_tp", demo_ssm_tp),
 ]
 
 
