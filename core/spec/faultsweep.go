@@ -3,7 +3,7 @@ package spec
 // FaultSweep is the "fault_sweep" kind: one base run (a training step, an
 // inference batch or a collective) simulated again under many fault sets,
 // each drawn with the sweep's seed or enumerated one cable at a time.
-// Tables: samples, links, summary.
+// Tables: samples, links, summary, cables.
 type FaultSweep struct {
 	Header
 	// The base run: exactly one of Training, Inference, Collective (their

@@ -4,7 +4,7 @@
 // with the seed or enumerated one cable at a time; every sample is a full
 // simulation. Tables: samples (one per fault set), links (criticality of
 // each cable faulted alone), summary (slowdown percentiles, share that
-// cannot run).
+// cannot run), cables (the cluster's connections, to draw them on).
 //
 // Training and inference samples reuse everything the fault does not
 // change: the workload plan, the priced operators and the topology with its
@@ -62,8 +62,30 @@ type SampleRow struct {
 }
 
 // LinkRow is the criticality of one cable, from the samples in which it was
-// the only fault ("links" table).
+// the only fault ("links" table). Link to HealthyBytes as in CableRow.
 type LinkRow struct {
+	Link               int     `arrow:"link"`
+	Src                string  `arrow:"src"`
+	Dst                string  `arrow:"dst"`
+	SrcKind            string  `arrow:"src_kind"`
+	DstKind            string  `arrow:"dst_kind"`
+	Tech               string  `arrow:"tech"`
+	Scope              string  `arrow:"scope"`
+	BandwidthBytesPerS float64 `arrow:"bandwidth_bytes_per_s"`
+	HealthyBytes       float64 `arrow:"healthy_bytes"`
+	// DegradedSlowdown when the cable alone runs at DegradedHealth; null
+	// when not simulated or the run failed.
+	DegradedHealth   float64  `arrow:"degraded_health"`
+	DegradedSlowdown *float64 `arrow:"degraded_slowdown"`
+	// FailedSlowdown when the cable alone fails; null when not simulated or
+	// when the run cannot complete (FailedReason says why).
+	FailedSlowdown *float64 `arrow:"failed_slowdown"`
+	FailedReason   string   `arrow:"failed_reason"`
+}
+
+// CableRow is one connection of the cluster ("cables" table): the topology
+// the criticality is drawn on.
+type CableRow struct {
 	// Link is the topology id of the cable's first direction; Src and Dst
 	// its device names, SrcKind and DstKind gpu, nic or switch.
 	Link    int    `arrow:"link"`
@@ -77,14 +99,8 @@ type LinkRow struct {
 	BandwidthBytesPerS float64 `arrow:"bandwidth_bytes_per_s"`
 	// HealthyBytes both directions carried in the healthy run.
 	HealthyBytes float64 `arrow:"healthy_bytes"`
-	// DegradedSlowdown when the cable alone runs at DegradedHealth; null
-	// when not simulated or the run failed.
-	DegradedHealth   float64  `arrow:"degraded_health"`
-	DegradedSlowdown *float64 `arrow:"degraded_slowdown"`
-	// FailedSlowdown when the cable alone fails; null when not simulated or
-	// when the run cannot complete (FailedReason says why).
-	FailedSlowdown *float64 `arrow:"failed_slowdown"`
-	FailedReason   string   `arrow:"failed_reason"`
+	// Eligible: the sweep's faults may hit it (links, used_only).
+	Eligible bool `arrow:"eligible"`
 }
 
 // SummaryRow is the one row of the "summary" table.
@@ -170,6 +186,7 @@ func Run(env scenario.Env, s *spec.FaultSweep) (scenario.Result, error) {
 	r.Add("samples", rows)
 	r.Add("links", linkRows(t, s, cables, sets, mine, rows, healthy.bytes))
 	r.Add("summary", []SummaryRow{summarize(s, healthy.timeS, len(cables), rows)})
+	r.Add("cables", cableRows(t, cables, healthy.bytes))
 	return r, nil
 }
 
@@ -396,11 +413,9 @@ func linkRows(t *topo.Topology, s *spec.FaultSweep, cables []cable, sets []fault
 		ci := fs.cables[0]
 		lr, ok := byCable[ci]
 		if !ok {
-			c := cables[ci]
-			lk := t.Links[c.link]
-			lr = &LinkRow{Link: c.link, Src: t.Devices[c.a].Name, Dst: t.Devices[c.b].Name,
-				SrcKind: t.Devices[c.a].Kind.String(), DstKind: t.Devices[c.b].Kind.String(), Tech: lk.Tech,
-				Scope: c.scope, BandwidthBytesPerS: lk.BandwidthBytesPerS, HealthyBytes: c.bytes(bytes),
+			c := cableRow(t, cables[ci], bytes, true)
+			lr = &LinkRow{Link: c.Link, Src: c.Src, Dst: c.Dst, SrcKind: c.SrcKind, DstKind: c.DstKind, Tech: c.Tech,
+				Scope: c.Scope, BandwidthBytesPerS: c.BandwidthBytesPerS, HealthyBytes: c.HealthyBytes,
 				DegradedHealth: s.DegradedHealth}
 			byCable[ci] = lr
 			order = append(order, ci)
@@ -417,6 +432,28 @@ func linkRows(t *topo.Topology, s *spec.FaultSweep, cables []cable, sets []fault
 		out[i] = *byCable[ci]
 	}
 	return out
+}
+
+// cableRow describes a cable.
+func cableRow(t *topo.Topology, c cable, bytes []float64, eligible bool) CableRow {
+	lk := t.Links[c.link]
+	return CableRow{Link: c.link, Src: t.Devices[c.a].Name, Dst: t.Devices[c.b].Name,
+		SrcKind: t.Devices[c.a].Kind.String(), DstKind: t.Devices[c.b].Kind.String(), Tech: lk.Tech,
+		Scope: c.scope, BandwidthBytesPerS: lk.BandwidthBytesPerS, HealthyBytes: c.bytes(bytes), Eligible: eligible}
+}
+
+// cableRows lists every cable of the cluster.
+func cableRows(t *topo.Topology, eligible []cable, bytes []float64) []CableRow {
+	ok := map[int]bool{}
+	for _, c := range eligible {
+		ok[c.link] = true
+	}
+	all := cablesOf(t)
+	rows := make([]CableRow, len(all))
+	for i, c := range all {
+		rows[i] = cableRow(t, c, bytes, ok[c.link])
+	}
+	return rows
 }
 
 func summarize(s *spec.FaultSweep, healthyS float64, eligible int, rows []SampleRow) SummaryRow {

@@ -21,14 +21,15 @@ type tables struct {
 	samples []faultsweep.SampleRow
 	links   []faultsweep.LinkRow
 	summary faultsweep.SummaryRow
+	cables  []faultsweep.CableRow
 }
 
 func sweep(t testing.TB, js string) tables {
 	_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
 	require.NoError(t, err, js)
-	require.Len(t, res.Tables, 3)
+	require.Len(t, res.Tables, 4)
 	return tables{res.Tables[0].Rows.([]faultsweep.SampleRow), res.Tables[1].Rows.([]faultsweep.LinkRow),
-		res.Tables[2].Rows.([]faultsweep.SummaryRow)[0]}
+		res.Tables[2].Rows.([]faultsweep.SummaryRow)[0], res.Tables[3].Rows.([]faultsweep.CableRow)}
 }
 
 // smallTraining is a 4-layer GPT-22B over two DGX A100 nodes: TP 8 inside
@@ -61,6 +62,17 @@ func TestDegradedLinkOnNoRouteChangesNothing(t *testing.T) {
 	}
 	assert.Positive(t, idle)
 	assert.Equal(t, 16, busy, "the NIC-to-leaf cables of 16 GPUs")
+	// The cables table is the whole cluster: 16 GPU-NVSwitch and 16
+	// GPU-NIC cables in the nodes, the fabric ones eligible.
+	eligible := 0
+	for _, c := range out.cables {
+		if c.Eligible {
+			eligible++
+			assert.Equal(t, "fabric", c.Scope)
+		}
+	}
+	assert.Equal(t, out.summary.EligibleCables, eligible)
+	assert.Len(t, out.cables, eligible+32)
 }
 
 // A degraded cable on the ring of a bandwidth-bound all-reduce slows it as
