@@ -81,21 +81,14 @@ type LinkStat struct {
 type counters struct {
 	k        *sim.Kernel
 	t        *topo.Topology
-	stats    []LinkStat
-	active   []int32 // flows on each link now
-	since    []sim.Time
+	lc       []linkCounter
 	hooks    []func(FlowRecord)
 	slow     map[int]float64
 	nextFlow int64
 }
 
 func newCounters(k *sim.Kernel, t *topo.Topology) counters {
-	c := counters{k: k, t: t, stats: make([]LinkStat, len(t.Links)),
-		active: make([]int32, len(t.Links)), since: make([]sim.Time, len(t.Links)), slow: map[int]float64{}}
-	for i, l := range t.Links {
-		c.stats[i] = LinkStat{Link: i, Src: l.Src, Dst: l.Dst, BandwidthBytesPerS: l.BandwidthBytesPerS}
-	}
-	return c
+	return counters{k: k, t: t, lc: make([]linkCounter, len(t.Links)), slow: map[int]float64{}}
 }
 
 func (c *counters) Kernel() *sim.Kernel          { return c.k }
@@ -112,29 +105,42 @@ func (c *counters) Slowdown(device int) float64 {
 func (c *counters) SetSlowdown(device int, factor float64) { c.slow[device] = factor }
 
 // enter and leave track concurrency and busy time of a link.
+// linkCounter is one link's bookkeeping, kept together so a flow's hop
+// touches one cache line.
+type linkCounter struct {
+	bytes  float64
+	busy   sim.Time
+	since  sim.Time
+	active int32
+	peak   int32
+}
+
 func (c *counters) enter(l int32) {
-	c.active[l]++
-	if c.active[l] == 1 {
-		c.since[l] = c.k.Now()
+	x := &c.lc[l]
+	x.active++
+	if x.active == 1 {
+		x.since = c.k.Now()
 	}
-	if int(c.active[l]) > c.stats[l].PeakFlows {
-		c.stats[l].PeakFlows = int(c.active[l])
-	}
+	x.peak = max(x.peak, x.active)
 }
 
 func (c *counters) leave(l int32) {
-	c.active[l]--
-	if c.active[l] == 0 {
-		c.stats[l].Busy += c.k.Now() - c.since[l]
+	x := &c.lc[l]
+	x.active--
+	if x.active == 0 {
+		x.busy += c.k.Now() - x.since
 	}
 }
 
 func (c *counters) LinkStats() []LinkStat {
-	out := append([]LinkStat(nil), c.stats...)
+	out := make([]LinkStat, len(c.lc))
 	now := c.k.Now()
-	for i := range out {
-		if c.active[i] > 0 {
-			out[i].Busy += now - c.since[i]
+	for i, x := range c.lc {
+		l := c.t.Links[i]
+		out[i] = LinkStat{Link: i, Src: l.Src, Dst: l.Dst, Bytes: x.bytes, Busy: x.busy,
+			PeakFlows: int(x.peak), BandwidthBytesPerS: l.BandwidthBytesPerS}
+		if x.active > 0 {
+			out[i].Busy += now - x.since
 		}
 	}
 	return out

@@ -35,6 +35,7 @@ type FlowNet struct {
 	heap      shareHeap
 
 	records []FlowRecord // kept only if KeepRecords
+	last    []lastRoute  // per source device
 	// KeepRecords keeps every delivered flow's record (Records()).
 	KeepRecords bool
 }
@@ -107,7 +108,7 @@ func (n *FlowNet) ActiveFlows() int {
 
 // Send implements Fabric.
 func (n *FlowNet) Send(src, dst int, bytes float64, sink Sink, tag int) error {
-	path, err := n.t.Route(src, dst)
+	path, lat, err := n.route(src, dst)
 	if err != nil {
 		return err
 	}
@@ -119,11 +120,11 @@ func (n *FlowNet) Send(src, dst int, bytes float64, sink Sink, tag int) error {
 	n.nextFlow++
 	if len(path) == 0 || bytes <= 0 {
 		f.txEnd = now
-		n.k.AtHandler(now+pathLatency(n.t, path), n, n.arg(i, evDeliver))
+		n.k.AtHandler(now+lat, n, n.arg(i, evDeliver))
 		return nil
 	}
 	f.active = true
-	f.lat = pathLatency(n.t, path)
+	f.lat = lat
 	alone := true
 	for h, l := range path {
 		ls := &n.links[l]
@@ -148,6 +149,35 @@ func (n *FlowNet) Send(src, dst int, bytes float64, sink Sink, tag int) error {
 		n.markDirty(l)
 	}
 	return nil
+}
+
+// route returns the path and its latency, remembering each source's last
+// destination: a ring or tree sends to the same peer again and again, and
+// this skips the topology's route map (and the walk over the links'
+// latencies) until routes change.
+func (n *FlowNet) route(src, dst int) ([]int32, sim.Time, error) {
+	if len(n.last) == 0 {
+		n.last = make([]lastRoute, len(n.t.Devices))
+	}
+	c := &n.last[src]
+	v := n.t.RoutesVersion()
+	if c.ok && c.dst == int32(dst) && c.version == v {
+		return c.path, c.lat, nil
+	}
+	path, err := n.t.Route(src, dst)
+	if err != nil {
+		return nil, 0, err
+	}
+	*c = lastRoute{ok: true, dst: int32(dst), version: v, path: path, lat: pathLatency(n.t, path)}
+	return path, c.lat, nil
+}
+
+type lastRoute struct {
+	ok      bool
+	dst     int32
+	version uint64
+	path    []int32
+	lat     sim.Time
 }
 
 func (n *FlowNet) alloc() int32 {
@@ -230,7 +260,7 @@ func (n *FlowNet) credit(f *flow, now sim.Time) {
 	f.remaining -= sent
 	f.updated = now
 	for _, l := range f.path {
-		n.stats[l].Bytes += sent
+		n.lc[l].bytes += sent
 	}
 }
 

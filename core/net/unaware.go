@@ -56,7 +56,7 @@ func (u *Unaware) Send(src, dst int, bytes float64, sink Sink, tag int) error {
 	u.nextFlow++
 	for _, l := range path {
 		u.enter(l)
-		u.stats[l].Bytes += bytes
+		u.lc[l].bytes += bytes
 	}
 	u.k.AtHandler(now+tx, u, int(i)<<1)
 	return nil

@@ -81,6 +81,7 @@ type Topology struct {
 	torus   *torusInfo
 	pair    map[uint64]int32 // (src,dst) -> link id, for dimension-order routing
 	routes  map[uint64][]int32
+	version uint64
 	scratch bfsScratch
 }
 
@@ -240,10 +241,15 @@ func (t *Topology) NodesOfRanks(ranks []int) [][]int {
 }
 
 func (t *Topology) invalidate() {
+	t.version++
 	if len(t.routes) > 0 {
 		t.routes = map[uint64][]int32{}
 	}
 }
+
+// RoutesVersion changes whenever cached routes are dropped (a link or device
+// started or stopped being usable), so callers may cache routes too.
+func (t *Topology) RoutesVersion() uint64 { return t.version }
 
 func key(a, b int) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
 
