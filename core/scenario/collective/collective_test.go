@@ -116,3 +116,30 @@ func TestUnawareModelIsNeverSlower(t *testing.T) {
 	}
 	require.Less(t, unaware[0].TimeS, 0.5*flow[0].TimeS, "direct: n−1 flows share each uplink")
 }
+
+func TestGroupsConcurrentAndQuantization(t *testing.T) {
+	// Two communicators (the GPUs of each node) with two all-reduces each,
+	// all at once: four collectives, and each node's NVSwitch ports carry two.
+	res := runSpec(t, `{"kind":"collective","cluster":{"preset":"dgx-h100","nodes":2},
+		"groups":[[0,1,2,3,4,5,6,7],[8,9,10,11,12,13,14,15]],"concurrent":2,"sizes_bytes":[268435456]}`)
+	row := table[collective.SummaryRow](t, res, "summary")[0]
+	require.Equal(t, 2, row.Communicators)
+	require.Equal(t, 2, row.Concurrent)
+	require.Equal(t, 8, row.Ranks)
+	ends := 0
+	for _, e := range table[collective.TimelineRow](t, res, "timeline") {
+		if e.Event == "end" {
+			ends++
+		}
+	}
+	require.Equal(t, 4, ends)
+	single := table[collective.SummaryRow](t, runSpec(t, `{"kind":"collective","cluster":{"preset":"dgx-h100","nodes":1},"sizes_bytes":[268435456]}`), "summary")[0]
+	// Two all-reduces share each port: about twice the time of one.
+	require.InEpsilon(t, 2*single.TimeS, row.TimeS, 0.02)
+
+	// int8 with fp32 scales per 128 bf16 elements: wire = S/2·(1 + 4/128).
+	q := table[collective.SummaryRow](t, runSpec(t, `{"kind":"collective","cluster":{"preset":"dgx-h100","nodes":1},
+		"sizes_bytes":[268435456],"quantization":{"format":"int8"}}`), "summary")[0]
+	require.InEpsilon(t, single.WireBytes/2*(1+4.0/128), q.WireBytes, 1e-9)
+	require.Less(t, q.TimeS, 0.6*single.TimeS)
+}
