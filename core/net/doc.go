@@ -24,11 +24,10 @@
 // The executor owns a *sim.Kernel and schedules compute on it; the network
 // shares it:
 //
-//	tp, err := topo.FromSpec(clusterSpec)        // or topo.Preset("dgx-h100", nodes)
 //	k := sim.New()
-//	fab := net.NewFlowNet(k, tp)                  // or net.NewUnaware(k, tp)
-//	faults, err := net.ApplyFaults(fab, faultSpec, seed)
-//	comms := net.NewComms(fab)
+//	fab, comms, faults, err := net.FromSpec(k, clusterSpec, faultSpec, seed, "flow")
+//	// or by hand: tp, _ := topo.Preset("dgx-h100", nodes); fab := net.NewFlowNet(k, tp);
+//	// net.ApplyFaults(fab, faultSpec, seed); comms := net.NewComms(fab)
 //	id, err := comms.Start(net.Collective{Op: net.AllReduce, Algorithm: net.Ring,
 //		Bytes: 64 << 20, Ranks: tpGroup}, func(r net.Result) { /* r.End */ })
 //	err = comms.Send(srcRank, dstRank, bytes, func() { /* delivered */ })
