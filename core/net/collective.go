@@ -170,7 +170,8 @@ func NewComms(f Fabric) *Comms {
 	return c
 }
 
-// Start begins a collective now; done runs when every rank has finished.
+// Start begins a collective now; done runs (as a kernel event) when every
+// rank has finished.
 // It returns the collective's id, or an error for an invalid request
 // (unknown algorithm, ranks out of range, non-power-of-two halving-doubling,
 // unequal nodes for hierarchical, unreachable peers).
@@ -381,10 +382,15 @@ func (r *run) advance(inst, rank int) {
 	}
 }
 
+// finish reports completion from its own event, never from inside Start
+// (a one-rank or zero-step collective finishes at once): callers are not
+// re-entered.
 func (r *run) finish() {
 	delete(r.c.active, r.id)
 	if r.done != nil {
-		r.done(Result{ID: r.id, Collective: r.col, Start: r.start, End: r.c.f.Kernel().Now(), Flows: r.flows, WireBytes: r.wire})
+		k := r.c.f.Kernel()
+		res := Result{ID: r.id, Collective: r.col, Start: r.start, End: k.Now(), Flows: r.flows, WireBytes: r.wire}
+		k.After(0, func() { r.done(res) })
 	}
 }
 

@@ -329,3 +329,18 @@ func TestStalledCollectiveNamesBlockedRanks(t *testing.T) {
 	require.Contains(t, err.Error(), "collective 0 (all_reduce ring): rank 0 (instance 0) at step 2 waits for 1 message(s), has 0")
 	require.Contains(t, err.Error(), "1 more blocked ranks")
 }
+
+func TestOneRankCollectiveCompletesAsAnEvent(t *testing.T) {
+	tp, _ := topo.Ring(4, testLink)
+	k := sim.New()
+	c := NewComms(NewFlowNet(k, tp))
+	called := false
+	_, err := c.Start(Collective{Op: AllReduce, Bytes: 1e6, Ranks: []int{2}}, func(r Result) {
+		called = true
+		require.Equal(t, r.Start, r.End)
+	})
+	require.NoError(t, err)
+	require.False(t, called, "not from inside Start")
+	require.NoError(t, k.Run(context.Background()))
+	require.True(t, called)
+}
