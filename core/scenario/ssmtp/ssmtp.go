@@ -9,6 +9,11 @@
 // flow-level network, with quantized all-reduces sending fewer bytes and
 // paying their quantize/dequantize kernels. The numerical error of the
 // quantized all-reduce is computed by package quant on seeded activations.
+//
+// Strategy "ssm_tp" on Mamba-1 keeps x_proj local: each rank computes Δ, B
+// and C from its own channel shard, the paper's locality-preserving
+// partition. The simulator prices that partition; it does not evaluate the
+// model's accuracy under it.
 package ssmtp
 
 import (
@@ -328,6 +333,10 @@ func simulateOne(env scenario.Env, s *spec.SSMTP, in workload.Inference, q quant
 // write bytes and scales; model.QuantizeOp / DequantizeOp).
 func Quantization(m *exec.Machine, f quant.Format, d hw.DType, block int) *net.Quantization {
 	e := max(d.Bytes(), 2)
+	act := d
+	if d.Bytes() < 2 {
+		act = hw.BF16
+	}
 	wire := hw.INT8
 	if f == quant.FP8 {
 		wire = hw.FP8
@@ -342,8 +351,8 @@ func Quantization(m *exec.Machine, f quant.Format, d hw.DType, block int) *net.Q
 				return d
 			}
 			n := int64(elems)
-			qs, err1 := m.Cost(model.QuantizeOp("allreduce.quantize", n, hw.BF16, wire, int64(block)))
-			ds, err2 := m.Cost(model.DequantizeOp("allreduce.dequantize", n, wire, hw.BF16, int64(block)))
+			qs, err1 := m.Cost(model.QuantizeOp("allreduce.quantize", n, act, wire, int64(block)))
+			ds, err2 := m.Cost(model.DequantizeOp("allreduce.dequantize", n, wire, act, int64(block)))
 			if err1 != nil || err2 != nil {
 				qs, ds = 0, 0
 			}
@@ -357,11 +366,10 @@ func Quantization(m *exec.Machine, f quant.Format, d hw.DType, block int) *net.Q
 // memoryRow is the per-GPU memory of a layout, with the longest prompt and
 // the largest batch that fit.
 func memoryRow(in workload.Inference, hbm float64) (MemoryRow, error) {
-	plan, err := workload.BuildInference(in)
+	mem, err := in.MemoryAt(in.Prompt)
 	if err != nil {
 		return MemoryRow{}, err
 	}
-	mem := plan.Memory[0]
 	total := mem.Total()
 	row := MemoryRow{TP: in.TP, Batch: in.Batch, PromptTokens: in.Prompt,
 		WeightsBytes: mem.Weights, StateCacheBytes: mem.SSMState, KVCacheBytes: mem.KVCache,

@@ -13,6 +13,7 @@ import (
 	"github.com/eidolon-sim/eidolon/core/scenario/all"
 	"github.com/eidolon-sim/eidolon/core/scenario/ssmtp"
 	"github.com/eidolon-sim/eidolon/core/spec"
+	"github.com/eidolon-sim/eidolon/core/workload"
 )
 
 const (
@@ -211,4 +212,18 @@ func TestSkipUnfitReportsRow(t *testing.T) {
 	assert.True(t, four.Fits)
 	assert.NotNil(t, four.E2ES)
 	assert.Nil(t, four.SpeedUp)
+}
+
+func TestMemoryBreakdownSumsToPeak(t *testing.T) {
+	c, _ := model.ByName("zamba-7b")
+	in := workload.Inference{Model: c, TP: 4, PP: 1, Replicas: 1, Batch: 3, Prompt: 4096, Output: 64, DType: hw.BF16}
+	peak, err := in.PeakMemory(4096)
+	require.NoError(t, err)
+	o := run(t, doc(`"zamba-7b"`, "a100-80gb-sxm", nvlink, `, "tp_degrees": [4], "prompt_lengths": [4096], "batch": 3, "output_length": 64`))
+	m := o.Memory[0]
+	assert.Equal(t, peak, m.TotalBytes)
+	assert.InEpsilon(t, peak, m.WeightsBytes+m.StateCacheBytes+m.KVCacheBytes+m.ActivationsBytes, 1e-12)
+	// KV cache: 13 shared-attention invocations × K and V × 16/4 heads ×
+	// 464 × bf16 × 3 sequences × (4096 + 64) tokens.
+	assert.Equal(t, 13*2*4*464*2*3*(4096+64.0), m.KVCacheBytes)
 }
