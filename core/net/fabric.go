@@ -124,11 +124,14 @@ func (c *counters) enter(l int32) {
 	x.peak = max(x.peak, x.active)
 }
 
-func (c *counters) leave(l int32) {
+func (c *counters) leave(l int32) { c.leaveAt(l, c.k.Now()) }
+
+// leaveAt records a flow leaving link l at time t (<= now).
+func (c *counters) leaveAt(l int32, t sim.Time) {
 	x := &c.lc[l]
 	x.active--
 	if x.active == 0 {
-		x.busy += c.k.Now() - x.since
+		x.busy += t - x.since
 	}
 }
 

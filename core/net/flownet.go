@@ -59,6 +59,7 @@ type flow struct {
 	active    bool   // on links, transmitting
 	stamp     uint32
 	fixed     bool
+	fast      bool    // delivery scheduled directly; links released lazily
 	next      float64 // rate computed by fill
 }
 
@@ -125,6 +126,9 @@ func (n *FlowNet) Send(src, dst int, bytes float64, sink Sink, tag int) error {
 	}
 	f.active = true
 	f.lat = lat
+	for _, l := range path {
+		n.touch(l)
+	}
 	alone := true
 	for h, l := range path {
 		ls := &n.links[l]
@@ -140,9 +144,12 @@ func (n *FlowNet) Send(src, dst int, bytes float64, sink Sink, tag int) error {
 		for _, l := range path[1:] {
 			r = min(r, n.t.Capacity(int(l)))
 		}
+		// It keeps its links until delivery unless someone needs them
+		// (touch), which saves the end-of-transmission event.
 		f.rate = r
 		f.finish = now + max(1, sim.SecondsCeil(bytes/r))
-		n.k.AtHandler(f.finish, n, n.arg(i, evFinish))
+		f.fast = true
+		n.k.AtHandler(f.finish+lat, n, n.arg(i, evDeliver))
 		return nil
 	}
 	for _, l := range path {
@@ -221,6 +228,9 @@ func (n *FlowNet) Handle(arg int) {
 		}
 		n.k.AtHandler(now+f.lat, n, n.arg(i, evDeliver))
 	case evDeliver:
+		if f.fast {
+			n.retire(i)
+		}
 		rec := FlowRecord{ID: f.id, Src: int(f.src), Dst: int(f.dst), Bytes: f.bytes, Start: f.start,
 			TxEnd: f.txEnd, Delivered: now, Hops: len(f.path), Tag: f.tag}
 		sink, tag := f.sink, f.tag
@@ -233,6 +243,54 @@ func (n *FlowNet) Handle(arg int) {
 		n.deliver(rec)
 		sink.Delivered(tag)
 	}
+}
+
+// A fast flow was alone on its links when it started; it is delivered by a
+// single event at finish + latency and holds its links until then. touch
+// restores exact semantics before anyone else uses a link: a fast flow whose
+// transmission has ended is retired (its links released as of its finish
+// time); one still transmitting becomes an ordinary flow (its delivery event
+// is cancelled and max-min reschedules it).
+func (n *FlowNet) touch(l int32) {
+	ls := &n.links[l]
+	for j := len(ls.entries) - 1; j >= 0; j-- {
+		if j >= len(ls.entries) {
+			continue
+		}
+		i := ls.entries[j].flow
+		f := &n.flows[i]
+		if !f.fast {
+			continue
+		}
+		if f.finish <= n.k.Now() {
+			n.retire(i)
+			continue
+		}
+		n.credit(f, n.k.Now())
+		f.fast = false
+		f.gen++ // cancels the pending delivery event
+		f.finish = 0
+		for _, l2 := range f.path {
+			n.markDirty(l2)
+		}
+	}
+}
+
+// retire ends a fast flow's transmission at its finish time: all its bytes
+// sent, its links released.
+func (n *FlowNet) retire(i int32) {
+	f := &n.flows[i]
+	for _, l := range f.path {
+		n.lc[l].bytes += f.remaining
+	}
+	f.remaining = 0
+	f.updated = f.finish
+	for h, l := range f.path {
+		n.detach(l, f.pos[h])
+		n.leaveAt(l, f.finish)
+	}
+	f.active, f.fast = false, false
+	f.txEnd = f.finish
 }
 
 // detach removes entry p of link l by swapping the last entry into its place.
@@ -340,6 +398,7 @@ func (n *FlowNet) settle() {
 
 // SetLinkHealth implements Fabric.
 func (n *FlowNet) SetLinkHealth(link int, health float64) {
+	n.touch(int32(link))
 	n.t.SetHealth(link, health)
 	n.markDirty(int32(link))
 	n.rerouteBroken()
@@ -347,6 +406,14 @@ func (n *FlowNet) SetLinkHealth(link int, health float64) {
 
 // SetDeviceDown implements Fabric.
 func (n *FlowNet) SetDeviceDown(device int, down bool) {
+	for _, l := range n.t.Out(device) {
+		n.touch(l)
+	}
+	for l := range n.t.Links {
+		if n.t.Links[l].Dst == device {
+			n.touch(int32(l))
+		}
+	}
 	n.t.SetDeviceDown(device, down)
 	for _, l := range n.t.Out(device) {
 		n.markDirty(l)
@@ -360,6 +427,9 @@ func (n *FlowNet) rerouteBroken() {
 	now := n.k.Now()
 	for i := range n.flows {
 		f := &n.flows[i]
+		if f.active && f.fast {
+			n.touch(f.path[0]) // retire or make ordinary before rerouting
+		}
 		if !f.active {
 			continue
 		}
@@ -386,6 +456,9 @@ func (n *FlowNet) rerouteBroken() {
 		}
 		f.path, f.pos, f.lat = path, f.pos[:0], pathLatency(n.t, path)
 		f.rate, f.finish = 0, 0 // forces a new finish event in settle
+		for _, l := range path {
+			n.touch(l)
+		}
 		for h, l := range path {
 			ls := &n.links[l]
 			f.pos = append(f.pos, int32(len(ls.entries)))

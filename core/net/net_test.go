@@ -344,3 +344,29 @@ func TestOneRankCollectiveCompletesAsAnEvent(t *testing.T) {
 	require.NoError(t, k.Run(context.Background()))
 	require.True(t, called)
 }
+
+func TestLateJoinerSharesWithARunningFlow(t *testing.T) {
+	// A: gpu0 -> gpu2 (S = 1 GB at B = 100 GB/s) from t = 0, alone until
+	// B: gpu1 -> gpu2 (1 GB) joins at t1 = 4 ms on switch->gpu2. By t1 A has
+	// sent 0.4 GB; then both get B/2: A ends at 4 + 0.6/50 s = 16 ms. B has
+	// 0.4 GB left then and runs alone: ends at 16 + 4 = 20 ms. Each is
+	// delivered one path latency (2·α/2 = α) after its last byte.
+	tp, _ := topo.SingleSwitch(3, testLink)
+	k := sim.New()
+	f := NewFlowNet(k, tp)
+	ends := map[int]sim.Time{}
+	sink := SinkFunc(func(tag int) { ends[tag] = k.Now() })
+	require.NoError(t, f.Send(0, 2, 1e9, sink, 0))
+	k.At(4*sim.Millisecond, func() { require.NoError(t, f.Send(1, 2, 1e9, sink, 1)) })
+	require.NoError(t, k.Run(context.Background()))
+	require.InEpsilon(t, 16e-3+alpha, ends[0].Seconds(), 1e-9)
+	require.InEpsilon(t, 20e-3+alpha, ends[1].Seconds(), 1e-9)
+	st := f.LinkStats()
+	down, _ := tp.LinkBetween(3, 2)
+	up0, _ := tp.LinkBetween(0, 3)
+	require.InEpsilon(t, 2e9, st[down].Bytes, 1e-9)
+	require.InEpsilon(t, 1e9, st[up0].Bytes, 1e-9)
+	require.InEpsilon(t, 20e-3, st[down].Busy.Seconds(), 1e-9)
+	require.InEpsilon(t, 16e-3, st[up0].Busy.Seconds(), 1e-9)
+	require.Equal(t, 2, st[down].PeakFlows)
+}
