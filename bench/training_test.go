@@ -7,6 +7,7 @@ import (
 
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/scenario/all"
+	"github.com/eidolon-sim/eidolon/core/scenario/parallelsearch"
 	"github.com/eidolon-sim/eidolon/core/scenario/training"
 )
 
@@ -48,5 +49,31 @@ func BenchmarkTrainingGPT3(b *testing.B) {
 			b.ReportMetric(float64(s.SimulatedRanks), "simulated_ranks")
 			b.ReportMetric(float64(s.NetCollectives), "net_collectives")
 		})
+	}
+}
+
+// BenchmarkParallelSearch: every layout of GPT-3 175B on 1,024 A100s for a
+// global batch of 1,536 (the top 10 simulated exactly).
+// Run: go test ./bench -run '^$' -bench ParallelSearch -benchtime 1x
+func BenchmarkParallelSearch(b *testing.B) {
+	js := `{"kind":"parallel_search","model":"gpt3-175b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":128},
+		"global_batch":1536,"seq_len":2048}`
+	var rows []parallelsearch.ConfigRow
+	for i := 0; i < b.N; i++ {
+		_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
+		if err != nil {
+			b.Fatal(err)
+		}
+		rows = res.Tables[0].Rows.([]parallelsearch.ConfigRow)
+	}
+	count := map[string]int{}
+	for _, r := range rows {
+		count[r.Status]++
+	}
+	b.ReportMetric(float64(len(rows)), "layouts")
+	b.ReportMetric(float64(count[parallelsearch.Simulated]), "simulated")
+	b.ReportMetric(float64(count[parallelsearch.DoesNotFit]), "do_not_fit")
+	if len(rows) > 0 && rows[0].StepTimeS != nil {
+		b.ReportMetric(*rows[0].StepTimeS, "best_step_s")
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -53,6 +54,13 @@ type Options struct {
 	// Nil keeps full-precision all-reduces.
 	TPQuant          *net.Quantization
 	TPQuantAlgorithm net.Algorithm
+	// HealthyRoute, if set, is the path from device src to dst with no
+	// fault at all (fault sweeps pass the healthy topology's routes). A
+	// failed link or device then no longer forces every replica to be
+	// simulated: a replica whose routes left the healthy ones is simulated
+	// on its own, as one crossing a degraded link. Nil: any failure
+	// simulates every replica.
+	HealthyRoute func(src, dst int) []int32
 }
 
 // Result is a finished run.
@@ -98,7 +106,6 @@ type unitState struct {
 	remaining []int32
 	started   []bool
 	head      [workload.NumStreams]int32
-	pos       []int32 // task -> position in its stream
 	slow      float64
 	done      int
 }
@@ -168,9 +175,47 @@ func Run(ctx context.Context, plan *workload.Plan, opt Options) (*Result, error)
 // prepare prices the programs, picks the simulated units and the mirror
 // groups, and finds isolated communicators.
 func (e *engine) prepare() error {
+	if err := e.price(); err != nil {
+		return err
+	}
 	pl := e.plan
+	e.pickSimulated()
+	e.units = make([]unitState, len(pl.Units))
+	for u, unit := range pl.Units {
+		r := &e.res.Units[u]
+		r.Simulated = e.simul[u]
+		r.Slowdown = make([]float64, len(unit.Ranks))
+		for i, rk := range unit.Ranks {
+			r.Slowdown[i] = e.opt.Fabric.Slowdown(e.topo.RankDevice(rk))
+		}
+		if !e.simul[u] {
+			continue
+		}
+		r.Mirror = u
+		p := pl.Programs[unit.Program]
+		st := &e.units[u]
+		st.slow = 1
+		for _, s := range r.Slowdown {
+			st.slow = max(st.slow, s)
+		}
+		st.remaining = make([]int32, len(p.Tasks))
+		st.started = make([]bool, len(p.Tasks))
+		for i, task := range p.Tasks {
+			st.remaining[i] = int32(len(task.Deps))
+		}
+		r.Start = make([]sim.Time, len(p.Tasks))
+		r.End = make([]sim.Time, len(p.Tasks))
+		r.Nominal = e.progs[unit.Program].nominal
+	}
+	e.linkUsage()
+	return nil
+}
+
+// price computes each program's dependents, stream lists and compute
+// times; tasks sharing an operator slice are priced once.
+func (e *engine) price() error {
 	cache := map[opsKey]sim.Time{}
-	for _, p := range pl.Programs {
+	for _, p := range e.plan.Programs {
 		pi := progInfo{dependents: make([][]int32, len(p.Tasks)), nominal: make([]sim.Time, len(p.Tasks))}
 		for i, task := range p.Tasks {
 			for _, d := range task.Deps {
@@ -198,42 +243,6 @@ func (e *engine) prepare() error {
 		}
 		e.progs = append(e.progs, pi)
 	}
-	e.pickSimulated()
-	e.units = make([]unitState, len(pl.Units))
-	for u, unit := range pl.Units {
-		r := &e.res.Units[u]
-		r.Simulated = e.simul[u]
-		r.Slowdown = make([]float64, len(unit.Ranks))
-		for i, rk := range unit.Ranks {
-			r.Slowdown[i] = e.opt.Fabric.Slowdown(e.topo.RankDevice(rk))
-		}
-		if !e.simul[u] {
-			continue
-		}
-		r.Mirror = u
-		p := pl.Programs[unit.Program]
-		st := &e.units[u]
-		st.slow = 1
-		for _, s := range r.Slowdown {
-			st.slow = max(st.slow, s)
-		}
-		st.remaining = make([]int32, len(p.Tasks))
-		st.started = make([]bool, len(p.Tasks))
-		st.pos = make([]int32, len(p.Tasks))
-		for i, task := range p.Tasks {
-			st.remaining[i] = int32(len(task.Deps))
-		}
-		for s, list := range e.progs[unit.Program].streams {
-			for k, i := range list {
-				st.pos[i] = int32(k)
-			}
-			_ = s
-		}
-		r.Start = make([]sim.Time, len(p.Tasks))
-		r.End = make([]sim.Time, len(p.Tasks))
-		r.Nominal = e.progs[unit.Program].nominal
-	}
-	e.linkUsage()
 	return nil
 }
 
@@ -244,12 +253,13 @@ func (e *engine) pickSimulated() {
 	e.simul = make([]bool, len(pl.Units))
 	full := e.opt.Full
 	// A failed device or link reroutes traffic wherever it was: no
-	// symmetry left to rely on.
+	// symmetry left to rely on, unless the healthy routes are known (then
+	// touched finds the rerouted replicas).
 	for d := range e.topo.Devices {
-		full = full || e.topo.DeviceDown(d)
+		full = full || (e.topo.DeviceDown(d) && e.opt.HealthyRoute == nil)
 	}
 	for _, l := range e.topo.Links {
-		full = full || l.Health == 0
+		full = full || (l.Health == 0 && e.opt.HealthyRoute == nil)
 	}
 	rep := -1
 	for r, units := range pl.Replicas {
@@ -323,6 +333,9 @@ func (e *engine) touched(u int) bool {
 			continue
 		}
 		for _, ranks := range e.plan.Groups[g].Comms {
+			if e.rerouted(ranks) {
+				return true
+			}
 			for _, path := range e.routes(ranks) {
 				for _, l := range path {
 					if e.topo.Links[l].Health < 1 {
@@ -330,6 +343,22 @@ func (e *engine) touched(u int) bool {
 					}
 				}
 			}
+		}
+	}
+	return false
+}
+
+// rerouted reports whether a communicator's ring (the pairs of routes)
+// lost or left a healthy route (Options.HealthyRoute).
+func (e *engine) rerouted(ranks []int) bool {
+	if e.opt.HealthyRoute == nil || len(ranks) < 2 {
+		return false
+	}
+	for i, r := range ranks {
+		a, b := e.topo.RankDevice(r), e.topo.RankDevice(ranks[(i+1)%len(ranks)])
+		p, err := e.topo.Route(a, b)
+		if err != nil || !slices.Equal(p, e.opt.HealthyRoute(a, b)) {
+			return true
 		}
 	}
 	return false
@@ -587,4 +616,20 @@ func (e *engine) describeStalls() []string {
 		}
 	}
 	return out
+}
+
+// ComputeTimes is, per program, the sum of its compute tasks' times on a
+// healthy GPU: a lower bound on the time a unit running it needs.
+func ComputeTimes(plan *workload.Plan, cost func(model.Op) (float64, error)) ([]sim.Time, error) {
+	e := &engine{opt: Options{Cost: cost}, plan: plan}
+	if err := e.price(); err != nil {
+		return nil, err
+	}
+	out := make([]sim.Time, len(e.progs))
+	for i, p := range e.progs {
+		for _, d := range p.nominal {
+			out[i] += d
+		}
+	}
+	return out, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/eidolon-sim/eidolon/core/scenario/faultsweep"
 	"github.com/eidolon-sim/eidolon/core/scenario/inference"
 	"github.com/eidolon-sim/eidolon/core/scenario/operators"
+	"github.com/eidolon-sim/eidolon/core/scenario/parallelsearch"
 	"github.com/eidolon-sim/eidolon/core/scenario/seedflood"
 	"github.com/eidolon-sim/eidolon/core/scenario/selftest"
 	"github.com/eidolon-sim/eidolon/core/scenario/ssmtp"
@@ -31,6 +32,7 @@ func Kinds() []scenario.Kind {
 		inference.Kind(),
 		faultsweep.Kind(),
 		ssmtp.Kind(),
+		parallelsearch.Kind(),
 	}
 	sort.Slice(ks, func(i, j int) bool { return ks[i].Name < ks[j].Name })
 	return ks

@@ -1,0 +1,269 @@
+// Package parallelsearch is the "parallel_search" scenario kind: enumerate
+// the parallel layouts of a model on a cluster for a global batch, say why
+// each invalid or oversized one does not fit, simulate the others with the
+// training scenario's executor, and rank them by step time.
+//
+// Two exact shortcuts keep it fast. A layout that fits with less
+// recomputation (same tp, pp, micro-batch, ZeRO stage) dominates the same
+// layout with more: recomputation only adds work. And with Keep = k, the
+// layouts are simulated in order of their compute time (the busiest stage's
+// kernels back to back, a lower bound on the step); once k layouts have
+// been simulated, one whose lower bound exceeds the k-th best step time
+// cannot enter the top k and is reported as bounded. ZeRO-2 runs the same
+// task graph as ZeRO-1 (only memory differs), so it takes ZeRO-1's time.
+package parallelsearch
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/eidolon-sim/eidolon/core/exec"
+	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/model"
+	"github.com/eidolon-sim/eidolon/core/scenario"
+	"github.com/eidolon-sim/eidolon/core/scenario/training"
+	"github.com/eidolon-sim/eidolon/core/sim"
+	"github.com/eidolon-sim/eidolon/core/spec"
+	"github.com/eidolon-sim/eidolon/core/workload"
+)
+
+// Kind registers the scenario.
+func Kind() scenario.Kind {
+	return scenario.Kind{
+		Name:    "parallel_search",
+		Doc:     "enumerate (tp, pp, dp, micro-batch, recompute, zero) for a model, cluster and batch; rank by simulated step time, with why the others do not fit",
+		NewSpec: func() scenario.Spec { return &spec.ParallelSearch{} },
+		Run:     run,
+	}
+}
+
+// Status of a layout.
+const (
+	Simulated  = "simulated"
+	Bounded    = "bounded"
+	Dominated  = "dominated"
+	DoesNotFit = "does_not_fit"
+	Invalid    = "invalid"
+)
+
+// ConfigRow is one layout ("configs" table), fastest first.
+type ConfigRow struct {
+	// Rank is 1 for the fastest simulated layout; null unless simulated.
+	Rank             *int   `arrow:"rank"`
+	TP               int    `arrow:"tp"`
+	PP               int    `arrow:"pp"`
+	DP               int    `arrow:"dp"`
+	MicroBatch       int    `arrow:"micro_batch"`
+	Recompute        string `arrow:"recompute"`
+	ZeRO             int    `arrow:"zero"`
+	SequenceParallel bool   `arrow:"sequence_parallel"`
+	// StepTimeS, TokensPerS, MFU of a simulated layout (null otherwise).
+	StepTimeS  *float64 `arrow:"step_time_s"`
+	TokensPerS *float64 `arrow:"tokens_per_s"`
+	MFU        *float64 `arrow:"mfu"`
+	// ComputeBoundS is the busiest stage's compute time, a lower bound on
+	// the step (null for invalid layouts).
+	ComputeBoundS *float64 `arrow:"compute_bound_s"`
+	// MemoryPeakBytes per GPU and whether it fits (null where not
+	// evaluated: invalid and dominated layouts).
+	MemoryPeakBytes *float64 `arrow:"memory_peak_bytes"`
+	Fits            *bool    `arrow:"fits"`
+	// Status: simulated, bounded, dominated, does_not_fit, invalid;
+	// Reason explains every status but simulated.
+	Status string `arrow:"status"`
+	Reason string `arrow:"reason"`
+}
+
+type candidate struct {
+	row  ConfigRow
+	tr   workload.Training
+	plan *workload.TrainingPlan
+	lb   sim.Time
+}
+
+func run(env scenario.Env, sp scenario.Spec) (scenario.Result, error) {
+	s := sp.(*spec.ParallelSearch)
+	m, err := exec.NewMachine(s.Cluster, s.GPU, spec.Faults{}, s.Seed)
+	if err != nil {
+		return scenario.Result{}, err
+	}
+	gpus := m.Fabric.Topology().NumRanks()
+	cfg, _ := s.Model.Resolve()
+	hbm := float64(m.GPU.HBMBytes)
+	cost := m.Cost // one evaluator for every layout: GEMM plans are memoized
+
+	pps := s.PP
+	if len(pps) == 0 {
+		for p := 1; p <= gpus && p <= len(cfg.Pattern); p *= 2 {
+			pps = append(pps, p)
+		}
+	}
+	// Recomputation from least to most work, so dominance is found in order.
+	var recomputes []string
+	for _, rc := range []string{"none", "selective", "full"} {
+		for _, want := range s.Recompute {
+			if want == rc {
+				recomputes = append(recomputes, rc)
+				break
+			}
+		}
+	}
+	var rows []ConfigRow
+	var cands []*candidate
+	// fitsAt records, per (tp, pp, mb, zero), the least recomputation that fits.
+	fitsAt := map[[4]int]string{}
+	for _, tp := range s.TP {
+		for _, pp := range pps {
+			for _, mb := range s.MicroBatch {
+				for _, zero := range s.ZeRO {
+					for _, rc := range recomputes {
+						if err := env.Canceled(); err != nil {
+							return scenario.Result{}, err
+						}
+						row := ConfigRow{TP: tp, PP: pp, MicroBatch: mb, Recompute: rc, ZeRO: zero,
+							SequenceParallel: tp > 1 && !s.NoSequenceParallel}
+						if gpus%(tp*pp) != 0 {
+							row.Status, row.Reason = Invalid, fmt.Sprintf("tp·pp = %d does not divide the %d GPUs", tp*pp, gpus)
+							rows = append(rows, row)
+							continue
+						}
+						row.DP = gpus / (tp * pp)
+						if zero > 0 && row.DP == 1 {
+							row.Status, row.Reason = Invalid, "ZeRO shards over data-parallel ranks; dp is 1"
+							rows = append(rows, row)
+							continue
+						}
+						key := [4]int{tp, pp, mb, zero}
+						if less, ok := fitsAt[key]; ok {
+							row.Status, row.Reason = Dominated, fmt.Sprintf("recompute %q fits with the same layout and does less work", less)
+							rows = append(rows, row)
+							continue
+						}
+						tr := workload.Training{Model: cfg, SeqLen: s.SeqLen, DType: hw.DType(s.DType), GradDType: hw.DType(s.GradDType),
+							UnfusedAttention: s.UnfusedAttention,
+							Par: workload.Parallel{TP: tp, PP: pp, DP: row.DP, MicroBatch: mb, GlobalBatch: s.GlobalBatch,
+								Schedule: workload.Schedule(s.Schedule), VirtualStages: 1, SequenceParallel: row.SequenceParallel,
+								Recompute: model.Recompute(rc), ZeRO: zero}}
+						if ps := tr.Check(); len(ps) > 0 {
+							row.Status, row.Reason = Invalid, ps[0].Field+": "+ps[0].Message
+							rows = append(rows, row)
+							continue
+						}
+						plan, err := workload.BuildTraining(tr)
+						if err != nil {
+							return scenario.Result{}, err
+						}
+						peak, stage := 0.0, 0
+						for i, mem := range plan.Memory {
+							if mem.Total() > peak {
+								peak, stage = mem.Total(), i
+							}
+						}
+						fits := peak <= hbm
+						row.MemoryPeakBytes, row.Fits = &peak, &fits
+						if !fits {
+							mem := plan.Memory[stage]
+							row.Status, row.Reason = DoesNotFit, fmt.Sprintf(
+								"stage %d needs %.1f GiB > %.1f GiB (weights %.1f, gradients %.1f, optimizer %.1f, activations %.1f, workspace %.1f)",
+								stage, peak/gib, hbm/gib, mem.Weights/gib, mem.Gradients/gib, mem.Optimizer/gib, mem.Activations/gib, mem.Workspace/gib)
+							rows = append(rows, row)
+							continue
+						}
+						fitsAt[key] = rc
+						times, err := exec.ComputeTimes(plan.Plan, cost)
+						if err != nil {
+							return scenario.Result{}, err
+						}
+						c := &candidate{row: row, tr: tr, plan: plan}
+						for _, t := range times {
+							c.lb = max(c.lb, t)
+						}
+						lb := c.lb.Seconds()
+						c.row.ComputeBoundS = &lb
+						cands = append(cands, c)
+					}
+				}
+			}
+		}
+	}
+
+	// Simulate in order of the lower bound.
+	sort.SliceStable(cands, func(i, j int) bool { return cands[i].lb < cands[j].lb })
+	keep := *s.Keep
+	var best []float64 // simulated step times, sorted
+	same := map[string]*ConfigRow{}
+	for i, c := range cands {
+		if err := env.Canceled(); err != nil {
+			return scenario.Result{}, err
+		}
+		env.Report(float64(i) / float64(len(cands)))
+		if keep > 0 && len(best) >= keep && c.lb.Seconds() > best[keep-1] {
+			c.row.Status = Bounded
+			c.row.Reason = fmt.Sprintf("its compute alone (%.3g s) exceeds the %d-th best step time (%.3g s)", c.lb.Seconds(), keep, best[keep-1])
+			rows = append(rows, c.row)
+			continue
+		}
+		// ZeRO-1 and ZeRO-2 run the same task graph.
+		zclass := c.row.ZeRO
+		if zclass == 2 {
+			zclass = 1
+		}
+		graph := fmt.Sprintf("%d/%d/%d/%s/%d", c.row.TP, c.row.PP, c.row.MicroBatch, c.row.Recompute, zclass)
+		var step, mfu float64
+		if prev, ok := same[graph]; ok {
+			step, mfu = *prev.StepTimeS, *prev.MFU
+		} else {
+			mm, err := exec.NewMachine(s.Cluster, s.GPU, spec.Faults{}, s.Seed)
+			if err != nil {
+				return scenario.Result{}, err
+			}
+			opt := mm.Options(false)
+			opt.Cost = cost
+			res, err := exec.Run(training.Ctx(env), c.plan.Plan, opt)
+			if err != nil {
+				return scenario.Result{}, fmt.Errorf("tp %d pp %d dp %d mb %d: %w", c.row.TP, c.row.PP, c.row.DP, c.row.MicroBatch, err)
+			}
+			step = res.End.Seconds()
+			mfu = c.plan.ModelFLOPs / step / (m.GPU.Peak(c.tr.DType) * float64(c.plan.Ranks))
+		}
+		tps := c.plan.Tokens / step
+		c.row.StepTimeS, c.row.MFU, c.row.TokensPerS = &step, &mfu, &tps
+		c.row.Status = Simulated
+		row := c.row
+		same[graph] = &row
+		rows = append(rows, c.row)
+		at := sort.SearchFloat64s(best, step)
+		best = append(best, 0)
+		copy(best[at+1:], best[at:])
+		best[at] = step
+	}
+	env.Report(1)
+
+	order := map[string]int{Simulated: 0, Bounded: 1, Dominated: 2, DoesNotFit: 3, Invalid: 4}
+	sort.SliceStable(rows, func(i, j int) bool {
+		a, b := rows[i], rows[j]
+		if order[a.Status] != order[b.Status] {
+			return order[a.Status] < order[b.Status]
+		}
+		if a.StepTimeS != nil && b.StepTimeS != nil {
+			return *a.StepTimeS < *b.StepTimeS
+		}
+		if a.ComputeBoundS != nil && b.ComputeBoundS != nil {
+			return *a.ComputeBoundS < *b.ComputeBoundS
+		}
+		return false
+	})
+	n := 0
+	for i := range rows {
+		if rows[i].Status == Simulated {
+			n++
+			r := n
+			rows[i].Rank = &r
+		}
+	}
+	var r scenario.Result
+	r.Add("configs", rows)
+	return r, nil
+}
+
+const gib = 1 << 30

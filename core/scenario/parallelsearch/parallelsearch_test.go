@@ -1,0 +1,75 @@
+package parallelsearch_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/eidolon-sim/eidolon/core/scenario"
+	"github.com/eidolon-sim/eidolon/core/scenario/all"
+	"github.com/eidolon-sim/eidolon/core/scenario/parallelsearch"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func search(t *testing.T, js string) []parallelsearch.ConfigRow {
+	_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
+	require.NoError(t, err)
+	return res.Tables[0].Rows.([]parallelsearch.ConfigRow)
+}
+
+func TestSearchRanksAndExplains(t *testing.T) {
+	rows := search(t, `{"kind":"parallel_search","model":{"preset":"gpt-22b","layers":8},"gpu":"a100-80gb-sxm",
+		"cluster":{"preset":"dgx-a100","nodes":2},"global_batch":16,"seq_len":1024,"keep":0}`)
+	// 4 tp × 4 pp (1..8 blocks) × 4 micro-batches × 4 zero × 3 recompute.
+	require.Equal(t, 4*4*4*4*3, len(rows))
+	status := map[string]int{}
+	prev := 0.0
+	for i, r := range rows {
+		status[r.Status]++
+		if r.Status == parallelsearch.Simulated {
+			require.NotNil(t, r.Rank)
+			require.Equal(t, i+1, *r.Rank)
+			require.GreaterOrEqual(t, *r.StepTimeS, prev)
+			require.GreaterOrEqual(t, *r.StepTimeS, *r.ComputeBoundS)
+			prev = *r.StepTimeS
+			assert.True(t, *r.Fits)
+		} else {
+			require.Nil(t, r.StepTimeS)
+			require.NotEmpty(t, r.Reason, "%+v", r)
+		}
+	}
+	assert.Greater(t, status[parallelsearch.Simulated], 10)
+	assert.Greater(t, status[parallelsearch.Invalid], 0)
+	assert.Greater(t, status[parallelsearch.Dominated], 0)
+}
+
+// With keep = k the top k are the same as with every layout simulated.
+func TestBoundKeepsTheTop(t *testing.T) {
+	base := `{"kind":"parallel_search","model":{"preset":"gpt-22b","layers":8},"gpu":"a100-80gb-sxm",
+		"cluster":{"preset":"dgx-a100","nodes":1},"global_batch":8,"seq_len":1024,"keep":`
+	all := search(t, base+`0}`)
+	top := search(t, base+`3}`)
+	for i := 0; i < 3; i++ {
+		require.Equal(t, *all[i].StepTimeS, *top[i].StepTimeS)
+		require.Equal(t, all[i].TP, top[i].TP)
+		require.Equal(t, all[i].PP, top[i].PP)
+	}
+	bounded := 0
+	for _, r := range top {
+		if r.Status == parallelsearch.Bounded {
+			bounded++
+		}
+	}
+	assert.Greater(t, bounded, 0)
+}
+
+func TestNothingFitsSaysWhy(t *testing.T) {
+	rows := search(t, `{"kind":"parallel_search","model":"gpt3-175b","gpu":"a100-80gb-sxm",
+		"cluster":{"preset":"dgx-a100","nodes":1},"global_batch":8,"tp":[8],"pp":[1],"micro_batch":[1]}`)
+	for _, r := range rows {
+		require.NotEqual(t, parallelsearch.Simulated, r.Status)
+		if r.Status == parallelsearch.DoesNotFit {
+			assert.Contains(t, r.Reason, "GiB")
+		}
+	}
+}

@@ -1,0 +1,98 @@
+package spec
+
+import "github.com/eidolon-sim/eidolon/core/hw"
+
+// ParallelSearch is the "parallel_search" kind: enumerate the parallel
+// layouts (tp, pp, dp, micro-batch, recompute, zero) of a model on a
+// cluster for a global batch, check which are valid and fit in memory,
+// simulate the promising ones and rank them by step time. Table: configs.
+type ParallelSearch struct {
+	Header
+	Model   Model   `json:"model"`
+	GPU     string  `json:"gpu"`
+	Cluster Cluster `json:"cluster"`
+	// GlobalBatch is sequences per step (required); SeqLen tokens per sequence (default 2048).
+	GlobalBatch int `json:"global_batch"`
+	SeqLen      int `json:"seq_len,omitempty"`
+	// DType, GradDType, UnfusedAttention as in Training.
+	DType            string `json:"dtype,omitempty"`
+	GradDType        string `json:"grad_dtype,omitempty"`
+	UnfusedAttention bool   `json:"unfused_attention,omitempty"`
+	// Candidate values; defaults: tp [1, 2, 4, 8], pp every power of two
+	// up to the GPUs, micro_batch [1, 2, 4, 8], recompute [none, selective,
+	// full], zero [0, 1, 2, 3]. dp is the GPUs / (tp·pp): every GPU is used.
+	TP         []int    `json:"tp,omitempty"`
+	PP         []int    `json:"pp,omitempty"`
+	MicroBatch []int    `json:"micro_batch,omitempty"`
+	Recompute  []string `json:"recompute,omitempty"`
+	ZeRO       []int    `json:"zero,omitempty"`
+	// Schedule of every candidate (default "1f1b"). Sequence parallelism is
+	// on whenever tp > 1 unless NoSequenceParallel.
+	Schedule           string `json:"schedule,omitempty"`
+	NoSequenceParallel bool   `json:"no_sequence_parallel,omitempty"`
+	// Keep is how many of the fastest layouts are guaranteed exact: a
+	// layout whose compute alone already exceeds the keep-th best step time
+	// found is reported as bounded instead of simulated (default 10; 0
+	// simulates every layout that fits).
+	Keep *int `json:"keep,omitempty"`
+}
+
+// Defaults fills optional fields.
+func (s *ParallelSearch) Defaults() {
+	if s.SeqLen == 0 {
+		s.SeqLen = 2048
+	}
+	if s.DType == "" {
+		s.DType = string(hw.BF16)
+	}
+	if s.GradDType == "" {
+		s.GradDType = string(hw.FP32)
+	}
+	if len(s.TP) == 0 {
+		s.TP = []int{1, 2, 4, 8}
+	}
+	if len(s.MicroBatch) == 0 {
+		s.MicroBatch = []int{1, 2, 4, 8}
+	}
+	if len(s.Recompute) == 0 {
+		s.Recompute = []string{"none", "selective", "full"}
+	}
+	if len(s.ZeRO) == 0 {
+		s.ZeRO = []int{0, 1, 2, 3}
+	}
+	if s.Schedule == "" {
+		s.Schedule = "1f1b"
+	}
+	if s.Keep == nil {
+		k := 10
+		s.Keep = &k
+	}
+	s.Cluster.Defaults()
+}
+
+// Validate reports every problem.
+func (s *ParallelSearch) Validate(p *Problems) {
+	var none Faults
+	validateRun(p, s.GPU, s.DType, &s.Model, &s.Cluster, &none)
+	p.OneOf("grad_dtype", s.GradDType, []string{"fp32", "bf16", "fp16"})
+	p.IntInRange("global_batch", s.GlobalBatch, 1, 1<<30)
+	p.IntInRange("seq_len", s.SeqLen, 1, 1<<24)
+	for _, f := range []struct {
+		name string
+		list []int
+	}{{"tp", s.TP}, {"pp", s.PP}, {"micro_batch", s.MicroBatch}} {
+		for i, v := range f.list {
+			p.IntInRange(Index(f.name, i), v, 1, 1<<20)
+		}
+	}
+	for i, v := range s.ZeRO {
+		p.IntInRange(Index("zero", i), v, 0, 3)
+	}
+	for i, v := range s.Recompute {
+		p.OneOf(Index("recompute", i), v, []string{"none", "selective", "full"})
+	}
+	p.OneOf("schedule", s.Schedule, []string{"1f1b", "gpipe"})
+	if s.Keep != nil && *s.Keep < 0 {
+		p.Addf("keep", "must be >= 0, got %d", *s.Keep)
+	}
+}
