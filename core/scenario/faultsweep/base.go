@@ -100,6 +100,9 @@ type planBase struct {
 	plan   *workload.Plan
 	cost   func(model.Op) (float64, error)
 	health []float64 // the built topology's link health
+	// ref is the same cluster never faulted: its routes tell exec which
+	// replicas a failure rerouted, so the others are still mirrored.
+	ref *topo.Topology
 }
 
 func newPlanBase(c spec.Cluster, gpu string, faults spec.Faults, seed uint64, full bool,
@@ -118,7 +121,11 @@ func newPlanBase(c spec.Cluster, gpu string, faults spec.Faults, seed uint64, fu
 	if err != nil {
 		return nil, err
 	}
-	b := &planBase{t: t, gpu: g, faults: faults, seed: seed, full: full, plan: plan}
+	ref, err := topo.FromSpec(c)
+	if err != nil {
+		return nil, err
+	}
+	b := &planBase{t: t, gpu: g, faults: faults, seed: seed, full: full, plan: plan, ref: ref}
 	for _, l := range t.Links {
 		b.health = append(b.health, l.Health)
 	}
@@ -140,6 +147,7 @@ func (b *planBase) run(env scenario.Env, extra spec.Faults) (outcome, error) {
 	}
 	opt := m.Options(b.full)
 	opt.Cost = b.cost
+	opt.HealthyRoute = b.healthyRoute
 	res, err := exec.Run(training.Ctx(env), b.plan, opt)
 	if err != nil {
 		return outcome{}, err
@@ -150,6 +158,11 @@ func (b *planBase) run(env scenario.Env, extra spec.Faults) (outcome, error) {
 		bytes[i] = st.Bytes
 	}
 	return outcome{timeS: res.End.Seconds(), bytes: bytes}, nil
+}
+
+func (b *planBase) healthyRoute(src, dst int) []int32 {
+	p, _ := b.ref.Route(src, dst) // nil when unreachable even healthy
+	return p
 }
 
 // restore brings the shared topology back to its built state; routes stay

@@ -260,3 +260,28 @@ func TestShardsPartitionTheSweep(t *testing.T) {
 		assert.ElementsMatch(t, whole.links, links, mode)
 	}
 }
+
+// A failed cable reroutes only some replicas: the sweep simulates those on
+// their own and mirrors the rest (exec.Options.HealthyRoute); every replica
+// simulated gives the same step.
+func TestRerouteMirroringMatchesFullSimulation(t *testing.T) {
+	base := `{"model":{"preset":"gpt-22b","layers":2},"gpu":"a100-80gb-sxm",
+		"cluster":{"preset":"dgx-a100","nodes":4},"parallel":{"tp":8,"pp":2,"dp":2,"global_batch":8},"seq_len":1024,
+		"timeline_ranks":[-1]%s}`
+	out := sweep(t, `{"kind":"fault_sweep","seed":2,"training":`+fmt.Sprintf(base, "")+
+		`,"mode":"single_link","links":"node","single_link_faults":"fail","cables":8}`)
+	ran := 0
+	for _, r := range out.samples {
+		if r.Failed {
+			continue
+		}
+		ran++
+		ends := splitCable(strings.TrimSuffix(r.Faults, " failed"))
+		full := fmt.Sprintf(`,"full_simulation":true,"faults":{"links":[{"src":%q,"dst":%q,"health":0,"both_directions":true}]}`, ends[0], ends[1])
+		_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(`{"kind":"training",`+fmt.Sprintf(base, full)[1:]))
+		require.NoError(t, err)
+		s := res.Tables[0].Rows.([]training.SummaryRow)[0]
+		assert.InEpsilon(t, s.StepTimeS, *r.StepTimeS, 1e-9, r.Faults)
+	}
+	assert.Positive(t, ran, "GPU-NVSwitch failures reroute through the NICs")
+}
