@@ -35,8 +35,6 @@ type FaultSweep struct {
 	// in one host: NVLink, PCIe) or "fabric" (the others: NIC to leaf,
 	// leaf to spine, direct GPU-to-GPU cables between hosts).
 	Links string `json:"links,omitempty"`
-	// UsedOnly keeps only cables that carried bytes in the healthy run.
-	UsedOnly bool `json:"used_only,omitempty"`
 	// SingleLinkFaults in "single_link" mode: "both" (default), "degrade"
 	// or "fail". Cables: how many eligible cables to enumerate (0 = all).
 	SingleLinkFaults string `json:"single_link_faults,omitempty"`

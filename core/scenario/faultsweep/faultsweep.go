@@ -97,9 +97,12 @@ type CableRow struct {
 	// Scope: "node" (both ends in one host) or "fabric".
 	Scope              string  `arrow:"scope"`
 	BandwidthBytesPerS float64 `arrow:"bandwidth_bytes_per_s"`
-	// HealthyBytes both directions carried in the healthy run.
+	// HealthyBytes the healthy run sent over it, both directions. A
+	// collective repeated on an isolated communicator (tensor parallel
+	// inside a node) reuses the first one's simulated time without
+	// resending, so in-node cables show only part of their traffic.
 	HealthyBytes float64 `arrow:"healthy_bytes"`
-	// Eligible: the sweep's faults may hit it (links, used_only).
+	// Eligible: the sweep's faults may hit it (spec field links).
 	Eligible bool `arrow:"eligible"`
 }
 
@@ -158,7 +161,7 @@ func Run(env scenario.Env, s *spec.FaultSweep) (scenario.Result, error) {
 		return scenario.Result{}, fmt.Errorf("the healthy base run fails: %w", err)
 	}
 	t := b.topology()
-	cables := eligible(t, s, healthy.bytes)
+	cables := eligible(t, s)
 	sets, err := faultSets(s, t, cables)
 	if err != nil {
 		return scenario.Result{}, err
@@ -279,18 +282,13 @@ func cablesOf(t *topo.Topology) []cable {
 	return out
 }
 
-// eligible are the cables faults may hit: in scope and, with UsedOnly,
-// carrying bytes in the healthy run.
-func eligible(t *topo.Topology, s *spec.FaultSweep, bytes []float64) []cable {
+// eligible are the cables faults may hit: those in the sweep's scope.
+func eligible(t *topo.Topology, s *spec.FaultSweep) []cable {
 	var out []cable
 	for _, c := range cablesOf(t) {
-		if s.Links != "all" && c.scope != s.Links {
-			continue
+		if s.Links == "all" || c.scope == s.Links {
+			out = append(out, c)
 		}
-		if s.UsedOnly && c.bytes(bytes) == 0 {
-			continue
-		}
-		out = append(out, c)
 	}
 	return out
 }
