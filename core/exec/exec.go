@@ -134,7 +134,7 @@ type engine struct {
 	rv     map[uint64]*rendezvous
 	mirror [][]int // group -> mirror groups launched with it
 	driven []int   // group -> number of simulated member units
-	info   map[[2]int]commInfo
+	info   [][]*commInfo // group -> communicator -> info, filled on first use
 	usage  []int32 // link -> communicators using it
 	memo   map[uint64]sim.Time
 }
@@ -149,7 +149,7 @@ func Run(ctx context.Context, plan *workload.Plan, opt Options) (*Result, error)
 		return nil, fmt.Errorf("the plan needs %d GPUs but the cluster has %d", plan.Ranks, t.NumRanks())
 	}
 	e := &engine{opt: opt, k: opt.Fabric.Kernel(), topo: t, plan: plan, rv: map[uint64]*rendezvous{},
-		info: map[[2]int]commInfo{}, memo: map[uint64]sim.Time{}}
+		info: make([][]*commInfo, len(plan.Groups)), memo: map[uint64]sim.Time{}}
 	e.comms = net.NewComms(opt.Fabric)
 	e.res = &Result{Plan: plan, Units: make([]UnitResult, len(plan.Units))}
 	if err := e.prepare(); err != nil {
@@ -408,9 +408,11 @@ func (e *engine) linkUsage() {
 // comm returns whether communicator c of group g is isolated, and the
 // signature of its links and ranks' speeds (equal signatures, equal times).
 func (e *engine) comm(g, c int) commInfo {
-	key := [2]int{g, c}
-	if ci, ok := e.info[key]; ok {
-		return ci
+	if e.info[g] == nil {
+		e.info[g] = make([]*commInfo, len(e.plan.Groups[g].Comms))
+	}
+	if ci := e.info[g][c]; ci != nil {
+		return *ci
 	}
 	ranks := e.plan.Groups[g].Comms[c]
 	h := fnv.New64a()
@@ -439,7 +441,7 @@ func (e *engine) comm(g, c int) commInfo {
 		put(e.opt.Fabric.Slowdown(e.topo.RankDevice(rk)))
 	}
 	ci.sig = h.Sum64()
-	e.info[key] = ci
+	e.info[g][c] = &ci
 	return ci
 }
 
@@ -561,21 +563,31 @@ func (e *engine) launch(g int, task *workload.Task, r *rendezvous) {
 					continue
 				}
 			}
-			col := net.Collective{Op: net.Op(task.Coll), Bytes: task.Bytes, Ranks: ranks, Label: task.Name}
+			r.pending++
+			e.res.Collectives++
+			isolated := ci.isolated
 			if task.Coll == workload.SendRecv {
-				col.Op = net.SendRecv
-			} else {
-				col.Algorithm = e.opt.Algorithm
+				// One flow, as net's send_recv makes, without its machinery.
+				start := now
+				sink := net.SinkFunc(func(int) {
+					if isolated {
+						e.memo[key] = e.k.Now() - start
+					}
+					done()
+				})
+				if err := e.opt.Fabric.Send(e.topo.RankDevice(ranks[0]), e.topo.RankDevice(ranks[1]), task.Bytes, sink, 0); err != nil {
+					e.k.Fail(fmt.Errorf("exec: %s from rank %d to %d: %w", task.Name, ranks[0], ranks[1], err))
+					return
+				}
+				continue
 			}
+			col := net.Collective{Op: net.Op(task.Coll), Bytes: task.Bytes, Ranks: ranks, Label: task.Name, Algorithm: e.opt.Algorithm}
 			if q := e.opt.TPQuant; q != nil && task.Coll == model.AllReduce && task.Slot == workload.SlotTP {
 				col.Quant = q
 				if e.opt.TPQuantAlgorithm != "" {
 					col.Algorithm = e.opt.TPQuantAlgorithm
 				}
 			}
-			r.pending++
-			e.res.Collectives++
-			isolated := ci.isolated
 			if _, err := e.comms.Start(col, func(res net.Result) {
 				if isolated {
 					e.memo[key] = res.End - res.Start
