@@ -105,6 +105,20 @@ def demo_ssm_tp(out: Path) -> None:
                                       "longest_prompt_tokens", "largest_batch"]])
 
 
+def demo_fault_sweep(out: Path) -> None:
+    training = {"model": {"preset": "gpt-22b", "layers": 4}, "gpu": "a100-80gb-sxm",
+                "cluster": {"preset": "dgx-a100", "nodes": 4},
+                "parallel": {"tp": 8, "pp": 2, "dp": 2, "global_batch": 16}, "timeline_ranks": [-1]}
+    rows = []
+    for fault, extra in [("one cable at 25%", {"link_degradations": 1, "degraded_health": 0.25}),
+                         ("one cable failed", {"link_failures": 1})]:
+        r = eidolon.run({"kind": "fault_sweep", "seed": 1, "training": training, "samples": 40, **extra}, progress=False)
+        rows.append(r.to_pandas("summary").assign(fault=fault))
+    show("fault_sweep: 40 random single-cable faults of a training step on 32 A100s (TP 8, PP 2, DP 2)",
+         pd.concat(rows)[["fault", "samples", "healthy_step_time_s", "failed_share", "slowdown_p50", "slowdown_p90",
+                          "slowdown_p99", "slowdown_max"]])
+
+
 # Each demo is (scenario kind it needs, function). A demo runs when its kind
 # is in this build; the presets demo needs none.
 DEMOS: list[tuple[str | None, Callable[[Path], None]]] = [
@@ -114,6 +128,7 @@ DEMOS: list[tuple[str | None, Callable[[Path], None]]] = [
     ("seedflood", demo_seedflood),
     ("eidola", demo_eidola),
     ("ssm_tp", demo_ssm_tp),
+    ("fault_sweep", demo_fault_sweep),
 ]
 
 
