@@ -81,11 +81,28 @@ def ssm_tp_scale(full: bool) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def fault_sweep_scale(full: bool) -> pd.DataFrame:
+    """Random single-cable faults (each drawn cable degraded to half, then failed) of a GPT-3 175B step, TP 8 x PP 8."""
+    rows = []
+    for nodes, cables in [(8, 10), (32, 25)] + ([(128, 150)] if full else []):
+        wall, r = timed({"kind": "fault_sweep", "seed": 1, "mode": "single_link", "cables": cables, "degraded_health": 0.5,
+                         "training": {"model": "gpt3-175b", "gpu": "a100-80gb-sxm",
+                                      "cluster": {"preset": "dgx-a100", "nodes": nodes},
+                                      "parallel": {"tp": 8, "pp": 8, "global_batch": 12 * nodes,
+                                                   "sequence_parallel": True, "recompute": "selective"},
+                                      "timeline_ranks": [-1]}})
+        s = r.to_pandas("summary").iloc[0]
+        rows.append({"gpus": nodes * 8, "samples": s.samples, "wall_s": wall, "wall_s_per_sample": wall / s.samples,
+                     "failed_share": s.failed_share, "slowdown_p50": s.slowdown_p50, "slowdown_p99": s.slowdown_p99})
+    return pd.DataFrame(rows)
+
+
 SECTIONS: list[tuple[str, Callable[[bool], pd.DataFrame]]] = [
     ("operators: one training step's operators on one GPU", operators_scale),
     ("collective: 1 GiB ring all-reduce on dgx-h100 nodes", collective_scale),
     ("seedflood: flooding ZO training with SubCGE on a torus", seedflood_scale),
     ("ssm_tp: SSM tensor-parallel inference configurations", ssm_tp_scale),
+    ("fault_sweep: single-cable faults of a GPT-3 175B step (1,024 GPUs, 300 samples with --full)", fault_sweep_scale),
 ]
 
 
