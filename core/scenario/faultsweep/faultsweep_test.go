@@ -11,6 +11,7 @@ import (
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/scenario/all"
 	"github.com/eidolon-sim/eidolon/core/scenario/faultsweep"
+	"github.com/eidolon-sim/eidolon/core/scenario/inference"
 	"github.com/eidolon-sim/eidolon/core/scenario/training"
 	"github.com/eidolon-sim/eidolon/core/spec"
 	"github.com/stretchr/testify/assert"
@@ -284,4 +285,23 @@ func TestRerouteMirroringMatchesFullSimulation(t *testing.T) {
 		assert.InEpsilon(t, s.StepTimeS, *r.StepTimeS, 1e-9, r.Faults)
 	}
 	assert.Positive(t, ran, "GPU-NVSwitch failures reroute through the NICs")
+}
+
+// An inference base: the sample's time is the batch end to end, as the
+// inference kind reports it with the same fault.
+func TestInferenceBase(t *testing.T) {
+	base := `{"model":"llama2-7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":2},
+		"tp":8,"pp":2,"batch":4,"prompt_tokens":256,"output_tokens":4,"timeline_ranks":[-1]%s}`
+	out := sweep(t, `{"kind":"fault_sweep","seed":3,"inference":`+fmt.Sprintf(base, "")+
+		`,"samples":3,"link_degradations":1,"links":"fabric","degraded_health":0.1}`)
+	assert.Equal(t, "inference", out.summary.Base)
+	for _, r := range out.samples {
+		require.False(t, r.Failed, r.Reason)
+		ends := splitCable(strings.TrimSuffix(r.Faults, " health 0.1"))
+		f := fmt.Sprintf(`,"faults":{"links":[{"src":%q,"dst":%q,"health":0.1,"both_directions":true}]}`, ends[0], ends[1])
+		_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(`{"kind":"inference",`+fmt.Sprintf(base, f)[1:]))
+		require.NoError(t, err)
+		assert.Equal(t, res.Tables[0].Rows.([]inference.SummaryRow)[0].E2ES, *r.StepTimeS, r.Faults)
+		assert.GreaterOrEqual(t, *r.Slowdown, 1.0, r.Faults)
+	}
 }
