@@ -160,6 +160,9 @@ func Run(env scenario.Env, s *spec.FaultSweep) (scenario.Result, error) {
 		}
 		return scenario.Result{}, fmt.Errorf("the healthy base run fails: %w", err)
 	}
+	if !(healthy.timeS > 0) {
+		return scenario.Result{}, fmt.Errorf("the healthy base run takes no time (%v s): slowdowns are undefined", healthy.timeS)
+	}
 	t := b.topology()
 	cables := eligible(t, s)
 	sets, err := faultSets(s, t, cables)
