@@ -135,7 +135,13 @@ type engine struct {
 	mirror [][]int // group -> mirror groups launched with it
 	driven []int   // group -> number of simulated member units
 	info   [][]*commInfo // group -> communicator -> info, filled on first use
-	usage  []int32 // link -> communicators using it
+	users  [][]int64 // link -> communicators using it (group<<20 | index)
+	// quiet[h] is true for a data-parallel group whose collectives all
+	// start after every member unit's tensor-parallel work (gradients
+	// reduced after the backward, no ZeRO-3 gathers): they cannot overlap
+	// in time with its members' TP collectives.
+	quiet []bool
+	tpOf  []int // group -> the unit whose TP group it is, or -1
 	memo   map[uint64]sim.Time
 }
 
@@ -387,22 +393,80 @@ func (e *engine) routes(ranks []int) [][]int32 {
 
 // linkUsage counts the communicators (of every group) that use each link.
 func (e *engine) linkUsage() {
-	e.usage = make([]int32, len(e.topo.Links))
-	seen := make([]int32, len(e.topo.Links))
-	stamp := int32(0)
-	for _, grp := range e.plan.Groups {
-		for _, ranks := range grp.Comms {
-			stamp++
+	pl := e.plan
+	e.users = make([][]int64, len(e.topo.Links))
+	seen := make([]int64, len(e.topo.Links))
+	for i := range seen {
+		seen[i] = -1
+	}
+	for g, grp := range pl.Groups {
+		for c, ranks := range grp.Comms {
+			id := int64(g)<<20 | int64(c)
 			for _, p := range e.routes(ranks) {
 				for _, l := range p {
-					if seen[l] != stamp {
-						seen[l] = stamp
-						e.usage[l]++
+					if seen[l] != id {
+						seen[l] = id
+						e.users[l] = append(e.users[l], id)
 					}
 				}
 			}
 		}
 	}
+	e.tpOf = make([]int, len(pl.Groups))
+	for g := range e.tpOf {
+		e.tpOf[g] = -1
+	}
+	dpGroup := make([]bool, len(pl.Groups))
+	for u, unit := range pl.Units {
+		if g := unit.Groups[workload.SlotTP]; g >= 0 {
+			e.tpOf[g] = u
+		}
+		if g := unit.Groups[workload.SlotDP]; g >= 0 {
+			dpGroup[g] = true
+		}
+	}
+	quietProg := make([]bool, len(pl.Programs))
+	for p, prog := range pl.Programs {
+		lastTP, firstDP := -1, -1
+		for i, t := range prog.Tasks {
+			switch {
+			case t.Slot == workload.SlotTP && t.Kind == workload.Collective:
+				lastTP = i
+			case t.Slot == workload.SlotDP && t.Kind == workload.Collective && firstDP < 0:
+				firstDP = i
+			}
+		}
+		quietProg[p] = firstDP < 0 || lastTP < 0
+		if firstDP > lastTP && lastTP >= 0 {
+			for _, d := range prog.Tasks[firstDP].Deps {
+				quietProg[p] = quietProg[p] || int(d) >= lastTP
+			}
+		}
+	}
+	e.quiet = make([]bool, len(pl.Groups))
+	for g, grp := range pl.Groups {
+		e.quiet[g] = dpGroup[g]
+		for _, u := range grp.Units {
+			e.quiet[g] = e.quiet[g] && quietProg[pl.Units[u].Program]
+		}
+	}
+}
+
+// shares reports whether communicator (g, c) may be in flight at the same
+// time as communicator other on a shared link.
+func (e *engine) shares(g, c int, other int64) bool {
+	h, hc := int(other>>20), int(other&(1<<20-1))
+	if h == g && hc == c {
+		return false
+	}
+	if u := e.tpOf[g]; u >= 0 && e.quiet[h] {
+		for _, m := range e.plan.Groups[h].Units {
+			if m == u {
+				return false // h runs only after u's TP work is done
+			}
+		}
+	}
+	return true
 }
 
 // comm returns whether communicator c of group g is isolated, and the
@@ -432,8 +496,10 @@ func (e *engine) comm(g, c int) commInfo {
 			lk := e.topo.Links[l]
 			put(lk.BandwidthBytesPerS * lk.Health)
 			put(lk.LatencyS)
-			if e.usage[l] > 1 {
-				ci.isolated = false
+			for _, other := range e.users[l] {
+				if ci.isolated && e.shares(g, c, other) {
+					ci.isolated = false
+				}
 			}
 		}
 	}
@@ -644,4 +710,30 @@ func ComputeTimes(plan *workload.Plan, cost func(model.Op) (float64, error)) ([]
 		}
 	}
 	return out, nil
+}
+
+// RingTimeBound is a lower bound on the simulated time of a ring
+// collective over ranks: its slowest hop carries steps messages of bytes/n
+// one after another, each at most at that hop's bottleneck bandwidth
+// (steps = 2(n−1) for all-reduce, n−1 for all-gather and reduce-scatter).
+func RingTimeBound(t *topo.Topology, kind model.Kind, bytes float64, ranks []int) (float64, error) {
+	n := len(ranks)
+	if n < 2 || bytes <= 0 {
+		return 0, nil
+	}
+	slowest := math.Inf(1)
+	for i := range ranks {
+		path, err := t.Route(t.RankDevice(ranks[i]), t.RankDevice(ranks[(i+1)%n]))
+		if err != nil {
+			return 0, err
+		}
+		for _, l := range path {
+			slowest = min(slowest, t.Capacity(int(l)))
+		}
+	}
+	steps := float64(n - 1)
+	if kind == model.AllReduce {
+		steps *= 2
+	}
+	return steps * bytes / float64(n) / slowest, nil
 }

@@ -379,3 +379,158 @@ func optimizerBytes(d hw.DType) float64 {
 	}
 	return 12
 }
+
+// Sizing is what a training layout needs, found without laying out its
+// tasks: searches use it to reject layouts that do not fit and to bound
+// the step time of the others before simulating them.
+type Sizing struct {
+	// Memory per stage, per GPU.
+	Memory []Memory
+	// Forward and Backward are one micro-batch through all of a stage's
+	// chunks on a healthy GPU, in seconds (compute only); Optimizer the
+	// stage's optimizer step.
+	Forward, Backward, Optimizer []float64
+	// TP lists each stage's tensor-parallel collectives of one micro-batch
+	// (they run between its compute tasks, not beside them).
+	TP [][]Coll
+	// DPTail lists each stage's data-parallel collectives after its last
+	// backward (gradient reduction; ZeRO-1/2's weight all-gather after the
+	// optimizer); DPDuring those during the passes (ZeRO-3's gathers).
+	DPTail, DPDuring [][]Coll
+	MicroBatches     int
+}
+
+// Coll is a collective and its payload (nccl-tests convention).
+type Coll struct {
+	Kind  model.Kind
+	Bytes float64
+}
+
+// Size computes a layout's Sizing with cost pricing an operator in seconds.
+// t must pass Check.
+func (t Training) Size(cost func(model.Op) (float64, error)) (*Sizing, error) {
+	if t.GradDType == "" {
+		t.GradDType = hw.FP32
+	}
+	g, err := model.Build(t.Model, t.microRun())
+	if err != nil {
+		return nil, err
+	}
+	plain := g
+	if t.Par.Recompute != model.RecomputeNone && t.Par.Recompute != "" {
+		r := t.microRun()
+		r.Recompute = model.RecomputeNone
+		if plain, err = model.Build(t.Model, r); err != nil {
+			return nil, err
+		}
+	}
+	par := t.Par
+	P, V, D := par.PP, par.VirtualStages, par.DP
+	m := t.MicroBatches()
+	e := max(t.DType.Bytes(), 2)
+	gradBytes := t.GradDType.Bytes()
+	chunks := chunkPositions(g.Order, P*V)
+	priced := map[int][2]float64{}
+	price := func(bi int) ([2]float64, error) {
+		if p, ok := priced[bi]; ok {
+			return p, nil
+		}
+		var p [2]float64
+		for k, list := range [][]model.Op{g.Blocks[bi].Forward, g.Blocks[bi].Backward} {
+			for _, o := range list {
+				if o.IsComm() {
+					continue
+				}
+				c, err := cost(o)
+				if err != nil {
+					return p, err
+				}
+				p[k] += c
+			}
+		}
+		priced[bi] = p
+		return p, nil
+	}
+	sz := &Sizing{MicroBatches: m}
+	for s := 0; s < P; s++ {
+		var fwd, bwd float64
+		var params int64
+		var colls, during, tp []Coll
+		seen := map[int]bool{}
+		for c := 0; c < V; c++ {
+			for _, bi := range chunks[c*P+s] {
+				p, err := price(bi)
+				if err != nil {
+					return nil, err
+				}
+				fwd, bwd = fwd+p[0], bwd+p[1]
+				for _, list := range [][]model.Op{g.Blocks[bi].Forward, g.Blocks[bi].Backward} {
+					for _, o := range list {
+						if o.IsComm() {
+							tp = append(tp, Coll{o.Kind, o.Bytes})
+						}
+					}
+				}
+				n := g.Blocks[bi].Params
+				if !seen[bi] {
+					seen[bi] = true
+					n += g.Blocks[bi].SharedParams
+				}
+				params += n
+				if par.ZeRO == 3 && D > 1 {
+					w := float64(g.Blocks[bi].Params+g.Blocks[bi].SharedParams) * e
+					for k := 0; k < 2*m; k++ {
+						during = append(during, Coll{model.AllGather, w})
+					}
+				}
+			}
+		}
+		if D > 1 {
+			switch par.ZeRO {
+			case 0:
+				colls = append(colls, Coll{model.AllReduce, float64(params) * gradBytes})
+			case 1, 2:
+				colls = append(colls, Coll{model.ReduceScatter, float64(params) * gradBytes}, Coll{model.AllGather, float64(params) * e})
+			case 3:
+				colls = append(colls, Coll{model.ReduceScatter, float64(params) * gradBytes})
+			}
+		}
+		shard := params
+		if par.ZeRO >= 1 {
+			shard = (params + int64(D) - 1) / int64(D)
+		}
+		opt, err := cost(model.AdamOp("optimizer.adam", shard))
+		if err != nil {
+			return nil, err
+		}
+		order := StageOrder(par.Schedule, P, s, m, V)
+		sz.Memory = append(sz.Memory, t.stageMemory(g, plain, chunks, s, order, params, e, gradBytes))
+		sz.Forward = append(sz.Forward, fwd)
+		sz.Backward = append(sz.Backward, bwd)
+		sz.Optimizer = append(sz.Optimizer, opt)
+		sz.TP = append(sz.TP, tp)
+		sz.DPTail = append(sz.DPTail, colls)
+		sz.DPDuring = append(sz.DPDuring, during)
+	}
+	return sz, nil
+}
+
+// Bound is a lower bound on the step time of a GPipe or 1F1B layout
+// without gradient-reduction overlap, given per stage the least time of
+// one micro-batch's tensor-parallel collectives (tp), of the data-parallel
+// collectives after the backward (tail) and of all data-parallel
+// collectives (dp; the DP stream is serial). Stage s cannot start before
+// the first micro-batch's forward has passed the stages before it; it then
+// runs m forwards and backwards with their TP collectives; after its last
+// backward the gradient must pass back through the earlier stages, while
+// it reduces gradients and steps its optimizer.
+func (sz *Sizing) Bound(tp, tail, dp []float64) float64 {
+	var best, prefF, prefB float64
+	m := float64(sz.MicroBatches)
+	for s := range sz.Forward {
+		best = max(best, prefF+m*(sz.Forward[s]+sz.Backward[s]+tp[s])+max(prefB, tail[s]+sz.Optimizer[s]), dp[s])
+		prefF += sz.Forward[s]
+		prefB += sz.Backward[s]
+	}
+	return best
+}

@@ -248,3 +248,19 @@ func TestInferenceMemory(t *testing.T) {
 	require.NoError(t, err)
 	require.Less(t, n8, n)
 }
+
+// Size finds the same memory as the full layout, without laying out tasks.
+func TestSizeMatchesPlan(t *testing.T) {
+	c := gpt(t, "gpt3-175b")
+	for _, zero := range []int{0, 1, 3} {
+		tr := layout(c, Parallel{TP: 8, PP: 8, DP: 2, GlobalBatch: 32, MicroBatch: 2, ZeRO: zero,
+			Recompute: model.RecomputeSelective, SequenceParallel: true})
+		p, err := BuildTraining(tr)
+		require.NoError(t, err)
+		sz, err := tr.Size(func(o model.Op) (float64, error) { return o.FLOPs / 312e12, nil })
+		require.NoError(t, err)
+		require.Equal(t, p.Memory, sz.Memory)
+		zero := make([]float64, len(sz.Forward))
+		require.Greater(t, sz.Bound(zero, zero, zero), 0.0)
+	}
+}

@@ -22,7 +22,6 @@ import (
 	"github.com/eidolon-sim/eidolon/core/model"
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/scenario/training"
-	"github.com/eidolon-sim/eidolon/core/sim"
 	"github.com/eidolon-sim/eidolon/core/spec"
 	"github.com/eidolon-sim/eidolon/core/workload"
 )
@@ -61,9 +60,10 @@ type ConfigRow struct {
 	StepTimeS  *float64 `arrow:"step_time_s"`
 	TokensPerS *float64 `arrow:"tokens_per_s"`
 	MFU        *float64 `arrow:"mfu"`
-	// ComputeBoundS is the busiest stage's compute time, a lower bound on
-	// the step (null for invalid layouts).
-	ComputeBoundS *float64 `arrow:"compute_bound_s"`
+	// BoundS is a lower bound on the step (compute with the pipeline's fill
+	// and drain, or the data-parallel traffic at the slowest hop), by which
+	// layouts are simulated in order (null where not evaluated).
+	BoundS *float64 `arrow:"bound_s"`
 	// MemoryPeakBytes per GPU and whether it fits (null where not
 	// evaluated: invalid and dominated layouts).
 	MemoryPeakBytes *float64 `arrow:"memory_peak_bytes"`
@@ -75,10 +75,52 @@ type ConfigRow struct {
 }
 
 type candidate struct {
-	row  ConfigRow
-	tr   workload.Training
-	plan *workload.TrainingPlan
-	lb   sim.Time
+	row ConfigRow
+	tr  workload.Training
+	lb  float64
+}
+
+// bound is a lower bound on a layout's step time (workload.Sizing.Bound),
+// each ring collective at its slowest hop's bandwidth.
+func bound(tr workload.Training, sz *workload.Sizing, m *exec.Machine) (float64, error) {
+	t := m.Fabric.Topology()
+	par := tr.Par
+	P := len(sz.Forward)
+	tp, tail, dp := make([]float64, P), make([]float64, P), make([]float64, P)
+	sum := func(colls []workload.Coll, ranks []int) (float64, error) {
+		var total float64
+		for _, c := range colls {
+			b, err := exec.RingTimeBound(t, c.Kind, c.Bytes, ranks)
+			if err != nil {
+				return 0, err
+			}
+			total += b
+		}
+		return total, nil
+	}
+	for s := 0; s < P; s++ {
+		tpRanks := make([]int, par.TP)
+		for k := range tpRanks {
+			tpRanks[k] = par.Rank(k, 0, s)
+		}
+		dpRanks := make([]int, par.DP)
+		for d := range dpRanks {
+			dpRanks[d] = par.Rank(0, d, s)
+		}
+		var err error
+		if tp[s], err = sum(sz.TP[s], tpRanks); err != nil {
+			return 0, err
+		}
+		if tail[s], err = sum(sz.DPTail[s], dpRanks); err != nil {
+			return 0, err
+		}
+		during, err := sum(sz.DPDuring[s], dpRanks)
+		if err != nil {
+			return 0, err
+		}
+		dp[s] = tail[s] + during
+	}
+	return sz.Bound(tp, tail, dp), nil
 }
 
 func run(env scenario.Env, sp scenario.Spec) (scenario.Result, error) {
@@ -149,12 +191,12 @@ func run(env scenario.Env, sp scenario.Spec) (scenario.Result, error) {
 							rows = append(rows, row)
 							continue
 						}
-						plan, err := workload.BuildTraining(tr)
+						sz, err := tr.Size(cost)
 						if err != nil {
 							return scenario.Result{}, err
 						}
 						peak, stage := 0.0, 0
-						for i, mem := range plan.Memory {
+						for i, mem := range sz.Memory {
 							if mem.Total() > peak {
 								peak, stage = mem.Total(), i
 							}
@@ -162,7 +204,7 @@ func run(env scenario.Env, sp scenario.Spec) (scenario.Result, error) {
 						fits := peak <= hbm
 						row.MemoryPeakBytes, row.Fits = &peak, &fits
 						if !fits {
-							mem := plan.Memory[stage]
+							mem := sz.Memory[stage]
 							row.Status, row.Reason = DoesNotFit, fmt.Sprintf(
 								"stage %d needs %.1f GiB > %.1f GiB (weights %.1f, gradients %.1f, optimizer %.1f, activations %.1f, workspace %.1f)",
 								stage, peak/gib, hbm/gib, mem.Weights/gib, mem.Gradients/gib, mem.Optimizer/gib, mem.Activations/gib, mem.Workspace/gib)
@@ -170,16 +212,12 @@ func run(env scenario.Env, sp scenario.Spec) (scenario.Result, error) {
 							continue
 						}
 						fitsAt[key] = rc
-						times, err := exec.ComputeTimes(plan.Plan, cost)
+						lb, err := bound(tr, sz, m)
 						if err != nil {
 							return scenario.Result{}, err
 						}
-						c := &candidate{row: row, tr: tr, plan: plan}
-						for _, t := range times {
-							c.lb = max(c.lb, t)
-						}
-						lb := c.lb.Seconds()
-						c.row.ComputeBoundS = &lb
+						c := &candidate{row: row, tr: tr, lb: lb}
+						c.row.BoundS = &lb
 						cands = append(cands, c)
 					}
 				}
@@ -189,6 +227,7 @@ func run(env scenario.Env, sp scenario.Spec) (scenario.Result, error) {
 
 	// Simulate in order of the lower bound.
 	sort.SliceStable(cands, func(i, j int) bool { return cands[i].lb < cands[j].lb })
+	// BoundS is the bound: rename the column's meaning in one place.
 	keep := *s.Keep
 	var best []float64 // simulated step times, sorted
 	same := map[string]*ConfigRow{}
@@ -197,9 +236,9 @@ func run(env scenario.Env, sp scenario.Spec) (scenario.Result, error) {
 			return scenario.Result{}, err
 		}
 		env.Report(float64(i) / float64(len(cands)))
-		if keep > 0 && len(best) >= keep && c.lb.Seconds() > best[keep-1] {
+		if keep > 0 && len(best) >= keep && c.lb > best[keep-1] {
 			c.row.Status = Bounded
-			c.row.Reason = fmt.Sprintf("its compute alone (%.3g s) exceeds the %d-th best step time (%.3g s)", c.lb.Seconds(), keep, best[keep-1])
+			c.row.Reason = fmt.Sprintf("its lower bound (%.3g s: compute with pipeline fill and drain, or data-parallel traffic at the slowest hop) exceeds the %d-th best step time (%.3g s)", c.lb, keep, best[keep-1])
 			rows = append(rows, c.row)
 			continue
 		}
@@ -219,14 +258,18 @@ func run(env scenario.Env, sp scenario.Spec) (scenario.Result, error) {
 			}
 			opt := mm.Options(false)
 			opt.Cost = cost
-			res, err := exec.Run(training.Ctx(env), c.plan.Plan, opt)
+			plan, err := workload.BuildTraining(c.tr)
+			if err != nil {
+				return scenario.Result{}, err
+			}
+			res, err := exec.Run(training.Ctx(env), plan.Plan, opt)
 			if err != nil {
 				return scenario.Result{}, fmt.Errorf("tp %d pp %d dp %d mb %d: %w", c.row.TP, c.row.PP, c.row.DP, c.row.MicroBatch, err)
 			}
 			step = res.End.Seconds()
-			mfu = c.plan.ModelFLOPs / step / (m.GPU.Peak(c.tr.DType) * float64(c.plan.Ranks))
+			mfu = plan.ModelFLOPs / step / (m.GPU.Peak(c.tr.DType) * float64(plan.Ranks))
 		}
-		tps := c.plan.Tokens / step
+		tps := float64(c.tr.Par.GlobalBatch*c.tr.SeqLen) / step
 		c.row.StepTimeS, c.row.MFU, c.row.TokensPerS = &step, &mfu, &tps
 		c.row.Status = Simulated
 		row := c.row
@@ -248,8 +291,8 @@ func run(env scenario.Env, sp scenario.Spec) (scenario.Result, error) {
 		if a.StepTimeS != nil && b.StepTimeS != nil {
 			return *a.StepTimeS < *b.StepTimeS
 		}
-		if a.ComputeBoundS != nil && b.ComputeBoundS != nil {
-			return *a.ComputeBoundS < *b.ComputeBoundS
+		if a.BoundS != nil && b.BoundS != nil {
+			return *a.BoundS < *b.BoundS
 		}
 		return false
 	})

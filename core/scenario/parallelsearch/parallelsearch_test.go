@@ -30,7 +30,7 @@ func TestSearchRanksAndExplains(t *testing.T) {
 			require.NotNil(t, r.Rank)
 			require.Equal(t, i+1, *r.Rank)
 			require.GreaterOrEqual(t, *r.StepTimeS, prev)
-			require.GreaterOrEqual(t, *r.StepTimeS, *r.ComputeBoundS)
+			require.GreaterOrEqual(t, *r.StepTimeS, *r.BoundS)
 			prev = *r.StepTimeS
 			assert.True(t, *r.Fits)
 		} else {
