@@ -132,17 +132,17 @@ type engine struct {
 	res    *Result
 	simul  []bool
 	rv     map[uint64]*rendezvous
-	mirror [][]int // group -> mirror groups launched with it
-	driven []int   // group -> number of simulated member units
+	mirror [][]int       // group -> mirror groups launched with it
+	driven []int         // group -> number of simulated member units
 	info   [][]*commInfo // group -> communicator -> info, filled on first use
-	users  [][]int64 // link -> communicators using it (group<<20 | index)
+	users  [][]int64     // link -> communicators using it (group<<20 | index)
 	// quiet[h] is true for a data-parallel group whose collectives all
 	// start after every member unit's tensor-parallel work (gradients
 	// reduced after the backward, no ZeRO-3 gathers): they cannot overlap
 	// in time with its members' TP collectives.
 	quiet []bool
 	tpOf  []int // group -> the unit whose TP group it is, or -1
-	memo   map[uint64]sim.Time
+	memo  map[uint64]sim.Time
 }
 
 // Run executes the plan until every task has finished.
