@@ -1,0 +1,55 @@
+"""Search the parallel layouts of a training job."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional, Sequence, Union
+
+import pyarrow as pa
+
+from .api import run
+
+
+def search_parallel(
+    model: Union[str, Mapping[str, Any]],
+    cluster: Union[str, Mapping[str, Any]],
+    batch: int,
+    *,
+    gpu: str = "a100-80gb-sxm",
+    nodes: int = 1,
+    seq_len: int = 2048,
+    dtype: str = "bf16",
+    tp: Optional[Sequence[int]] = None,
+    pp: Optional[Sequence[int]] = None,
+    micro_batch: Optional[Sequence[int]] = None,
+    recompute: Optional[Sequence[str]] = None,
+    zero: Optional[Sequence[int]] = None,
+    keep: int = 10,
+    progress: bool = True,
+    **spec: Any,
+) -> pa.Table:
+    """Rank the parallel layouts (tp, pp, dp, micro-batch, recompute, zero)
+    of ``model`` on ``cluster`` for a global batch of ``batch`` sequences.
+
+    ``cluster`` is a cluster spec dict, or a preset name ("dgx-a100") scaled
+    to ``nodes`` nodes. Every GPU is used: dp = GPUs / (tp·pp). Returns the
+    ``configs`` table: simulated layouts first, fastest first (``rank`` 1),
+    then the others with ``status`` (bounded, dominated, does_not_fit,
+    invalid) and a ``reason``. With ``keep = k`` the k fastest are exact and
+    layouts whose lower bound cannot beat the k-th are not simulated; 0
+    simulates every layout that fits. Extra keyword arguments go into the
+    spec (e.g. ``unfused_attention=True``).
+
+    >>> t = search_parallel({"preset": "gpt-22b", "layers": 4}, "dgx-a100", 8,
+    ...                     seq_len=512, tp=[4, 8], micro_batch=[1], progress=False)
+    >>> t.column("status")[0].as_py()
+    'simulated'
+    """
+    if isinstance(cluster, str):
+        cluster = {"preset": cluster, "nodes": nodes}
+    doc: dict[str, Any] = {"kind": "parallel_search", "model": model, "gpu": gpu, "cluster": dict(cluster),
+                           "global_batch": batch, "seq_len": seq_len, "dtype": dtype, "keep": keep}
+    for key, value in (("tp", tp), ("pp", pp), ("micro_batch", micro_batch), ("recompute", recompute), ("zero", zero)):
+        if value is not None:
+            doc[key] = list(value)
+    doc.update(spec)
+    return run(doc, progress=progress)["configs"]

@@ -1,0 +1,79 @@
+"""Training, inference, parallel search and the Perfetto trace from Python."""
+
+import json
+
+import pytest
+
+import eidolon
+from eidolon.perfetto import trace_events, write_perfetto
+from eidolon.search import search_parallel
+
+SMALL = {"preset": "gpt-22b", "layers": 4}
+CLUSTER = {"preset": "dgx-a100", "nodes": 1}
+
+
+def training(**parallel):
+    return eidolon.run({"kind": "training", "model": SMALL, "gpu": "a100-80gb-sxm", "cluster": CLUSTER,
+                        "parallel": parallel, "seq_len": 1024}, progress=False)
+
+
+def test_training_tables_and_breakdown():
+    r = training(tp=4, pp=2, global_batch=8, sequence_parallel=True, recompute="selective")
+    assert list(r.tables) == ["summary", "ranks", "timeline", "memory"]
+    s = r.to_pandas("summary").iloc[0]
+    assert s.step_time_s == pytest.approx(s.compute_s + s.exposed_comm_s + s.bubble_s)
+    assert 0 < s.mfu <= s.hfu < 1
+    assert bool(s.fits)
+    ranks = r.to_pandas("ranks")
+    assert sorted(ranks["rank"]) == list(range(8))
+    timeline = r.to_pandas("timeline")
+    assert set(timeline["stream"]) >= {"compute", "tp", "pp"}
+    assert (timeline["end_s"] >= timeline["start_s"]).all()
+    memory = r.to_pandas("memory")
+    total = memory[(memory.category == "total")]["bytes"].max()
+    assert total == pytest.approx(s.memory_peak_bytes)
+
+
+def test_bigger_batch_more_tokens():
+    a = training(tp=8, global_batch=2).to_pandas("summary").iloc[0]
+    b = training(tp=8, global_batch=8).to_pandas("summary").iloc[0]
+    assert b.step_time_s > a.step_time_s
+    assert b.tokens_per_s >= a.tokens_per_s * 0.999
+
+
+def test_bad_layout_is_a_spec_error():
+    with pytest.raises(eidolon.SpecError) as err:
+        training(tp=3)
+    assert "parallel.tp" in str(err.value)
+
+
+def test_inference_by_tp():
+    def run(tp):
+        return eidolon.run({"kind": "inference", "model": "llama2-7b", "gpu": "a100-80gb-sxm", "cluster": CLUSTER,
+                            "tp": tp, "prompt_tokens": 128, "output_tokens": 16}, progress=False).to_pandas("summary").iloc[0]
+    one, four = run(1), run(4)
+    assert four.e2e_s < one.e2e_s
+    assert one.ttft_s < one.e2e_s
+    assert four.longest_prompt_tokens > one.longest_prompt_tokens > 0
+
+
+def test_perfetto_trace(tmp_path):
+    r = training(tp=4, pp=2, global_batch=4)
+    path = write_perfetto(r, tmp_path / "step.json")
+    doc = json.loads(path.read_text())
+    events = doc["traceEvents"]
+    spans = [e for e in events if e["ph"] == "X"]
+    assert len(spans) == r["timeline"].num_rows
+    names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    assert names == {"rank 0", "rank 4"}  # first rank of each stage
+    assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in spans)
+    assert trace_events(r["timeline"]) == events
+
+
+def test_search_parallel_ranks():
+    t = search_parallel(SMALL, "dgx-a100", 8, seq_len=512, tp=[2, 4, 8], micro_batch=[1, 2], progress=False).to_pandas()
+    sim = t[t.status == "simulated"]
+    assert len(sim) > 3
+    assert list(sim["rank"]) == list(range(1, len(sim) + 1))
+    assert sim["step_time_s"].is_monotonic_increasing
+    assert (t[t.status != "simulated"]["reason"].str.len() > 0).all()
