@@ -97,7 +97,31 @@ def fault_sweep_scale(full: bool) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def training_scale(full: bool) -> pd.DataFrame:
+    """One GPT-3 175B step (TP 8, PP 8, SP + selective) on 64 / 1,024 / 8,192 A100s, healthy and with a degraded NIC link."""
+    rows = []
+    cases = [(8, 64, None), (128, 1536, None), (128, 1536, "n37.nic3")] + ([(1024, 1536, None)] if full else [])
+    for nodes, batch, degraded in cases:
+        spec = {"kind": "training", "model": "gpt3-175b", "gpu": "a100-80gb-sxm", "cluster": {"preset": "dgx-a100", "nodes": nodes},
+                "parallel": {"tp": 8, "pp": 8, "global_batch": batch, "sequence_parallel": True, "recompute": "selective"},
+                "timeline_ranks": [-1]}
+        if degraded:
+            spec["faults"] = {"links": [{"src": degraded, "dst": "rail3.leaf1", "health": 0.5}]}
+        wall, r = timed(spec)
+        s = r.to_pandas("summary").iloc[0]
+        rows.append({"gpus": nodes * 8, "degraded_link": degraded or "", "wall_s": wall, "step_time_s": s.step_time_s,
+                     "mfu": s.mfu, "simulated_ranks": s.simulated_ranks})
+    if full:
+        wall, r = timed({"kind": "parallel_search", "model": "gpt3-175b", "gpu": "a100-80gb-sxm",
+                         "cluster": {"preset": "dgx-a100", "nodes": 128}, "global_batch": 1536})
+        rows.append({"gpus": 1024, "degraded_link": "parallel_search (all layouts)", "wall_s": wall,
+                     "step_time_s": r.to_pandas("configs").step_time_s.iloc[0], "mfu": r.to_pandas("configs").mfu.iloc[0],
+                     "simulated_ranks": (r.to_pandas("configs").status == "simulated").sum()})
+    return pd.DataFrame(rows)
+
+
 SECTIONS: list[tuple[str, Callable[[bool], pd.DataFrame]]] = [
+    ("training: one GPT-3 175B step (and, with --full, 8,192 GPUs and a layout search)", training_scale),
     ("operators: one training step's operators on one GPU", operators_scale),
     ("collective: 1 GiB ring all-reduce on dgx-h100 nodes", collective_scale),
     ("seedflood: flooding ZO training with SubCGE on a torus", seedflood_scale),
@@ -109,10 +133,10 @@ SECTIONS: list[tuple[str, Callable[[bool], pd.DataFrame]]] = [
 def fidelity() -> str:
     """The Go fidelity tables (reference figures against the model), as logged by the tests."""
     out = subprocess.run(
-        ["go", "test", "-count=1", "-v", "-run", "Fidelity", "./bench"],
+        ["go", "test", "-count=1", "-v", "-run", "Fidelity", "./bench", "./bench/fidelity"],
         cwd=ROOT, capture_output=True, text=True,
     )
-    lines = [ln.strip() for ln in out.stdout.splitlines() if ln.strip().startswith(("bench", "net_test", "training", "ssm", "fidelity")) or ".go:" in ln]
+    lines = [ln.strip() for ln in out.stdout.splitlines() if ln.strip().startswith(("bench", "net_test", "training", "ssm", "fidelity", "|")) or ".go:" in ln]
     return "\n".join(lines) if out.returncode == 0 else out.stdout + out.stderr
 
 
