@@ -105,6 +105,32 @@ def demo_ssm_tp(out: Path) -> None:
                                       "longest_prompt_tokens", "largest_batch"]])
 
 
+def demo_training(out: Path) -> None:
+    r = eidolon.run({"kind": "training", "model": "gpt3-175b", "gpu": "a100-80gb-sxm",
+                     "cluster": {"preset": "dgx-a100", "nodes": 8},
+                     "parallel": {"tp": 8, "pp": 8, "global_batch": 64, "virtual_stages": 3,
+                                  "sequence_parallel": True, "recompute": "selective"},
+                     "dtype": "fp16", "unfused_attention": True}, progress=False)
+    show("training: one GPT-3 175B step on 64 A100 (TP 8, PP 8 interleaved, SP + selective recompute)",
+         r.to_pandas("summary")[["step_time_s", "tokens_per_s", "mfu", "compute_s", "exposed_comm_s", "bubble_s",
+                                 "memory_peak_bytes", "fits"]])
+    m = r.to_pandas("memory").query("stage == 0")
+    show("training: memory per GPU of the first stage", m[["category", "bytes"]])
+    from .perfetto import write_perfetto
+    print("Perfetto trace:", write_perfetto(r, out / "training_step_trace.json"))
+
+
+def demo_inference(out: Path) -> None:
+    rows = []
+    for tp in (1, 2, 4, 8):
+        r = eidolon.run({"kind": "inference", "model": "llama2-7b", "gpu": "a100-80gb-sxm",
+                         "cluster": {"preset": "dgx-a100", "nodes": 1}, "tp": tp, "batch": 1,
+                         "prompt_tokens": 200, "output_tokens": 200, "dtype": "fp16"}, progress=False)
+        rows.append(r.to_pandas("summary").assign(tp=tp))
+    show("inference: LLaMA-2-7B, batch 1, 200 + 200 tokens on A100 by TP degree",
+         pd.concat(rows)[["tp", "ttft_s", "tpot_s", "e2e_s", "tokens_per_s", "memory_peak_bytes", "longest_prompt_tokens"]])
+
+
 def demo_fault_sweep(out: Path) -> None:
     training = {"model": {"preset": "gpt-22b", "layers": 4}, "gpu": "a100-80gb-sxm",
                 "cluster": {"preset": "dgx-a100", "nodes": 4},
@@ -128,6 +154,8 @@ DEMOS: list[tuple[str | None, Callable[[Path], None]]] = [
     ("seedflood", demo_seedflood),
     ("eidola", demo_eidola),
     ("ssm_tp", demo_ssm_tp),
+    ("training", demo_training),
+    ("inference", demo_inference),
     ("fault_sweep", demo_fault_sweep),
 ]
 
