@@ -177,3 +177,45 @@ func TestInferenceDirections(t *testing.T) {
 		}
 	}
 }
+
+// Every layout feature runs to the end with consistent tables.
+func TestFeatureMatrix(t *testing.T) {
+	for _, par := range []string{
+		`"tp":2,"pp":2,"dp":2,"global_batch":8,"schedule":"gpipe"`,
+		`"tp":2,"pp":2,"dp":2,"global_batch":8,"virtual_stages":2,"sequence_parallel":true`,
+		`"tp":2,"pp":2,"dp":2,"global_batch":8,"zero":1,"overlap_grad_reduce":true,"bucket_params":1000000`,
+		`"tp":2,"pp":2,"dp":2,"global_batch":8,"zero":2,"recompute":"full"`,
+		`"tp":2,"pp":2,"dp":2,"global_batch":8,"zero":3,"recompute":"selective","sequence_parallel":true`,
+		`"tp":4,"pp":1,"dp":2,"global_batch":4,"micro_batch":2,"overlap_tp_comm":true`,
+		`"tp":1,"pp":4,"dp":2,"global_batch":8`,
+	} {
+		for _, model := range []string{`{"preset":"gpt-22b","layers":4}`, `{"preset":"zamba-7b","layers":8,"pattern":"MMSMMMSMMM"}`, `{"preset":"mamba2-2.7b","layers":4}`} {
+			js := fmt.Sprintf(`{"kind":"training","model":%s,"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},
+				"parallel":{%s},"seq_len":512,"timeline_ranks":[0]}`, model, par)
+			res := run(t, js)
+			s := res.Tables[0].Rows.([]training.SummaryRow)[0]
+			require.Greater(t, s.StepTimeS, 0.0, js)
+			require.Less(t, s.HFU, 1.0, js)
+			var compute float64
+			for _, r := range res.Tables[2].Rows.([]training.TimelineRow) {
+				require.LessOrEqual(t, r.EndS, s.StepTimeS+1e-12, js)
+				if r.Stream == "compute" {
+					compute += r.EndS - r.StartS
+				}
+			}
+			rank0 := res.Tables[1].Rows.([]training.RankRow)[0]
+			assert.InEpsilon(t, rank0.ComputeS, compute, 1e-6, js)
+		}
+	}
+}
+
+// Overlapping communication with computation never slows a step.
+func TestOverlapHelps(t *testing.T) {
+	base := `"tp":4,"pp":1,"dp":2,"global_batch":8,"micro_batch":2`
+	plain := summary(t, small(1, base, ""))
+	tpOverlap := summary(t, small(1, base+`,"overlap_tp_comm":true`, ""))
+	dpOverlap := summary(t, small(1, base+`,"overlap_grad_reduce":true,"bucket_params":10000000`, ""))
+	assert.Less(t, tpOverlap.StepTimeS, plain.StepTimeS)
+	assert.Less(t, dpOverlap.StepTimeS, plain.StepTimeS)
+	assert.Less(t, tpOverlap.ExposedCommS, plain.ExposedCommS)
+}
