@@ -15,11 +15,12 @@
 // its routes, or a failed device is simulated on its own, as are all when
 // Options.Full is set; a test checks that both ways give the same times.
 //
-// Collectives on a communicator whose links no other communicator uses (a
-// tensor-parallel group inside an NVSwitch node) cannot be slowed by other
-// traffic, so their duration depends only on the operation, the size and
-// the links: the first one is simulated on the network and repeats reuse
-// its simulated duration.
+// Collectives on a communicator whose links no other communicator uses while
+// it can be active (a tensor-parallel group inside an NVSwitch node, whose
+// links at most carry its own data-parallel reduction after the backward)
+// cannot be slowed by other traffic, so their duration depends only on the
+// operation, the size and the links: the first one is simulated on the
+// network and repeats reuse its simulated duration.
 package exec
 
 import (

@@ -12,7 +12,7 @@ type Schedule string
 
 const (
 	// GPipe runs every micro-batch's forward, then every backward (Huang et
-	// al. 2019): p·m activations in flight at the first stage... m per stage.
+	// al. 2019): every stage holds all m micro-batches' activations.
 	GPipe Schedule = "gpipe"
 	// OneFOneB is PipeDream-Flush (Narayanan et al. 2021): after p−s−1
 	// warm-up forwards each stage alternates one forward and one backward.
