@@ -50,6 +50,9 @@ type Options struct {
 	Full bool
 	// Algorithm picks the collective algorithm ("" = the net default, ring).
 	Algorithm net.Algorithm
+	// Progress, if set, receives the fraction of the simulated units'
+	// tasks done, now and then during the run.
+	Progress func(fraction float64)
 	// TPQuant, if set, quantizes the payload of every tensor-parallel
 	// all-reduce on the wire, run with TPQuantAlgorithm ("" = Algorithm).
 	// Nil keeps full-precision all-reduces.
@@ -163,6 +166,19 @@ func Run(ctx context.Context, plan *workload.Plan, opt Options) (*Result, error)
 		return nil, err
 	}
 	e.k.OnStall(e.describeStalls)
+	if opt.Progress != nil {
+		total := 0
+		for u := range plan.Units {
+			total += len(e.units[u].remaining)
+		}
+		e.k.Progress = func(sim.Time, uint64) {
+			done := 0
+			for u := range e.units {
+				done += e.units[u].done
+			}
+			opt.Progress(float64(done) / float64(max(total, 1)))
+		}
+	}
 	for u := range plan.Units {
 		if e.simul[u] {
 			e.startUnit(u)

@@ -100,3 +100,18 @@ func TestStallIsReported(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "lonely_recv")
 }
+
+// Progress reports the share of tasks done, never going back.
+func TestProgress(t *testing.T) {
+	var got []float64
+	_, err := Run(context.Background(), onePlan(1<<10, 5000), Options{Fabric: dgx(t, 1), Cost: fixedCost,
+		Progress: func(f float64) { got = append(got, f) }})
+	require.NoError(t, err)
+	require.NotEmpty(t, got)
+	for i, f := range got {
+		require.LessOrEqual(t, f, 1.0)
+		if i > 0 {
+			require.GreaterOrEqual(t, f, got[i-1])
+		}
+	}
+}

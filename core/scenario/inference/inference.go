@@ -110,7 +110,9 @@ func Simulate(env scenario.Env, s *spec.Inference, modify func(m *exec.Machine) 
 	if err := env.Canceled(); err != nil {
 		return nil, err
 	}
-	res, err := exec.Run(training.Ctx(env), plan.Plan, m.Options(s.FullSimulation))
+	opt := m.Options(s.FullSimulation)
+	opt.Progress = env.Progress
+	res, err := exec.Run(training.Ctx(env), plan.Plan, opt)
 	if err != nil {
 		return nil, err
 	}

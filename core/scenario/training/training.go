@@ -189,7 +189,9 @@ func Simulate(env scenario.Env, s *spec.Training, modify func(m *exec.Machine) e
 	if err := env.Canceled(); err != nil {
 		return nil, err
 	}
-	res, err := exec.Run(Ctx(env), plan.Plan, m.Options(s.FullSimulation))
+	opt := m.Options(s.FullSimulation)
+	opt.Progress = env.Progress
+	res, err := exec.Run(Ctx(env), plan.Plan, opt)
 	if err != nil {
 		return nil, err
 	}
