@@ -10,10 +10,17 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/eidolon-sim/eidolon/core/compute"
+	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/model"
+	"github.com/eidolon-sim/eidolon/core/net"
+
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/scenario/all"
 	"github.com/eidolon-sim/eidolon/core/scenario/inference"
 	"github.com/eidolon-sim/eidolon/core/scenario/training"
+	"github.com/eidolon-sim/eidolon/core/sim"
+	"github.com/eidolon-sim/eidolon/core/topo"
 )
 
 // Row is one reference figure beside the simulated value.
@@ -152,4 +159,58 @@ func stageMemory(rows []training.MemoryRow) memSummary {
 		m.static = max(m.static, static[s])
 	}
 	return m
+}
+
+// Diagnosis lists what the time rows are made of, from the models
+// themselves: the compute model's efficiency on the 175B layer's GEMMs and
+// on an HBM-bound kernel, and the network's bus bandwidth for a TP
+// collective of the 175B layer. Measured systems reach less; see FIDELITY.md.
+func Diagnosis(ctx context.Context) ([]string, error) {
+	var out []string
+	gpu, _ := hw.GPUByName("a100-80gb-sxm")
+	ev := compute.NewEvaluator(gpu)
+	c, _ := model.ByName("gpt3-175b")
+	g, err := model.Build(c, model.Run{Phase: model.Training, Batch: 1, SeqLen: 2048, TP: 8, SequenceParallel: true,
+		Recompute: model.RecomputeSelective, DType: hw.FP16, UnfusedAttention: true})
+	if err != nil {
+		return nil, err
+	}
+	blk, _ := g.Block(model.BlockTransformer)
+	var gemmFlops, gemmTime, memBytes, memTime float64
+	for _, o := range append(append([]model.Op{}, blk.Forward...), blk.Backward...) {
+		if o.IsComm() {
+			continue
+		}
+		cst, err := ev.Op(o)
+		if err != nil {
+			return nil, err
+		}
+		if o.Kind == model.GEMM {
+			gemmFlops += o.FLOPs
+			gemmTime += cst.TimeS
+		} else if !o.IsMatmul() {
+			memBytes += o.Bytes
+			memTime += cst.TimeS
+		}
+	}
+	out = append(out, fmt.Sprintf("compute model, GPT-3 175B layer at TP 8 on A100: GEMMs at %.0f%% of the 312 TFLOP/s peak; streaming kernels at %.0f%% of the 2.04 TB/s HBM bandwidth",
+		100*gemmFlops/gemmTime/gpu.Peak(hw.FP16), 100*memBytes/memTime/gpu.HBMBandwidthBytesPerS))
+	tp, err := topo.Preset("dgx-a100", 1)
+	if err != nil {
+		return nil, err
+	}
+	k := sim.New()
+	comms := net.NewComms(net.NewFlowNet(k, tp))
+	const size = 48 << 20
+	var took float64
+	if _, err := comms.Start(net.Collective{Op: net.AllReduce, Bytes: size, Ranks: []int{0, 1, 2, 3, 4, 5, 6, 7}},
+		func(r net.Result) { took = (r.End - r.Start).Seconds() }); err != nil {
+		return nil, err
+	}
+	if err := k.Run(ctx); err != nil {
+		return nil, err
+	}
+	out = append(out, fmt.Sprintf("network model, 48 MiB ring all-reduce over 8 A100 on NVSwitch: bus bandwidth %.0f GB/s (NVLink 3: 300 GB/s per direction)",
+		size/took*net.BusBandwidthFactor(net.AllReduce, 8)/1e9))
+	return out, nil
 }
