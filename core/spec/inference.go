@@ -21,6 +21,10 @@ type Inference struct {
 	// PromptTokens and OutputTokens per request; default 512 and 128.
 	PromptTokens int `json:"prompt_tokens,omitempty"`
 	OutputTokens int `json:"output_tokens,omitempty"`
+	// Requests, if set, replaces batch, prompt_tokens and output_tokens with
+	// groups of requests of different lengths (static batching: one
+	// prefill per group, then decode steps over the unfinished requests).
+	Requests []RequestGroup `json:"requests,omitempty"`
 	// DType of math, weights, KV cache and SSM state; default "bf16".
 	DType            string `json:"dtype,omitempty"`
 	UnfusedAttention bool   `json:"unfused_attention,omitempty"`
@@ -29,6 +33,13 @@ type Inference struct {
 	// TimelineRanks as in Training; default the first rank of each stage of
 	// replica 0.
 	TimelineRanks []int `json:"timeline_ranks,omitempty"`
+}
+
+// RequestGroup is Count requests of the same prompt and output lengths.
+type RequestGroup struct {
+	Count        int `json:"count"`
+	PromptTokens int `json:"prompt_tokens"`
+	OutputTokens int `json:"output_tokens"`
 }
 
 // Defaults fills optional fields.
@@ -60,4 +71,10 @@ func (s *Inference) Validate(p *Problems) {
 	p.IntInRange("batch", s.Batch, 1, 1<<20)
 	p.IntInRange("prompt_tokens", s.PromptTokens, 1, 1<<24)
 	p.IntInRange("output_tokens", s.OutputTokens, 1, 1<<20)
+	for i, r := range s.Requests {
+		path := Index("requests", i)
+		p.IntInRange(Field(path, "count"), r.Count, 1, 1<<20)
+		p.IntInRange(Field(path, "prompt_tokens"), r.PromptTokens, 1, 1<<24)
+		p.IntInRange(Field(path, "output_tokens"), r.OutputTokens, 1, 1<<20)
+	}
 }

@@ -20,6 +20,9 @@ type Inference struct {
 	UnfusedAttention      bool
 	// LocalSSMProjections: see model.Run (false: Megatron split as is).
 	LocalSSMProjections bool
+	// Requests, if set, replaces Batch, Prompt and Output with groups of
+	// requests of different lengths (see BuildInference).
+	Requests []Request
 }
 
 // Rank is the global rank of TP index tp at stage pp of replica r: replicas
@@ -40,7 +43,22 @@ type InferencePlan struct {
 // Check returns every problem with the spec field it concerns.
 func (in Inference) Check() []model.FieldProblem {
 	var ps []model.FieldProblem
-	for _, r := range []model.Run{in.run(model.Prefill, 0), in.run(model.Decode, in.Prompt)} {
+	for i, g := range in.Groups() {
+		if g.Count < 1 || g.Prompt < 1 || g.Output < 1 {
+			ps = append(ps, model.FieldProblem{Field: fmt.Sprintf("requests[%d]", i),
+				Message: fmt.Sprintf("count, prompt_tokens and output_tokens must be >= 1, got %d, %d, %d", g.Count, g.Prompt, g.Output)})
+		}
+	}
+	if len(ps) > 0 {
+		return ps
+	}
+	var runs []model.Run
+	for _, g := range in.Groups() {
+		pre, dec := in.run(model.Prefill, 0), in.run(model.Decode, g.Prompt)
+		pre.Batch, pre.SeqLen, dec.Batch = g.Count, g.Prompt, g.Count
+		runs = append(runs, pre, dec)
+	}
+	for _, r := range runs {
 		for _, fp := range in.Model.CheckRun(r) {
 			field := fp.Field
 			switch field {
@@ -67,33 +85,89 @@ func (in Inference) run(phase model.Phase, kv int) model.Run {
 		DType: in.DType, UnfusedAttention: in.UnfusedAttention, LocalSSMProjections: in.LocalSSMProjections}
 }
 
+// Request is Count requests with the same prompt and output lengths.
+type Request struct {
+	Count, Prompt, Output int
+}
+
+// Groups are the request groups: Requests, or Batch requests of Prompt and
+// Output tokens.
+func (in Inference) Groups() []Request {
+	if len(in.Requests) > 0 {
+		return in.Requests
+	}
+	return []Request{{in.Batch, in.Prompt, in.Output}}
+}
+
+// Steps is the number of passes a stage runs: one prefill per request
+// group, then a decode step per further token of the longest output.
+// Step i < len(Groups()) is group i's prefill; step len(Groups())−1+k is
+// decode step k ≥ 1. Every program marks the end of each step as "step.i".
+func (in Inference) Steps() int {
+	out := 0
+	for _, g := range in.Groups() {
+		out = max(out, g.Output)
+	}
+	return len(in.Groups()) + out - 1
+}
+
 // BuildInference lays out an inference run. in must pass Check.
+//
+// Static batching: each request group's prompts are prefilled together, one
+// pass per group; then every decode step generates one token for each
+// request whose output is not complete, as one batch whose attention reads
+// each sequence's cache (the decode graph's cache length is the mean over
+// the active sequences, exact for attention's cost, linear in it).
 func BuildInference(in Inference) (*InferencePlan, error) {
 	if ps := in.Check(); len(ps) > 0 {
 		return nil, fmt.Errorf("%s: %s", ps[0].Field, ps[0].Message)
 	}
-	prefill, err := model.Build(in.Model, in.run(model.Prefill, 0))
-	if err != nil {
-		return nil, err
+	groups := in.Groups()
+	G := len(groups)
+	type pass struct {
+		g             model.Graph
+		batch, tokens int
+		name          string
 	}
-	decode := make([]model.Graph, in.Output)
-	for k := 1; k < in.Output; k++ {
-		if decode[k], err = model.Build(in.Model, in.run(model.Decode, in.Prompt+k-1)); err != nil {
+	var passes []pass
+	for i, r := range groups {
+		run := in.run(model.Prefill, 0)
+		run.Batch, run.SeqLen = r.Count, r.Prompt
+		g, err := model.Build(in.Model, run)
+		if err != nil {
 			return nil, err
 		}
+		name := "prefill."
+		if G > 1 {
+			name = fmt.Sprintf("prefill%d.", i)
+		}
+		passes = append(passes, pass{g, r.Count, r.Prompt, name})
+	}
+	for k := 1; len(passes) < in.Steps(); k++ {
+		batch, kv := 0, 0
+		for _, r := range groups {
+			if r.Output > k {
+				batch += r.Count
+				kv += r.Count * (r.Prompt + k - 1)
+			}
+		}
+		run := in.run(model.Decode, (kv+batch/2)/batch)
+		run.Batch = batch
+		g, err := model.Build(in.Model, run)
+		if err != nil {
+			return nil, err
+		}
+		passes = append(passes, pass{g, batch, 1, fmt.Sprintf("decode%d.", k)})
 	}
 	P, T := in.PP, in.TP
-	chunks := chunkPositions(prefill.Order, P)
+	chunks := chunkPositions(passes[0].g.Order, P)
 	ip := &InferencePlan{Plan: &Plan{Ranks: in.Ranks()}}
 	e := max(in.DType.Bytes(), 2)
 	for s := 0; s < P; s++ {
 		b := &progBuilder{p: &Program{Name: fmt.Sprintf("stage%d", s), Marks: map[string]int32{}}}
-		pass := func(g model.Graph, step int, tokens int) {
-			pre := "prefill."
-			if step > 0 {
-				pre = fmt.Sprintf("decode%d.", step)
-			}
-			act := float64(in.Batch*tokens*in.Model.Hidden) * e
+		for step, ps := range passes {
+			pre := ps.name
+			act := float64(ps.batch*ps.tokens*in.Model.Hidden) * e
 			msg, gather := act, false
 			if T > 1 {
 				msg, gather = act/float64(T), true
@@ -104,40 +178,71 @@ func BuildInference(in Inference) (*InferencePlan, error) {
 				if gather {
 					last = b.collective(pre+"pp.all_gather", StreamTP, SlotTP, model.AllGather, act, int32(step), last)
 				}
-			} else if step > 0 && P > 1 {
+			} else if step >= G && P > 1 {
 				// The last stage's sampled token ids come back to stage 0.
-				last = b.p2p(pre+"recv_tokens", Recv, SlotFwdIn, int32(step), float64(4*in.Batch), int32(step))
+				last = b.p2p(pre+"recv_tokens", Recv, SlotFwdIn, int32(step), float64(4*ps.batch), int32(step))
 			}
 			for _, bi := range chunks[s] {
-				if r := b.ops(pre, g.Blocks[bi].Forward, int32(step), deps(last), false); r >= 0 {
+				if r := b.ops(pre, ps.g.Blocks[bi].Forward, int32(step), deps(last), false); r >= 0 {
 					last = r
 				}
 			}
 			if s < P-1 {
 				b.p2pAfter(pre+"send_activations", Send, SlotFwdOut, int32(step), msg, int32(step), last)
-			} else if P > 1 && step+1 < in.Output {
-				b.p2pAfter(pre+"send_tokens", Send, SlotFwdOut, int32(step+1), float64(4*in.Batch), int32(step), last)
+			} else if P > 1 && step >= G-1 && step+1 < len(passes) {
+				b.p2pAfter(pre+"send_tokens", Send, SlotFwdOut, int32(step+1), float64(4*passes[step+1].batch), int32(step), last)
 			}
-			if step == 0 {
+			b.p.Marks[fmt.Sprintf("step.%d", step)] = last
+			if step == G-1 {
 				b.p.Marks["prefill_end"] = last
 			}
 			b.p.Marks["end"] = last
 		}
-		pass(prefill, 0, in.Prompt)
-		for k := 1; k < in.Output; k++ {
-			pass(decode[k], k, 1)
-		}
 		ip.Programs = append(ip.Programs, *b.p)
-		ip.Memory = append(ip.Memory, in.stageMemory(prefill, chunks[s], in.Prompt))
+		var mem Memory
+		for i := range groups {
+			if m := in.memory(passes[i].g, chunks[s], in.kvTokens(0), in.sequences()); m.Total() > mem.Total() {
+				mem = m
+			}
+		}
+		ip.Memory = append(ip.Memory, mem)
 	}
 	in.layout(ip.Plan)
 	return ip, nil
 }
 
-// stageMemory is the per-GPU memory of a stage holding blocks for a prompt
-// of `prompt` tokens: weights, KV cache and SSM state for prompt + output
-// tokens of every sequence, and the largest operator's tensors in prefill.
+// kvTokens is the tokens every request caches by its end; with prompt > 0
+// every prompt is taken to be that long.
+func (in Inference) kvTokens(prompt int) float64 {
+	var n float64
+	for _, r := range in.Groups() {
+		p := r.Prompt
+		if prompt > 0 {
+			p = prompt
+		}
+		n += float64(r.Count * (p + r.Output))
+	}
+	return n
+}
+
+func (in Inference) sequences() float64 {
+	var n float64
+	for _, r := range in.Groups() {
+		n += float64(r.Count)
+	}
+	return n
+}
+
+// stageMemory is the per-GPU memory of a stage holding blocks when every
+// prompt is `prompt` tokens long (g is that prefill's graph).
 func (in Inference) stageMemory(g model.Graph, blocks []int, prompt int) Memory {
+	return in.memory(g, blocks, in.kvTokens(prompt), in.sequences())
+}
+
+// memory is the per-GPU memory of a stage holding blocks: weights, the KV
+// cache of kvTokens tokens, the SSM state of seqs sequences, and the
+// largest operator's tensors of the prefill graph g.
+func (in Inference) memory(g model.Graph, blocks []int, kvTokens, seqs float64) Memory {
 	c := in.Model
 	e := max(in.DType.Bytes(), 2)
 	t := float64(in.TP)
@@ -169,10 +274,9 @@ func (in Inference) stageMemory(g model.Graph, blocks []int, prompt int) Memory 
 		}
 	}
 	kvHeads := float64(max(c.KVHeads/in.TP, 1))
-	tokens := float64(in.Batch * (prompt + in.Output))
-	m.KVCache = float64(attn) * 2 * kvHeads * float64(c.HeadDim) * e * tokens
+	m.KVCache = float64(attn) * 2 * kvHeads * float64(c.HeadDim) * e * kvTokens
 	if ssmTotal > 0 {
-		m.SSMState = model.SSMStateBytesPerSeq(c, hw.DType(dtypeOfBytes(e))) / float64(ssmTotal) * float64(ssm) / t * float64(in.Batch)
+		m.SSMState = model.SSMStateBytesPerSeq(c, hw.DType(dtypeOfBytes(e))) / float64(ssmTotal) * float64(ssm) / t * seqs
 	}
 	return m
 }
@@ -188,6 +292,9 @@ func dtypeOfBytes(e float64) hw.DType {
 func (in Inference) PeakMemory(prompt int) (float64, error) {
 	r := in.run(model.Prefill, 0)
 	r.SeqLen = prompt
+	for _, g := range in.Groups() {
+		r.Batch = max(r.Batch, g.Count) // the largest prefill pass
+	}
 	g, err := model.Build(in.Model, r)
 	if err != nil {
 		return 0, err

@@ -4,6 +4,8 @@
 package inference
 
 import (
+	"fmt"
+
 	"github.com/eidolon-sim/eidolon/core/exec"
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/scenario"
@@ -31,8 +33,9 @@ func Kind() scenario.Kind {
 // SummaryRow is the one row of the inference "summary" table.
 type SummaryRow struct {
 	// TTFTS: time to the first token (the prefill through every stage);
-	// TPOTS: mean time per further output token; E2ES: until the last
-	// token of every request.
+	// TPOTS: time per further output token; E2ES: until the last token of
+	// every request. With request groups, TTFTS and TPOTS are means over
+	// requests (see the requests table).
 	TTFTS float64 `arrow:"ttft_s"`
 	TPOTS float64 `arrow:"tpot_s"`
 	E2ES  float64 `arrow:"e2e_s"`
@@ -52,9 +55,24 @@ type SummaryRow struct {
 	ReusedCollectives   int `arrow:"reused_collectives"`
 }
 
+// RequestRow is one request group ("requests" table); every request of a
+// group sees the same times.
+type RequestRow struct {
+	Group        int `arrow:"group"`
+	Count        int `arrow:"count"`
+	PromptTokens int `arrow:"prompt_tokens"`
+	OutputTokens int `arrow:"output_tokens"`
+	// TTFTS: its prefill's end at the last stage; E2ES: its last token;
+	// TPOTS: (E2ES − TTFTS) / (output_tokens − 1), 0 for one token.
+	TTFTS float64 `arrow:"ttft_s"`
+	TPOTS float64 `arrow:"tpot_s"`
+	E2ES  float64 `arrow:"e2e_s"`
+}
+
 // Outcome is a simulated inference run.
 type Outcome struct {
 	Summary  SummaryRow
+	Requests []RequestRow
 	Ranks    []training.RankRow
 	Timeline []training.TimelineRow
 	Memory   []training.MemoryRow
@@ -70,6 +88,7 @@ func (o *Outcome) Result() scenario.Result {
 	r.Add("ranks", o.Ranks)
 	r.Add("timeline", o.Timeline)
 	r.Add("memory", o.Memory)
+	r.Add("requests", o.Requests)
 	return r
 }
 
@@ -81,6 +100,9 @@ func Layout(s *spec.Inference, gpus int) (workload.Inference, error) {
 	var p spec.Problems
 	if n := in.Ranks(); n > gpus {
 		p.Addf("replicas", "tp·pp·replicas = %d·%d·%d = %d GPUs, but the cluster has %d", s.TP, s.PP, s.Replicas, n, gpus)
+	}
+	for _, r := range s.Requests {
+		in.Requests = append(in.Requests, workload.Request{Count: r.Count, Prompt: r.PromptTokens, Output: r.OutputTokens})
 	}
 	for _, fp := range in.Check() {
 		p.Addf(fp.Field, "%s", fp.Message)
@@ -131,16 +153,38 @@ func Simulate(env scenario.Env, s *spec.Inference, modify func(m *exec.Machine) 
 	}
 	sum := SummaryRow{E2ES: res.End.Seconds(), MemoryPeakBytes: peak, HBMBytes: hbm, Fits: peak <= hbm,
 		LongestPromptTokens: longest, GPUs: plan.Ranks, NetCollectives: res.Collectives, ReusedCollectives: res.Reused}
-	for _, rep := range plan.Replicas {
-		if t, ok := res.MarkEnd(rep[len(rep)-1], "prefill_end"); ok {
-			sum.TTFTS = max(sum.TTFTS, t.Seconds())
+	// Per request group: its first token leaves the last stage of each
+	// replica at its prefill's end, its last at decode step output−1.
+	groups := in.Groups()
+	var requests, outputs, tpotN float64
+	for gi, g := range groups {
+		row := RequestRow{Group: gi, Count: g.Count, PromptTokens: g.Prompt, OutputTokens: g.Output}
+		for _, rep := range plan.Replicas {
+			last := rep[len(rep)-1]
+			first, _ := res.MarkEnd(last, fmt.Sprintf("step.%d", gi))
+			end := first
+			if g.Output > 1 {
+				end, _ = res.MarkEnd(last, fmt.Sprintf("step.%d", len(groups)-1+g.Output-1))
+			}
+			row.TTFTS = max(row.TTFTS, first.Seconds())
+			row.E2ES = max(row.E2ES, end.Seconds())
 		}
+		if g.Output > 1 {
+			row.TPOTS = (row.E2ES - row.TTFTS) / float64(g.Output-1)
+			sum.TPOTS += float64(g.Count) * row.TPOTS
+			tpotN += float64(g.Count)
+		}
+		sum.TTFTS += float64(g.Count) * row.TTFTS
+		requests += float64(g.Count)
+		outputs += float64(g.Count * g.Output)
+		o.Requests = append(o.Requests, row)
 	}
-	if s.OutputTokens > 1 {
-		sum.TPOTS = (sum.E2ES - sum.TTFTS) / float64(s.OutputTokens-1)
+	sum.TTFTS /= requests
+	if tpotN > 0 {
+		sum.TPOTS /= tpotN
 	}
 	if sum.E2ES > 0 {
-		sum.TokensPerS = float64(s.Replicas*s.Batch*s.OutputTokens) / sum.E2ES
+		sum.TokensPerS = float64(s.Replicas) * outputs / sum.E2ES
 	}
 	for _, st := range stats {
 		if st.Simulated {
