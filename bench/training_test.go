@@ -37,6 +37,7 @@ func BenchmarkTrainingGPT3(b *testing.B) {
 	}{
 		{"gpus=1024", 128, ""},
 		{"gpus=1024/degraded_link", 128, `,"faults":{"links":[{"src":"n37.nic3","dst":"rail3.leaf1","health":0.5}]}`},
+		{"gpus=1024/degraded_link/full_simulation", 128, `,"faults":{"links":[{"src":"n37.nic3","dst":"rail3.leaf1","health":0.5}]},"full_simulation":true`},
 		{"gpus=8192", 1024, ""},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
