@@ -13,7 +13,11 @@
 // are the real ones over every member rank, but their tasks are not
 // re-executed. A replica touched by a straggler, a degraded link on one of
 // its routes, or a failed device is simulated on its own, as are all when
-// Options.Full is set; a test checks that both ways give the same times.
+// Options.Full is set. A mirrored transfer ends when every replica's copy
+// has arrived, which couples the replicas at each transfer where on their
+// own they would drift apart until the data-parallel reduction: the two
+// ways agree exactly on small clusters (a test checks it) and within 0.03%
+// for GPT-3 175B on 1,024 GPUs, healthy or with a degraded link.
 //
 // Collectives on a communicator whose links no other communicator uses while
 // it can be active (a tensor-parallel group inside an NVSwitch node, whose
