@@ -315,10 +315,20 @@ func (e *engine) pickSimulated() {
 	// simulated members are launched alongside the group they mirror.
 	e.driven = make([]int, len(pl.Groups))
 	e.mirror = make([][]int, len(pl.Groups))
+	// A group is known by its role (the slot its first unit uses it in) and
+	// its units: two groups over the same units (a pipeline link and the
+	// embedding group) are different groups.
 	byUnits := map[string]int{}
-	key := func(units []int, mapTo func(int) int) string {
+	key := func(g int, mapTo func(int) int) string {
 		var b strings.Builder
-		for _, u := range units {
+		first := pl.Groups[g].Units[0]
+		for slot, h := range pl.Units[first].Groups {
+			if h == g {
+				fmt.Fprintf(&b, "%d:", slot)
+				break
+			}
+		}
+		for _, u := range pl.Groups[g].Units {
 			fmt.Fprintf(&b, "%d,", mapTo(u))
 		}
 		return b.String()
@@ -331,14 +341,14 @@ func (e *engine) pickSimulated() {
 			}
 		}
 		if e.driven[g] == len(grp.Units) {
-			byUnits[key(grp.Units, id)] = g
+			byUnits[key(g, id)] = g
 		}
 	}
-	for g, grp := range pl.Groups {
+	for g := range pl.Groups {
 		if e.driven[g] > 0 {
 			continue
 		}
-		d, ok := byUnits[key(grp.Units, func(u int) int { return e.res.Units[u].Mirror })]
+		d, ok := byUnits[key(g, func(u int) int { return e.res.Units[u].Mirror })]
 		if ok {
 			e.mirror[d] = append(e.mirror[d], g)
 		}

@@ -67,6 +67,9 @@ const (
 	SlotFwdIn
 	SlotBwdOut
 	SlotBwdIn
+	// SlotEmbedding joins the first and last pipeline stages, which both
+	// hold the tied word embedding, to all-reduce its gradient.
+	SlotEmbedding
 	NumSlots
 )
 

@@ -143,8 +143,23 @@ func (t Training) layout(pl *Plan) {
 			pl.link(unit(dp, s), unit(dp, next), SlotFwdOut, SlotFwdIn)
 			pl.link(unit(dp, next), unit(dp, s), SlotBwdOut, SlotBwdIn)
 		}
+		if t.tiedAcrossStages() {
+			first, last := unit(dp, 0), unit(dp, P-1)
+			grp := Group{Units: []int{first, last}}
+			for k := 0; k < T; k++ {
+				grp.Comms = append(grp.Comms, []int{pl.Units[first].Ranks[k], pl.Units[last].Ranks[k]})
+			}
+			pl.Groups = append(pl.Groups, grp)
+			pl.Units[first].Groups[SlotEmbedding] = len(pl.Groups) - 1
+			pl.Units[last].Groups[SlotEmbedding] = len(pl.Groups) - 1
+		}
 	}
 }
+
+// tiedAcrossStages: the input embedding (first stage) and the LM head (last
+// stage) share the word embedding, whose gradients Megatron all-reduces
+// between the two stages after the data-parallel reduction.
+func (t Training) tiedAcrossStages() bool { return t.Model.TiedEmbeddings && t.Par.PP > 1 }
 
 // link adds a point-to-point group from unit a (sending on slot out) to unit
 // b (receiving on slot in): one transfer per TP index.
@@ -292,6 +307,12 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int) (
 	}
 	if D > 1 && !par.OverlapGradReduce {
 		b.collective(fmt.Sprintf("grad_%s", reduce), StreamDP, SlotDP, reduce, float64(params)*gradBytes, -1, lastCompute)
+	}
+	if t.tiedAcrossStages() && (s == 0 || s == P-1) {
+		// Megatron's embedding-group all-reduce of the word embedding's
+		// gradient (this rank's vocabulary shard), after the DP reduction.
+		words := float64((int64(t.Model.Vocab)+int64(T)-1)/int64(T)) * float64(t.Model.Hidden)
+		b.collective("embedding_grad_all_reduce", StreamDP, SlotEmbedding, model.AllReduce, words*gradBytes, -1, lastCompute)
 	}
 	// The optimizer waits for every gradient reduction (the DP stream is
 	// serial, so its last task) and the backward.

@@ -60,8 +60,11 @@ func TestMirroringMatchesFullSimulation(t *testing.T) {
 	// Two TP groups share each node's NVSwitch with their DP all-reduce:
 	// reduced after the backward the TP collectives are still reusable,
 	// bucketed during the backward they are not.
-	for _, overlap := range []string{"true", "false"} {
-		par := `"tp":4,"pp":2,"dp":2,"global_batch":8,"overlap_grad_reduce":` + overlap
+	// The interleaved schedule over two stages links them both ways, and the
+	// tied embedding joins them a third time.
+	for _, variant := range []string{`"overlap_grad_reduce":true`, `"overlap_grad_reduce":false`, `"virtual_stages":2`} {
+		par := `"tp":4,"pp":2,"dp":2,"global_batch":8,` + variant
+		overlap := variant
 		for _, faults := range []string{
 			``,
 			`,"faults":{"stragglers":[{"device":"n1.gpu5","slowdown":1.3}]}`,
