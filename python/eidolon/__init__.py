@@ -10,6 +10,8 @@ A Go simulation core, driven from Python; results are Arrow tables.
 
 from . import datasets, presets
 from .api import Result, kinds, load_spec, run, validate
+from .perfetto import write_perfetto
+from .search import search_parallel
 from .sweep import sweep
 from .errors import EidolonError, InternalError, SimulationError, SpecError
 
@@ -26,6 +28,8 @@ __all__ = [
     "datasets",
     "presets",
     "run",
+    "search_parallel",
     "sweep",
     "validate",
+    "write_perfetto",
 ]

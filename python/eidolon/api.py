@@ -98,6 +98,13 @@ class Result:
         (out / "spec.json").write_text(json.dumps(self.spec, indent=2))
         return written
 
+    def to_perfetto(self, path: str | os.PathLike[str]) -> Path:
+        """Write the ``timeline`` table (training, inference) as a Chrome /
+        Perfetto trace at ``path``; open it at https://ui.perfetto.dev."""
+        from .perfetto import write_perfetto
+
+        return write_perfetto(self, path)
+
     def __repr__(self) -> str:
         parts = ", ".join(f"{n}: {t.num_rows} rows" for n, t in self.tables.items())
         return f"<eidolon.Result kind={self.spec.get('kind')!r} {parts}>"

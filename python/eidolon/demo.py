@@ -116,8 +116,7 @@ def demo_training(out: Path) -> None:
                                  "memory_peak_bytes", "fits"]])
     m = r.to_pandas("memory").query("stage == 0")
     show("training: memory per GPU of the first stage", m[["category", "bytes"]])
-    from .perfetto import write_perfetto
-    print("Perfetto trace:", write_perfetto(r, out / "training_step_trace.json"))
+    print("Perfetto trace:", r.to_perfetto(out / "training_step_trace.json"))
 
 
 def demo_inference(out: Path) -> None:
@@ -145,18 +144,17 @@ def demo_fault_sweep(out: Path) -> None:
                           "slowdown_p99", "slowdown_max"]])
 
 
-# Each demo is (scenario kind it needs, function). A demo runs when its kind
-# is in this build; the presets demo needs none.
-DEMOS: list[tuple[str | None, Callable[[Path], None]]] = [
-    (None, demo_presets),
-    ("operators", demo_operators),
-    ("collective", demo_collective),
-    ("seedflood", demo_seedflood),
-    ("eidola", demo_eidola),
-    ("ssm_tp", demo_ssm_tp),
-    ("training", demo_training),
-    ("inference", demo_inference),
-    ("fault_sweep", demo_fault_sweep),
+# The demos, in the order they print.
+DEMOS: list[Callable[[Path], None]] = [
+    demo_presets,
+    demo_operators,
+    demo_collective,
+    demo_seedflood,
+    demo_eidola,
+    demo_ssm_tp,
+    demo_training,
+    demo_inference,
+    demo_fault_sweep,
 ]
 
 
@@ -166,10 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    known = {k["name"] for k in eidolon.kinds()}
-    for kind, fn in DEMOS:
-        if kind is not None and kind not in known:
-            continue
+    for fn in DEMOS:
         start = time.perf_counter()
         fn(out)
         print(f"({fn.__name__}: {time.perf_counter() - start:.2f} s)")

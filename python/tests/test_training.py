@@ -5,8 +5,7 @@ import json
 import pytest
 
 import eidolon
-from eidolon.perfetto import trace_events, write_perfetto
-from eidolon.search import search_parallel
+from eidolon.perfetto import trace_events
 
 SMALL = {"preset": "gpt-22b", "layers": 4}
 CLUSTER = {"preset": "dgx-a100", "nodes": 1}
@@ -59,7 +58,8 @@ def test_inference_by_tp():
 
 def test_perfetto_trace(tmp_path):
     r = training(tp=4, pp=2, global_batch=4)
-    path = write_perfetto(r, tmp_path / "step.json")
+    path = r.to_perfetto(tmp_path / "step.json")
+    assert eidolon.write_perfetto(r, tmp_path / "again.json").read_text() == path.read_text()
     doc = json.loads(path.read_text())
     events = doc["traceEvents"]
     spans = [e for e in events if e["ph"] == "X"]
@@ -71,9 +71,15 @@ def test_perfetto_trace(tmp_path):
 
 
 def test_search_parallel_ranks():
-    t = search_parallel(SMALL, "dgx-a100", 8, seq_len=512, tp=[2, 4, 8], micro_batch=[1, 2], progress=False).to_pandas()
+    t = eidolon.search_parallel(SMALL, "dgx-a100", 8, seq_len=512, tp=[2, 4, 8], micro_batch=[1, 2], progress=False).to_pandas()
     sim = t[t.status == "simulated"]
     assert len(sim) > 3
     assert list(sim["rank"]) == list(range(1, len(sim) + 1))
     assert sim["step_time_s"].is_monotonic_increasing
     assert (t[t.status != "simulated"]["reason"].str.len() > 0).all()
+
+
+def test_perfetto_needs_a_timeline(tmp_path):
+    r = eidolon.run({"kind": "selftest", "iterations": 2}, progress=False)
+    with pytest.raises(ValueError, match="timeline"):
+        r.to_perfetto(tmp_path / "x.json")
