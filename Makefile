@@ -14,6 +14,7 @@ export GOFLAGS := -buildvcs=false
 # Go sources that end up in the extension: a change triggers a rebuild.
 GO_SRC := $(shell find core bindings -name '*.go' -not -name '*_test.go' 2>/dev/null) go.mod go.sum
 FUZZTIME ?= 10s
+# Minimizing each new input (60 s by default) would eat the whole fuzz budget.
 
 .PHONY: demo test dev tools venv go-test py-test nb-test nb bench fuzz clean
 
@@ -46,7 +47,7 @@ go-test: tools
 	go vet ./...
 	go test ./...
 	go test -race ./bindings/...
-	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./core/spec
+	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./core/spec
 
 py-test: dev
 	cd python && ../$(PY) -m pytest -q -c ../pyproject.toml --rootdir .. tests eidolon
@@ -62,7 +63,7 @@ bench: dev
 	$(PY) bench/report.py
 
 fuzz: tools
-	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 2m ./core/spec
+	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 2m -fuzzminimizetime 1s ./core/spec
 
 clean:
 	rm -rf _gopy_build build out python/eidolon/_native/*.so python/eidolon/_native/bindings.py python/eidolon/_native/go.py $(VENV)/.eidolon
