@@ -309,17 +309,42 @@ func (in Inference) PeakMemory(prompt int) (float64, error) {
 
 // LongestPrompt is the longest prompt (tokens per sequence, with Output
 // tokens generated) whose peak memory fits in capacity bytes per GPU, 0 if
-// none does. Memory grows with the prompt, so a bisection finds it.
+// none does.
 func (in Inference) LongestPrompt(capacity float64) (int, error) {
-	fits := func(p int) (bool, error) {
+	return Largest(1<<26, func(p int) (bool, error) {
 		m, err := in.PeakMemory(p)
 		return m <= capacity, err
-	}
+	})
+}
+
+// LargestBatch is the largest batch (requests of Prompt tokens) whose peak
+// memory fits in capacity bytes per GPU, 0 if none does.
+func (in Inference) LargestBatch(capacity float64) (int, error) {
+	return Largest(1<<20, func(b int) (bool, error) {
+		x := in
+		x.Batch = b
+		m, err := x.PeakMemory(x.Prompt)
+		return m <= capacity, err
+	})
+}
+
+// Largest is the largest n in [1, limit] with fits(n), 0 if fits(1) is
+// false. fits must be monotone (true up to some n, false after), as memory
+// growing with a prompt or a batch is: doubling brackets it, bisection finds it.
+func Largest(limit int, fits func(int) (bool, error)) (int, error) {
 	if ok, err := fits(1); err != nil || !ok {
 		return 0, err
 	}
 	lo, hi := 1, 2
 	for {
+		if hi >= limit {
+			ok, err := fits(limit)
+			if err != nil || ok {
+				return limit, err
+			}
+			hi = limit
+			break
+		}
 		ok, err := fits(hi)
 		if err != nil {
 			return 0, err
@@ -328,9 +353,6 @@ func (in Inference) LongestPrompt(capacity float64) (int, error) {
 			break
 		}
 		lo = hi
-		if hi >= 1<<26 {
-			return hi, nil
-		}
 		hi *= 2
 	}
 	for hi-lo > 1 {

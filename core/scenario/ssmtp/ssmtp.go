@@ -377,48 +377,8 @@ func memoryRow(in workload.Inference, hbm float64) (MemoryRow, error) {
 	if row.LongestPromptTokens, err = in.LongestPrompt(hbm); err != nil {
 		return MemoryRow{}, err
 	}
-	row.LargestBatch, err = largest(func(b int) (bool, error) {
-		x := in
-		x.Batch = b
-		m, err := x.PeakMemory(x.Prompt)
-		return m <= hbm, err
-	})
+	row.LargestBatch, err = in.LargestBatch(hbm)
 	return row, err
-}
-
-// largest is the largest n ≥ 1 (up to 2^20) with fits(n), 0 if fits(1) is
-// false; fits must be monotone (true up to some n, false after).
-func largest(fits func(int) (bool, error)) (int, error) {
-	if ok, err := fits(1); err != nil || !ok {
-		return 0, err
-	}
-	lo, hi := 1, 2
-	for ; hi <= 1<<20; hi *= 2 {
-		ok, err := fits(hi)
-		if err != nil {
-			return 0, err
-		}
-		if !ok {
-			break
-		}
-		lo = hi
-	}
-	if hi > 1<<20 {
-		return lo, nil
-	}
-	for hi-lo > 1 {
-		mid := (lo + hi) / 2
-		ok, err := fits(mid)
-		if err != nil {
-			return 0, err
-		}
-		if ok {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	return lo, nil
 }
 
 // commRow counts a configuration's all-reduces from the model's decode
