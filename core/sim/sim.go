@@ -104,10 +104,17 @@ func (e entry) before(o entry) bool {
 
 // Kernel is the event loop. The zero value is not usable; call New.
 type Kernel struct {
-	now     Time
-	events  uint64
-	seq     uint64
-	queue   []entry // 4-ary min-heap by (t, seq)
+	now    Time
+	events uint64
+	seq    uint64
+	queue  []entry // 4-ary min-heap by (t, seq)
+	// runs are sorted FIFO runs beside the heap. Models schedule most events
+	// a fixed delay after now (a transfer's time plus its path latency), so
+	// successive events of one kind come in time order: such an event is
+	// appended to a run in O(1) instead of sifting through the heap, and the
+	// earliest event is the least of the heap top and the run heads. Order
+	// is still exactly (time, sequence).
+	runs    [numRuns]run
 	slab    []event // event bodies, by slot
 	free    []uint32
 	settle  []func()
@@ -122,6 +129,17 @@ type Kernel struct {
 	Progress func(now Time, events uint64)
 }
 
+// numRuns is small: a pop compares every run head.
+const numRuns = 4
+
+// run is a FIFO of entries in (time, seq) order.
+type run struct {
+	items []entry
+	head  int
+}
+
+func (r *run) len() int { return len(r.items) - r.head }
+
 // New returns a kernel at time 0 with an empty queue.
 func New() *Kernel {
 	return &Kernel{CheckEvery: 4096}
@@ -134,7 +152,13 @@ func (k *Kernel) Now() Time { return k.now }
 func (k *Kernel) Events() uint64 { return k.events }
 
 // Pending is the number of events scheduled and not yet run.
-func (k *Kernel) Pending() int { return len(k.queue) }
+func (k *Kernel) Pending() int {
+	n := len(k.queue)
+	for i := range k.runs {
+		n += k.runs[i].len()
+	}
+	return n
+}
 
 // At schedules f at absolute time t. Scheduling in the past is a bug in the
 // caller and panics.
@@ -162,11 +186,40 @@ func (k *Kernel) push(t Time, e event) {
 		}
 		k.slab = append(k.slab, e)
 	}
-	k.queue = append(k.queue, entry{t: t, key: k.seq<<slotBits | uint64(slot)})
+	x := entry{t: t, key: k.seq<<slotBits | uint64(slot)}
 	k.seq++
+	// Its sequence number is the largest yet, so x goes after a run's tail
+	// whenever its time is not earlier. Take the run with the latest such
+	// tail (an empty run if none), which keeps runs apart by delay.
+	best, bestT, empty := -1, Time(-1), -1
+	for i := range k.runs {
+		r := &k.runs[i]
+		if r.len() == 0 {
+			if empty < 0 {
+				empty = i
+			}
+			continue
+		}
+		if tail := r.items[len(r.items)-1].t; tail <= t && tail > bestT {
+			best, bestT = i, tail
+		}
+	}
+	if best < 0 {
+		best = empty
+	}
+	if best >= 0 {
+		r := &k.runs[best]
+		if r.head > 0 && r.head >= len(r.items)/2 {
+			// Reclaim the consumed prefix (amortized O(1) per entry).
+			n := copy(r.items, r.items[r.head:])
+			r.items, r.head = r.items[:n], 0
+		}
+		r.items = append(r.items, x)
+		return
+	}
+	k.queue = append(k.queue, x)
 	q := k.queue
 	i := len(q) - 1
-	x := q[i]
 	for i > 0 {
 		p := (i - 1) / 4
 		if !x.before(q[p]) {
@@ -178,10 +231,45 @@ func (k *Kernel) push(t Time, e event) {
 	q[i] = x
 }
 
-// pop removes the earliest entry and returns its event body.
-func (k *Kernel) pop() event {
+// next returns the earliest pending entry and where it is: a run index, or
+// -1 for the heap; ok is false when nothing is pending.
+func (k *Kernel) next() (e entry, from int, ok bool) {
+	from = -2
+	if len(k.queue) > 0 {
+		e, from = k.queue[0], -1
+	}
+	for i := range k.runs {
+		r := &k.runs[i]
+		if r.head < len(r.items) {
+			if h := r.items[r.head]; from == -2 || h.before(e) {
+				e, from = h, i
+			}
+		}
+	}
+	return e, from, from != -2
+}
+
+// pop removes the earliest entry (from next) and returns its event body.
+func (k *Kernel) pop(top entry, from int) event {
+	if from >= 0 {
+		r := &k.runs[from]
+		r.head++
+		if r.head == len(r.items) {
+			r.items, r.head = r.items[:0], 0
+		}
+	} else {
+		k.popHeap()
+	}
+	slot := uint32(top.key & (1<<slotBits - 1))
+	e := k.slab[slot]
+	k.slab[slot] = event{}
+	k.free = append(k.free, slot)
+	return e
+}
+
+// popHeap removes the heap's top entry.
+func (k *Kernel) popHeap() {
 	q := k.queue
-	top := q[0]
 	n := len(q) - 1
 	x := q[n]
 	q = q[:n]
@@ -207,11 +295,6 @@ func (k *Kernel) pop() event {
 		q[i] = x
 	}
 	k.queue = q
-	slot := uint32(top.key & (1<<slotBits - 1))
-	e := k.slab[slot]
-	k.slab[slot] = event{}
-	k.free = append(k.free, slot)
-	return e
 }
 
 // Settle runs f once the current instant has no events left, before time
@@ -249,8 +332,9 @@ func (k *Kernel) RunUntil(ctx context.Context, end Time) error {
 		if k.failure != nil {
 			return k.failure
 		}
-		if len(k.queue) > 0 && k.queue[0].t == k.now {
-			e := k.pop()
+		top, from, ok := k.next()
+		if ok && top.t == k.now {
+			e := k.pop(top, from)
 			k.events++
 			e.run()
 			if sinceCheck++; sinceCheck >= every {
@@ -272,10 +356,10 @@ func (k *Kernel) RunUntil(ctx context.Context, end Time) error {
 			k.runSettle()
 			continue
 		}
-		if len(k.queue) == 0 {
+		if !ok {
 			return k.stalled()
 		}
-		t := k.queue[0].t
+		t := top.t
 		if t > end {
 			k.now = end
 			return nil

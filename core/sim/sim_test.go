@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -110,4 +111,49 @@ func TestRunUntil(t *testing.T) {
 	require.Equal(t, 1, k.Pending())
 	require.NoError(t, k.Run(context.Background()))
 	require.Equal(t, 2, ran)
+}
+
+// TestOrderMatchesReferenceOnRandomSchedules: events scheduled from inside
+// events at a few fixed delays (what models do, served by the runs) mixed
+// with random ones (served by the heap) run in exactly (time, sequence)
+// order: every event runs, and the executed (time, creation index) sequence
+// is sorted — an event created later has a larger index and a time >= now,
+// so any earlier-ordered event still pending would break the order.
+func TestOrderMatchesReferenceOnRandomSchedules(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		r := rand.New(rand.NewPCG(seed, 7))
+		k := New()
+		type ran struct {
+			t  Time
+			id int
+		}
+		var got []ran
+		created := 0
+		delays := []Time{3, 7, 7, 20, 1000}
+		var schedule func(at Time)
+		schedule = func(at Time) {
+			id := created
+			created++
+			k.At(at, func() {
+				got = append(got, ran{k.Now(), id})
+				for j := r.IntN(3); j > 0 && created < 5000; j-- {
+					d := delays[r.IntN(len(delays))]
+					if r.IntN(4) == 0 {
+						d = Time(r.IntN(50))
+					}
+					schedule(k.Now() + d)
+				}
+			})
+		}
+		for i := 0; i < 20; i++ {
+			schedule(Time(r.IntN(30)))
+		}
+		require.NoError(t, k.Run(context.Background()))
+		require.Len(t, got, created)
+		require.Zero(t, k.Pending())
+		for i := 1; i < len(got); i++ {
+			a, b := got[i-1], got[i]
+			require.True(t, a.t < b.t || (a.t == b.t && a.id < b.id), "seed %d: %v ran before %v", seed, a, b)
+		}
+	}
 }
