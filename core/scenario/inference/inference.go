@@ -112,47 +112,32 @@ func Layout(s *spec.Inference, gpus int) (workload.Inference, error) {
 
 // Simulate runs a validated spec; modify as in training.Simulate.
 func Simulate(env scenario.Env, s *spec.Inference, modify func(m *exec.Machine) error) (*Outcome, error) {
-	m, err := exec.NewMachine(s.Cluster, s.GPU, s.Faults, s.Seed)
-	if err != nil {
-		return nil, err
-	}
-	if modify != nil {
-		if err := modify(m); err != nil {
-			return nil, err
+	var in workload.Inference
+	var plan *workload.InferencePlan
+	job := training.Job{Cluster: s.Cluster, GPU: s.GPU, Faults: s.Faults, Seed: s.Seed,
+		FullSimulation: s.FullSimulation, TimelineRanks: s.TimelineRanks}
+	run, err := job.Run(env, modify, func(gpus int) (*workload.Plan, []workload.Memory, error) {
+		var err error
+		if in, err = Layout(s, gpus); err != nil {
+			return nil, nil, err
 		}
-	}
-	in, err := Layout(s, m.Fabric.Topology().NumRanks())
+		if plan, err = workload.BuildInference(in); err != nil {
+			return nil, nil, err
+		}
+		return plan.Plan, plan.Memory, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	plan, err := workload.BuildInference(in)
+	res := run.Exec
+	o := &Outcome{Plan: plan, Exec: res, Machine: run.Machine, Ranks: run.Ranks, Timeline: run.Timeline, Memory: run.Memory}
+	longest, err := in.LongestPrompt(run.HBMBytes)
 	if err != nil {
 		return nil, err
 	}
-	if err := env.Canceled(); err != nil {
-		return nil, err
-	}
-	opt := m.Options(s.FullSimulation)
-	opt.Progress = env.Progress
-	res, err := exec.Run(training.Ctx(env), plan.Plan, opt)
-	if err != nil {
-		return nil, err
-	}
-	env.Report(1)
-	hbm := float64(m.GPU.HBMBytes)
-	o := &Outcome{Plan: plan, Exec: res, Machine: m, Memory: training.MemoryRows(plan.Memory, hbm)}
-	peak := 0.0
-	for _, mem := range plan.Memory {
-		peak = max(peak, mem.Total())
-	}
-	stats := res.Ranks()
-	o.Ranks = training.RankRows(plan.Plan, stats, m, func(stage int) float64 { return plan.Memory[stage].Total() }, hbm)
-	longest, err := in.LongestPrompt(hbm)
-	if err != nil {
-		return nil, err
-	}
-	sum := SummaryRow{E2ES: res.End.Seconds(), MemoryPeakBytes: peak, HBMBytes: hbm, Fits: peak <= hbm,
-		LongestPromptTokens: longest, GPUs: plan.Ranks, NetCollectives: res.Collectives, ReusedCollectives: res.Reused}
+	sum := SummaryRow{E2ES: res.End.Seconds(), MemoryPeakBytes: run.PeakBytes, HBMBytes: run.HBMBytes,
+		Fits: run.PeakBytes <= run.HBMBytes, LongestPromptTokens: longest, GPUs: plan.Ranks,
+		SimulatedRanks: run.SimulatedRanks, NetCollectives: res.Collectives, ReusedCollectives: res.Reused}
 	// Per request group: its first token leaves the last stage of each
 	// replica at its prefill's end, its last at decode step output−1.
 	groups := in.Groups()
@@ -186,12 +171,6 @@ func Simulate(env scenario.Env, s *spec.Inference, modify func(m *exec.Machine) 
 	if sum.E2ES > 0 {
 		sum.TokensPerS = float64(s.Replicas) * outputs / sum.E2ES
 	}
-	for _, st := range stats {
-		if st.Simulated {
-			sum.SimulatedRanks++
-		}
-	}
 	o.Summary = sum
-	o.Timeline = training.TimelineRows(res, training.TimelineRanks(s.TimelineRanks, plan.Plan, m))
 	return o, nil
 }

@@ -169,49 +169,32 @@ func Layout(s *spec.Training, gpus int) (workload.Training, error) {
 // (link health, failed devices, stragglers on m.Fabric) after the spec's
 // faults and before the step: fault sweeps use it to vary one cluster.
 func Simulate(env scenario.Env, s *spec.Training, modify func(m *exec.Machine) error) (*Outcome, error) {
-	m, err := exec.NewMachine(s.Cluster, s.GPU, s.Faults, s.Seed)
-	if err != nil {
-		return nil, err
-	}
-	if modify != nil {
-		if err := modify(m); err != nil {
-			return nil, err
+	var t workload.Training
+	var plan *workload.TrainingPlan
+	job := Job{Cluster: s.Cluster, GPU: s.GPU, Faults: s.Faults, Seed: s.Seed,
+		FullSimulation: s.FullSimulation, TimelineRanks: s.TimelineRanks}
+	run, err := job.Run(env, modify, func(gpus int) (*workload.Plan, []workload.Memory, error) {
+		var err error
+		if t, err = Layout(s, gpus); err != nil {
+			return nil, nil, err
 		}
-	}
-	t, err := Layout(s, m.Fabric.Topology().NumRanks())
+		if plan, err = workload.BuildTraining(t); err != nil {
+			return nil, nil, err
+		}
+		return plan.Plan, plan.Memory, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	plan, err := workload.BuildTraining(t)
-	if err != nil {
-		return nil, err
-	}
-	if err := env.Canceled(); err != nil {
-		return nil, err
-	}
-	opt := m.Options(s.FullSimulation)
-	opt.Progress = env.Progress
-	res, err := exec.Run(Ctx(env), plan.Plan, opt)
-	if err != nil {
-		return nil, err
-	}
-	env.Report(1)
-	o := &Outcome{Plan: plan, Exec: res, Machine: m}
-	hbm := float64(m.GPU.HBMBytes)
-	o.Memory = MemoryRows(plan.Memory, hbm)
-	peak := 0.0
-	for _, mem := range plan.Memory {
-		peak = max(peak, mem.Total())
-	}
-	stats := res.Ranks()
-	o.Ranks = RankRows(plan.Plan, stats, m, func(stage int) float64 { return plan.Memory[stage].Total() }, hbm)
+	o := &Outcome{Plan: plan, Exec: run.Exec, Machine: run.Machine, Ranks: run.Ranks, Timeline: run.Timeline, Memory: run.Memory}
+	stats := run.Exec.Ranks()
 	crit := critical(stats)
-	step := res.End.Seconds()
+	step := run.Exec.End.Seconds()
 	gpus := plan.Ranks
-	peakFlops := m.GPU.Peak(t.DType) * float64(gpus)
-	sum := SummaryRow{StepTimeS: step, MemoryPeakBytes: peak, HBMBytes: hbm, Fits: peak <= hbm,
-		ModelFLOPs: plan.ModelFLOPs, GPUs: gpus, MicroBatches: t.MicroBatches(),
-		NetCollectives: res.Collectives, ReusedCollectives: res.Reused}
+	peakFlops := run.Machine.GPU.Peak(t.DType) * float64(gpus)
+	sum := SummaryRow{StepTimeS: step, MemoryPeakBytes: run.PeakBytes, HBMBytes: run.HBMBytes, Fits: run.PeakBytes <= run.HBMBytes,
+		ModelFLOPs: plan.ModelFLOPs, GPUs: gpus, MicroBatches: t.MicroBatches(), SimulatedRanks: run.SimulatedRanks,
+		NetCollectives: run.Exec.Collectives, ReusedCollectives: run.Exec.Reused}
 	if step > 0 {
 		sum.TokensPerS = plan.Tokens / step
 		sum.MFU = plan.ModelFLOPs / step / peakFlops
@@ -222,14 +205,74 @@ func Simulate(env scenario.Env, s *spec.Training, modify func(m *exec.Machine) e
 		sum.ComputeS, sum.ExposedCommS = c.Compute.Seconds(), c.ExposedComm.Seconds()
 		sum.BubbleS = max(0, step-sum.ComputeS-sum.ExposedCommS)
 	}
-	for _, st := range stats {
-		if st.Simulated {
-			sum.SimulatedRanks++
+	o.Summary = sum
+	return o, nil
+}
+
+// Job is what the training and inference kinds share: a plan run on a
+// simulated cluster, reported per rank, per stage's memory and as a timeline.
+type Job struct {
+	Cluster        spec.Cluster
+	GPU            string
+	Faults         spec.Faults
+	Seed           uint64
+	FullSimulation bool
+	TimelineRanks  []int
+}
+
+// JobRun is a finished Job with its shared tables.
+type JobRun struct {
+	Machine  *exec.Machine
+	Exec     *exec.Result
+	Ranks    []RankRow
+	Timeline []TimelineRow
+	Memory   []MemoryRow
+	// PeakBytes is the largest stage's memory per GPU, HBMBytes one GPU's.
+	PeakBytes, HBMBytes float64
+	SimulatedRanks      int
+}
+
+// Run builds the machine, lets modify change it (a fault sweep's faults),
+// builds the plan for the cluster's GPU count and runs it.
+func (j Job) Run(env scenario.Env, modify func(m *exec.Machine) error,
+	build func(gpus int) (*workload.Plan, []workload.Memory, error)) (*JobRun, error) {
+	m, err := exec.NewMachine(j.Cluster, j.GPU, j.Faults, j.Seed)
+	if err != nil {
+		return nil, err
+	}
+	if modify != nil {
+		if err := modify(m); err != nil {
+			return nil, err
 		}
 	}
-	o.Summary = sum
-	o.Timeline = TimelineRows(res, TimelineRanks(s.TimelineRanks, plan.Plan, m))
-	return o, nil
+	plan, mems, err := build(m.Fabric.Topology().NumRanks())
+	if err != nil {
+		return nil, err
+	}
+	if err := env.Canceled(); err != nil {
+		return nil, err
+	}
+	opt := m.Options(j.FullSimulation)
+	opt.Progress = env.Progress
+	res, err := exec.Run(Ctx(env), plan, opt)
+	if err != nil {
+		return nil, err
+	}
+	env.Report(1)
+	hbm := float64(m.GPU.HBMBytes)
+	r := &JobRun{Machine: m, Exec: res, Memory: MemoryRows(mems, hbm), HBMBytes: hbm}
+	for _, mem := range mems {
+		r.PeakBytes = max(r.PeakBytes, mem.Total())
+	}
+	stats := res.Ranks()
+	r.Ranks = RankRows(plan, stats, m, func(stage int) float64 { return mems[stage].Total() }, hbm)
+	for _, st := range stats {
+		if st.Simulated {
+			r.SimulatedRanks++
+		}
+	}
+	r.Timeline = TimelineRows(res, TimelineRanks(j.TimelineRanks, plan, m))
+	return r, nil
 }
 
 // Ctx is the run's context (background when the caller gave none).
