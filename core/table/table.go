@@ -3,7 +3,9 @@
 // Arrow records and writes them as one IPC stream per table.
 //
 // Supported field types: float64, float32, int, int64, int32, uint64, uint32,
-// bool, string, and pointers to these (null when nil).
+// bool, string, and pointers to these (null when nil). The fields of an
+// embedded struct become columns where it is embedded, so tables that share
+// columns share one struct.
 package table
 
 import (

@@ -43,6 +43,30 @@ func TestRecordColumnsAndValues(t *testing.T) {
 	require.True(t, rec.Column(5).IsNull(1))
 }
 
+// Columns shared by two tables live in one embedded struct; its fields
+// become columns where the struct is embedded.
+func TestEmbeddedStructColumns(t *testing.T) {
+	type shared struct {
+		Link int    `arrow:"link"`
+		Src  string `arrow:"src"`
+	}
+	type withShared struct {
+		First float64 `arrow:"first"`
+		shared
+		Last bool `arrow:"last"`
+	}
+	rec, err := Record([]withShared{{First: 1.5, shared: shared{Link: 7, Src: "n0.gpu1"}, Last: true}}, nil)
+	require.NoError(t, err)
+	defer rec.Release()
+	var names []string
+	for _, f := range rec.Schema().Fields() {
+		names = append(names, f.Name)
+	}
+	require.Equal(t, []string{"first", "link", "src", "last"}, names)
+	require.Equal(t, int64(7), rec.Column(1).(*array.Int64).Value(0))
+	require.Equal(t, "n0.gpu1", rec.Column(2).(*array.String).Value(0))
+}
+
 func TestRecordRejectsUnsupported(t *testing.T) {
 	type bad struct {
 		X []int `arrow:"x"`

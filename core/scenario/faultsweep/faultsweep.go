@@ -61,31 +61,9 @@ type SampleRow struct {
 	Reason string `arrow:"reason"`
 }
 
-// LinkRow is the criticality of one cable, from the samples in which it was
-// the only fault ("links" table). Link to HealthyBytes as in CableRow.
-type LinkRow struct {
-	Link               int     `arrow:"link"`
-	Src                string  `arrow:"src"`
-	Dst                string  `arrow:"dst"`
-	SrcKind            string  `arrow:"src_kind"`
-	DstKind            string  `arrow:"dst_kind"`
-	Tech               string  `arrow:"tech"`
-	Scope              string  `arrow:"scope"`
-	BandwidthBytesPerS float64 `arrow:"bandwidth_bytes_per_s"`
-	HealthyBytes       float64 `arrow:"healthy_bytes"`
-	// DegradedSlowdown when the cable alone runs at DegradedHealth; null
-	// when not simulated or the run failed.
-	DegradedHealth   float64  `arrow:"degraded_health"`
-	DegradedSlowdown *float64 `arrow:"degraded_slowdown"`
-	// FailedSlowdown when the cable alone fails; null when not simulated or
-	// when the run cannot complete (FailedReason says why).
-	FailedSlowdown *float64 `arrow:"failed_slowdown"`
-	FailedReason   string   `arrow:"failed_reason"`
-}
-
-// CableRow is one connection of the cluster ("cables" table): the topology
-// the criticality is drawn on.
-type CableRow struct {
+// Cable describes one connection of the cluster: the columns the "links"
+// and "cables" tables share.
+type Cable struct {
 	// Link is the topology id of the cable's first direction; Src and Dst
 	// its device names, SrcKind and DstKind gpu, nic or switch.
 	Link    int    `arrow:"link"`
@@ -102,6 +80,26 @@ type CableRow struct {
 	// inside a node) reuses the first one's simulated time without
 	// resending, so in-node cables show only part of their traffic.
 	HealthyBytes float64 `arrow:"healthy_bytes"`
+}
+
+// LinkRow is the criticality of one cable, from the samples in which it was
+// the only fault ("links" table).
+type LinkRow struct {
+	Cable
+	// DegradedSlowdown when the cable alone runs at DegradedHealth; null
+	// when not simulated or the run failed.
+	DegradedHealth   float64  `arrow:"degraded_health"`
+	DegradedSlowdown *float64 `arrow:"degraded_slowdown"`
+	// FailedSlowdown when the cable alone fails; null when not simulated or
+	// when the run cannot complete (FailedReason says why).
+	FailedSlowdown *float64 `arrow:"failed_slowdown"`
+	FailedReason   string   `arrow:"failed_reason"`
+}
+
+// CableRow is one connection of the cluster ("cables" table): the topology
+// the criticality is drawn on.
+type CableRow struct {
+	Cable
 	// Eligible: the sweep's faults may hit it (spec field links).
 	Eligible bool `arrow:"eligible"`
 }
@@ -415,9 +413,7 @@ func linkRows(t *topo.Topology, s *spec.FaultSweep, cables []cable, sets []fault
 		lr, ok := byCable[ci]
 		if !ok {
 			c := cableRow(t, cables[ci], bytes, true)
-			lr = &LinkRow{Link: c.Link, Src: c.Src, Dst: c.Dst, SrcKind: c.SrcKind, DstKind: c.DstKind, Tech: c.Tech,
-				Scope: c.Scope, BandwidthBytesPerS: c.BandwidthBytesPerS, HealthyBytes: c.HealthyBytes,
-				DegradedHealth: s.DegradedHealth}
+			lr = &LinkRow{Cable: c.Cable, DegradedHealth: s.DegradedHealth}
 			byCable[ci] = lr
 			order = append(order, ci)
 		}
@@ -438,9 +434,9 @@ func linkRows(t *topo.Topology, s *spec.FaultSweep, cables []cable, sets []fault
 // cableRow describes a cable.
 func cableRow(t *topo.Topology, c cable, bytes []float64, eligible bool) CableRow {
 	lk := t.Links[c.link]
-	return CableRow{Link: c.link, Src: t.Devices[c.a].Name, Dst: t.Devices[c.b].Name,
+	return CableRow{Cable: Cable{Link: c.link, Src: t.Devices[c.a].Name, Dst: t.Devices[c.b].Name,
 		SrcKind: t.Devices[c.a].Kind.String(), DstKind: t.Devices[c.b].Kind.String(), Tech: lk.Tech,
-		Scope: c.scope, BandwidthBytesPerS: lk.BandwidthBytesPerS, HealthyBytes: c.bytes(bytes), Eligible: eligible}
+		Scope: c.scope, BandwidthBytesPerS: lk.BandwidthBytesPerS, HealthyBytes: c.bytes(bytes)}, Eligible: eligible}
 }
 
 // cableRows lists every cable of the cluster.
