@@ -35,6 +35,14 @@ func (e Env) Report(fraction float64) {
 	}
 }
 
+// Context is the run's context (background when the caller gave none).
+func (e Env) Context() context.Context {
+	if e.Ctx == nil {
+		return context.Background()
+	}
+	return e.Ctx
+}
+
 // Canceled returns the context's error, if the run was stopped.
 func (e Env) Canceled() error {
 	if e.Ctx == nil {
@@ -69,4 +77,15 @@ type Kind struct {
 	NewSpec func() Spec
 	// Run simulates a validated spec.
 	Run func(env Env, s Spec) (Result, error)
+}
+
+// Define describes a kind whose spec type is S (a pointer to a struct in
+// package spec): run receives the decoded spec as that type.
+func Define[T any, S interface {
+	*T
+	Spec
+}](name, doc string, run func(env Env, s S) (Result, error)) Kind {
+	return Kind{Name: name, Doc: doc,
+		NewSpec: func() Spec { return S(new(T)) },
+		Run:     func(env Env, s Spec) (Result, error) { return run(env, s.(S)) }}
 }

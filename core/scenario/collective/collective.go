@@ -83,16 +83,12 @@ type TimelineRow struct {
 
 // Kind registers the scenario.
 func Kind() scenario.Kind {
-	return scenario.Kind{
-		Name:    "collective",
-		Doc:     "collective time, algbw and busbw by size and algorithm on a cluster, with congestion and faults",
-		NewSpec: func() scenario.Spec { return &spec.Collective{} },
-		Run:     run,
-	}
+	return scenario.Define("collective",
+		"collective time, algbw and busbw by size and algorithm on a cluster, with congestion and faults",
+		run)
 }
 
-func run(env scenario.Env, s scenario.Spec) (scenario.Result, error) {
-	cs := s.(*spec.Collective)
+func run(env scenario.Env, cs *spec.Collective) (scenario.Result, error) {
 	var out tables
 	total := len(cs.SizesBytes) * len(cs.Algorithms)
 	done := 0

@@ -97,14 +97,11 @@ type SetupRow struct {
 
 // Kind registers the scenario.
 func Kind() scenario.Kind {
-	return scenario.Kind{
-		Name:    "eidola",
-		Doc:     "one GPU in detail running a fused kernel, peers as ghost scripts; spin-wait vs SyncMon",
-		NewSpec: func() scenario.Spec { return &spec.Eidola{} },
-		Run: func(env scenario.Env, s scenario.Spec) (scenario.Result, error) {
-			return Run(env, s.(*spec.Eidola), computeCosts)
-		},
-	}
+	return scenario.Define("eidola",
+		"one GPU in detail running a fused kernel, peers as ghost scripts; spin-wait vs SyncMon",
+		func(env scenario.Env, s *spec.Eidola) (scenario.Result, error) {
+			return Run(env, s, computeCosts)
+		})
 }
 
 // Run simulates a validated spec; costs prices the CTAs' work on a GPU.

@@ -148,7 +148,7 @@ func (b *planBase) run(env scenario.Env, extra spec.Faults) (outcome, error) {
 	opt := m.Options(b.full)
 	opt.Cost = b.cost
 	opt.HealthyRoute = b.healthyRoute
-	res, err := exec.Run(training.Ctx(env), b.plan, opt)
+	res, err := exec.Run(env.Context(), b.plan, opt)
 	if err != nil {
 		return outcome{}, err
 	}
@@ -187,7 +187,7 @@ func (b *collectiveBase) topology() *topo.Topology { return b.t }
 func (b *collectiveBase) run(env scenario.Env, extra spec.Faults) (outcome, error) {
 	cs := *b.s
 	cs.Faults = mergeFaults(b.s.Faults, extra)
-	res, err := collective.Kind().Run(scenario.Env{Ctx: training.Ctx(env)}, &cs)
+	res, err := collective.Kind().Run(scenario.Env{Ctx: env.Context()}, &cs)
 	if err != nil {
 		return outcome{}, err
 	}

@@ -27,14 +27,9 @@ import (
 
 // Kind registers the scenario.
 func Kind() scenario.Kind {
-	return scenario.Kind{
-		Name:    "fault_sweep",
-		Doc:     "a training/inference/collective run under many sampled or enumerated fault sets: slowdown per sample, link criticality, percentiles",
-		NewSpec: func() scenario.Spec { return &spec.FaultSweep{} },
-		Run: func(env scenario.Env, s scenario.Spec) (scenario.Result, error) {
-			return Run(env, s.(*spec.FaultSweep))
-		},
-	}
+	return scenario.Define("fault_sweep",
+		"a training/inference/collective run under many sampled or enumerated fault sets: slowdown per sample, link criticality, percentiles",
+		Run)
 }
 
 // SampleRow is one fault set ("samples" table).

@@ -16,18 +16,15 @@ import (
 
 // Kind registers the scenario.
 func Kind() scenario.Kind {
-	return scenario.Kind{
-		Name:    "inference",
-		Doc:     "prefill + decode of a request batch on TP/PP replicas: TTFT, TPOT, end to end, memory, longest prompt that fits",
-		NewSpec: func() scenario.Spec { return &spec.Inference{} },
-		Run: func(env scenario.Env, s scenario.Spec) (scenario.Result, error) {
-			out, err := Simulate(env, s.(*spec.Inference), nil)
+	return scenario.Define("inference",
+		"prefill + decode of a request batch on TP/PP replicas: TTFT, TPOT, end to end, memory, longest prompt that fits",
+		func(env scenario.Env, s *spec.Inference) (scenario.Result, error) {
+			out, err := Simulate(env, s, nil)
 			if err != nil {
 				return scenario.Result{}, err
 			}
 			return out.Result(), nil
-		},
-	}
+		})
 }
 
 // SummaryRow is the one row of the inference "summary" table.

@@ -136,16 +136,12 @@ type SummaryRow struct {
 
 // Kind registers the scenario.
 func Kind() scenario.Kind {
-	return scenario.Kind{
-		Name:    "operators",
-		Doc:     "every operator of a model pass on one GPU: FLOPs, bytes per memory level, bound, time",
-		NewSpec: func() scenario.Spec { return &spec.Operators{} },
-		Run:     run,
-	}
+	return scenario.Define("operators",
+		"every operator of a model pass on one GPU: FLOPs, bytes per memory level, bound, time",
+		run)
 }
 
-func run(env scenario.Env, s scenario.Spec) (scenario.Result, error) {
-	sp := s.(*spec.Operators)
+func run(env scenario.Env, sp *spec.Operators) (scenario.Result, error) {
 	gpu, ok := hw.GPUByName(sp.GPU)
 	if !ok {
 		return scenario.Result{}, fmt.Errorf("operators: unknown gpu %q", sp.GPU)

@@ -21,19 +21,15 @@ import (
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
 	"github.com/eidolon-sim/eidolon/core/scenario"
-	"github.com/eidolon-sim/eidolon/core/scenario/training"
 	"github.com/eidolon-sim/eidolon/core/spec"
 	"github.com/eidolon-sim/eidolon/core/workload"
 )
 
 // Kind registers the scenario.
 func Kind() scenario.Kind {
-	return scenario.Kind{
-		Name:    "parallel_search",
-		Doc:     "enumerate (tp, pp, dp, micro-batch, recompute, zero) for a model, cluster and batch; rank by simulated step time, with why the others do not fit",
-		NewSpec: func() scenario.Spec { return &spec.ParallelSearch{} },
-		Run:     run,
-	}
+	return scenario.Define("parallel_search",
+		"enumerate (tp, pp, dp, micro-batch, recompute, zero) for a model, cluster and batch; rank by simulated step time, with why the others do not fit",
+		run)
 }
 
 // Status of a layout.
@@ -123,8 +119,7 @@ func bound(tr workload.Training, sz *workload.Sizing, m *exec.Machine) (float64,
 	return sz.Bound(tp, tail, dp), nil
 }
 
-func run(env scenario.Env, sp scenario.Spec) (scenario.Result, error) {
-	s := sp.(*spec.ParallelSearch)
+func run(env scenario.Env, s *spec.ParallelSearch) (scenario.Result, error) {
 	m, err := exec.NewMachine(s.Cluster, s.GPU, spec.Faults{}, s.Seed)
 	if err != nil {
 		return scenario.Result{}, err
@@ -262,7 +257,7 @@ func run(env scenario.Env, sp scenario.Spec) (scenario.Result, error) {
 			if err != nil {
 				return scenario.Result{}, err
 			}
-			res, err := exec.Run(training.Ctx(env), plan.Plan, opt)
+			res, err := exec.Run(env.Context(), plan.Plan, opt)
 			if err != nil {
 				return scenario.Result{}, fmt.Errorf("tp %d pp %d dp %d mb %d: %w", c.row.TP, c.row.PP, c.row.DP, c.row.MicroBatch, err)
 			}

@@ -78,12 +78,9 @@ type ProjectionRow struct {
 
 // Kind registers the scenario.
 func Kind() scenario.Kind {
-	return scenario.Kind{
-		Name:    "seedflood",
-		Doc:     "decentralized ZO training by flooding (seed, scalar) messages, with SubCGE, against DSGD/ChocoSGD/DZSGD/MeZO",
-		NewSpec: func() scenario.Spec { return &spec.SeedFlood{} },
-		Run:     run,
-	}
+	return scenario.Define("seedflood",
+		"decentralized ZO training by flooding (seed, scalar) messages, with SubCGE, against DSGD/ChocoSGD/DZSGD/MeZO",
+		run)
 }
 
 // BuildGraph builds the spec's client graph with n clients.
@@ -178,8 +175,7 @@ func chocoBits(s *spec.SeedFlood) int {
 	return 0
 }
 
-func run(env scenario.Env, sp scenario.Spec) (scenario.Result, error) {
-	s := sp.(*spec.SeedFlood)
+func run(env scenario.Env, s *spec.SeedFlood) (scenario.Result, error) {
 	cfg, err := Config(s)
 	if err != nil {
 		return scenario.Result{}, err

@@ -17,19 +17,15 @@ type SummaryRow struct {
 
 // Kind registers the scenario.
 func Kind() scenario.Kind {
-	return scenario.Kind{
-		Name:    "selftest",
-		Doc:     "diagnostic busy loop: progress, cancellation, errors and panics at the boundary",
-		NewSpec: func() scenario.Spec { return &spec.Selftest{} },
-		Run:     run,
-	}
+	return scenario.Define("selftest",
+		"diagnostic busy loop: progress, cancellation, errors and panics at the boundary",
+		run)
 }
 
 // checkEvery is how many iterations pass between cancellation checks.
 const checkEvery = 1 << 16
 
-func run(env scenario.Env, s scenario.Spec) (scenario.Result, error) {
-	st := s.(*spec.Selftest)
+func run(env scenario.Env, st *spec.Selftest) (scenario.Result, error) {
 	if st.Panic {
 		panic("selftest: panic requested by the spec")
 	}

@@ -25,7 +25,6 @@ import (
 	"github.com/eidolon-sim/eidolon/core/net"
 	"github.com/eidolon-sim/eidolon/core/quant"
 	"github.com/eidolon-sim/eidolon/core/scenario"
-	"github.com/eidolon-sim/eidolon/core/scenario/training"
 	"github.com/eidolon-sim/eidolon/core/sim"
 	"github.com/eidolon-sim/eidolon/core/spec"
 	"github.com/eidolon-sim/eidolon/core/workload"
@@ -33,18 +32,15 @@ import (
 
 // Kind registers the scenario.
 func Kind() scenario.Kind {
-	return scenario.Kind{
-		Name:    "ssm_tp",
-		Doc:     "SSM tensor parallelism (Mamba, Mamba-2, hybrids): speed-up, memory and communication by TP degree, strategy and all-reduce quantization",
-		NewSpec: func() scenario.Spec { return &spec.SSMTP{} },
-		Run: func(env scenario.Env, s scenario.Spec) (scenario.Result, error) {
-			out, err := Simulate(env, s.(*spec.SSMTP))
+	return scenario.Define("ssm_tp",
+		"SSM tensor parallelism (Mamba, Mamba-2, hybrids): speed-up, memory and communication by TP degree, strategy and all-reduce quantization",
+		func(env scenario.Env, s *spec.SSMTP) (scenario.Result, error) {
+			out, err := Simulate(env, s)
 			if err != nil {
 				return scenario.Result{}, err
 			}
 			return out.Result(), nil
-		},
-	}
+		})
 }
 
 // ThroughputRow is one configuration's inference times (table "throughput").
@@ -313,7 +309,7 @@ func simulateOne(env scenario.Env, s *spec.SSMTP, in workload.Inference, q quant
 		opt.TPQuant = Quantization(m, q, in.DType, s.QuantBlockElems)
 		opt.TPQuantAlgorithm = net.Direct
 	}
-	res, err := exec.Run(training.Ctx(env), plan.Plan, opt)
+	res, err := exec.Run(env.Context(), plan.Plan, opt)
 	if err != nil {
 		return run{}, err
 	}

@@ -4,8 +4,6 @@
 package training
 
 import (
-	"context"
-
 	"github.com/eidolon-sim/eidolon/core/exec"
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
@@ -16,18 +14,15 @@ import (
 
 // Kind registers the scenario.
 func Kind() scenario.Kind {
-	return scenario.Kind{
-		Name:    "training",
-		Doc:     "one training step (DP/ZeRO, TP, SP, PP schedules, recompute) on compute + network: step time, MFU, timeline, memory",
-		NewSpec: func() scenario.Spec { return &spec.Training{} },
-		Run: func(env scenario.Env, s scenario.Spec) (scenario.Result, error) {
-			out, err := Simulate(env, s.(*spec.Training), nil)
+	return scenario.Define("training",
+		"one training step (DP/ZeRO, TP, SP, PP schedules, recompute) on compute + network: step time, MFU, timeline, memory",
+		func(env scenario.Env, s *spec.Training) (scenario.Result, error) {
+			out, err := Simulate(env, s, nil)
 			if err != nil {
 				return scenario.Result{}, err
 			}
 			return out.Result(), nil
-		},
-	}
+		})
 }
 
 // SummaryRow is the one row of the training "summary" table. Times are of
@@ -254,7 +249,7 @@ func (j Job) Run(env scenario.Env, modify func(m *exec.Machine) error,
 	}
 	opt := m.Options(j.FullSimulation)
 	opt.Progress = env.Progress
-	res, err := exec.Run(Ctx(env), plan, opt)
+	res, err := exec.Run(env.Context(), plan, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -273,14 +268,6 @@ func (j Job) Run(env scenario.Env, modify func(m *exec.Machine) error,
 	}
 	r.Timeline = TimelineRows(res, TimelineRanks(j.TimelineRanks, plan, m))
 	return r, nil
-}
-
-// Ctx is the run's context (background when the caller gave none).
-func Ctx(env scenario.Env) context.Context {
-	if env.Ctx == nil {
-		return context.Background()
-	}
-	return env.Ctx
 }
 
 // critical is the index of the rank that finishes last (lowest rank on ties).
