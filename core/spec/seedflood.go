@@ -75,8 +75,8 @@ type SeedFloodTopology struct {
 
 // SeedFloodModel is the classifier trained.
 type SeedFloodModel struct {
-	// Kind: "softmax" (regression) or "mlp" (ReLU hidden layers).
-	Kind string `json:"kind"`
+	// Kind: "softmax" (regression, the default) or "mlp" (ReLU hidden layers).
+	Kind string `json:"kind,omitempty"`
 	// Hidden widths of an MLP; default [64]. Must be empty for softmax.
 	Hidden []int `json:"hidden,omitempty"`
 }
@@ -149,6 +149,9 @@ func (s *SeedFlood) Defaults() {
 	}
 	if t.Probability == 0 {
 		t.Probability = 0.2
+	}
+	if s.Model.Kind == "" {
+		s.Model.Kind = "softmax"
 	}
 	if s.Model.Kind == "mlp" && s.Model.Hidden == nil {
 		s.Model.Hidden = []int{64}

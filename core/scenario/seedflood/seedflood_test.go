@@ -161,3 +161,13 @@ func TestCancellation(t *testing.T) {
 	_, err = Kind().Run(scenario.Env{Ctx: ctx}, s)
 	require.ErrorIs(t, err, context.Canceled)
 }
+
+// A spec without a model trains softmax regression; an unknown model kind
+// is still a problem that names the field.
+func TestModelKindDefault(t *testing.T) {
+	s, err := decode(t, `{"kind":"seedflood","topology":{"kind":"ring","clients":4},"steps":2}`)
+	require.NoError(t, err)
+	require.Equal(t, "softmax", s.Model.Kind)
+	_, err = decode(t, `{"kind":"seedflood","topology":{"kind":"ring","clients":4},"model":{"kind":"cnn"},"steps":2}`)
+	require.ErrorContains(t, err, "model.kind")
+}
