@@ -88,11 +88,12 @@ func Start(specJSON string) (handle int64, err error) {
 func (r *run) simulate(ctx context.Context, data []byte) {
 	defer close(r.done)
 	defer guard(&r.err)
+	start := time.Now()
 	env := scenario.Env{Ctx: ctx, Progress: func(f float64) {
 		r.mu.Lock()
 		r.progress = f
 		r.mu.Unlock()
-	}}
+	}, Clock: func() float64 { return time.Since(start).Seconds() }}
 	s, res, err := all.Run(env, data)
 	if err != nil {
 		r.err = classify(err)
@@ -108,6 +109,7 @@ func (r *run) simulate(ctx context.Context, data []byte) {
 		"kind":            s.Head().Kind,
 		"seed":            strconv.FormatUint(s.Head().Seed, 10),
 		"spec":            string(canonical),
+		"wall_s":          strconv.FormatFloat(time.Since(start).Seconds(), 'g', 6, 64),
 	}
 	r.result, r.err = encode(res.Tables, meta)
 }

@@ -26,6 +26,23 @@ type Env struct {
 	Ctx context.Context
 	// Progress receives the fraction done in [0, 1]; it may be nil.
 	Progress func(fraction float64)
+	// Clock reads a wall clock in seconds. The core never reads one itself
+	// (runs stay deterministic); the bindings pass one in so that drivers
+	// can report how long parts of a run took. It may be nil.
+	Clock func() float64
+}
+
+// Elapsed starts a wall-clock timer: the returned function gives the
+// seconds since, or nil when the run has no clock.
+func (e Env) Elapsed() func() *float64 {
+	if e.Clock == nil {
+		return func() *float64 { return nil }
+	}
+	start := e.Clock()
+	return func() *float64 {
+		d := e.Clock() - start
+		return &d
+	}
 }
 
 // Report sends progress if a sink is attached.

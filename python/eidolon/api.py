@@ -79,7 +79,7 @@ class Result:
 
     @property
     def metadata(self) -> dict[str, str]:
-        """The run's metadata (eidolon_version, kind, seed, spec), from any table."""
+        """The run's metadata (eidolon_version, kind, seed, spec, wall_s), from any table."""
         first = next(iter(self.tables.values()))
         meta = first.schema.metadata or {}
         return {k.decode(): v.decode() for k, v in meta.items() if k != b"table"}

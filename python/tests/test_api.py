@@ -25,6 +25,7 @@ def test_run_returns_arrow_tables_with_metadata():
     assert meta["kind"] == "selftest"
     assert meta["eidolon_version"] == eidolon.__version__
     assert json.loads(meta["spec"])["iterations"] == 5000
+    assert 0 < float(meta["wall_s"]) < 60  # the run's wall time, measured in the bindings
 
 
 def test_same_seed_same_tables():
@@ -142,3 +143,12 @@ def test_cli(tmp_path):
     pre = run_cli("presets", "gpus")
     assert pre.returncode == 0 and "h100-sxm" in pre.stdout
     assert "selftest" in run_cli("kinds").stdout
+
+
+def test_seedflood_summary_reports_wall_time_per_method():
+    r = eidolon.run({"kind": "seedflood", "topology": {"kind": "ring", "clients": 4}, "steps": 3,
+                     "methods": ["seedflood", "dsgd"], "dataset": {"samples": 60, "n_features": 3, "classes": 2}},
+                    progress=False)
+    wall = r.to_pandas("summary")["wall_s"]
+    assert wall.notna().all() and (wall >= 0).all()
+    assert wall.sum() <= float(r.metadata["wall_s"])

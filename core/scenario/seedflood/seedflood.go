@@ -31,8 +31,9 @@ type HistoryRow struct {
 	CumulativeBytes int64 `arrow:"cumulative_bytes"`
 }
 
-// SummaryRow is one method's totals (table "summary"). The core has no wall
-// clock: costs are operation counts; time the whole run from Python.
+// SummaryRow is one method's totals (table "summary"). Costs are operation
+// counts, which do not depend on the machine; WallS is the method's
+// simulation wall time.
 type SummaryRow struct {
 	Method        string  `arrow:"method"`
 	Topology      string  `arrow:"topology"`
@@ -58,6 +59,9 @@ type SummaryRow struct {
 	ForwardMadds int64 `arrow:"forward_madds"`
 	// SubspaceProjections: SubCGE W += U·S·Vᵀ projections (per matrix).
 	SubspaceProjections int64 `arrow:"subspace_projections"`
+	// WallS is the wall time this method's simulation took on this machine
+	// (null when run without a clock, as in Go tests).
+	WallS *float64 `arrow:"wall_s"`
 }
 
 // ProjectionRow is one method's traffic for a large model (table
@@ -186,6 +190,7 @@ func run(env scenario.Env, s *spec.SeedFlood) (scenario.Result, error) {
 	n := cfg.Graph.NumNodes()
 	for i, m := range s.Methods {
 		cfg.Progress = func(f float64) { env.Report((float64(i) + f) / float64(len(s.Methods))) }
+		elapsed := env.Elapsed()
 		out, err := sf.Run(cfg, m)
 		if err != nil {
 			return scenario.Result{}, err
@@ -206,6 +211,7 @@ func run(env scenario.Env, s *spec.SeedFlood) (scenario.Result, error) {
 			MessagesApplied: c.MessagesApplied, ApplyMadds: c.ApplyMadds,
 			ApplyMaddsPerClientPerStep: float64(c.ApplyMadds) / clientSteps,
 			ApplyRandomDraws:           c.ApplyDraws, ForwardMadds: c.ForwardMadds, SubspaceProjections: c.Projections,
+			WallS: elapsed(),
 		})
 	}
 	proj, err := Projection(s)

@@ -171,3 +171,24 @@ func TestModelKindDefault(t *testing.T) {
 	_, err = decode(t, `{"kind":"seedflood","topology":{"kind":"ring","clients":4},"model":{"kind":"cnn"},"steps":2}`)
 	require.ErrorContains(t, err, "model.kind")
 }
+
+// With a clock (as the bindings pass one) every method reports its wall
+// time; without one the column is null, so Go runs stay bit-for-bit equal.
+func TestWallTimeFromInjectedClock(t *testing.T) {
+	s, err := decode(t, `{"kind":"seedflood","topology":{"kind":"ring","clients":4},"methods":["seedflood","dsgd"],
+		"dataset":{"samples":60,"n_features":3,"classes":2},"steps":2}`)
+	require.NoError(t, err)
+	tick := 0.0
+	clock := func() float64 { tick += 0.25; return tick }
+	res, err := Kind().Run(scenario.Env{Clock: clock}, s)
+	require.NoError(t, err)
+	for _, row := range res.Tables[1].Rows.([]SummaryRow) {
+		require.NotNil(t, row.WallS, row.Method)
+		require.Equal(t, 0.25, *row.WallS, "one tick between a method's start and end")
+	}
+	res, err = Kind().Run(scenario.Env{}, s)
+	require.NoError(t, err)
+	for _, row := range res.Tables[1].Rows.([]SummaryRow) {
+		require.Nil(t, row.WallS)
+	}
+}
