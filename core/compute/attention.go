@@ -56,7 +56,7 @@ func (e *Evaluator) flash(o model.Op) Cost {
 	mm := scale * float64(heads*pairs) * perBlock
 	scores := float64(heads*pairs) * float64(br*bc)
 	lanes := g.VectorFP32FlopsPerS / 2 // an FMA is 2 FLOPs of the vector peak
-	mathTime := mm/g.Peak(o.DType) + softmaxLaneOpsPerScore*scores/lanes
+	mathTime := mm/g.TensorPeak(o.DType) + softmaxLaneOpsPerScore*scores/lanes
 
 	// Per computed block pair the forward streams a K and a V tile; the
 	// backward (one thread block per key block) streams a Q and a dO tile and
@@ -97,7 +97,7 @@ func (e *Evaluator) decode(o model.Op) Cost {
 	// Scores: one per (head, key); GQA shares each K/V read across heads.
 	lanes := g.VectorFP32FlopsPerS / 2
 	scores := float64(o.Batch*o.Heads) * float64(o.SeqKV)
-	mathTime := o.FLOPs/g.Peak(o.DType) + softmaxLaneOpsPerScore*scores/lanes
+	mathTime := o.FLOPs/g.TensorPeak(o.DType) + softmaxLaneOpsPerScore*scores/lanes
 	return e.finish(c, o.FLOPs, mathTime, share)
 }
 

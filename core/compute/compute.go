@@ -1,7 +1,9 @@
 // Package compute prices one operator on one GPU: a roofline over the
 // memory hierarchy (shared memory, L2, HBM) and the math units, with the
 // traffic at each level derived from how the kernel tiles its work, plus the
-// kernel launch cost. GEMMs search their tile shape (memoized per shape in
+// kernel launch cost, and never shorter than the host's dispatch interval.
+// The math units and HBM run at their measured sustained rates
+// (hw.GPU.TensorPeak, HBMBandwidth), not the datasheet peaks. GEMMs search their tile shape (memoized per shape in
 // an Evaluator the caller owns), with waves of tiles over the SMs and the
 // partial-wave loss; FlashAttention tiles queries and streams keys and
 // values; streaming kernels (elementwise, norms, scans, optimizer) make one
@@ -43,8 +45,9 @@ type Cost struct {
 	Intensity float64
 	Bound     Bound
 	// TimeS is the kernel time including launch; each level's time is its
-	// bytes over its bandwidth, the math's its FLOPs over the peak, and the
-	// kernel takes the slowest of them.
+	// bytes over its bandwidth, the math's its FLOPs over the sustained
+	// peak, and the kernel takes the slowest of them, at least the host's
+	// dispatch interval.
 	TimeS float64
 	// AchievedFLOPsPerS is the op's own (unpadded) FLOPs over TimeS.
 	AchievedFLOPsPerS float64
@@ -83,11 +86,12 @@ func (e *Evaluator) smemBW() float64 {
 }
 
 // mathPeak is the rate of an op's arithmetic: tensor cores for matmuls of
-// their type (fp32 matmuls run on the CUDA cores), the fp32 vector units
-// for everything else (elementwise math is done in fp32 whatever the storage).
+// their type at their measured sustained rate (hw.GPU.TensorPeak; fp32
+// matmuls run on the CUDA cores), the fp32 vector units for everything else
+// (elementwise math is done in fp32 whatever the storage).
 func (e *Evaluator) mathPeak(o model.Op) float64 {
 	if o.Tensor {
-		return e.gpu.Peak(o.DType)
+		return e.gpu.TensorPeak(o.DType)
 	}
 	return e.gpu.VectorFP32FlopsPerS
 }
@@ -115,8 +119,9 @@ func (e *Evaluator) Op(o model.Op) (Cost, error) {
 	}
 }
 
-// finish takes the slowest level, adds the launches and fills the derived
-// fields; hbmShare is the fraction of HBM bandwidth the kernel can draw.
+// finish takes the slowest level, adds the launches, bounds the kernel
+// below by the host's dispatch interval and fills the derived fields;
+// hbmShare is the fraction of the sustained HBM bandwidth the kernel can draw.
 func (e *Evaluator) finish(c Cost, usefulFLOPs, mathTime, hbmShare float64) Cost {
 	g := e.gpu
 	level := []struct {
@@ -126,7 +131,7 @@ func (e *Evaluator) finish(c Cost, usefulFLOPs, mathTime, hbmShare float64) Cost
 		{BoundCompute, mathTime},
 		{BoundSMEM, c.BytesSMEM / e.smemBW()},
 		{BoundL2, c.BytesL2 / g.L2BandwidthBytesPerS},
-		{BoundHBM, c.BytesHBM / (g.HBMBandwidthBytesPerS * hbmShare)},
+		{BoundHBM, c.BytesHBM / (g.HBMBandwidth() * hbmShare)},
 	}
 	best := level[0]
 	for _, l := range level[1:] {
@@ -138,11 +143,14 @@ func (e *Evaluator) finish(c Cost, usefulFLOPs, mathTime, hbmShare float64) Cost
 		c.Kernels = 1
 	}
 	launch := float64(c.Kernels) * g.KernelLaunchS
+	// The host issues kernels one at a time: a stream cannot run them
+	// faster than it dispatches them.
+	dispatch := float64(c.Kernels) * g.HostDispatchS
 	c.Bound = best.b
-	if launch > best.t {
+	if launch > best.t || dispatch > best.t+launch {
 		c.Bound = BoundLaunch
 	}
-	c.TimeS = best.t + launch
+	c.TimeS = max(best.t+launch, dispatch)
 	c.FLOPs = usefulFLOPs
 	if c.ExecutedFLOPs == 0 {
 		c.ExecutedFLOPs = usefulFLOPs

@@ -46,7 +46,7 @@ func (e *Evaluator) searchTiles(key gemmKey) Cost {
 	in := key.d.Bytes()
 	out := max(in, 2)
 	sms := int64(g.SMCount)
-	peakSM := g.Peak(key.d) / float64(sms)
+	peakSM := g.TensorPeak(key.d) / float64(sms)
 	useful := 2 * float64(key.batch) * float64(key.m) * float64(key.n) * float64(key.k)
 	l2 := float64(g.L2Bytes)
 

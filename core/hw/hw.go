@@ -57,8 +57,40 @@ type GPU struct {
 	HBMBytes              int64   `json:"hbm_bytes" arrow:"hbm_bytes"`
 	HBMBandwidthBytesPerS float64 `json:"hbm_bandwidth_bytes_per_s" arrow:"hbm_bandwidth_bytes_per_s"`
 
-	// KernelLaunchS is the fixed cost of one kernel launch.
+	// TensorEfficiency is the fraction of the dense tensor peak that the
+	// best-shaped large matmuls sustain when measured (cuBLAS/hipBLASLt at
+	// the clocks the part holds under load); 0 means 1. The compute model
+	// runs tensor math at Peak × TensorEfficiency and prices shape losses
+	// (padding, partial waves) on top.
+	TensorEfficiency float64 `json:"tensor_efficiency" arrow:"tensor_efficiency"`
+	// HBMEfficiency is the fraction of the DRAM bandwidth that streaming
+	// kernels reach when measured; 0 means 1.
+	HBMEfficiency float64 `json:"hbm_efficiency" arrow:"hbm_efficiency"`
+
+	// KernelLaunchS is the device-side cost of one kernel launch (the GPU
+	// starting and draining a grid), added to its work.
 	KernelLaunchS float64 `json:"kernel_launch_s" arrow:"kernel_launch_s"`
+	// HostDispatchS is the host's time to issue one kernel (framework
+	// dispatch plus the driver call). Kernels are issued one after another,
+	// so a stream cannot run kernels faster than this: a kernel occupies it
+	// for max(launch + work, HostDispatchS). It bounds small kernels only
+	// (batch-1 decode), never a large GEMM.
+	HostDispatchS float64 `json:"host_dispatch_s" arrow:"host_dispatch_s"`
+}
+
+// TensorPeak is the sustained tensor rate for a data type: the dense peak
+// times TensorEfficiency (0 if unsupported).
+func (g GPU) TensorPeak(d DType) float64 { return g.Peak(d) * orOne(g.TensorEfficiency) }
+
+// HBMBandwidth is the sustained DRAM bandwidth: the datasheet figure times
+// HBMEfficiency.
+func (g GPU) HBMBandwidth() float64 { return g.HBMBandwidthBytesPerS * orOne(g.HBMEfficiency) }
+
+func orOne(x float64) float64 {
+	if x <= 0 {
+		return 1
+	}
+	return x
 }
 
 // Peak returns the dense peak rate for a data type (0 if unsupported).
@@ -87,6 +119,10 @@ type Link struct {
 	BandwidthBytesPerS float64 `json:"bandwidth_bytes_per_s" arrow:"bandwidth_bytes_per_s"`
 	// LatencyS is the one-way latency of a hop over this link.
 	LatencyS float64 `json:"latency_s" arrow:"latency_s"`
+	// CollectiveEfficiency is the fraction of the link's bandwidth that a
+	// collective library's protocol (flags, headers, synchronization)
+	// leaves for payload; 0 means 1.
+	CollectiveEfficiency float64 `json:"collective_efficiency" arrow:"collective_efficiency"`
 }
 
 // RidgeFlopsPerByte is the arithmetic intensity (FLOP per HBM byte) above

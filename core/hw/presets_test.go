@@ -36,6 +36,13 @@ func TestGPUPresetsSane(t *testing.T) {
 			assert.Greater(t, g.HBMBandwidthBytesPerS, 500e9)
 			assert.Greater(t, g.HBMBytes, int64(16e9))
 			assert.InDelta(t, 4e-6, g.KernelLaunchS, 3e-6)
+			// Measured fractions of the datasheet rates: below 1, and no
+			// measured part sustains less than half.
+			assert.InDelta(t, 0.75, g.TensorEfficiency, 0.25)
+			assert.InDelta(t, 0.75, g.HBMEfficiency, 0.25)
+			assert.Less(t, g.TensorPeak(BF16), g.Peak(BF16))
+			// The host's dispatch interval exceeds the device launch cost.
+			assert.Greater(t, g.HostDispatchS, g.KernelLaunchS)
 			// Ridge points of current GPUs for bf16 lie between 100 and 600 FLOP/B.
 			r := g.RidgeFlopsPerByte(BF16)
 			assert.Greater(t, r, 100.0)
@@ -86,6 +93,8 @@ func TestLinkPresetsSane(t *testing.T) {
 		assert.Greater(t, l.BandwidthBytesPerS, 1e9, l.Name)
 		assert.Greater(t, l.LatencyS, 0.0, l.Name)
 		assert.Less(t, l.LatencyS, 1e-4, l.Name)
+		assert.GreaterOrEqual(t, l.CollectiveEfficiency, 0.0, l.Name)
+		assert.LessOrEqual(t, l.CollectiveEfficiency, 1.0, l.Name)
 	}
 	nv3, _ := LinkByName("nvlink3")
 	// 600 GB/s bidirectional = 300 GB/s per direction.
