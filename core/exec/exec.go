@@ -36,6 +36,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
 	"github.com/eidolon-sim/eidolon/core/net"
 	"github.com/eidolon-sim/eidolon/core/sim"
@@ -69,7 +70,25 @@ type Options struct {
 	// on its own, as one crossing a degraded link. Nil: any failure
 	// simulates every replica.
 	HealthyRoute func(src, dst int) []int32
+	// CollectiveLaunchS is the fixed cost of every collective and transfer
+	// before its data moves (the library's kernel launch and peer
+	// synchronization): its transfers start that long after the last
+	// member arrives.
+	CollectiveLaunchS float64
+	// DispatchS is the host's dispatch interval: a collective is a kernel
+	// on the communication stream and takes at least this long.
+	DispatchS float64
+	// Protocol makes every collective and transfer carry its payload at
+	// the collective efficiency of the slowest-protocol link technology on
+	// its routes (hw.Link.CollectiveEfficiency): NCCL's flags and headers.
+	Protocol bool
 }
+
+// NCCLBaseLatencyS is the fixed latency NCCL's own cost model gives every
+// ring collective with its low-latency protocol, 6.6 µs (baseLat, Ring/LL,
+// in src/graph/tuning.cc of NCCL 2.1x); the per-hop latencies come on top
+// from the links.
+const NCCLBaseLatencyS = 6.6e-6
 
 // Result is a finished run.
 type Result struct {
@@ -127,6 +146,9 @@ type rendezvous struct {
 type commInfo struct {
 	isolated bool
 	sig      uint64
+	// eff is the protocol efficiency on the communicator's links (1 when
+	// Options.Protocol is off).
+	eff float64
 }
 
 type engine struct {
@@ -519,12 +541,15 @@ func (e *engine) comm(g, c int) commInfo {
 		}
 		h.Write(buf[:])
 	}
-	ci := commInfo{isolated: true}
+	ci := commInfo{isolated: true, eff: 1}
 	put(float64(len(ranks)))
 	for _, p := range e.routes(ranks) {
 		put(float64(len(p)))
 		for _, l := range p {
 			lk := e.topo.Links[l]
+			if e.opt.Protocol {
+				ci.eff = min(ci.eff, linkEfficiency(lk.Tech))
+			}
 			put(lk.BandwidthBytesPerS * lk.Health)
 			put(lk.LatencyS)
 			for _, other := range e.users[l] {
@@ -631,14 +656,33 @@ func (e *engine) launch(g int, task *workload.Task, r *rendezvous) {
 	for _, a := range r.arrived {
 		e.res.Units[a>>32].Start[a&0xffffffff] = now
 	}
+	if lat := sim.Seconds(e.opt.CollectiveLaunchS); lat > 0 {
+		e.k.After(lat, func() { e.issue(g, task, r) })
+		return
+	}
+	e.issue(g, task, r)
+}
+
+// issue sends a launched collective's transfers on the network; it ends
+// when every one has arrived, and no sooner than the host's dispatch
+// interval after the launch.
+func (e *engine) issue(g int, task *workload.Task, r *rendezvous) {
+	now := e.k.Now()
+	finishAll := func() {
+		for _, a := range r.arrived {
+			e.finish(int(a>>32), int32(a&0xffffffff))
+		}
+	}
 	done := func() {
 		r.pending--
 		if r.pending > 0 {
 			return
 		}
-		for _, a := range r.arrived {
-			e.finish(int(a>>32), int32(a&0xffffffff))
+		if until := r.start + sim.Seconds(e.opt.DispatchS); until > e.k.Now() {
+			e.k.At(until, finishAll)
+			return
 		}
+		finishAll()
 	}
 	r.pending = 1 // held until every launch below is issued
 	groups := append([]int{g}, e.mirror[g]...)
@@ -672,13 +716,14 @@ func (e *engine) launch(g int, task *workload.Task, r *rendezvous) {
 					}
 					done()
 				})
-				if err := e.opt.Fabric.Send(e.topo.RankDevice(ranks[0]), e.topo.RankDevice(ranks[1]), task.Bytes, sink, 0); err != nil {
+				if err := e.opt.Fabric.Send(e.topo.RankDevice(ranks[0]), e.topo.RankDevice(ranks[1]), task.Bytes/ci.eff, sink, 0); err != nil {
 					e.k.Fail(fmt.Errorf("exec: %s from rank %d to %d: %w", task.Name, ranks[0], ranks[1], err))
 					return
 				}
 				continue
 			}
-			col := net.Collective{Op: net.Op(task.Coll), Bytes: task.Bytes, Ranks: ranks, Label: task.Name, Algorithm: e.opt.Algorithm}
+			col := net.Collective{Op: net.Op(task.Coll), Bytes: task.Bytes, Ranks: ranks, Label: task.Name, Algorithm: e.opt.Algorithm,
+				ProtocolEfficiency: ci.eff}
 			if q := e.opt.TPQuant; q != nil && task.Coll == model.AllReduce && task.Slot == workload.SlotTP {
 				col.Quant = q
 				if e.opt.TPQuantAlgorithm != "" {
@@ -697,6 +742,14 @@ func (e *engine) launch(g int, task *workload.Task, r *rendezvous) {
 		}
 	}
 	done()
+}
+
+// linkEfficiency is a link technology's collective efficiency (1 if unknown).
+func linkEfficiency(tech string) float64 {
+	if l, ok := hw.LinkByName(tech); ok && l.CollectiveEfficiency > 0 {
+		return l.CollectiveEfficiency
+	}
+	return 1
 }
 
 func hashString(s string) uint64 {

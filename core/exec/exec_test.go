@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
 	"github.com/eidolon-sim/eidolon/core/net"
 	"github.com/eidolon-sim/eidolon/core/sim"
@@ -114,4 +115,24 @@ func TestProgress(t *testing.T) {
 			require.GreaterOrEqual(t, f, got[i-1])
 		}
 	}
+}
+
+// With the library's costs on, the same all-reduce starts NCCL's base
+// latency later and moves its payload at NVLink's collective efficiency:
+// 1 ms + base + 2(n−1)/n · S/(B·eff) + 2(n−1) · 1 µs. A tiny one takes at
+// least the host's dispatch interval.
+func TestCollectiveLaunchAndProtocol(t *testing.T) {
+	const S, B, n = 1 << 30, 300e9, 8.0
+	nv, _ := hw.LinkByName("nvlink3")
+	require.Less(t, nv.CollectiveEfficiency, 1.0)
+	opt := Options{Fabric: dgx(t, 1), Cost: fixedCost, CollectiveLaunchS: NCCLBaseLatencyS, DispatchS: 50e-6, Protocol: true}
+	want := 1e-3 + NCCLBaseLatencyS + 2*(n-1)/n*S/(B*nv.CollectiveEfficiency) + 2*(n-1)*1e-6
+	res, err := Run(context.Background(), onePlan(S, 1), opt)
+	require.NoError(t, err)
+	assert.InEpsilon(t, want, res.End.Seconds(), 1e-6)
+
+	opt.Fabric = dgx(t, 1)
+	res, err = Run(context.Background(), onePlan(8, 1), opt)
+	require.NoError(t, err)
+	assert.InEpsilon(t, 1e-3+50e-6, res.End.Seconds(), 1e-9, "dispatch floor")
 }

@@ -70,5 +70,6 @@ func (m *Machine) Cost(o model.Op) (float64, error) {
 
 // Options are the run options for this machine.
 func (m *Machine) Options(full bool) Options {
-	return Options{Fabric: m.Fabric, Cost: m.Cost, Full: full || m.Timed}
+	return Options{Fabric: m.Fabric, Cost: m.Cost, Full: full || m.Timed,
+		CollectiveLaunchS: NCCLBaseLatencyS, DispatchS: m.GPU.HostDispatchS, Protocol: true}
 }
