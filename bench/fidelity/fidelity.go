@@ -11,6 +11,7 @@ import (
 	"fmt"
 
 	"github.com/eidolon-sim/eidolon/core/compute"
+	"github.com/eidolon-sim/eidolon/core/exec"
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
 	"github.com/eidolon-sim/eidolon/core/net"
@@ -163,8 +164,9 @@ func stageMemory(rows []training.MemoryRow) memSummary {
 
 // Diagnosis lists what the time rows are made of, from the models
 // themselves: the compute model's efficiency on the 175B layer's GEMMs and
-// on an HBM-bound kernel, and the network's bus bandwidth for a TP
-// collective of the 175B layer. Measured systems reach less; see FIDELITY.md.
+// on HBM-bound kernels, the network's bus bandwidth for a TP collective of
+// the 175B layer and its time for a decode-sized one, and the host's
+// dispatch interval.
 func Diagnosis(ctx context.Context) ([]string, error) {
 	var out []string
 	gpu, _ := hw.GPUByName("a100-80gb-sxm")
@@ -193,24 +195,37 @@ func Diagnosis(ctx context.Context) ([]string, error) {
 			memTime += cst.TimeS
 		}
 	}
-	out = append(out, fmt.Sprintf("compute model, GPT-3 175B layer at TP 8 on A100: GEMMs at %.0f%% of the 312 TFLOP/s peak; streaming kernels at %.0f%% of the 2.04 TB/s HBM bandwidth",
-		100*gemmFlops/gemmTime/gpu.Peak(hw.FP16), 100*memBytes/memTime/gpu.HBMBandwidthBytesPerS))
+	out = append(out, fmt.Sprintf("compute model, GPT-3 175B layer at TP 8 on A100: GEMMs at %.0f%% of the 312 TFLOP/s peak (measured matmul ceiling %.1f%%); streaming kernels at %.0f%% of the 2.04 TB/s HBM bandwidth (measured ceiling %.0f%%)",
+		100*gemmFlops/gemmTime/gpu.Peak(hw.FP16), 100*gpu.TensorEfficiency, 100*memBytes/memTime/gpu.HBMBandwidthBytesPerS, 100*gpu.HBMEfficiency))
 	tp, err := topo.Preset("dgx-a100", 1)
 	if err != nil {
 		return nil, err
 	}
-	k := sim.New()
-	comms := net.NewComms(net.NewFlowNet(k, tp))
+	nvl, _ := hw.LinkByName("nvlink3")
+	allReduce := func(size float64) (float64, error) {
+		k := sim.New()
+		comms := net.NewComms(net.NewFlowNet(k, tp))
+		var took float64
+		if _, err := comms.Start(net.Collective{Op: net.AllReduce, Bytes: size, Ranks: []int{0, 1, 2, 3, 4, 5, 6, 7},
+			ProtocolEfficiency: nvl.CollectiveEfficiency}, func(r net.Result) { took = (r.End - r.Start).Seconds() }); err != nil {
+			return 0, err
+		}
+		if err := k.Run(ctx); err != nil {
+			return 0, err
+		}
+		return took + exec.NCCLBaseLatencyS, nil
+	}
 	const size = 48 << 20
-	var took float64
-	if _, err := comms.Start(net.Collective{Op: net.AllReduce, Bytes: size, Ranks: []int{0, 1, 2, 3, 4, 5, 6, 7}},
-		func(r net.Result) { took = (r.End - r.Start).Seconds() }); err != nil {
+	big, err := allReduce(size)
+	if err != nil {
 		return nil, err
 	}
-	if err := k.Run(ctx); err != nil {
+	small, err := allReduce(8192)
+	if err != nil {
 		return nil, err
 	}
-	out = append(out, fmt.Sprintf("network model, 48 MiB ring all-reduce over 8 A100 on NVSwitch: bus bandwidth %.0f GB/s (NVLink 3: 300 GB/s per direction)",
-		size/took*net.BusBandwidthFactor(net.AllReduce, 8)/1e9))
+	out = append(out, fmt.Sprintf("network model, ring all-reduce over 8 A100 on NVSwitch as the executor runs it (NCCL protocol efficiency %.0f%% on NVLink, %.1f µs NCCL base latency): 48 MiB at %.0f GB/s bus bandwidth, 8 KiB (a LLaMA-2-7B decode all-reduce) in %.1f µs",
+		100*nvl.CollectiveEfficiency, 1e6*exec.NCCLBaseLatencyS, size/big*net.BusBandwidthFactor(net.AllReduce, 8)/1e9, 1e6*small))
+	out = append(out, fmt.Sprintf("host dispatch: a kernel or collective takes at least %.0f µs (the host's issue interval), so batch-1 decode, whose kernels are mostly shorter than that, is host-bound", 1e6*gpu.HostDispatchS))
 	return out, nil
 }
