@@ -77,18 +77,19 @@ type LinkStat struct {
 }
 
 // counters is the bookkeeping both fabrics share: per-link stats, faults,
-// stragglers and delivery hooks.
+// stragglers and delivery hooks. Each fabric keeps its link counters where
+// its hot path wants them; link finds one.
 type counters struct {
 	k        *sim.Kernel
 	t        *topo.Topology
-	lc       []linkCounter
+	link     func(l int) *linkCounter
 	hooks    []func(FlowRecord)
 	slow     map[int]float64
 	nextFlow int64
 }
 
-func newCounters(k *sim.Kernel, t *topo.Topology) counters {
-	return counters{k: k, t: t, lc: make([]linkCounter, len(t.Links)), slow: map[int]float64{}}
+func newCounters(k *sim.Kernel, t *topo.Topology, link func(l int) *linkCounter) counters {
+	return counters{k: k, t: t, link: link, slow: map[int]float64{}}
 }
 
 func (c *counters) Kernel() *sim.Kernel          { return c.k }
@@ -104,9 +105,7 @@ func (c *counters) Slowdown(device int) float64 {
 
 func (c *counters) SetSlowdown(device int, factor float64) { c.slow[device] = factor }
 
-// enter and leave track concurrency and busy time of a link.
-// linkCounter is one link's bookkeeping, kept together so a flow's hop
-// touches one cache line.
+// linkCounter is one link's bookkeeping: bytes, busy time, concurrency.
 type linkCounter struct {
 	bytes  float64
 	busy   sim.Time
@@ -115,20 +114,17 @@ type linkCounter struct {
 	peak   int32
 }
 
-func (c *counters) enter(l int32) {
-	x := &c.lc[l]
+// enter records a flow joining the link at now.
+func (x *linkCounter) enter(now sim.Time) {
 	x.active++
 	if x.active == 1 {
-		x.since = c.k.Now()
+		x.since = now
 	}
 	x.peak = max(x.peak, x.active)
 }
 
-func (c *counters) leave(l int32) { c.leaveAt(l, c.k.Now()) }
-
-// leaveAt records a flow leaving link l at time t (<= now).
-func (c *counters) leaveAt(l int32, t sim.Time) {
-	x := &c.lc[l]
+// leave records a flow leaving the link at t (<= now).
+func (x *linkCounter) leave(t sim.Time) {
 	x.active--
 	if x.active == 0 {
 		x.busy += t - x.since
@@ -136,10 +132,10 @@ func (c *counters) leaveAt(l int32, t sim.Time) {
 }
 
 func (c *counters) LinkStats() []LinkStat {
-	out := make([]LinkStat, len(c.lc))
+	out := make([]LinkStat, len(c.t.Links))
 	now := c.k.Now()
-	for i, x := range c.lc {
-		l := c.t.Links[i]
+	for i, l := range c.t.Links {
+		x := c.link(i)
 		out[i] = LinkStat{Link: i, Src: l.Src, Dst: l.Dst, Bytes: x.bytes, Busy: x.busy,
 			PeakFlows: int(x.peak), BandwidthBytesPerS: l.BandwidthBytesPerS}
 		if x.active > 0 {

@@ -24,6 +24,8 @@ type FlowNet struct {
 	free  []int32
 	links []linkState
 
+	fs []fillState
+
 	dirty    []int32
 	dirtyGen uint32
 	settling bool
@@ -68,8 +70,18 @@ type linkEntry struct {
 	hop  int32
 }
 
+// linkState is what a flow's hop touches on the hot path, in one 64-byte
+// line: the ordinary flows on the link, the fast flow holding it alone, the
+// counters.
 type linkState struct {
-	entries  []linkEntry
+	entries []linkEntry
+	owner   int32 // fast flow index + 1; 0 when none
+	linkCounter
+}
+
+// fillState is a link's scratch for component searches and progressive
+// filling (the slow path), kept apart from linkState.
+type fillState struct {
 	capacity float64
 	rem      float64 // progressive filling: capacity not yet given out
 	unfixed  int32
@@ -86,9 +98,10 @@ const (
 
 // NewFlowNet builds the max-min model over a topology on kernel k.
 func NewFlowNet(k *sim.Kernel, t *topo.Topology) *FlowNet {
-	n := &FlowNet{counters: newCounters(k, t), links: make([]linkState, len(t.Links))}
-	for i := range n.links {
-		n.links[i].capacity = t.Capacity(i)
+	n := &FlowNet{links: make([]linkState, len(t.Links)), fs: make([]fillState, len(t.Links))}
+	n.counters = newCounters(k, t, func(l int) *linkCounter { return &n.links[l].linkCounter })
+	for i := range n.fs {
+		n.fs[i].capacity = t.Capacity(i)
 	}
 	return n
 }
@@ -109,10 +122,11 @@ func (n *FlowNet) ActiveFlows() int {
 
 // Send implements Fabric.
 func (n *FlowNet) Send(src, dst int, bytes float64, sink Sink, tag int) error {
-	path, lat, err := n.route(src, dst)
+	c, err := n.route(src, dst)
 	if err != nil {
 		return err
 	}
+	path, lat := c.path, c.lat
 	i := n.alloc()
 	f := &n.flows[i]
 	now := n.k.Now()
@@ -126,57 +140,82 @@ func (n *FlowNet) Send(src, dst int, bytes float64, sink Sink, tag int) error {
 	}
 	f.active = true
 	f.lat = lat
+	alone := true
 	for _, l := range path {
 		n.touch(l)
-	}
-	alone := true
-	for h, l := range path {
-		ls := &n.links[l]
-		f.pos = append(f.pos, int32(len(ls.entries)))
-		ls.entries = append(ls.entries, linkEntry{flow: i, hop: int32(h)})
-		n.enter(l)
-		alone = alone && len(ls.entries) == 1
+		alone = alone && len(n.links[l].entries) == 0
 	}
 	if alone {
 		// Alone on every link: max-min gives it the bottleneck capacity and
-		// changes nobody else's rate, so no recomputation is needed.
-		r := n.t.Capacity(int(path[0]))
-		for _, l := range path[1:] {
-			r = min(r, n.t.Capacity(int(l)))
+		// changes nobody else's rate, so no recomputation is needed. It
+		// holds its links (as their owner) until delivery unless someone
+		// needs them (touch), which saves the end-of-transmission event.
+		r := n.bottleneck(c)
+		for _, l := range path {
+			ls := &n.links[l]
+			ls.owner = i + 1
+			ls.enter(now)
 		}
-		// It keeps its links until delivery unless someone needs them
-		// (touch), which saves the end-of-transmission event.
 		f.rate = r
 		f.finish = now + max(1, sim.SecondsCeil(bytes/r))
 		f.fast = true
 		n.k.AtHandler(f.finish+lat, n, n.arg(i, evDeliver))
 		return nil
 	}
+	n.attach(i, true)
 	for _, l := range path {
 		n.markDirty(l)
 	}
 	return nil
 }
 
+// attach puts flow i on its path's links as an ordinary flow; enter counts
+// it on the links (false when it already holds them as a fast flow).
+func (n *FlowNet) attach(i int32, enter bool) {
+	f := &n.flows[i]
+	now := n.k.Now()
+	for h, l := range f.path {
+		ls := &n.links[l]
+		f.pos = append(f.pos, int32(len(ls.entries)))
+		ls.entries = append(ls.entries, linkEntry{flow: i, hop: int32(h)})
+		if enter {
+			ls.enter(now)
+		}
+	}
+}
+
+// bottleneck is the smallest capacity on a cached route, itself cached
+// until any capacity changes.
+func (n *FlowNet) bottleneck(c *lastRoute) float64 {
+	if v := n.t.CapacityVersion(); c.capVer != v || c.rate == 0 {
+		r := n.t.Capacity(int(c.path[0]))
+		for _, l := range c.path[1:] {
+			r = min(r, n.t.Capacity(int(l)))
+		}
+		c.rate, c.capVer = r, v
+	}
+	return c.rate
+}
+
 // route returns the path and its latency, remembering each source's last
 // destination: a ring or tree sends to the same peer again and again, and
 // this skips the topology's route map (and the walk over the links'
-// latencies) until routes change.
-func (n *FlowNet) route(src, dst int) ([]int32, sim.Time, error) {
+// latencies and capacities) until routes change.
+func (n *FlowNet) route(src, dst int) (*lastRoute, error) {
 	if len(n.last) == 0 {
 		n.last = make([]lastRoute, len(n.t.Devices))
 	}
 	c := &n.last[src]
 	v := n.t.RoutesVersion()
 	if c.ok && c.dst == int32(dst) && c.version == v {
-		return c.path, c.lat, nil
+		return c, nil
 	}
 	path, err := n.t.Route(src, dst)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	*c = lastRoute{ok: true, dst: int32(dst), version: v, path: path, lat: pathLatency(n.t, path)}
-	return path, c.lat, nil
+	return c, nil
 }
 
 type lastRoute struct {
@@ -185,6 +224,8 @@ type lastRoute struct {
 	version uint64
 	path    []int32
 	lat     sim.Time
+	rate    float64 // bottleneck capacity as of capVer (0: not computed)
+	capVer  uint64
 }
 
 func (n *FlowNet) alloc() int32 {
@@ -221,7 +262,7 @@ func (n *FlowNet) Handle(arg int) {
 		f.txEnd = now
 		for h, l := range f.path {
 			n.detach(l, f.pos[h])
-			n.leave(l)
+			n.links[l].leave(now)
 			if len(n.links[l].entries) > 0 {
 				n.markDirty(l) // the flows left behind may speed up
 			}
@@ -246,33 +287,33 @@ func (n *FlowNet) Handle(arg int) {
 }
 
 // A fast flow was alone on its links when it started; it is delivered by a
-// single event at finish + latency and holds its links until then. touch
-// restores exact semantics before anyone else uses a link: a fast flow whose
-// transmission has ended is retired (its links released as of its finish
-// time); one still transmitting becomes an ordinary flow (its delivery event
-// is cancelled and max-min reschedules it).
+// single event at finish + latency and holds its links (as their owner)
+// until then. touch restores exact semantics before anyone else uses a
+// link: a fast flow whose transmission has ended is retired (its links
+// released as of its finish time); one still transmitting becomes an
+// ordinary flow (its delivery event is cancelled and max-min reschedules it).
 func (n *FlowNet) touch(l int32) {
-	ls := &n.links[l]
-	for j := len(ls.entries) - 1; j >= 0; j-- {
-		if j >= len(ls.entries) {
-			continue
-		}
-		i := ls.entries[j].flow
-		f := &n.flows[i]
-		if !f.fast {
-			continue
-		}
-		if f.finish <= n.k.Now() {
-			n.retire(i)
-			continue
-		}
-		n.credit(f, n.k.Now())
-		f.fast = false
-		f.gen++ // cancels the pending delivery event
-		f.finish = 0
-		for _, l2 := range f.path {
-			n.markDirty(l2)
-		}
+	o := n.links[l].owner
+	if o == 0 {
+		return
+	}
+	i := o - 1
+	f := &n.flows[i]
+	now := n.k.Now()
+	if f.finish <= now {
+		n.retire(i)
+		return
+	}
+	n.credit(f, now)
+	for _, l2 := range f.path {
+		n.links[l2].owner = 0
+	}
+	f.fast = false
+	f.gen++ // cancels the pending delivery event
+	f.finish = 0
+	n.attach(i, false)
+	for _, l2 := range f.path {
+		n.markDirty(l2)
 	}
 }
 
@@ -281,14 +322,13 @@ func (n *FlowNet) touch(l int32) {
 func (n *FlowNet) retire(i int32) {
 	f := &n.flows[i]
 	for _, l := range f.path {
-		n.lc[l].bytes += f.remaining
+		ls := &n.links[l]
+		ls.bytes += f.remaining
+		ls.owner = 0
+		ls.leave(f.finish)
 	}
 	f.remaining = 0
 	f.updated = f.finish
-	for h, l := range f.path {
-		n.detach(l, f.pos[h])
-		n.leaveAt(l, f.finish)
-	}
 	f.active, f.fast = false, false
 	f.txEnd = f.finish
 }
@@ -318,12 +358,12 @@ func (n *FlowNet) credit(f *flow, now sim.Time) {
 	f.remaining -= sent
 	f.updated = now
 	for _, l := range f.path {
-		n.lc[l].bytes += sent
+		n.links[l].bytes += sent
 	}
 }
 
 func (n *FlowNet) markDirty(l int32) {
-	ls := &n.links[l]
+	ls := &n.fs[l]
 	if !n.settling {
 		n.settling = true
 		n.dirtyGen++
@@ -342,8 +382,8 @@ func (n *FlowNet) settle() {
 	n.settling = false
 	n.gen++
 	if n.gen == 0 {
-		for i := range n.links {
-			n.links[i].stamp = 0
+		for i := range n.fs {
+			n.fs[i].stamp = 0
 		}
 		for i := range n.flows {
 			n.flows[i].stamp = 0
@@ -352,8 +392,8 @@ func (n *FlowNet) settle() {
 	}
 	links, flows := n.compLinks[:0], n.compFlows[:0]
 	for _, l := range n.dirty {
-		if n.links[l].stamp != n.gen {
-			n.links[l].stamp = n.gen
+		if n.fs[l].stamp != n.gen {
+			n.fs[l].stamp = n.gen
 			links = append(links, l)
 		}
 	}
@@ -367,8 +407,8 @@ func (n *FlowNet) settle() {
 			f.stamp = n.gen
 			flows = append(flows, e.flow)
 			for _, l2 := range f.path {
-				if n.links[l2].stamp != n.gen {
-					n.links[l2].stamp = n.gen
+				if n.fs[l2].stamp != n.gen {
+					n.fs[l2].stamp = n.gen
 					links = append(links, l2)
 				}
 			}
@@ -451,7 +491,7 @@ func (n *FlowNet) rerouteBroken() {
 		n.credit(f, now)
 		for h, l := range f.path {
 			n.detach(l, f.pos[h])
-			n.leave(l)
+			n.links[l].leave(now)
 			n.markDirty(l)
 		}
 		f.path, f.pos, f.lat = path, f.pos[:0], pathLatency(n.t, path)
@@ -459,11 +499,8 @@ func (n *FlowNet) rerouteBroken() {
 		for _, l := range path {
 			n.touch(l)
 		}
-		for h, l := range path {
-			ls := &n.links[l]
-			f.pos = append(f.pos, int32(len(ls.entries)))
-			ls.entries = append(ls.entries, linkEntry{flow: int32(i), hop: int32(h)})
-			n.enter(l)
+		n.attach(int32(i), true)
+		for _, l := range path {
 			n.markDirty(l)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 // the contention this model ignores).
 type Unaware struct {
 	counters
+	lc      []linkCounter
 	pending []unawareFlow
 	free    []int32
 }
@@ -25,7 +26,9 @@ type unawareFlow struct {
 
 // NewUnaware builds the congestion-unaware model.
 func NewUnaware(k *sim.Kernel, t *topo.Topology) *Unaware {
-	return &Unaware{counters: newCounters(k, t)}
+	u := &Unaware{lc: make([]linkCounter, len(t.Links))}
+	u.counters = newCounters(k, t, func(l int) *linkCounter { return &u.lc[l] })
+	return u
 }
 
 // Send implements Fabric.
@@ -55,7 +58,7 @@ func (u *Unaware) Send(src, dst int, bytes float64, sink Sink, tag int) error {
 		Bytes: bytes, Start: now, TxEnd: now + tx, Delivered: now + tx + pathLatency(u.t, path), Hops: len(path), Tag: tag}}
 	u.nextFlow++
 	for _, l := range path {
-		u.enter(l)
+		u.lc[l].enter(now)
 		u.lc[l].bytes += bytes
 	}
 	u.k.AtHandler(now+tx, u, int(i)<<1)
@@ -67,8 +70,9 @@ func (u *Unaware) Handle(arg int) {
 	i := arg >> 1
 	f := &u.pending[i]
 	if arg&1 == 0 {
+		now := u.k.Now()
 		for _, l := range f.path {
-			u.leave(l)
+			u.lc[l].leave(now)
 		}
 		u.k.AtHandler(f.rec.Delivered, u, arg|1)
 		return

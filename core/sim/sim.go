@@ -87,15 +87,20 @@ func (e *event) run() {
 	e.h.Handle(e.arg)
 }
 
-// slotBits of an entry's key hold the event's slot in the slab; the bits
-// above hold its sequence number, so ordering by (t, key) is ordering by
-// (time, sequence).
-const slotBits = 28
+// slotBits of an entry's key say what to run: a closure's slot in the slab,
+// or (with handlerBit set) a registered handler, whose argument travels in
+// the entry so the hot path never touches the slab. The bits above hold the
+// sequence number, so ordering by (t, key) is ordering by (time, sequence).
+const (
+	slotBits   = 28
+	handlerBit = 1 << (slotBits - 1)
+)
 
-// entry is what the heap moves: 16 bytes, four children to a cache line.
+// entry is what the heap and runs move.
 type entry struct {
 	t   Time
-	key uint64 // seq<<slotBits | slot
+	key uint64 // seq<<slotBits | slot, or seq<<slotBits | handlerBit | handler
+	arg int
 }
 
 func (e entry) before(o entry) bool {
@@ -114,12 +119,15 @@ type Kernel struct {
 	// appended to a run in O(1) instead of sifting through the heap, and the
 	// earliest event is the least of the heap top and the run heads. Order
 	// is still exactly (time, sequence).
-	runs    [numRuns]run
-	slab    []event // event bodies, by slot
-	free    []uint32
-	settle  []func()
-	stalls  []func() []string
-	failure error
+	runs      [numRuns]run
+	slab      []func() // closures, by slot
+	free      []uint32
+	handlers  []Handler // registered by AtHandler, by id
+	handlerID map[Handler]int
+	lastH     int // id of the last handler scheduled
+	settle    []func()
+	stalls    []func() []string
+	failure   error
 
 	// CheckEvery is how many events pass between cancellation checks and
 	// progress reports (default 4096).
@@ -162,31 +170,53 @@ func (k *Kernel) Pending() int {
 
 // At schedules f at absolute time t. Scheduling in the past is a bug in the
 // caller and panics.
-func (k *Kernel) At(t Time, f func()) { k.push(t, event{fn: f}) }
-
-// After schedules f d after now.
-func (k *Kernel) After(d Time, f func()) { k.push(k.now+d, event{fn: f}) }
-
-// AtHandler schedules h.Handle(arg) at time t, without allocating.
-func (k *Kernel) AtHandler(t Time, h Handler, arg int) { k.push(t, event{h: h, arg: arg}) }
-
-func (k *Kernel) push(t Time, e event) {
-	if t < k.now {
-		panic(fmt.Sprintf("sim: event scheduled at %v, before now %v", t, k.now))
-	}
+func (k *Kernel) At(t Time, f func()) {
 	var slot uint32
 	if n := len(k.free); n > 0 {
 		slot = k.free[n-1]
 		k.free = k.free[:n-1]
-		k.slab[slot] = e
+		k.slab[slot] = f
 	} else {
 		slot = uint32(len(k.slab))
-		if slot >= 1<<slotBits {
-			panic("sim: more than 2^28 events pending")
+		if slot >= handlerBit {
+			panic("sim: more than 2^27 closures pending")
 		}
-		k.slab = append(k.slab, e)
+		k.slab = append(k.slab, f)
 	}
-	x := entry{t: t, key: k.seq<<slotBits | uint64(slot)}
+	k.push(t, uint64(slot), 0)
+}
+
+// After schedules f d after now.
+func (k *Kernel) After(d Time, f func()) { k.At(k.now+d, f) }
+
+// AtHandler schedules h.Handle(arg) at time t, without allocating. h must
+// be comparable (typically a pointer): the kernel registers each handler
+// once and keeps it for the kernel's life.
+func (k *Kernel) AtHandler(t Time, h Handler, arg int) {
+	id := k.lastH
+	if id >= len(k.handlers) || k.handlers[id] != h {
+		if k.handlerID == nil {
+			k.handlerID = map[Handler]int{}
+		}
+		var ok bool
+		if id, ok = k.handlerID[h]; !ok {
+			id = len(k.handlers)
+			if id >= handlerBit {
+				panic("sim: too many handlers")
+			}
+			k.handlers = append(k.handlers, h)
+			k.handlerID[h] = id
+		}
+		k.lastH = id
+	}
+	k.push(t, handlerBit|uint64(id), arg)
+}
+
+func (k *Kernel) push(t Time, slot uint64, arg int) {
+	if t < k.now {
+		panic(fmt.Sprintf("sim: event scheduled at %v, before now %v", t, k.now))
+	}
+	x := entry{t: t, key: k.seq<<slotBits | slot, arg: arg}
 	k.seq++
 	// Its sequence number is the largest yet, so x goes after a run's tail
 	// whenever its time is not earlier. Take the run with the latest such
@@ -261,10 +291,13 @@ func (k *Kernel) pop(top entry, from int) event {
 		k.popHeap()
 	}
 	slot := uint32(top.key & (1<<slotBits - 1))
-	e := k.slab[slot]
-	k.slab[slot] = event{}
+	if slot&handlerBit != 0 {
+		return event{h: k.handlers[slot&^handlerBit], arg: top.arg}
+	}
+	f := k.slab[slot]
+	k.slab[slot] = nil
 	k.free = append(k.free, slot)
-	return e
+	return event{fn: f}
 }
 
 // popHeap removes the heap's top entry.

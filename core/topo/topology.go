@@ -82,6 +82,7 @@ type Topology struct {
 	pair    map[uint64]int32 // (src,dst) -> link id, for dimension-order routing
 	routes  map[uint64][]int32
 	version uint64
+	capVer  uint64 // bumped on any health or device change
 	scratch bfsScratch
 }
 
@@ -192,6 +193,7 @@ func (t *Topology) SetHealth(l int, h float64) {
 	h = max(0, min(1, h))
 	was := t.Links[l].Health > 0
 	t.Links[l].Health = h
+	t.capVer++
 	if was != (h > 0) {
 		t.invalidate()
 	}
@@ -201,6 +203,7 @@ func (t *Topology) SetHealth(l int, h float64) {
 func (t *Topology) SetDeviceDown(d int, down bool) {
 	if t.down[d] != down {
 		t.down[d] = down
+		t.capVer++
 		t.invalidate()
 	}
 }
@@ -250,6 +253,11 @@ func (t *Topology) invalidate() {
 // RoutesVersion changes whenever cached routes are dropped (a link or device
 // started or stopped being usable), so callers may cache routes too.
 func (t *Topology) RoutesVersion() uint64 { return t.version }
+
+// CapacityVersion changes whenever any link's Capacity may have changed
+// (health or device state set, links added), so callers may cache
+// capacities.
+func (t *Topology) CapacityVersion() uint64 { return t.capVer + t.version }
 
 func key(a, b int) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
 
