@@ -14,7 +14,7 @@ import (
 // bytes, because it shares those bandwidths itself; so operators are priced
 // twice: on the GPU as it is (for the bytes, whose tiling and L2 reuse
 // compute models), and on an on-chip twin with unlimited L2 and HBM
-// bandwidth and no launch cost (whose time is then the SM-bound part).
+// bandwidth and no launch or dispatch cost (whose time is then the SM-bound part).
 type costs struct {
 	sms    int
 	real   *compute.Evaluator
@@ -26,6 +26,7 @@ func computeCosts(g hw.GPU) eidola.CostModel {
 	twin.L2BandwidthBytesPerS = math.Inf(1)
 	twin.HBMBandwidthBytesPerS = math.Inf(1)
 	twin.KernelLaunchS = 0
+	twin.HostDispatchS = 0
 	return &costs{sms: g.SMCount, real: compute.NewEvaluator(g), onChip: compute.NewEvaluator(twin)}
 }
 
