@@ -192,7 +192,11 @@ func (c *Comms) Start(col Collective, done func(Result)) (int, error) {
 		r.devs[i] = c.t.RankDevice(rk)
 	}
 	r.state = make([]rankState, r.inst*n)
-	r.outq = make([][]sendQueue, n)
+	if r.serialize {
+		groups := prog.group(r.inst-1) + 1
+		r.outq = make([]sendQueue, groups*n)
+		r.more = make([][]sendQueue, groups*n)
+	}
 	c.active[r.id] = r
 	for inst := 0; inst < r.inst; inst++ {
 		for rank := 0; rank < n; rank++ {
@@ -318,7 +322,8 @@ type run struct {
 	start     sim.Time
 	done      func(Result)
 	serialize bool
-	outq      [][]sendQueue // per sender: one queue per (group, receiver)
+	outq      []sendQueue   // per (group, sender): the queue to its first receiver
+	more      [][]sendQueue // per (group, sender): queues to further receivers
 	buf       []msg
 	payload   map[int]float64 // unquantized bytes by tag, when quantizing
 }
@@ -336,8 +341,7 @@ type msg struct {
 }
 
 type sendQueue struct {
-	group   int32
-	to      int32
+	to      int32 // receiver + 1; 0 while unused
 	busy    bool
 	pending []pendingSend
 }
@@ -420,17 +424,27 @@ func (r *run) transmit(inst, from int, m msg) {
 	r.send(from, int(m.to), m.bytes/r.col.ProtocolEfficiency, tag)
 }
 
-// queue finds the send queue of a connection; senders talk to a handful of
-// peers in the pipelined programs, so a short scan beats a map.
+// queue finds the send queue of a connection. A ring sender has one
+// receiver per group, found without a scan; trees and halving-doubling talk
+// to a handful of peers, so a short scan beats a map.
 func (r *run) queue(group, from, to int) *sendQueue {
-	qs := r.outq[from]
-	for i := range qs {
-		if int(qs[i].to) == to && int(qs[i].group) == group {
-			return &qs[i]
+	i := group*r.n + from
+	q := &r.outq[i]
+	if int(q.to) == to+1 {
+		return q
+	}
+	if q.to == 0 {
+		q.to = int32(to + 1)
+		return q
+	}
+	qs := r.more[i]
+	for j := range qs {
+		if int(qs[j].to) == to+1 {
+			return &qs[j]
 		}
 	}
-	r.outq[from] = append(qs, sendQueue{group: int32(group), to: int32(to)})
-	return &r.outq[from][len(qs)]
+	r.more[i] = append(qs, sendQueue{to: int32(to + 1)})
+	return &r.more[i][len(qs)]
 }
 
 func (r *run) send(from, to int, bytes float64, tag int) {

@@ -40,6 +40,9 @@ type FlowNet struct {
 	last    []lastRoute  // per source device
 	// KeepRecords keeps every delivered flow's record (Records()).
 	KeepRecords bool
+	// noFast sends every flow through max-min (tests compare the fast path
+	// against it).
+	noFast bool
 }
 
 type flow struct {
@@ -75,7 +78,12 @@ type linkEntry struct {
 // counters.
 type linkState struct {
 	entries []linkEntry
-	owner   int32 // fast flow index + 1; 0 when none
+	// owner is the fast flow (index + 1; 0 when none) that started alone on
+	// the link; it holds the link while flows[owner-1] is still that flow
+	// (gen == ownerGen) and still fast. A stale owner is ignored, so
+	// nothing needs releasing when a fast flow ends.
+	owner    int32
+	ownerGen uint32
 	linkCounter
 }
 
@@ -145,20 +153,25 @@ func (n *FlowNet) Send(src, dst int, bytes float64, sink Sink, tag int) error {
 		n.touch(l)
 		alone = alone && len(n.links[l].entries) == 0
 	}
-	if alone {
+	if alone && !n.noFast {
 		// Alone on every link: max-min gives it the bottleneck capacity and
-		// changes nobody else's rate, so no recomputation is needed. It
-		// holds its links (as their owner) until delivery unless someone
-		// needs them (touch), which saves the end-of-transmission event.
+		// changes nobody else's rate, so no recomputation is needed. Its
+		// links' counters are charged now for the whole transfer (bytes,
+		// busy until finish), so its end touches no link; if someone needs
+		// a link before then, touch takes back the unsent part. It is
+		// delivered by one event, with no end-of-transmission event.
 		r := n.bottleneck(c)
-		for _, l := range path {
-			ls := &n.links[l]
-			ls.owner = i + 1
-			ls.enter(now)
-		}
 		f.rate = r
 		f.finish = now + max(1, sim.SecondsCeil(bytes/r))
+		f.txEnd = f.finish
 		f.fast = true
+		for _, l := range path {
+			ls := &n.links[l]
+			ls.owner, ls.ownerGen = i+1, f.gen
+			ls.bytes += bytes
+			ls.busy += f.finish - now
+			ls.peak = max(ls.peak, 1)
+		}
 		n.k.AtHandler(f.finish+lat, n, n.arg(i, evDeliver))
 		return nil
 	}
@@ -270,7 +283,8 @@ func (n *FlowNet) Handle(arg int) {
 		n.k.AtHandler(now+f.lat, n, n.arg(i, evDeliver))
 	case evDeliver:
 		if f.fast {
-			n.retire(i)
+			f.fast, f.active = false, false
+			f.remaining = 0
 		}
 		rec := FlowRecord{ID: f.id, Src: int(f.src), Dst: int(f.dst), Bytes: f.bytes, Start: f.start,
 			TxEnd: f.txEnd, Delivered: now, Hops: len(f.path), Tag: f.tag}
@@ -289,48 +303,73 @@ func (n *FlowNet) Handle(arg int) {
 // A fast flow was alone on its links when it started; it is delivered by a
 // single event at finish + latency and holds its links (as their owner)
 // until then. touch restores exact semantics before anyone else uses a
-// link: a fast flow whose transmission has ended is retired (its links
-// released as of its finish time); one still transmitting becomes an
-// ordinary flow (its delivery event is cancelled and max-min reschedules it).
+// link: a fast flow whose transmission has ended stops being fast (its
+// charges stand); one still transmitting becomes an ordinary flow: its
+// delivery event is cancelled, the unsent bytes and busy time are taken back
+// from its links, and max-min reschedules it.
 func (n *FlowNet) touch(l int32) {
-	o := n.links[l].owner
-	if o == 0 {
+	i, ok := n.liveOwner(l)
+	if !ok {
 		return
 	}
-	i := o - 1
 	f := &n.flows[i]
 	now := n.k.Now()
 	if f.finish <= now {
-		n.retire(i)
+		f.fast, f.active = false, false
+		f.remaining = 0
+		f.updated = f.finish
 		return
 	}
-	n.credit(f, now)
+	f.remaining -= min(f.remaining, f.rate*(now-f.updated).Seconds())
+	f.updated = now
 	for _, l2 := range f.path {
-		n.links[l2].owner = 0
+		ls := &n.links[l2]
+		ls.owner = 0
+		ls.bytes -= f.remaining
+		ls.busy -= f.finish - now
 	}
 	f.fast = false
 	f.gen++ // cancels the pending delivery event
 	f.finish = 0
-	n.attach(i, false)
+	f.txEnd = 0
+	n.attach(i, true)
 	for _, l2 := range f.path {
 		n.markDirty(l2)
 	}
 }
 
-// retire ends a fast flow's transmission at its finish time: all its bytes
-// sent, its links released.
-func (n *FlowNet) retire(i int32) {
-	f := &n.flows[i]
-	for _, l := range f.path {
-		ls := &n.links[l]
-		ls.bytes += f.remaining
-		ls.owner = 0
-		ls.leave(f.finish)
+// liveOwner returns the fast flow holding link l, if any.
+func (n *FlowNet) liveOwner(l int32) (int32, bool) {
+	ls := &n.links[l]
+	if ls.owner == 0 {
+		return 0, false
 	}
-	f.remaining = 0
-	f.updated = f.finish
-	f.active, f.fast = false, false
-	f.txEnd = f.finish
+	i := ls.owner - 1
+	f := &n.flows[i]
+	if f.gen != ls.ownerGen || !f.fast {
+		ls.owner = 0
+		return 0, false
+	}
+	return i, true
+}
+
+// LinkStats implements Fabric. Fast flows still transmitting have been
+// charged for their whole transfer; the part after now is taken off.
+func (n *FlowNet) LinkStats() []LinkStat {
+	out := n.counters.LinkStats()
+	now := n.k.Now()
+	for l := range out {
+		i, ok := n.liveOwner(int32(l))
+		if !ok {
+			continue
+		}
+		if f := &n.flows[i]; f.finish > now {
+			sent := min(f.remaining, f.rate*(now-f.updated).Seconds())
+			out[l].Bytes -= f.remaining - sent
+			out[l].Busy -= f.finish - now
+		}
+	}
+	return out
 }
 
 // detach removes entry p of link l by swapping the last entry into its place.

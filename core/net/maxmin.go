@@ -68,8 +68,8 @@ func (n *FlowNet) CheckCapacity() error {
 		for _, e := range n.links[l].entries {
 			sum += n.flows[e.flow].rate
 		}
-		if o := n.links[l].owner; o != 0 {
-			sum += n.flows[o-1].rate
+		if i, ok := n.liveOwner(int32(l)); ok {
+			sum += n.flows[i].rate
 		}
 		c := n.t.Capacity(l)
 		if sum > c*(1+1e-9)+1e-6 {

@@ -1,10 +1,12 @@
 package net
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -166,5 +168,60 @@ func TestSpecAgreesWithNet(t *testing.T) {
 			algs = append(algs, string(a))
 		}
 		require.Equal(t, algs, spec.CollectiveAlgorithms()[string(op)])
+	}
+}
+
+// TestFastPathMatchesMaxMin: flows that start alone on their links skip the
+// max-min recomputation, charge their links at once and are delivered by a
+// single event. Random collectives (several at once, contending, with link
+// health changes mid-run) must give every flow the same start, end of
+// transmission and delivery as sending every flow through progressive
+// filling.
+func TestFastPathMatchesMaxMin(t *testing.T) {
+	type key struct {
+		src, dst                int
+		bytes                   float64
+		start, txEnd, delivered sim.Time
+	}
+	run := func(seed uint64, noFast bool) ([]key, []LinkStat) {
+		r := rng.Stream(seed, "fastpath")
+		tp := randomTopology(t, r)
+		k := sim.New()
+		f := NewFlowNet(k, tp)
+		f.noFast = noFast
+		f.KeepRecords = true
+		c := NewComms(f)
+		n := tp.NumRanks()
+		for j := 0; j < 1+r.IntN(3); j++ {
+			op := []Op{AllReduce, AllGather, Broadcast, AllToAll}[r.IntN(4)]
+			size := 1 + r.IntN(n)
+			col := Collective{Op: op, Bytes: float64(1 + r.IntN(32<<20)), Ranks: r.Perm(n)[:size], Chunks: r.IntN(3), Channels: 1 + r.IntN(2)}
+			k.At(sim.Time(r.IntN(100))*sim.Microsecond, func() {
+				_, err := c.Start(col, nil)
+				require.NoError(t, err)
+			})
+		}
+		l, h := r.IntN(len(tp.Links)), 0.3+0.7*r.Float64()
+		k.At(sim.Time(r.IntN(500))*sim.Microsecond, func() { f.SetLinkHealth(l, h) })
+		require.NoError(t, k.Run(context.Background()))
+		var out []key
+		for _, rec := range f.Records() {
+			out = append(out, key{rec.Src, rec.Dst, rec.Bytes, rec.Start, rec.TxEnd, rec.Delivered})
+		}
+		slices.SortFunc(out, func(a, b key) int {
+			return cmp.Or(cmp.Compare(a.start, b.start), cmp.Compare(a.src, b.src), cmp.Compare(a.dst, b.dst),
+				cmp.Compare(a.delivered, b.delivered), cmp.Compare(a.bytes, b.bytes))
+		})
+		return out, f.LinkStats()
+	}
+	for seed := uint64(1); seed <= 40; seed++ {
+		fast, fastLinks := run(seed, false)
+		ref, refLinks := run(seed, true)
+		require.Equal(t, ref, fast, "seed %d", seed)
+		for l := range refLinks {
+			require.InDelta(t, refLinks[l].Bytes, fastLinks[l].Bytes, 1e-9*max(1, refLinks[l].Bytes), "seed %d link %d", seed, l)
+			require.Equal(t, refLinks[l].Busy, fastLinks[l].Busy, "seed %d link %d", seed, l)
+			require.Equal(t, refLinks[l].PeakFlows, fastLinks[l].PeakFlows, "seed %d link %d", seed, l)
+		}
 	}
 }
