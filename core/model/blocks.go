@@ -107,6 +107,13 @@ func (b *builder) transformer(shared bool) {
 	b.norm("attn.norm", b.Tn, in)
 	b.enter("attn", in)
 	b.gemm("attn.qkv", T, qkv, in)
+	// GPT's linear layers carry biases (Megatron-LM): the QKV bias is added
+	// in its GEMM; the row-parallel outputs' biases in the fused
+	// bias-dropout-add (residual), the MLP's first in the fused bias-GeLU.
+	bias := gpt && b.training()
+	if bias {
+		b.biasGrad("attn.qkv", T, qkv)
+	}
 	if !gpt && !shared {
 		// Rotary on Q and K: x·cos + rotate(x)·sin, 3 FLOPs per element.
 		n := float64(T * (hs + kvs) * hd)
@@ -120,6 +127,9 @@ func (b *builder) transformer(shared bool) {
 	b.attentionCore(hs, kvs, hd)
 	b.gemm("attn.out", T, h, hs*hd)
 	b.exit("attn", h)
+	if bias {
+		b.biasGrad("attn.out", b.Tn, h)
+	}
 	b.residual("attn.residual", h)
 
 	b.norm("mlp.norm", b.Tn, h)
@@ -127,6 +137,9 @@ func (b *builder) transformer(shared bool) {
 	n := float64(T * f)
 	if gpt {
 		b.gemm("mlp.up", T, f, h)
+		if bias {
+			b.biasGrad("mlp.up", T, f)
+		}
 		// GELU (tanh form) with the bias fused: ≈8 FLOPs per element; keeps its input.
 		b.stream("mlp.gelu", Elementwise, 8*n, 2*n*b.e, 16*n, 3*n*b.e, n*b.e)
 	} else {
@@ -136,6 +149,9 @@ func (b *builder) transformer(shared bool) {
 	}
 	b.gemm("mlp.down", T, h, f)
 	b.exit("mlp", h)
+	if bias {
+		b.biasGrad("mlp.down", b.Tn, h)
+	}
 	b.residual("mlp.residual", h)
 	if shared {
 		b.gemm("shared.linear", T, h, h)
@@ -162,6 +178,11 @@ func (b *builder) attentionCore(hs, kvs, hd int64) {
 	}
 	bh := B * hs
 	p := float64(bh * s * s) // score elements
+	// Megatron-LM splits the QKV GEMM's output into Q, K and V views; the
+	// backward of the split concatenates their gradients into one tensor
+	// (a copy: read and write every element).
+	n := float64(b.T*(hs+2*kvs)*hd) * b.e
+	b.add(step{bwd: []Op{NewStreaming("attn.qkv.split.bwd", Elementwise, b.a, 0, 2*n)}})
 	b.add(step{
 		fwd: []Op{NewGEMM("attn.scores", b.d, bh, s, s, hd)},
 		// dQ = dS·K and dK = dSᵀ·Q, each [s×hd] over s.
@@ -182,7 +203,12 @@ func (b *builder) attentionCore(hs, kvs, hd int64) {
 		})
 	}
 	b.add(step{
-		fwd: []Op{NewGEMM("attn.context", b.d, bh, s, hd, s)},
+		// The context leaves the batched GEMM as [batch·heads, s, d] and is
+		// permuted to [s, batch, heads·d] with .contiguous(), a copy
+		// (Megatron-LM CoreAttention); its gradient needs none (the batched
+		// GEMMs take the strided view).
+		fwd: []Op{NewGEMM("attn.context", b.d, bh, s, hd, s),
+			NewStreaming("attn.context.permute", Elementwise, b.a, 0, 2*float64(b.T*hs*hd)*b.e)},
 		// dP = dO·Vᵀ [s×s] over hd, dV = Pᵀ·dO [s×hd] over s.
 		bwd:   []Op{NewGEMM("attn.context.dp", b.d, bh, s, s, hd), NewGEMM("attn.context.dv", b.d, bh, s, hd, s)},
 		saved: p*b.e + v, dropped: p * b.e, selective: true,

@@ -80,9 +80,10 @@ type Block struct {
 	// Backward (training) lists recomputed forward operators first, then the
 	// gradient operators, in execution order, with their collectives.
 	Backward []Op
-	// Optimizer (training) is the Adam step over this instance's own weights.
+	// Optimizer (training) is the optimizer step (OptimizerStep) over this
+	// instance's own weights.
 	Optimizer []Op
-	// SharedOptimizer (training) is the Adam step over weights shared by every
+	// SharedOptimizer (training) is the optimizer step over weights shared by every
 	// instance (Zamba's shared block); it runs once per step, not per instance.
 	SharedOptimizer []Op
 	// Params is the parameters of one instance on this rank; SharedParams the
@@ -297,16 +298,46 @@ func (b *builder) stream(name string, kind Kind, flops, bytes, bwdFlops, bwdByte
 }
 
 // norm is a LayerNorm (GPT) or RMSNorm over n elements of rows of width w:
-// read x, write y (and fp32 statistics per row); backward reads dy and x,
-// writes dx. LayerNorm: ≈8 FLOPs per element (mean, variance, normalize,
-// affine), RMSNorm ≈5; the backward twice that. Keeps x.
+// read x, write y (and fp32 statistics per row). LayerNorm: ≈8 FLOPs per
+// element (mean, variance, normalize, affine), RMSNorm ≈5. Keeps x.
+//
+// The backward is the fused-norm kernels' three launches (apex
+// layer_norm_cuda_kernel.cu, HostLayerNormGradient / HostRMSNormGradient,
+// which Megatron-LM's fused_kernels copy): cuComputePartGradGammaBeta reads
+// dy and x and writes fp32 partial weight gradients over 16 row slices,
+// cuComputeGradGammaBeta sums them, cuComputeGradInput reads dy and x again
+// and writes dx (twice the forward's FLOPs in all).
 func (b *builder) norm(name string, rows, w int64) {
 	n := float64(rows * w)
 	fl := 5.0
 	if b.c.Family == GPT {
 		fl = 8
 	}
-	b.stream(name, Norm, fl*n, 2*n*b.e+8*float64(rows), 2*fl*n, 3*n*b.e, n*b.e)
+	s := step{fwd: []Op{NewStreaming(name, Norm, b.a, fl*n, 2*n*b.e+8*float64(rows))}, saved: n * b.e}
+	if b.training() {
+		const slices = 16 // part_size in HostLayerNormGradient
+		weights := 1.0
+		if b.c.Family == GPT {
+			weights = 2 // gamma and beta
+		}
+		part := weights * slices * float64(w) * 4
+		s.bwd = []Op{
+			NewStreaming(name+".bwd.weight_partial", Norm, b.a, fl*n/2, 2*n*b.e+part),
+			NewStreaming(name+".bwd.weight", Norm, b.a, part/4, part+weights*float64(w)*4),
+			NewStreaming(name+".bwd", Norm, b.a, 3*fl*n/2, 3*n*b.e+8*float64(rows)),
+		}
+	}
+	b.add(s)
+}
+
+// biasGrad is the gradient of a bias added over rows of width w: a column
+// sum of dy (PyTorch's reduction of a broadcast add's gradient, or the
+// grad_output.sum(0) of Megatron-LM's linear layers), into an fp32
+// gradient. Backward only; it sits after the op that adds the bias, so it
+// runs before that op's own backward.
+func (b *builder) biasGrad(name string, rows, w int64) {
+	n := float64(rows * w)
+	b.add(step{bwd: []Op{NewStreaming(name+".bias_grad", Elementwise, b.a, n, n*b.e+4*float64(w))}})
 }
 
 // residual adds the block output to the residual stream (read 2, write 1);
@@ -414,11 +445,12 @@ func (b *builder) block(name string, count int) Block {
 			blk.Backward = append(blk.Backward, o)
 		}
 	}
+	// fp32 main gradients (Megatron-LM's default gradient buffer).
 	if b.params > 0 {
-		blk.Optimizer = []Op{AdamOp(name+".adam", b.params)}
+		blk.Optimizer = OptimizerStep(name+".optimizer", b.params, b.d, 4)
 	}
 	if b.shared > 0 {
-		blk.SharedOptimizer = []Op{AdamOp(name+".shared_adam", b.shared)}
+		blk.SharedOptimizer = OptimizerStep(name+".shared_optimizer", b.shared, b.d, 4)
 	}
 	return blk
 }

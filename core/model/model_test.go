@@ -2,6 +2,7 @@ package model
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/eidolon-sim/eidolon/core/hw"
@@ -219,4 +220,40 @@ func TestCheckReportsProblems(t *testing.T) {
 	assert.NotEmpty(t, ps)
 	l, _ := ByName("llama2-7b")
 	assert.NotEmpty(t, l.CheckRun(Run{Phase: Training, Batch: 1, SeqLen: 8, TP: 3, DType: hw.BF16}))
+}
+
+// The optimizer step's HBM traffic per parameter with fp32 gradients:
+// fp16 unscale (8) + norm (4) + Adam (28) + master-to-model copy (6) + zeroing
+// (4) = 50 B; bf16 has no loss scaler (42 B); fp32 weights need no copy (36 B).
+func TestOptimizerStepTraffic(t *testing.T) {
+	for d, want := range map[hw.DType]float64{hw.FP16: 50, hw.BF16: 42, hw.FP32: 36} {
+		var bytes float64
+		for _, o := range OptimizerStep("opt", 1000, d, 4) {
+			require.Equal(t, Optimizer, o.Pass)
+			bytes += o.Bytes
+		}
+		assert.InDelta(t, want*1000, bytes, 1e-9, d)
+	}
+}
+
+// A GPT layer's training backward reduces the gradient of each of its four
+// biases and runs three kernels per LayerNorm; LLaMA has no biases.
+func TestBackwardBiasGradsAndNormKernels(t *testing.T) {
+	for name, biases := range map[string]int{"gpt-22b": 4, "llama2-7b": 0} {
+		c, _ := ByName(name)
+		g, err := Build(c, Run{Phase: Training, Batch: 1, SeqLen: 256, TP: 2, DType: hw.BF16})
+		require.NoError(t, err)
+		blk, _ := g.Block(BlockTransformer)
+		var nb, nn int
+		for _, o := range blk.Backward {
+			if strings.HasSuffix(o.Name, ".bias_grad") {
+				nb++
+			}
+			if o.Kind == Norm {
+				nn++
+			}
+		}
+		assert.Equal(t, biases, nb, name)
+		assert.Equal(t, 2*3, nn, name)
+	}
 }

@@ -182,22 +182,55 @@ func NewDecodeAttention(name string, d hw.DType, batch, heads, kvHeads, skv, hd 
 	}
 }
 
-// Adam's per-parameter cost under mixed precision (Megatron's distributed
-// optimizer layout): read fp32 master weight, fp32 gradient, m and v (16 B),
-// write master, m and v (12 B) and the 16-bit working copy (2 B). About 14
-// FLOPs: m and v updates (3 + 4), bias corrections (2), the update with
-// weight decay (5).
+// Adam's per-parameter cost (apex FusedAdam, the kernel Megatron-LM steps
+// with): read the fp32 master weight, gradient, m and v (16 B), write
+// master, m and v (12 B). About 14 FLOPs: m and v updates (3 + 4), bias
+// corrections (2), the update with weight decay (5).
 const (
-	adamBytesPerParam = 30
+	adamBytesPerParam = 28
 	adamFlopsPerParam = 14
 )
 
-// AdamOp is the optimizer step over params parameters (on one rank).
+// AdamOp is the Adam kernel alone over params parameters (on one rank).
 func AdamOp(name string, params int64) Op {
 	p := float64(params)
 	o := NewStreaming(name, Adam, hw.FP32, adamFlopsPerParam*p, adamBytesPerParam*p)
 	o.Pass = Optimizer
 	return o
+}
+
+// OptimizerStep is a training step's optimizer as Megatron-LM runs it
+// (megatron/optimizer/optimizer.py, MixedPrecisionOptimizer.step and the
+// training loop's zero_grad), over `shard` parameters whose gradients are
+// gradBytes wide, weights of type d:
+//
+//   - fp16 only (a loss scaler): unscale the gradients and check them for
+//     inf/NaN (torch._amp_foreach_non_finite_check_and_unscale_: read and
+//     write each gradient, ≈2 FLOPs);
+//   - the global gradient norm for clipping (multi_tensor_l2norm: read each
+//     gradient, 2 FLOPs); the rescale that follows only when the norm
+//     exceeds the threshold is left out;
+//   - Adam (AdamOp);
+//   - weights narrower than fp32: copy the fp32 masters into the 16-bit
+//     working weights (_copy_main_params_to_model_params: read 4 B, write
+//     the weight);
+//   - zero the gradient buffer for the next step (write each gradient).
+func OptimizerStep(name string, shard int64, d hw.DType, gradBytes float64) []Op {
+	p := float64(shard)
+	step := func(suffix string, flops, bytes float64) Op {
+		o := NewStreaming(name+"."+suffix, Adam, hw.FP32, flops*p, bytes*p)
+		o.Pass = Optimizer
+		return o
+	}
+	var ops []Op
+	if d == hw.FP16 {
+		ops = append(ops, step("unscale", 2, 2*gradBytes))
+	}
+	ops = append(ops, step("grad_norm", 2, gradBytes), AdamOp(name+".adam", shard))
+	if w := d.Bytes(); w < 4 {
+		ops = append(ops, step("copy_to_model", 0, 4+max(w, 2)))
+	}
+	return append(ops, step("zero_grad", 0, gradBytes))
 }
 
 // QuantizeOp converts elements from type `from` to the 8-bit type `to` with

@@ -327,8 +327,8 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int) (
 	if par.ZeRO >= 1 {
 		shard = (params + int64(D) - 1) / int64(D)
 	}
-	opt := []model.Op{model.AdamOp("optimizer.adam", shard)}
-	last := b.compute("optimizer.adam", opt, -1, optAfter...)
+	opt := model.OptimizerStep("optimizer", shard, t.DType, gradBytes)
+	last := b.compute("optimizer", opt, -1, optAfter...)
 	if par.ZeRO >= 1 && par.ZeRO < 3 && D > 1 {
 		b.collective("param_all_gather", StreamDP, SlotDP, model.AllGather, float64(params)*e, -1, last)
 	}
@@ -520,9 +520,13 @@ func (t Training) Size(cost func(model.Op) (float64, error)) (*Sizing, error) {
 		if par.ZeRO >= 1 {
 			shard = (params + int64(D) - 1) / int64(D)
 		}
-		opt, err := cost(model.AdamOp("optimizer.adam", shard))
-		if err != nil {
-			return nil, err
+		var opt float64
+		for _, o := range model.OptimizerStep("optimizer", shard, t.DType, gradBytes) {
+			c, err := cost(o)
+			if err != nil {
+				return nil, err
+			}
+			opt += c
 		}
 		order := StageOrder(par.Schedule, P, s, m, V)
 		sz.Memory = append(sz.Memory, t.stageMemory(g, plain, chunks, s, order, params, e, gradBytes))
