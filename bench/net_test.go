@@ -19,7 +19,10 @@ import (
 // the ring is node-major (gpu7 of node k to gpu0 of node k+1: every
 // inter-node hop crosses rails through the spine, and ECMP collisions there
 // tie many flows into one max-min component).
-func ringAllReduce(b *testing.B, nodes int, bytes float64, railAligned bool) (events uint64, flows int, simTime float64) {
+//
+// channels 1 is one ring (2·n·(n−1) flows); 0 is the default, one ring per
+// rail across nodes (8× the flows).
+func ringAllReduce(b *testing.B, nodes int, bytes float64, railAligned bool, channels int) (events uint64, flows int, simTime float64) {
 	tp, err := topo.Preset("dgx-h100", nodes)
 	if err != nil {
 		b.Fatal(err)
@@ -38,7 +41,8 @@ func ringAllReduce(b *testing.B, nodes int, bytes float64, railAligned bool) (ev
 		}
 	}
 	var res net.Result
-	if _, err := c.Start(net.Collective{Op: net.AllReduce, Algorithm: net.Ring, Bytes: bytes, Ranks: ranks}, func(r net.Result) { res = r }); err != nil {
+	if _, err := c.Start(net.Collective{Op: net.AllReduce, Algorithm: net.Ring, Bytes: bytes, Ranks: ranks, Channels: channels},
+		func(r net.Result) { res = r }); err != nil {
 		b.Fatal(err)
 	}
 	if err := k.Run(context.Background()); err != nil {
@@ -47,11 +51,11 @@ func ringAllReduce(b *testing.B, nodes int, bytes float64, railAligned bool) (ev
 	return k.Events(), res.Flows, (res.End - res.Start).Seconds()
 }
 
-func benchRing(b *testing.B, nodes int, railAligned bool) {
+func benchRing(b *testing.B, nodes int, railAligned bool, channels int) {
 	var ev uint64
 	var flows int
 	for i := 0; i < b.N; i++ {
-		ev, flows, _ = ringAllReduce(b, nodes, 1<<30, railAligned)
+		ev, flows, _ = ringAllReduce(b, nodes, 1<<30, railAligned, channels)
 	}
 	perOp := b.Elapsed().Seconds() / float64(b.N)
 	b.ReportMetric(float64(flows), "flows")
@@ -59,21 +63,32 @@ func benchRing(b *testing.B, nodes int, railAligned bool) {
 	b.ReportMetric(perOp/float64(flows)*1e9, "ns/flow")
 }
 
-// BenchmarkRingAllReduce: 1 GiB rail-aligned ring all-reduce over 8·nodes
-// GPUs; ns/flow across sizes shows how cost grows with the flow count.
+// BenchmarkRingAllReduce: 1 GiB rail-aligned ring all-reduce (one ring)
+// over 8·nodes GPUs; ns/flow across sizes shows how cost grows with the
+// flow count.
 // Run: go test ./bench -run '^$' -bench 'RingAllReduce/gpus=1024$' -benchtime 1x
 func BenchmarkRingAllReduce(b *testing.B) {
 	for _, nodes := range []int{16, 128, 512, 1024} {
-		b.Run(fmt.Sprintf("gpus=%d", nodes*8), func(b *testing.B) { benchRing(b, nodes, true) })
+		b.Run(fmt.Sprintf("gpus=%d", nodes*8), func(b *testing.B) { benchRing(b, nodes, true, 1) })
 	}
 }
 
-// BenchmarkRingAllReduceNodeMajor: the same with the node-major ring order
-// (every inter-node hop through the spine).
+// BenchmarkRingAllReduceChannels: the same with the default channels (one
+// ring per rail: 8 on dgx-h100, each carrying 1/8 of the data), as a
+// collective spec without "channels" runs it.
+// Run: go test ./bench -run '^$' -bench 'RingAllReduceChannels/gpus=1024$' -benchtime 1x
+func BenchmarkRingAllReduceChannels(b *testing.B) {
+	for _, nodes := range []int{16, 128} {
+		b.Run(fmt.Sprintf("gpus=%d", nodes*8), func(b *testing.B) { benchRing(b, nodes, true, 0) })
+	}
+}
+
+// BenchmarkRingAllReduceNodeMajor: one ring in node-major order (every
+// inter-node hop through the spine).
 // Run: go test ./bench -run '^$' -bench 'RingAllReduceNodeMajor/gpus=1024$' -benchtime 1x
 func BenchmarkRingAllReduceNodeMajor(b *testing.B) {
 	for _, nodes := range []int{16, 128} {
-		b.Run(fmt.Sprintf("gpus=%d", nodes*8), func(b *testing.B) { benchRing(b, nodes, false) })
+		b.Run(fmt.Sprintf("gpus=%d", nodes*8), func(b *testing.B) { benchRing(b, nodes, false, 1) })
 	}
 }
 

@@ -128,7 +128,8 @@ type Collective struct {
 	// Bytes/Channels; channel c rotates every node's ranks by c (and
 	// reverses every other node) so the rings cross between nodes on the
 	// same rail, each channel through different NICs (NCCL's channels).
-	// 0 means 1.
+	// 0 picks what NCCL does (DefaultChannels): one ring per rail when the
+	// communicator spans nodes, one ring inside a node.
 	Channels int
 	// Quant, if set, quantizes the payload on the wire.
 	Quant *Quantization
@@ -253,7 +254,7 @@ func (c *Comms) check(col *Collective) error {
 		return fmt.Errorf("channels must be >= 0, got %d", col.Channels)
 	}
 	if col.Channels == 0 {
-		col.Channels = 1
+		col.Channels = DefaultChannels(c.t, col.Ranks)
 	}
 	if col.Chunks == 0 {
 		col.Chunks = 1
@@ -271,6 +272,34 @@ func (c *Comms) check(col *Collective) error {
 		return fmt.Errorf("quantization needs elem_bytes > 0, wire_elem_bytes > 0, block_elems >= 1, scale_bytes >= 0")
 	}
 	return nil
+}
+
+// DefaultChannels is the number of ring channels NCCL would build for a
+// communicator. Across nodes, one per rail: the NICs of a node that the
+// communicator's GPUs there can each use alone, i.e. min(NICs, ranks) on
+// the least-provisioned node. NCCL's ring search gives each channel its own
+// NIC ("NET0 is already used by the first channel; so we don't want to use
+// it twice", S. Jeaugey, github.com/NVIDIA/nccl/issues/1313), so all-reduce
+// "will form multiple rings so that it can utilize all the available NICs
+// for maximum bandwidth" (NVIDIA, github.com/NVIDIA/nccl-tests/issues/277).
+// Inside one node (or on a topology without hosts) it is 1: on an NVSwitch
+// every channel's ring uses the same links, and one ring already reaches
+// the per-GPU NVLink bandwidth that NCCL's HGX-H100 figure is compared
+// with (bench/net_test.go); more would only multiply flows.
+func DefaultChannels(t *topo.Topology, ranks []int) int {
+	groups := t.NodesOfRanks(ranks)
+	if len(groups) < 2 {
+		return 1
+	}
+	ch := -1
+	for _, g := range groups {
+		node := t.Devices[t.RankDevice(g[0])].Node
+		c := min(len(g), t.NICsOnNode(node))
+		if ch < 0 || c < ch {
+			ch = c
+		}
+	}
+	return max(1, ch)
 }
 
 func (c *Comms) describeStalls() []string {

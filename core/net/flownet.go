@@ -79,12 +79,17 @@ type linkEntry struct {
 type linkState struct {
 	entries []linkEntry
 	// owner is the fast flow (index + 1; 0 when none) that started alone on
-	// the link; it holds the link while flows[owner-1] is still that flow
-	// (gen == ownerGen) and still fast. A stale owner is ignored, so
-	// nothing needs releasing when a fast flow ends.
-	owner    int32
-	ownerGen uint32
+	// the link. Fast flows are not counted in active, so while one holds
+	// the link active is 0 and since holds the owner's finish time: the
+	// owner is live while since > now. A stale owner is ignored (its flow
+	// is never looked at), so nothing needs releasing when a fast flow ends.
+	owner int32
 	linkCounter
+}
+
+// live reports whether the link's fast owner is still transmitting.
+func (ls *linkState) live(now sim.Time) bool {
+	return ls.owner != 0 && ls.active == 0 && ls.since > now
 }
 
 // fillState is a link's scratch for component searches and progressive
@@ -121,7 +126,7 @@ func (n *FlowNet) Records() []FlowRecord { return n.records }
 func (n *FlowNet) ActiveFlows() int {
 	c := 0
 	for i := range n.flows {
-		if n.flows[i].active {
+		if n.transmitting(&n.flows[i]) {
 			c++
 		}
 	}
@@ -167,7 +172,7 @@ func (n *FlowNet) Send(src, dst int, bytes float64, sink Sink, tag int) error {
 		f.fast = true
 		for _, l := range path {
 			ls := &n.links[l]
-			ls.owner, ls.ownerGen = i+1, f.gen
+			ls.owner, ls.since = i+1, f.finish
 			ls.bytes += bytes
 			ls.busy += f.finish - now
 			ls.peak = max(ls.peak, 1)
@@ -302,24 +307,19 @@ func (n *FlowNet) Handle(arg int) {
 
 // A fast flow was alone on its links when it started; it is delivered by a
 // single event at finish + latency and holds its links (as their owner)
-// until then. touch restores exact semantics before anyone else uses a
-// link: a fast flow whose transmission has ended stops being fast (its
-// charges stand); one still transmitting becomes an ordinary flow: its
+// until its finish. touch restores exact semantics before anyone else uses a
+// link: the owner, if still transmitting, becomes an ordinary flow: its
 // delivery event is cancelled, the unsent bytes and busy time are taken back
 // from its links, and max-min reschedules it.
 func (n *FlowNet) touch(l int32) {
-	i, ok := n.liveOwner(l)
-	if !ok {
-		return
-	}
-	f := &n.flows[i]
+	ls := &n.links[l]
 	now := n.k.Now()
-	if f.finish <= now {
-		f.fast, f.active = false, false
-		f.remaining = 0
-		f.updated = f.finish
+	if !ls.live(now) {
+		ls.owner = 0
 		return
 	}
+	i := ls.owner - 1
+	f := &n.flows[i]
 	f.remaining -= min(f.remaining, f.rate*(now-f.updated).Seconds())
 	f.updated = now
 	for _, l2 := range f.path {
@@ -338,19 +338,19 @@ func (n *FlowNet) touch(l int32) {
 	}
 }
 
-// liveOwner returns the fast flow holding link l, if any.
+// liveOwner returns the fast flow transmitting alone on link l, if any.
 func (n *FlowNet) liveOwner(l int32) (int32, bool) {
 	ls := &n.links[l]
-	if ls.owner == 0 {
+	if !ls.live(n.k.Now()) {
 		return 0, false
 	}
-	i := ls.owner - 1
-	f := &n.flows[i]
-	if f.gen != ls.ownerGen || !f.fast {
-		ls.owner = 0
-		return 0, false
-	}
-	return i, true
+	return ls.owner - 1, true
+}
+
+// transmitting reports whether a flow is still sending (a fast flow past its
+// finish is done, though not yet delivered).
+func (n *FlowNet) transmitting(f *flow) bool {
+	return f.active && !(f.fast && f.finish <= n.k.Now())
 }
 
 // LinkStats implements Fabric. Fast flows still transmitting have been
@@ -506,11 +506,11 @@ func (n *FlowNet) rerouteBroken() {
 	now := n.k.Now()
 	for i := range n.flows {
 		f := &n.flows[i]
-		if f.active && f.fast {
-			n.touch(f.path[0]) // retire or make ordinary before rerouting
-		}
-		if !f.active {
+		if !n.transmitting(f) {
 			continue
+		}
+		if f.fast {
+			n.touch(f.path[0]) // make it ordinary before rerouting
 		}
 		broken := false
 		for _, l := range f.path {

@@ -370,3 +370,34 @@ func TestLateJoinerSharesWithARunningFlow(t *testing.T) {
 	require.InEpsilon(t, 16e-3, st[up0].Busy.Seconds(), 1e-9)
 	require.Equal(t, 2, st[down].PeakFlows)
 }
+
+func TestDefaultChannelsOneRingPerRail(t *testing.T) {
+	tp, err := topo.Preset("dgx-h100", 2)
+	require.NoError(t, err)
+	// Inside one node: one ring. Across nodes: one per rail the group's GPUs
+	// on each node reach (min of NICs and GPUs there, on the poorest node).
+	require.Equal(t, 1, DefaultChannels(tp, all(8)))
+	require.Equal(t, 8, DefaultChannels(tp, all(16)))
+	require.Equal(t, 1, DefaultChannels(tp, []int{0, 8}))
+	require.Equal(t, 4, DefaultChannels(tp, []int{0, 1, 2, 3, 8, 9, 10, 11}))
+	require.Equal(t, 2, DefaultChannels(tp, []int{0, 1, 8, 9, 10, 11}))
+	ring, err := topo.Ring(4, testLink)
+	require.NoError(t, err)
+	require.Equal(t, 1, DefaultChannels(ring, all(4)))
+
+	// 1 GiB ring all-reduce over both nodes with the default: 8 channels,
+	// each a ring of n = 16 ranks carrying S/8. Each channel leaves a node
+	// on its own rail (gpu → nic 63 GB/s, nic → leaf → nic 50 GB/s, nic →
+	// gpu; latencies 0.75 + 0.5 + 0.5 + 0.75 µs = 2.5 µs) and its in-node
+	// hops share each GPU's 450 GB/s NVLink among ≤ 8 channels (≥ 56 GB/s),
+	// so the NIC's B = 50 GB/s paces every step and the slow hop's α = 2.5 µs
+	// adds to it: T = 2(n−1)·(S/(8n)/B + α).
+	const S, n, B, alpha = float64(1 << 30), 16, 50e9, 2.5e-6
+	got := runOne(t, NewFlowNet(sim.New(), tp), Collective{Op: AllReduce, Bytes: S, Ranks: all(n)})
+	want := 2 * (n - 1) * (S/(8*n)/B + alpha)
+	require.InEpsilon(t, want, got, 0.01)
+	// That is ≈ 8 NICs' worth of bus bandwidth; one channel gets one NIC's.
+	one := runOne(t, NewFlowNet(sim.New(), tp), Collective{Op: AllReduce, Bytes: S, Ranks: all(n), Channels: 1})
+	require.InEpsilon(t, B, S/one*BusBandwidthFactor(AllReduce, n), 0.01)
+	require.Greater(t, S/got*BusBandwidthFactor(AllReduce, n), 7.5*B)
+}

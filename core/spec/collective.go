@@ -28,7 +28,9 @@ type Collective struct {
 	// Root index in the group for broadcast and reduce.
 	Root int `json:"root,omitempty"`
 	// Channels: parallel rings for ring algorithms (NCCL's channels), each
-	// crossing nodes through different NICs; default 1.
+	// crossing nodes through different NICs. 0 (default) = as NCCL: when
+	// the group spans nodes, one per rail (min of NICs and group GPUs on a
+	// node, 8 for whole dgx-h100 nodes); inside one node 1.
 	Channels int `json:"channels,omitempty"`
 	// Chunks for pipelining; 0 = automatic (see net.Collective).
 	Chunks int `json:"chunks,omitempty"`

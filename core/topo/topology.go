@@ -83,6 +83,7 @@ type Topology struct {
 	routes  map[uint64][]int32
 	version uint64
 	capVer  uint64 // bumped on any health or device change
+	nics    []int  // NICs per node, built on first use (nil after AddDevice)
 	scratch bfsScratch
 }
 
@@ -97,7 +98,28 @@ func (t *Topology) AddDevice(kind Kind, name string, node, local int) int {
 	t.out = append(t.out, nil)
 	t.in = append(t.in, nil)
 	t.down = append(t.down, false)
+	t.nics = nil
 	return len(t.Devices) - 1
+}
+
+// NICsOnNode is the number of NICs in host node (the rails it reaches);
+// 0 for a node without NICs or node < 0.
+func (t *Topology) NICsOnNode(node int) int {
+	if t.nics == nil {
+		t.nics = []int{}
+		for _, d := range t.Devices {
+			if d.Kind == NIC && d.Node >= 0 {
+				for len(t.nics) <= d.Node {
+					t.nics = append(t.nics, 0)
+				}
+				t.nics[d.Node]++
+			}
+		}
+	}
+	if node < 0 || node >= len(t.nics) {
+		return 0
+	}
+	return t.nics[node]
 }
 
 // AddLink adds one directed link at full health and returns its id.
