@@ -20,6 +20,7 @@ import (
 	"github.com/eidolon-sim/eidolon/core/exec"
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
+	"github.com/eidolon-sim/eidolon/core/net"
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/spec"
 	"github.com/eidolon-sim/eidolon/core/workload"
@@ -90,7 +91,10 @@ func bound(tr workload.Training, sz *workload.Sizing, m *exec.Machine) (float64,
 			if err != nil {
 				return 0, err
 			}
-			total += b
+			// The executor's rings run as net's default channels (one per
+			// rail across nodes), each carrying 1/channels of the bytes; the
+			// bound holds per channel even if they share the slowest hop.
+			total += b / float64(net.DefaultChannels(t, ranks))
 		}
 		return total, nil
 	}
