@@ -680,6 +680,7 @@ func (c *Comms) channelOrder(ranks []int, ch, channels int) []int {
 type ringProg struct {
 	chunks   int
 	channels [][]segment
+	steps    int // total over segments, computed on first use
 }
 
 type segment struct {
@@ -692,11 +693,12 @@ func (p *ringProg) instances() int     { return p.chunks * len(p.channels) }
 func (p *ringProg) group(inst int) int { return inst / p.chunks }
 func (p *ringProg) pipelined() bool    { return true }
 func (p *ringProg) total() int {
-	s := 0
-	for _, g := range p.channels[0] {
-		s += g.steps
+	if p.steps == 0 {
+		for _, g := range p.channels[0] {
+			p.steps += g.steps
+		}
 	}
-	return s
+	return p.steps
 }
 func (p *ringProg) ops(int, int) int { return p.total() + 1 }
 func (p *ringProg) wait(_, _, k int) int {
