@@ -82,13 +82,13 @@ type LinkStat struct {
 type counters struct {
 	k        *sim.Kernel
 	t        *topo.Topology
-	link     func(l int) *linkCounter
+	link     func(l int) linkCounter
 	hooks    []func(FlowRecord)
 	slow     map[int]float64
 	nextFlow int64
 }
 
-func newCounters(k *sim.Kernel, t *topo.Topology, link func(l int) *linkCounter) counters {
+func newCounters(k *sim.Kernel, t *topo.Topology, link func(l int) linkCounter) counters {
 	return counters{k: k, t: t, link: link, slow: map[int]float64{}}
 }
 

@@ -23,8 +23,7 @@ type FlowNet struct {
 	flows []flow
 	free  []int32
 	links []linkState
-
-	fs []fillState
+	slow  []linkSlow
 
 	dirty    []int32
 	dirtyGen uint32
@@ -45,27 +44,38 @@ type FlowNet struct {
 	noFast bool
 }
 
+// flow is laid out by use, in three 64-byte lines (the allocator places
+// the flows slice on a line boundary, so every flow starts a line): a fast
+// flow's delivery reads only the first, its start writes the first two, and
+// the third is for the max-min path. Most flows are fast, and at 8,192
+// ranks the flows no longer fit in the core's cache, so each line skipped
+// is a miss saved.
 type flow struct {
-	path      []int32
-	pos       []int32 // index of this flow in links[path[h]].entries
-	bytes     float64
-	remaining float64 // at `updated`
-	rate      float64
+	// line 1: delivery
+	sink     Sink
+	tag      int
+	start    sim.Time
+	finish   sim.Time // scheduled end of transmission; at delivery, TxEnd
+	bytes    float64
+	gen      uint32 // slot reuse guard for stale events
+	src, dst int32
+	active   bool // on links, transmitting
+	fast     bool // delivery scheduled directly; links released lazily
+	fixed    bool
+	// line 2: start
+	path []int32
+	rate float64
+	lat  sim.Time // path latency
+	id   int64
+	// remaining is the bytes left at updated. A fast flow does not set
+	// them: until touch makes it ordinary they are bytes and start.
+	remaining float64
 	updated   sim.Time
-	finish    sim.Time // scheduled end of transmission
-	lat       sim.Time // path latency
-	start     sim.Time
-	txEnd     sim.Time
-	id        int64
-	src, dst  int32
-	sink      Sink
-	tag       int
-	gen       uint32 // slot reuse guard for stale events
-	active    bool   // on links, transmitting
-	stamp     uint32
-	fixed     bool
-	fast      bool    // delivery scheduled directly; links released lazily
-	next      float64 // rate computed by fill
+	// line 3: max-min only
+	pos   []int32 // index of this flow in slow[path[h]].entries
+	next  float64 // rate computed by fill
+	stamp uint32
+	_     [28]byte // pads flow to 192 bytes (see above)
 }
 
 type linkEntry struct {
@@ -73,18 +83,23 @@ type linkEntry struct {
 	hop  int32
 }
 
-// linkState is what a flow's hop touches on the hot path, in one 64-byte
-// line: the ordinary flows on the link, the fast flow holding it alone, the
-// counters.
+// linkState is what a flow's hop touches on the fast path: the link's
+// counters and the fast flow holding it, in 32 bytes, two links to a cache
+// line. At 8,192 GPUs the links' state does not fit in the core's cache and
+// this read is the main cost of a flow, so what only max-min needs lives
+// in linkSlow.
 type linkState struct {
-	entries []linkEntry
+	bytes float64
+	busy  sim.Time
+	since sim.Time // see owner
+	// active counts the ordinary flows on the link (len of its entries).
+	active int32
 	// owner is the fast flow (index + 1; 0 when none) that started alone on
 	// the link. Fast flows are not counted in active, so while one holds
 	// the link active is 0 and since holds the owner's finish time: the
 	// owner is live while since > now. A stale owner is ignored (its flow
 	// is never looked at), so nothing needs releasing when a fast flow ends.
 	owner int32
-	linkCounter
 }
 
 // live reports whether the link's fast owner is still transmitting.
@@ -92,15 +107,51 @@ func (ls *linkState) live(now sim.Time) bool {
 	return ls.owner != 0 && ls.active == 0 && ls.since > now
 }
 
-// fillState is a link's scratch for component searches and progressive
-// filling (the slow path), kept apart from linkState.
-type fillState struct {
+// linkSlow is a link's state for max-min (ordinary flows, component
+// searches, progressive filling) and its peak count, in one line, apart
+// from linkState.
+type linkSlow struct {
+	entries  []linkEntry
 	capacity float64
 	rem      float64 // progressive filling: capacity not yet given out
 	unfixed  int32
 	ver      uint32
 	stamp    uint32
 	dirty    uint32
+	// peak is the most ordinary flows at once. Fast flows do not write it
+	// (a line less per hop): one alone makes the link's busy time positive,
+	// or becomes ordinary at once, so peak is read as at least 1 when busy
+	// > 0 (linkCounter).
+	peak int32
+}
+
+// enter records an ordinary flow joining link l at now.
+func (n *FlowNet) enter(l int32, now sim.Time) {
+	ls := &n.links[l]
+	ls.active++
+	if ls.active == 1 {
+		ls.since = now
+	}
+	n.slow[l].peak = max(n.slow[l].peak, ls.active)
+}
+
+// leave records an ordinary flow leaving link l at t (<= now).
+func (n *FlowNet) leave(l int32, t sim.Time) {
+	ls := &n.links[l]
+	ls.active--
+	if ls.active == 0 {
+		ls.busy += t - ls.since
+	}
+}
+
+// linkCounter is link l's counters as LinkStats reports them.
+func (n *FlowNet) linkCounter(l int) linkCounter {
+	ls := &n.links[l]
+	peak := n.slow[l].peak
+	if ls.busy > 0 {
+		peak = max(peak, 1)
+	}
+	return linkCounter{bytes: ls.bytes, busy: ls.busy, since: ls.since, active: ls.active, peak: peak}
 }
 
 // Event kinds, in the low bit of the handler argument.
@@ -111,10 +162,10 @@ const (
 
 // NewFlowNet builds the max-min model over a topology on kernel k.
 func NewFlowNet(k *sim.Kernel, t *topo.Topology) *FlowNet {
-	n := &FlowNet{links: make([]linkState, len(t.Links)), fs: make([]fillState, len(t.Links))}
-	n.counters = newCounters(k, t, func(l int) *linkCounter { return &n.links[l].linkCounter })
-	for i := range n.fs {
-		n.fs[i].capacity = t.Capacity(i)
+	n := &FlowNet{links: make([]linkState, len(t.Links)), slow: make([]linkSlow, len(t.Links))}
+	n.counters = newCounters(k, t, n.linkCounter)
+	for i := range n.slow {
+		n.slow[i].capacity = t.Capacity(i)
 	}
 	return n
 }
@@ -143,20 +194,26 @@ func (n *FlowNet) Send(src, dst int, bytes float64, sink Sink, tag int) error {
 	i := n.alloc()
 	f := &n.flows[i]
 	now := n.k.Now()
-	*f = flow{path: path, pos: f.pos[:0], bytes: bytes, remaining: bytes, updated: now, start: now,
-		id: n.nextFlow, src: int32(src), dst: int32(dst), sink: sink, tag: tag, gen: f.gen + 1}
+	// Field by field rather than a composite literal: the max-min line
+	// (pos, next, stamp) is left alone, so a fast flow's start does not
+	// write it. pos is reset by attach; next is set by fill before use;
+	// a stale stamp is from an earlier search generation.
+	f.sink, f.tag, f.start, f.bytes = sink, tag, now, bytes
+	f.gen++
+	f.src, f.dst = int32(src), int32(dst)
+	f.active, f.fast, f.fixed = false, false, false
+	f.path, f.rate, f.lat, f.id = path, 0, lat, n.nextFlow
 	n.nextFlow++
 	if len(path) == 0 || bytes <= 0 {
-		f.txEnd = now
+		f.finish = now
 		n.k.AtHandler(now+lat, n, n.arg(i, evDeliver))
 		return nil
 	}
 	f.active = true
-	f.lat = lat
 	alone := true
 	for _, l := range path {
 		n.touch(l)
-		alone = alone && len(n.links[l].entries) == 0
+		alone = alone && n.links[l].active == 0
 	}
 	if alone && !n.noFast {
 		// Alone on every link: max-min gives it the bottleneck capacity and
@@ -168,37 +225,34 @@ func (n *FlowNet) Send(src, dst int, bytes float64, sink Sink, tag int) error {
 		r := n.bottleneck(c)
 		f.rate = r
 		f.finish = now + max(1, sim.SecondsCeil(bytes/r))
-		f.txEnd = f.finish
 		f.fast = true
 		for _, l := range path {
 			ls := &n.links[l]
 			ls.owner, ls.since = i+1, f.finish
 			ls.bytes += bytes
 			ls.busy += f.finish - now
-			ls.peak = max(ls.peak, 1)
 		}
 		n.k.AtHandler(f.finish+lat, n, n.arg(i, evDeliver))
 		return nil
 	}
-	n.attach(i, true)
+	f.remaining, f.updated = bytes, now
+	n.attach(i)
 	for _, l := range path {
 		n.markDirty(l)
 	}
 	return nil
 }
 
-// attach puts flow i on its path's links as an ordinary flow; enter counts
-// it on the links (false when it already holds them as a fast flow).
-func (n *FlowNet) attach(i int32, enter bool) {
+// attach puts flow i on its path's links as an ordinary flow.
+func (n *FlowNet) attach(i int32) {
 	f := &n.flows[i]
 	now := n.k.Now()
+	f.pos = f.pos[:0]
 	for h, l := range f.path {
-		ls := &n.links[l]
+		ls := &n.slow[l]
 		f.pos = append(f.pos, int32(len(ls.entries)))
 		ls.entries = append(ls.entries, linkEntry{flow: i, hop: int32(h)})
-		if enter {
-			ls.enter(now)
-		}
+		n.enter(l, now)
 	}
 }
 
@@ -277,30 +331,30 @@ func (n *FlowNet) Handle(arg int) {
 		}
 		n.credit(f, now)
 		f.active = false
-		f.txEnd = now
 		for h, l := range f.path {
 			n.detach(l, f.pos[h])
-			n.links[l].leave(now)
-			if len(n.links[l].entries) > 0 {
+			n.leave(l, now)
+			if n.links[l].active > 0 {
 				n.markDirty(l) // the flows left behind may speed up
 			}
 		}
 		n.k.AtHandler(now+f.lat, n, n.arg(i, evDeliver))
 	case evDeliver:
-		if f.fast {
-			f.fast, f.active = false, false
-			f.remaining = 0
-		}
-		rec := FlowRecord{ID: f.id, Src: int(f.src), Dst: int(f.dst), Bytes: f.bytes, Start: f.start,
-			TxEnd: f.txEnd, Delivered: now, Hops: len(f.path), Tag: f.tag}
+		f.fast, f.active = false, false
 		sink, tag := f.sink, f.tag
+		// The record is built only for someone who reads it: it needs the
+		// flow's second line (id, path).
+		if n.KeepRecords || len(n.hooks) > 0 {
+			rec := FlowRecord{ID: f.id, Src: int(f.src), Dst: int(f.dst), Bytes: f.bytes, Start: f.start,
+				TxEnd: f.finish, Delivered: now, Hops: len(f.path), Tag: tag}
+			if n.KeepRecords {
+				n.records = append(n.records, rec)
+			}
+			n.deliver(rec)
+		}
 		f.sink = nil
 		f.gen++
 		n.free = append(n.free, i)
-		if n.KeepRecords {
-			n.records = append(n.records, rec)
-		}
-		n.deliver(rec)
 		sink.Delivered(tag)
 	}
 }
@@ -320,7 +374,7 @@ func (n *FlowNet) touch(l int32) {
 	}
 	i := ls.owner - 1
 	f := &n.flows[i]
-	f.remaining -= min(f.remaining, f.rate*(now-f.updated).Seconds())
+	f.remaining = f.bytes - min(f.bytes, f.rate*(now-f.start).Seconds())
 	f.updated = now
 	for _, l2 := range f.path {
 		ls := &n.links[l2]
@@ -331,8 +385,7 @@ func (n *FlowNet) touch(l int32) {
 	f.fast = false
 	f.gen++ // cancels the pending delivery event
 	f.finish = 0
-	f.txEnd = 0
-	n.attach(i, true)
+	n.attach(i)
 	for _, l2 := range f.path {
 		n.markDirty(l2)
 	}
@@ -364,8 +417,8 @@ func (n *FlowNet) LinkStats() []LinkStat {
 			continue
 		}
 		if f := &n.flows[i]; f.finish > now {
-			sent := min(f.remaining, f.rate*(now-f.updated).Seconds())
-			out[l].Bytes -= f.remaining - sent
+			sent := min(f.bytes, f.rate*(now-f.start).Seconds()) // a fast flow: see remaining
+			out[l].Bytes -= f.bytes - sent
 			out[l].Busy -= f.finish - now
 		}
 	}
@@ -374,7 +427,7 @@ func (n *FlowNet) LinkStats() []LinkStat {
 
 // detach removes entry p of link l by swapping the last entry into its place.
 func (n *FlowNet) detach(l int32, p int32) {
-	ls := &n.links[l]
+	ls := &n.slow[l]
 	last := int32(len(ls.entries) - 1)
 	if p != last {
 		e := ls.entries[last]
@@ -402,7 +455,7 @@ func (n *FlowNet) credit(f *flow, now sim.Time) {
 }
 
 func (n *FlowNet) markDirty(l int32) {
-	ls := &n.fs[l]
+	ls := &n.slow[l]
 	if !n.settling {
 		n.settling = true
 		n.dirtyGen++
@@ -421,8 +474,8 @@ func (n *FlowNet) settle() {
 	n.settling = false
 	n.gen++
 	if n.gen == 0 {
-		for i := range n.fs {
-			n.fs[i].stamp = 0
+		for i := range n.slow {
+			n.slow[i].stamp = 0
 		}
 		for i := range n.flows {
 			n.flows[i].stamp = 0
@@ -431,14 +484,14 @@ func (n *FlowNet) settle() {
 	}
 	links, flows := n.compLinks[:0], n.compFlows[:0]
 	for _, l := range n.dirty {
-		if n.fs[l].stamp != n.gen {
-			n.fs[l].stamp = n.gen
+		if n.slow[l].stamp != n.gen {
+			n.slow[l].stamp = n.gen
 			links = append(links, l)
 		}
 	}
 	// Breadth-first over links and the flows on them.
 	for h := 0; h < len(links); h++ {
-		for _, e := range n.links[links[h]].entries {
+		for _, e := range n.slow[links[h]].entries {
 			f := &n.flows[e.flow]
 			if f.stamp == n.gen {
 				continue
@@ -446,8 +499,8 @@ func (n *FlowNet) settle() {
 			f.stamp = n.gen
 			flows = append(flows, e.flow)
 			for _, l2 := range f.path {
-				if n.fs[l2].stamp != n.gen {
-					n.fs[l2].stamp = n.gen
+				if n.slow[l2].stamp != n.gen {
+					n.slow[l2].stamp = n.gen
 					links = append(links, l2)
 				}
 			}
@@ -530,15 +583,15 @@ func (n *FlowNet) rerouteBroken() {
 		n.credit(f, now)
 		for h, l := range f.path {
 			n.detach(l, f.pos[h])
-			n.links[l].leave(now)
+			n.leave(l, now)
 			n.markDirty(l)
 		}
-		f.path, f.pos, f.lat = path, f.pos[:0], pathLatency(n.t, path)
+		f.path, f.lat = path, pathLatency(n.t, path)
 		f.rate, f.finish = 0, 0 // forces a new finish event in settle
 		for _, l := range path {
 			n.touch(l)
 		}
-		n.attach(int32(i), true)
+		n.attach(int32(i))
 		for _, l := range path {
 			n.markDirty(l)
 		}

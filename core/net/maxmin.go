@@ -21,10 +21,10 @@ func (n *FlowNet) fill(links, flows []int32) {
 	h := &n.heap
 	h.items = h.items[:0]
 	for _, l := range links {
-		ls := &n.fs[l]
+		ls := &n.slow[l]
 		ls.capacity = n.t.Capacity(int(l))
 		ls.rem = ls.capacity
-		ls.unfixed = int32(len(n.links[l].entries))
+		ls.unfixed = int32(len(n.slow[l].entries))
 		ls.ver++
 		if ls.unfixed > 0 {
 			h.push(shareItem{share: ls.rem / float64(ls.unfixed), link: l, ver: ls.ver})
@@ -35,12 +35,12 @@ func (n *FlowNet) fill(links, flows []int32) {
 	}
 	for len(h.items) > 0 {
 		it := h.pop()
-		ls := &n.fs[it.link]
+		ls := &n.slow[it.link]
 		if it.ver != ls.ver || ls.unfixed == 0 {
 			continue
 		}
 		share := it.share
-		for _, e := range n.links[it.link].entries {
+		for _, e := range n.slow[it.link].entries {
 			f := &n.flows[e.flow]
 			if f.fixed {
 				continue
@@ -48,7 +48,7 @@ func (n *FlowNet) fill(links, flows []int32) {
 			f.fixed = true
 			f.next = share
 			for _, l2 := range f.path {
-				m := &n.fs[l2]
+				m := &n.slow[l2]
 				m.rem = max(0, m.rem-share)
 				m.unfixed--
 				m.ver++
@@ -65,7 +65,7 @@ func (n *FlowNet) fill(links, flows []int32) {
 func (n *FlowNet) CheckCapacity() error {
 	for l := range n.links {
 		sum := 0.0
-		for _, e := range n.links[l].entries {
+		for _, e := range n.slow[l].entries {
 			sum += n.flows[e.flow].rate
 		}
 		if i, ok := n.liveOwner(int32(l)); ok {

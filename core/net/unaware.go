@@ -27,7 +27,7 @@ type unawareFlow struct {
 // NewUnaware builds the congestion-unaware model.
 func NewUnaware(k *sim.Kernel, t *topo.Topology) *Unaware {
 	u := &Unaware{lc: make([]linkCounter, len(t.Links))}
-	u.counters = newCounters(k, t, func(l int) *linkCounter { return &u.lc[l] })
+	u.counters = newCounters(k, t, func(l int) linkCounter { return u.lc[l] })
 	return u
 }
 
