@@ -158,6 +158,7 @@ type Result struct {
 // and contend for links. Create one per fabric with NewComms.
 type Comms struct {
 	f      Fabric
+	fn     *FlowNet // f, when it is one: called directly on the hot path
 	t      *topo.Topology
 	active map[int]*run
 	nextID int
@@ -167,6 +168,7 @@ type Comms struct {
 // describer on the kernel naming ranks of unfinished collectives.
 func NewComms(f Fabric) *Comms {
 	c := &Comms{f: f, t: f.Topology(), active: map[int]*run{}}
+	c.fn, _ = f.(*FlowNet)
 	f.Kernel().OnStall(c.describeStalls)
 	return c
 }
@@ -186,7 +188,10 @@ func (c *Comms) Start(col Collective, done func(Result)) (int, error) {
 	}
 	n := len(col.Ranks)
 	r := &run{c: c, id: c.nextID, col: col, prog: prog, n: n, done: done, start: c.f.Kernel().Now(),
-		inst: prog.instances(), serialize: prog.pipelined()}
+		inst: prog.instances(), perGroup: prog.groupSize(), serialize: prog.pipelined()}
+	r.ring, _ = prog.(*ringProg)
+	r.rankBits = uint(bits.Len(uint(n - 1)))
+	r.instBits = uint(bits.Len(uint(r.inst - 1)))
 	c.nextID++
 	r.devs = make([]int, n)
 	for i, rk := range col.Ranks {
@@ -194,9 +199,7 @@ func (c *Comms) Start(col Collective, done func(Result)) (int, error) {
 	}
 	r.state = make([]rankState, r.inst*n)
 	if r.serialize {
-		groups := prog.group(r.inst-1) + 1
-		r.outq = make([]sendQueue, groups*n)
-		r.more = make([][]sendQueue, groups*n)
+		r.more = make([][]sendQueue, r.inst/r.perGroup*n)
 	}
 	c.active[r.id] = r
 	for inst := 0; inst < r.inst; inst++ {
@@ -314,12 +317,12 @@ func (c *Comms) describeStalls() []string {
 		shown := 0
 		for i, st := range r.state {
 			inst, rank := i/r.n, i%r.n
-			if int(st.op) >= r.prog.ops(inst, rank) {
+			if int(st.op) >= r.ops(inst, rank) {
 				continue
 			}
 			if shown < 3 {
 				out = append(out, fmt.Sprintf("collective %d (%s %s): rank %d (instance %d) at step %d waits for %d message(s), has %d",
-					id, r.col.Op, r.col.Algorithm, r.col.Ranks[rank], inst, st.op, r.prog.wait(inst, rank, int(st.op)), st.got))
+					id, r.col.Op, r.col.Algorithm, r.col.Ranks[rank], inst, st.op, r.wait(inst, rank, int(st.op)), st.got))
 			}
 			shown++
 		}
@@ -338,29 +341,40 @@ func (c *Comms) describeStalls() []string {
 // without it a rank upstream of a slow link would pile up concurrent flows
 // that real buffers (a few slots per connection) do not allow.
 type run struct {
-	c         *Comms
-	id        int
-	col       Collective
-	prog      program
+	c    *Comms
+	id   int
+	col  Collective
+	prog program
+	// ring is prog when it is a ring: the hot program at scale is called
+	// without interface dispatch.
+	ring      *ringProg
 	n, inst   int
+	perGroup  int // instances per group (consecutive)
 	devs      []int
-	state     []rankState
+	state     []rankState // per (instance, rank)
 	finished  int
 	flows     int
 	wire      float64
 	start     sim.Time
 	done      func(Result)
 	serialize bool
-	outq      []sendQueue   // per (group, sender): the queue to its first receiver
-	more      [][]sendQueue // per (group, sender): queues to further receivers
+	more      [][]sendQueue // per (group, sender): queues to receivers after the first
 	buf       []msg
 	payload   map[int]float64 // unquantized bytes by tag, when quantizing
+	// A tag packs (op, instance, receiver, sender) in bit fields of these
+	// widths, so a delivery decodes it with shifts, not divisions.
+	rankBits, instBits uint
 }
 
+// rankState is an (instance, rank)'s progress and, in the first instance of
+// each group, the rank's send queue to its first receiver in the group: a
+// ring delivery then reads one line for the receiver's step and its next
+// send. 64 bytes.
 type rankState struct {
 	op    int32
 	got   int32
 	early []int32 // ops of messages that arrived before their op was current
+	q     sendQueue
 }
 
 type msg struct {
@@ -380,15 +394,37 @@ type pendingSend struct {
 	m          msg
 }
 
+// ops, wait and sends call the program, a ring directly.
+func (r *run) ops(inst, rank int) int {
+	if r.ring != nil {
+		return r.ring.ops(inst, rank)
+	}
+	return r.prog.ops(inst, rank)
+}
+
+func (r *run) wait(inst, rank, k int) int {
+	if r.ring != nil {
+		return r.ring.wait(inst, rank, k)
+	}
+	return r.prog.wait(inst, rank, k)
+}
+
+func (r *run) sends(inst, rank, k int, buf []msg) []msg {
+	if r.ring != nil {
+		return r.ring.sends(inst, rank, k, buf)
+	}
+	return r.prog.sends(inst, rank, k, buf)
+}
+
 func (r *run) advance(inst, rank int) {
 	st := &r.state[inst*r.n+rank]
-	ops := r.prog.ops(inst, rank)
+	ops := r.ops(inst, rank)
 	for int(st.op) < ops {
 		k := int(st.op)
-		if int(st.got) < r.prog.wait(inst, rank, k) {
+		if int(st.got) < r.wait(inst, rank, k) {
 			return
 		}
-		r.buf = r.prog.sends(inst, rank, k, r.buf[:0])
+		r.buf = r.sends(inst, rank, k, r.buf[:0])
 		for _, m := range r.buf {
 			r.transmit(inst, rank, m)
 		}
@@ -429,14 +465,14 @@ func (r *run) finish() {
 
 func (r *run) transmit(inst, from int, m msg) {
 	if r.serialize {
-		q := r.queue(r.prog.group(inst), from, int(m.to))
+		q := r.queue(inst, from, int(m.to))
 		if q.busy {
 			q.pending = append(q.pending, pendingSend{inst, from, m})
 			return
 		}
 		q.busy = true
 	}
-	tag := ((int(m.op)*r.inst+inst)*r.n+int(m.to))*r.n + from
+	tag := ((int(m.op)<<r.instBits|inst)<<r.rankBits|int(m.to))<<r.rankBits | from
 	if q := r.col.Quant; q != nil {
 		if r.payload == nil {
 			r.payload = map[int]float64{}
@@ -453,12 +489,13 @@ func (r *run) transmit(inst, from int, m msg) {
 	r.send(from, int(m.to), m.bytes/r.col.ProtocolEfficiency, tag)
 }
 
-// queue finds the send queue of a connection. A ring sender has one
-// receiver per group, found without a scan; trees and halving-doubling talk
-// to a handful of peers, so a short scan beats a map.
-func (r *run) queue(group, from, to int) *sendQueue {
-	i := group*r.n + from
-	q := &r.outq[i]
+// queue finds the send queue of a connection in inst's group. A ring
+// sender has one receiver per group, found without a scan (in the sender's
+// state of the group's first instance); trees and halving-doubling talk to
+// a handful of peers, so a short scan beats a map.
+func (r *run) queue(inst, from, to int) *sendQueue {
+	first := inst - inst%r.perGroup
+	q := &r.state[first*r.n+from].q
 	if int(q.to) == to+1 {
 		return q
 	}
@@ -466,6 +503,7 @@ func (r *run) queue(group, from, to int) *sendQueue {
 		q.to = int32(to + 1)
 		return q
 	}
+	i := first/r.perGroup*r.n + from
 	qs := r.more[i]
 	for j := range qs {
 		if int(qs[j].to) == to+1 {
@@ -479,7 +517,13 @@ func (r *run) queue(group, from, to int) *sendQueue {
 func (r *run) send(from, to int, bytes float64, tag int) {
 	r.flows++
 	r.wire += bytes
-	if err := r.c.f.Send(r.devs[from], r.devs[to], bytes, r, tag); err != nil {
+	var err error
+	if fn := r.c.fn; fn != nil {
+		err = fn.Send(r.devs[from], r.devs[to], bytes, r, tag)
+	} else {
+		err = r.c.f.Send(r.devs[from], r.devs[to], bytes, r, tag)
+	}
+	if err != nil {
 		r.c.f.Kernel().Fail(fmt.Errorf("collective %d (%s %s): %w", r.id, r.col.Op, r.col.Algorithm, err))
 	}
 }
@@ -495,15 +539,13 @@ func (r *run) kernelTime(rank int, payload float64) sim.Time {
 
 // Delivered implements Sink.
 func (r *run) Delivered(tag int) {
-	tag0 := tag
-	from := tag % r.n
-	tag /= r.n
-	to := tag % r.n
-	tag /= r.n
-	inst := tag % r.inst
-	op := int32(tag / r.inst)
+	mask := 1<<r.rankBits - 1
+	from := tag & mask
+	to := tag >> r.rankBits & mask
+	inst := tag >> (2 * r.rankBits) & (1<<r.instBits - 1)
+	op := int32(tag >> (2*r.rankBits + r.instBits))
 	if r.serialize {
-		q := r.queue(r.prog.group(inst), from, to)
+		q := r.queue(inst, from, to)
 		q.busy = false
 		if len(q.pending) > 0 {
 			p := q.pending[0]
@@ -512,8 +554,8 @@ func (r *run) Delivered(tag int) {
 		}
 	}
 	if r.col.Quant != nil {
-		payload := r.payload[tag0]
-		delete(r.payload, tag0)
+		payload := r.payload[tag]
+		delete(r.payload, tag)
 		if d := r.kernelTime(to, payload); d > 0 {
 			r.c.f.Kernel().After(d, func() { r.arrive(inst, to, op) })
 			return
@@ -537,8 +579,10 @@ func (r *run) arrive(inst, to int, op int32) {
 // per-step storage.
 type program interface {
 	instances() int
-	// group: instances in one group share links in order (pipelined chunks).
-	group(inst int) int
+	// groupSize: instances come in groups of this many consecutive ones
+	// (the chunks of one channel or tree), which share connections in
+	// order (pipelined chunks).
+	groupSize() int
 	// pipelined: whether messages of a group go one at a time per
 	// connection (direct programs fan out to every peer and do not queue).
 	pipelined() bool
@@ -689,9 +733,9 @@ type segment struct {
 	next  []int32
 }
 
-func (p *ringProg) instances() int     { return p.chunks * len(p.channels) }
-func (p *ringProg) group(inst int) int { return inst / p.chunks }
-func (p *ringProg) pipelined() bool    { return true }
+func (p *ringProg) instances() int  { return p.chunks * len(p.channels) }
+func (p *ringProg) groupSize() int  { return p.chunks }
+func (p *ringProg) pipelined() bool { return true }
 func (p *ringProg) total() int {
 	if p.steps == 0 {
 		for _, g := range p.channels[0] {
@@ -725,7 +769,7 @@ type hdProg struct {
 }
 
 func (p *hdProg) instances() int   { return p.chunks }
-func (p *hdProg) group(int) int    { return 0 }
+func (p *hdProg) groupSize() int   { return p.chunks }
 func (p *hdProg) pipelined() bool  { return true }
 func (p *hdProg) ops(int, int) int { return 2*p.log + 1 }
 func (p *hdProg) wait(_, _, k int) int {
@@ -758,7 +802,7 @@ type directProg struct {
 }
 
 func (p *directProg) instances() int   { return p.chunks }
-func (p *directProg) group(int) int    { return 0 }
+func (p *directProg) groupSize() int   { return p.chunks }
 func (p *directProg) pipelined() bool  { return false } // one message per peer per phase
 func (p *directProg) ops(int, int) int { return p.phases + 1 }
 func (p *directProg) wait(_, _, k int) int {
@@ -849,7 +893,7 @@ type treeProg struct {
 }
 
 func (p *treeProg) instances() int      { return len(p.trees) * p.chunks }
-func (p *treeProg) group(inst int) int  { return inst / p.chunks }
+func (p *treeProg) groupSize() int      { return p.chunks }
 func (p *treeProg) pipelined() bool     { return true }
 func (p *treeProg) tree(inst int) *tree { return &p.trees[inst/p.chunks] }
 func (p *treeProg) ops(int, int) int {
