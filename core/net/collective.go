@@ -201,6 +201,10 @@ func (c *Comms) Start(col Collective, done func(Result)) (int, error) {
 	if r.serialize {
 		r.waiting = make([][]pendingSend, r.inst/r.perGroup*n)
 		r.more = make([][]sendQueue, r.inst/r.perGroup*n)
+		r.group = make([]int32, r.inst)
+		for i := range r.group {
+			r.group[i] = int32(i / r.perGroup)
+		}
 	}
 	c.active[r.id] = r
 	for inst := 0; inst < r.inst; inst++ {
@@ -350,7 +354,8 @@ type run struct {
 	// without interface dispatch.
 	ring      *ringProg
 	n, inst   int
-	perGroup  int // instances per group (consecutive)
+	perGroup  int     // instances per group (consecutive)
+	group     []int32 // by instance (a look-up, not two divisions per message)
 	devs      []int
 	state     []rankState // per (instance, rank)
 	finished  int
@@ -523,9 +528,9 @@ func (r *run) emit(inst, from int, m msg) {
 // the sender's state of the group's first instance); trees and
 // halving-doubling talk to a handful of peers, so a short scan beats a map.
 func (r *run) queue(inst, from, to int) (load *int32, waiting *[]pendingSend) {
-	first := inst - inst%r.perGroup
-	st := &r.state[first*r.n+from]
-	i := first/r.perGroup*r.n + from
+	g := int(r.group[inst])
+	st := &r.state[g*r.perGroup*r.n+from] // the group's first instance
+	i := g*r.n + from
 	if int(st.to) == to+1 {
 		return &st.load, &r.waiting[i]
 	}
@@ -759,6 +764,9 @@ type ringProg struct {
 	chunks   int
 	channels [][]segment
 	steps    int // total over segments, computed on first use
+	// byInst is channels by instance (inst / chunks looked up, not divided
+	// on every message), built on first use.
+	byInst [][]segment
 }
 
 type segment struct {
@@ -786,8 +794,13 @@ func (p *ringProg) wait(_, _, k int) int {
 	return 1
 }
 func (p *ringProg) sends(inst, rank, k int, buf []msg) []msg {
+	if p.byInst == nil {
+		for i := range p.instances() {
+			p.byInst = append(p.byInst, p.channels[i/p.chunks])
+		}
+	}
 	step := k
-	for _, g := range p.channels[inst/p.chunks] {
+	for _, g := range p.byInst[inst] {
 		if step < g.steps {
 			return append(buf, msg{to: g.next[rank], op: int32(k + 1), bytes: g.bytes})
 		}
