@@ -366,38 +366,38 @@ func (k *Kernel) RunUntil(ctx context.Context, end Time) error {
 			return k.failure
 		}
 		top, from, ok := k.next()
-		if ok && top.t == k.now {
-			e := k.pop(top, from)
-			k.events++
-			e.run()
-			if sinceCheck++; sinceCheck >= every {
-				sinceCheck = 0
-				if ctx != nil {
-					if err := ctx.Err(); err != nil {
-						return err
-					}
-				}
-				if k.Progress != nil {
-					k.Progress(k.now, k.events)
+		if !ok || top.t != k.now {
+			// The current instant has no events left: settle before moving
+			// on (settling may schedule more events now).
+			if len(k.settle) > 0 {
+				k.runSettle()
+				continue
+			}
+			if !ok {
+				return k.stalled()
+			}
+			if top.t > end {
+				k.now = end
+				return nil
+			}
+			// Nothing was scheduled since next, so top is still the
+			// earliest: run it without looking again.
+			k.now = top.t
+		}
+		e := k.pop(top, from)
+		k.events++
+		e.run()
+		if sinceCheck++; sinceCheck >= every {
+			sinceCheck = 0
+			if ctx != nil {
+				if err := ctx.Err(); err != nil {
+					return err
 				}
 			}
-			continue
+			if k.Progress != nil {
+				k.Progress(k.now, k.events)
+			}
 		}
-		// The current instant has no events left: settle before moving on
-		// (settling may schedule more events now).
-		if len(k.settle) > 0 {
-			k.runSettle()
-			continue
-		}
-		if !ok {
-			return k.stalled()
-		}
-		t := top.t
-		if t > end {
-			k.now = end
-			return nil
-		}
-		k.now = t
 	}
 }
 
