@@ -211,7 +211,8 @@ func (n *FlowNet) Send(src, dst int, bytes float64, sink Sink, tag int) error {
 	}
 	f.active = true
 	alone := true
-	for _, l := range path {
+	hops := c.hops()
+	for _, l := range hops {
 		n.touch(l)
 		alone = alone && n.links[l].active == 0
 	}
@@ -222,11 +223,10 @@ func (n *FlowNet) Send(src, dst int, bytes float64, sink Sink, tag int) error {
 		// busy until finish), so its end touches no link; if someone needs
 		// a link before then, touch takes back the unsent part. It is
 		// delivered by one event, with no end-of-transmission event.
-		r := n.bottleneck(c)
-		f.rate = r
-		f.finish = now + max(1, sim.SecondsCeil(bytes/r))
+		f.rate = c.rate
+		f.finish = now + max(1, sim.SecondsCeil(bytes/c.rate))
 		f.fast = true
-		for _, l := range path {
+		for _, l := range hops {
 			ls := &n.links[l]
 			ls.owner, ls.since = i+1, f.finish
 			ls.bytes += bytes
@@ -256,48 +256,56 @@ func (n *FlowNet) attach(i int32) {
 	}
 }
 
-// bottleneck is the smallest capacity on a cached route, itself cached
-// until any capacity changes.
-func (n *FlowNet) bottleneck(c *lastRoute) float64 {
-	if v := n.t.CapacityVersion(); c.capVer != v || c.rate == 0 {
-		r := n.t.Capacity(int(c.path[0]))
-		for _, l := range c.path[1:] {
-			r = min(r, n.t.Capacity(int(l)))
-		}
-		c.rate, c.capVer = r, v
-	}
-	return c.rate
-}
-
-// route returns the path and its latency, remembering each source's last
-// destination: a ring or tree sends to the same peer again and again, and
-// this skips the topology's route map (and the walk over the links'
-// latencies and capacities) until routes change.
+// route returns the path, its latency and bottleneck, remembering each
+// source's last destination: a ring or tree sends to the same peer again
+// and again, and this skips the topology's route map (and the walk over the
+// links' latencies and capacities) until routes or capacities change.
 func (n *FlowNet) route(src, dst int) (*lastRoute, error) {
 	if len(n.last) == 0 {
 		n.last = make([]lastRoute, len(n.t.Devices))
 	}
 	c := &n.last[src]
-	v := n.t.RoutesVersion()
-	if c.ok && c.dst == int32(dst) && c.version == v {
+	v := n.t.CapacityVersion()
+	if c.dst == int32(dst)+1 && c.version == v {
 		return c, nil
 	}
 	path, err := n.t.Route(src, dst)
 	if err != nil {
 		return nil, err
 	}
-	*c = lastRoute{ok: true, dst: int32(dst), version: v, path: path, lat: pathLatency(n.t, path)}
+	*c = lastRoute{dst: int32(dst) + 1, version: v, path: path, lat: pathLatency(n.t, path)}
+	if len(path) > 0 {
+		c.rate = n.t.Capacity(int(path[0]))
+		for _, l := range path[1:] {
+			c.rate = min(c.rate, n.t.Capacity(int(l)))
+		}
+	}
+	if len(path) <= len(c.in) {
+		c.nIn = int32(copy(c.in[:], path))
+	}
 	return c, nil
 }
 
+// lastRoute is a source's cached route, in one 64-byte line. A short path
+// (two links: GPU to NVSwitch to GPU) is also copied in, so a flow's start
+// reads its links from here rather than following the path's pointer to
+// another line.
 type lastRoute struct {
-	ok      bool
-	dst     int32
-	version uint64
+	dst     int32  // destination + 1; 0: none
+	nIn     int32  // links in `in` (0: read path)
+	version uint64 // topology's CapacityVersion (routes and capacities)
 	path    []int32
 	lat     sim.Time
-	rate    float64 // bottleneck capacity as of capVer (0: not computed)
-	capVer  uint64
+	rate    float64 // bottleneck capacity
+	in      [2]int32
+}
+
+// hops is the route's links.
+func (c *lastRoute) hops() []int32 {
+	if c.nIn > 0 {
+		return c.in[:c.nIn]
+	}
+	return c.path
 }
 
 func (n *FlowNet) alloc() int32 {

@@ -17,4 +17,5 @@ func TestHotLayout(t *testing.T) {
 	require.Equal(t, uintptr(32), unsafe.Sizeof(linkState{}))
 	require.Equal(t, uintptr(64), unsafe.Sizeof(linkSlow{}))
 	require.Equal(t, uintptr(16), unsafe.Sizeof(rankState{}))
+	require.Equal(t, uintptr(64), unsafe.Sizeof(lastRoute{}))
 }
