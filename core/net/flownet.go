@@ -213,8 +213,14 @@ func (n *FlowNet) Send(src, dst int, bytes float64, sink Sink, tag int) error {
 	alone := true
 	hops := c.hops()
 	for _, l := range hops {
-		n.touch(l)
-		alone = alone && n.links[l].active == 0
+		// Checked here, not in touch: most links have no live owner, and
+		// this loop is the hottest in the simulator. A stale owner can
+		// stay (it is never live again).
+		ls := &n.links[l]
+		if ls.live(now) {
+			n.touch(l)
+		}
+		alone = alone && ls.active == 0
 	}
 	if alone && !n.noFast {
 		// Alone on every link: max-min gives it the bottleneck capacity and
