@@ -36,7 +36,7 @@ type FlowNet struct {
 	heap      shareHeap
 
 	records []FlowRecord // kept only if KeepRecords
-	last    []lastRoute  // per source device
+	last    []lastRoute  // routeWays per source device
 	// KeepRecords keeps every delivered flow's record (Records()).
 	KeepRecords bool
 	// noFast sends every flow through max-min (tests compare the fast path
@@ -262,23 +262,33 @@ func (n *FlowNet) attach(i int32) {
 	}
 }
 
+// routeWays is how many destinations each source remembers: a ring
+// sends to one peer again and again, but a rank in several communicators
+// (tensor, data parallel, a ring's channels) alternates between a few.
+const routeWays = 4
+
 // route returns the path, its latency and bottleneck, remembering each
-// source's last destination: a ring or tree sends to the same peer again
-// and again, and this skips the topology's route map (and the walk over the
-// links' latencies and capacities) until routes or capacities change.
+// source's last routeWays destinations: this skips the topology's route map
+// (and the walk over the links' latencies and capacities) until routes or
+// capacities change. The result is valid until the next call.
 func (n *FlowNet) route(src, dst int) (*lastRoute, error) {
 	if len(n.last) == 0 {
-		n.last = make([]lastRoute, len(n.t.Devices))
+		n.last = make([]lastRoute, routeWays*len(n.t.Devices))
 	}
-	c := &n.last[src]
+	ways := n.last[routeWays*src : routeWays*(src+1)]
 	v := n.t.CapacityVersion()
-	if c.dst == int32(dst)+1 && c.version == v {
-		return c, nil
+	for w := range ways {
+		if c := &ways[w]; c.dst == int32(dst)+1 && c.version == v {
+			return c, nil
+		}
 	}
 	path, err := n.t.Route(src, dst)
 	if err != nil {
 		return nil, err
 	}
+	// The newest route goes first; the oldest falls off the end.
+	copy(ways[1:], ways[:routeWays-1])
+	c := &ways[0]
 	*c = lastRoute{dst: int32(dst) + 1, version: v, path: path, lat: pathLatency(n.t, path)}
 	if len(path) > 0 {
 		c.rate = n.t.Capacity(int(path[0]))
