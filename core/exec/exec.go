@@ -152,20 +152,21 @@ type commInfo struct {
 }
 
 type engine struct {
-	opt    Options
-	k      *sim.Kernel
-	comms  *net.Comms
-	topo   *topo.Topology
-	plan   *workload.Plan
-	progs  []progInfo
-	units  []unitState
-	res    *Result
-	simul  []bool
-	rv     map[uint64]*rendezvous
-	mirror [][]int       // group -> mirror groups launched with it
-	driven []int         // group -> number of simulated member units
-	info   [][]*commInfo // group -> communicator -> info, filled on first use
-	users  [][]int64     // link -> communicators using it (group<<20 | index)
+	opt     Options
+	k       *sim.Kernel
+	comms   *net.Comms
+	topo    *topo.Topology
+	plan    *workload.Plan
+	progs   []progInfo
+	units   []unitState
+	res     *Result
+	simul   []bool
+	rv      map[uint64]*rendezvous
+	mirror  [][]int            // group -> mirror groups launched with it
+	driven  []int              // group -> number of simulated member units
+	info    [][]*commInfo      // group -> communicator -> info, filled on first use
+	techEff map[string]float64 // link technology -> collective efficiency
+	users   [][]int64          // link -> communicators using it (group<<20 | index)
 	// quiet[h] is true for a data-parallel group whose collectives all
 	// start after every member unit's tensor-parallel work (gradients
 	// reduced after the backward, no ZeRO-3 gathers): they cannot overlap
@@ -548,7 +549,7 @@ func (e *engine) comm(g, c int) commInfo {
 		for _, l := range p {
 			lk := e.topo.Links[l]
 			if e.opt.Protocol {
-				ci.eff = min(ci.eff, linkEfficiency(lk.Tech))
+				ci.eff = min(ci.eff, e.linkEfficiency(lk.Tech))
 			}
 			put(lk.BandwidthBytesPerS * lk.Health)
 			put(lk.LatencyS)
@@ -744,12 +745,21 @@ func (e *engine) issue(g int, task *workload.Task, r *rendezvous) {
 	done()
 }
 
-// linkEfficiency is a link technology's collective efficiency (1 if unknown).
-func linkEfficiency(tech string) float64 {
-	if l, ok := hw.LinkByName(tech); ok && l.CollectiveEfficiency > 0 {
-		return l.CollectiveEfficiency
+// linkEfficiency is a link technology's collective efficiency (1 if
+// unknown), looked up once per technology.
+func (e *engine) linkEfficiency(tech string) float64 {
+	if eff, ok := e.techEff[tech]; ok {
+		return eff
 	}
-	return 1
+	eff := 1.0
+	if l, ok := hw.LinkByName(tech); ok && l.CollectiveEfficiency > 0 {
+		eff = l.CollectiveEfficiency
+	}
+	if e.techEff == nil {
+		e.techEff = map[string]float64{}
+	}
+	e.techEff[tech] = eff
+	return eff
 }
 
 func hashString(s string) uint64 {
