@@ -131,6 +131,15 @@ type Collective struct {
 	// 0 picks what NCCL does (DefaultChannels): one ring per rail when the
 	// communicator spans nodes, one ring inside a node.
 	Channels int
+	// Stream runs each ring channel's segments (a flat ring has one) as
+	// ring streams (Fabric.SendRing): one flow over all the ring's hops at
+	// its bottleneck rate, instead of a flow per rank per step. NCCL
+	// pipelines every step in slices, so a ring does stream; the two agree
+	// on uncontended rings and streams cost O(channels), not O(n² ·
+	// channels), which is what a training step with large data-parallel
+	// rings needs. Ring algorithms only (others, and quantized payloads,
+	// whose kernels run per step, keep their steps).
+	Stream bool
 	// Quant, if set, quantizes the payload on the wire.
 	Quant *Quantization
 	// ProtocolEfficiency in (0, 1] is the fraction of link time that carries
@@ -190,6 +199,19 @@ func (c *Comms) Start(col Collective, done func(Result)) (int, error) {
 	r := &run{c: c, id: c.nextID, col: col, prog: prog, n: n, done: done, start: c.f.Kernel().Now(),
 		inst: prog.instances(), perGroup: prog.groupSize(), serialize: prog.pipelined()}
 	r.ring, _ = prog.(*ringProg)
+	if col.Stream && col.Quant == nil && r.ring != nil {
+		c.nextID++
+		r.devs = make([]int, n)
+		for i, rk := range col.Ranks {
+			r.devs[i] = c.t.RankDevice(rk)
+		}
+		c.active[r.id] = r
+		r.streaming = len(r.ring.channels)
+		for ch := range r.ring.channels {
+			r.stream(ch, 0)
+		}
+		return r.id, nil
+	}
 	r.rankBits = uint(bits.Len(uint(n - 1)))
 	r.instBits = uint(bits.Len(uint(r.inst - 1)))
 	c.nextID++
@@ -319,6 +341,10 @@ func (c *Comms) describeStalls() []string {
 	var out []string
 	for _, id := range ids {
 		r := c.active[id]
+		if r.streaming > 0 {
+			out = append(out, fmt.Sprintf("collective %d (%s %s): %d ring stream(s) not delivered", id, r.col.Op, r.col.Algorithm, r.streaming))
+			continue
+		}
 		shown := 0
 		for i, st := range r.state {
 			inst, rank := i/r.n, i%r.n
@@ -377,6 +403,49 @@ type run struct {
 	// A tag packs (op, instance, receiver, sender) in bit fields of these
 	// widths, so a delivery decodes it with shifts, not divisions.
 	rankBits, instBits uint
+	// streaming counts the ring channels whose streams are unfinished
+	// (Collective.Stream; the per-step fields above are then unused).
+	streaming int
+}
+
+// streamSink receives a ring stream run's deliveries; the tag packs
+// (channel, segment).
+type streamSink struct{ r *run }
+
+const segBits = 8
+
+func (s streamSink) Delivered(tag int) {
+	s.r.stream(tag>>segBits, tag&(1<<segBits-1)+1)
+}
+
+// stream sends channel ch's segment seg as one ring stream (empty segments,
+// such as the in-node phases of a one-GPU-per-node hierarchy, are
+// skipped); after its last segment the channel is done.
+func (r *run) stream(ch, seg int) {
+	segs := r.ring.channels[ch]
+	for ; seg < len(segs); seg++ {
+		g := segs[seg]
+		var hops []Hop
+		for i, to := range g.next {
+			if int(to) != i && g.steps > 0 {
+				hops = append(hops, Hop{int32(r.devs[i]), int32(r.devs[to])})
+			}
+		}
+		if len(hops) == 0 {
+			continue
+		}
+		// Every hop carries each step's bytes for every chunk.
+		bytes := float64(g.steps) * g.bytes * float64(r.ring.chunks) / r.col.ProtocolEfficiency
+		r.flows++
+		r.wire += bytes * float64(len(hops))
+		if err := r.c.f.SendRing(hops, g.steps, bytes, streamSink{r}, ch<<segBits|seg); err != nil {
+			r.c.f.Kernel().Fail(fmt.Errorf("collective %d (%s %s): %w", r.id, r.col.Op, r.col.Algorithm, err))
+		}
+		return
+	}
+	if r.streaming--; r.streaming == 0 {
+		r.finish()
+	}
 }
 
 // rankState is an (instance, rank)'s progress and, in the first instance of

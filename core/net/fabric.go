@@ -1,6 +1,8 @@
 package net
 
 import (
+	"math"
+
 	"github.com/eidolon-sim/eidolon/core/sim"
 	"github.com/eidolon-sim/eidolon/core/topo"
 )
@@ -18,6 +20,14 @@ type Fabric interface {
 	// last byte has arrived, sink.Delivered(tag) runs. It fails only when dst
 	// cannot be reached (*topo.UnreachableError).
 	Send(src, dst int, bytes float64, sink Sink, tag int) error
+	// SendRing starts a ring stream now: every hop (device pair) carries
+	// bytes, all at one rate, as a ring runs when each GPU forwards what it
+	// receives in slices small enough that every hop streams at once (NCCL
+	// pipelines each ring step in slices); the stream moves at its most
+	// congested hop, and a link that several hops cross carries bytes for
+	// each. It is delivered bytes/rate after it starts plus `steps` times
+	// the hops' mean path latency (each byte crosses steps hops).
+	SendRing(hops []Hop, steps int, bytes float64, sink Sink, tag int) error
 	// OnDeliver registers a hook called with every delivered flow's record.
 	OnDeliver(func(FlowRecord))
 	// LinkStats returns per-link counters up to now, one per topology link.
@@ -33,6 +43,9 @@ type Fabric interface {
 	// SetSlowdown marks a device as a straggler.
 	SetSlowdown(device int, factor float64)
 }
+
+// Hop is one (source, destination) device pair of a ring stream.
+type Hop struct{ Src, Dst int32 }
 
 // Sink receives deliveries; tag is whatever the sender passed to Send.
 type Sink interface {
@@ -157,4 +170,34 @@ func pathLatency(t *topo.Topology, path []int32) sim.Time {
 		s += t.Links[l].LatencyS
 	}
 	return sim.Seconds(s)
+}
+
+// ringRoute is a ring stream's path: the hops' routes one after another
+// (a link once per hop that crosses it), its latency (steps times the mean
+// hop latency), its rate alone on the network (each link's capacity over
+// the hops crossing it, at the tightest link) and whether some link is
+// crossed more than once.
+func ringRoute(t *topo.Topology, hops []Hop, steps int) (path []int32, lat sim.Time, rate float64, dup bool, err error) {
+	crossings := map[int32]int{}
+	var latS float64
+	for _, h := range hops {
+		p, err := t.Route(int(h.Src), int(h.Dst))
+		if err != nil {
+			return nil, 0, 0, false, err
+		}
+		path = append(path, p...)
+		for _, l := range p {
+			crossings[l]++
+			latS += t.Links[l].LatencyS
+		}
+	}
+	rate = math.Inf(1)
+	for l, k := range crossings {
+		rate = min(rate, t.Capacity(int(l))/float64(k))
+		dup = dup || k > 1
+	}
+	if len(hops) > 0 {
+		lat = sim.Seconds(latS * float64(steps) / float64(len(hops)))
+	}
+	return path, lat, rate, dup, nil
 }

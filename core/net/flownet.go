@@ -75,7 +75,8 @@ type flow struct {
 	pos   []int32 // index of this flow in slow[path[h]].entries
 	next  float64 // rate computed by fill
 	stamp uint32
-	_     [28]byte // pads flow to 192 bytes (see above)
+	ring  *ringInfo // a ring stream's hops (nil for a point-to-point flow)
+	_     [16]byte  // pads flow to 192 bytes (see above)
 }
 
 type linkEntry struct {
@@ -190,7 +191,34 @@ func (n *FlowNet) Send(src, dst int, bytes float64, sink Sink, tag int) error {
 	if err != nil {
 		return err
 	}
-	path, lat := c.path, c.lat
+	n.launch(int32(src), int32(dst), c.path, c.hops(), c.lat, c.rate, bytes, sink, tag, nil)
+	return nil
+}
+
+// SendRing implements Fabric.
+func (n *FlowNet) SendRing(hops []Hop, steps int, bytes float64, sink Sink, tag int) error {
+	if len(hops) == 0 {
+		return fmt.Errorf("a ring stream needs at least one hop")
+	}
+	path, lat, rate, dup, err := ringRoute(n.t, hops, steps)
+	if err != nil {
+		return err
+	}
+	ring := &ringInfo{hops: hops, steps: steps, dup: dup}
+	n.launch(hops[0].Src, hops[len(hops)-1].Dst, path, path, lat, rate, bytes, sink, tag, ring)
+	return nil
+}
+
+// ringInfo is what a ring stream's flow keeps to reroute itself.
+type ringInfo struct {
+	hops  []Hop
+	steps int
+	dup   bool // some link crossed twice: never fast (its share is not the bottleneck's)
+}
+
+// launch starts a flow on path (whose links, hops, may be a copy held in
+// the route cache) with latency lat and bottleneck rate.
+func (n *FlowNet) launch(src, dst int32, path, hops []int32, lat sim.Time, rate, bytes float64, sink Sink, tag int, ring *ringInfo) {
 	i := n.alloc()
 	f := &n.flows[i]
 	now := n.k.Now()
@@ -200,18 +228,18 @@ func (n *FlowNet) Send(src, dst int, bytes float64, sink Sink, tag int) error {
 	// a stale stamp is from an earlier search generation.
 	f.sink, f.tag, f.start, f.bytes = sink, tag, now, bytes
 	f.gen++
-	f.src, f.dst = int32(src), int32(dst)
+	f.src, f.dst = src, dst
 	f.active, f.fast, f.fixed = false, false, false
 	f.path, f.rate, f.lat, f.id = path, 0, lat, n.nextFlow
+	f.ring = ring
 	n.nextFlow++
 	if len(path) == 0 || bytes <= 0 {
 		f.finish = now
 		n.k.AtHandler(now+lat, n, n.arg(i, evDeliver))
-		return nil
+		return
 	}
 	f.active = true
-	alone := true
-	hops := c.hops()
+	alone := ring == nil || !ring.dup
 	for _, l := range hops {
 		// Checked here, not in touch: most links have no live owner, and
 		// this loop is the hottest in the simulator. A stale owner can
@@ -229,8 +257,8 @@ func (n *FlowNet) Send(src, dst int, bytes float64, sink Sink, tag int) error {
 		// busy until finish), so its end touches no link; if someone needs
 		// a link before then, touch takes back the unsent part. It is
 		// delivered by one event, with no end-of-transmission event.
-		f.rate = c.rate
-		f.finish = now + max(1, sim.SecondsCeil(bytes/c.rate))
+		f.rate = rate
+		f.finish = now + max(1, sim.SecondsCeil(bytes/rate))
 		f.fast = true
 		for _, l := range hops {
 			ls := &n.links[l]
@@ -239,14 +267,13 @@ func (n *FlowNet) Send(src, dst int, bytes float64, sink Sink, tag int) error {
 			ls.busy += f.finish - now
 		}
 		n.k.AtHandler(f.finish+lat, n, n.arg(i, evDeliver))
-		return nil
+		return
 	}
 	f.remaining, f.updated = bytes, now
 	n.attach(i)
 	for _, l := range path {
 		n.markDirty(l)
 	}
-	return nil
 }
 
 // attach puts flow i on its path's links as an ordinary flow.
@@ -599,7 +626,14 @@ func (n *FlowNet) rerouteBroken() {
 		if !broken {
 			continue
 		}
-		path, err := n.t.Route(int(f.src), int(f.dst))
+		var path []int32
+		var lat sim.Time
+		var err error
+		if f.ring != nil {
+			path, lat, _, f.ring.dup, err = ringRoute(n.t, f.ring.hops, f.ring.steps)
+		} else if path, err = n.t.Route(int(f.src), int(f.dst)); err == nil {
+			lat = pathLatency(n.t, path)
+		}
 		if err != nil {
 			n.k.Fail(fmt.Errorf("at t=%v a fault cut flow %d mid-transfer: %w", now, f.id, err))
 			return
@@ -610,7 +644,7 @@ func (n *FlowNet) rerouteBroken() {
 			n.leave(l, now)
 			n.markDirty(l)
 		}
-		f.path, f.lat = path, pathLatency(n.t, path)
+		f.path, f.lat = path, lat
 		f.rate, f.finish = 0, 0 // forces a new finish event in settle
 		for _, l := range path {
 			n.touch(l)

@@ -8,8 +8,9 @@ import "fmt"
 // share, and take their rate off every link they cross. Each flow's result
 // goes to flow.next. Ties between links break by link id (deterministic).
 func (n *FlowNet) fill(links, flows []int32) {
-	if len(flows) == 1 {
-		// One flow alone: its bottleneck link's capacity.
+	if len(flows) == 1 && n.flows[flows[0]].ring == nil {
+		// One flow alone: its bottleneck link's capacity. (A ring stream
+		// may cross a link twice and take the filling below.)
 		f := &n.flows[flows[0]]
 		r := n.t.Capacity(int(f.path[0]))
 		for _, l := range f.path[1:] {

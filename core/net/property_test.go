@@ -141,7 +141,7 @@ func TestPropertiesRandomCollectives(t *testing.T) {
 					ranks = all(n)
 				}
 				_, err := c.Start(Collective{Op: op, Algorithm: alg, Bytes: float64(r.IntN(64 << 20)), Ranks: ranks,
-					Root: r.IntN(size), Chunks: r.IntN(4)}, func(Result) { done++ })
+					Root: r.IntN(size), Chunks: r.IntN(4), Stream: r.IntN(2) == 1}, func(Result) { done++ })
 				if err != nil {
 					// Only requests the algorithm cannot serve are refused.
 					require.Regexp(t, "power-of-two|same number of ranks", err.Error())
@@ -195,7 +195,8 @@ func TestFastPathMatchesMaxMin(t *testing.T) {
 		for j := 0; j < 1+r.IntN(3); j++ {
 			op := []Op{AllReduce, AllGather, Broadcast, AllToAll}[r.IntN(4)]
 			size := 1 + r.IntN(n)
-			col := Collective{Op: op, Bytes: float64(1 + r.IntN(32<<20)), Ranks: r.Perm(n)[:size], Chunks: r.IntN(3), Channels: 1 + r.IntN(2)}
+			col := Collective{Op: op, Bytes: float64(1 + r.IntN(32<<20)), Ranks: r.Perm(n)[:size], Chunks: r.IntN(3), Channels: 1 + r.IntN(2),
+				Stream: r.IntN(2) == 1}
 			k.At(sim.Time(r.IntN(100))*sim.Microsecond, func() {
 				_, err := c.Start(col, nil)
 				require.NoError(t, err)

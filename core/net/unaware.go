@@ -1,6 +1,9 @@
 package net
 
 import (
+	"fmt"
+	"math"
+
 	"github.com/eidolon-sim/eidolon/core/sim"
 	"github.com/eidolon-sim/eidolon/core/topo"
 )
@@ -37,14 +40,32 @@ func (u *Unaware) Send(src, dst int, bytes float64, sink Sink, tag int) error {
 	if err != nil {
 		return err
 	}
+	rate := math.Inf(1)
+	for _, l := range path {
+		rate = min(rate, u.t.Capacity(int(l)))
+	}
+	u.launch(src, dst, path, pathLatency(u.t, path), rate, bytes, sink, tag)
+	return nil
+}
+
+// SendRing implements Fabric: the stream alone at its bottleneck.
+func (u *Unaware) SendRing(hops []Hop, steps int, bytes float64, sink Sink, tag int) error {
+	if len(hops) == 0 {
+		return fmt.Errorf("a ring stream needs at least one hop")
+	}
+	path, lat, rate, _, err := ringRoute(u.t, hops, steps)
+	if err != nil {
+		return err
+	}
+	u.launch(int(hops[0].Src), int(hops[len(hops)-1].Dst), path, lat, rate, bytes, sink, tag)
+	return nil
+}
+
+func (u *Unaware) launch(src, dst int, path []int32, lat sim.Time, rate, bytes float64, sink Sink, tag int) {
 	now := u.k.Now()
 	tx := sim.Time(0)
 	if len(path) > 0 && bytes > 0 {
-		r := u.t.Capacity(int(path[0]))
-		for _, l := range path[1:] {
-			r = min(r, u.t.Capacity(int(l)))
-		}
-		tx = sim.SecondsCeil(bytes / r)
+		tx = sim.SecondsCeil(bytes / rate)
 	}
 	var i int32
 	if k := len(u.free); k > 0 {
@@ -55,14 +76,13 @@ func (u *Unaware) Send(src, dst int, bytes float64, sink Sink, tag int) error {
 		i = int32(len(u.pending) - 1)
 	}
 	u.pending[i] = unawareFlow{path: path, sink: sink, rec: FlowRecord{ID: u.nextFlow, Src: src, Dst: dst,
-		Bytes: bytes, Start: now, TxEnd: now + tx, Delivered: now + tx + pathLatency(u.t, path), Hops: len(path), Tag: tag}}
+		Bytes: bytes, Start: now, TxEnd: now + tx, Delivered: now + tx + lat, Hops: len(path), Tag: tag}}
 	u.nextFlow++
 	for _, l := range path {
 		u.lc[l].enter(now)
 		u.lc[l].bytes += bytes
 	}
 	u.k.AtHandler(now+tx, u, int(i)<<1)
-	return nil
 }
 
 // Handle implements sim.Handler: bit 0 clear = end of transmission, set = delivery.
