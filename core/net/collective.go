@@ -1,7 +1,9 @@
 package net
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"math/bits"
 	"sort"
 
@@ -171,12 +173,39 @@ type Comms struct {
 	t      *topo.Topology
 	active map[int]*run
 	nextID int
+	// shapes holds the requests already checked, by shapeKey, with their
+	// defaults filled in and their programs: a training step starts the
+	// same collective on the same communicator thousands of times.
+	shapes map[string]checkedShape
+}
+
+type checkedShape struct {
+	col  Collective
+	prog program
+}
+
+// shapeKey is what a collective's checks and program depend on: the
+// operation, algorithm, payload, root, chunks, channels and ranks.
+func shapeKey(col *Collective) string {
+	b := make([]byte, 0, 32+len(col.Op)+len(col.Algorithm)+2*len(col.Ranks))
+	b = append(b, col.Op...)
+	b = append(b, 0)
+	b = append(b, col.Algorithm...)
+	b = append(b, 0)
+	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(col.Bytes))
+	for _, v := range []int{col.Root, col.Chunks, col.Channels} {
+		b = binary.AppendVarint(b, int64(v))
+	}
+	for _, r := range col.Ranks {
+		b = binary.AppendVarint(b, int64(r))
+	}
+	return string(b)
 }
 
 // NewComms attaches a collective engine to a fabric; it registers a stall
 // describer on the kernel naming ranks of unfinished collectives.
 func NewComms(f Fabric) *Comms {
-	c := &Comms{f: f, t: f.Topology(), active: map[int]*run{}}
+	c := &Comms{f: f, t: f.Topology(), active: map[int]*run{}, shapes: map[string]checkedShape{}}
 	c.fn, _ = f.(*FlowNet)
 	f.Kernel().OnStall(c.describeStalls)
 	return c
@@ -188,13 +217,25 @@ func NewComms(f Fabric) *Comms {
 // (unknown algorithm, ranks out of range, non-power-of-two halving-doubling,
 // unequal nodes for hierarchical, unreachable peers).
 func (c *Comms) Start(col Collective, done func(Result)) (int, error) {
-	if err := c.check(&col); err != nil {
-		return 0, err
+	key := shapeKey(&col)
+	shape, ok := c.shapes[key]
+	if ok {
+		col.Algorithm, col.Channels, col.Chunks = shape.col.Algorithm, shape.col.Channels, shape.col.Chunks
+		if err := checkPayload(&col); err != nil {
+			return 0, err
+		}
+	} else {
+		if err := c.check(&col); err != nil {
+			return 0, err
+		}
+		prog, err := c.program(col)
+		if err != nil {
+			return 0, err
+		}
+		shape = checkedShape{col: col, prog: prog}
+		c.shapes[key] = shape
 	}
-	prog, err := c.program(col)
-	if err != nil {
-		return 0, err
-	}
+	prog := shape.prog
 	n := len(col.Ranks)
 	r := &run{c: c, id: c.nextID, col: col, prog: prog, n: n, done: done, start: c.f.Kernel().Now(),
 		inst: prog.instances(), perGroup: prog.groupSize(), serialize: prog.pipelined()}
@@ -292,6 +333,11 @@ func (c *Comms) check(col *Collective) error {
 			col.Chunks = max(1, min(64, int(col.Bytes/(1<<20))))
 		}
 	}
+	return checkPayload(col)
+}
+
+// checkPayload checks what a collective's program does not depend on.
+func checkPayload(col *Collective) error {
 	if col.ProtocolEfficiency == 0 {
 		col.ProtocolEfficiency = 1
 	}
@@ -422,15 +468,24 @@ func (s streamSink) Delivered(tag int) {
 // such as the in-node phases of a one-GPU-per-node hierarchy, are
 // skipped); after its last segment the channel is done.
 func (r *run) stream(ch, seg int) {
-	segs := r.ring.channels[ch]
-	for ; seg < len(segs); seg++ {
-		g := segs[seg]
-		var hops []Hop
-		for i, to := range g.next {
-			if int(to) != i && g.steps > 0 {
-				hops = append(hops, Hop{int32(r.devs[i]), int32(r.devs[to])})
+	p := r.ring
+	segs := p.channels[ch]
+	if p.hops == nil {
+		p.hops = make([][][]Hop, len(p.channels))
+	}
+	if p.hops[ch] == nil {
+		p.hops[ch] = make([][]Hop, len(segs))
+		for k, g := range segs {
+			for i, to := range g.next {
+				if int(to) != i && g.steps > 0 {
+					p.hops[ch][k] = append(p.hops[ch][k], Hop{int32(r.devs[i]), int32(r.devs[to])})
+				}
 			}
 		}
+	}
+	for ; seg < len(segs); seg++ {
+		g := segs[seg]
+		hops := p.hops[ch][seg]
 		if len(hops) == 0 {
 			continue
 		}
@@ -836,6 +891,9 @@ type ringProg struct {
 	// byInst is channels by instance (inst / chunks looked up, not divided
 	// on every message), built on first use.
 	byInst [][]segment
+	// hops of each channel's segments as ring streams, built on first use
+	// (a cached program serves one communicator: the devices are fixed).
+	hops [][][]Hop
 }
 
 type segment struct {

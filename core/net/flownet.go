@@ -35,8 +35,9 @@ type FlowNet struct {
 	compFlows []int32
 	heap      shareHeap
 
-	records []FlowRecord // kept only if KeepRecords
-	last    []lastRoute  // routeWays per source device
+	records []FlowRecord       // kept only if KeepRecords
+	last    []lastRoute        // routeWays per source device
+	rings   map[*Hop]*ringInfo // ring streams' routes, by their hops' storage
 	// KeepRecords keeps every delivered flow's record (Records()).
 	KeepRecords bool
 	// noFast sends every flow through max-min (tests compare the fast path
@@ -119,6 +120,8 @@ type linkSlow struct {
 	ver      uint32
 	stamp    uint32
 	dirty    uint32
+	// private: every entry is one flow's (fill's scratch; see there).
+	private bool
 	// peak is the most ordinary flows at once. Fast flows do not write it
 	// (a line less per hop): one alone makes the link's busy time positive,
 	// or becomes ordinary at once, so peak is read as at least 1 when busy
@@ -200,20 +203,35 @@ func (n *FlowNet) SendRing(hops []Hop, steps int, bytes float64, sink Sink, tag 
 	if len(hops) == 0 {
 		return fmt.Errorf("a ring stream needs at least one hop")
 	}
-	path, lat, rate, dup, err := ringRoute(n.t, hops, steps)
-	if err != nil {
-		return err
+	// A ring's streams repeat with the same hops (a communicator's
+	// channel): its route is computed once per topology version.
+	v := n.t.CapacityVersion()
+	ring, ok := n.rings[&hops[0]]
+	if !ok || ring.version != v || ring.steps != steps || len(ring.hops) != len(hops) {
+		path, lat, rate, dup, err := ringRoute(n.t, hops, steps)
+		if err != nil {
+			return err
+		}
+		ring = &ringInfo{hops: hops, steps: steps, dup: dup, path: path, lat: lat, rate: rate, version: v}
+		if n.rings == nil {
+			n.rings = map[*Hop]*ringInfo{}
+		}
+		n.rings[&hops[0]] = ring
 	}
-	ring := &ringInfo{hops: hops, steps: steps, dup: dup}
-	n.launch(hops[0].Src, hops[len(hops)-1].Dst, path, path, lat, rate, bytes, sink, tag, ring)
+	n.launch(hops[0].Src, hops[len(hops)-1].Dst, ring.path, ring.path, ring.lat, ring.rate, bytes, sink, tag, ring)
 	return nil
 }
 
-// ringInfo is what a ring stream's flow keeps to reroute itself.
+// ringInfo is a ring stream's route (shared by the streams of one ring
+// while the topology is unchanged) and what a flow needs to reroute.
 type ringInfo struct {
-	hops  []Hop
-	steps int
-	dup   bool // some link crossed twice: never fast (its share is not the bottleneck's)
+	hops    []Hop
+	steps   int
+	dup     bool // some link crossed twice: never fast (its share is not the bottleneck's)
+	path    []int32
+	lat     sim.Time
+	rate    float64
+	version uint64
 }
 
 // launch starts a flow on path (whose links, hops, may be a copy held in
@@ -630,7 +648,11 @@ func (n *FlowNet) rerouteBroken() {
 		var lat sim.Time
 		var err error
 		if f.ring != nil {
-			path, lat, _, f.ring.dup, err = ringRoute(n.t, f.ring.hops, f.ring.steps)
+			// The shared route stays with the streams that keep it.
+			r := *f.ring
+			path, lat, r.rate, r.dup, err = ringRoute(n.t, r.hops, r.steps)
+			r.path, r.lat, r.version = path, lat, 0
+			f.ring = &r
 		} else if path, err = n.t.Route(int(f.src), int(f.dst)); err == nil {
 			lat = pathLatency(n.t, path)
 		}

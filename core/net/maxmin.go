@@ -21,18 +21,43 @@ func (n *FlowNet) fill(links, flows []int32) {
 	}
 	h := &n.heap
 	h.items = h.items[:0]
+	// A link crossed by one flow only (a private link) is its bottleneck
+	// at most, never another's: rather than one heap entry per private
+	// link, each flow enters its tightest private link (ties to the lower
+	// id, as the heap orders them). A ring stream's path is mostly
+	// private (its NICs, its GPUs' ports), so this keeps the heap to the
+	// shared links.
 	for _, l := range links {
 		ls := &n.slow[l]
 		ls.capacity = n.t.Capacity(int(l))
 		ls.rem = ls.capacity
 		ls.unfixed = int32(len(n.slow[l].entries))
 		ls.ver++
-		if ls.unfixed > 0 {
+		ls.private = ls.unfixed > 0
+		for k := 1; k < len(ls.entries) && ls.private; k++ {
+			ls.private = ls.entries[k].flow == ls.entries[0].flow
+		}
+		if ls.unfixed > 0 && !ls.private {
 			h.push(shareItem{share: ls.rem / float64(ls.unfixed), link: l, ver: ls.ver})
 		}
 	}
 	for _, i := range flows {
-		n.flows[i].fixed = false
+		f := &n.flows[i]
+		f.fixed = false
+		best := shareItem{link: -1}
+		for _, l := range f.path {
+			ls := &n.slow[l]
+			if !ls.private {
+				continue
+			}
+			it := shareItem{share: ls.rem / float64(ls.unfixed), link: l, ver: ls.ver}
+			if best.link < 0 || it.less(best) {
+				best = it
+			}
+		}
+		if best.link >= 0 {
+			h.push(best)
+		}
 	}
 	for len(h.items) > 0 {
 		it := h.pop()
