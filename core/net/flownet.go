@@ -27,8 +27,11 @@ type FlowNet struct {
 
 	dirty    []int32
 	dirtyGen uint32
-	settling bool
-	gen      uint32 // visit stamp for component searches
+	// capVersion is the topology's CapacityVersion when the links'
+	// capacities (linkSlow.capacity) were last read.
+	capVersion uint64
+	settling   bool
+	gen        uint32 // visit stamp for component searches
 
 	// scratch for the component search and the filling heap
 	compLinks []int32
@@ -117,7 +120,6 @@ type linkSlow struct {
 	capacity float64
 	rem      float64 // progressive filling: capacity not yet given out
 	unfixed  int32
-	ver      uint32
 	stamp    uint32
 	dirty    uint32
 	// private: every entry is one flow's (fill's scratch; see there).
@@ -171,6 +173,7 @@ func NewFlowNet(k *sim.Kernel, t *topo.Topology) *FlowNet {
 	for i := range n.slow {
 		n.slow[i].capacity = t.Capacity(i)
 	}
+	n.capVersion = t.CapacityVersion()
 	return n
 }
 

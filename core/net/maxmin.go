@@ -20,25 +20,32 @@ func (n *FlowNet) fill(links, flows []int32) {
 		return
 	}
 	h := &n.heap
-	h.items = h.items[:0]
+	if len(h.pos) != len(n.slow) {
+		h.pos = make([]int32, len(n.slow))
+	}
 	// A link crossed by one flow only (a private link) is its bottleneck
 	// at most, never another's: rather than one heap entry per private
 	// link, each flow enters its tightest private link (ties to the lower
 	// id, as the heap orders them). A ring stream's path is mostly
 	// private (its NICs, its GPUs' ports), so this keeps the heap to the
 	// shared links.
+	if v := n.t.CapacityVersion(); v != n.capVersion {
+		// Capacities change only with faults: refreshed then, for all.
+		for l := range n.slow {
+			n.slow[l].capacity = n.t.Capacity(l)
+		}
+		n.capVersion = v
+	}
 	for _, l := range links {
 		ls := &n.slow[l]
-		ls.capacity = n.t.Capacity(int(l))
 		ls.rem = ls.capacity
 		ls.unfixed = int32(len(n.slow[l].entries))
-		ls.ver++
 		ls.private = ls.unfixed > 0
 		for k := 1; k < len(ls.entries) && ls.private; k++ {
 			ls.private = ls.entries[k].flow == ls.entries[0].flow
 		}
 		if ls.unfixed > 0 && !ls.private {
-			h.push(shareItem{share: ls.rem / float64(ls.unfixed), link: l, ver: ls.ver})
+			h.set(shareItem{share: ls.rem / float64(ls.unfixed), link: l})
 		}
 	}
 	for _, i := range flows {
@@ -50,20 +57,19 @@ func (n *FlowNet) fill(links, flows []int32) {
 			if !ls.private {
 				continue
 			}
-			it := shareItem{share: ls.rem / float64(ls.unfixed), link: l, ver: ls.ver}
+			it := shareItem{share: ls.rem / float64(ls.unfixed), link: l}
 			if best.link < 0 || it.less(best) {
 				best = it
 			}
 		}
 		if best.link >= 0 {
-			h.push(best)
+			h.set(best)
 		}
 	}
 	for len(h.items) > 0 {
 		it := h.pop()
-		ls := &n.slow[it.link]
-		if it.ver != ls.ver || ls.unfixed == 0 {
-			continue
+		if n.slow[it.link].unfixed == 0 {
+			continue // a private link whose flow was fixed elsewhere
 		}
 		share := it.share
 		for _, e := range n.slow[it.link].entries {
@@ -77,9 +83,8 @@ func (n *FlowNet) fill(links, flows []int32) {
 				m := &n.slow[l2]
 				m.rem = max(0, m.rem-share)
 				m.unfixed--
-				m.ver++
-				if m.unfixed > 0 && l2 != it.link {
-					h.push(shareItem{share: m.rem / float64(m.unfixed), link: l2, ver: m.ver})
+				if m.unfixed > 0 && l2 != it.link && h.pos[l2] > 0 {
+					h.set(shareItem{share: m.rem / float64(m.unfixed), link: l2})
 				}
 			}
 		}
@@ -108,7 +113,6 @@ func (n *FlowNet) CheckCapacity() error {
 type shareItem struct {
 	share float64
 	link  int32
-	ver   uint32
 }
 
 func (a shareItem) less(b shareItem) bool {
@@ -118,46 +122,79 @@ func (a shareItem) less(b shareItem) bool {
 	return a.link < b.link
 }
 
-// shareHeap is a binary min-heap of link shares (stale entries are skipped
-// by version on pop).
-type shareHeap struct{ items []shareItem }
+// shareHeap is a binary min-heap of link shares with one entry per link
+// (pos: index + 1 by link, 0 when absent), so a link whose share changes
+// moves in place rather than leaving a stale entry to pop.
+type shareHeap struct {
+	items []shareItem
+	pos   []int32
+}
 
-func (h *shareHeap) push(x shareItem) {
-	h.items = append(h.items, x)
-	s := h.items
-	i := len(s) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if !s[i].less(s[p]) {
-			break
-		}
-		s[p], s[i] = s[i], s[p]
-		i = p
+// set puts link x.link in the heap with share x.share, or moves it there.
+func (h *shareHeap) set(x shareItem) {
+	if p := h.pos[x.link]; p > 0 {
+		h.items[p-1] = x
+		h.down(h.up(int(p - 1)))
+		return
 	}
+	h.items = append(h.items, x)
+	i := len(h.items) - 1
+	h.pos[x.link] = int32(i + 1)
+	h.up(i)
 }
 
 func (h *shareHeap) pop() shareItem {
 	s := h.items
 	top := s[0]
-	n := len(s) - 1
-	s[0] = s[n]
-	s = s[:n]
-	i := 0
+	last := len(s) - 1
+	h.pos[top.link] = 0
+	if last > 0 {
+		s[0] = s[last]
+		h.pos[s[0].link] = 1
+	}
+	h.items = s[:last]
+	h.down(0)
+	return top
+}
+
+// up moves item i towards the root while it is less than its parent and
+// returns where it ends.
+func (h *shareHeap) up(i int) int {
+	s := h.items
+	for i > 0 {
+		p := (i - 1) / 2
+		if !s[i].less(s[p]) {
+			break
+		}
+		h.swap(i, p)
+		i = p
+	}
+	return i
+}
+
+func (h *shareHeap) down(i int) {
+	s := h.items
+	n := len(s)
 	for {
 		l := 2*i + 1
 		if l >= n {
-			break
+			return
 		}
 		m := l
 		if r := l + 1; r < n && s[r].less(s[l]) {
 			m = r
 		}
 		if !s[m].less(s[i]) {
-			break
+			return
 		}
-		s[i], s[m] = s[m], s[i]
+		h.swap(i, m)
 		i = m
 	}
-	h.items = s
-	return top
+}
+
+func (h *shareHeap) swap(i, j int) {
+	s := h.items
+	s[i], s[j] = s[j], s[i]
+	h.pos[s[i].link] = int32(i + 1)
+	h.pos[s[j].link] = int32(j + 1)
 }
