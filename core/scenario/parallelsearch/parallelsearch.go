@@ -11,11 +11,16 @@
 // been simulated, one whose lower bound exceeds the k-th best step time
 // cannot enter the top k and is reported as bounded. ZeRO-2 runs the same
 // task graph as ZeRO-1 (only memory differs), so it takes ZeRO-1's time.
+// Layouts are simulated on every core, ahead of these in-order decisions
+// (see simulateAll); the table does not depend on the number of cores.
 package parallelsearch
 
 import (
+	"context"
 	"fmt"
+	"runtime"
 	"sort"
+	"sync"
 
 	"github.com/eidolon-sim/eidolon/core/exec"
 	"github.com/eidolon-sim/eidolon/core/hw"
@@ -226,60 +231,13 @@ func run(env scenario.Env, s *spec.ParallelSearch) (scenario.Result, error) {
 
 	// Simulate in order of the lower bound.
 	sort.SliceStable(cands, func(i, j int) bool { return cands[i].lb < cands[j].lb })
-	// BoundS is the bound: rename the column's meaning in one place.
-	keep := *s.Keep
-	var best []float64 // simulated step times, sorted
-	same := map[string]*ConfigRow{}
-	for i, c := range cands {
-		if err := env.Canceled(); err != nil {
-			return scenario.Result{}, err
-		}
-		env.Report(float64(i) / float64(len(cands)))
-		if keep > 0 && len(best) >= keep && c.lb > best[keep-1] {
-			c.row.Status = Bounded
-			c.row.Reason = fmt.Sprintf("its lower bound (%.3g s: compute with pipeline fill and drain, or data-parallel traffic at the slowest hop) exceeds the %d-th best step time (%.3g s)", c.lb, keep, best[keep-1])
-			rows = append(rows, c.row)
-			continue
-		}
-		// ZeRO-1 and ZeRO-2 run the same task graph.
-		zclass := c.row.ZeRO
-		if zclass == 2 {
-			zclass = 1
-		}
-		graph := fmt.Sprintf("%d/%d/%d/%s/%d", c.row.TP, c.row.PP, c.row.MicroBatch, c.row.Recompute, zclass)
-		var step, mfu float64
-		if prev, ok := same[graph]; ok {
-			step, mfu = *prev.StepTimeS, *prev.MFU
-		} else {
-			mm, err := exec.NewMachine(s.Cluster, s.GPU, spec.Faults{}, s.Seed)
-			if err != nil {
-				return scenario.Result{}, err
-			}
-			opt := mm.Options(false)
-			opt.Cost = cost
-			plan, err := workload.BuildTraining(c.tr)
-			if err != nil {
-				return scenario.Result{}, err
-			}
-			res, err := exec.Run(env.Context(), plan.Plan, opt)
-			if err != nil {
-				return scenario.Result{}, fmt.Errorf("tp %d pp %d dp %d mb %d: %w", c.row.TP, c.row.PP, c.row.DP, c.row.MicroBatch, err)
-			}
-			step = res.End.Seconds()
-			mfu = plan.ModelFLOPs / step / (m.GPU.Peak(c.tr.DType) * float64(plan.Ranks))
-		}
-		tps := float64(c.tr.Par.GlobalBatch*c.tr.SeqLen) / step
-		c.row.StepTimeS, c.row.MFU, c.row.TokensPerS = &step, &mfu, &tps
-		c.row.Status = Simulated
-		row := c.row
-		same[graph] = &row
-		rows = append(rows, c.row)
-		at := sort.SearchFloat64s(best, step)
-		best = append(best, 0)
-		copy(best[at+1:], best[at:])
-		best[at] = step
+	sims, err := simulateAll(env, s, cands, cost)
+	if err != nil {
+		return scenario.Result{}, err
 	}
-	env.Report(1)
+	for _, c := range sims {
+		rows = append(rows, c.row)
+	}
 
 	order := map[string]int{Simulated: 0, Bounded: 1, Dominated: 2, DoesNotFit: 3, Invalid: 4}
 	sort.SliceStable(rows, func(i, j int) bool {
@@ -309,3 +267,149 @@ func run(env scenario.Env, s *spec.ParallelSearch) (scenario.Result, error) {
 }
 
 const gib = 1 << 30
+
+// graphKey names a layout's task graph: ZeRO-1 and ZeRO-2 run the same one
+// (only memory differs), so they share a simulation.
+func graphKey(r ConfigRow) string {
+	z := r.ZeRO
+	if z == 2 {
+		z = 1
+	}
+	return fmt.Sprintf("%d/%d/%d/%s/%d", r.TP, r.PP, r.MicroBatch, r.Recompute, z)
+}
+
+// outcome is one candidate's simulation, run ahead of the decision.
+type outcome struct {
+	done      chan struct{}
+	simulated bool
+	step, mfu float64
+	err       error
+}
+
+// simulateAll decides each candidate, in order of its lower bound, exactly
+// as one pass would: with Keep = k, a candidate whose bound exceeds the
+// k-th best step time of those before it is bounded; otherwise it is
+// simulated (or takes the time of an earlier one with the same task
+// graph). Simulations run on every core ahead of the decisions: a worker
+// skips a candidate that the decisions so far already bound (more
+// decisions only lower the k-th best) or whose graph an earlier one
+// claimed, and a simulation whose candidate turns out bounded is dropped,
+// so the table does not depend on the number of cores or on timing.
+func simulateAll(env scenario.Env, s *spec.ParallelSearch, cands []*candidate, cost func(model.Op) (float64, error)) ([]*candidate, error) {
+	keep := *s.Keep
+	ctx, cancel := context.WithCancel(env.Context())
+	defer cancel()
+	var mu sync.Mutex  // guards best, claimed, next and the evaluator behind cost
+	var best []float64 // step times decided so far, sorted
+	bounded := func(lb float64) bool { return keep > 0 && len(best) >= keep && lb > best[keep-1] }
+	claimed := map[string]bool{}
+	next := 0
+	lockedCost := func(o model.Op) (float64, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return cost(o)
+	}
+	outs := make([]outcome, len(cands))
+	for i := range outs {
+		outs[i].done = make(chan struct{})
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel() // runs first: workers stop simulating
+	for range min(runtime.GOMAXPROCS(0), len(cands)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				i := next
+				next++
+				if i >= len(cands) {
+					mu.Unlock()
+					return
+				}
+				c, o := cands[i], &outs[i]
+				g := graphKey(c.row)
+				skip := ctx.Err() != nil || bounded(c.lb) || claimed[g]
+				claimed[g] = true
+				mu.Unlock()
+				if !skip {
+					o.step, o.mfu, o.err = simulate(ctx, s, c, lockedCost)
+					o.simulated = true
+				}
+				close(o.done)
+			}
+		}()
+	}
+
+	same := map[string]*ConfigRow{}
+	for i, c := range cands {
+		<-outs[i].done
+		if err := env.Canceled(); err != nil {
+			return nil, err
+		}
+		env.Report(float64(i) / float64(len(cands)))
+		mu.Lock()
+		cut := bounded(c.lb)
+		kth := 0.0
+		if cut {
+			kth = best[keep-1]
+		}
+		mu.Unlock()
+		if cut {
+			c.row.Status = Bounded
+			c.row.Reason = fmt.Sprintf("its lower bound (%.3g s: compute with pipeline fill and drain, or data-parallel traffic at the slowest hop) exceeds the %d-th best step time (%.3g s)", c.lb, keep, kth)
+			continue
+		}
+		g := graphKey(c.row)
+		var step, mfu float64
+		if prev, ok := same[g]; ok {
+			step, mfu = *prev.StepTimeS, *prev.MFU
+		} else {
+			o := &outs[i]
+			if o.err != nil {
+				return nil, o.err
+			}
+			if !o.simulated {
+				// A skipped candidate is bounded, or an earlier one with
+				// its graph was simulated (see above).
+				return nil, fmt.Errorf("parallel_search: layout %s was neither simulated nor bounded", g)
+			}
+			step, mfu = o.step, o.mfu
+		}
+		tps := float64(c.tr.Par.GlobalBatch*c.tr.SeqLen) / step
+		c.row.StepTimeS, c.row.MFU, c.row.TokensPerS = &step, &mfu, &tps
+		c.row.Status = Simulated
+		row := c.row
+		same[g] = &row
+		mu.Lock()
+		at := sort.SearchFloat64s(best, step)
+		best = append(best, 0)
+		copy(best[at+1:], best[at:])
+		best[at] = step
+		mu.Unlock()
+	}
+	env.Report(1)
+	return cands, nil
+}
+
+// simulate runs one layout's training step on a fresh machine.
+func simulate(ctx context.Context, s *spec.ParallelSearch, c *candidate, cost func(model.Op) (float64, error)) (step, mfu float64, err error) {
+	mm, err := exec.NewMachine(s.Cluster, s.GPU, spec.Faults{}, s.Seed)
+	if err != nil {
+		return 0, 0, err
+	}
+	opt := mm.Options(false)
+	opt.Cost = cost
+	plan, err := workload.BuildTraining(c.tr)
+	if err != nil {
+		return 0, 0, err
+	}
+	res, err := exec.Run(ctx, plan.Plan, opt)
+	if err != nil {
+		return 0, 0, fmt.Errorf("tp %d pp %d dp %d mb %d: %w", c.row.TP, c.row.PP, c.row.DP, c.row.MicroBatch, err)
+	}
+	step = res.End.Seconds()
+	mfu = plan.ModelFLOPs / step / (mm.GPU.Peak(c.tr.DType) * float64(plan.Ranks))
+	return step, mfu, nil
+}

@@ -2,6 +2,7 @@ package parallelsearch_test
 
 import (
 	"context"
+	"runtime"
 	"testing"
 
 	"github.com/eidolon-sim/eidolon/core/scenario"
@@ -72,4 +73,25 @@ func TestNothingFitsSaysWhy(t *testing.T) {
 			assert.Contains(t, r.Reason, "GiB")
 		}
 	}
+}
+
+// Layouts are simulated on every core ahead of the in-order decisions; the
+// table is the same on one core as on several (run with -race, this also
+// checks the workers share nothing unguarded).
+func TestTableDoesNotDependOnCores(t *testing.T) {
+	js := `{"kind":"parallel_search","model":{"preset":"gpt-22b","layers":8},"gpu":"a100-80gb-sxm",
+		"cluster":{"preset":"dgx-a100","nodes":2},"global_batch":16,"seq_len":1024,"keep":3}`
+	was := runtime.GOMAXPROCS(1)
+	one := search(t, js)
+	runtime.GOMAXPROCS(4)
+	four := search(t, js)
+	runtime.GOMAXPROCS(was)
+	require.Equal(t, one, four)
+	bounded := 0
+	for _, r := range four {
+		if r.Status == parallelsearch.Bounded {
+			bounded++
+		}
+	}
+	require.Greater(t, bounded, 0, "the keep = 3 cut applies")
 }
