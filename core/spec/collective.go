@@ -42,7 +42,14 @@ type Collective struct {
 	ProtocolEfficiency float64 `json:"protocol_efficiency,omitempty"`
 	// Model: "flow" (max-min fair sharing, default) or "unaware"
 	// (no contention).
-	Model  string `json:"model,omitempty"`
+	Model string `json:"model,omitempty"`
+	// Ring: how ring algorithms move data. "steps" (default): every rank
+	// sends each step as its own flow, the granularity the network
+	// benchmarks time. "stream": each ring channel is one flow over all its
+	// hops at the ring's bottleneck rate (NCCL pipelines each step in
+	// slices), what training and inference use; the two agree on
+	// uncontended rings. Quantized payloads always run by steps.
+	Ring   string `json:"ring,omitempty"`
 	Faults Faults `json:"faults,omitempty"`
 	// Flows adds the per-flow table (large: one row per transfer).
 	Flows bool `json:"flows,omitempty"`
@@ -98,6 +105,9 @@ func (s *Collective) Defaults() {
 	}
 	if s.Model == "" {
 		s.Model = "flow"
+	}
+	if s.Ring == "" {
+		s.Ring = "steps"
 	}
 	if q := s.Quantization; q != nil {
 		if q.ElemBytes == 0 {
@@ -155,6 +165,7 @@ func (s *Collective) Validate(p *Problems) {
 		p.InRange("protocol_efficiency", s.ProtocolEfficiency, 1e-3, 1)
 	}
 	p.OneOf("model", s.Model, []string{"flow", "unaware"})
+	p.OneOf("ring", s.Ring, []string{"steps", "stream"})
 	if q := s.Quantization; q != nil {
 		p.OneOf("quantization.format", q.Format, []string{"int8", "fp8"})
 		p.Positive("quantization.elem_bytes", q.ElemBytes)

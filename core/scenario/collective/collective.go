@@ -190,7 +190,8 @@ func runOne(env scenario.Env, cs *spec.Collective, alg string, size float64, out
 	for _, g := range groups {
 		for c := 0; c < cs.Concurrent; c++ {
 			col := net.Collective{Op: net.Op(cs.Collective), Algorithm: net.Algorithm(alg), Bytes: size,
-				Ranks: g, Root: cs.Root, Chunks: cs.Chunks, Channels: cs.Channels, Quant: q, ProtocolEfficiency: cs.ProtocolEfficiency}
+				Ranks: g, Root: cs.Root, Chunks: cs.Chunks, Channels: cs.Channels, Quant: q, ProtocolEfficiency: cs.ProtocolEfficiency,
+				Stream: cs.Ring == "stream"}
 			id, err := comms.Start(col, func(r net.Result) { results = append(results, r) })
 			if err != nil {
 				return err

@@ -144,3 +144,23 @@ func TestGroupsConcurrentAndQuantization(t *testing.T) {
 	require.InEpsilon(t, single.WireBytes/2*(1+4.0/128), q.WireBytes, 1e-9)
 	require.Less(t, q.TimeS, 0.6*single.TimeS)
 }
+
+func TestRingStreamsAgreeWithSteps(t *testing.T) {
+	// The default ring on four dgx-h100 nodes (eight channels, one per
+	// rail, sharing the GPUs' NVLink ports) by steps and as streams, with
+	// one flow per channel instead of one per rank per step. At 10 GB both
+	// are bandwidth-bound: the same busbw within 1%. At 1 MB latency rules:
+	// a stream pays each hop's latency once per step along the ring (as
+	// NCCL's own model sums intra- and inter-node step latencies), steps
+	// with one message in flight per connection pay the slowest (network)
+	// hop every step, so streams are faster.
+	doc := `{"kind":"collective","cluster":{"preset":"dgx-h100","nodes":4},"sizes_bytes":[1e6,1e10],"ring":"%s"}`
+	steps := table[collective.SummaryRow](t, runSpec(t, fmt.Sprintf(doc, "steps")), "summary")
+	streams := table[collective.SummaryRow](t, runSpec(t, fmt.Sprintf(doc, "stream")), "summary")
+	for i := range steps {
+		require.Equal(t, 8, streams[i].Flows)
+		require.Equal(t, 8*2*31*32, steps[i].Flows)
+	}
+	require.Less(t, streams[0].TimeS, steps[0].TimeS, "1 MB")
+	require.InEpsilon(t, steps[1].BusbwBytesPerS, streams[1].BusbwBytesPerS, 0.01, "10 GB")
+}
