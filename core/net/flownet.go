@@ -69,8 +69,8 @@ type flow struct {
 	// line 2: start
 	path []int32
 	rate float64
-	lat  sim.Time // path latency
-	id   int64
+	lat  sim.Time  // path latency
+	ring *ringInfo // a ring stream's route (nil for a point-to-point flow)
 	// remaining is the bytes left at updated. A fast flow does not set
 	// them: until touch makes it ordinary they are bytes and start.
 	remaining float64
@@ -79,8 +79,11 @@ type flow struct {
 	pos   []int32 // index of this flow in slow[path[h]].entries
 	next  float64 // rate computed by fill
 	stamp uint32
-	ring  *ringInfo // a ring stream's hops (nil for a point-to-point flow)
-	_     [16]byte  // pads flow to 192 bytes (see above)
+	// id numbers flows in the order they were sent; set only when records
+	// are kept or hooked (FlowRecord.ID), so a fast flow's start does not
+	// write this line.
+	id int64
+	_  [16]byte // pads flow to 192 bytes (see above)
 }
 
 type linkEntry struct {
@@ -251,8 +254,10 @@ func (n *FlowNet) launch(src, dst int32, path, hops []int32, lat sim.Time, rate,
 	f.gen++
 	f.src, f.dst = src, dst
 	f.active, f.fast, f.fixed = false, false, false
-	f.path, f.rate, f.lat, f.id = path, 0, lat, n.nextFlow
-	f.ring = ring
+	f.path, f.rate, f.lat, f.ring = path, 0, lat, ring
+	if n.KeepRecords || len(n.hooks) > 0 {
+		f.id = n.nextFlow
+	}
 	n.nextFlow++
 	if len(path) == 0 || bytes <= 0 {
 		f.finish = now
@@ -593,7 +598,7 @@ func (n *FlowNet) settle() {
 		n.credit(f, now)
 		f.rate = newRate
 		if newRate <= 0 {
-			panic(fmt.Sprintf("net: flow %d got rate %v", f.id, newRate))
+			panic(fmt.Sprintf("net: flow %d (%s to %s) got rate %v", i, n.t.Devices[f.src].Name, n.t.Devices[f.dst].Name, newRate))
 		}
 		f.finish = now + max(1, sim.SecondsCeil(f.remaining/newRate))
 		n.k.AtHandler(f.finish, n, n.arg(i, evFinish))
@@ -660,7 +665,7 @@ func (n *FlowNet) rerouteBroken() {
 			lat = pathLatency(n.t, path)
 		}
 		if err != nil {
-			n.k.Fail(fmt.Errorf("at t=%v a fault cut flow %d mid-transfer: %w", now, f.id, err))
+			n.k.Fail(fmt.Errorf("at t=%v a fault cut the flow from %s to %s mid-transfer: %w", now, n.t.Devices[f.src].Name, n.t.Devices[f.dst].Name, err))
 			return
 		}
 		n.credit(f, now)
