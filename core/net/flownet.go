@@ -66,6 +66,7 @@ type flow struct {
 	active   bool // on links, transmitting
 	fast     bool // delivery scheduled directly; links released lazily
 	fixed    bool
+	lazy     bool // a fast flow whose second line is unwritten (see materialize)
 	// line 2: start
 	path []int32
 	rate float64
@@ -253,13 +254,14 @@ func (n *FlowNet) launch(src, dst int32, path, hops []int32, lat sim.Time, rate,
 	f.sink, f.tag, f.start, f.bytes = sink, tag, now, bytes
 	f.gen++
 	f.src, f.dst = src, dst
-	f.active, f.fast, f.fixed = false, false, false
-	f.path, f.rate, f.lat, f.ring = path, 0, lat, ring
-	if n.KeepRecords || len(n.hooks) > 0 {
+	f.active, f.fast, f.fixed, f.lazy = false, false, false, false
+	recorded := n.KeepRecords || len(n.hooks) > 0
+	if recorded {
 		f.id = n.nextFlow
 	}
 	n.nextFlow++
 	if len(path) == 0 || bytes <= 0 {
+		f.path, f.rate, f.lat, f.ring = path, 0, lat, ring
 		f.finish = now
 		n.k.AtHandler(now+lat, n, n.arg(i, evDeliver))
 		return
@@ -283,9 +285,16 @@ func (n *FlowNet) launch(src, dst int32, path, hops []int32, lat sim.Time, rate,
 		// busy until finish), so its end touches no link; if someone needs
 		// a link before then, touch takes back the unsent part. It is
 		// delivered by one event, with no end-of-transmission event.
-		f.rate = rate
 		f.finish = now + max(1, sim.SecondsCeil(bytes/rate))
 		f.fast = true
+		// A point-to-point flow leaves its route unwritten (lazy): the
+		// second line stays out of the cache, and materialize finds the
+		// route again if anyone asks.
+		if ring == nil && !recorded {
+			f.lazy = true
+		} else {
+			f.path, f.rate, f.lat, f.ring = path, rate, lat, ring
+		}
 		for _, l := range hops {
 			ls := &n.links[l]
 			ls.owner, ls.since = i+1, f.finish
@@ -295,6 +304,7 @@ func (n *FlowNet) launch(src, dst int32, path, hops []int32, lat sim.Time, rate,
 		n.k.AtHandler(f.finish+lat, n, n.arg(i, evDeliver))
 		return
 	}
+	f.path, f.rate, f.lat, f.ring = path, 0, lat, ring
 	f.remaining, f.updated = bytes, now
 	n.attach(i)
 	for _, l := range path {
@@ -422,6 +432,7 @@ func (n *FlowNet) Handle(arg int) {
 		// The record is built only for someone who reads it: it needs the
 		// flow's second line (id, path).
 		if n.KeepRecords || len(n.hooks) > 0 {
+			n.materialize(f)
 			rec := FlowRecord{ID: f.id, Src: int(f.src), Dst: int(f.dst), Bytes: f.bytes, Start: f.start,
 				TxEnd: f.finish, Delivered: now, Hops: len(f.path), Tag: tag}
 			if n.KeepRecords {
@@ -451,6 +462,7 @@ func (n *FlowNet) touch(l int32) {
 	}
 	i := ls.owner - 1
 	f := &n.flows[i]
+	n.materialize(f)
 	f.remaining = f.bytes - min(f.bytes, f.rate*(now-f.start).Seconds())
 	f.updated = now
 	for _, l2 := range f.path {
@@ -465,6 +477,35 @@ func (n *FlowNet) touch(l int32) {
 	n.attach(i)
 	for _, l2 := range f.path {
 		n.markDirty(l2)
+	}
+}
+
+// materialize writes a lazy fast flow's route, rate and latency: its
+// route is the topology's route from src to dst, as when it started,
+// because the topology changes only through SetLinkHealth and
+// SetDeviceDown, which materialize every lazy flow first.
+func (n *FlowNet) materialize(f *flow) {
+	if !f.lazy {
+		return
+	}
+	path, err := n.t.Route(int(f.src), int(f.dst))
+	if err != nil {
+		panic(fmt.Sprintf("net: the route of a started flow (%s to %s) is gone: %v", n.t.Devices[f.src].Name, n.t.Devices[f.dst].Name, err))
+	}
+	f.path, f.lat, f.ring = path, pathLatency(n.t, path), nil
+	f.rate = math.Inf(1)
+	for _, l := range path {
+		f.rate = min(f.rate, n.t.Capacity(int(l)))
+	}
+	f.lazy = false
+}
+
+// materializeAll materializes every lazy flow, before the topology changes.
+func (n *FlowNet) materializeAll() {
+	for i := range n.flows {
+		if f := &n.flows[i]; f.lazy && f.sink != nil {
+			n.materialize(f)
+		}
 	}
 }
 
@@ -494,6 +535,7 @@ func (n *FlowNet) LinkStats() []LinkStat {
 			continue
 		}
 		if f := &n.flows[i]; f.finish > now {
+			n.materialize(f)
 			sent := min(f.bytes, f.rate*(now-f.start).Seconds()) // a fast flow: see remaining
 			out[l].Bytes -= f.bytes - sent
 			out[l].Busy -= f.finish - now
@@ -607,6 +649,7 @@ func (n *FlowNet) settle() {
 
 // SetLinkHealth implements Fabric.
 func (n *FlowNet) SetLinkHealth(link int, health float64) {
+	n.materializeAll()
 	n.touch(int32(link))
 	n.t.SetHealth(link, health)
 	n.markDirty(int32(link))
@@ -615,6 +658,7 @@ func (n *FlowNet) SetLinkHealth(link int, health float64) {
 
 // SetDeviceDown implements Fabric.
 func (n *FlowNet) SetDeviceDown(device int, down bool) {
+	n.materializeAll()
 	for _, l := range n.t.Out(device) {
 		n.touch(l)
 	}

@@ -100,6 +100,7 @@ func (n *FlowNet) CheckCapacity() error {
 			sum += n.flows[e.flow].rate
 		}
 		if i, ok := n.liveOwner(int32(l)); ok {
+			n.materialize(&n.flows[i])
 			sum += n.flows[i].rate
 		}
 		c := n.t.Capacity(l)
