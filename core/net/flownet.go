@@ -39,7 +39,7 @@ type FlowNet struct {
 	heap      shareHeap
 
 	records []FlowRecord       // kept only if KeepRecords
-	last    []lastRoute        // routeWays per source device
+	last    []lastRoute        // routeWays per source device, way-major (see route)
 	rings   map[*Hop]*ringInfo // ring streams' routes, by their hops' storage
 	// KeepRecords keeps every delivered flow's record (Records()).
 	KeepRecords bool
@@ -335,13 +335,15 @@ const routeWays = 4
 // (and the walk over the links' latencies and capacities) until routes or
 // capacities change. The result is valid until the next call.
 func (n *FlowNet) route(src, dst int) (*lastRoute, error) {
+	// Way-major: every source's newest route is in one dense array, so the
+	// routes a step of a large ring reads span a quarter of the memory.
+	D := len(n.t.Devices)
 	if len(n.last) == 0 {
-		n.last = make([]lastRoute, routeWays*len(n.t.Devices))
+		n.last = make([]lastRoute, routeWays*D)
 	}
-	ways := n.last[routeWays*src : routeWays*(src+1)]
 	v := n.t.CapacityVersion()
-	for w := range ways {
-		if c := &ways[w]; c.dst == int32(dst)+1 && c.version == v {
+	for w := 0; w < routeWays; w++ {
+		if c := &n.last[w*D+src]; c.dst == int32(dst)+1 && c.version == v {
 			return c, nil
 		}
 	}
@@ -350,8 +352,10 @@ func (n *FlowNet) route(src, dst int) (*lastRoute, error) {
 		return nil, err
 	}
 	// The newest route goes first; the oldest falls off the end.
-	copy(ways[1:], ways[:routeWays-1])
-	c := &ways[0]
+	for w := routeWays - 1; w > 0; w-- {
+		n.last[w*D+src] = n.last[(w-1)*D+src]
+	}
+	c := &n.last[src]
 	*c = lastRoute{dst: int32(dst) + 1, version: v, path: path, lat: pathLatency(n.t, path)}
 	if len(path) > 0 {
 		c.rate = n.t.Capacity(int(path[0]))
