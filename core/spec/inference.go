@@ -30,6 +30,8 @@ type Inference struct {
 	UnfusedAttention bool   `json:"unfused_attention,omitempty"`
 	Faults           Faults `json:"faults,omitempty"`
 	FullSimulation   bool   `json:"full_simulation,omitempty"`
+	// RingSteps as in Training.
+	RingSteps bool `json:"ring_steps,omitempty"`
 	// TimelineRanks as in Training; default the first rank of each stage of
 	// replica 0.
 	TimelineRanks []int `json:"timeline_ranks,omitempty"`

@@ -27,6 +27,11 @@ type Training struct {
 	// FullSimulation simulates every data-parallel replica instead of one
 	// representative for the symmetric ones (same answer, slower).
 	FullSimulation bool `json:"full_simulation,omitempty"`
+	// RingSteps runs ring collectives step by step (a flow per rank per
+	// step, as the collective kind's default) instead of as ring streams
+	// (one flow per channel over all its hops): slower, and within 1% on a
+	// contended step; for checking the two against each other.
+	RingSteps bool `json:"ring_steps,omitempty"`
 	// TimelineRanks are the ranks whose tasks the timeline table lists;
 	// default the first rank of each pipeline stage of replica 0 and every
 	// straggler's rank. [-1] lists none.

@@ -112,7 +112,7 @@ func Simulate(env scenario.Env, s *spec.Inference, modify func(m *exec.Machine) 
 	var in workload.Inference
 	var plan *workload.InferencePlan
 	job := training.Job{Cluster: s.Cluster, GPU: s.GPU, Faults: s.Faults, Seed: s.Seed,
-		FullSimulation: s.FullSimulation, TimelineRanks: s.TimelineRanks}
+		FullSimulation: s.FullSimulation, RingSteps: s.RingSteps, TimelineRanks: s.TimelineRanks}
 	run, err := job.Run(env, modify, func(gpus int) (*workload.Plan, []workload.Memory, error) {
 		var err error
 		if in, err = Layout(s, gpus); err != nil {

@@ -167,7 +167,7 @@ func Simulate(env scenario.Env, s *spec.Training, modify func(m *exec.Machine) e
 	var t workload.Training
 	var plan *workload.TrainingPlan
 	job := Job{Cluster: s.Cluster, GPU: s.GPU, Faults: s.Faults, Seed: s.Seed,
-		FullSimulation: s.FullSimulation, TimelineRanks: s.TimelineRanks}
+		FullSimulation: s.FullSimulation, RingSteps: s.RingSteps, TimelineRanks: s.TimelineRanks}
 	run, err := job.Run(env, modify, func(gpus int) (*workload.Plan, []workload.Memory, error) {
 		var err error
 		if t, err = Layout(s, gpus); err != nil {
@@ -212,6 +212,7 @@ type Job struct {
 	Faults         spec.Faults
 	Seed           uint64
 	FullSimulation bool
+	RingSteps      bool
 	TimelineRanks  []int
 }
 
@@ -248,6 +249,7 @@ func (j Job) Run(env scenario.Env, modify func(m *exec.Machine) error,
 		return nil, err
 	}
 	opt := m.Options(j.FullSimulation)
+	opt.RingSteps = j.RingSteps
 	opt.Progress = env.Progress
 	res, err := exec.Run(env.Context(), plan, opt)
 	if err != nil {

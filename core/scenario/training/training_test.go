@@ -222,3 +222,20 @@ func TestOverlapHelps(t *testing.T) {
 	assert.Less(t, dpOverlap.StepTimeS, plain.StepTimeS)
 	assert.Less(t, tpOverlap.ExposedCommS, plain.ExposedCommS)
 }
+
+// ring_steps runs the rings step by step: the same step within 1% as the
+// default ring streams, for data-parallel ZeRO-1 and ZeRO-3 layouts across
+// nodes (inference alike, its tensor-parallel rings inside a node).
+func TestRingStepsAgreeWithStreams(t *testing.T) {
+	for _, par := range []string{`"tp":2,"pp":2,"zero":1,"global_batch":16`, `"tp":4,"pp":1,"zero":3,"global_batch":16`} {
+		streams := summary(t, small(4, par, ""))
+		steps := summary(t, small(4, par, `,"ring_steps":true`))
+		assert.InEpsilon(t, steps.StepTimeS, streams.StepTimeS, 0.01, par)
+	}
+	inf := `{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},
+		"tp":4,"requests":[{"count":2,"prompt_tokens":256,"output_tokens":16}]%s}`
+	get := func(extra string) float64 {
+		return run(t, fmt.Sprintf(inf, extra)).Tables[0].Rows.([]inference.SummaryRow)[0].E2ES
+	}
+	assert.InEpsilon(t, get(`,"ring_steps":true`), get(""), 0.01)
+}
