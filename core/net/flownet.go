@@ -50,8 +50,9 @@ type FlowNet struct {
 
 // flow is laid out by use, in three 64-byte lines (the allocator places
 // the flows slice on a line boundary, so every flow starts a line): a fast
-// flow's delivery reads only the first, its start writes the first two, and
-// the third is for the max-min path. Most flows are fast, and at 8,192
+// flow's delivery reads only the first, its start writes the first (a
+// point-to-point flow, lazy) or the first two (a ring stream, or when
+// records are kept), and the third is for the max-min path. Most flows are fast, and at 8,192
 // ranks the flows no longer fit in the core's cache, so each line skipped
 // is a miss saved.
 type flow struct {
@@ -434,7 +435,7 @@ func (n *FlowNet) Handle(arg int) {
 		f.fast, f.active = false, false
 		sink, tag := f.sink, f.tag
 		// The record is built only for someone who reads it: it needs the
-		// flow's second line (id, path).
+		// flow's id and path, off the first line.
 		if n.KeepRecords || len(n.hooks) > 0 {
 			n.materialize(f)
 			rec := FlowRecord{ID: f.id, Src: int(f.src), Dst: int(f.dst), Bytes: f.bytes, Start: f.start,
