@@ -240,13 +240,13 @@ func (c *Comms) Start(col Collective, done func(Result)) (int, error) {
 	r := &run{c: c, id: c.nextID, col: col, prog: prog, n: n, done: done, start: c.f.Kernel().Now(),
 		inst: prog.instances(), perGroup: prog.groupSize(), serialize: prog.pipelined()}
 	r.ring, _ = prog.(*ringProg)
+	c.nextID++
+	r.devs = make([]int, n)
+	for i, rk := range col.Ranks {
+		r.devs[i] = c.t.RankDevice(rk)
+	}
+	c.active[r.id] = r
 	if col.Stream && col.Quant == nil && r.ring != nil {
-		c.nextID++
-		r.devs = make([]int, n)
-		for i, rk := range col.Ranks {
-			r.devs[i] = c.t.RankDevice(rk)
-		}
-		c.active[r.id] = r
 		r.streaming = len(r.ring.channels)
 		for ch := range r.ring.channels {
 			r.stream(ch, 0)
@@ -260,11 +260,6 @@ func (c *Comms) Start(col Collective, done func(Result)) (int, error) {
 	}
 	r.rankBits = uint(bits.Len(uint(n - 1)))
 	r.instBits = uint(bits.Len(uint(r.inst - 1)))
-	c.nextID++
-	r.devs = make([]int, n)
-	for i, rk := range col.Ranks {
-		r.devs[i] = c.t.RankDevice(rk)
-	}
 	r.state = make([]rankState, r.inst*n)
 	if r.serialize {
 		r.waiting = make([][]pendingSend, r.inst/r.perGroup*n)
@@ -274,7 +269,6 @@ func (c *Comms) Start(col Collective, done func(Result)) (int, error) {
 			r.group[i] = int32(i / r.perGroup)
 		}
 	}
-	c.active[r.id] = r
 	for inst := 0; inst < r.inst; inst++ {
 		for rank := 0; rank < n; rank++ {
 			r.advance(inst, rank)
