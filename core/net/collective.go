@@ -698,17 +698,20 @@ func (r *run) kernelTime(rank int, payload float64) sim.Time {
 	return sim.Time(float64(d) * r.c.f.Slowdown(r.devs[rank]))
 }
 
+// untag decodes emit's tag.
+func (r *run) untag(tag int) (from, to, inst int, op int32) {
+	mask := 1<<r.rankBits - 1
+	return tag & mask, tag >> r.rankBits & mask, tag >> (2 * r.rankBits) & (1<<r.instBits - 1),
+		int32(tag >> (2*r.rankBits + r.instBits))
+}
+
 // Delivered implements Sink.
 func (r *run) Delivered(tag int) {
 	if r.flat != nil && len(r.early) == 0 {
 		r.ringDelivered(tag)
 		return
 	}
-	mask := 1<<r.rankBits - 1
-	from := tag & mask
-	to := tag >> r.rankBits & mask
-	inst := tag >> (2 * r.rankBits) & (1<<r.instBits - 1)
-	op := int32(tag >> (2*r.rankBits + r.instBits))
+	from, to, inst, op := r.untag(tag)
 	if r.serialize {
 		// The next waiting message, if any, takes the connection.
 		load, waiting := r.queue(inst, from, to)
@@ -735,11 +738,7 @@ func (r *run) Delivered(tag int) {
 // program's answers inlined (op 0 sent at start; op k in 1..steps waits for
 // one message and sends step k to the next rank, the last op sends none).
 func (r *run) ringDelivered(tag int) {
-	mask := 1<<r.rankBits - 1
-	from := tag & mask
-	to := tag >> r.rankBits & mask
-	inst := tag >> (2 * r.rankBits) & (1<<r.instBits - 1)
-	op := int32(tag >> (2*r.rankBits + r.instBits))
+	from, to, inst, op := r.untag(tag)
 	base := inst * r.n
 	// The connection from -> to is from's (one receiver per instance).
 	src := &r.state[base+from]
