@@ -187,12 +187,13 @@ func Diagnosis(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
+		t := cst.Issued(gpu.HostDispatchS)
 		if o.Kind == model.GEMM {
 			gemmFlops += o.FLOPs
-			gemmTime += cst.TimeS
+			gemmTime += t
 		} else if !o.IsMatmul() {
 			memBytes += o.Bytes
-			memTime += cst.TimeS
+			memTime += t
 		}
 	}
 	out = append(out, fmt.Sprintf("compute model, GPT-3 175B layer at TP 8 on A100: GEMMs at %.0f%% of the 312 TFLOP/s peak (measured matmul ceiling %.1f%%); streaming kernels at %.0f%% of the 2.04 TB/s HBM bandwidth (measured ceiling %.0f%%)",

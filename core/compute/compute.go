@@ -1,7 +1,9 @@
 // Package compute prices one operator on one GPU: a roofline over the
 // memory hierarchy (shared memory, L2, HBM) and the math units, with the
 // traffic at each level derived from how the kernel tiles its work, plus the
-// kernel launch cost, and never shorter than the host's dispatch interval.
+// kernel launch cost. TimeS is the device's kernel time (what a profiler's
+// kernel timer measures); the host's cost of issuing kernels is not here
+// (see Cost.Issued and package exec).
 // The math units and HBM run at their measured sustained rates
 // (hw.GPU.TensorPeak, HBMBandwidth), not the datasheet peaks. GEMMs search their tile shape (memoized per shape in
 // an Evaluator the caller owns), with waves of tiles over the SMs and the
@@ -44,10 +46,10 @@ type Cost struct {
 	// Intensity is FLOPs per HBM byte (the roofline's x axis).
 	Intensity float64
 	Bound     Bound
-	// TimeS is the kernel time including launch; each level's time is its
-	// bytes over its bandwidth, the math's its FLOPs over the sustained
-	// peak, and the kernel takes the slowest of them, at least the host's
-	// dispatch interval.
+	// TimeS is the device time of the kernels including their launch;
+	// each level's time is its bytes over its bandwidth, the math's its
+	// FLOPs over the sustained peak, and the kernel takes the slowest of
+	// them. The host's issue cost is not included (Issued adds it).
 	TimeS float64
 	// AchievedFLOPsPerS is the op's own (unpadded) FLOPs over TimeS.
 	AchievedFLOPsPerS float64
@@ -119,8 +121,7 @@ func (e *Evaluator) Op(o model.Op) (Cost, error) {
 	}
 }
 
-// finish takes the slowest level, adds the launches, bounds the kernel
-// below by the host's dispatch interval and fills the derived fields;
+// finish takes the slowest level, adds the launches and fills the derived fields;
 // hbmShare is the fraction of the sustained HBM bandwidth the kernel can draw.
 func (e *Evaluator) finish(c Cost, usefulFLOPs, mathTime, hbmShare float64) Cost {
 	g := e.gpu
@@ -143,14 +144,11 @@ func (e *Evaluator) finish(c Cost, usefulFLOPs, mathTime, hbmShare float64) Cost
 		c.Kernels = 1
 	}
 	launch := float64(c.Kernels) * g.KernelLaunchS
-	// The host issues kernels one at a time: a stream cannot run them
-	// faster than it dispatches them.
-	dispatch := float64(c.Kernels) * g.HostDispatchS
 	c.Bound = best.b
-	if launch > best.t || dispatch > best.t+launch {
+	if launch > best.t {
 		c.Bound = BoundLaunch
 	}
-	c.TimeS = max(best.t+launch, dispatch)
+	c.TimeS = best.t + launch
 	c.FLOPs = usefulFLOPs
 	if c.ExecutedFLOPs == 0 {
 		c.ExecutedFLOPs = usefulFLOPs
@@ -182,6 +180,13 @@ func kernelsPerOp(o model.Op) int {
 func (e *Evaluator) streaming(o model.Op) Cost {
 	c := Cost{BytesL2: o.Bytes, BytesHBM: o.Bytes, Kernels: kernelsPerOp(o)}
 	return e.finish(c, o.FLOPs, safeDiv(o.FLOPs, e.mathPeak(o)), 1)
+}
+
+// Issued is the op's time on a stream whose host issues its kernels one
+// at a time, dispatchS apart: a stream cannot run kernels faster than the
+// host dispatches them, so each kernel takes at least dispatchS.
+func (c Cost) Issued(dispatchS float64) float64 {
+	return max(c.TimeS, float64(max(c.Kernels, 1))*dispatchS)
 }
 
 func safeDiv(a, b float64) float64 {

@@ -62,10 +62,11 @@ func NewMachineOn(t *topo.Topology, g hw.GPU, faults spec.Faults, seed uint64) (
 	return m, nil
 }
 
-// Cost prices an operator on the machine's GPU.
+// Cost prices an operator on the machine's GPU as its stream runs it: the
+// kernels' device time, no shorter than the host's dispatch of them.
 func (m *Machine) Cost(o model.Op) (float64, error) {
 	c, err := m.eval.Op(o)
-	return c.TimeS, err
+	return c.Issued(m.GPU.HostDispatchS), err
 }
 
 // Options are the run options for this machine.
