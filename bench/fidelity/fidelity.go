@@ -9,6 +9,8 @@ package fidelity
 import (
 	"context"
 	"fmt"
+	"math"
+	"strings"
 
 	"github.com/eidolon-sim/eidolon/core/compute"
 	"github.com/eidolon-sim/eidolon/core/exec"
@@ -38,6 +40,7 @@ type Row struct {
 }
 
 const (
+	table4  = "Korthikanti et al. 2022 (arXiv 2205.05198), Table 4"
 	table5  = "Korthikanti et al. 2022 (arXiv 2205.05198), Table 5"
 	figure1 = "Korthikanti et al. 2022, Figure 1"
 	rapid   = "RAPID-LLM validation set (arXiv 2512.19606)"
@@ -49,11 +52,19 @@ const (
 // schedule with 3 chunks per stage: its Figure 1 activation memory is the
 // per-layer formula times 96 layers times 1 + (p−1)/(p·v) with v = 3.
 // mode is "full" (full recompute), "selective" (with sequence
-// parallelism) or "none" (neither).
+// parallelism), "none" (neither), and for Table 4 also "none+sp" (sequence
+// parallelism alone) and "selective-nosp" (selective recompute alone).
 func trainingSpec(model string, nodes, pp, vstages, gb, mb int, mode string) string {
+	recompute, sp := mode, mode == "selective"
+	switch mode {
+	case "none+sp":
+		recompute, sp = "none", true
+	case "selective-nosp":
+		recompute = "selective"
+	}
 	par := fmt.Sprintf(`"tp":8,"pp":%d,"dp":1,"global_batch":%d,"micro_batch":%d,"virtual_stages":%d,"recompute":%q`,
-		pp, gb, mb, vstages, mode)
-	if mode == "selective" {
+		pp, gb, mb, vstages, recompute)
+	if sp {
 		par += `,"sequence_parallel":true`
 	}
 	return fmt.Sprintf(`{"kind":"training","model":%q,"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":%d},
@@ -122,6 +133,11 @@ func Rows(ctx context.Context) ([]Row, error) {
 			}
 		}
 	}
+	t4, err := table4Rows(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, t4...)
 	for _, c := range []struct {
 		tp  int
 		ref float64
@@ -137,6 +153,51 @@ func Rows(ctx context.Context) ([]Row, error) {
 			fmt.Sprintf("TTFT %.1f ms + 199 × TPOT %.2f ms", 1e3*s.TTFTS, 1e3*s.TPOTS)))
 	}
 	return rows, nil
+}
+
+// table4Rows runs one 22B step per Table 4 experiment (TP 8, one micro-batch
+// of 4 sequences) and times one transformer layer's forward and backward as
+// the span of the layers' tasks on rank 0 divided by the layer count, so
+// overlapped communication is counted once.
+func table4Rows(ctx context.Context) ([]Row, error) {
+	var rows []Row
+	for _, c := range []struct {
+		name, mode string
+		fwd, bwd   float64
+	}{
+		{"Baseline no recompute", "none", 7.7, 11.9},
+		{"Sequence Parallelism", "none+sp", 7.2, 11.8},
+		{"Baseline with recompute", "full", 7.7, 19.5},
+		{"Selective Recompute", "selective-nosp", 7.7, 13.2},
+		{"Selective + Sequence", "selective", 7.2, 13.1},
+	} {
+		js := strings.Replace(trainingSpec("gpt-22b", 1, 1, 1, 4, 4, c.mode), `"timeline_ranks":[-1]`, `"timeline_ranks":[0]`, 1)
+		res, err := run(ctx, js)
+		if err != nil {
+			return nil, fmt.Errorf("table 4 %s: %w", c.name, err)
+		}
+		tl := res.Tables[2].Rows.([]training.TimelineRow)
+		const layers = 48
+		fwd, bwd := layerSpan(tl, "mb0.fwd.")/layers, layerSpan(tl, "mb0.bwd.")/layers
+		rows = append(rows,
+			row("22B layer, "+c.name, "forward_ms", c.fwd, 1e3*fwd, table4, "span of the 48 layers' forward tasks on rank 0 / 48"),
+			row("22B layer, "+c.name, "backward_ms", c.bwd, 1e3*bwd, table4, "span of the 48 layers' backward tasks (recompute included) on rank 0 / 48"))
+	}
+	return rows, nil
+}
+
+// layerSpan is the time from the first to the last transformer-layer task
+// whose name starts with prefix (embedding and head tasks excluded).
+func layerSpan(tl []training.TimelineRow, prefix string) float64 {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, r := range tl {
+		rest, ok := strings.CutPrefix(r.Name, prefix)
+		if !ok || !(strings.HasPrefix(rest, "attn.") || strings.HasPrefix(rest, "mlp.") || strings.HasPrefix(rest, "recompute")) {
+			continue
+		}
+		lo, hi = min(lo, r.StartS), max(hi, r.EndS)
+	}
+	return max(hi-lo, 0)
 }
 
 type memSummary struct{ activations, static float64 }
