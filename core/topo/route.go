@@ -10,11 +10,13 @@ type torusInfo struct {
 }
 
 // bfsScratch is reused across route computations; stamps avoid clearing.
+// The s side labels distances from the source, the t side distances to
+// the destination.
 type bfsScratch struct {
-	stamp []uint32
-	dist  []int32
-	queue []int32
-	gen   uint32
+	stampS, stampT []uint32
+	distS, distT   []int32
+	next, orderT   []int32
+	gen            uint32
 }
 
 // Route returns the links of the path from device src to device dst, or an
@@ -47,52 +49,125 @@ func (t *Topology) forwards(d int) bool {
 	return t.Devices[d].Kind != GPU || t.GPUsForward
 }
 
-// shortest finds a minimum-hop path by breadth-first search from src, stopping
-// as soon as dst is reached, then walks back choosing among equal-cost
-// predecessors by a hash of (src, dst, hop): deterministic ECMP.
+// shortest finds a minimum-hop path and walks it back from dst, choosing
+// among equal-cost predecessors by a hash of (src, dst, hop): deterministic
+// ECMP. The distances come from a breadth-first search grown from both ends
+// one level at a time until the two balls meet, so a route costs the
+// devices near its ends, not the whole fabric (a single-ended search from a
+// GPU reaches every device of a two-tier fabric before a GPU in another
+// leaf). It picks the same path as shortestReference.
 func (t *Topology) shortest(src, dst int) []int32 {
 	s := &t.scratch
 	n := len(t.Devices)
-	if len(s.stamp) < n {
-		s.stamp = make([]uint32, n)
-		s.dist = make([]int32, n)
+	if len(s.stampS) < n {
+		s.stampS, s.stampT = make([]uint32, n), make([]uint32, n)
+		s.distS, s.distT = make([]int32, n), make([]int32, n)
 	}
 	s.gen++
 	if s.gen == 0 { // wrapped: clear stamps once
-		clear(s.stamp)
+		clear(s.stampS)
+		clear(s.stampT)
 		s.gen = 1
 	}
 	if t.down[src] || t.down[dst] {
 		return nil
 	}
-	s.stamp[src], s.dist[src] = s.gen, 0
-	s.queue = append(s.queue[:0], int32(src))
-	found := false
-	for head := 0; head < len(s.queue) && !found; head++ {
-		u := int(s.queue[head])
-		if u != src && !t.forwards(u) {
-			continue
+	gen := s.gen
+	// A device may sit inside a path if it forwards; src and dst always may.
+	inner := func(u int) bool { return u == src || u == dst || t.forwards(u) }
+	s.stampS[src], s.distS[src] = gen, 0
+	s.stampT[dst], s.distT[dst] = gen, 0
+	frontS := []int32{int32(src)}
+	frontT := []int32{int32(dst)}
+	s.orderT = append(s.orderT[:0], int32(dst)) // the t ball in breadth-first order
+	radiusS := int32(0)
+	// Grow the smaller ball by one full level until a device lies in both
+	// balls and may carry the path; then d = ds + dt there (every path
+	// shorter than the two radii would have put one of its devices in both
+	// balls a level earlier).
+	d := int32(-1)
+	for d < 0 && len(frontS) > 0 && len(frontT) > 0 {
+		fromS := len(frontS) <= len(frontT)
+		front := frontS
+		if !fromS {
+			front = frontT
 		}
-		for _, l := range t.out[u] {
-			if !t.Usable(int(l)) {
-				continue
+		s.next = s.next[:0]
+		for _, u32 := range front {
+			u := int(u32)
+			var links []int32
+			if fromS {
+				if u != src && !t.forwards(u) {
+					continue
+				}
+				links = t.out[u]
+			} else {
+				if u != dst && !t.forwards(u) {
+					continue
+				}
+				links = t.in[u]
 			}
-			v := t.Links[l].Dst
-			if s.stamp[v] == s.gen {
-				continue
+			for _, l := range links {
+				if !t.Usable(int(l)) {
+					continue
+				}
+				var v int
+				if fromS {
+					v = t.Links[l].Dst
+					if s.stampS[v] == gen {
+						continue
+					}
+					s.stampS[v], s.distS[v] = gen, s.distS[u]+1
+				} else {
+					v = t.Links[l].Src
+					if s.stampT[v] == gen {
+						continue
+					}
+					s.stampT[v], s.distT[v] = gen, s.distT[u]+1
+					s.orderT = append(s.orderT, int32(v))
+				}
+				s.next = append(s.next, int32(v))
+				if s.stampS[v] == gen && s.stampT[v] == gen && inner(v) {
+					if sum := s.distS[v] + s.distT[v]; d < 0 || sum < d {
+						d = sum
+					}
+				}
 			}
-			s.stamp[v], s.dist[v] = s.gen, s.dist[u]+1
-			if v == dst {
-				found = true
-				break
-			}
-			s.queue = append(s.queue, int32(v))
+		}
+		if fromS {
+			frontS = append(frontS[:0:0], s.next...)
+			radiusS++
+		} else {
+			frontT = append(frontT[:0:0], s.next...)
 		}
 	}
-	if !found {
+	if d < 0 {
 		return nil
 	}
-	hops := int(s.dist[dst])
+	// Distances from src are exact inside the s ball. A device on a
+	// shortest path outside it lies in the t ball nearer dst than
+	// d − radiusS; taking those from the farthest to the nearest, the
+	// shortest in-link from a device already placed gives the exact source
+	// distance of every device on a shortest path and a larger one (or
+	// none) to any other, so the walk back below sees the candidates a
+	// single-ended search sees.
+	for i := len(s.orderT) - 1; i >= 0; i-- {
+		v := int(s.orderT[i])
+		if s.stampS[v] == gen || s.distT[v] >= d-radiusS {
+			continue
+		}
+		best := int32(-1)
+		for _, l := range t.in[v] {
+			u := t.Links[l].Src
+			if s.stampS[u] == gen && (u == src || t.forwards(u)) && t.Usable(int(l)) && (best < 0 || s.distS[u]+1 < best) {
+				best = s.distS[u] + 1
+			}
+		}
+		if best >= 0 {
+			s.stampS[v], s.distS[v] = gen, best
+		}
+	}
+	hops := int(d)
 	path := make([]int32, hops)
 	v := dst
 	for h := hops - 1; h >= 0; h-- {
@@ -101,7 +176,7 @@ func (t *Topology) shortest(src, dst int) []int32 {
 		c := cands[:0]
 		for _, l := range t.in[v] {
 			u := t.Links[l].Src
-			if s.stamp[u] == s.gen && int(s.dist[u]) == h && t.Usable(int(l)) && (u == src || t.forwards(u)) {
+			if s.stampS[u] == gen && int(s.distS[u]) == h && t.Usable(int(l)) && (u == src || t.forwards(u)) {
 				c = append(c, l)
 			}
 		}
