@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/eidolon-sim/eidolon/core/scenario"
@@ -53,6 +54,52 @@ func BenchmarkTrainingGPT3(b *testing.B) {
 	}
 }
 
+// scaleStep runs one training step spec and reports its simulated step
+// time, simulated ranks and the process's memory from the OS (MemStats.Sys:
+// the most the Go runtime has held, so run one sub-benchmark per process
+// for its own peak).
+func scaleStep(b *testing.B, js string) {
+	var s training.SummaryRow
+	for i := 0; i < b.N; i++ {
+		_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
+		if err != nil {
+			b.Fatal(err)
+		}
+		s = res.Tables[0].Rows.([]training.SummaryRow)[0]
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b.ReportMetric(s.StepTimeS, "sim_step_s")
+	b.ReportMetric(float64(s.SimulatedRanks), "simulated_ranks")
+	b.ReportMetric(float64(ms.Sys)/(1<<30), "sys_GiB")
+}
+
+// BenchmarkTrainingScale: the largest clusters built. GPT-3 175B (TP 8,
+// PP 8, micro-batch 1, 1,536 sequences per 1,024 GPUs) from 1,024 to 65,536
+// A100s; Llama 3.1 405B as Meta trained it on 16,384 H100s (Dubey et al.
+// 2024, Table 4: TP 8, PP 16, DP 128, sequence 8,192, 16 sequences per
+// data-parallel rank, i.e. 2,048 per step), healthy and with one degraded
+// cable, which breaks the replicas' symmetry.
+// Run one per process: go test ./bench -run '^$' -bench 'TrainingScale/gpt3/gpus=65536$' -benchtime 1x
+func BenchmarkTrainingScale(b *testing.B) {
+	gpt3 := func(nodes int) string {
+		return fmt.Sprintf(`{"kind":"training","model":"gpt3-175b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":%d},
+			"parallel":{"tp":8,"pp":8,"micro_batch":1,"global_batch":%d,"sequence_parallel":true,"recompute":"selective"},"seq_len":2048}`,
+			nodes, 12*nodes)
+	}
+	for _, nodes := range []int{128, 1024, 2048, 8192} {
+		b.Run(fmt.Sprintf("gpt3/gpus=%d", 8*nodes), func(b *testing.B) { scaleStep(b, gpt3(nodes)) })
+	}
+	llama := func(faults string) string {
+		return `{"kind":"training","model":"llama3-405b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":2048},
+			"parallel":{"tp":8,"pp":16,"micro_batch":1,"global_batch":2048,"sequence_parallel":true},"seq_len":8192,"dtype":"bf16"` + faults + `}`
+	}
+	b.Run("llama3-405b/gpus=16384", func(b *testing.B) { scaleStep(b, llama("")) })
+	b.Run("llama3-405b/gpus=16384/degraded_cable", func(b *testing.B) {
+		scaleStep(b, llama(`,"faults":{"links":[{"src":"n1000.nic3","dst":"rail3.leaf31","health":0.25}]}`))
+	})
+}
+
 // BenchmarkParallelSearch: every layout of GPT-3 175B on 1,024 A100s for a
 // global batch of 1,536 (the top 10 simulated exactly).
 // Run: go test ./bench -run '^$' -bench ParallelSearch -benchtime 1x
@@ -78,3 +125,37 @@ func BenchmarkParallelSearch(b *testing.B) {
 		b.ReportMetric(*rows[0].StepTimeS, "best_step_s")
 	}
 }
+
+// BenchmarkParallelSearchScale: the layout search on 8,192 GPUs for GPT-3
+// 175B (A100, 12,288 sequences of 2,048) and Llama 3.1 405B (H100, 1,024
+// sequences of 8,192).
+// Run: go test ./bench -run '^$' -bench ParallelSearchScale -benchtime 1x
+func BenchmarkParallelSearchScale(b *testing.B) {
+	for _, tc := range []struct{ name, js string }{
+		{"gpt3/gpus=8192", `{"kind":"parallel_search","model":"gpt3-175b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1024},
+			"global_batch":12288,"seq_len":2048}`},
+		{"llama3-405b/gpus=8192", `{"kind":"parallel_search","model":"llama3-405b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1024},
+			"global_batch":1024,"seq_len":8192,"dtype":"bf16"}`},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			var rows []parallelsearch.ConfigRow
+			for i := 0; i < b.N; i++ {
+				_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(tc.js))
+				if err != nil {
+					b.Fatal(err)
+				}
+				rows = res.Tables[0].Rows.([]parallelsearch.ConfigRow)
+			}
+			count := map[string]int{}
+			for _, r := range rows {
+				count[r.Status]++
+			}
+			b.ReportMetric(float64(len(rows)), "layouts")
+			b.ReportMetric(float64(count[parallelsearch.Simulated]), "simulated")
+			if len(rows) > 0 && rows[0].StepTimeS != nil {
+				b.ReportMetric(*rows[0].StepTimeS, "best_step_s")
+			}
+		})
+	}
+}
+

@@ -32,6 +32,10 @@ func rawPresets() []Preset {
 		// config.json): vocab 128,256, 8 KV heads, untied.
 		{llama("llama3-8b", 32, 4096, 32, 8, 14336, 128256), 8_030_261_248, "meta-llama/Meta-Llama-3-8B model card (8.03B)"},
 		{llama("llama3-70b", 80, 8192, 64, 8, 28672, 128256), 70_553_706_496, "meta-llama/Meta-Llama-3-70B model card (70.6B)"},
+		// Llama 3.1 405B (Dubey et al. 2024, Table 3: 126 layers, model
+		// dimension 16,384, FFN 53,248, 128 heads, 8 KV heads;
+		// meta-llama/Llama-3.1-405B config.json: vocab 128,256, untied).
+		{llama("llama3-405b", 126, 16384, 128, 8, 53248, 128256), 405.85e9, "meta-llama/Llama-3.1-405B model card (405.85B)"},
 		// Mamba-1 (Gu & Dao 2023, arXiv 2312.00752, Table 3; state-spaces/mamba-*
 		// config.json): d_state 16, expand 2, d_conv 4, vocab 50,277 padded to a
 		// multiple of 8 (50,280), tied embeddings.
