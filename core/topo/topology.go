@@ -27,6 +27,10 @@ const (
 	GPU Kind = iota
 	NIC
 	Switch
+	// CPU is a host's root complex: an endpoint like a GPU, never a transit
+	// hop, so GPU-to-NIC traffic stays below its PCIe switch (GPUDirect RDMA)
+	// and never crosses the host bridge between two switches.
+	CPU
 )
 
 func (k Kind) String() string {
@@ -37,6 +41,8 @@ func (k Kind) String() string {
 		return "nic"
 	case Switch:
 		return "switch"
+	case CPU:
+		return "cpu"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -44,11 +50,12 @@ func (k Kind) String() string {
 // Device is one endpoint or switch.
 type Device struct {
 	Kind Kind
-	// Name is unique, e.g. "n3.gpu5", "n3.nic5", "n3.nvswitch", "leaf2".
+	// Name is unique, e.g. "n3.gpu5", "n3.nic5", "n3.nvswitch", "n3.pcie1",
+	// "n3.cpu", "leaf2".
 	Name string
 	// Node is the host the device sits in, or -1 for fabric switches.
 	Node int
-	// Local is the index inside the node (GPU i, NIC i), or -1.
+	// Local is the index inside the node (GPU i, NIC i, PCIe switch i), or -1.
 	Local int
 }
 
