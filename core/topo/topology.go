@@ -1,5 +1,5 @@
 // Package topo describes the machine a simulation runs on: devices (GPUs,
-// NICs, switches), directed links between them with bandwidth, latency and
+// NICs, switches — NVSwitch, PCIe, fabric — and host CPUs), directed links between them with bandwidth, latency and
 // health, the explicit mapping of ranks to GPU devices, and routing.
 //
 // Links are directed: a cable is two links, one per direction, each with the
@@ -7,7 +7,8 @@
 // means failed, and routing avoids it. A failed device removes every link
 // touching it from routing.
 //
-// Routes are shortest paths by hop count. Among equal-cost paths one is chosen
+// Routes are shortest paths by hop count; GPUs (unless GPUsForward) and CPUs
+// are endpoints, never transit hops. Among equal-cost paths one is chosen
 // by a deterministic hash of (source, destination) at every hop (ECMP); tori
 // built by Torus use dimension-order routing while it is healthy. Routes are
 // cached and recomputed after any health change. A destination that cannot
