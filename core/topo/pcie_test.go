@@ -200,3 +200,33 @@ func TestPresetListsAgree(t *testing.T) {
 		require.NoError(t, err, name)
 	}
 }
+
+func TestSharedNICsEveryIntraNetwork(t *testing.T) {
+	// Whatever the intra-node network, every GPU reaches every other GPU,
+	// and with an NVLink network (GPUs on one PCIe switch are ring
+	// neighbours here) GPU-to-GPU routes inside a node stay off PCIe.
+	for _, intra := range []string{"nvswitch", "ring", "fully_connected", "none"} {
+		tp, err := FromSpec(composedSpec(t, 3, 4, intra))
+		require.NoError(t, err, intra)
+		var pairs [][2]int
+		for a := 0; a < tp.NumRanks(); a++ {
+			for b := 0; b < tp.NumRanks(); b++ {
+				if a != b {
+					pairs = append(pairs, [2]int{tp.RankDevice(a), tp.RankDevice(b)})
+				}
+			}
+		}
+		require.NoError(t, tp.CheckReachable(pairs), intra)
+		if intra == "none" {
+			continue
+		}
+		for a := 0; a < 8; a++ {
+			for b := 0; b < 8; b++ {
+				p, _ := tp.Route(tp.RankDevice(a), tp.RankDevice(b))
+				for _, l := range p {
+					require.NotEqual(t, "pcie4-x16", tp.Links[l].Tech, "%s: gpu%d -> gpu%d over PCIe", intra, a, b)
+				}
+			}
+		}
+	}
+}
