@@ -230,3 +230,24 @@ func TestSharedNICsEveryIntraNetwork(t *testing.T) {
 		}
 	}
 }
+
+func TestMoreNICsThanGPUs(t *testing.T) {
+	// 4 GPUs, 8 NICs, 2 GPUs per switch: 2 switches with 4 NICs each; every
+	// NIC is on a rail (8 rails) and every GPU reaches the other node.
+	tp, err := Cluster(ClusterConfig{Name: "x", Nodes: 2, GPUsPerNode: 4, Intra: IntraNVSwitch, IntraLink: link(t, "nvlink4"),
+		NICsPerNode: 8, NICLink: link(t, "ib-ndr"), HostLink: link(t, "pcie5-x16"), GPUsPerPCIeSwitch: 2,
+		Fabric: RailOptimized, Radix: 64, Oversubscription: 1})
+	require.NoError(t, err)
+	require.Equal(t, 8, tp.NICsOnNode(0))
+	nic7, _ := tp.DeviceByName("n0.nic7")
+	sw1, _ := tp.DeviceByName("n0.pcie1.up")
+	_, ok := tp.LinkBetween(sw1, nic7)
+	require.True(t, ok, "NIC 7 on switch 7/4 = 1")
+	var pairs [][2]int
+	for a := 0; a < 4; a++ {
+		for b := 4; b < 8; b++ {
+			pairs = append(pairs, [2]int{tp.RankDevice(a), tp.RankDevice(b)}, [2]int{tp.RankDevice(b), tp.RankDevice(a)})
+		}
+	}
+	require.NoError(t, tp.CheckReachable(pairs))
+}
