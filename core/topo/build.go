@@ -318,8 +318,9 @@ func (sw pcieSwitch) attach(t *Topology, d int, l hw.Link) {
 	t.AddLink(sw.down, d, l.BandwidthBytesPerS, l.LatencyS/2, l.Name)
 }
 
-// attachFrom connects a NIC: up -> nic (to the wire) and nic -> down (from
-// it), so traffic from the fabric reaches only the switch's own GPUs.
+// attachFrom connects a device the GPUs send to, a NIC (or the CPU's second
+// pair of links): up -> d and d -> down, so traffic from the fabric reaches
+// only the switch's own GPUs.
 func (sw pcieSwitch) attachFrom(t *Topology, nic int, l hw.Link) {
 	t.AddLink(sw.up, nic, l.BandwidthBytesPerS, l.LatencyS/2, l.Name)
 	t.AddLink(nic, sw.down, l.BandwidthBytesPerS, l.LatencyS/2, l.Name)
