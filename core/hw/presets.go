@@ -300,6 +300,25 @@ func LinkPresets() []Link {
 		// 100 Gb Ethernet (IEEE 802.3) with a kernel TCP stack: about 10 µs
 		// one-way (estimate).
 		{Name: "eth-100g", BandwidthBytesPerS: 100 * gbitPerS, LatencyS: 10e-6},
+		// PCI Express Base Specification 3.0: 8 GT/s per lane, 128b/130b
+		// encoding, 16 lanes: 8e9·16·128/130/8 = 15.75 GB/s per direction
+		// (the x16 slot of V100- and T4-class servers; Gen4 doubles it, Gen5
+		// doubles again, as the two entries above). Latency as the Gen4/Gen5
+		// entries (estimate): a GPU-to-GPU or GPU-to-NIC transfer through
+		// one PCIe switch; the transaction-layer time per generation differs
+		// by nanoseconds, the DMA round trips that dominate are measured at
+		// several hundred ns to about 1 µs per access on Xeon hosts
+		// (Neugebauer et al., "Understanding PCIe performance for end host
+		// networking", SIGCOMM 2018, pcie-bench).
+		{Name: "pcie3-x16", BandwidthBytesPerS: 8e9 * 16 * 128 / 130 / 8, LatencyS: 1.5e-6},
+		// AWS Elastic Fabric Adapter, one network card of a p4d.24xlarge:
+		// "400 Gbps" EFA per instance over 4 network cards (Amazon EC2 P4d
+		// instances page; EC2 User Guide, "Network cards": p4d.24xlarge has
+		// 4 network cards), so 100 Gb/s per card per direction. Latency: AWS
+		// publishes none for SRD; 5 µs one-way per hop is an estimate (EFA's
+		// small-message latency is several times InfiniBand's). Collective
+		// efficiency: the InfiniBand figure above (estimate).
+		{Name: "efa-100g", BandwidthBytesPerS: 100 * gbitPerS, LatencyS: 5e-6, CollectiveEfficiency: rdmaCollEff},
 	}
 }
 

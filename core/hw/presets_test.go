@@ -88,7 +88,7 @@ func TestGPUPresetFigures(t *testing.T) {
 
 func TestLinkPresetsSane(t *testing.T) {
 	links := LinkPresets()
-	require.Len(t, links, 10)
+	require.Len(t, links, 12) // 10 + pcie3-x16 and efa-100g
 	for _, l := range links {
 		assert.Greater(t, l.BandwidthBytesPerS, 1e9, l.Name)
 		assert.Greater(t, l.LatencyS, 0.0, l.Name)

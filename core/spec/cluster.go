@@ -9,8 +9,9 @@ import (
 // list. Compiled by topo.FromSpec.
 type Cluster struct {
 	// Preset: "dgx-a100", "dgx-h100" or "dgx-h200" (NVSwitch inside the node,
-	// eight NICs per node into a rail-optimized fabric). When set, Topology
-	// must be empty and Nodes scales it.
+	// eight NICs per node into a rail-optimized fabric), or "aws-p4d" (8
+	// A100s on NVSwitch, 4 EFA NICs of 100 Gb/s, two GPUs per NIC behind a
+	// PCIe Gen4 switch). When set, Topology must be empty and Nodes scales it.
 	Preset string `json:"preset,omitempty"`
 	// Topology when there is no preset: "ring", "fully_connected",
 	// "switch", "torus", "mesh", "leaf_spine", "composed", "edges".
@@ -34,15 +35,26 @@ type Cluster struct {
 	// Composed clusters: GPUsPerNode (default 8), Intra ("nvswitch",
 	// "ring", "fully_connected", "none"; default "nvswitch") over IntraLink
 	// (default "nvlink4"); NICsPerNode (default GPUsPerNode) at NICLink
-	// (default "ib-ndr") over HostLink (default "pcie5-x16"); Fabric
-	// "rail_optimized" (default) or "leaf_spine".
-	GPUsPerNode int    `json:"gpus_per_node,omitempty"`
-	Intra       string `json:"intra,omitempty"`
-	IntraLink   string `json:"intra_link,omitempty"`
-	NICsPerNode *int   `json:"nics_per_node,omitempty"`
-	NICLink     string `json:"nic_link,omitempty"`
-	HostLink    string `json:"host_link,omitempty"`
-	Fabric      string `json:"fabric,omitempty"`
+	// (default "ib-ndr") over HostLink, the PCIe generation of GPUs and NICs
+	// ("pcie3-x16", "pcie4-x16", "pcie5-x16"; default "pcie5-x16"); Fabric
+	// "rail_optimized" (default; one rail per NIC of a node) or
+	// "leaf_spine".
+	// GPUsPerPCIeSwitch puts the GPUs behind PCIe switches, that many per
+	// switch, with the NICs spread evenly over the switches and each GPU
+	// reaching the fabric through a NIC on its own switch (so GPUs sharing a
+	// NIC share its bandwidth). Default: gpus_per_node / nics_per_node when
+	// there are fewer NICs than GPUs (e.g. 4 NICs for 8 GPUs: 2 GPUs and one
+	// NIC per switch), otherwise 0: NIC i attached to GPU i directly. It
+	// must divide gpus_per_node, and nics_per_node must be a multiple of the
+	// switch count gpus_per_node / gpus_per_pcie_switch.
+	GPUsPerNode       int    `json:"gpus_per_node,omitempty"`
+	Intra             string `json:"intra,omitempty"`
+	IntraLink         string `json:"intra_link,omitempty"`
+	NICsPerNode       *int   `json:"nics_per_node,omitempty"`
+	NICLink           string `json:"nic_link,omitempty"`
+	HostLink          string `json:"host_link,omitempty"`
+	GPUsPerPCIeSwitch int    `json:"gpus_per_pcie_switch,omitempty"`
+	Fabric            string `json:"fabric,omitempty"`
 	// Edges and Switches of an "edges" topology: devices 0..gpus-1 are GPUs,
 	// gpus..gpus+switches-1 switches.
 	Switches int        `json:"switches,omitempty"`
@@ -63,7 +75,7 @@ type EdgeSpec struct {
 }
 
 // ClusterPresets are the preset names (package topo builds them).
-func ClusterPresets() []string { return []string{"dgx-a100", "dgx-h100", "dgx-h200"} }
+func ClusterPresets() []string { return []string{"dgx-a100", "dgx-h100", "dgx-h200", "aws-p4d"} }
 
 // ClusterTopologies are the topology kinds without a preset.
 func ClusterTopologies() []string {
@@ -106,6 +118,9 @@ func (c *Cluster) Defaults() {
 		}
 		if c.Fabric == "" {
 			c.Fabric = "rail_optimized"
+		}
+		if n := *c.NICsPerNode; c.GPUsPerPCIeSwitch == 0 && n > 0 && n < c.GPUsPerNode && c.GPUsPerNode%n == 0 {
+			c.GPUsPerPCIeSwitch = c.GPUsPerNode / n
 		}
 	}
 }
@@ -160,6 +175,7 @@ func (c *Cluster) Validate(p *Problems, path string) {
 		checkLink("host_link", c.HostLink)
 		if c.NICsPerNode != nil {
 			p.IntInRange(f("nics_per_node"), *c.NICsPerNode, 0, 1024)
+			c.validateNICs(p, path)
 		}
 	}
 	if c.Topology == "edges" {
@@ -185,5 +201,31 @@ func (c *Cluster) Validate(p *Problems, path string) {
 			p.Addf(Index(f("ranks"), i), "GPU %d is already rank %d", g, j)
 		}
 		seen[g] = i
+	}
+}
+
+// validateNICs checks how a composed node's NICs and PCIe switches fit its
+// GPUs (see GPUsPerPCIeSwitch).
+func (c *Cluster) validateNICs(p *Problems, path string) {
+	f := func(name string) string { return Field(path, name) }
+	g, n, k := c.GPUsPerNode, *c.NICsPerNode, c.GPUsPerPCIeSwitch
+	if g < 1 || n < 0 {
+		return // reported above
+	}
+	if n == 0 && c.Nodes > 1 {
+		p.Addf(f("nics_per_node"), "must be >= 1 when nodes > 1 (nodes reach each other only through NICs), got 0")
+	}
+	switch {
+	case k < 0:
+		p.Addf(f("gpus_per_pcie_switch"), "must be >= 0, got %d", k)
+	case k == 0 && n > 0 && n < g && c.Nodes > 1:
+		// Defaults shares NICs when they divide the GPUs; this is the rest.
+		p.Addf(f("nics_per_node"), "%d NICs for %d GPUs per node: with fewer NICs than GPUs the NICs must divide the GPUs "+
+			"(each shared by gpus_per_node / nics_per_node GPUs behind a PCIe switch), or set gpus_per_pcie_switch", n, g)
+	case k > 0 && g%k != 0:
+		p.Addf(f("gpus_per_pcie_switch"), "must divide gpus_per_node (%d), got %d", g, k)
+	case k > 0 && n%(g/k) != 0:
+		p.Addf(f("nics_per_node"), "must be a multiple of the %d PCIe switches per node (gpus_per_node %d / gpus_per_pcie_switch %d) "+
+			"so that every switch has its NICs, got %d", g/k, g, k, n)
 	}
 }

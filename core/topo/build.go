@@ -175,12 +175,28 @@ type ClusterConfig struct {
 	// IntraLink is each GPU's intra-node bandwidth per direction (for
 	// NVSwitch: the GPU's aggregate NVLink bandwidth, one port to the switch).
 	IntraLink hw.Link
-	// NICsPerNode NICs, NIC i attached to GPU i mod GPUsPerNode over HostLink;
-	// a HostLink with zero bandwidth means the GPU's own port is the NIC.
+	// NICsPerNode NICs. With GPUsPerPCIeSwitch 0, NIC i is attached to GPU
+	// i mod GPUsPerNode over HostLink (a HostLink with zero bandwidth means
+	// the GPU's own port is the NIC), so a fabric needs NICsPerNode >=
+	// GPUsPerNode.
 	NICsPerNode int
 	NICLink     hw.Link
-	HostLink    hw.Link
-	Fabric      string
+	// HostLink is the PCIe link (its generation and width) of GPUs and NICs.
+	HostLink hw.Link
+	// GPUsPerPCIeSwitch > 0 builds the node's PCIe tree: S = GPUsPerNode /
+	// GPUsPerPCIeSwitch switches, GPU i on switch i / GPUsPerPCIeSwitch, NIC
+	// j on switch j / (NICsPerNode / S), every switch also on the host's CPU
+	// root complex, each port a HostLink. A GPU reaches the fabric through a
+	// NIC on its own switch (GPUDirect RDMA, NCCL's PIX/PXB paths), so GPUs
+	// sharing a NIC share its bandwidth. With an intra-node GPU network the
+	// switch carries no GPU-to-GPU traffic (NCCL prefers NVLink): it is then
+	// two devices, "nN.pcieS.up" (from the GPUs to the NICs and the CPU) and
+	// "nN.pcieS.down" (to the GPUs), so no route turns back through it;
+	// with Intra "none" it is one device "nN.pcieS" and GPUs on one switch
+	// reach each other through it (PCIe peer-to-peer). NICsPerNode must be a
+	// multiple of S.
+	GPUsPerPCIeSwitch int
+	Fabric            string
 	// Radix is the leaf and spine switch port count; Oversubscription is a
 	// leaf's down:up port ratio (1 = non-blocking).
 	Radix            int
@@ -226,15 +242,91 @@ func Cluster(c ClusterConfig) (*Topology, error) {
 			return nil, fmt.Errorf("cluster: unknown intra-node network %q", c.Intra)
 		}
 	}
+	var pcie []pcieSwitch // by node, then switch
+	if c.GPUsPerPCIeSwitch > 0 {
+		var err error
+		if pcie, err = addPCIe(t, c, gpu); err != nil {
+			return nil, err
+		}
+	} else if c.NICsPerNode > 0 && c.NICsPerNode < c.GPUsPerNode && c.Nodes > 1 {
+		return nil, fmt.Errorf("cluster: %d NICs per node attached one per GPU leave GPUs %d..%d of each node without a NIC; "+
+			"set GPUsPerPCIeSwitch to share NICs through PCIe switches", c.NICsPerNode, c.NICsPerNode, c.GPUsPerNode-1)
+	}
 	if c.NICsPerNode > 0 && c.Nodes > 1 {
-		if err := addFabric(t, c, gpu); err != nil {
+		if err := addFabric(t, c, gpu, pcie); err != nil {
 			return nil, err
 		}
 	}
 	return t.rankGPUs(), nil
 }
 
-func addFabric(t *Topology, c ClusterConfig, gpu func(n, i int) int) error {
+// pcieSwitch is one PCIe switch of a node: up carries traffic from its GPUs
+// (and the CPU) to its NICs and the CPU, down carries traffic to its GPUs;
+// one device (up == down) when GPUs may talk over PCIe.
+type pcieSwitch struct{ up, down int }
+
+// addPCIe builds every node's PCIe tree (see ClusterConfig.GPUsPerPCIeSwitch)
+// except the NICs, which addFabric attaches; it returns the switches node by
+// node.
+func addPCIe(t *Topology, c ClusterConfig, gpu func(n, i int) int) ([]pcieSwitch, error) {
+	k, g := c.GPUsPerPCIeSwitch, c.GPUsPerNode
+	if g%k != 0 {
+		return nil, fmt.Errorf("cluster: gpus per PCIe switch (%d) must divide gpus per node (%d)", k, g)
+	}
+	s := g / k
+	if c.NICsPerNode%s != 0 {
+		return nil, fmt.Errorf("cluster: nics per node (%d) must be a multiple of the %d PCIe switches per node (%d gpus / %d per switch)",
+			c.NICsPerNode, s, g, k)
+	}
+	hl := c.HostLink
+	if hl.BandwidthBytesPerS <= 0 {
+		return nil, fmt.Errorf("cluster: PCIe switches need a host link with bandwidth > 0 (got %q at %v B/s)", hl.Name, hl.BandwidthBytesPerS)
+	}
+	split := c.Intra != IntraNone && c.Intra != ""
+	out := make([]pcieSwitch, 0, c.Nodes*s)
+	for n := 0; n < c.Nodes; n++ {
+		cpu := t.AddDevice(CPU, fmt.Sprintf("n%d.cpu", n), n, -1)
+		for j := 0; j < s; j++ {
+			var sw pcieSwitch
+			if split {
+				sw.up = t.AddDevice(Switch, fmt.Sprintf("n%d.pcie%d.up", n, j), n, j)
+				sw.down = t.AddDevice(Switch, fmt.Sprintf("n%d.pcie%d.down", n, j), n, j)
+			} else {
+				sw.up = t.AddDevice(Switch, fmt.Sprintf("n%d.pcie%d", n, j), n, j)
+				sw.down = sw.up
+			}
+			for i := j * k; i < (j+1)*k; i++ {
+				sw.attach(t, gpu(n, i), hl)
+			}
+			// The root port: the CPU both sends and receives on both halves
+			// (to the GPUs through down, to the NICs through up); host
+			// traffic is not simulated yet, so its port is not shared.
+			sw.attach(t, cpu, hl)
+			if split {
+				sw.attachFrom(t, cpu, hl)
+			}
+			out = append(out, sw)
+		}
+	}
+	return out, nil
+}
+
+// attach connects device d to the switch's port: d -> up and down -> d, each
+// half of a switch hop's latency.
+func (sw pcieSwitch) attach(t *Topology, d int, l hw.Link) {
+	t.AddLink(d, sw.up, l.BandwidthBytesPerS, l.LatencyS/2, l.Name)
+	t.AddLink(sw.down, d, l.BandwidthBytesPerS, l.LatencyS/2, l.Name)
+}
+
+// attachFrom connects a device the GPUs send to, a NIC (or the CPU's second
+// pair of links): up -> d and d -> down, so traffic from the fabric reaches
+// only the switch's own GPUs.
+func (sw pcieSwitch) attachFrom(t *Topology, nic int, l hw.Link) {
+	t.AddLink(sw.up, nic, l.BandwidthBytesPerS, l.LatencyS/2, l.Name)
+	t.AddLink(nic, sw.down, l.BandwidthBytesPerS, l.LatencyS/2, l.Name)
+}
+
+func addFabric(t *Topology, c ClusterConfig, gpu func(n, i int) int, pcie []pcieSwitch) error {
 	if c.Radix < 2 {
 		return fmt.Errorf("cluster: switch radix must be >= 2, got %d", c.Radix)
 	}
@@ -270,10 +362,14 @@ func addFabric(t *Topology, c ClusterConfig, gpu func(n, i int) int) error {
 			leaves[g] = append(leaves[g], t.AddDevice(Switch, name, -1, -1))
 		}
 	}
+	perNode := len(pcie) / c.Nodes // PCIe switches per node, 0 without
 	for n := 0; n < c.Nodes; n++ {
 		for i := 0; i < c.NICsPerNode; i++ {
 			nic := gpu(n, i%c.GPUsPerNode)
-			if hl.BandwidthBytesPerS > 0 {
+			if perNode > 0 {
+				nic = t.AddDevice(NIC, fmt.Sprintf("n%d.nic%d", n, i), n, i)
+				pcie[n*perNode+i/(c.NICsPerNode/perNode)].attachFrom(t, nic, hl)
+			} else if hl.BandwidthBytesPerS > 0 {
 				nic = t.AddDevice(NIC, fmt.Sprintf("n%d.nic%d", n, i), n, i)
 				t.Connect(gpu(n, i%c.GPUsPerNode), nic, hl.BandwidthBytesPerS, hl.LatencyS/2, hl.Name)
 			}
@@ -316,11 +412,11 @@ func LeafSpineHosts(hosts, radix int, oversubscription float64, l hw.Link) (*Top
 	})
 }
 
-// Presets names the DGX presets, in a fixed order.
-func Presets() []string { return []string{"dgx-a100", "dgx-h100", "dgx-h200"} }
+// Presets names the cluster presets, in a fixed order.
+func Presets() []string { return []string{"dgx-a100", "dgx-h100", "dgx-h200", "aws-p4d"} }
 
-// PresetConfig returns the composition of a DGX preset scaled to `nodes`:
-// eight GPUs on NVSwitch inside the node at the GPU's aggregate NVLink rate,
+// PresetConfig returns the composition of a cluster preset scaled to
+// `nodes`. The dgx-* presets: eight GPUs on NVSwitch inside the node at the GPU's aggregate NVLink rate,
 // eight NICs (one per GPU, over PCIe) into a non-blocking rail-optimized
 // fabric of 64-port switches (Quantum-2 QM9700 NDR has 64 ports; QM8700 HDR
 // has 40). Sources: NVIDIA DGX A100 / DGX H100 / DGX H200 user guides: 8×
@@ -338,6 +434,20 @@ func PresetConfig(name string, nodes int) (ClusterConfig, error) {
 		c.IntraLink, c.NICLink, c.HostLink, c.Radix = look("nvlink3"), look("ib-hdr"), look("pcie4-x16"), 40
 	case "dgx-h100", "dgx-h200":
 		c.IntraLink, c.NICLink, c.HostLink, c.Radix = look("nvlink4"), look("ib-ndr"), look("pcie5-x16"), 64
+	case "aws-p4d":
+		// AWS p4d.24xlarge: 8× A100 40 GB on NVSwitch (600 GB/s NVLink per
+		// GPU, both directions), "400 Gbps" of EFA with GPUDirect RDMA
+		// (Amazon EC2 P4d instances page) over 4 network cards (EC2 User
+		// Guide, "Network cards"): 4 NICs of 100 Gb/s for 8 GPUs, two GPUs
+		// and one EFA card behind each of 4 PCIe Gen4 switches (the A100's
+		// PCIe 4.0 x16 host interface; NVIDIA A100 datasheet). AWS publishes
+		// neither the fabric's layout nor its switches; EFA's SRD transport
+		// sprays each flow over many paths, so the fabric behaves as
+		// non-blocking: modelled as the dgx presets' rail-optimized
+		// non-blocking fabric (one rail per EFA card) of 64-port switches
+		// (estimate).
+		c.NICsPerNode, c.GPUsPerPCIeSwitch = 4, 2
+		c.IntraLink, c.NICLink, c.HostLink, c.Radix = look("nvlink3"), look("efa-100g"), look("pcie4-x16"), 64
 	default:
 		return c, fmt.Errorf("unknown cluster preset %q (have %v)", name, Presets())
 	}
@@ -347,7 +457,7 @@ func PresetConfig(name string, nodes int) (ClusterConfig, error) {
 	return c, nil
 }
 
-// Preset builds a DGX preset of `nodes` nodes.
+// Preset builds a cluster preset of `nodes` nodes.
 func Preset(name string, nodes int) (*Topology, error) {
 	c, err := PresetConfig(name, nodes)
 	if err != nil {
@@ -367,8 +477,12 @@ type PresetRow struct {
 	NICsPerNode             int     `arrow:"nics_per_node"`
 	NICLink                 string  `arrow:"nic_link"`
 	NICBandwidthBytesPerS   float64 `arrow:"nic_bandwidth_bytes_per_s"`
-	Fabric                  string  `arrow:"fabric"`
-	Radix                   int     `arrow:"radix"`
+	// HostLink is the PCIe link of GPUs and NICs; GPUsPerPCIeSwitch 0 means
+	// each NIC hangs off one GPU.
+	HostLink          string `arrow:"host_link"`
+	GPUsPerPCIeSwitch int    `arrow:"gpus_per_pcie_switch"`
+	Fabric            string `arrow:"fabric"`
+	Radix             int    `arrow:"radix"`
 }
 
 // PresetRows lists the cluster presets.
@@ -382,6 +496,7 @@ func PresetRows() []PresetRow {
 		rows = append(rows, PresetRow{Name: name, GPUsPerNode: c.GPUsPerNode, Intra: c.Intra,
 			IntraLink: c.IntraLink.Name, IntraBandwidthBytesPerS: c.IntraLink.BandwidthBytesPerS,
 			NICsPerNode: c.NICsPerNode, NICLink: c.NICLink.Name, NICBandwidthBytesPerS: c.NICLink.BandwidthBytesPerS,
+			HostLink: c.HostLink.Name, GPUsPerPCIeSwitch: c.GPUsPerPCIeSwitch,
 			Fabric: c.Fabric, Radix: c.Radix})
 	}
 	return rows

@@ -46,7 +46,13 @@ func (t *Topology) Route(src, dst int) ([]int32, error) {
 
 // forwards reports whether traffic may pass through device d.
 func (t *Topology) forwards(d int) bool {
-	return t.Devices[d].Kind != GPU || t.GPUsForward
+	switch t.Devices[d].Kind {
+	case GPU:
+		return t.GPUsForward
+	case CPU:
+		return false
+	}
+	return true
 }
 
 // shortest finds a minimum-hop path and walks it back from dst, choosing

@@ -72,7 +72,7 @@ func build(c spec.Cluster) (*Topology, error) {
 			Name:  fmt.Sprintf("composed(%d x %d gpus, %s, %s)", c.Nodes, c.GPUsPerNode, c.Intra, c.Fabric),
 			Nodes: c.Nodes, GPUsPerNode: c.GPUsPerNode, Intra: c.Intra, IntraLink: link(c.IntraLink),
 			NICsPerNode: nics, NICLink: link(c.NICLink), HostLink: link(c.HostLink),
-			Fabric: c.Fabric, Radix: c.Radix, Oversubscription: c.Oversubscription,
+			GPUsPerPCIeSwitch: c.GPUsPerPCIeSwitch, Fabric: c.Fabric, Radix: c.Radix, Oversubscription: c.Oversubscription,
 		})
 	case "edges":
 		edges := make([]Edge, len(c.Edges))

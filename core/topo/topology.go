@@ -1,5 +1,5 @@
 // Package topo describes the machine a simulation runs on: devices (GPUs,
-// NICs, switches), directed links between them with bandwidth, latency and
+// NICs, switches — NVSwitch, PCIe, fabric — and host CPUs), directed links between them with bandwidth, latency and
 // health, the explicit mapping of ranks to GPU devices, and routing.
 //
 // Links are directed: a cable is two links, one per direction, each with the
@@ -7,7 +7,8 @@
 // means failed, and routing avoids it. A failed device removes every link
 // touching it from routing.
 //
-// Routes are shortest paths by hop count. Among equal-cost paths one is chosen
+// Routes are shortest paths by hop count; GPUs (unless GPUsForward) and CPUs
+// are endpoints, never transit hops. Among equal-cost paths one is chosen
 // by a deterministic hash of (source, destination) at every hop (ECMP); tori
 // built by Torus use dimension-order routing while it is healthy. Routes are
 // cached and recomputed after any health change. A destination that cannot
@@ -27,6 +28,10 @@ const (
 	GPU Kind = iota
 	NIC
 	Switch
+	// CPU is a host's root complex: an endpoint like a GPU, never a transit
+	// hop, so GPU-to-NIC traffic stays below its PCIe switch (GPUDirect RDMA)
+	// and never crosses the host bridge between two switches.
+	CPU
 )
 
 func (k Kind) String() string {
@@ -37,6 +42,8 @@ func (k Kind) String() string {
 		return "nic"
 	case Switch:
 		return "switch"
+	case CPU:
+		return "cpu"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -44,11 +51,12 @@ func (k Kind) String() string {
 // Device is one endpoint or switch.
 type Device struct {
 	Kind Kind
-	// Name is unique, e.g. "n3.gpu5", "n3.nic5", "n3.nvswitch", "leaf2".
+	// Name is unique, e.g. "n3.gpu5", "n3.nic5", "n3.nvswitch", "n3.pcie1",
+	// "n3.cpu", "leaf2".
 	Name string
 	// Node is the host the device sits in, or -1 for fabric switches.
 	Node int
-	// Local is the index inside the node (GPU i, NIC i), or -1.
+	// Local is the index inside the node (GPU i, NIC i, PCIe switch i), or -1.
 	Local int
 }
 

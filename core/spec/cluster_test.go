@@ -1,0 +1,64 @@
+package spec
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// clusterProblems decodes a cluster spec, fills defaults, validates it and
+// returns the problems by path (nil when valid) and the defaulted spec.
+func clusterProblems(t *testing.T, js string) (map[string]string, Cluster) {
+	t.Helper()
+	var c Cluster
+	require.NoError(t, Decode([]byte(js), &c))
+	c.Defaults()
+	var p Problems
+	c.Validate(&p, "cluster")
+	if p.Err() == nil {
+		return nil, c
+	}
+	got := map[string]string{}
+	for _, pr := range problemsOf(t, p.Err()) {
+		got[pr.Path] = pr.Message
+	}
+	return got, c
+}
+
+func TestClusterSharedNICsDefaultToPCIeSwitches(t *testing.T) {
+	// 4 NICs for 8 GPUs: two GPUs and one NIC per PCIe switch.
+	ps, c := clusterProblems(t, `{"topology":"composed","nodes":2,"nics_per_node":4}`)
+	require.Nil(t, ps)
+	require.Equal(t, 2, c.GPUsPerPCIeSwitch)
+	// One NIC per GPU (the default): NICs hang off their GPUs.
+	ps, c = clusterProblems(t, `{"topology":"composed","nodes":2}`)
+	require.Nil(t, ps)
+	require.Equal(t, 0, c.GPUsPerPCIeSwitch)
+	// Explicit: 4 GPUs per switch, 2 switches, 2 NICs each.
+	ps, c = clusterProblems(t, `{"topology":"composed","nodes":2,"nics_per_node":4,"gpus_per_pcie_switch":4,"host_link":"pcie3-x16"}`)
+	require.Nil(t, ps)
+	require.Equal(t, 4, c.GPUsPerPCIeSwitch)
+	ps, _ = clusterProblems(t, `{"preset":"aws-p4d","nodes":4}`)
+	require.Nil(t, ps)
+}
+
+func TestClusterNICLayoutErrorsNameTheField(t *testing.T) {
+	for _, c := range []struct{ js, path, msg string }{
+		// 3 NICs do not divide 8 GPUs and no switch layout is given.
+		{`{"topology":"composed","nodes":2,"nics_per_node":3}`, "cluster.nics_per_node", "must divide the GPUs"},
+		{`{"topology":"composed","nodes":2,"nics_per_node":4,"gpus_per_pcie_switch":3}`, "cluster.gpus_per_pcie_switch", "must divide gpus_per_node (8), got 3"},
+		// 8 GPUs / 2 per switch = 4 switches; 2 NICs leave two switches without one.
+		{`{"topology":"composed","nodes":2,"nics_per_node":2,"gpus_per_pcie_switch":2}`, "cluster.nics_per_node", "multiple of the 4 PCIe switches"},
+		{`{"topology":"composed","nodes":2,"nics_per_node":4,"gpus_per_pcie_switch":-1}`, "cluster.gpus_per_pcie_switch", "must be >= 0"},
+		{`{"topology":"composed","nodes":2,"nics_per_node":0}`, "cluster.nics_per_node", "must be >= 1 when nodes > 1"},
+		{`{"topology":"composed","nodes":2,"host_link":"pcie6-x16"}`, "cluster.host_link", "pcie3-x16"},
+	} {
+		ps, _ := clusterProblems(t, c.js)
+		require.Contains(t, ps, c.path, c.js)
+		require.Contains(t, ps[c.path], c.msg, c.js)
+	}
+	// One node needs no fabric: fewer NICs than GPUs that do not divide
+	// them are fine there.
+	ps, _ := clusterProblems(t, `{"topology":"composed","nodes":1,"nics_per_node":3}`)
+	require.Nil(t, ps)
+}
