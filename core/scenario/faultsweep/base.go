@@ -99,6 +99,7 @@ type planBase struct {
 	full   bool
 	plan   *workload.Plan
 	cost   func(model.Op) (float64, error)
+	kernel func(model.Op) (exec.Kernel, error)
 	health []float64 // the built topology's link health
 	// ref is the same cluster never faulted: its routes tell exec which
 	// replicas a failure rerouted, so the others are still mirrored.
@@ -143,10 +144,10 @@ func (b *planBase) run(env scenario.Env, extra spec.Faults) (outcome, error) {
 	if b.cost == nil {
 		// one evaluator for every run: operator costs do not depend on
 		// faults (stragglers scale them inside exec)
-		b.cost = m.Cost
+		b.cost, b.kernel = m.Cost, m.Kernel
 	}
 	opt := m.Options(b.full)
-	opt.Cost = b.cost
+	opt.Cost, opt.Kernel = b.cost, b.kernel
 	opt.HealthyRoute = b.healthyRoute
 	res, err := exec.Run(env.Context(), b.plan, opt)
 	if err != nil {
