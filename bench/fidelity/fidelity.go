@@ -127,7 +127,7 @@ func Rows(ctx context.Context) ([]Row, error) {
 		ref float64
 	}{{1, 2.19}, {2, 1.544}, {4, 1.28}, {8, 1.187}} {
 		js := fmt.Sprintf(`{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},
-			"tp":%d,"batch":1,"prompt_tokens":200,"output_tokens":200,"dtype":"fp16","timeline_ranks":[-1]}`, c.tp)
+			"tp":%d,"batch":1,"prompt_tokens":200,"output_tokens":200,"dtype":"fp16","execution":"eager","timeline_ranks":[-1]}`, c.tp)
 		res, err := run(ctx, js)
 		if err != nil {
 			return nil, fmt.Errorf("llama2-7b tp%d: %w", c.tp, err)

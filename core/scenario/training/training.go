@@ -167,7 +167,8 @@ func Simulate(env scenario.Env, s *spec.Training, modify func(m *exec.Machine) e
 	var t workload.Training
 	var plan *workload.TrainingPlan
 	job := Job{Cluster: s.Cluster, GPU: s.GPU, Faults: s.Faults, Seed: s.Seed,
-		FullSimulation: s.FullSimulation, RingSteps: s.RingSteps, TimelineRanks: s.TimelineRanks}
+		FullSimulation: s.FullSimulation, RingSteps: s.RingSteps, TimelineRanks: s.TimelineRanks,
+		Host: HostOf(s.Execution, s.Host, true)}
 	run, err := job.Run(env, modify, func(gpus int) (*workload.Plan, []workload.Memory, error) {
 		var err error
 		if t, err = Layout(s, gpus); err != nil {
@@ -214,6 +215,19 @@ type Job struct {
 	FullSimulation bool
 	RingSteps      bool
 	TimelineRanks  []int
+	// Host is how the ranks' hosts issue kernels (HostOf).
+	Host exec.Host
+}
+
+// HostOf is the exec host model for a spec's execution mode and host-cost
+// overrides; autograd is true in training. In training, cuda_graphs
+// replays every task from graphs (one per micro-batch's pass).
+func HostOf(mode string, c spec.HostCosts, autograd bool) exec.Host {
+	if mode == "" {
+		mode = exec.Eager
+	}
+	return exec.Host{Mode: mode, Autograd: autograd, ForwardOpS: c.ForwardOpS, BackwardOpS: c.BackwardOpS,
+		CollectiveS: c.CollectiveS}
 }
 
 // JobRun is a finished Job with its shared tables.
@@ -250,6 +264,9 @@ func (j Job) Run(env scenario.Env, modify func(m *exec.Machine) error,
 	}
 	opt := m.Options(j.FullSimulation)
 	opt.RingSteps = j.RingSteps
+	if j.Host.Mode != "" {
+		opt.Host = j.Host
+	}
 	opt.Progress = env.Progress
 	res, err := exec.Run(env.Context(), plan, opt)
 	if err != nil {
