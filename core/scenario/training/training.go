@@ -39,7 +39,9 @@ type SummaryRow struct {
 	HFU float64 `arrow:"hfu"`
 	// ComputeS: the critical rank's GPU busy time; ExposedCommS: time it
 	// communicated without computing; BubbleS: time it waited for neither
-	// (pipeline bubbles, waiting for peers).
+	// (pipeline bubbles, waiting for peers, waiting for its host to issue
+	// kernels, and the stretch of compute slowed by overlapped collectives:
+	// compute_s is the kernels' own device time).
 	ComputeS     float64 `arrow:"compute_s"`
 	ExposedCommS float64 `arrow:"exposed_comm_s"`
 	BubbleS      float64 `arrow:"bubble_s"`

@@ -301,3 +301,31 @@ func TestEfficiencyDirections(t *testing.T) {
 		prev = s.MFU
 	}
 }
+
+// Inference decodes from CUDA graphs by default; eager decode of a batch-1
+// LLaMA-2-7B at TP 8 is host-bound (its ~450 kernels per token are shorter
+// than their issue), so its TPOT is longer, and it keeps falling less with
+// TP. The prefill is eager in both: the same TTFT.
+func TestInferenceExecutionMode(t *testing.T) {
+	at := func(tp int, mode string) inference.SummaryRow {
+		return inferenceSummary(t, fmt.Sprintf(`{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm",
+			"cluster":{"preset":"dgx-a100","nodes":1},"tp":%d,"batch":1,"prompt_tokens":200,"output_tokens":8%s}`, tp, mode))
+	}
+	def, graphs, eager := at(8, ""), at(8, `,"execution":"cuda_graphs"`), at(8, `,"execution":"eager"`)
+	assert.Equal(t, def.E2ES, graphs.E2ES)
+	assert.Less(t, graphs.TPOTS, eager.TPOTS)
+	assert.Equal(t, graphs.TTFTS, eager.TTFTS)
+	// Eager: 32 layers × (12 operators + 2 all-reduces) × 8.5 µs ≈ 3.8 ms
+	// of host per token bound the TPOT from below.
+	assert.Greater(t, eager.TPOTS, 32*14*8.5e-6)
+	one := at(1, `,"execution":"eager"`)
+	oneG := at(1, "")
+	assert.Greater(t, one.TPOTS/eager.TPOTS, 1.0)
+	assert.Less(t, one.TPOTS/eager.TPOTS, oneG.TPOTS/graphs.TPOTS, "graphs scale better with TP")
+
+	_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(`{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm",
+			"cluster":{"preset":"dgx-a100","nodes":1},"execution":"graphs"}`))
+	var se *spec.Error
+	require.True(t, errors.As(err, &se), "%v", err)
+	assert.Contains(t, err.Error(), "execution")
+}
