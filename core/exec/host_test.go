@@ -178,3 +178,33 @@ func TestInterferenceSlowsOverlappedCompute(t *testing.T) {
 	require.NoError(t, err)
 	assert.InEpsilon(t, 11e-3, res.End.Seconds(), 1e-9)
 }
+
+// A synchronisation point: the host waits for a 1 ms task before issuing
+// the next one, N kernels of 1 µs, so it cannot issue them while the long
+// one runs: 1 ms + h (the long one's issue) + N·h + 1 µs. Without the
+// wait the host is ahead: h + 1 ms + N · 1 µs.
+func TestHostWaitExposesIssue(t *testing.T) {
+	const n, h = 20, HostForwardOpS
+	build := func(wait bool) *workload.Plan {
+		p := chainPlan(1)
+		p.Programs[0].Tasks[0].Ops[0].Name = "long"
+		tiny := make([]model.Op, n)
+		for i := range tiny {
+			tiny[i] = model.Op{Name: "k", Kind: model.Elementwise, Pass: model.Forward}
+		}
+		next := workload.Task{Name: "after", Kind: workload.Compute, Stream: workload.StreamCompute, Ops: tiny, Deps: []int32{0}}
+		if wait {
+			next.HostWait = []int32{0}
+		}
+		p.Programs[0].Tasks = append(p.Programs[0].Tasks, next)
+		return p
+	}
+	k := func(o model.Op) (Kernel, error) {
+		if o.Name == "long" {
+			return Kernel{DeviceS: 1e-3, Kernels: 1}, nil
+		}
+		return Kernel{DeviceS: 1e-6, Kernels: 1}, nil
+	}
+	assert.InEpsilon(t, 1e-3+h+n*h+1e-6, runChain(t, build(true), k, Host{Mode: Eager}), 1e-6)
+	assert.InEpsilon(t, h+1e-3+n*1e-6, runChain(t, build(false), k, Host{Mode: Eager}), 1e-6)
+}
