@@ -31,6 +31,21 @@
 // cannot be slowed by other traffic, so their duration depends only on the
 // operation, the size and the links: the first one is simulated on the
 // network and repeats reuse its simulated duration.
+//
+// Host (host.go): each simulated unit has a host thread that issues its
+// tasks in program order at the framework's CPU cost per kernel (eager) or
+// per replayed graph (cuda_graphs). A kernel starts when its stream is
+// free, its dependencies are done and the host has issued it, so short
+// kernels behind long ones run back to back while a stream of tiny kernels
+// runs at the host's pace. The host runs ahead of the GPU by at most the
+// launch queue and waits at the program's synchronisation points
+// (workload.Task.HostWait). A compute task's schedule over its operators is
+// priced once per program in closed form (taskCost), not per kernel event.
+//
+// Interference (interfere.go): while a unit's collective is in flight, its
+// running compute is slowed by the SMs NCCL's thread blocks hold and the
+// HBM bandwidth its traffic takes; the task's end moves when collectives
+// start or end.
 package exec
 
 import (
