@@ -119,8 +119,7 @@ func TestLaunchQueueBoundsRunAhead(t *testing.T) {
 	p.Programs[0] = prog
 	got := runChain(t, p, kernelOf(10e-6, 0), Host{Mode: Eager})
 	assert.InEpsilon(t, HostForwardOpS+tasks*per*10e-6, got, 1e-6)
-	// A 100 µs kernel first, then tiny ones: the host runs ahead while it
-	// runs, by at most the queue.
+	// Where the host waits for the queue: the same program's plan.
 	e := &engine{opt: Options{Host: Host{Mode: Eager}}, plan: p}
 	hp, err := e.planHost(&p.Programs[0], kernelOf(1e-6, 0), map[opsKey]taskCost{})
 	require.NoError(t, err)
@@ -131,10 +130,10 @@ func TestLaunchQueueBoundsRunAhead(t *testing.T) {
 	assert.Equal(t, int32(100), hp.queueWait[203])
 }
 
-// Interference: a compute task of 10 ms, math-bound, runs while a 1 GiB
-// all-reduce of another group is in flight on its unit. Covered in the
-// training kind's tests; here the stretch factor's closed form: 108 SMs,
-// 24 CTAs: 108/84 for math, B/(B − r) for memory.
+// The interference stretch in closed form: on 108 SMs with 24 held by a
+// collective, math-bound time stretches by 108/84; memory-bound time by
+// B/(B − r) with r = 3 × 25 GB/s (a ring over a 200 Gb/s NIC); none when
+// no collective is in flight.
 func TestInterferenceStretch(t *testing.T) {
 	e := &engine{opt: Options{Interference: &Interference{SMs: 108, CTAs: 24, HBMBytesPerS: 2e12, TrafficPerWireByte: 3}}}
 	b := &busyState{math: 1, inflight: 1, hbm: 3 * 25e9}
