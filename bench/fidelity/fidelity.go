@@ -143,7 +143,7 @@ func Rows(ctx context.Context) ([]Row, error) {
 		ref float64
 	}{{1, 2.19}, {2, 1.544}, {4, 1.28}, {8, 1.187}} {
 		js := fmt.Sprintf(`{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},
-			"tp":%d,"batch":1,"prompt_tokens":200,"output_tokens":200,"dtype":"fp16","timeline_ranks":[-1]}`, c.tp)
+			"tp":%d,"batch":1,"prompt_tokens":200,"output_tokens":200,"dtype":"fp16","execution":"eager","timeline_ranks":[-1]}`, c.tp)
 		res, err := run(ctx, js)
 		if err != nil {
 			return nil, fmt.Errorf("llama2-7b tp%d: %w", c.tp, err)
@@ -248,7 +248,7 @@ func Diagnosis(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		t := cst.Issued(gpu.HostDispatchS)
+		t := cst.TimeS
 		if o.Kind == model.GEMM {
 			gemmFlops += o.FLOPs
 			gemmTime += t
@@ -288,6 +288,7 @@ func Diagnosis(ctx context.Context) ([]string, error) {
 	}
 	out = append(out, fmt.Sprintf("network model, ring all-reduce over 8 A100 on NVSwitch as the executor runs it (NCCL protocol efficiency %.0f%% on NVLink, %.1f µs NCCL base latency): 48 MiB at %.0f GB/s bus bandwidth, 8 KiB (a LLaMA-2-7B decode all-reduce) in %.1f µs",
 		100*nvl.CollectiveEfficiency, 1e6*exec.NCCLBaseLatencyS, size/big*net.BusBandwidthFactor(net.AllReduce, 8)/1e9, 1e6*small))
-	out = append(out, fmt.Sprintf("host dispatch: a kernel or collective takes at least %.0f µs (the host's issue interval), so batch-1 decode, whose kernels are mostly shorter than that, is host-bound", 1e6*gpu.HostDispatchS))
+	out = append(out, fmt.Sprintf("host (exec.Host, eager as Megatron-LM and the LLaMA reference run): a host thread per rank issues every kernel in program order, %.1f µs per forward operator with autograd (%.1f µs without), %.1f µs per backward operator, %.1f µs per NCCL call, running ahead of the GPU by at most %d kernels and waiting at the optimizer's .item() and at pipeline receives; training kernels are longer than their issue, so the host hides behind them, while batch-1 decode (about 14 kernels per layer shorter than their issue) is host-bound",
+		1e6*(exec.HostForwardOpS+exec.HostAutogradS), 1e6*exec.HostForwardOpS, 1e6*exec.HostBackwardOpS, 1e6*exec.HostCollectiveS, exec.LaunchQueueKernels))
 	return out, nil
 }

@@ -31,6 +31,21 @@
 // cannot be slowed by other traffic, so their duration depends only on the
 // operation, the size and the links: the first one is simulated on the
 // network and repeats reuse its simulated duration.
+//
+// Host (host.go): each simulated unit has a host thread that issues its
+// tasks in program order at the framework's CPU cost per kernel (eager) or
+// per replayed graph (cuda_graphs). A kernel starts when its stream is
+// free, its dependencies are done and the host has issued it, so short
+// kernels behind long ones run back to back while a stream of tiny kernels
+// runs at the host's pace. The host runs ahead of the GPU by at most the
+// launch queue and waits at the program's synchronisation points
+// (workload.Task.HostWait). A compute task's schedule over its operators is
+// priced once per program in closed form (taskCost), not per kernel event.
+//
+// Interference (interfere.go): while a unit's collective is in flight, its
+// running compute is slowed by the SMs NCCL's thread blocks hold and the
+// HBM bandwidth its traffic takes; the task's end moves when collectives
+// start or end.
 package exec
 
 import (
@@ -55,8 +70,18 @@ type Options struct {
 	// Fabric carries the transfers; its topology holds the rank mapping and
 	// link health, its Slowdown the stragglers (set both before Run).
 	Fabric net.Fabric
-	// Cost is an operator's time in seconds on a healthy GPU of the cluster.
+	// Kernel prices an operator on a healthy GPU of the cluster: its
+	// kernels' device time, their count and the part bound by math. If nil,
+	// Cost gives the device time of one kernel.
+	Kernel func(op model.Op) (Kernel, error)
+	// Cost is an operator's device time in seconds (used when Kernel is nil).
 	Cost func(op model.Op) (float64, error)
+	// Host is how the host issues kernels (host.go); the zero value models
+	// no host.
+	Host Host
+	// Interference, if set, slows compute while a collective of the same
+	// unit is in flight (interfere.go).
+	Interference *Interference
 	// Full simulates every replica instead of mirroring symmetric ones.
 	Full bool
 	// Algorithm picks the collective algorithm ("" = the net default, ring).
@@ -87,8 +112,8 @@ type Options struct {
 	// synchronization): its transfers start that long after the last
 	// member arrives.
 	CollectiveLaunchS float64
-	// DispatchS is the host's dispatch interval: a collective is a kernel
-	// on the communication stream and takes at least this long.
+	// DispatchS is a floor on every collective's duration (0: none). The
+	// host's issue of NCCL calls is modelled by Host instead.
 	DispatchS float64
 	// Protocol makes every collective and transfer carry its payload at
 	// the collective efficiency of the slowest-protocol link technology on
@@ -139,14 +164,18 @@ type progInfo struct {
 	dependents [][]int32
 	streams    [workload.NumStreams][]int32
 	nominal    []sim.Time
+	host       hostPlan
 }
 
 type unitState struct {
 	remaining []int32
 	started   []bool
+	finished  []bool
 	head      [workload.NumStreams]int32
 	slow      float64
 	done      int
+	host      hostState
+	busy      busyState
 }
 
 type rendezvous struct {
@@ -186,12 +215,19 @@ type engine struct {
 	quiet []bool
 	tpOf  []int // group -> the unit whose TP group it is, or -1
 	memo  map[uint64]sim.Time
+	// wire is each group's per-GPU collective send rate (interference).
+	wire []float64
 }
 
 // Run executes the plan until every task has finished.
 func Run(ctx context.Context, plan *workload.Plan, opt Options) (*Result, error) {
-	if opt.Fabric == nil || opt.Cost == nil {
-		return nil, fmt.Errorf("exec: Options needs a Fabric and a Cost")
+	if opt.Fabric == nil || (opt.Cost == nil && opt.Kernel == nil) {
+		return nil, fmt.Errorf("exec: Options needs a Fabric and a Kernel or Cost")
+	}
+	switch opt.Host.Mode {
+	case "", Eager, CUDAGraphs:
+	default:
+		return nil, fmt.Errorf("exec: host mode %q is none of %v", opt.Host.Mode, ExecutionModes())
 	}
 	t := opt.Fabric.Topology()
 	if t.NumRanks() < plan.Ranks {
@@ -262,6 +298,9 @@ func (e *engine) prepare() error {
 		}
 		st.remaining = make([]int32, len(p.Tasks))
 		st.started = make([]bool, len(p.Tasks))
+		st.finished = make([]bool, len(p.Tasks))
+		st.host = hostState{issued: make([]sim.Time, len(p.Tasks)), waitFor: -1}
+		st.busy.task = -1
 		for i, task := range p.Tasks {
 			st.remaining[i] = int32(len(task.Deps))
 		}
@@ -273,37 +312,36 @@ func (e *engine) prepare() error {
 	return nil
 }
 
-// price computes each program's dependents, stream lists and compute
-// times; tasks sharing an operator slice are priced once.
+// price computes each program's dependents, stream lists, compute times
+// and host schedule; tasks sharing an operator slice are priced once.
 func (e *engine) price() error {
-	cache := map[opsKey]sim.Time{}
-	for _, p := range e.plan.Programs {
-		pi := progInfo{dependents: make([][]int32, len(p.Tasks)), nominal: make([]sim.Time, len(p.Tasks))}
+	cache := map[opsKey]taskCost{}
+	kernel := e.opt.Kernel
+	if kernel == nil {
+		cost := e.opt.Cost
+		kernel = func(o model.Op) (Kernel, error) {
+			c, err := cost(o)
+			return Kernel{DeviceS: c, Kernels: 1, MathS: c}, err
+		}
+	}
+	for pi := range e.plan.Programs {
+		p := &e.plan.Programs[pi]
+		info := progInfo{dependents: make([][]int32, len(p.Tasks)), nominal: make([]sim.Time, len(p.Tasks))}
 		for i, task := range p.Tasks {
 			for _, d := range task.Deps {
-				pi.dependents[d] = append(pi.dependents[d], int32(i))
+				info.dependents[d] = append(info.dependents[d], int32(i))
 			}
-			pi.streams[task.Stream] = append(pi.streams[task.Stream], int32(i))
-			if task.Kind != workload.Compute || len(task.Ops) == 0 {
-				continue
-			}
-			key := opsKey{&task.Ops[0], len(task.Ops)}
-			d, ok := cache[key]
-			if !ok {
-				var s float64
-				for _, o := range task.Ops {
-					c, err := e.opt.Cost(o)
-					if err != nil {
-						return fmt.Errorf("pricing %s: %w", o.Name, err)
-					}
-					s += c
-				}
-				d = sim.SecondsCeil(s)
-				cache[key] = d
-			}
-			pi.nominal[i] = d
+			info.streams[task.Stream] = append(info.streams[task.Stream], int32(i))
 		}
-		e.progs = append(e.progs, pi)
+		hp, err := e.planHost(p, kernel, cache)
+		if err != nil {
+			return err
+		}
+		for i := range p.Tasks {
+			info.nominal[i] = hp.cost[i].D
+		}
+		info.host = hp
+		e.progs = append(e.progs, info)
 	}
 	return nil
 }
@@ -582,6 +620,10 @@ func (e *engine) comm(g, c int) commInfo {
 
 func (e *engine) startUnit(u int) {
 	st := &e.units[u]
+	if e.opt.Host.Mode != "" {
+		e.advance(u)
+		return
+	}
 	for i := range st.remaining {
 		if st.remaining[i] == 0 {
 			e.tryStart(u, int32(i))
@@ -594,27 +636,62 @@ func (e *engine) tryStart(u int, i int32) {
 	if st.started[i] || st.remaining[i] > 0 {
 		return
 	}
-	p := &e.plan.Programs[e.plan.Units[u].Program]
+	hostOn := e.opt.Host.Mode != ""
+	if hostOn && i >= st.host.next {
+		return // the host has not issued it yet
+	}
+	prog := e.plan.Units[u].Program
+	p := &e.plan.Programs[prog]
 	task := &p.Tasks[i]
-	if task.Stream.Serial() && e.progs[e.plan.Units[u].Program].streams[task.Stream][st.head[task.Stream]] != i {
+	if task.Stream.Serial() && e.progs[prog].streams[task.Stream][st.head[task.Stream]] != i {
 		return
 	}
 	st.started[i] = true
 	now := e.k.Now()
+	hp := &e.progs[prog].host
 	if task.Kind == workload.Compute {
-		e.res.Units[u].Start[i] = now
-		d := e.progs[e.plan.Units[u].Program].nominal[i]
+		tc := &hp.cost[i]
+		d, a := tc.D, tc.A
 		if st.slow != 1 {
 			d = sim.Time(float64(d) * st.slow)
+			a += sim.Time(float64(tc.Star) * (st.slow - 1))
 		}
-		e.k.AtHandler(now+d, e, u<<32|int(i))
+		start, end := now, now+d
+		if hostOn {
+			h0 := st.host.issued[i]
+			start = max(now, h0+tc.First)
+			end = max(end, h0+a)
+		}
+		e.res.Units[u].Start[i] = start
+		e.startCompute(u, i, now, d, end)
 		return
+	}
+	if hostOn {
+		// The NCCL kernel is enqueued when the host's call returns.
+		if t := st.host.issued[i] + hp.issue[i]; t > now {
+			e.k.At(t, func() { e.arrive(u, i, task) })
+			return
+		}
 	}
 	e.arrive(u, i, task)
 }
 
-// Handle completes a compute task (the kernel's handler argument is unit<<32|task).
-func (e *engine) Handle(arg int) { e.finish(arg>>32, int32(arg&0xffffffff)) }
+// Handle completes a compute task (the kernel's handler argument is
+// unit<<32|task); a task whose end was moved (interference) ignores its
+// stale events.
+func (e *engine) Handle(arg int) {
+	u, i := arg>>32, int32(arg&0xffffffff)
+	if e.units[u].finished[i] {
+		return // a stale end of a task whose end moved earlier
+	}
+	if b := &e.units[u].busy; b.task == i {
+		if e.k.Now() != b.end {
+			return
+		}
+		b.task = -1
+	}
+	e.finish(u, i)
+}
 
 func (e *engine) finish(u int, i int32) {
 	st := &e.units[u]
@@ -624,8 +701,12 @@ func (e *engine) finish(u int, i int32) {
 		e.res.End = now
 	}
 	st.done++
+	st.finished[i] = true
 	prog := e.plan.Units[u].Program
 	task := &e.plan.Programs[prog].Tasks[i]
+	if task.Kind != workload.Compute {
+		e.commEnd(u, task)
+	}
 	if task.Stream.Serial() {
 		st.head[task.Stream]++
 		list := e.progs[prog].streams[task.Stream]
@@ -638,6 +719,9 @@ func (e *engine) finish(u int, i int32) {
 		if st.remaining[d] == 0 {
 			e.tryStart(u, d)
 		}
+	}
+	if st.host.waitFor == i {
+		e.advance(u)
 	}
 }
 
@@ -668,6 +752,7 @@ func (e *engine) launch(g int, task *workload.Task, r *rendezvous) {
 	r.start = now
 	for _, a := range r.arrived {
 		e.res.Units[a>>32].Start[a&0xffffffff] = now
+		e.commBegin(int(a>>32), task)
 	}
 	if lat := sim.Seconds(e.opt.CollectiveLaunchS); lat > 0 {
 		e.k.After(lat, func() { e.issue(g, task, r) })

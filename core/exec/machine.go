@@ -62,15 +62,37 @@ func NewMachineOn(t *topo.Topology, g hw.GPU, faults spec.Faults, seed uint64) (
 	return m, nil
 }
 
-// Cost prices an operator on the machine's GPU as its stream runs it: the
-// kernels' device time, no shorter than the host's dispatch of them.
+// Cost is an operator's device time on the machine's GPU (its kernels as
+// a profiler times them; the host's issue is exec's Host model): a lower
+// bound on its time in a run, as layout searches need.
 func (m *Machine) Cost(o model.Op) (float64, error) {
 	c, err := m.eval.Op(o)
-	return c.Issued(m.GPU.HostDispatchS), err
+	return c.TimeS, err
 }
 
-// Options are the run options for this machine.
+// Kernel prices an operator on the machine's GPU for exec.
+func (m *Machine) Kernel(o model.Op) (Kernel, error) {
+	c, err := m.eval.Op(o)
+	if err != nil {
+		return Kernel{}, err
+	}
+	k := Kernel{DeviceS: c.TimeS, Kernels: max(c.Kernels, 1)}
+	k.LaunchS = min(c.TimeS, float64(k.Kernels)*m.GPU.KernelLaunchS)
+	if c.Bound == compute.BoundCompute || c.Bound == compute.BoundSMEM {
+		k.MathS = c.TimeS
+	}
+	return k, nil
+}
+
+// Interference is the machine's compute–communication interference.
+func (m *Machine) Interference() *Interference {
+	return &Interference{SMs: m.GPU.SMCount, CTAs: NCCLCTAs, HBMBytesPerS: m.GPU.HBMBandwidth(),
+		TrafficPerWireByte: NCCLHBMTrafficPerWireByte}
+}
+
+// Options are the run options for this machine: Megatron-LM's eager host
+// (set Host for another mode) and interference on.
 func (m *Machine) Options(full bool) Options {
-	return Options{Fabric: m.Fabric, Cost: m.Cost, Full: full || m.Timed,
-		CollectiveLaunchS: NCCLBaseLatencyS, DispatchS: m.GPU.HostDispatchS, Protocol: true}
+	return Options{Fabric: m.Fabric, Kernel: m.Kernel, Full: full || m.Timed,
+		CollectiveLaunchS: NCCLBaseLatencyS, Protocol: true, Host: EagerHost(), Interference: m.Interference()}
 }

@@ -35,6 +35,13 @@ type Inference struct {
 	// TimelineRanks as in Training; default the first rank of each stage of
 	// replica 0.
 	TimelineRanks []int `json:"timeline_ranks,omitempty"`
+	// Execution: "cuda_graphs" (default: decode steps replayed from CUDA
+	// graphs, prefill eager, as vLLM, SGLang and TensorRT-LLM serve) or
+	// "eager" (every kernel issued by the host, as Hugging Face
+	// transformers or a framework without graph capture runs). Host
+	// overrides the per-kernel CPU costs.
+	Execution string    `json:"execution,omitempty"`
+	Host      HostCosts `json:"host,omitempty"`
 }
 
 // RequestGroup is Count requests of the same prompt and output lengths.
@@ -46,6 +53,9 @@ type RequestGroup struct {
 
 // Defaults fills optional fields.
 func (s *Inference) Defaults() {
+	if s.Execution == "" {
+		s.Execution = "cuda_graphs"
+	}
 	for _, f := range []*int{&s.TP, &s.PP, &s.Replicas, &s.Batch} {
 		if *f == 0 {
 			*f = 1
@@ -73,6 +83,8 @@ func (s *Inference) Validate(p *Problems) {
 	p.IntInRange("batch", s.Batch, 1, 1<<20)
 	p.IntInRange("prompt_tokens", s.PromptTokens, 1, 1<<24)
 	p.IntInRange("output_tokens", s.OutputTokens, 1, 1<<20)
+	p.OneOf("execution", s.Execution, ExecutionModes())
+	s.Host.validate(p, "host")
 	for i, r := range s.Requests {
 		path := Index("requests", i)
 		p.IntInRange(Field(path, "count"), r.Count, 1, 1<<20)

@@ -36,10 +36,40 @@ type Training struct {
 	// default the first rank of each pipeline stage of replica 0 and every
 	// straggler's rank. [-1] lists none.
 	TimelineRanks []int `json:"timeline_ranks,omitempty"`
+	// Execution is how the host issues kernels: "eager" (default, as
+	// Megatron-LM runs: PyTorch issues every kernel from the host) or
+	// "cuda_graphs" (each micro-batch's passes replayed from captured
+	// graphs). Host overrides its per-kernel CPU costs.
+	Execution string    `json:"execution,omitempty"`
+	Host      HostCosts `json:"host,omitempty"`
+}
+
+// HostCosts override the host's CPU time per kernel issued eagerly, in
+// seconds (0 keeps the measured defaults of core/exec/host.go).
+type HostCosts struct {
+	// ForwardOpS: one forward operator, framework dispatch to the kernel
+	// launch (training adds autograd's recording).
+	ForwardOpS float64 `json:"forward_op_s,omitempty"`
+	// BackwardOpS: one backward operator run by the autograd engine.
+	BackwardOpS float64 `json:"backward_op_s,omitempty"`
+	// CollectiveS: one NCCL call through torch.distributed.
+	CollectiveS float64 `json:"collective_s,omitempty"`
+}
+
+// ExecutionModes are the allowed values of "execution".
+func ExecutionModes() []string { return []string{"eager", "cuda_graphs"} }
+
+func (h HostCosts) validate(p *Problems, path string) {
+	p.InRange(Field(path, "forward_op_s"), h.ForwardOpS, 0, 1)
+	p.InRange(Field(path, "backward_op_s"), h.BackwardOpS, 0, 1)
+	p.InRange(Field(path, "collective_s"), h.CollectiveS, 0, 1)
 }
 
 // Defaults fills optional fields.
 func (s *Training) Defaults() {
+	if s.Execution == "" {
+		s.Execution = "eager"
+	}
 	if s.SeqLen == 0 {
 		s.SeqLen = 2048
 	}
@@ -60,6 +90,8 @@ func (s *Training) Validate(p *Problems) {
 	p.OneOf("grad_dtype", s.GradDType, []string{"fp32", "bf16", "fp16"})
 	p.IntInRange("seq_len", s.SeqLen, 1, 1<<24)
 	s.Parallel.Validate(p, "parallel")
+	p.OneOf("execution", s.Execution, ExecutionModes())
+	s.Host.validate(p, "host")
 }
 
 // validateRun checks the fields training and inference share.

@@ -173,6 +173,11 @@ func BuildInference(in Inference) (*InferencePlan, error) {
 				msg, gather = act/float64(T), true
 			}
 			last := int32(-1)
+			if step > 0 {
+				// The host reads the previous step's sampled tokens back
+				// (to schedule the next step) before it issues this one.
+				b.hostSync(b.p.Marks[fmt.Sprintf("step.%d", step-1)])
+			}
 			if s > 0 {
 				last = b.p2p(pre+"recv_activations", Recv, SlotFwdIn, int32(step), msg, int32(step))
 				if gather {

@@ -93,6 +93,10 @@ type Task struct {
 	Tag int32
 	// Deps are tasks of the same program that must finish first.
 	Deps []int32
+	// HostWait are earlier tasks the host thread waits for before it
+	// issues this one: the framework's synchronisation points (a `.item()`
+	// or torch.cuda.synchronize), where it cannot run ahead of the GPU.
+	HostWait []int32
 	// FLOPs of all ops; MatmulFLOPs of the matmuls (GEMMs, attention) the
 	// Megatron formula counts, excluding recomputation; RecomputeFLOPs the
 	// matmul FLOPs of recomputed forward ops.
@@ -145,11 +149,26 @@ type Plan struct {
 type progBuilder struct {
 	p    *Program
 	tags [NumSlots]int32
+	// sync are tasks the host waits for before it issues the next task.
+	sync []int32
 }
 
 func (b *progBuilder) add(t Task) int32 {
+	if len(b.sync) > 0 {
+		t.HostWait = append(t.HostWait, b.sync...)
+		b.sync = b.sync[:0]
+	}
 	b.p.Tasks = append(b.p.Tasks, t)
 	return int32(len(b.p.Tasks) - 1)
+}
+
+// hostSync makes the host wait for tasks before it issues the next task.
+func (b *progBuilder) hostSync(tasks ...int32) {
+	for _, t := range tasks {
+		if t >= 0 {
+			b.sync = append(b.sync, t)
+		}
+	}
 }
 
 func deps(ids ...int32) []int32 {

@@ -328,6 +328,10 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int) (
 		shard = (params + int64(D) - 1) / int64(D)
 	}
 	opt := model.OptimizerStep("optimizer", shard, t.DType, gradBytes)
+	// The host waits for the backward and the gradient reductions before
+	// it issues the optimizer: Megatron's mixed-precision optimizer reads
+	// the found-inf flag and the gradient norm on the host (.item()).
+	b.hostSync(optAfter...)
 	last := b.compute("optimizer", opt, -1, optAfter...)
 	if par.ZeRO >= 1 && par.ZeRO < 3 && D > 1 {
 		b.collective("param_all_gather", StreamDP, SlotDP, model.AllGather, float64(params)*e, -1, last)
@@ -338,10 +342,19 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int) (
 	return *b.p, mem, params
 }
 
-// p2p appends a receive (posted at once) on a pipeline slot.
+// p2p appends a receive (posted at once) on a pipeline slot. The host
+// waits for a receive to complete before it issues anything after it:
+// Megatron-LM synchronises the device after every batched send/receive
+// (p2p_communication.py: torch.cuda.synchronize() "to protect against
+// race condition when using batch_isend_irecv()", batch_p2p_sync on by
+// default).
 func (b *progBuilder) p2p(name string, kind TaskKind, slot Slot, tag int32, bytes float64, mb int32) int32 {
-	return b.add(Task{Name: fmt.Sprintf("mb%d.%s", mb, name), Kind: kind, Stream: StreamPP, Coll: SendRecv,
+	i := b.add(Task{Name: fmt.Sprintf("mb%d.%s", mb, name), Kind: kind, Stream: StreamPP, Coll: SendRecv,
 		Bytes: bytes, Slot: slot, Tag: tag, MicroBatch: mb})
+	if kind == Recv {
+		b.hostSync(i)
+	}
+	return i
 }
 
 // p2pAfter appends a send after task `after`.

@@ -264,3 +264,38 @@ func TestSizeMatchesPlan(t *testing.T) {
 		require.Greater(t, sz.Bound(zero, zero, zero), 0.0)
 	}
 }
+
+// The host's synchronisation points: the optimizer waits (on the host) for
+// what it depends on (the found-inf / grad-norm .item()); the task after a
+// pipeline receive waits for the receive (Megatron's torch.cuda.synchronize
+// after batched p2p); each decode step waits for the step before it (the
+// sampled tokens read back).
+func TestHostSyncPoints(t *testing.T) {
+	c, ok := model.FromPreset("gpt-22b", model.Config{Layers: 4})
+	require.True(t, ok)
+	tr := layout(c, Parallel{TP: 2, PP: 2, DP: 2, MicroBatch: 1, GlobalBatch: 4})
+	plan, err := BuildTraining(tr)
+	require.NoError(t, err)
+	for _, p := range plan.Programs {
+		opt := p.Tasks[p.Marks["optimizer"]]
+		assert.Equal(t, opt.Deps, opt.HostWait)
+		for i, task := range p.Tasks {
+			if task.Kind == Recv {
+				require.Less(t, i+1, len(p.Tasks))
+				assert.Contains(t, p.Tasks[i+1].HostWait, int32(i), "%s", task.Name)
+			}
+			for _, w := range task.HostWait {
+				assert.Less(t, int(w), i, "a host waits only for earlier tasks")
+			}
+		}
+	}
+	in := Inference{Model: gpt(t, "llama2-7b"), TP: 1, PP: 1, Replicas: 1, Batch: 1, Prompt: 16, Output: 4, DType: hw.FP16}
+	ip, err := BuildInference(in)
+	require.NoError(t, err)
+	p := ip.Programs[0]
+	for step := 1; step < in.Steps(); step++ {
+		prev := p.Marks[fmt.Sprintf("step.%d", step-1)]
+		first := prev + 1
+		assert.Equal(t, []int32{prev}, p.Tasks[first].HostWait, "step %d", step)
+	}
+}

@@ -53,7 +53,7 @@ func underBase(kind string, err error) error {
 func newBase(s *spec.FaultSweep) (base, error) {
 	switch s.BaseKind() {
 	case "training":
-		return newPlanBase(s.Training.Cluster, s.Training.GPU, s.Training.Faults, s.Training.Seed, s.Training.FullSimulation,
+		return withHost(training.HostOf(s.Training.Execution, s.Training.Host, true))(newPlanBase(s.Training.Cluster, s.Training.GPU, s.Training.Faults, s.Training.Seed, s.Training.FullSimulation,
 			func(ranks int) (*workload.Plan, error) {
 				lay, err := training.Layout(s.Training, ranks)
 				if err != nil {
@@ -64,9 +64,9 @@ func newBase(s *spec.FaultSweep) (base, error) {
 					return nil, err
 				}
 				return p.Plan, nil
-			})
+			}))
 	case "inference":
-		return newPlanBase(s.Inference.Cluster, s.Inference.GPU, s.Inference.Faults, s.Inference.Seed, s.Inference.FullSimulation,
+		return withHost(inference.HostOf(s.Inference))(newPlanBase(s.Inference.Cluster, s.Inference.GPU, s.Inference.Faults, s.Inference.Seed, s.Inference.FullSimulation,
 			func(ranks int) (*workload.Plan, error) {
 				lay, err := inference.Layout(s.Inference, ranks)
 				if err != nil {
@@ -77,7 +77,7 @@ func newBase(s *spec.FaultSweep) (base, error) {
 					return nil, err
 				}
 				return p.Plan, nil
-			})
+			}))
 	case "collective":
 		t, err := topo.FromSpec(s.Collective.Cluster)
 		if err != nil {
@@ -86,6 +86,17 @@ func newBase(s *spec.FaultSweep) (base, error) {
 		return &collectiveBase{s: s.Collective, t: t}, nil
 	}
 	return nil, fmt.Errorf("fault_sweep: no base run")
+}
+
+// withHost sets a plan base's host model (the base kind's execution mode).
+func withHost(h exec.Host) func(*planBase, error) (base, error) {
+	return func(b *planBase, err error) (base, error) {
+		if err != nil {
+			return nil, err
+		}
+		b.host = h
+		return b, nil
+	}
 }
 
 // planBase runs a training or inference plan. The plan, the topology (with
@@ -99,6 +110,8 @@ type planBase struct {
 	full   bool
 	plan   *workload.Plan
 	cost   func(model.Op) (float64, error)
+	kernel func(model.Op) (exec.Kernel, error)
+	host   exec.Host
 	health []float64 // the built topology's link health
 	// ref is the same cluster never faulted: its routes tell exec which
 	// replicas a failure rerouted, so the others are still mirrored.
@@ -143,10 +156,13 @@ func (b *planBase) run(env scenario.Env, extra spec.Faults) (outcome, error) {
 	if b.cost == nil {
 		// one evaluator for every run: operator costs do not depend on
 		// faults (stragglers scale them inside exec)
-		b.cost = m.Cost
+		b.cost, b.kernel = m.Cost, m.Kernel
 	}
 	opt := m.Options(b.full)
-	opt.Cost = b.cost
+	opt.Cost, opt.Kernel = b.cost, b.kernel
+	if b.host.Mode != "" {
+		opt.Host = b.host
+	}
 	opt.HealthyRoute = b.healthyRoute
 	res, err := exec.Run(env.Context(), b.plan, opt)
 	if err != nil {

@@ -107,12 +107,25 @@ func Layout(s *spec.Inference, gpus int) (workload.Inference, error) {
 	return in, p.Err()
 }
 
+// HostOf is the exec host model of a validated spec: with cuda_graphs,
+// decode steps replay from graphs and prefill runs eagerly (its shapes vary
+// with the prompts), as vLLM and TensorRT-LLM do.
+func HostOf(s *spec.Inference) exec.Host {
+	host := training.HostOf(s.Execution, s.Host, false)
+	if host.Mode == exec.CUDAGraphs {
+		groups := max(len(s.Requests), 1)
+		host.Captured = func(t *workload.Task) bool { return int(t.MicroBatch) >= groups }
+	}
+	return host
+}
+
 // Simulate runs a validated spec; modify as in training.Simulate.
 func Simulate(env scenario.Env, s *spec.Inference, modify func(m *exec.Machine) error) (*Outcome, error) {
 	var in workload.Inference
 	var plan *workload.InferencePlan
+	host := HostOf(s)
 	job := training.Job{Cluster: s.Cluster, GPU: s.GPU, Faults: s.Faults, Seed: s.Seed,
-		FullSimulation: s.FullSimulation, RingSteps: s.RingSteps, TimelineRanks: s.TimelineRanks}
+		FullSimulation: s.FullSimulation, RingSteps: s.RingSteps, TimelineRanks: s.TimelineRanks, Host: host}
 	run, err := job.Run(env, modify, func(gpus int) (*workload.Plan, []workload.Memory, error) {
 		var err error
 		if in, err = Layout(s, gpus); err != nil {

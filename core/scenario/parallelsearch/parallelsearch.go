@@ -231,7 +231,7 @@ func run(env scenario.Env, s *spec.ParallelSearch) (scenario.Result, error) {
 
 	// Simulate in order of the lower bound.
 	sort.SliceStable(cands, func(i, j int) bool { return cands[i].lb < cands[j].lb })
-	sims, err := simulateAll(env, s, cands, cost)
+	sims, err := simulateAll(env, s, cands, cost, m.Kernel)
 	if err != nil {
 		return scenario.Result{}, err
 	}
@@ -295,7 +295,8 @@ type outcome struct {
 // decisions only lower the k-th best) or whose graph an earlier one
 // claimed, and a simulation whose candidate turns out bounded is dropped,
 // so the table does not depend on the number of cores or on timing.
-func simulateAll(env scenario.Env, s *spec.ParallelSearch, cands []*candidate, cost func(model.Op) (float64, error)) ([]*candidate, error) {
+func simulateAll(env scenario.Env, s *spec.ParallelSearch, cands []*candidate, cost func(model.Op) (float64, error),
+	kernel func(model.Op) (exec.Kernel, error)) ([]*candidate, error) {
 	keep := *s.Keep
 	ctx, cancel := context.WithCancel(env.Context())
 	defer cancel()
@@ -308,6 +309,11 @@ func simulateAll(env scenario.Env, s *spec.ParallelSearch, cands []*candidate, c
 		mu.Lock()
 		defer mu.Unlock()
 		return cost(o)
+	}
+	lockedKernel := func(o model.Op) (exec.Kernel, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return kernel(o)
 	}
 	outs := make([]outcome, len(cands))
 	for i := range outs {
@@ -334,7 +340,7 @@ func simulateAll(env scenario.Env, s *spec.ParallelSearch, cands []*candidate, c
 				claimed[g] = true
 				mu.Unlock()
 				if !skip {
-					o.step, o.mfu, o.err = simulate(ctx, s, c, lockedCost)
+					o.step, o.mfu, o.err = simulate(ctx, s, c, lockedCost, lockedKernel)
 					o.simulated = true
 				}
 				close(o.done)
@@ -394,13 +400,14 @@ func simulateAll(env scenario.Env, s *spec.ParallelSearch, cands []*candidate, c
 }
 
 // simulate runs one layout's training step on a fresh machine.
-func simulate(ctx context.Context, s *spec.ParallelSearch, c *candidate, cost func(model.Op) (float64, error)) (step, mfu float64, err error) {
+func simulate(ctx context.Context, s *spec.ParallelSearch, c *candidate, cost func(model.Op) (float64, error),
+	kernel func(model.Op) (exec.Kernel, error)) (step, mfu float64, err error) {
 	mm, err := exec.NewMachine(s.Cluster, s.GPU, spec.Faults{}, s.Seed)
 	if err != nil {
 		return 0, 0, err
 	}
 	opt := mm.Options(false)
-	opt.Cost = cost
+	opt.Cost, opt.Kernel = cost, kernel
 	plan, err := workload.BuildTraining(c.tr)
 	if err != nil {
 		return 0, 0, err

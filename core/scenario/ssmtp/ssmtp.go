@@ -305,6 +305,7 @@ func simulateOne(env scenario.Env, s *spec.SSMTP, in workload.Inference, q quant
 		return run{}, err
 	}
 	opt := m.Options(s.FullSimulation)
+	opt.Host = exec.Host{Mode: exec.Eager} // inference: no autograd
 	if q != quant.None && in.TP > 1 {
 		opt.TPQuant = Quantization(m, q, in.DType, s.QuantBlockElems)
 		opt.TPQuantAlgorithm = net.Direct

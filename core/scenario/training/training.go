@@ -39,7 +39,9 @@ type SummaryRow struct {
 	HFU float64 `arrow:"hfu"`
 	// ComputeS: the critical rank's GPU busy time; ExposedCommS: time it
 	// communicated without computing; BubbleS: time it waited for neither
-	// (pipeline bubbles, waiting for peers).
+	// (pipeline bubbles, waiting for peers, waiting for its host to issue
+	// kernels, and the stretch of compute slowed by overlapped collectives:
+	// compute_s is the kernels' own device time).
 	ComputeS     float64 `arrow:"compute_s"`
 	ExposedCommS float64 `arrow:"exposed_comm_s"`
 	BubbleS      float64 `arrow:"bubble_s"`
@@ -167,7 +169,8 @@ func Simulate(env scenario.Env, s *spec.Training, modify func(m *exec.Machine) e
 	var t workload.Training
 	var plan *workload.TrainingPlan
 	job := Job{Cluster: s.Cluster, GPU: s.GPU, Faults: s.Faults, Seed: s.Seed,
-		FullSimulation: s.FullSimulation, RingSteps: s.RingSteps, TimelineRanks: s.TimelineRanks}
+		FullSimulation: s.FullSimulation, RingSteps: s.RingSteps, TimelineRanks: s.TimelineRanks,
+		Host: HostOf(s.Execution, s.Host, true)}
 	run, err := job.Run(env, modify, func(gpus int) (*workload.Plan, []workload.Memory, error) {
 		var err error
 		if t, err = Layout(s, gpus); err != nil {
@@ -214,6 +217,19 @@ type Job struct {
 	FullSimulation bool
 	RingSteps      bool
 	TimelineRanks  []int
+	// Host is how the ranks' hosts issue kernels (HostOf).
+	Host exec.Host
+}
+
+// HostOf is the exec host model for a spec's execution mode and host-cost
+// overrides; autograd is true in training. In training, cuda_graphs
+// replays every task from graphs (one per micro-batch's pass).
+func HostOf(mode string, c spec.HostCosts, autograd bool) exec.Host {
+	if mode == "" {
+		mode = exec.Eager
+	}
+	return exec.Host{Mode: mode, Autograd: autograd, ForwardOpS: c.ForwardOpS, BackwardOpS: c.BackwardOpS,
+		CollectiveS: c.CollectiveS}
 }
 
 // JobRun is a finished Job with its shared tables.
@@ -250,6 +266,9 @@ func (j Job) Run(env scenario.Env, modify func(m *exec.Machine) error,
 	}
 	opt := m.Options(j.FullSimulation)
 	opt.RingSteps = j.RingSteps
+	if j.Host.Mode != "" {
+		opt.Host = j.Host
+	}
 	opt.Progress = env.Progress
 	res, err := exec.Run(env.Context(), plan, opt)
 	if err != nil {

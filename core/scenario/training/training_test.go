@@ -239,3 +239,93 @@ func TestRingStepsAgreeWithStreams(t *testing.T) {
 	}
 	assert.InEpsilon(t, get(`,"ring_steps":true`), get(""), 0.01)
 }
+
+// The execution mode is in the spec: eager (the default) issues every
+// kernel from the host, cuda_graphs replays them; a small-kernel step
+// (micro-batch 1, TP 8, short sequences) is host-bound in eager and faster
+// with graphs; larger host costs lengthen it; a bad mode is a SpecError.
+func TestExecutionMode(t *testing.T) {
+	par := `"tp":8,"global_batch":2,"micro_batch":1`
+	tiny := func(extra string) string {
+		return fmt.Sprintf(`{"kind":"training","model":{"preset":"llama2-7b","layers":4},"gpu":"a100-80gb-sxm",
+			"cluster":{"preset":"dgx-a100","nodes":1},"parallel":{%s},"seq_len":128%s}`, par, extra)
+	}
+	eager := summary(t, tiny(""))
+	explicit := summary(t, tiny(`,"execution":"eager"`))
+	graphs := summary(t, tiny(`,"execution":"cuda_graphs"`))
+	slowHost := summary(t, tiny(`,"host":{"forward_op_s":50e-6,"backward_op_s":50e-6}`))
+	assert.Equal(t, eager.StepTimeS, explicit.StepTimeS)
+	assert.Less(t, graphs.StepTimeS, eager.StepTimeS)
+	assert.Greater(t, slowHost.StepTimeS, eager.StepTimeS)
+	// The device's own work does not change with the mode.
+	assert.InEpsilon(t, eager.ComputeS, slowHost.ComputeS, 1e-9)
+
+	for js, path := range map[string]string{
+		tiny(`,"execution":"lazy"`):         "execution",
+		tiny(`,"host":{"collective_s":-1}`): "host.collective_s",
+	} {
+		_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
+		var se *spec.Error
+		require.True(t, errors.As(err, &se), "%s: %v", js, err)
+		assert.Contains(t, err.Error(), path)
+	}
+}
+
+// Efficiency moves the right way with the host model on: a bigger
+// micro-batch raises MFU (longer kernels amortize the host's issue and
+// the fixed costs); higher TP on a small model lowers it (smaller kernels,
+// more collectives per FLOP); a faster network shortens the step
+// (TestDirections).
+func TestEfficiencyDirections(t *testing.T) {
+	seven := func(par string) training.SummaryRow {
+		return summary(t, fmt.Sprintf(`{"kind":"training","model":{"preset":"llama2-7b","layers":4},"gpu":"a100-80gb-sxm",
+			"cluster":{"preset":"dgx-a100","nodes":1},"parallel":{%s},"seq_len":1024,"timeline_ranks":[-1]}`, par))
+	}
+	var prev float64
+	for i, mb := range []int{1, 2, 4} {
+		s := seven(fmt.Sprintf(`"tp":8,"global_batch":8,"micro_batch":%d`, mb))
+		if i > 0 {
+			assert.Greater(t, s.MFU, prev, "micro-batch %d", mb)
+		}
+		prev = s.MFU
+	}
+	// One tensor-parallel group of tp GPUs in an NVSwitch node, no data
+	// parallelism: the same work split tp ways.
+	for i, tp := range []int{1, 2, 4, 8} {
+		s := summary(t, fmt.Sprintf(`{"kind":"training","model":{"preset":"llama2-7b","layers":4},"gpu":"a100-80gb-sxm",
+			"cluster":{"topology":"composed","nodes":1,"gpus_per_node":%d,"intra_link":"nvlink3","nic_link":"ib-hdr","host_link":"pcie4-x16"},
+			"parallel":{"tp":%d,"global_batch":8,"micro_batch":1},"seq_len":1024,"timeline_ranks":[-1]}`, tp, tp))
+		if i > 0 {
+			assert.Less(t, s.MFU, prev, "tp %d", tp)
+		}
+		prev = s.MFU
+	}
+}
+
+// Inference decodes from CUDA graphs by default; eager decode of a batch-1
+// LLaMA-2-7B at TP 8 is host-bound (its ~450 kernels per token are shorter
+// than their issue), so its TPOT is longer, and it keeps falling less with
+// TP. The prefill is eager in both: the same TTFT.
+func TestInferenceExecutionMode(t *testing.T) {
+	at := func(tp int, mode string) inference.SummaryRow {
+		return inferenceSummary(t, fmt.Sprintf(`{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm",
+			"cluster":{"preset":"dgx-a100","nodes":1},"tp":%d,"batch":1,"prompt_tokens":200,"output_tokens":8%s}`, tp, mode))
+	}
+	def, graphs, eager := at(8, ""), at(8, `,"execution":"cuda_graphs"`), at(8, `,"execution":"eager"`)
+	assert.Equal(t, def.E2ES, graphs.E2ES)
+	assert.Less(t, graphs.TPOTS, eager.TPOTS)
+	assert.Equal(t, graphs.TTFTS, eager.TTFTS)
+	// Eager: 32 layers × (12 operators + 2 all-reduces) × 8.5 µs ≈ 3.8 ms
+	// of host per token bound the TPOT from below.
+	assert.Greater(t, eager.TPOTS, 32*14*8.5e-6)
+	one := at(1, `,"execution":"eager"`)
+	oneG := at(1, "")
+	assert.Greater(t, one.TPOTS/eager.TPOTS, 1.0)
+	assert.Less(t, one.TPOTS/eager.TPOTS, oneG.TPOTS/graphs.TPOTS, "graphs scale better with TP")
+
+	_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(`{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm",
+			"cluster":{"preset":"dgx-a100","nodes":1},"execution":"graphs"}`))
+	var se *spec.Error
+	require.True(t, errors.As(err, &se), "%v", err)
+	assert.Contains(t, err.Error(), "execution")
+}

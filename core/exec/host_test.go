@@ -1,0 +1,209 @@
+package exec
+
+import (
+	"context"
+	"testing"
+
+	"github.com/eidolon-sim/eidolon/core/model"
+	"github.com/eidolon-sim/eidolon/core/workload"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// chainPlan is one unit of one rank running one compute task of the given
+// inference (no-autograd) forward operators, priced by dev (seconds each).
+func chainPlan(n int) *workload.Plan {
+	ops := make([]model.Op, n)
+	for i := range ops {
+		ops[i] = model.Op{Name: "k", Kind: model.Elementwise, Pass: model.Forward}
+	}
+	prog := workload.Program{Tasks: []workload.Task{{Name: "chain", Kind: workload.Compute, Stream: workload.StreamCompute, Ops: ops}}}
+	u := workload.Unit{Ranks: []int{0}}
+	for i := range u.Groups {
+		u.Groups[i] = -1
+	}
+	return &workload.Plan{Programs: []workload.Program{prog}, Units: []workload.Unit{u}, Replicas: [][]int{{0}}, Ranks: 1}
+}
+
+func kernelOf(devS, launchS float64) func(model.Op) (Kernel, error) {
+	return func(model.Op) (Kernel, error) { return Kernel{DeviceS: devS, LaunchS: launchS, Kernels: 1}, nil }
+}
+
+func runChain(t *testing.T, p *workload.Plan, k func(model.Op) (Kernel, error), h Host) float64 {
+	res, err := Run(context.Background(), p, Options{Fabric: dgx(t, 1), Kernel: k, Host: h})
+	require.NoError(t, err)
+	return res.End.Seconds()
+}
+
+// N kernels of 1 µs, each issued by the host at HostForwardOpS = 8.5 µs:
+// kernel j starts when the host has issued it, at j·h, and the last ends at
+// N·h + 1 µs (host-bound: Σ host ≫ Σ device).
+func TestEagerTinyKernelsAreHostBound(t *testing.T) {
+	const n, dev = 100, 1e-6
+	got := runChain(t, chainPlan(n), kernelOf(dev, 0), Host{Mode: Eager})
+	assert.InEpsilon(t, n*HostForwardOpS+dev, got, 1e-6)
+}
+
+// N kernels of 1 ms: the host issues kernel 1 at h and is then ahead, so
+// the kernels run back to back: h + N·1 ms (Σ device + first issue).
+func TestEagerLongKernelsAreDeviceBound(t *testing.T) {
+	const n, dev = 50, 1e-3
+	got := runChain(t, chainPlan(n), kernelOf(dev, 0), Host{Mode: Eager})
+	assert.InEpsilon(t, HostForwardOpS+n*dev, got, 1e-6)
+}
+
+// Mixed: one 1 ms kernel then N 1 µs kernels. The host issues the long one
+// at h and the rest by (N+1)·h; the short ones follow the long one back to
+// back if the host is ahead: end = max(h + 1 ms + N·1 µs, (N+1)·h + 1 µs).
+// With N = 50 the device side wins (1.0585 ms > 0.4345 ms); with N = 200
+// the host's (1.7085 ms > 1.2085 ms).
+func TestEagerMixedChain(t *testing.T) {
+	const long, short = 1e-3, 1e-6
+	for _, n := range []int{50, 200} {
+		p := chainPlan(n + 1)
+		k := func(o model.Op) (Kernel, error) { return Kernel{DeviceS: short, Kernels: 1}, nil }
+		first := &p.Programs[0].Tasks[0].Ops[0]
+		kk := func(o model.Op) (Kernel, error) {
+			if o.Name == "long" {
+				return Kernel{DeviceS: long, Kernels: 1}, nil
+			}
+			return k(o)
+		}
+		first.Name = "long"
+		h := HostForwardOpS
+		want := max(h+long+float64(n)*short, float64(n+1)*h+short)
+		assert.InEpsilon(t, want, runChain(t, p, kk, Host{Mode: Eager}), 1e-6, "n=%d", n)
+	}
+}
+
+// A replayed CUDA graph: one host launch, then every kernel's device time
+// without its stream launch cost plus the graph's gap:
+// GraphLaunchS + N·(dev − launch + GraphGapS).
+func TestCUDAGraphReplay(t *testing.T) {
+	const n, dev, launch = 100, 5e-6, 4e-6
+	got := runChain(t, chainPlan(n), kernelOf(dev, launch), Host{Mode: CUDAGraphs})
+	assert.InEpsilon(t, GraphLaunchS+n*(dev-launch+GraphGapS), got, 1e-6)
+	// The same kernels eager: host-bound at N·h + the last kernel.
+	eager := runChain(t, chainPlan(n), kernelOf(dev, launch), Host{Mode: Eager})
+	assert.InEpsilon(t, n*HostForwardOpS+dev, eager, 1e-6)
+}
+
+// Autograd adds its recording cost to each forward op; backward ops cost
+// the engine's dispatch.
+func TestHostCostByPass(t *testing.T) {
+	h := Host{Mode: Eager, Autograd: true}
+	assert.InDelta(t, HostForwardOpS+HostAutogradS, h.opHostS(model.Op{Pass: model.Forward}, 1), 1e-12)
+	assert.InDelta(t, HostBackwardOpS, h.opHostS(model.Op{Pass: model.Backward}, 1), 1e-12)
+	assert.InDelta(t, HostForwardOpS+4*HostExtraKernelS, h.opHostS(model.Op{Pass: model.Optimizer}, 5), 1e-12)
+}
+
+// The launch queue: 3,000 kernels of 10 µs issued at 8.5 µs each in tasks
+// of 10 kernels. The host gets ahead by 1.5 µs per kernel and never fills
+// the 1,024-entry queue in 3,000 kernels (it would need ~6,800), so the run
+// is device-bound: h + 3,000 · 10 µs. With 1 µs kernels, host-bound as ever.
+func TestLaunchQueueBoundsRunAhead(t *testing.T) {
+	const tasks, per = 300, 10
+	ops := make([]model.Op, per)
+	for i := range ops {
+		ops[i] = model.Op{Name: "k", Kind: model.Elementwise, Pass: model.Forward}
+	}
+	var prog workload.Program
+	for i := 0; i < tasks; i++ {
+		var d []int32
+		if i > 0 {
+			d = []int32{int32(i - 1)}
+		}
+		prog.Tasks = append(prog.Tasks, workload.Task{Name: "t", Kind: workload.Compute, Stream: workload.StreamCompute, Ops: ops, Deps: d})
+	}
+	p := chainPlan(1)
+	p.Programs[0] = prog
+	got := runChain(t, p, kernelOf(10e-6, 0), Host{Mode: Eager})
+	assert.InEpsilon(t, HostForwardOpS+tasks*per*10e-6, got, 1e-6)
+	// Where the host waits for the queue: the same program's plan.
+	e := &engine{opt: Options{Host: Host{Mode: Eager}}, plan: p}
+	hp, err := e.planHost(&p.Programs[0], kernelOf(1e-6, 0), map[opsKey]taskCost{})
+	require.NoError(t, err)
+	// Task i ends after 10(i+1) kernels; it waits for the last task whose
+	// end leaves ≤ 1,024 kernels pending: task i − 103 (10·103 = 1,030).
+	assert.Equal(t, int32(-1), hp.queueWait[101])
+	assert.Equal(t, int32(0), hp.queueWait[103])
+	assert.Equal(t, int32(100), hp.queueWait[203])
+}
+
+// The interference stretch in closed form: on 108 SMs with 24 held by a
+// collective, math-bound time stretches by 108/84; memory-bound time by
+// B/(B − r) with r = 3 × 25 GB/s (a ring over a 200 Gb/s NIC); none when
+// no collective is in flight.
+func TestInterferenceStretch(t *testing.T) {
+	e := &engine{opt: Options{Interference: &Interference{SMs: 108, CTAs: 24, HBMBytesPerS: 2e12, TrafficPerWireByte: 3}}}
+	b := &busyState{math: 1, inflight: 1, hbm: 3 * 25e9}
+	assert.InDelta(t, 108.0/84, e.stretch(b), 1e-12)
+	b.math = 0
+	assert.InDelta(t, 2e12/(2e12-75e9), e.stretch(b), 1e-12)
+	b.inflight = 0
+	assert.Equal(t, 1.0, e.stretch(b))
+}
+
+// A collective overlapping compute on the same unit slows it while in
+// flight: a 1 ms task, then a ring all-reduce of S = 256 MiB (C = 2(n−1)/n ·
+// S/B + 2(n−1) · 1 µs on a DGX A100's NVSwitch) beside a 10 ms math-bound
+// task. The task runs at 1/f of its speed for C (f = 108/84), then at full
+// speed: it ends at 1 ms + C + (10 ms − C/f). Without the collective, or
+// without interference, at 11 ms.
+func TestInterferenceSlowsOverlappedCompute(t *testing.T) {
+	const S, B, n = 256 << 20, 300e9, 8.0
+	ops := []model.Op{{Name: "gemm", Kind: model.GEMM}}
+	long := []model.Op{{Name: "long", Kind: model.GEMM}}
+	prog := workload.Program{Tasks: []workload.Task{
+		{Name: "c0", Kind: workload.Compute, Stream: workload.StreamCompute, Ops: ops},
+		{Name: "ar", Kind: workload.Collective, Stream: workload.StreamDP, Coll: model.AllReduce, Bytes: S, Slot: workload.SlotTP, Deps: []int32{0}},
+		{Name: "c1", Kind: workload.Compute, Stream: workload.StreamCompute, Ops: long, Deps: []int32{0}},
+	}}
+	p := onePlan(S, 1)
+	p.Programs[0] = prog
+	cost := func(o model.Op) (float64, error) {
+		if o.Name == "long" {
+			return 10e-3, nil
+		}
+		return 1e-3, nil
+	}
+	in := &Interference{SMs: 108, CTAs: 24, HBMBytesPerS: 2e12, TrafficPerWireByte: 3}
+	res, err := Run(context.Background(), p, Options{Fabric: dgx(t, 1), Cost: cost, Interference: in})
+	require.NoError(t, err)
+	C := 2*(n-1)/n*S/B + 2*(n-1)*1e-6
+	f := 108.0 / 84
+	assert.InEpsilon(t, 1e-3+C+(10e-3-C/f), res.End.Seconds(), 1e-6)
+	res, err = Run(context.Background(), p, Options{Fabric: dgx(t, 1), Cost: cost})
+	require.NoError(t, err)
+	assert.InEpsilon(t, 11e-3, res.End.Seconds(), 1e-9)
+}
+
+// A synchronisation point: the host waits for a 1 ms task before issuing
+// the next one, N kernels of 1 µs, so it cannot issue them while the long
+// one runs: 1 ms + h (the long one's issue) + N·h + 1 µs. Without the
+// wait the host is ahead: h + 1 ms + N · 1 µs.
+func TestHostWaitExposesIssue(t *testing.T) {
+	const n, h = 20, HostForwardOpS
+	build := func(wait bool) *workload.Plan {
+		p := chainPlan(1)
+		p.Programs[0].Tasks[0].Ops[0].Name = "long"
+		tiny := make([]model.Op, n)
+		for i := range tiny {
+			tiny[i] = model.Op{Name: "k", Kind: model.Elementwise, Pass: model.Forward}
+		}
+		next := workload.Task{Name: "after", Kind: workload.Compute, Stream: workload.StreamCompute, Ops: tiny, Deps: []int32{0}}
+		if wait {
+			next.HostWait = []int32{0}
+		}
+		p.Programs[0].Tasks = append(p.Programs[0].Tasks, next)
+		return p
+	}
+	k := func(o model.Op) (Kernel, error) {
+		if o.Name == "long" {
+			return Kernel{DeviceS: 1e-3, Kernels: 1}, nil
+		}
+		return Kernel{DeviceS: 1e-6, Kernels: 1}, nil
+	}
+	assert.InEpsilon(t, 1e-3+h+n*h+1e-6, runChain(t, build(true), k, Host{Mode: Eager}), 1e-6)
+	assert.InEpsilon(t, h+1e-3+n*1e-6, runChain(t, build(false), k, Host{Mode: Eager}), 1e-6)
+}
