@@ -14,6 +14,8 @@ type Dataset struct {
 	Y        []int
 	Features int
 	Classes  int
+	// mean and std are the moments Split standardized with (training side).
+	mean, std []float64
 }
 
 // Samples is the number of rows.
@@ -50,10 +52,32 @@ func NewDataset(x []float64, labels []int, features int) (*Dataset, error) {
 // entries N(0, separation²) and samples are μ_y + N(0, I). Larger separation
 // makes the classes easier to tell apart; labels are uniform.
 func SyntheticDataset(r *rand.Rand, samples, features, classes int, separation float64) *Dataset {
+	return SampleMixture(r, SyntheticMeans(r, features, classes, separation), samples, features, classes)
+}
+
+// SyntheticMeans draws the class means of a Gaussian-mixture task
+// (classes×features, row-major), entries N(0, separation²).
+func SyntheticMeans(r *rand.Rand, features, classes int, separation float64) []float64 {
 	means := make([]float64, classes*features)
 	for i := range means {
 		means[i] = r.NormFloat64() * separation
 	}
+	return means
+}
+
+// ShiftMeans is a related task for pre-training: every class mean moves by
+// N(0, (shift·separation)²) per entry, so shift = 0 is the same task and
+// shift = 1 moves each mean about as far as two classes lie apart.
+func ShiftMeans(r *rand.Rand, means []float64, shift, separation float64) []float64 {
+	out := make([]float64, len(means))
+	for i, m := range means {
+		out[i] = m + r.NormFloat64()*shift*separation
+	}
+	return out
+}
+
+// SampleMixture draws samples μ_y + N(0, I) with uniform labels y.
+func SampleMixture(r *rand.Rand, means []float64, samples, features, classes int) *Dataset {
 	d := &Dataset{X: make([]float32, samples*features), Y: make([]int, samples), Features: features, Classes: classes}
 	for i := 0; i < samples; i++ {
 		y := r.IntN(classes)
@@ -74,10 +98,33 @@ func (d *Dataset) Split(r *rand.Rand, testFraction float64) (train, test *Datase
 	nTest := min(max(1, int(math.Round(testFraction*float64(n)))), n-1)
 	test = d.subset(perm[:nTest])
 	train = d.subset(perm[nTest:])
-	mean, std := train.moments()
-	train.standardize(mean, std)
-	test.standardize(mean, std)
+	train.mean, train.std = train.moments()
+	train.standardize(train.mean, train.std)
+	test.standardize(train.mean, train.std)
 	return train, test
+}
+
+// StandardizedLike returns d standardized with the moments ref was
+// standardized with (ref must come from Split): a pre-training set then
+// lives in the same feature coordinates as the task it prepares for.
+func (d *Dataset) StandardizedLike(ref *Dataset) *Dataset {
+	out := d.subset(nil)
+	out.X = append(out.X, d.X...)
+	out.Y = append(out.Y, d.Y...)
+	out.standardize(ref.mean, ref.std)
+	return out
+}
+
+// Take moves a random fraction of d's rows (at least one, leaving at least
+// one) into a new set and keeps the rest: how an inline table gives up a
+// source split for pre-training.
+func (d *Dataset) Take(r *rand.Rand, fraction float64) (taken, rest *Dataset) {
+	n := d.Samples()
+	perm := r.Perm(n)
+	k := min(max(1, int(math.Round(fraction*float64(n)))), n-1)
+	taken, rest = d.subset(perm[:k]), d.subset(perm[k:])
+	taken.mean, taken.std, rest.mean, rest.std = d.mean, d.std, d.mean, d.std
+	return taken, rest
 }
 
 func (d *Dataset) subset(rows []int) *Dataset {
