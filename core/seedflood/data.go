@@ -76,6 +76,39 @@ func ShiftMeans(r *rand.Rand, means []float64, shift, separation float64) []floa
 	return out
 }
 
+// RandomMap draws a features×latent matrix with entries N(0, 1/latent):
+// the linear map from a low-dimensional latent space to observed features.
+func RandomMap(r *rand.Rand, features, latent int) []float64 {
+	a := make([]float64, features*latent)
+	s := 1 / math.Sqrt(float64(latent))
+	for i := range a {
+		a[i] = r.NormFloat64() * s
+	}
+	return a
+}
+
+// Embed maps a latent data set (k features) to features = A·z + N(0, noise²·I):
+// data of low intrinsic dimension, as pre-trained representations are,
+// where the loss is flat in all but about k·classes directions. That is
+// the structure zeroth-order fine-tuning relies on (MeZO, arXiv 2305.17333,
+// Sec. 4: ZO-SGD slows with the Hessian's effective rank, not with d).
+func Embed(r *rand.Rand, latent *Dataset, a []float64, features int, noise float64) *Dataset {
+	k := latent.Features
+	d := &Dataset{X: make([]float32, latent.Samples()*features), Y: append([]int(nil), latent.Y...), Features: features, Classes: latent.Classes}
+	for i := 0; i < latent.Samples(); i++ {
+		z := latent.Row(i)
+		x := d.X[i*features : (i+1)*features]
+		for j := range x {
+			v := noise * r.NormFloat64()
+			for c, zc := range z {
+				v += a[j*k+c] * float64(zc)
+			}
+			x[j] = float32(v)
+		}
+	}
+	return d
+}
+
 // SampleMixture draws samples μ_y + N(0, I) with uniform labels y.
 func SampleMixture(r *rand.Rand, means []float64, samples, features, classes int) *Dataset {
 	d := &Dataset{X: make([]float32, samples*features), Y: make([]int, samples), Features: features, Classes: classes}

@@ -109,6 +109,15 @@ type SeedFloodDataset struct {
 	NFeatures       int     `json:"n_features,omitempty"`
 	Classes         int     `json:"classes,omitempty"`
 	ClassSeparation float64 `json:"class_separation,omitempty"`
+	// LatentDim (synthetic) > 0 draws the mixture in a latent space of this
+	// many dimensions and maps it linearly to n_features, plus
+	// N(0, feature_noise²) per feature: data of low intrinsic dimension, as
+	// pre-trained representations are. 0 (default) draws the features
+	// directly. In [0, n_features].
+	LatentDim int `json:"latent_dim,omitempty"`
+	// FeatureNoise is the std of the noise added to each mapped feature
+	// (with latent_dim); default 0.1, in [0, 100].
+	FeatureNoise float64 `json:"feature_noise,omitempty"`
 	// Inline: Features as rows, or FeaturesFlat (row-major) with NFeatures;
 	// Labels are integers from 0.
 	Features     [][]float64 `json:"features,omitempty"`
@@ -221,6 +230,9 @@ func (s *SeedFlood) Defaults() {
 		}
 		if d.ClassSeparation == 0 {
 			d.ClassSeparation = 0.5
+		}
+		if d.LatentDim > 0 && d.FeatureNoise == 0 {
+			d.FeatureNoise = 0.1
 		}
 	}
 	if d.Kind == "inline" && d.NFeatures == 0 && len(d.Features) > 0 {
@@ -364,6 +376,8 @@ func (s *SeedFlood) Validate(p *Problems) {
 			p.IntInRange("dataset.n_features", d.NFeatures, 1, 1<<20)
 			p.IntInRange("dataset.classes", d.Classes, 2, 1<<16)
 			p.NonNegative("dataset.class_separation", d.ClassSeparation)
+			p.IntInRange("dataset.latent_dim", d.LatentDim, 0, max(d.NFeatures, 0))
+			p.InRange("dataset.feature_noise", d.FeatureNoise, 0, 100)
 			if len(d.Features) > 0 || len(d.FeaturesFlat) > 0 || len(d.Labels) > 0 {
 				p.Addf("dataset.kind", "synthetic data takes no features or labels; use kind \"inline\"")
 			}

@@ -167,12 +167,24 @@ func Config(s *spec.SeedFlood, canceled func() error) (*sf.Config, error) {
 		}
 	} else {
 		r := rng.Stream(s.Seed, "seedflood/data")
-		means := sf.SyntheticMeans(r, d.NFeatures, d.Classes, d.ClassSeparation)
-		data = sf.SampleMixture(r, means, d.Samples, d.NFeatures, d.Classes)
+		k := d.NFeatures
+		if d.LatentDim > 0 {
+			k = d.LatentDim
+		}
+		means := sf.SyntheticMeans(r, k, d.Classes, d.ClassSeparation)
+		data = sf.SampleMixture(r, means, d.Samples, k, d.Classes)
+		var a []float64
+		if d.LatentDim > 0 {
+			a = sf.RandomMap(rng.Stream(s.Seed, "seedflood/map"), d.NFeatures, k)
+			data = sf.Embed(r, data, a, d.NFeatures, d.FeatureNoise)
+		}
 		if s.Pretrain.Kind == "source" {
 			rs := rng.Stream(s.Seed, "seedflood/source")
 			shifted := sf.ShiftMeans(rs, means, *s.Pretrain.Shift, d.ClassSeparation)
-			source = sf.SampleMixture(rs, shifted, s.Pretrain.Samples, d.NFeatures, d.Classes)
+			source = sf.SampleMixture(rs, shifted, s.Pretrain.Samples, k, d.Classes)
+			if a != nil {
+				source = sf.Embed(rs, source, a, d.NFeatures, d.FeatureNoise)
+			}
 		}
 	}
 	train, test := data.Split(rng.Stream(s.Seed, "seedflood/split"), d.TestFraction)
