@@ -61,6 +61,19 @@ func TestBytesToAccuracyMatchesHistory(t *testing.T) {
 			require.InDelta(t, float64(*r.CumulativeBytes)/float64(seedBytes), *r.BytesVsSeedFlood, 1e-12)
 		}
 	}
+	// The projected bytes are the steps to the target times the projection's
+	// bytes per round (defaults: 1.3e9 parameters, 128 clients of a ring).
+	proj := res.Tables[2].Rows.([]ProjectionRow)
+	for i, r := range rows {
+		require.Equal(t, proj[i].Method, r.Method)
+		require.Equal(t, 1.3e9, r.ProjectedParams)
+		require.Equal(t, 128, r.ProjectedClients)
+		if r.Reached {
+			require.Equal(t, float64(*r.Step)*proj[i].BytesPerRound, *r.ProjectedBytes)
+		} else {
+			require.Nil(t, r.ProjectedBytes)
+		}
+	}
 	rec, err := table.Record(rows, nil)
 	require.NoError(t, err)
 	rec.Release()

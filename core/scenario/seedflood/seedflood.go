@@ -98,6 +98,15 @@ type BytesToAccuracyRow struct {
 	// BytesVsSeedFlood is CumulativeBytes over SeedFlood's (null when either
 	// did not reach the target, SeedFlood was not run or sent nothing).
 	BytesVsSeedFlood *float64 `arrow:"bytes_vs_seedflood"`
+	// ProjectedParams and ProjectedClients are the projection table's size.
+	ProjectedParams  float64 `arrow:"projected_params"`
+	ProjectedClients int     `arrow:"projected_clients"`
+	// ProjectedBytes is Step × the projection table's bytes_per_round: what
+	// the same number of steps sends at projected_params parameters on
+	// projected_clients clients. It assumes the steps to the target carry
+	// over to the larger model (SeedFlood's bytes do not depend on the model
+	// size; gossip's grow with it); null when not reached.
+	ProjectedBytes *float64 `arrow:"projected_bytes"`
 }
 
 // ProjectionRow is one method's traffic for a large model (table
@@ -307,7 +316,7 @@ func run(env scenario.Env, s *spec.SeedFlood) (scenario.Result, error) {
 	r.Add("history", history)
 	r.Add("summary", summary)
 	r.Add("projection", proj)
-	r.Add("bytes_to_accuracy", BytesToAccuracy(history, s.Methods, cfg.Model.NumParams(), Target(history, s)))
+	r.Add("bytes_to_accuracy", WithProjection(BytesToAccuracy(history, s.Methods, cfg.Model.NumParams(), Target(history, s)), proj))
 	return r, nil
 }
 
@@ -360,6 +369,24 @@ func BytesToAccuracy(history []HistoryRow, methods []string, params int, target 
 		if rows[i].Reached && seed != nil && *seed > 0 {
 			v := float64(*rows[i].CumulativeBytes) / float64(*seed)
 			rows[i].BytesVsSeedFlood = &v
+		}
+	}
+	return rows
+}
+
+// WithProjection fills the projected columns of bytes_to_accuracy rows from
+// the projection table's bytes per round of the same method.
+func WithProjection(rows []BytesToAccuracyRow, proj []ProjectionRow) []BytesToAccuracyRow {
+	for i := range rows {
+		for _, p := range proj {
+			if p.Method != rows[i].Method {
+				continue
+			}
+			rows[i].ProjectedParams, rows[i].ProjectedClients = p.Params, p.Clients
+			if rows[i].Reached {
+				v := float64(*rows[i].Step) * p.BytesPerRound
+				rows[i].ProjectedBytes = &v
+			}
 		}
 	}
 	return rows
