@@ -29,9 +29,13 @@ type seedFlood struct {
 	rows     []int
 }
 
-func newSeedFlood(cfg *Config, cnt *Counters) *seedFlood {
+func newSeedFlood(cfg *Config, cnt *Counters) (*seedFlood, error) {
 	n := cfg.Graph.NumNodes()
-	s := &seedFlood{cfg: cfg, zo: newZO(cfg.Model, cfg.ZO, cfg.BatchSize, cnt), flood: FloodGraph(cfg.Graph)}
+	flood, err := FloodGraphCanceled(cfg.Graph, cfg.Canceled)
+	if err != nil {
+		return nil, err
+	}
+	s := &seedFlood{cfg: cfg, zo: newZO(cfg.Model, cfg.ZO, cfg.BatchSize, cnt), flood: flood}
 	s.zo.private = cfg.privateWeights
 	for c := 0; c < n; c++ {
 		s.state = append(s.state, s.zo.newClient(cfg.Init))
@@ -41,7 +45,7 @@ func newSeedFlood(cfg *Config, cnt *Counters) *seedFlood {
 	for i := range s.ring {
 		s.ring[i] = make([]msg, n*cfg.Perturbations)
 	}
-	return s
+	return s, nil
 }
 
 func (s *seedFlood) clients() int { return len(s.state) }

@@ -127,7 +127,11 @@ func Run(cfg *Config, method string) (*Outcome, error) {
 	var tr trainer
 	switch method {
 	case MethodSeedFlood:
-		tr = newSeedFlood(cfg, &out.Counters)
+		s, err := newSeedFlood(cfg, &out.Counters)
+		if err != nil {
+			return nil, err
+		}
+		tr = s
 	case MethodMeZO:
 		tr = newMeZO(cfg, &out.Counters)
 	case MethodDSGD, MethodChoco, MethodDZSGD:

@@ -254,6 +254,20 @@ func TestCancellationWithinAMethod(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.Equal(t, 5, reports, "stopped at the step after the one that saw the cancel")
 
+	// And while the flood protocol is being set up (minutes on a dense
+	// graph of thousands of clients).
+	g, err := BuildGraph(1, spec.SeedFloodTopology{Kind: "complete"}, 64)
+	require.NoError(t, err)
+	origins := 0
+	_, err = sf.FloodGraphCanceled(g, func() error {
+		if origins++; origins > 3 {
+			return context.Canceled
+		}
+		return nil
+	})
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, 4, origins, "checked before each origin")
+
 	// And during pre-training.
 	s, err = decode(t, `{"kind":"seedflood","topology":{"kind":"ring","clients":8},"model":{"kind":"softmax"},
 		"dataset":{"samples":200,"n_features":4,"classes":3},"steps":1,"pretrain":{"kind":"source","steps":1000000}}`)

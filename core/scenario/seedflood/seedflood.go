@@ -307,7 +307,7 @@ func run(env scenario.Env, s *spec.SeedFlood) (scenario.Result, error) {
 			Converged:       converged, Diverged: out.Diverged, Note: note,
 		})
 	}
-	proj, err := Projection(s)
+	proj, err := Projection(s, env.Canceled)
 	if err != nil {
 		return scenario.Result{}, err
 	}
@@ -419,14 +419,18 @@ func Converged(h []sf.Point, tol float64) (bool, string) {
 // Projection computes bytes per round of every method for a model of
 // s.Projection.Params parameters on s.Projection.Clients clients of the same
 // graph kind, with the functions the simulation counts its own traffic with.
-func Projection(s *spec.SeedFlood) ([]ProjectionRow, error) {
+func Projection(s *spec.SeedFlood, canceled func() error) ([]ProjectionRow, error) {
 	g, err := BuildGraph(s.Seed, s.Topology, s.Projection.Clients)
 	if err != nil {
 		return nil, err
 	}
 	d := int(s.Projection.Params)
 	n := g.NumNodes()
-	seedBytes := float64(sf.FloodStepBytes(sf.FloodGraph(g), s.PerturbationsPerStep))
+	flood, err := sf.FloodGraphCanceled(g, canceled)
+	if err != nil {
+		return nil, err
+	}
+	seedBytes := float64(sf.FloodStepBytes(flood, s.PerturbationsPerStep))
 	var rows []ProjectionRow
 	for _, m := range s.Methods {
 		var b float64
