@@ -24,6 +24,10 @@ func (d *Dataset) Samples() int { return len(d.Y) }
 // Row is sample i's features (shared, do not modify).
 func (d *Dataset) Row(i int) []float32 { return d.X[i*d.Features : (i+1)*d.Features] }
 
+// MaxFeatureMagnitude bounds inline feature values: they are stored as
+// float32 (largest 3.4e38) and squared in float64 when standardized.
+const MaxFeatureMagnitude = 1e30
+
 // NewDataset checks a table passed in from outside (e.g. scikit-learn's digits).
 func NewDataset(x []float64, labels []int, features int) (*Dataset, error) {
 	if features < 1 || len(x) != features*len(labels) || len(labels) == 0 {
@@ -31,8 +35,8 @@ func NewDataset(x []float64, labels []int, features int) (*Dataset, error) {
 	}
 	d := &Dataset{X: make([]float32, len(x)), Y: append([]int(nil), labels...), Features: features}
 	for i, v := range x {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return nil, fmt.Errorf("dataset: feature value %d is %v", i, v)
+		if math.IsNaN(v) || math.IsInf(v, 0) || math.Abs(v) > MaxFeatureMagnitude {
+			return nil, fmt.Errorf("dataset: feature value %d is %v; values must be finite with magnitude <= %g", i, v, MaxFeatureMagnitude)
 		}
 		d.X[i] = float32(v)
 	}

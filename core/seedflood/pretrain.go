@@ -20,8 +20,10 @@ type Pretraining struct {
 	BatchSize    int
 	LearningRate float32
 	Seed         uint64
-	// Canceled is checked every step; it may be nil.
+	// Canceled is checked every step and Progress told the fraction done
+	// after it; either may be nil.
 	Canceled func() error
+	Progress func(fraction float64)
 }
 
 // Pretrain runs p from theta (modified in place) and returns the last
@@ -54,6 +56,9 @@ func Pretrain(m *Model, theta []float32, p Pretraining) (float64, error) {
 			return 0, fmt.Errorf("pre-training diverged at step %d (loss %v): lower pretrain.learning_rate", t, loss)
 		}
 		axpy(-p.LearningRate, grad, theta)
+		if p.Progress != nil {
+			p.Progress(float64(t+1) / float64(p.Steps))
+		}
 	}
 	return loss, nil
 }

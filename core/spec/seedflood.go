@@ -104,7 +104,8 @@ type SeedFloodDataset struct {
 	// Kind: "synthetic" (default) or "inline".
 	Kind string `json:"kind,omitempty"`
 	// Synthetic: Samples (default 2000), NFeatures (default 32), Classes
-	// (default 10), ClassSeparation (std of class means; default 0.5).
+	// (default 10), ClassSeparation (std of class means; default 0.5, in
+	// [0, 1000]).
 	Samples         int     `json:"samples,omitempty"`
 	NFeatures       int     `json:"n_features,omitempty"`
 	Classes         int     `json:"classes,omitempty"`
@@ -375,7 +376,7 @@ func (s *SeedFlood) Validate(p *Problems) {
 			p.IntInRange("dataset.samples", d.Samples, 2, 10_000_000)
 			p.IntInRange("dataset.n_features", d.NFeatures, 1, 1<<20)
 			p.IntInRange("dataset.classes", d.Classes, 2, 1<<16)
-			p.NonNegative("dataset.class_separation", d.ClassSeparation)
+			p.InRange("dataset.class_separation", d.ClassSeparation, 0, 1000)
 			p.IntInRange("dataset.latent_dim", d.LatentDim, 0, max(d.NFeatures, 0))
 			p.InRange("dataset.feature_noise", d.FeatureNoise, 0, 100)
 			if len(d.Features) > 0 || len(d.FeaturesFlat) > 0 || len(d.Labels) > 0 {

@@ -98,7 +98,7 @@ func TestPretrainingImprovesInitialAccuracy(t *testing.T) {
 	initial := func(doc string) float64 {
 		s, err := decode(t, doc)
 		require.NoError(t, err)
-		cfg, err := Config(s, nil)
+		cfg, err := Config(s, scenario.Env{})
 		require.NoError(t, err)
 		_, acc := cfg.Model.Evaluate(cfg.Init, cfg.Test)
 		return acc
@@ -129,7 +129,7 @@ func TestPretrainingImprovesInitialAccuracy(t *testing.T) {
 	var p spec.Problems
 	s.Validate(&p)
 	require.NoError(t, p.Err())
-	cfg, err := Config(s, nil)
+	cfg, err := Config(s, scenario.Env{})
 	require.NoError(t, err)
 	// 400 rows, 25 % test → 300 train, 25 % of them (75) go to the source.
 	total := 0
@@ -268,12 +268,23 @@ func TestCancellationWithinAMethod(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.Equal(t, 4, origins, "checked before each origin")
 
-	// And during pre-training.
+	// And during pre-training, which reports its share of the progress:
+	// 10^6 pre-training steps against 5 methods × 1 step.
 	s, err = decode(t, `{"kind":"seedflood","topology":{"kind":"ring","clients":8},"model":{"kind":"softmax"},
 		"dataset":{"samples":200,"n_features":4,"classes":3},"steps":1,"pretrain":{"kind":"source","steps":1000000}}`)
 	require.NoError(t, err)
-	_, err = Kind().Run(scenario.Env{Ctx: ctx}, s)
+	ctx, cancel = context.WithCancel(context.Background())
+	var last float64
+	calls := 0
+	_, err = Kind().Run(scenario.Env{Ctx: ctx, Progress: func(f float64) {
+		last, calls = f, calls+1
+		if calls == 1000 {
+			cancel()
+		}
+	}}, s)
 	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, 1000, calls)
+	require.InDelta(t, 1000.0/(1e6+5), last, 1e-12)
 }
 
 func TestPretrainSpecProblems(t *testing.T) {
@@ -290,4 +301,10 @@ func TestPretrainSpecProblems(t *testing.T) {
 		"pretrain":{"kind":"source","steps":-2,"shift":20,"batch_size":0}}`)
 	require.ErrorContains(t, err, "pretrain.steps: must be in [1, 1000000], got -2")
 	require.ErrorContains(t, err, "pretrain.shift: must be in [0, 10], got 20")
+
+	// Values that would overflow float32 into Inf (and NaN losses) are refused.
+	_, err = decode(t, `{"kind":"seedflood","topology":{"kind":"ring","clients":4},"dataset":{"class_separation":1e300}}`)
+	require.ErrorContains(t, err, "dataset.class_separation: must be in [0, 1000], got 1e+300")
+	_, err = sf.NewDataset([]float64{1, 1e300, 0, 1}, []int{0, 1}, 2)
+	require.ErrorContains(t, err, "feature value 1 is 1e+300")
 }

@@ -158,9 +158,9 @@ func BuildGraph(seed uint64, t spec.SeedFloodTopology, n int) (*topo.Graph, erro
 }
 
 // Config turns a validated spec into a training configuration, pre-training
-// the initial model when the spec asks for it; canceled (may be nil) is
-// checked every pre-training step.
-func Config(s *spec.SeedFlood, canceled func() error) (*sf.Config, error) {
+// the initial model when the spec asks for it; env's cancellation is checked
+// and its progress reported every pre-training step.
+func Config(s *spec.SeedFlood, env scenario.Env) (*sf.Config, error) {
 	g, err := BuildGraph(s.Seed, s.Topology, s.Topology.Clients)
 	if err != nil {
 		return nil, err
@@ -222,7 +222,8 @@ func Config(s *spec.SeedFlood, canceled func() error) (*sf.Config, error) {
 	if s.Pretrain.Kind == "source" {
 		if _, err := sf.Pretrain(model, init, sf.Pretraining{
 			Source: source, Steps: s.Pretrain.Steps, BatchSize: s.Pretrain.BatchSize,
-			LearningRate: float32(s.Pretrain.LearningRate), Seed: rng.Mix(s.Seed, 0x9e7a), Canceled: canceled,
+			LearningRate: float32(s.Pretrain.LearningRate), Seed: rng.Mix(s.Seed, 0x9e7a), Canceled: env.Canceled,
+			Progress: func(f float64) { env.Report(f * workShares(s)[0]) },
 		}); err != nil {
 			return nil, err
 		}
@@ -262,7 +263,7 @@ func chocoBits(s *spec.SeedFlood) int {
 }
 
 func run(env scenario.Env, s *spec.SeedFlood) (scenario.Result, error) {
-	cfg, err := Config(s, env.Canceled)
+	cfg, err := Config(s, env)
 	if err != nil {
 		return scenario.Result{}, err
 	}
@@ -270,8 +271,9 @@ func run(env scenario.Env, s *spec.SeedFlood) (scenario.Result, error) {
 	var history []HistoryRow
 	var summary []SummaryRow
 	n := cfg.Graph.NumNodes()
+	pre, per := workShares(s)[0], workShares(s)[1]
 	for i, m := range s.Methods {
-		cfg.Progress = func(f float64) { env.Report((float64(i) + f) / float64(len(s.Methods))) }
+		cfg.Progress = func(f float64) { env.Report(pre + (float64(i)+f)*per) }
 		elapsed := env.Elapsed()
 		out, err := sf.Run(cfg, m)
 		if err != nil {
@@ -318,6 +320,17 @@ func run(env scenario.Env, s *spec.SeedFlood) (scenario.Result, error) {
 	r.Add("projection", proj)
 	r.Add("bytes_to_accuracy", WithProjection(BytesToAccuracy(history, s.Methods, cfg.Model.NumParams(), Target(history, s)), proj))
 	return r, nil
+}
+
+// workShares splits progress between pre-training and each method in
+// proportion to their steps: [pre-training share, share of one method].
+func workShares(s *spec.SeedFlood) [2]float64 {
+	pre := 0.0
+	if s.Pretrain.Kind == "source" {
+		pre = float64(s.Pretrain.Steps)
+	}
+	total := pre + float64(len(s.Methods)*s.Steps)
+	return [2]float64{pre / total, float64(s.Steps) / total}
 }
 
 // firstOrder are the methods whose best accuracy sets the default target.
