@@ -80,9 +80,9 @@ def demo_seedflood(out: Path) -> None:
     s = r.to_pandas("summary")
     show("seedflood: fine-tuning a pre-trained model on 128 clients of a ring, accuracy against bytes",
          s[["method", "params", "initial_accuracy", "final_accuracy", "total_bytes", "converged", "note"]])
-    show("seedflood: bytes until 95 % of DSGD's best accuracy",
+    show("seedflood: bytes until 95 % of DSGD's best accuracy, and what those steps send at 1.3B parameters",
          r.to_pandas("bytes_to_accuracy")[["method", "target_accuracy", "reached", "step", "cumulative_bytes",
-                                           "bytes_vs_seedflood"]])
+                                           "bytes_vs_seedflood", "projected_bytes"]])
     show("seedflood: bytes per round for a 1.3B-parameter model on 128 clients",
          r.to_pandas("projection")[["method", "bytes_per_round", "ratio_to_seedflood"]])
 
