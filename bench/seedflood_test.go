@@ -4,6 +4,9 @@ import (
 	"testing"
 
 	"github.com/eidolon-sim/eidolon/core/rng"
+	"github.com/eidolon-sim/eidolon/core/scenario"
+	"github.com/eidolon-sim/eidolon/core/scenario/all"
+	sfscen "github.com/eidolon-sim/eidolon/core/scenario/seedflood"
 	sf "github.com/eidolon-sim/eidolon/core/seedflood"
 	"github.com/eidolon-sim/eidolon/core/topo"
 )
@@ -85,5 +88,36 @@ func BenchmarkSeedfloodApplyStep(b *testing.B) {
 			b.ReportMetric(float64(madds)/float64(b.N*sfRefresh), "madds/step")
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*sfRefresh), "ns/step")
 		})
+	}
+}
+
+// sfFineTune is notebook 06's default (keep the two equal): fine-tuning a
+// model pre-trained on a shifted source task, 128 clients of a ring.
+const sfFineTune = `{"kind": "seedflood", "seed": 1,
+	"topology": {"kind": "ring", "clients": 128}, "model": {"kind": "softmax"},
+	"dataset": {"n_features": 256, "latent_dim": 8, "classes": 10, "class_separation": 1.0},
+	"pretrain": {"kind": "source", "steps": 300, "shift": 0.5},
+	"methods": ["seedflood", "dsgd"], "steps": 200, "eval_every_steps": 10,
+	"learning_rate": 0.01, "first_order_learning_rate": 0.1, "link": "eth-100g", "step_time_s": 0.1}`
+
+// BenchmarkSeedfloodFineTuneClaim runs the notebook's default claim once
+// (-benchtime 1x) and reports SeedFlood's accuracy against DSGD's and the
+// bytes ratios, in the run and projected to 1.3B parameters.
+func BenchmarkSeedfloodFineTuneClaim(b *testing.B) {
+	for b.Loop() {
+		_, res, err := all.Run(scenario.Env{}, []byte(sfFineTune))
+		if err != nil {
+			b.Fatal(err)
+		}
+		sum := res.Tables[1].Rows.([]sfscen.SummaryRow)
+		reach := res.Tables[3].Rows.([]sfscen.BytesToAccuracyRow)
+		seed, dsgd := sum[0], sum[1]
+		b.ReportMetric(seed.FinalAccuracy, "seedflood-accuracy")
+		b.ReportMetric(dsgd.FinalAccuracy, "dsgd-accuracy")
+		b.ReportMetric(seed.FinalAccuracy/dsgd.FinalAccuracy, "accuracy-ratio")
+		b.ReportMetric(float64(seed.TotalBytes)/float64(dsgd.TotalBytes), "bytes-ratio")
+		if reach[0].Reached && reach[1].Reached {
+			b.ReportMetric(*reach[0].ProjectedBytes / *reach[1].ProjectedBytes, "bytes-to-target-ratio-1.3B")
+		}
 	}
 }

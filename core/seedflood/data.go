@@ -14,6 +14,8 @@ type Dataset struct {
 	Y        []int
 	Features int
 	Classes  int
+	// mean and std are the moments Split standardized with (training side).
+	mean, std []float64
 }
 
 // Samples is the number of rows.
@@ -22,6 +24,10 @@ func (d *Dataset) Samples() int { return len(d.Y) }
 // Row is sample i's features (shared, do not modify).
 func (d *Dataset) Row(i int) []float32 { return d.X[i*d.Features : (i+1)*d.Features] }
 
+// MaxFeatureMagnitude bounds inline feature values: they are stored as
+// float32 (largest 3.4e38) and squared in float64 when standardized.
+const MaxFeatureMagnitude = 1e30
+
 // NewDataset checks a table passed in from outside (e.g. scikit-learn's digits).
 func NewDataset(x []float64, labels []int, features int) (*Dataset, error) {
 	if features < 1 || len(x) != features*len(labels) || len(labels) == 0 {
@@ -29,8 +35,8 @@ func NewDataset(x []float64, labels []int, features int) (*Dataset, error) {
 	}
 	d := &Dataset{X: make([]float32, len(x)), Y: append([]int(nil), labels...), Features: features}
 	for i, v := range x {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return nil, fmt.Errorf("dataset: feature value %d is %v", i, v)
+		if math.IsNaN(v) || math.IsInf(v, 0) || math.Abs(v) > MaxFeatureMagnitude {
+			return nil, fmt.Errorf("dataset: feature value %d is %v; values must be finite with magnitude <= %g", i, v, MaxFeatureMagnitude)
 		}
 		d.X[i] = float32(v)
 	}
@@ -50,10 +56,65 @@ func NewDataset(x []float64, labels []int, features int) (*Dataset, error) {
 // entries N(0, separation²) and samples are μ_y + N(0, I). Larger separation
 // makes the classes easier to tell apart; labels are uniform.
 func SyntheticDataset(r *rand.Rand, samples, features, classes int, separation float64) *Dataset {
+	return SampleMixture(r, SyntheticMeans(r, features, classes, separation), samples, features, classes)
+}
+
+// SyntheticMeans draws the class means of a Gaussian-mixture task
+// (classes×features, row-major), entries N(0, separation²).
+func SyntheticMeans(r *rand.Rand, features, classes int, separation float64) []float64 {
 	means := make([]float64, classes*features)
 	for i := range means {
 		means[i] = r.NormFloat64() * separation
 	}
+	return means
+}
+
+// ShiftMeans is a related task for pre-training: every class mean moves by
+// N(0, (shift·separation)²) per entry, so shift = 0 is the same task and
+// shift = 1 moves each mean about as far as two classes lie apart.
+func ShiftMeans(r *rand.Rand, means []float64, shift, separation float64) []float64 {
+	out := make([]float64, len(means))
+	for i, m := range means {
+		out[i] = m + r.NormFloat64()*shift*separation
+	}
+	return out
+}
+
+// RandomMap draws a features×latent matrix with entries N(0, 1/latent):
+// the linear map from a low-dimensional latent space to observed features.
+func RandomMap(r *rand.Rand, features, latent int) []float64 {
+	a := make([]float64, features*latent)
+	s := 1 / math.Sqrt(float64(latent))
+	for i := range a {
+		a[i] = r.NormFloat64() * s
+	}
+	return a
+}
+
+// Embed maps a latent data set (k features) to features = A·z + N(0, noise²·I):
+// data of low intrinsic dimension, as pre-trained representations are,
+// where the loss is flat in all but about k·classes directions. That is
+// the structure zeroth-order fine-tuning relies on (MeZO, arXiv 2305.17333,
+// Sec. 4: ZO-SGD slows with the Hessian's effective rank, not with d).
+func Embed(r *rand.Rand, latent *Dataset, a []float64, features int, noise float64) *Dataset {
+	k := latent.Features
+	d := &Dataset{X: make([]float32, latent.Samples()*features), Y: append([]int(nil), latent.Y...), Features: features, Classes: latent.Classes}
+	for i := 0; i < latent.Samples(); i++ {
+		z := latent.Row(i)
+		x := d.X[i*features : (i+1)*features]
+		for j := range x {
+			v := noise * r.NormFloat64()
+			for c, zc := range z {
+				v += a[j*k+c] * float64(zc)
+			}
+			x[j] = float32(v)
+		}
+	}
+	return d
+}
+
+// SampleMixture draws samples μ_y + N(0, I) with uniform labels y.
+func SampleMixture(r *rand.Rand, means []float64, samples, features, classes int) *Dataset {
 	d := &Dataset{X: make([]float32, samples*features), Y: make([]int, samples), Features: features, Classes: classes}
 	for i := 0; i < samples; i++ {
 		y := r.IntN(classes)
@@ -74,10 +135,33 @@ func (d *Dataset) Split(r *rand.Rand, testFraction float64) (train, test *Datase
 	nTest := min(max(1, int(math.Round(testFraction*float64(n)))), n-1)
 	test = d.subset(perm[:nTest])
 	train = d.subset(perm[nTest:])
-	mean, std := train.moments()
-	train.standardize(mean, std)
-	test.standardize(mean, std)
+	train.mean, train.std = train.moments()
+	train.standardize(train.mean, train.std)
+	test.standardize(train.mean, train.std)
 	return train, test
+}
+
+// StandardizedLike returns d standardized with the moments ref was
+// standardized with (ref must come from Split): a pre-training set then
+// lives in the same feature coordinates as the task it prepares for.
+func (d *Dataset) StandardizedLike(ref *Dataset) *Dataset {
+	out := d.subset(nil)
+	out.X = append(out.X, d.X...)
+	out.Y = append(out.Y, d.Y...)
+	out.standardize(ref.mean, ref.std)
+	return out
+}
+
+// Take moves a random fraction of d's rows (at least one, leaving at least
+// one) into a new set and keeps the rest: how an inline table gives up a
+// source split for pre-training.
+func (d *Dataset) Take(r *rand.Rand, fraction float64) (taken, rest *Dataset) {
+	n := d.Samples()
+	perm := r.Perm(n)
+	k := min(max(1, int(math.Round(fraction*float64(n)))), n-1)
+	taken, rest = d.subset(perm[:k]), d.subset(perm[k:])
+	taken.mean, taken.std, rest.mean, rest.std = d.mean, d.std, d.mean, d.std
+	return taken, rest
 }
 
 func (d *Dataset) subset(rows []int) *Dataset {

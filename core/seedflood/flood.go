@@ -49,9 +49,22 @@ type Flood struct {
 
 // FloodGraph runs the flooding protocol from every origin.
 func FloodGraph(g *topo.Graph) *Flood {
+	f, _ := FloodGraphCanceled(g, nil)
+	return f
+}
+
+// FloodGraphCanceled is FloodGraph checking canceled (which may be nil)
+// before each origin: on a dense graph of thousands of clients the protocol
+// takes minutes (each origin's flood visits every directed edge).
+func FloodGraphCanceled(g *topo.Graph, canceled func() error) (*Flood, error) {
 	n := g.NumNodes()
 	f := &Flood{Arrival: make([][]int, n), Receipts: make([][]int, n), Duplicates: make([]int, n), Transmissions: make([]int, n), Eccentricity: make([]int, n)}
 	for o := 0; o < n; o++ {
+		if canceled != nil {
+			if err := canceled(); err != nil {
+				return nil, err
+			}
+		}
 		arrival := make([]int, n)
 		receipts := make([]int, n)
 		for i := range arrival {
@@ -90,7 +103,7 @@ func FloodGraph(g *topo.Graph) *Flood {
 			f.Eccentricity[c] = max(f.Eccentricity[c], a)
 		}
 	}
-	return f
+	return f, nil
 }
 
 func contains(xs []int, x int) bool {

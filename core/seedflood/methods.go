@@ -29,9 +29,13 @@ type seedFlood struct {
 	rows     []int
 }
 
-func newSeedFlood(cfg *Config, cnt *Counters) *seedFlood {
+func newSeedFlood(cfg *Config, cnt *Counters) (*seedFlood, error) {
 	n := cfg.Graph.NumNodes()
-	s := &seedFlood{cfg: cfg, zo: newZO(cfg.Model, cfg.ZO, cfg.BatchSize, cnt), flood: FloodGraph(cfg.Graph)}
+	flood, err := FloodGraphCanceled(cfg.Graph, cfg.Canceled)
+	if err != nil {
+		return nil, err
+	}
+	s := &seedFlood{cfg: cfg, zo: newZO(cfg.Model, cfg.ZO, cfg.BatchSize, cnt), flood: flood}
 	s.zo.private = cfg.privateWeights
 	for c := 0; c < n; c++ {
 		s.state = append(s.state, s.zo.newClient(cfg.Init))
@@ -41,7 +45,7 @@ func newSeedFlood(cfg *Config, cnt *Counters) *seedFlood {
 	for i := range s.ring {
 		s.ring[i] = make([]msg, n*cfg.Perturbations)
 	}
-	return s
+	return s, nil
 }
 
 func (s *seedFlood) clients() int { return len(s.state) }
@@ -58,7 +62,11 @@ func (s *seedFlood) step(t int) (int64, error) {
 		s.rows = batchRows(cfg.ZO.Seed, c, t, cfg.Shards[c], cfg.BatchSize, s.rows)
 		for k := 0; k < q; k++ {
 			key := PerturbKey(cfg.ZO.Seed, c, t, k)
-			slot[c*q+k] = msg{key: key, g: s.zo.estimate(st, key, t, cfg.Train, s.rows)}
+			g := s.zo.estimate(st, key, t, cfg.Train, s.rows)
+			if !finite(float64(g)) {
+				return 0, errDiverged
+			}
+			slot[c*q+k] = msg{key: key, g: g}
 		}
 	}
 	lr := cfg.LearningRate / float32(n*q)
@@ -154,7 +162,11 @@ func (m *meZO) step(t int) (int64, error) {
 		m.rows = batchRows(cfg.ZO.Seed, o, t, cfg.Shards[o], cfg.BatchSize, m.rows)
 		for k := 0; k < q; k++ {
 			key := PerturbKey(cfg.ZO.Seed, o, t, k)
-			m.g = append(m.g, msg{key: key, g: m.zo.estimate(m.state, key, t, cfg.Train, m.rows)})
+			g := m.zo.estimate(m.state, key, t, cfg.Train, m.rows)
+			if !finite(float64(g)) {
+				return 0, errDiverged
+			}
+			m.g = append(m.g, msg{key: key, g: g})
 		}
 	}
 	lr := cfg.LearningRate / float32(n*q)
@@ -246,7 +258,9 @@ func (g *gossip) step(t int) (int64, error) {
 			if err := cfg.stop(); err != nil {
 				return 0, err
 			}
-			g.gradient(i, t)
+			if !g.gradient(i, t) {
+				return 0, errDiverged
+			}
 			g.mix(i, g.x, g.next[i])
 			axpy(-lr, g.grad, g.next[i])
 			g.cnt.ApplyMadds += int64(len(g.grad))
@@ -267,6 +281,9 @@ func (g *gossip) step(t int) (int64, error) {
 			for k := 0; k < q; k++ {
 				key := PerturbKey(cfg.ZO.Seed, i, t, k)
 				gk := g.zo.estimate(own, key, t, cfg.Train, g.rows)
+				if !finite(float64(gk)) {
+					return 0, errDiverged
+				}
 				g.zo.apply(dst, key, t, gk, cfg.LearningRate/float32(q))
 			}
 			if cfg.ZO.Rank > 0 {
@@ -290,7 +307,9 @@ func (g *gossip) step(t int) (int64, error) {
 			if err := cfg.stop(); err != nil {
 				return 0, err
 			}
-			g.gradient(i, t)
+			if !g.gradient(i, t) {
+				return 0, errDiverged
+			}
 			half := g.next[i]
 			for k, v := range g.x[i] {
 				half[k] = v - lr*g.grad[k]
@@ -316,11 +335,14 @@ func (g *gossip) step(t int) (int64, error) {
 	}
 }
 
-func (g *gossip) gradient(i, t int) {
+// gradient writes client i's minibatch gradient into g.grad; false when
+// its loss is not finite (the run diverged).
+func (g *gossip) gradient(i, t int) bool {
 	cfg := g.cfg
 	g.rows = batchRows(cfg.ZO.Seed, i, t, cfg.Shards[i], cfg.BatchSize, g.rows)
-	_, ops := cfg.Model.gradient(g.x[i], g.grad, cfg.Train, g.rows, g.ws)
+	loss, ops := cfg.Model.gradient(g.x[i], g.grad, cfg.Train, g.rows, g.ws)
 	g.cnt.ForwardMadds += ops
+	return finite(loss)
 }
 
 // addTopK adds to dst the k entries of v largest in magnitude (ties to the

@@ -1,6 +1,7 @@
 package seedflood
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
@@ -80,7 +81,18 @@ type Outcome struct {
 	// Params are the final effective parameters of every client
 	// (one entry for centralized MeZO).
 	Params [][]float32
+	// Diverged is set when a loss, estimate or gradient became non-finite;
+	// training stopped at DivergedStep (steps completed) and History holds
+	// only the finite evaluations before it.
+	Diverged     bool
+	DivergedStep int
 }
+
+// errDiverged is returned by a trainer's step when its numbers stop being
+// finite (a step size far too large); Run turns it into Outcome.Diverged.
+var errDiverged = errors.New("diverged")
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 // stop reports cancellation; trainers check it before each client's work.
 func (c *Config) stop() error {
@@ -115,7 +127,11 @@ func Run(cfg *Config, method string) (*Outcome, error) {
 	var tr trainer
 	switch method {
 	case MethodSeedFlood:
-		tr = newSeedFlood(cfg, &out.Counters)
+		s, err := newSeedFlood(cfg, &out.Counters)
+		if err != nil {
+			return nil, err
+		}
+		tr = s
 	case MethodMeZO:
 		tr = newMeZO(cfg, &out.Counters)
 	case MethodDSGD, MethodChoco, MethodDZSGD:
@@ -124,15 +140,28 @@ func Run(cfg *Config, method string) (*Outcome, error) {
 		return nil, fmt.Errorf("unknown method %q", method)
 	}
 	ev := newEvaluator(cfg)
-	out.History = append(out.History, ev.point(tr, 0, 0))
+	p0 := ev.point(tr, 0, 0)
+	if !finite(p0.Loss) {
+		return nil, fmt.Errorf("the initial model's loss is %v", p0.Loss)
+	}
+	out.History = append(out.History, p0)
 	for t := 0; t < cfg.Steps; t++ {
 		bytes, err := tr.step(t)
+		if errors.Is(err, errDiverged) {
+			out.Diverged, out.DivergedStep = true, t
+			break
+		}
 		if err != nil {
 			return nil, err
 		}
 		out.TotalBytes += bytes
 		if done := t + 1; done%cfg.EvalEvery == 0 || done == cfg.Steps {
-			out.History = append(out.History, ev.point(tr, done, out.TotalBytes))
+			p := ev.point(tr, done, out.TotalBytes)
+			if !finite(p.Loss) || !finite(p.Consensus) {
+				out.Diverged, out.DivergedStep = true, done
+				break
+			}
+			out.History = append(out.History, p)
 		}
 		if cfg.Progress != nil {
 			cfg.Progress(float64(t+1) / float64(cfg.Steps))

@@ -115,7 +115,8 @@ func TestEveryClientAppliesEveryUpdateOnce(t *testing.T) {
 		cfg.Steps, cfg.Perturbations = 30, 2
 		cfg.HopTimeS, cfg.StepTimeS = c.hopTimeS, 1
 		var cnt Counters
-		s := newSeedFlood(cfg, &cnt)
+		s, err := newSeedFlood(cfg, &cnt)
+		require.NoError(t, err)
 		for step := 0; step < cfg.Steps; step++ {
 			_, err := s.step(step)
 			require.NoError(t, err)

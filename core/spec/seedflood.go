@@ -20,10 +20,27 @@ type SeedFlood struct {
 	Methods []string `json:"methods,omitempty"`
 	// Steps of training; default 300.
 	Steps int `json:"steps,omitempty"`
-	// LearningRate of the zeroth-order methods; default 0.01.
+	// LearningRate of the zeroth-order methods; default 0.01, in
+	// (0, MaxSeedFloodLearningRate].
 	LearningRate float64 `json:"learning_rate,omitempty"`
-	// FirstOrderLearningRate of DSGD and ChocoSGD; default 0.1.
+	// FirstOrderLearningRate of DSGD and ChocoSGD; default 0.1, in
+	// (0, MaxSeedFloodLearningRate].
 	FirstOrderLearningRate float64 `json:"first_order_learning_rate,omitempty"`
+	// Pretrain is the fine-tuning regime's first phase; default none
+	// (every method trains from a random initialization).
+	Pretrain SeedFloodPretrain `json:"pretrain,omitempty"`
+	// TargetAccuracy (a fraction in (0, 1]) is the accuracy the
+	// bytes_to_accuracy table measures bytes up to; 0 (default) means
+	// TargetFraction of the best first-order accuracy in the run.
+	TargetAccuracy float64 `json:"target_accuracy,omitempty"`
+	// TargetFraction of the best accuracy any first-order method (dsgd,
+	// choco) reaches in the run, used when TargetAccuracy is 0 (of the best
+	// of all methods when none is first-order); default 0.95, in (0, 1].
+	TargetFraction float64 `json:"target_fraction,omitempty"`
+	// ConvergenceTolerance is the relative fall of the held-out loss over
+	// the last quarter of the run (at least the last two evaluations) above
+	// which a method counts as not converged; default 0.01, in [0, 1].
+	ConvergenceTolerance float64 `json:"convergence_tolerance,omitempty"`
 	// Epsilon is the two-point perturbation scale ε; default 1e-3 (MeZO's).
 	Epsilon float64 `json:"epsilon,omitempty"`
 	// PerturbationsPerStep is q, estimates (and messages) per client per
@@ -87,11 +104,21 @@ type SeedFloodDataset struct {
 	// Kind: "synthetic" (default) or "inline".
 	Kind string `json:"kind,omitempty"`
 	// Synthetic: Samples (default 2000), NFeatures (default 32), Classes
-	// (default 10), ClassSeparation (std of class means; default 0.5).
+	// (default 10), ClassSeparation (std of class means; default 0.5, in
+	// [0, 1000]).
 	Samples         int     `json:"samples,omitempty"`
 	NFeatures       int     `json:"n_features,omitempty"`
 	Classes         int     `json:"classes,omitempty"`
 	ClassSeparation float64 `json:"class_separation,omitempty"`
+	// LatentDim (synthetic) > 0 draws the mixture in a latent space of this
+	// many dimensions and maps it linearly to n_features, plus
+	// N(0, feature_noise²) per feature: data of low intrinsic dimension, as
+	// pre-trained representations are. 0 (default) draws the features
+	// directly. In [0, n_features].
+	LatentDim int `json:"latent_dim,omitempty"`
+	// FeatureNoise is the std of the noise added to each mapped feature
+	// (with latent_dim); default 0.1, in [0, 100].
+	FeatureNoise float64 `json:"feature_noise,omitempty"`
 	// Inline: Features as rows, or FeaturesFlat (row-major) with NFeatures;
 	// Labels are integers from 0.
 	Features     [][]float64 `json:"features,omitempty"`
@@ -100,6 +127,38 @@ type SeedFloodDataset struct {
 	// TestFraction held out for evaluation; default 0.25.
 	TestFraction float64 `json:"test_fraction,omitempty"`
 }
+
+// SeedFloodPretrain is centralized first-order pre-training on a source
+// split, after which every method fine-tunes on the target task from the
+// same pre-trained model (the regime of SeedFlood's experiments, arXiv
+// 2602.18181: zeroth-order fine-tuning of a pre-trained LLM).
+type SeedFloodPretrain struct {
+	// Kind: "none" (default) or "source" (pre-train on a source split).
+	Kind string `json:"kind,omitempty"`
+	// Steps of centralized minibatch SGD; default 300, in [1, 10^6].
+	Steps int `json:"steps,omitempty"`
+	// LearningRate of the pre-training SGD; default 0.1, in
+	// (0, MaxSeedFloodLearningRate].
+	LearningRate float64 `json:"learning_rate,omitempty"`
+	// BatchSize of the pre-training minibatches; default 32, in [1, 10^6].
+	BatchSize int `json:"batch_size,omitempty"`
+	// Shift (synthetic data): the source task's class means are the target's
+	// moved by N(0, (shift·class_separation)²) per entry: 0 is the same task,
+	// 1 moves each mean about as far as two classes lie apart. Default 0.5,
+	// in [0, 10].
+	Shift *float64 `json:"shift,omitempty"`
+	// Samples (synthetic data) drawn for the source task; default
+	// dataset.samples, in [1, 10^7].
+	Samples int `json:"samples,omitempty"`
+	// SourceFraction (inline data): the share of the training rows moved
+	// to the source split (the clients never see them); default 0.5, in
+	// [0.05, 0.95].
+	SourceFraction float64 `json:"source_fraction,omitempty"`
+}
+
+// MaxSeedFloodLearningRate bounds every step size: beyond it a float32 step
+// overflows or diverges at once on standardized features.
+const MaxSeedFloodLearningRate = 100.0
 
 // SeedFloodPartition splits the training rows over clients.
 type SeedFloodPartition struct {
@@ -173,6 +232,9 @@ func (s *SeedFlood) Defaults() {
 		if d.ClassSeparation == 0 {
 			d.ClassSeparation = 0.5
 		}
+		if d.LatentDim > 0 && d.FeatureNoise == 0 {
+			d.FeatureNoise = 0.1
+		}
 	}
 	if d.Kind == "inline" && d.NFeatures == 0 && len(d.Features) > 0 {
 		d.NFeatures = len(d.Features[0])
@@ -197,6 +259,37 @@ func (s *SeedFlood) Defaults() {
 	}
 	if s.FirstOrderLearningRate == 0 {
 		s.FirstOrderLearningRate = 0.1
+	}
+	pt := &s.Pretrain
+	if pt.Kind == "" {
+		pt.Kind = "none"
+	}
+	if pt.Kind == "source" {
+		if pt.Steps == 0 {
+			pt.Steps = 300
+		}
+		if pt.LearningRate == 0 {
+			pt.LearningRate = 0.1
+		}
+		if pt.BatchSize == 0 {
+			pt.BatchSize = 32
+		}
+		if pt.Shift == nil {
+			v := 0.5
+			pt.Shift = &v
+		}
+		if pt.Samples == 0 {
+			pt.Samples = d.Samples
+		}
+		if pt.SourceFraction == 0 {
+			pt.SourceFraction = 0.5
+		}
+	}
+	if s.TargetFraction == 0 {
+		s.TargetFraction = 0.95
+	}
+	if s.ConvergenceTolerance == 0 {
+		s.ConvergenceTolerance = 0.01
 	}
 	if s.Epsilon == 0 {
 		s.Epsilon = 1e-3
@@ -283,7 +376,9 @@ func (s *SeedFlood) Validate(p *Problems) {
 			p.IntInRange("dataset.samples", d.Samples, 2, 10_000_000)
 			p.IntInRange("dataset.n_features", d.NFeatures, 1, 1<<20)
 			p.IntInRange("dataset.classes", d.Classes, 2, 1<<16)
-			p.NonNegative("dataset.class_separation", d.ClassSeparation)
+			p.InRange("dataset.class_separation", d.ClassSeparation, 0, 1000)
+			p.IntInRange("dataset.latent_dim", d.LatentDim, 0, max(d.NFeatures, 0))
+			p.InRange("dataset.feature_noise", d.FeatureNoise, 0, 100)
 			if len(d.Features) > 0 || len(d.FeaturesFlat) > 0 || len(d.Labels) > 0 {
 				p.Addf("dataset.kind", "synthetic data takes no features or labels; use kind \"inline\"")
 			}
@@ -307,8 +402,25 @@ func (s *SeedFlood) Validate(p *Problems) {
 		seen[m] = true
 	}
 	p.IntInRange("steps", s.Steps, 1, 10_000_000)
-	p.Positive("learning_rate", s.LearningRate)
-	p.Positive("first_order_learning_rate", s.FirstOrderLearningRate)
+	learningRate(p, "learning_rate", s.LearningRate)
+	learningRate(p, "first_order_learning_rate", s.FirstOrderLearningRate)
+	if p.OneOf("pretrain.kind", s.Pretrain.Kind, []string{"none", "source"}) && s.Pretrain.Kind == "source" {
+		pt := s.Pretrain
+		p.IntInRange("pretrain.steps", pt.Steps, 1, 1_000_000)
+		learningRate(p, "pretrain.learning_rate", pt.LearningRate)
+		p.IntInRange("pretrain.batch_size", pt.BatchSize, 1, 1_000_000)
+		if d.Kind == "synthetic" {
+			p.InRange("pretrain.shift", *pt.Shift, 0, 10)
+			p.IntInRange("pretrain.samples", pt.Samples, 1, 10_000_000)
+		} else {
+			p.InRange("pretrain.source_fraction", pt.SourceFraction, 0.05, 0.95)
+		}
+	}
+	if s.TargetAccuracy != 0 {
+		p.InRange("target_accuracy", s.TargetAccuracy, 1e-9, 1)
+	}
+	p.InRange("target_fraction", s.TargetFraction, 1e-9, 1)
+	p.InRange("convergence_tolerance", s.ConvergenceTolerance, 0, 1)
 	p.InRange("epsilon", s.Epsilon, 1e-7, 1)
 	p.IntInRange("perturbations_per_step", s.PerturbationsPerStep, 1, 1024)
 	p.OneOf("perturbation", s.Perturbation, []string{"gaussian", "rademacher"})
@@ -333,6 +445,16 @@ func (s *SeedFlood) Validate(p *Problems) {
 	p.InRange("choco.gamma", s.Choco.Gamma, 1e-9, 1)
 	p.InRange("projection.params", s.Projection.Params, 1, 1e15)
 	p.IntInRange("projection.clients", s.Projection.Clients, 1, 4096)
+}
+
+// learningRate requires a step size in (0, MaxSeedFloodLearningRate].
+func learningRate(p *Problems, path string, v float64) {
+	switch {
+	case !(v > 0) || math.IsInf(v, 0):
+		p.Addf(path, "must be > 0, got %v", v)
+	case v > MaxSeedFloodLearningRate:
+		p.Addf(path, "must be <= %v (a larger step overflows float32 parameters or diverges at once), got %v", MaxSeedFloodLearningRate, v)
+	}
 }
 
 func (s *SeedFlood) validateInline(p *Problems) {

@@ -138,7 +138,7 @@ func TestLinkModelDelay(t *testing.T) {
 		"dataset":{"samples":200,"n_features":4,"classes":3},"methods":["seedflood"],"steps":3,
 		"link":"eth-100g","step_time_s":4e-6}`)
 	require.NoError(t, err)
-	cfg, err := Config(s)
+	cfg, err := Config(s, scenario.Env{})
 	require.NoError(t, err)
 	// eth-100g: 10 µs + 20 B / 12.5 GB/s = 10.0016 µs per hop; over 4 µs steps
 	// one hop is ⌈2.5004⌉ = 3 steps, four hops ⌈10.0016⌉ = 11 steps.
