@@ -90,16 +90,26 @@ func bound(tr workload.Training, sz *workload.Sizing, m *exec.Machine) (float64,
 	P := len(sz.Forward)
 	tp, tail, dp := make([]float64, P), make([]float64, P), make([]float64, P)
 	sum := func(colls []workload.Coll, ranks []int) (float64, error) {
+		if len(colls) == 0 {
+			return 0, nil
+		}
+		// The ring's bound is linear in the bytes, with twice the steps for
+		// an all-reduce: find its slowest hop once per communicator.
+		perByte, err := exec.RingTimeBound(t, model.AllGather, 1, ranks)
+		if err != nil {
+			return 0, err
+		}
+		// The executor's rings run as net's default channels (one per
+		// rail across nodes), each carrying 1/channels of the bytes; the
+		// bound holds per channel even if they share the slowest hop.
+		perByte /= float64(net.DefaultChannels(t, ranks))
 		var total float64
 		for _, c := range colls {
-			b, err := exec.RingTimeBound(t, c.Kind, c.Bytes, ranks)
-			if err != nil {
-				return 0, err
+			steps := 1.0
+			if c.Kind == model.AllReduce {
+				steps = 2
 			}
-			// The executor's rings run as net's default channels (one per
-			// rail across nodes), each carrying 1/channels of the bytes; the
-			// bound holds per channel even if they share the slowest hop.
-			total += b / float64(net.DefaultChannels(t, ranks))
+			total += steps * c.Bytes * perByte
 		}
 		return total, nil
 	}
