@@ -138,6 +138,11 @@ func Rows(ctx context.Context) ([]Row, error) {
 		return nil, err
 	}
 	rows = append(rows, t4...)
+	l3, err := llama3Rows(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, l3...)
 	for _, c := range []struct {
 		tp  int
 		ref float64
@@ -198,6 +203,37 @@ func layerSpan(tl []training.TimelineRow, prefix string) float64 {
 		lo, hi = min(lo, r.StartS), max(hi, r.EndS)
 	}
 	return max(hi-lo, 0)
+}
+
+// llama3Rows: Llama 3.1 405B pre-training as Meta ran it (Dubey et al.
+// 2024, arXiv 2407.21783, Table 4: H100s, TP 8, CP 1, PP 16, sequence
+// 8,192, 16M tokens per step): 430 TFLOP/s per GPU on 8,192 GPUs (DP 64,
+// 32 sequences per data-parallel rank) and 400 on 16,384 (DP 128, 16).
+// Simulated as 1F1B with micro-batch 1, sequence parallelism, no
+// recomputation, on DGX H100 nodes (Meta's RoCE fabric is not a preset);
+// the paper uses an interleaved schedule whose virtual stage count it does
+// not give, so the bubble here is 1F1B's. TFLOP/s per GPU is the step's
+// matmul FLOPs (attention included, causal) over the step time and GPUs.
+func llama3Rows(ctx context.Context) ([]Row, error) {
+	const src = "Dubey et al. 2024 (arXiv 2407.21783), Table 4"
+	var rows []Row
+	for _, c := range []struct {
+		nodes int
+		ref   float64
+	}{{1024, 430}, {2048, 400}} {
+		js := fmt.Sprintf(`{"kind":"training","model":"llama3-405b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":%d},
+			"parallel":{"tp":8,"pp":16,"micro_batch":1,"global_batch":2048,"sequence_parallel":true,"recompute":"none"},
+			"seq_len":8192,"dtype":"bf16"}`, c.nodes)
+		res, err := run(ctx, js)
+		if err != nil {
+			return nil, fmt.Errorf("llama3-405b on %d GPUs: %w", 8*c.nodes, err)
+		}
+		s := res.Tables[0].Rows.([]training.SummaryRow)[0]
+		tf := s.ModelFLOPs / s.StepTimeS / float64(s.GPUs) / 1e12
+		rows = append(rows, row(fmt.Sprintf("Llama 3.1 405B on %d H100", 8*c.nodes), "tflops_per_gpu", c.ref, tf, src,
+			fmt.Sprintf("step %.2f s: compute %.2f s + exposed comm %.2f s + bubble %.2f s", s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS)))
+	}
+	return rows, nil
 }
 
 type memSummary struct{ activations, static float64 }
