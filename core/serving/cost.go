@@ -64,6 +64,9 @@ type Pricer struct {
 	hs, kvs    int64
 	hd         int64
 
+	// exact turns the bucketing off (tests measure what it changes).
+	exact bool
+
 	dense map[int]float64
 	head  map[int]float64
 	dec   map[[2]int]float64
@@ -251,6 +254,13 @@ func BucketKV(n int) int {
 	return (n + step - 1) / step * step
 }
 
+func (p *Pricer) bucketKV(n int) int {
+	if p.exact {
+		return n
+	}
+	return BucketKV(n)
+}
+
 func bitsLen(x int) int {
 	n := 0
 	for x > 0 {
@@ -277,7 +287,9 @@ func ceilPS(s float64) float64 { return sim.SecondsCeil(s).Seconds() }
 // exec prices a compute task (the sum of its ops' Machine.Cost, on the
 // picosecond grid, times the stage's straggler factor).
 func (p *Pricer) Dense(t int) (float64, error) {
-	t = BucketTokens(t)
+	if !p.exact {
+		t = BucketTokens(t)
+	}
 	if v, ok := p.dense[t]; ok {
 		return v, nil
 	}
@@ -386,7 +398,7 @@ func (p *Pricer) Head(n int) (float64, error) {
 func (p *Pricer) attention(sh *Shape) (float64, error) {
 	dev := 0.0
 	for _, c := range sh.Chunks {
-		kv := BucketKV(c.Context + c.Query)
+		kv := p.bucketKV(c.Context + c.Query)
 		k := [2]int{c.Query, kv}
 		v, ok := p.pre[k]
 		if !ok {
@@ -401,7 +413,7 @@ func (p *Pricer) attention(sh *Shape) (float64, error) {
 		dev += v
 	}
 	if sh.Decode > 0 {
-		k := [2]int{sh.Decode, BucketKV(sh.DecodeKV)}
+		k := [2]int{sh.Decode, p.bucketKV(sh.DecodeKV)}
 		v, ok := p.dec[k]
 		if !ok {
 			o := model.NewDecodeAttention("attn.decode", p.dtype, int64(sh.Decode), p.hs, p.kvs, int64(k[1])+1, p.hd)

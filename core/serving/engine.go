@@ -145,6 +145,7 @@ type rep struct {
 	evictable       int
 	busy            bool
 	outstanding     int
+	routedBlocks    int
 	prefixes        map[int32]*prefixEntry
 	sched           []sched
 	ingressFreeS    float64
@@ -335,21 +336,22 @@ func (s *Sim) pick(pool Role, id int32) *rep {
 		s.rr++
 		return cands[(s.rr-1)%len(cands)]
 	case KVAware:
-		p := s.reqs[id].Prefix
-		var best *rep
-		bestHit := false
+		// NVIDIA Dynamo's KV router (docs.nvidia.com/dynamo, "Router
+		// Design", overlap weight 1): the lowest potential prefill blocks
+		// (the prompt less its cached prefix) plus potential active blocks
+		// (those of the requests routed there and not done, plus this one).
+		q := &s.reqs[id]
+		bt := s.cfg.BlockTokens
+		best, bestCost := (*rep)(nil), 0
 		for _, r := range cands {
-			e := r.prefixes[p]
-			hit := p >= 0 && e != nil
-			used := r.Blocks - r.free - r.evictable
-			switch {
-			case best == nil, hit && !bestHit:
-			case hit == bestHit && (r.outstanding < best.outstanding ||
-				(r.outstanding == best.outstanding && used < best.Blocks-best.free-best.evictable)):
-			default:
-				continue
+			cached := 0
+			if e := r.prefixes[q.Prefix]; q.Prefix >= 0 && e != nil && s.cfg.PrefixCaching {
+				cached = min(e.blocks, (q.Prompt-1)/bt)
 			}
-			best, bestHit = r, hit
+			cost := ceilDiv(q.Prompt, bt) - cached + r.routedBlocks + ceilDiv(q.Prompt, bt)
+			if best == nil || cost < bestCost || (cost == bestCost && r.outstanding < best.outstanding) {
+				best, bestCost = r, cost
+			}
 		}
 		return best
 	}
@@ -366,6 +368,7 @@ func (s *Sim) arrive(id int32) {
 	r := s.pick(Prefill, id)
 	s.reqs[id].Replica = r.idx
 	r.outstanding++
+	r.routedBlocks += ceilDiv(s.reqs[id].Prompt, s.cfg.BlockTokens)
 	r.waiting = append(r.waiting, id)
 	s.dirty = append(s.dirty, r)
 }
@@ -375,12 +378,14 @@ func (s *Sim) kvArrived(id int32) {
 	pre := s.reps[q.Replica]
 	s.release(pre, id)
 	pre.outstanding--
+	pre.routedBlocks -= ceilDiv(q.Prompt, s.cfg.BlockTokens)
 	q.FirstTokenS = s.now
 	s.st[id].lastTok = s.now
 	d := s.reps[q.DecodeReplica]
 	s.dirty = append(s.dirty, pre, d)
 	if q.Output <= 1 {
 		d.outstanding--
+		d.routedBlocks -= ceilDiv(q.Prompt, s.cfg.BlockTokens)
 		s.finish(id)
 		return
 	}
@@ -660,6 +665,7 @@ func (s *Sim) finishIteration(r *rep) error {
 		if st.generated >= q.Output {
 			s.release(r, x.r)
 			r.outstanding--
+			r.routedBlocks -= ceilDiv(q.Prompt, s.cfg.BlockTokens)
 			s.finish(x.r)
 		}
 	}
@@ -689,6 +695,7 @@ func (s *Sim) send(r *rep, id int32) error {
 	q := &s.reqs[id]
 	q.DecodeReplica = d.idx
 	d.outstanding++
+	d.routedBlocks += ceilDiv(q.Prompt, s.cfg.BlockTokens)
 	t, err := s.transfer(r.idx, d.idx, q.Prompt)
 	if err != nil {
 		return err

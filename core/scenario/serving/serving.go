@@ -81,7 +81,8 @@ type IterationRow struct {
 }
 
 // SummaryRow is the run ("summary" table), over the requests after the
-// warm-up, in the window from the first one's arrival to the last finish.
+// warm-up, in the window from the first one's arrival (or the last warm-up
+// request's finish, if later) to the last finish.
 type SummaryRow struct {
 	Requests          int     `arrow:"requests"`
 	WindowS           float64 `arrow:"window_s"`
@@ -403,8 +404,10 @@ func Summarize(rows []RequestRow, its []IterationRow, slo spec.ServingSLO) Summa
 	first, last := math.Inf(1), 0.0
 	var outTok, allTok float64
 	good := 0
+	warmEnd := 0.0
 	for _, r := range rows {
 		if r.Warmup {
+			warmEnd = math.Max(warmEnd, r.FinishS)
 			continue
 		}
 		sum.Requests++
@@ -427,7 +430,7 @@ func Summarize(rows []RequestRow, its []IterationRow, slo spec.ServingSLO) Summa
 		return sum
 	}
 	n := float64(sum.Requests)
-	sum.WindowS = last - first
+	sum.WindowS = last - math.Max(first, warmEnd)
 	if sum.WindowS > 0 {
 		sum.RequestsPerS = n / sum.WindowS
 		sum.OutputTokensPerS = outTok / sum.WindowS
