@@ -187,6 +187,7 @@ type Sim struct {
 	out      Outcome
 	shape    Shape
 	dirty    []*rep
+	pools    [3][]*rep
 	useSeq   uint64
 	// Canceled is polled every few thousand events; Progress receives the
 	// number of finished requests.
@@ -321,12 +322,14 @@ func (s *Sim) wake() error {
 }
 
 func (s *Sim) pick(pool Role, id int32) *rep {
-	var cands []*rep
-	for _, r := range s.reps {
-		if r.Role == pool || (pool == Prefill && r.Role == Both) {
-			cands = append(cands, r)
+	if s.pools[pool] == nil {
+		for _, r := range s.reps {
+			if r.Role == pool || (pool == Prefill && r.Role == Both) {
+				s.pools[pool] = append(s.pools[pool], r)
+			}
 		}
 	}
+	cands := s.pools[pool]
 	switch s.route {
 	case RoundRobin:
 		if pool == Decode {

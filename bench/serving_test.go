@@ -1,0 +1,141 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/eidolon-sim/eidolon/core/scenario"
+	"github.com/eidolon-sim/eidolon/core/scenario/all"
+	"github.com/eidolon-sim/eidolon/core/scenario/serving"
+	"github.com/stretchr/testify/require"
+)
+
+// sharedFile finds a file of /work/shared: ../shared relative to the
+// module root, else /work/shared.
+func sharedFile(t testing.TB, rel string) string {
+	dir, err := os.Getwd()
+	require.NoError(t, err)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+	for _, p := range []string{filepath.Join(dir, "..", "shared", rel), filepath.Join("/work/shared", rel)} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	t.Skipf("reference data %s not found under ../shared or /work/shared", rel)
+	return ""
+}
+
+type nimRow struct {
+	in, out, conc int
+	ttftMS, itlMS float64
+}
+
+func nimRows(t testing.TB) []nimRow {
+	f, err := os.Open(sharedFile(t, "reference/serving.md"))
+	require.NoError(t, err)
+	defer f.Close()
+	var rows []nimRow
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		cells := strings.Split(strings.Trim(strings.TrimSpace(sc.Text()), "|"), "|")
+		if len(cells) != 5 {
+			continue
+		}
+		var v [5]float64
+		ok := true
+		for i, c := range cells {
+			x, err := strconv.ParseFloat(strings.TrimSpace(c), 64)
+			ok = ok && err == nil
+			v[i] = x
+		}
+		if ok {
+			rows = append(rows, nimRow{int(v[0]), int(v[1]), int(v[2]), v[3], v[4]})
+		}
+	}
+	require.NoError(t, sc.Err())
+	require.Len(t, rows, 5, "serving.md's table")
+	return rows
+}
+
+// nimSpec is a reference row as a serving run: Llama-3.3-70B (the
+// llama3-70b architecture) in bf16 on one DGX A100 (8× A100 80 GB SXM),
+// TP 8, one replica, closed-loop clients at the row's concurrency, fixed
+// input and output lengths, vLLM V1 defaults for the engine.
+func nimSpec(r nimRow, requests int) string {
+	return fmt.Sprintf(`{"kind":"serving","model":"llama3-70b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},
+		"tp":8,"workload":{"arrival":"closed_loop","concurrency":%d,"requests":%d,"warmup_requests":%d,
+		"prompt_tokens":{"tokens":%d},"output_tokens":{"tokens":%d}}}`, r.conc, requests, r.conc, r.in, r.out)
+}
+
+// TestNIMServing runs the five NVIDIA NIM rows of reference/serving.md and
+// prints simulated TTFT and ITL against them. Nothing is fitted to these
+// rows. It asserts only that every row ran and its figures are finite and
+// positive, and fails when any error exceeds 50 % (a broken mechanism, not
+// a calibration target; the issue's 10 % is reported, not asserted).
+// Run: go test ./bench -run NIMServing -v
+func TestNIMServing(t *testing.T) {
+	rows := nimRows(t)
+	t.Logf("%6s %6s %4s | %10s %10s %7s | %8s %8s %7s", "in", "out", "conc", "TTFT ref", "TTFT sim", "err", "ITL ref", "ITL sim", "err")
+	for _, r := range rows {
+		_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(nimSpec(r, 8*r.conc)))
+		require.NoError(t, err)
+		s := res.Tables[0].Rows.([]serving.SummaryRow)[0]
+		ttft, itl := s.TTFTSMean*1e3, s.ITLSMean*1e3
+		et, ei := ttft/r.ttftMS-1, itl/r.itlMS-1
+		t.Logf("%6d %6d %4d | %10.2f %10.2f %+6.1f%% | %8.2f %8.2f %+6.1f%%", r.in, r.out, r.conc, r.ttftMS, ttft, 100*et, r.itlMS, itl, 100*ei)
+		require.False(t, math.IsNaN(ttft) || ttft <= 0 || itl <= 0)
+		require.Less(t, math.Abs(et), 0.5, "TTFT row %+v", r)
+		require.Less(t, math.Abs(ei), 0.5, "ITL row %+v", r)
+	}
+}
+
+// BenchmarkServing: 100,000 requests through one 8-GPU replica of a 70B
+// model (Poisson at 8 requests/s, about 85 % of its capacity, lognormal prompts around 512
+// tokens, outputs uniform in [16, 512]), and 1,000,000 requests over 64
+// such replicas (512 GPUs, least-outstanding routing).
+// Run: go test ./bench -run '^$' -bench Serving -benchtime 1x
+func BenchmarkServing(b *testing.B) {
+	for _, tc := range []struct {
+		name               string
+		replicas, requests int
+		rate               float64
+	}{
+		{"replicas=1/requests=100000", 1, 100000, 8},
+		{"replicas=64/requests=1000000", 64, 1000000, 8 * 64},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			js := fmt.Sprintf(`{"kind":"serving","model":"llama3-70b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":%d},
+				"tp":8,"replicas":%d,"workload":{"rate_per_s":%g,"requests":%d,"warmup_requests":1000,
+				"prompt_tokens":{"dist":"lognormal","tokens":512,"sigma":0.8,"max_tokens":8192},
+				"output_tokens":{"dist":"uniform","min_tokens":16,"max_tokens":512}}}`, tc.replicas, tc.replicas, tc.rate, tc.requests)
+			var s serving.SummaryRow
+			for i := 0; i < b.N; i++ {
+				_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
+				if err != nil {
+					b.Fatal(err)
+				}
+				s = res.Tables[0].Rows.([]serving.SummaryRow)[0]
+			}
+			b.ReportMetric(s.RequestsPerS, "sim_req_per_s")
+			b.ReportMetric(s.TTFTSP99, "sim_ttft_p99_s")
+			b.ReportMetric(s.ITLSP50, "sim_itl_p50_s")
+			b.ReportMetric(float64(s.Iterations), "iterations")
+		})
+	}
+}
