@@ -14,6 +14,8 @@ import (
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/scenario/all"
 	"github.com/eidolon-sim/eidolon/core/scenario/serving"
+	sv "github.com/eidolon-sim/eidolon/core/serving"
+	"github.com/eidolon-sim/eidolon/core/spec"
 	"github.com/stretchr/testify/require"
 )
 
@@ -99,6 +101,20 @@ func TestNIMServing(t *testing.T) {
 		ttft, itl := s.TTFTSMean*1e3, s.ITLSMean*1e3
 		et, ei := ttft/r.ttftMS-1, itl/r.itlMS-1
 		t.Logf("%6d %6d %4d | %10.2f %10.2f %+6.1f%% | %8.2f %8.2f %+6.1f%%", r.in, r.out, r.conc, r.ttftMS, ttft, 100*et, r.itlMS, itl, 100*ei)
+		// What the time is made of: the iteration that prefills the
+		// first prompt alone, and a decode step of the whole batch.
+		_, sp, err := all.Decode([]byte(nimSpec(r, 8*r.conc)))
+		require.NoError(t, err)
+		st, err := serving.Build(sp.(*spec.Serving))
+		require.NoError(t, err)
+		pr := st.Pricers[0]
+		q := min(r.in, 8192)
+		c, m, a, h, err := pr.Breakdown(&sv.Shape{Tokens: q, Logits: 1, Chunks: []sv.Chunk{{Query: q}}})
+		require.NoError(t, err)
+		t.Logf("    prefill of %d tokens: gemm+other %.1f ms, tp comm %.1f ms, attention %.1f ms, logits %.1f ms", q, c*1e3, m*1e3, a*1e3, h*1e3)
+		c, m, a, h, err = pr.Breakdown(&sv.Shape{Tokens: r.conc, Logits: r.conc, Decode: r.conc, DecodeKV: r.in + r.out/2})
+		require.NoError(t, err)
+		t.Logf("    decode of %d at %d cached: gemm+other %.2f ms, tp comm %.2f ms, attention %.2f ms, logits %.2f ms", r.conc, r.in+r.out/2, c*1e3, m*1e3, a*1e3, h*1e3)
 		require.False(t, math.IsNaN(ttft) || ttft <= 0 || itl <= 0)
 		require.Less(t, math.Abs(et), 0.5, "TTFT row %+v", r)
 		require.Less(t, math.Abs(ei), 0.5, "ITL row %+v", r)

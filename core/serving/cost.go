@@ -68,10 +68,12 @@ type Pricer struct {
 	exact bool
 
 	dense map[int]float64
-	head  map[int]float64
-	dec   map[[2]int]float64
-	pre   map[[2]int]float64
-	comm  map[commKey]float64
+	// denseComm is the collectives' and transfers' share of dense.
+	denseComm map[int]float64
+	head      map[int]float64
+	dec       map[[2]int]float64
+	pre       map[[2]int]float64
+	comm      map[commKey]float64
 }
 
 type commKey struct {
@@ -98,7 +100,7 @@ func ReplicaRanks(tp, pp, r int) [][]int {
 func NewPricer(t *topo.Topology, gpu hw.GPU, faults spec.Faults, seed uint64, cfg model.Config,
 	tp, pp int, dtype hw.DType, r int) (*Pricer, error) {
 	p := &Pricer{gpu: gpu, ev: compute.NewEvaluator(gpu), cfg: cfg, tp: tp, pp: pp, dtype: dtype,
-		dense: map[int]float64{}, head: map[int]float64{}, dec: map[[2]int]float64{}, pre: map[[2]int]float64{},
+		dense: map[int]float64{}, denseComm: map[int]float64{}, head: map[int]float64{}, dec: map[[2]int]float64{}, pre: map[[2]int]float64{},
 		comm: map[commKey]float64{}}
 	g, err := model.Build(cfg, model.Run{Phase: model.Prefill, Batch: 1, SeqLen: 1, TP: tp, DType: dtype})
 	if err != nil {
@@ -298,7 +300,8 @@ func (p *Pricer) Dense(t int) (float64, error) {
 		return 0, err
 	}
 	blockTime := map[int]float64{}
-	total := 0.0
+	blockComm := map[int]float64{}
+	total, comm := 0.0, 0.0
 	e := max(p.dtype.Bytes(), 2)
 	act := float64(t*p.cfg.Hidden) * e
 	for s, pos := range p.stages {
@@ -307,9 +310,10 @@ func (p *Pricer) Dense(t int) (float64, error) {
 			bi := g.Order[i]
 			if v, ok := blockTime[bi*p.pp+s]; ok {
 				stage += v
+				comm += blockComm[bi*p.pp+s]
 				continue
 			}
-			v, seg := 0.0, 0.0
+			v, seg, vc := 0.0, 0.0, 0.0
 			for _, o := range g.Blocks[bi].Forward {
 				switch {
 				case o.Kind == model.FlashAttention, o.Name == "head.logits", o.Name == "head.logits.all_gather":
@@ -322,6 +326,7 @@ func (p *Pricer) Dense(t int) (float64, error) {
 						return 0, err
 					}
 					v += c
+					vc += c
 				default:
 					c, err := p.op(o)
 					if err != nil {
@@ -332,7 +337,9 @@ func (p *Pricer) Dense(t int) (float64, error) {
 			}
 			v += ceilPS(seg) * p.slow[s]
 			blockTime[bi*p.pp+s] = v
+			blockComm[bi*p.pp+s] = vc
 			stage += v
+			comm += vc
 		}
 		total += stage
 		if s > 0 {
@@ -347,16 +354,19 @@ func (p *Pricer) Dense(t int) (float64, error) {
 				return 0, err
 			}
 			total += c
+			comm += c
 			if p.tp > 1 {
 				c, err := p.commTime(model.AllGather, act, s, false)
 				if err != nil {
 					return 0, err
 				}
 				total += c
+				comm += c
 			}
 		}
 	}
 	p.dense[t] = total
+	p.denseComm[t] = comm
 	return total, nil
 }
 
@@ -453,6 +463,33 @@ func (p *Pricer) Iteration(sh *Shape) (float64, error) {
 		d += h
 	}
 	return d, nil
+}
+
+// Breakdown splits an iteration's time into the dense operators' compute,
+// the TP collectives and pipeline transfers, the attention kernels and the
+// logits (they sum to Iteration).
+func (p *Pricer) Breakdown(sh *Shape) (compute, comm, attention, head float64, err error) {
+	total, err := p.Iteration(sh)
+	if err != nil || sh.Tokens <= 0 {
+		return 0, 0, 0, 0, err
+	}
+	t := sh.Tokens
+	if !p.exact {
+		t = BucketTokens(t)
+	}
+	comm = p.denseComm[t]
+	a, err := p.attention(sh)
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	for s, n := range p.attnLayers {
+		attention += float64(n) * ceilPS(a) * p.slow[s]
+	}
+	if sh.Logits > 0 {
+		head = p.head[sh.Logits]
+	}
+	compute = total - comm - attention - head
+	return compute, comm, attention, head, nil
 }
 
 // Transfer is the time to move bytes from every rank of replica a's stage
