@@ -155,3 +155,33 @@ func BenchmarkServing(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkServingSearch: 256 configurations (TP 1–8 × 1–8 replicas × 4
+// token budgets × 2 chunk sizes) of Llama-3-8B on two DGX A100 nodes,
+// 500 requests each at 40 requests/s, ranked against TTFT ≤ 0.5 s and
+// ITL ≤ 50 ms.
+// Run: go test ./bench -run '^$' -bench ServingSearch -benchtime 1x
+func BenchmarkServingSearch(b *testing.B) {
+	js := `{"kind":"serving","model":"llama3-8b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":2},
+		"slo":{"ttft_s":0.5,"itl_s":0.05},
+		"search":{"tp":[1,2,4,8],"replicas":[1,2,3,4,5,6,7,8],"max_num_batched_tokens":[1024,2048,4096,8192],"chunk_tokens":[512,1024]},
+		"workload":{"rate_per_s":40,"requests":500,"warmup_requests":50,
+			"prompt_tokens":{"dist":"lognormal","tokens":1000,"sigma":0.5,"max_tokens":8000},"output_tokens":{"dist":"uniform","min_tokens":16,"max_tokens":256}}}`
+	var rows []serving.ConfigRow
+	for i := 0; i < b.N; i++ {
+		_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
+		if err != nil {
+			b.Fatal(err)
+		}
+		rows = res.Tables[0].Rows.([]serving.ConfigRow)
+	}
+	pass := 0
+	for _, r := range rows {
+		if r.MeetsSLO {
+			pass++
+		}
+	}
+	b.ReportMetric(float64(len(rows)), "configs")
+	b.ReportMetric(float64(pass), "meeting_slo")
+	b.ReportMetric(float64(rows[0].GPUs), "best_gpus")
+}

@@ -30,6 +30,24 @@ type Serving struct {
 	Workload       ServingWorkload    `json:"workload"`
 	Disaggregation *ServingDisaggSpec `json:"disaggregation,omitempty"`
 	SLO            ServingSLO         `json:"slo,omitempty"`
+	// Search, if set, simulates every combination of its lists (the rest of
+	// the spec fixed) and ranks the configurations that meet the SLOs by
+	// GPUs, then goodput: table "configs".
+	Search *ServingSearch `json:"search,omitempty"`
+}
+
+// ServingSearch lists the values to combine; an empty list keeps the
+// spec's value. PrefillReplicas 0 means co-located.
+type ServingSearch struct {
+	TP                  []int `json:"tp,omitempty"`
+	PP                  []int `json:"pp,omitempty"`
+	Replicas            []int `json:"replicas,omitempty"`
+	MaxNumBatchedTokens []int `json:"max_num_batched_tokens,omitempty"`
+	ChunkTokens         []int `json:"chunk_tokens,omitempty"`
+	PrefillReplicas     []int `json:"prefill_replicas,omitempty"`
+	// Attainment is the share of requests that must meet every SLO for a
+	// configuration to pass; default 0.9.
+	Attainment float64 `json:"attainment,omitempty"`
 }
 
 // ServingEngine is the engine configuration (vLLM's names).
@@ -238,12 +256,33 @@ func (s *Serving) Defaults() {
 	}
 	w.PromptTokens.defaults(512)
 	w.OutputTokens.defaults(128)
+	if q := s.Search; q != nil && q.Attainment == 0 {
+		q.Attainment = 0.9
+	}
 	s.Cluster.Defaults()
 	s.Faults.Defaults()
 }
 
 // Validate reports every problem.
 func (s *Serving) Validate(p *Problems) {
+	if q := s.Search; q != nil {
+		for _, l := range []struct {
+			name string
+			v    []int
+			lo   int
+		}{{"tp", q.TP, 1}, {"pp", q.PP, 1}, {"replicas", q.Replicas, 1}, {"max_num_batched_tokens", q.MaxNumBatchedTokens, 1},
+			{"chunk_tokens", q.ChunkTokens, 1}, {"prefill_replicas", q.PrefillReplicas, 0}} {
+			for i, v := range l.v {
+				p.IntInRange(Index(Field("search", l.name), i), v, l.lo, 1<<24)
+			}
+		}
+		if q.Attainment <= 0 || q.Attainment > 1 {
+			p.Addf("search.attainment", "must be in (0, 1], got %g", q.Attainment)
+		}
+		if s.SLO == (ServingSLO{}) {
+			p.Addf("slo", "a search needs at least one SLO (ttft_s, itl_s or e2e_s)")
+		}
+	}
 	validateRun(p, s.GPU, s.DType, &s.Model, &s.Cluster, &s.Faults)
 	p.IntInRange("tp", s.TP, 1, 1<<16)
 	p.IntInRange("pp", s.PP, 1, 1<<16)

@@ -25,6 +25,15 @@ func Kind() scenario.Kind {
 	return scenario.Define("serving",
 		"requests over time on continuously batching replicas (chunked prefill, paged KV cache, preemption, prefix caching, P/D disaggregation): TTFT, ITL, end to end percentiles, goodput",
 		func(env scenario.Env, s *spec.Serving) (scenario.Result, error) {
+			if s.Search != nil {
+				rows, err := Search(env, s)
+				if err != nil {
+					return scenario.Result{}, err
+				}
+				var r scenario.Result
+				r.Add("configs", rows)
+				return r, nil
+			}
 			o, err := Simulate(env, s)
 			if err != nil {
 				return scenario.Result{}, err

@@ -305,3 +305,33 @@ func TestStraggler(t *testing.T) {
 	}
 	assert.Greater(t, e2e[0], 1.6*e2e[1])
 }
+
+// The search ranks the configurations that meet the SLOs by GPUs: at a load
+// one TP-2 replica cannot carry within the TTFT objective, more replicas
+// (or GPUs per replica) are needed, and the answer has the fewest GPUs of
+// the passing ones; impossible combinations are rows with a reason.
+func TestSearch(t *testing.T) {
+	res := run(t, `,"slo":{"ttft_s":0.5,"itl_s":0.05},"search":{"tp":[1,2,4],"replicas":[1,2,4,8],"max_num_batched_tokens":[2048,8192]},
+		"workload":{"rate_per_s":30,"requests":600,"warmup_requests":50,"prompt_tokens":{"tokens":1000},"output_tokens":{"tokens":64}}`)
+	rows := table[serving.ConfigRow](res, "configs")
+	require.Len(t, rows, 3*4*2)
+	require.Equal(t, 1, rows[0].Rank)
+	require.True(t, rows[0].MeetsSLO)
+	fewest := rows[0].GPUs
+	for i, r := range rows {
+		if r.MeetsSLO {
+			assert.Equal(t, i+1, r.Rank)
+			assert.GreaterOrEqual(t, r.GPUs, fewest)
+			assert.GreaterOrEqual(t, r.SLOAttainment, 0.9)
+		} else {
+			assert.Zero(t, r.Rank)
+			assert.Less(t, r.SLOAttainment, 0.9)
+		}
+		if r.TP*r.Replicas > 8 {
+			assert.Equal(t, "invalid", r.Status, "%+v", r)
+			assert.Contains(t, r.Reason, "GPUs")
+		}
+	}
+	t.Logf("best: %+v", rows[0])
+	assert.Greater(t, fewest, 1, "one GPU cannot carry 30 requests/s of 1,000 tokens within 0.5 s")
+}
