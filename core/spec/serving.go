@@ -348,6 +348,17 @@ func (s *Serving) Validate(p *Problems) {
 			p.Addf("replicas", "disaggregation needs at least 2 replicas (a prefill and a decode one), got %d", s.Replicas)
 		}
 	}
+	// Iterations are priced once per shape: a fault holds for the whole run.
+	for i, l := range s.Faults.Links {
+		if l.AtS != 0 || l.UntilS != 0 {
+			p.Addf(Index("faults.links", i), "serving applies faults for the whole run; at_s and until_s must be 0")
+		}
+	}
+	for i, d := range s.Faults.Devices {
+		if d.AtS != 0 || d.UntilS != 0 {
+			p.Addf(Index("faults.devices", i), "serving applies faults for the whole run; at_s and until_s must be 0")
+		}
+	}
 	p.NonNegative("slo.ttft_s", s.SLO.TTFTS)
 	p.NonNegative("slo.itl_s", s.SLO.ITLS)
 	p.NonNegative("slo.e2e_s", s.SLO.E2ES)

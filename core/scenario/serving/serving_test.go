@@ -335,3 +335,20 @@ func TestSearch(t *testing.T) {
 	t.Logf("best: %+v", rows[0])
 	assert.Greater(t, fewest, 1, "one GPU cannot carry 30 requests/s of 1,000 tokens within 0.5 s")
 }
+
+// A degraded NVLink on one GPU slows its replica's tensor-parallel
+// all-reduces (simulated on the network with the fault), not the other's.
+func TestDegradedLink(t *testing.T) {
+	w := `"tp":4,"replicas":2,"routing":"round_robin","workload":{"rate_per_s":1,"requests":20,"prompt_tokens":{"tokens":2000},"output_tokens":{"tokens":16}}`
+	healthy := table[serving.RequestRow](run(t, `,`+w), "requests")
+	bad := table[serving.RequestRow](run(t, `,"faults":{"links":[{"src":"n0.gpu1","dst":"n0.nvswitch","health":0.1,"both_directions":true}]},`+w), "requests")
+	for i := range bad {
+		if bad[i].Replica == 0 {
+			assert.Greater(t, bad[i].TTFTS, 1.05*healthy[i].TTFTS, i)
+		} else {
+			assert.InDelta(t, healthy[i].TTFTS, bad[i].TTFTS, 1e-12, i)
+		}
+	}
+	se := specErr(t, `,"faults":{"links":[{"src":"n0.gpu1","dst":"n0.nvswitch","health":0.1,"at_s":2}]},"workload":{"rate_per_s":1}`)
+	assert.Contains(t, se.Error(), "faults.links[0]")
+}
