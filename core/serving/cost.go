@@ -49,6 +49,11 @@ type Chunk struct{ Query, Context int }
 // cache length (the convention of workload.BuildInference; exact for its
 // HBM term, linear in the length), issued once; cache lengths are rounded
 // up to 32 steps per octave above 256 tokens (≤ 3.2 %).
+//
+// With PP > 1 an iteration passes through the stages one after another and
+// the next iteration starts when it has left the last one: stages do not
+// overlap consecutive iterations (vLLM V1 keeps up to PP batches in flight;
+// not modeled), so pipeline-parallel throughput is a lower bound.
 type Pricer struct {
 	gpu    hw.GPU
 	ev     *compute.Evaluator
