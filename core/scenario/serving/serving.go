@@ -89,9 +89,10 @@ type IterationRow struct {
 	Queued    int `arrow:"queued"`
 }
 
-// SummaryRow is the run ("summary" table), over the requests after the
-// warm-up, in the window from the first one's arrival (or the last warm-up
-// request's finish, if later) to the last finish.
+// SummaryRow is the run ("summary" table): latencies over the requests
+// after the warm-up; rates (requests, tokens, goodput) over the window from
+// the first of them to arrive to the last to finish, counting every request
+// that finishes in it (see Summarize).
 type SummaryRow struct {
 	Requests          int     `arrow:"requests"`
 	WindowS           float64 `arrow:"window_s"`
@@ -406,17 +407,21 @@ func Percentile(sorted []float64, q float64) float64 {
 	return sorted[i] + (h-float64(i))*(sorted[i+1]-sorted[i])
 }
 
-// Summarize computes the summary over the requests after the warm-up.
+// Summarize computes the summary: latency statistics over the requests
+// after the warm-up; rates over the window from the first of them to arrive
+// to the last of them to finish, counting every request (warm-up ones too)
+// that finishes inside it, so a queue of warm-up requests being served at
+// the window's start is not charged to the measured ones.
 func Summarize(rows []RequestRow, its []IterationRow, slo spec.ServingSLO) SummaryRow {
 	var sum SummaryRow
 	var ttft, itl, e2e []float64
 	first, last := math.Inf(1), 0.0
-	var outTok, allTok float64
+	meets := func(r RequestRow) bool {
+		return (slo.TTFTS == 0 || r.TTFTS <= slo.TTFTS) && (slo.ITLS == 0 || r.ITLSMean <= slo.ITLS) && (slo.E2ES == 0 || r.E2ES <= slo.E2ES)
+	}
 	good := 0
-	warmEnd := 0.0
 	for _, r := range rows {
 		if r.Warmup {
-			warmEnd = math.Max(warmEnd, r.FinishS)
 			continue
 		}
 		sum.Requests++
@@ -429,9 +434,7 @@ func Summarize(rows []RequestRow, its []IterationRow, slo spec.ServingSLO) Summa
 		}
 		sum.QueueSMean += r.QueueS
 		sum.Preemptions += r.Preemptions
-		outTok += float64(r.OutputTokens)
-		allTok += float64(r.OutputTokens + r.PromptTokens)
-		if (slo.TTFTS == 0 || r.TTFTS <= slo.TTFTS) && (slo.ITLS == 0 || r.ITLSMean <= slo.ITLS) && (slo.E2ES == 0 || r.E2ES <= slo.E2ES) {
+		if meets(r) {
 			good++
 		}
 	}
@@ -439,12 +442,23 @@ func Summarize(rows []RequestRow, its []IterationRow, slo spec.ServingSLO) Summa
 		return sum
 	}
 	n := float64(sum.Requests)
-	sum.WindowS = last - math.Max(first, warmEnd)
+	sum.WindowS = last - first
 	if sum.WindowS > 0 {
-		sum.RequestsPerS = n / sum.WindowS
+		var done, goodDone, outTok, allTok float64
+		for _, r := range rows {
+			if r.FinishS >= first && r.FinishS <= last {
+				done++
+				outTok += float64(r.OutputTokens)
+				allTok += float64(r.OutputTokens + r.PromptTokens)
+				if meets(r) {
+					goodDone++
+				}
+			}
+		}
+		sum.RequestsPerS = done / sum.WindowS
 		sum.OutputTokensPerS = outTok / sum.WindowS
 		sum.TotalTokensPerS = allTok / sum.WindowS
-		sum.GoodputRequestsPS = float64(good) / sum.WindowS
+		sum.GoodputRequestsPS = goodDone / sum.WindowS
 	}
 	sum.SLOAttainment = float64(good) / n
 	sum.QueueSMean /= n
