@@ -189,10 +189,9 @@ type Sim struct {
 	dirty    []*rep
 	pools    [3][]*rep
 	useSeq   uint64
-	// Canceled is polled every few thousand events; Progress receives the
-	// number of finished requests.
-	Canceled func() error
-	Progress func(done int)
+	// Progress, if set, receives the number of finished requests and the
+	// simulated time every few thousand events (the context is checked as often).
+	Progress func(done int, nowS float64)
 	done     int
 }
 
@@ -275,7 +274,7 @@ func (s *Sim) Run(ctx context.Context) (*Outcome, error) {
 				return nil, err
 			}
 			if s.Progress != nil {
-				s.Progress(s.done)
+				s.Progress(s.done, s.now)
 			}
 		}
 		e := s.pop()

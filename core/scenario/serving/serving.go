@@ -343,9 +343,12 @@ func Simulate(env scenario.Env, s *spec.Serving) (*Outcome, error) {
 	}
 	sim := sv.NewSim(st.Config, st.Replicas, s.Routing, Source(s), st.Transfer)
 	total := w.Requests
-	sim.Progress = func(done int) {
-		if total > 0 {
+	sim.Progress = func(done int, nowS float64) {
+		switch {
+		case total > 0:
 			env.Report(float64(done) / float64(total))
+		case w.DurationS > 0:
+			env.Report(math.Min(nowS/w.DurationS, 1))
 		}
 	}
 	out, err := sim.Run(env.Context())

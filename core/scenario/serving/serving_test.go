@@ -352,3 +352,17 @@ func TestDegradedLink(t *testing.T) {
 	se := specErr(t, `,"faults":{"links":[{"src":"n0.gpu1","dst":"n0.nvswitch","health":0.1,"at_s":2}]},"workload":{"rate_per_s":1}`)
 	assert.Contains(t, se.Error(), "faults.links[0]")
 }
+
+// A run for a duration sends arrivals until then and lets them finish; a
+// canceled run stops with the context's error.
+func TestDurationAndCancel(t *testing.T) {
+	rows := table[serving.RequestRow](run(t, `,"workload":{"rate_per_s":20,"duration_s":10,"output_tokens":{"tokens":8}}`), "requests")
+	require.NotEmpty(t, rows)
+	assert.InDelta(t, 200, len(rows), 50)
+	assert.LessOrEqual(t, rows[len(rows)-1].ArrivalS, 10.0)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	js := fmt.Sprintf(`{"kind":"serving",%s,"workload":{"rate_per_s":20,"requests":100000}}`, base)
+	_, _, err := all.Run(scenario.Env{Ctx: ctx}, []byte(js))
+	require.ErrorIs(t, err, context.Canceled)
+}
