@@ -103,6 +103,8 @@ type SummaryRow struct {
 	TTFTSP50          float64 `arrow:"ttft_s_p50"`
 	TTFTSP90          float64 `arrow:"ttft_s_p90"`
 	TTFTSP99          float64 `arrow:"ttft_s_p99"`
+	// ITL statistics are over each request's mean inter-token latency
+	// (what vLLM's benchmark calls TPOT), for requests of two or more tokens.
 	ITLSMean          float64 `arrow:"itl_s_mean"`
 	ITLSP50           float64 `arrow:"itl_s_p50"`
 	ITLSP90           float64 `arrow:"itl_s_p90"`
