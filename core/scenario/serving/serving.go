@@ -94,15 +94,15 @@ type IterationRow struct {
 // the first of them to arrive to the last to finish, counting every request
 // that finishes in it (see Summarize).
 type SummaryRow struct {
-	Requests          int     `arrow:"requests"`
-	WindowS           float64 `arrow:"window_s"`
-	RequestsPerS      float64 `arrow:"requests_per_s"`
-	OutputTokensPerS  float64 `arrow:"output_tokens_per_s"`
-	TotalTokensPerS   float64 `arrow:"total_tokens_per_s"`
-	TTFTSMean         float64 `arrow:"ttft_s_mean"`
-	TTFTSP50          float64 `arrow:"ttft_s_p50"`
-	TTFTSP90          float64 `arrow:"ttft_s_p90"`
-	TTFTSP99          float64 `arrow:"ttft_s_p99"`
+	Requests         int     `arrow:"requests"`
+	WindowS          float64 `arrow:"window_s"`
+	RequestsPerS     float64 `arrow:"requests_per_s"`
+	OutputTokensPerS float64 `arrow:"output_tokens_per_s"`
+	TotalTokensPerS  float64 `arrow:"total_tokens_per_s"`
+	TTFTSMean        float64 `arrow:"ttft_s_mean"`
+	TTFTSP50         float64 `arrow:"ttft_s_p50"`
+	TTFTSP90         float64 `arrow:"ttft_s_p90"`
+	TTFTSP99         float64 `arrow:"ttft_s_p99"`
 	// ITL statistics are over each request's mean inter-token latency
 	// (what vLLM's benchmark calls TPOT), for requests of two or more tokens.
 	ITLSMean          float64 `arrow:"itl_s_mean"`
