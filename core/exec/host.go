@@ -128,6 +128,66 @@ type Kernel struct {
 	MathS float64
 }
 
+// kernelTimes are an operator's device time and the host's time to issue
+// it: from a captured graph (graph) its kernels are separated by GraphGapS
+// instead of their stream launch, and only the graph's first (launch) costs
+// the host its replay; eagerly, the host pays the operator's dispatch.
+func (h *Host) kernelTimes(o model.Op, c Kernel, graph, launch bool) (devS, hostS float64) {
+	devS = c.DeviceS
+	if graph {
+		devS = devS - c.LaunchS + float64(max(c.Kernels, 1))*GraphGapS
+	}
+	switch {
+	case h.Mode == "":
+	case graph:
+		if launch {
+			hostS = GraphLaunchS
+		}
+	default:
+		hostS = h.opHostS(o, c.Kernels)
+	}
+	return devS, hostS
+}
+
+// Issue summarizes kernels and collectives run one after another on a
+// stream as the host issues them, both free at the start: HostS is the
+// host's time to issue them all, DeviceS their device time and EndS when the
+// last ends, max over j of (host time to issue items 1..j) + (device time
+// of items j..n) — the closed form exec prices its compute tasks with.
+// Sequences compose with Then, so callers can memoize their parts (the
+// serving kind prices engine iterations this way).
+type Issue struct{ HostS, DeviceS, EndS float64 }
+
+// Then is a followed by b on the same stream and host.
+func (a Issue) Then(b Issue) Issue {
+	return Issue{HostS: a.HostS + b.HostS, DeviceS: a.DeviceS + b.DeviceS, EndS: max(a.EndS+b.DeviceS, a.HostS+b.EndS)}
+}
+
+// KernelIssue is one operator's kernels as h issues them (graph, launch as
+// for a compute task of exec: replayed from a captured graph, launch for
+// the graph's first).
+func (h *Host) KernelIssue(o model.Op, k Kernel, graph, launch bool) Issue {
+	d, hs := h.kernelTimes(o, k, graph, launch)
+	return Issue{HostS: hs, DeviceS: d, EndS: hs + d}
+}
+
+// CommIssue is a collective taking devS once started, as h issues it: an
+// eager host pays NCCL's call through c10d, a captured one nothing (but
+// the replay, for the graph's first).
+func (h *Host) CommIssue(devS float64, graph, launch bool) Issue {
+	var hs float64
+	switch {
+	case h.Mode == "":
+	case graph:
+		if launch {
+			hs = GraphLaunchS
+		}
+	default:
+		hs = h.collectiveS()
+	}
+	return Issue{HostS: hs, DeviceS: devS, EndS: hs + devS}
+}
+
 // taskCost is a compute task's schedule on a unit, priced once per program:
 // started at device time S with the host reaching it at H0, it ends at
 // max(S + D, H0 + A) and its first kernel starts at max(S, H0 + First).
@@ -159,24 +219,11 @@ func (e *engine) priceTask(ops []model.Op, costs []Kernel, graph, launch bool) t
 	var math float64
 	for j, o := range ops {
 		c := costs[j]
-		d := c.DeviceS
-		if graph {
-			d = d - c.LaunchS + float64(max(c.Kernels, 1))*GraphGapS
-		}
-		dev[j] = d
+		dev[j], host[j] = h.kernelTimes(o, c, graph, launch && j == 0)
 		if c.DeviceS > 0 {
-			math += c.MathS * d / c.DeviceS
+			math += c.MathS * dev[j] / c.DeviceS
 		}
 		tc.Kernels += int32(max(c.Kernels, 1))
-		switch {
-		case h.Mode == "":
-		case graph:
-			if launch && j == 0 {
-				host[j] = GraphLaunchS
-			}
-		default:
-			host[j] = h.opHostS(o, c.Kernels)
-		}
 	}
 	var total float64
 	for _, d := range dev {

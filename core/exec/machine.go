@@ -76,12 +76,17 @@ func (m *Machine) Kernel(o model.Op) (Kernel, error) {
 	if err != nil {
 		return Kernel{}, err
 	}
+	return KernelOf(m.GPU, c), nil
+}
+
+// KernelOf is a priced operator as exec schedules it on GPU g.
+func KernelOf(g hw.GPU, c compute.Cost) Kernel {
 	k := Kernel{DeviceS: c.TimeS, Kernels: max(c.Kernels, 1)}
-	k.LaunchS = min(c.TimeS, float64(k.Kernels)*m.GPU.KernelLaunchS)
+	k.LaunchS = min(c.TimeS, float64(k.Kernels)*g.KernelLaunchS)
 	if c.Bound == compute.BoundCompute || c.Bound == compute.BoundSMEM {
 		k.MathS = c.TimeS
 	}
-	return k, nil
+	return k
 }
 
 // Interference is the machine's compute–communication interference.

@@ -1,4 +1,4 @@
-"""Turn a user's table into an inline data set for specs that train on data (seedflood).
+"""Turn a user's table into spec data: an inline data set (seedflood) or a request trace (serving).
 
 >>> import pyarrow as pa
 >>> t = pa.table({"x0": [0.0, 1.0, 2.0], "x1": [1.0, 0.5, 0.0], "label": [0, 1, 1]})
@@ -34,3 +34,33 @@ def inline(table: Any, label: str = "label") -> dict[str, Any]:
     if not np.issubdtype(y.dtype, np.integer):
         raise ValueError(f"label column {label!r} must hold integers, got {y.dtype}")
     return {"kind": "inline", "features_flat": x.ravel().tolist(), "n_features": len(features), "labels": y.tolist()}
+
+
+def trace(table: Any) -> dict[str, Any]:
+    """A serving ``workload.trace`` from a ``pyarrow.Table`` or DataFrame of requests.
+
+    Columns: ``arrival_s`` (sorted), ``prompt_tokens``, ``output_tokens`` and,
+    optionally, ``prefix_id`` (-1: none) with ``prefix_tokens`` (the shared
+    prefix's length; 0 when absent).
+
+    >>> import pyarrow as pa
+    >>> t = pa.table({"arrival_s": [0.0, 0.5], "prompt_tokens": [100, 200], "output_tokens": [10, 20]})
+    >>> trace(t)
+    {'arrival_s': [0.0, 0.5], 'prompt_tokens': [100, 200], 'output_tokens': [10, 20]}
+    """
+    if not isinstance(table, pa.Table):
+        table = pa.Table.from_pandas(table, preserve_index=False)
+    need = ["arrival_s", "prompt_tokens", "output_tokens"]
+    missing = [c for c in need if c not in table.column_names]
+    if missing:
+        raise ValueError(f"a trace needs columns {need}; missing {missing}")
+    out: dict[str, Any] = {
+        "arrival_s": [float(x) for x in table.column("arrival_s").to_pylist()],
+        "prompt_tokens": [int(x) for x in table.column("prompt_tokens").to_pylist()],
+        "output_tokens": [int(x) for x in table.column("output_tokens").to_pylist()],
+    }
+    if "prefix_id" in table.column_names:
+        out["prefix_id"] = [int(x) for x in table.column("prefix_id").to_pylist()]
+        tokens = table.column("prefix_tokens").to_pylist() if "prefix_tokens" in table.column_names else [0] * table.num_rows
+        out["prefix_tokens"] = [int(x) for x in tokens]
+    return out

@@ -140,6 +140,21 @@ def demo_inference(out: Path) -> None:
          pd.concat(rows)[["tp", "ttft_s", "tpot_s", "e2e_s", "tokens_per_s", "memory_peak_bytes", "longest_prompt_tokens"]])
 
 
+def demo_serving(out: Path) -> None:
+    rows = []
+    for rate in (5, 20, 35):
+        r = eidolon.run({"kind": "serving", "model": "llama3-8b", "gpu": "a100-80gb-sxm",
+                         "cluster": {"preset": "dgx-a100", "nodes": 1}, "tp": 2, "slo": {"ttft_s": 0.5, "itl_s": 0.05},
+                         "workload": {"rate_per_s": rate, "requests": 600, "warmup_requests": 60,
+                                      "prompt_tokens": {"dist": "lognormal", "tokens": 1000, "sigma": 0.5},
+                                      "output_tokens": {"dist": "uniform", "min_tokens": 16, "max_tokens": 256}}},
+                        progress=False)
+        rows.append(r.to_pandas("summary").assign(rate_per_s=rate))
+    show("serving: Llama-3-8B on 2 A100 (TP 2), Poisson arrivals: latency against load",
+         pd.concat(rows)[["rate_per_s", "requests_per_s", "ttft_s_p50", "ttft_s_p99", "itl_s_p50", "itl_s_p99",
+                          "slo_attainment", "kv_utilization_mean"]])
+
+
 def demo_fault_sweep(out: Path) -> None:
     training = {"model": {"preset": "gpt-22b", "layers": 4}, "gpu": "a100-80gb-sxm",
                 "cluster": {"preset": "dgx-a100", "nodes": 4},
@@ -164,6 +179,7 @@ DEMOS: list[Callable[[Path], None]] = [
     demo_ssm_tp,
     demo_training,
     demo_inference,
+    demo_serving,
     demo_fault_sweep,
 ]
 

@@ -15,6 +15,7 @@ import (
 	"github.com/eidolon-sim/eidolon/core/scenario/parallelsearch"
 	"github.com/eidolon-sim/eidolon/core/scenario/seedflood"
 	"github.com/eidolon-sim/eidolon/core/scenario/selftest"
+	"github.com/eidolon-sim/eidolon/core/scenario/serving"
 	"github.com/eidolon-sim/eidolon/core/scenario/ssmtp"
 	"github.com/eidolon-sim/eidolon/core/scenario/training"
 	"github.com/eidolon-sim/eidolon/core/spec"
@@ -30,6 +31,7 @@ func Kinds() []scenario.Kind {
 		eidola.Kind(),
 		training.Kind(),
 		inference.Kind(),
+		serving.Kind(),
 		faultsweep.Kind(),
 		ssmtp.Kind(),
 		parallelsearch.Kind(),

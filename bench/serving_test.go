@@ -1,0 +1,187 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/eidolon-sim/eidolon/core/scenario"
+	"github.com/eidolon-sim/eidolon/core/scenario/all"
+	"github.com/eidolon-sim/eidolon/core/scenario/serving"
+	sv "github.com/eidolon-sim/eidolon/core/serving"
+	"github.com/eidolon-sim/eidolon/core/spec"
+	"github.com/stretchr/testify/require"
+)
+
+// sharedFile finds a file of /work/shared: ../shared relative to the
+// module root, else /work/shared.
+func sharedFile(t testing.TB, rel string) string {
+	dir, err := os.Getwd()
+	require.NoError(t, err)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+	for _, p := range []string{filepath.Join(dir, "..", "shared", rel), filepath.Join("/work/shared", rel)} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	t.Skipf("reference data %s not found under ../shared or /work/shared", rel)
+	return ""
+}
+
+type nimRow struct {
+	in, out, conc int
+	ttftMS, itlMS float64
+}
+
+func nimRows(t testing.TB) []nimRow {
+	f, err := os.Open(sharedFile(t, "reference/serving.md"))
+	require.NoError(t, err)
+	defer f.Close()
+	var rows []nimRow
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		cells := strings.Split(strings.Trim(strings.TrimSpace(sc.Text()), "|"), "|")
+		if len(cells) != 5 {
+			continue
+		}
+		var v [5]float64
+		ok := true
+		for i, c := range cells {
+			x, err := strconv.ParseFloat(strings.TrimSpace(c), 64)
+			ok = ok && err == nil
+			v[i] = x
+		}
+		if ok {
+			rows = append(rows, nimRow{int(v[0]), int(v[1]), int(v[2]), v[3], v[4]})
+		}
+	}
+	require.NoError(t, sc.Err())
+	require.Len(t, rows, 5, "serving.md's table")
+	return rows
+}
+
+// nimSpec is a reference row as a serving run: Llama-3.3-70B (the
+// llama3-70b architecture) in bf16 on one DGX A100 (8× A100 80 GB SXM),
+// TP 8, one replica, closed-loop clients at the row's concurrency, fixed
+// input and output lengths, vLLM V1 defaults for the engine.
+func nimSpec(r nimRow, requests int) string {
+	return fmt.Sprintf(`{"kind":"serving","model":"llama3-70b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},
+		"tp":8,"workload":{"arrival":"closed_loop","concurrency":%d,"requests":%d,"warmup_requests":%d,
+		"prompt_tokens":{"tokens":%d},"output_tokens":{"tokens":%d}}}`, r.conc, requests, r.conc, r.in, r.out)
+}
+
+// TestNIMServing runs the five NVIDIA NIM rows of reference/serving.md and
+// prints simulated TTFT and ITL against them. Nothing is fitted to these
+// rows. It asserts only that every row ran and its figures are finite and
+// positive, and fails when any error exceeds 50 % (a broken mechanism, not
+// a calibration target; the issue's 10 % is reported, not asserted).
+// Run: go test ./bench -run NIMServing -v
+func TestNIMServing(t *testing.T) {
+	rows := nimRows(t)
+	t.Logf("%6s %6s %4s | %10s %10s %7s | %8s %8s %7s", "in", "out", "conc", "TTFT ref", "TTFT sim", "err", "ITL ref", "ITL sim", "err")
+	for _, r := range rows {
+		_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(nimSpec(r, 8*r.conc)))
+		require.NoError(t, err)
+		s := res.Tables[0].Rows.([]serving.SummaryRow)[0]
+		ttft, itl := s.TTFTSMean*1e3, s.ITLSMean*1e3
+		et, ei := ttft/r.ttftMS-1, itl/r.itlMS-1
+		t.Logf("%6d %6d %4d | %10.2f %10.2f %+6.1f%% | %8.2f %8.2f %+6.1f%%", r.in, r.out, r.conc, r.ttftMS, ttft, 100*et, r.itlMS, itl, 100*ei)
+		// What the time is made of: the iteration that prefills the
+		// first prompt alone, and a decode step of the whole batch.
+		_, sp, err := all.Decode([]byte(nimSpec(r, 8*r.conc)))
+		require.NoError(t, err)
+		st, err := serving.Build(sp.(*spec.Serving))
+		require.NoError(t, err)
+		pr := st.Pricers[0]
+		q := min(r.in, 8192)
+		c, m, a, h, err := pr.Breakdown(&sv.Shape{Tokens: q, Logits: 1, Chunks: []sv.Chunk{{Query: q}}})
+		require.NoError(t, err)
+		t.Logf("    prefill of %d tokens: gemm+other %.1f ms, tp comm %.1f ms, attention %.1f ms, logits %.1f ms", q, c*1e3, m*1e3, a*1e3, h*1e3)
+		c, m, a, h, err = pr.Breakdown(&sv.Shape{Tokens: r.conc, Logits: r.conc, Decode: r.conc, DecodeKV: r.in + r.out/2})
+		require.NoError(t, err)
+		t.Logf("    decode of %d at %d cached: gemm+other %.2f ms, tp comm %.2f ms, attention %.2f ms, logits %.2f ms", r.conc, r.in+r.out/2, c*1e3, m*1e3, a*1e3, h*1e3)
+		require.False(t, math.IsNaN(ttft) || ttft <= 0 || itl <= 0)
+		require.Less(t, math.Abs(et), 0.5, "TTFT row %+v", r)
+		require.Less(t, math.Abs(ei), 0.5, "ITL row %+v", r)
+	}
+}
+
+// BenchmarkServing: 100,000 requests through one 8-GPU replica of a 70B
+// model (Poisson at 8 requests/s, about 85 % of its capacity, lognormal prompts around 512
+// tokens, outputs uniform in [16, 512]), and 1,000,000 requests over 64
+// such replicas (512 GPUs, least-outstanding routing).
+// Run: go test ./bench -run '^$' -bench Serving -benchtime 1x
+func BenchmarkServing(b *testing.B) {
+	for _, tc := range []struct {
+		name               string
+		replicas, requests int
+		rate               float64
+	}{
+		{"replicas=1/requests=100000", 1, 100000, 8},
+		{"replicas=64/requests=1000000", 64, 1000000, 8 * 64},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			js := fmt.Sprintf(`{"kind":"serving","model":"llama3-70b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":%d},
+				"tp":8,"replicas":%d,"workload":{"rate_per_s":%g,"requests":%d,"warmup_requests":1000,
+				"prompt_tokens":{"dist":"lognormal","tokens":512,"sigma":0.8,"max_tokens":8192},
+				"output_tokens":{"dist":"uniform","min_tokens":16,"max_tokens":512}}}`, tc.replicas, tc.replicas, tc.rate, tc.requests)
+			var s serving.SummaryRow
+			for i := 0; i < b.N; i++ {
+				_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
+				if err != nil {
+					b.Fatal(err)
+				}
+				s = res.Tables[0].Rows.([]serving.SummaryRow)[0]
+			}
+			b.ReportMetric(s.RequestsPerS, "sim_req_per_s")
+			b.ReportMetric(s.TTFTSP99, "sim_ttft_p99_s")
+			b.ReportMetric(s.ITLSP50, "sim_itl_p50_s")
+			b.ReportMetric(float64(s.Iterations), "iterations")
+		})
+	}
+}
+
+// BenchmarkServingSearch: 256 configurations (TP 1–8 × 1–8 replicas × 4
+// token budgets × 2 chunk sizes) of Llama-3-8B on two DGX A100 nodes,
+// 500 requests each at 40 requests/s, ranked against TTFT ≤ 0.5 s and
+// ITL ≤ 50 ms.
+// Run: go test ./bench -run '^$' -bench ServingSearch -benchtime 1x
+func BenchmarkServingSearch(b *testing.B) {
+	js := `{"kind":"serving","model":"llama3-8b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":2},
+		"slo":{"ttft_s":0.5,"itl_s":0.05},
+		"search":{"tp":[1,2,4,8],"replicas":[1,2,3,4,5,6,7,8],"max_num_batched_tokens":[1024,2048,4096,8192],"chunk_tokens":[512,1024]},
+		"workload":{"rate_per_s":40,"requests":500,"warmup_requests":50,
+			"prompt_tokens":{"dist":"lognormal","tokens":1000,"sigma":0.5,"max_tokens":8000},"output_tokens":{"dist":"uniform","min_tokens":16,"max_tokens":256}}}`
+	var rows []serving.ConfigRow
+	for i := 0; i < b.N; i++ {
+		_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
+		if err != nil {
+			b.Fatal(err)
+		}
+		rows = res.Tables[0].Rows.([]serving.ConfigRow)
+	}
+	pass := 0
+	for _, r := range rows {
+		if r.MeetsSLO {
+			pass++
+		}
+	}
+	b.ReportMetric(float64(len(rows)), "configs")
+	b.ReportMetric(float64(pass), "meeting_slo")
+	b.ReportMetric(float64(rows[0].GPUs), "best_gpus")
+}

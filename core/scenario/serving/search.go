@@ -1,0 +1,187 @@
+package serving
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sort"
+	"sync"
+
+	"github.com/eidolon-sim/eidolon/core/scenario"
+	"github.com/eidolon-sim/eidolon/core/spec"
+)
+
+// ConfigRow is one configuration of a search ("configs" table). Rank
+// orders the configurations that meet the SLOs by GPUs, then goodput
+// (highest first), then TTFT p99; the rest follow with rank 0.
+type ConfigRow struct {
+	Rank                int     `arrow:"rank"`
+	TP                  int     `arrow:"tp"`
+	PP                  int     `arrow:"pp"`
+	Replicas            int     `arrow:"replicas"`
+	PrefillReplicas     int     `arrow:"prefill_replicas"`
+	MaxNumBatchedTokens int     `arrow:"max_num_batched_tokens"`
+	ChunkTokens         int     `arrow:"chunk_tokens"`
+	GPUs                int     `arrow:"gpus"`
+	MeetsSLO            bool    `arrow:"meets_slo"`
+	SLOAttainment       float64 `arrow:"slo_attainment"`
+	GoodputRequestsPS   float64 `arrow:"goodput_requests_per_s"`
+	RequestsPerS        float64 `arrow:"requests_per_s"`
+	TTFTSP90            float64 `arrow:"ttft_s_p90"`
+	TTFTSP99            float64 `arrow:"ttft_s_p99"`
+	ITLSP90             float64 `arrow:"itl_s_p90"`
+	ITLSP99             float64 `arrow:"itl_s_p99"`
+	E2ESP99             float64 `arrow:"e2e_s_p99"`
+	// Status: "simulated", "invalid" (the combination breaks a spec rule,
+	// e.g. more GPUs than the cluster has) or "does_not_fit" (the weights
+	// leave no KV cache); Reason says why.
+	Status string `arrow:"status"`
+	Reason string `arrow:"reason"`
+}
+
+// Configs are the spec's search combinations, in a fixed order.
+func Configs(s *spec.Serving) []*spec.Serving {
+	q := s.Search
+	or := func(l []int, v int) []int {
+		if len(l) == 0 {
+			return []int{v}
+		}
+		return l
+	}
+	pre := 0
+	if s.Disaggregation != nil {
+		pre = s.Disaggregation.PrefillReplicas
+	}
+	var out []*spec.Serving
+	for _, tp := range or(q.TP, s.TP) {
+		for _, pp := range or(q.PP, s.PP) {
+			for _, r := range or(q.Replicas, s.Replicas) {
+				for _, pr := range or(q.PrefillReplicas, pre) {
+					for _, mbt := range or(q.MaxNumBatchedTokens, s.Engine.MaxNumBatchedTokens) {
+						chunk := s.Engine.ChunkTokens
+						if chunk == s.Engine.MaxNumBatchedTokens {
+							chunk = mbt
+						}
+						for _, ch := range or(q.ChunkTokens, min(chunk, mbt)) {
+							c := *s
+							c.Search = nil
+							c.TP, c.PP, c.Replicas = tp, pp, r
+							c.Engine.MaxNumBatchedTokens, c.Engine.ChunkTokens = mbt, ch
+							c.Disaggregation = nil
+							if pr > 0 {
+								c.Disaggregation = &spec.ServingDisaggSpec{PrefillReplicas: pr}
+							}
+							out = append(out, &c)
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Search simulates every configuration, on every core (each its own
+// pricers and engines: the table is the same on any number of cores).
+func Search(env scenario.Env, s *spec.Serving) ([]ConfigRow, error) {
+	cands := Configs(s)
+	rows := make([]ConfigRow, len(cands))
+	var mu sync.Mutex
+	next, done := 0, 0
+	var wg sync.WaitGroup
+	var firstErr error
+	for range min(runtime.GOMAXPROCS(0), len(cands)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				i := next
+				next++
+				mu.Unlock()
+				if i >= len(cands) || env.Canceled() != nil {
+					return
+				}
+				row, err := evaluate(cands[i], s.Search.Attainment)
+				mu.Lock()
+				rows[i] = row
+				done++
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				env.Report(float64(done) / float64(len(cands)))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := env.Canceled(); err != nil {
+		return nil, err
+	}
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	order := make([]int, 0, len(rows))
+	for i := range rows {
+		if rows[i].MeetsSLO {
+			order = append(order, i)
+		}
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		x, y := &rows[order[a]], &rows[order[b]]
+		if x.GPUs != y.GPUs {
+			return x.GPUs < y.GPUs
+		}
+		if x.GoodputRequestsPS != y.GoodputRequestsPS {
+			return x.GoodputRequestsPS > y.GoodputRequestsPS
+		}
+		return x.TTFTSP99 < y.TTFTSP99
+	})
+	out := make([]ConfigRow, 0, len(rows))
+	for k, i := range order {
+		rows[i].Rank = k + 1
+		out = append(out, rows[i])
+	}
+	for i := range rows {
+		if !rows[i].MeetsSLO {
+			out = append(out, rows[i])
+		}
+	}
+	return out, nil
+}
+
+// evaluate simulates one configuration; a spec problem is a row, not an
+// error (the search goes on).
+func evaluate(c *spec.Serving, attainment float64) (row ConfigRow, err error) {
+	row = ConfigRow{TP: c.TP, PP: c.PP, Replicas: c.Replicas, MaxNumBatchedTokens: c.Engine.MaxNumBatchedTokens,
+		ChunkTokens: c.Engine.ChunkTokens, GPUs: c.TP * c.PP * c.Replicas, Status: "simulated"}
+	if c.Disaggregation != nil {
+		row.PrefillReplicas = c.Disaggregation.PrefillReplicas
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("serving search: configuration %+v: panic: %v", row, r)
+		}
+	}()
+	var p spec.Problems
+	c.Validate(&p)
+	if e := p.Err(); e != nil {
+		row.Status, row.Reason = "invalid", e.Error()
+		return row, nil
+	}
+	o, e := Simulate(scenario.Env{}, c)
+	var se *spec.Error
+	if errors.As(e, &se) {
+		row.Status, row.Reason = "invalid", se.Error()
+		return row, nil
+	}
+	if e != nil {
+		row.Status, row.Reason = "does_not_fit", e.Error()
+		return row, nil
+	}
+	s := o.Summary
+	row.MeetsSLO = s.SLOAttainment >= attainment
+	row.SLOAttainment, row.GoodputRequestsPS, row.RequestsPerS = s.SLOAttainment, s.GoodputRequestsPS, s.RequestsPerS
+	row.TTFTSP90, row.TTFTSP99, row.ITLSP90, row.ITLSP99, row.E2ESP99 = s.TTFTSP90, s.TTFTSP99, s.ITLSP90, s.ITLSP99, s.E2ESP99
+	return row, nil
+}

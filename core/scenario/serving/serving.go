@@ -1,0 +1,503 @@
+// Package serving is the "serving" scenario kind: requests arriving over
+// time at engine replicas that batch them continuously (core/serving), with
+// each iteration priced by the compute and network models for the batch it
+// holds. Tables: requests, iterations, summary.
+package serving
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/eidolon-sim/eidolon/core/exec"
+	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/model"
+	"github.com/eidolon-sim/eidolon/core/rng"
+	"github.com/eidolon-sim/eidolon/core/scenario"
+	sv "github.com/eidolon-sim/eidolon/core/serving"
+	"github.com/eidolon-sim/eidolon/core/spec"
+	"github.com/eidolon-sim/eidolon/core/topo"
+	"github.com/eidolon-sim/eidolon/core/workload"
+)
+
+// Kind registers the scenario.
+func Kind() scenario.Kind {
+	return scenario.Define("serving",
+		"requests over time on continuously batching replicas (chunked prefill, paged KV cache, preemption, prefix caching, P/D disaggregation): TTFT, ITL, end to end percentiles, goodput",
+		func(env scenario.Env, s *spec.Serving) (scenario.Result, error) {
+			if s.Search != nil {
+				rows, err := Search(env, s)
+				if err != nil {
+					return scenario.Result{}, err
+				}
+				var r scenario.Result
+				r.Add("configs", rows)
+				return r, nil
+			}
+			o, err := Simulate(env, s)
+			if err != nil {
+				return scenario.Result{}, err
+			}
+			return o.Result(), nil
+		})
+}
+
+// RequestRow is one request ("requests" table).
+type RequestRow struct {
+	Request      int     `arrow:"request"`
+	ArrivalS     float64 `arrow:"arrival_s"`
+	ScheduledS   float64 `arrow:"scheduled_s"`
+	FirstTokenS  float64 `arrow:"first_token_s"`
+	FinishS      float64 `arrow:"finish_s"`
+	PromptTokens int     `arrow:"prompt_tokens"`
+	OutputTokens int     `arrow:"output_tokens"`
+	// CachedTokens of the prompt found in the prefix cache at admission.
+	CachedTokens int `arrow:"cached_tokens"`
+	// QueueS: scheduled − arrival; TTFTS: first token − arrival; ITLSMean:
+	// (finish − first token)/(output − 1), 0 for one token; ITLSMax the
+	// longest gap between two tokens; E2ES: finish − arrival.
+	QueueS   float64 `arrow:"queue_s"`
+	TTFTS    float64 `arrow:"ttft_s"`
+	ITLSMean float64 `arrow:"itl_s_mean"`
+	ITLSMax  float64 `arrow:"itl_s_max"`
+	E2ES     float64 `arrow:"e2e_s"`
+	// KVTransferS is the KV cache move (disaggregation), queueing included.
+	KVTransferS float64 `arrow:"kv_transfer_s"`
+	Preemptions int     `arrow:"preemptions"`
+	// Replica served it (its prefill replica under disaggregation);
+	// DecodeReplica its decode replica (−1 co-located).
+	Replica       int  `arrow:"replica"`
+	DecodeReplica int  `arrow:"decode_replica"`
+	PrefixID      int  `arrow:"prefix_id"`
+	Warmup        bool `arrow:"warmup"`
+}
+
+// IterationRow is one engine iteration ("iterations" table).
+type IterationRow struct {
+	Replica   int     `arrow:"replica"`
+	StartS    float64 `arrow:"start_s"`
+	DurationS float64 `arrow:"duration_s"`
+	// Sequences in the batch; PrefillTokens (chunks) and DecodeTokens.
+	Sequences     int `arrow:"sequences"`
+	PrefillTokens int `arrow:"prefill_tokens"`
+	DecodeTokens  int `arrow:"decode_tokens"`
+	// KVBlocksUsed after this iteration's allocation, of KVBlocks.
+	KVBlocksUsed int `arrow:"kv_blocks_used"`
+	KVBlocks     int `arrow:"kv_blocks"`
+	// Preempted requests while scheduling it; Queued waiting after it was formed.
+	Preempted int `arrow:"preempted"`
+	Queued    int `arrow:"queued"`
+}
+
+// SummaryRow is the run ("summary" table): latencies over the requests
+// after the warm-up; rates (requests, tokens, goodput) over the window from
+// the first of them to arrive to the last to finish, counting every request
+// that finishes in it (see Summarize).
+type SummaryRow struct {
+	Requests         int     `arrow:"requests"`
+	WindowS          float64 `arrow:"window_s"`
+	RequestsPerS     float64 `arrow:"requests_per_s"`
+	OutputTokensPerS float64 `arrow:"output_tokens_per_s"`
+	TotalTokensPerS  float64 `arrow:"total_tokens_per_s"`
+	TTFTSMean        float64 `arrow:"ttft_s_mean"`
+	TTFTSP50         float64 `arrow:"ttft_s_p50"`
+	TTFTSP90         float64 `arrow:"ttft_s_p90"`
+	TTFTSP99         float64 `arrow:"ttft_s_p99"`
+	// ITL statistics are over each request's mean inter-token latency
+	// (what vLLM's benchmark calls TPOT), for requests of two or more tokens.
+	ITLSMean          float64 `arrow:"itl_s_mean"`
+	ITLSP50           float64 `arrow:"itl_s_p50"`
+	ITLSP90           float64 `arrow:"itl_s_p90"`
+	ITLSP99           float64 `arrow:"itl_s_p99"`
+	E2ESMean          float64 `arrow:"e2e_s_mean"`
+	E2ESP50           float64 `arrow:"e2e_s_p50"`
+	E2ESP90           float64 `arrow:"e2e_s_p90"`
+	E2ESP99           float64 `arrow:"e2e_s_p99"`
+	QueueSMean        float64 `arrow:"queue_s_mean"`
+	GoodputRequestsPS float64 `arrow:"goodput_requests_per_s"`
+	SLOAttainment     float64 `arrow:"slo_attainment"`
+	// KVUtilizationMean is the busy-time mean of used/total blocks over
+	// iterations, KVUtilizationMax its largest value.
+	KVUtilizationMean float64 `arrow:"kv_utilization_mean"`
+	KVUtilizationMax  float64 `arrow:"kv_utilization_max"`
+	Preemptions       int     `arrow:"preemptions"`
+	Iterations        int     `arrow:"iterations"`
+	MeanBatchSeqs     float64 `arrow:"mean_batch_sequences"`
+	GPUs              int     `arrow:"gpus"`
+	Replicas          int     `arrow:"replicas"`
+	PrefillReplicas   int     `arrow:"prefill_replicas"`
+	KVBlocksReplica   int     `arrow:"kv_blocks_per_replica"`
+	SimulatedS        float64 `arrow:"simulated_s"`
+}
+
+// Outcome is a simulated serving run.
+type Outcome struct {
+	Summary    SummaryRow
+	Requests   []RequestRow
+	Iterations []IterationRow
+	// Pricers per replica (shared by replicas of the same class).
+	Pricers []*sv.Pricer
+}
+
+// Result packs the tables.
+func (o *Outcome) Result() scenario.Result {
+	var r scenario.Result
+	r.Add("summary", []SummaryRow{o.Summary})
+	r.Add("requests", o.Requests)
+	r.Add("iterations", o.Iterations)
+	return r
+}
+
+// Setup is the replicas of a spec with their pricers and KV capacity.
+type Setup struct {
+	Replicas []sv.Replica
+	Pricers  []*sv.Pricer
+	Config   sv.Config
+	Transfer sv.TransferFunc
+	Topo     *topo.Topology
+	GPU      hw.GPU
+}
+
+// Build prepares a validated spec's replicas.
+func Build(s *spec.Serving) (*Setup, error) {
+	cfg, _ := s.Model.Resolve()
+	g, _ := hw.GPUByName(s.GPU)
+	t, err := topo.FromSpec(s.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	var p spec.Problems
+	if n := s.TP * s.PP * s.Replicas; n > t.NumRanks() {
+		p.Addf("replicas", "tp·pp·replicas = %d·%d·%d = %d GPUs, but the cluster has %d", s.TP, s.PP, s.Replicas, n, t.NumRanks())
+	}
+	in := workload.Inference{Model: cfg, TP: s.TP, PP: s.PP, Replicas: 1, Batch: 1, Prompt: s.Engine.MaxNumBatchedTokens, Output: 1, DType: hw.DType(s.DType)}
+	for _, fp := range in.Check() {
+		field := fp.Field
+		if field == "prompt_tokens" {
+			field = "engine.max_num_batched_tokens"
+		}
+		p.Addf(field, "%s", fp.Message)
+	}
+	for _, b := range cfg.Pattern {
+		if b == model.PatSSM {
+			p.Addf("model", "serving models attention blocks only (a KV cache per token); %q has SSM blocks", cfg.Name)
+			break
+		}
+	}
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	// Apply the time-0 faults to the topology once (NewMachineOn does).
+	if _, err := exec.NewMachineOn(t, g, s.Faults, s.Seed); err != nil {
+		return nil, err
+	}
+	st := &Setup{Topo: t, GPU: g}
+	type class struct {
+		sig []float64
+		p   *sv.Pricer
+	}
+	var classes []class
+	e := s.Engine
+	// The host issues kernels as the inference kind's (no autograd).
+	host := exec.Host{Mode: s.Execution, ForwardOpS: s.Host.ForwardOpS, BackwardOpS: s.Host.BackwardOpS, CollectiveS: s.Host.CollectiveS}
+	for r := 0; r < s.Replicas; r++ {
+		pr, err := sv.NewPricer(t, g, s.Faults, s.Seed, cfg, s.TP, s.PP, hw.DType(s.DType), r, host)
+		if err != nil {
+			return nil, err
+		}
+		sig, err := pr.Signature()
+		if err != nil {
+			return nil, err
+		}
+		found := false
+		for _, c := range classes {
+			if equal(c.sig, sig) {
+				pr, found = c.p, true
+				break
+			}
+		}
+		if !found {
+			classes = append(classes, class{sig, pr})
+		}
+		st.Pricers = append(st.Pricers, pr)
+		blocks := e.KVBlocks
+		if blocks == 0 {
+			blocks = math.MaxInt
+			for stg := 0; stg < s.PP; stg++ {
+				w, a, err := pr.StageMemory(stg, e.MaxNumBatchedTokens)
+				if err != nil {
+					return nil, err
+				}
+				left := e.GPUMemoryUtilization*float64(g.HBMBytes) - w - a
+				b := int(left / (pr.KVBytesPerToken(stg) * float64(e.BlockTokens)))
+				if b <= 0 {
+					return nil, fmt.Errorf("the model does not fit: %.3g GB of weights and %.3g GB of activations per GPU of stage %d leave no KV cache in %.0f %% of %.3g GB",
+						w/1e9, a/1e9, stg, 100*e.GPUMemoryUtilization, float64(g.HBMBytes)/1e9)
+				}
+				blocks = min(blocks, b)
+			}
+		}
+		role := sv.Both
+		if d := s.Disaggregation; d != nil {
+			role = sv.Decode
+			if r < d.PrefillReplicas {
+				role = sv.Prefill
+			}
+		}
+		st.Replicas = append(st.Replicas, sv.Replica{Cost: pr, Blocks: blocks,
+			BlockBytes: pr.KVBytesPerToken(0) * float64(e.BlockTokens), Role: role})
+	}
+	st.Config = sv.Config{MaxBatchedTokens: e.MaxNumBatchedTokens, MaxSeqs: e.MaxNumSeqs, Chunked: *e.ChunkedPrefill,
+		ChunkTokens: e.ChunkTokens, BlockTokens: e.BlockTokens, Preemption: e.Preemption,
+		SwapBytesPerS: e.SwapBandwidthBytesPerS, PrefixCaching: *e.PrefixCaching, PrefixHitRate: e.PrefixHitRate}
+	if !st.Config.Chunked {
+		st.Config.ChunkTokens = e.MaxNumBatchedTokens
+	}
+	// KV transfers: affine in size on a path (latency + size / bandwidth),
+	// so two probes per replica pair give every size.
+	type fit struct{ t1, slope float64 }
+	fits := map[[2]int]fit{}
+	kvPerToken := 0.0
+	for stg := 0; stg < s.PP; stg++ {
+		kvPerToken = max(kvPerToken, st.Pricers[0].KVBytesPerToken(stg))
+	}
+	const b1, b2 = 1 << 20, 64 << 20
+	st.Transfer = func(a, b, tokens int) (float64, error) {
+		f, ok := fits[[2]int{a, b}]
+		if !ok {
+			t1, err := sv.Transfer(t, g, s.Faults, s.Seed, s.TP, s.PP, a, b, b1)
+			if err != nil {
+				return 0, err
+			}
+			t2, err := sv.Transfer(t, g, s.Faults, s.Seed, s.TP, s.PP, a, b, b2)
+			if err != nil {
+				return 0, err
+			}
+			f = fit{t1, (t2 - t1) / (b2 - b1)}
+			fits[[2]int{a, b}] = f
+		}
+		return f.t1 + (float64(tokens)*kvPerToken-b1)*f.slope, nil
+	}
+	return st, nil
+}
+
+func equal(a, b []float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func lengths(l spec.Lengths) sv.Lengths {
+	return sv.Lengths{Dist: l.Dist, Tokens: l.Tokens, Min: l.MinTokens, Max: l.MaxTokens, Sigma: l.Sigma, FromTable: l.Values}
+}
+
+// Source builds the spec's request source.
+func Source(s *spec.Serving) sv.Source {
+	w := s.Workload
+	pf := sv.Prefixes{Groups: w.PrefixGroups, Tokens: w.PrefixTokens}
+	switch w.Arrival {
+	case "closed_loop":
+		return sv.NewClosedLoop(sv.ClosedLoop{Clients: w.Concurrency, Prompt: lengths(w.PromptTokens), Output: lengths(w.OutputTokens),
+			Prefix: pf, Count: w.Requests, DurationS: w.DurationS}, rng.Stream(s.Seed, "serving.lengths"))
+	case "trace":
+		tr := w.Trace
+		var reqs []sv.Request
+		for i := range tr.ArrivalS {
+			q := sv.Request{ArrivalS: tr.ArrivalS[i], Prompt: tr.PromptTokens[i], Output: tr.OutputTokens[i], Prefix: -1, Client: -1}
+			if len(tr.PrefixID) > 0 && tr.PrefixID[i] >= 0 {
+				q.Prefix, q.PrefixTokens = int32(tr.PrefixID[i]), min(tr.PrefixTokens[i], q.Prompt-1)
+			}
+			reqs = append(reqs, q)
+		}
+		return sv.NewOpenLoop(sv.OpenLoop{Trace: reqs}, nil, nil)
+	}
+	return sv.NewOpenLoop(sv.OpenLoop{Arr: sv.Arrivals{RatePerS: w.RatePerS, Burstiness: w.Burstiness},
+		Prompt: lengths(w.PromptTokens), Output: lengths(w.OutputTokens), Prefix: pf, Count: w.Requests, DurationS: w.DurationS},
+		rng.Stream(s.Seed, "serving.arrivals"), rng.Stream(s.Seed, "serving.lengths"))
+}
+
+// Simulate runs a validated spec.
+func Simulate(env scenario.Env, s *spec.Serving) (*Outcome, error) {
+	st, err := Build(s)
+	if err != nil {
+		return nil, err
+	}
+	// Every request must fit one replica's cache on its own.
+	w := s.Workload
+	longest := w.PromptTokens.Largest() + w.OutputTokens.Largest()
+	if w.Trace != nil {
+		longest = 0
+		for i := range w.Trace.ArrivalS {
+			longest = max(longest, w.Trace.PromptTokens[i]+w.Trace.OutputTokens[i])
+		}
+	}
+	for i, r := range st.Replicas {
+		if need := (longest + s.Engine.BlockTokens - 1) / s.Engine.BlockTokens; need > r.Blocks {
+			var p spec.Problems
+			p.Addf("workload", "a request of up to %d tokens needs %d KV blocks of %d tokens, but replica %d has %d (engine.kv_blocks, gpu_memory_utilization, tp)",
+				longest, need, s.Engine.BlockTokens, i, r.Blocks)
+			return nil, p.Err()
+		}
+	}
+	sim := sv.NewSim(st.Config, st.Replicas, s.Routing, Source(s), st.Transfer)
+	total := w.Requests
+	sim.Progress = func(done int, nowS float64) {
+		switch {
+		case total > 0:
+			env.Report(float64(done) / float64(total))
+		case w.DurationS > 0:
+			env.Report(math.Min(nowS/w.DurationS, 1))
+		}
+	}
+	out, err := sim.Run(env.Context())
+	if err != nil {
+		if cerr := env.Canceled(); cerr != nil {
+			return nil, cerr
+		}
+		return nil, err
+	}
+	env.Report(1)
+	o := &Outcome{Pricers: st.Pricers}
+	o.Requests = RequestRows(out.Requests, w.WarmupRequests)
+	for _, it := range out.Iterations {
+		o.Iterations = append(o.Iterations, IterationRow{Replica: it.Replica, StartS: it.StartS, DurationS: it.DurationS,
+			Sequences: it.Sequences, PrefillTokens: it.PrefillTokens, DecodeTokens: it.DecodeTokens,
+			KVBlocksUsed: it.KVBlocksUsed, KVBlocks: it.KVBlocks, Preempted: it.Preempted, Queued: it.Queued})
+	}
+	o.Summary = Summarize(o.Requests, o.Iterations, s.SLO)
+	o.Summary.GPUs = s.TP * s.PP * s.Replicas
+	o.Summary.Replicas = s.Replicas
+	if d := s.Disaggregation; d != nil {
+		o.Summary.PrefillReplicas = d.PrefillReplicas
+	}
+	o.Summary.KVBlocksReplica = st.Replicas[0].Blocks
+	o.Summary.SimulatedS = out.EndS
+	return o, nil
+}
+
+// RequestRows turns the engine's requests into rows; the first warmup are
+// marked.
+func RequestRows(rs []sv.RequestOut, warmup int) []RequestRow {
+	rows := make([]RequestRow, len(rs))
+	for i, q := range rs {
+		row := RequestRow{Request: i, ArrivalS: q.ArrivalS, ScheduledS: q.ScheduledS, FirstTokenS: q.FirstTokenS, FinishS: q.FinishS,
+			PromptTokens: q.Prompt, OutputTokens: q.Output, CachedTokens: q.CachedTokens,
+			QueueS: q.ScheduledS - q.ArrivalS, TTFTS: q.FirstTokenS - q.ArrivalS, ITLSMax: q.ITLMaxS, E2ES: q.FinishS - q.ArrivalS,
+			KVTransferS: q.TransferS, Preemptions: q.Preemptions, Replica: q.Replica, DecodeReplica: q.DecodeReplica,
+			PrefixID: int(q.Prefix), Warmup: i < warmup}
+		if q.Output > 1 {
+			row.ITLSMean = (q.FinishS - q.FirstTokenS) / float64(q.Output-1)
+		}
+		rows[i] = row
+	}
+	return rows
+}
+
+// Percentile is the q-quantile (q in [0, 1]) of sorted xs by linear
+// interpolation between order statistics (numpy's default).
+func Percentile(sorted []float64, q float64) float64 {
+	n := len(sorted)
+	if n == 0 {
+		return 0
+	}
+	h := q * float64(n-1)
+	i := int(math.Floor(h))
+	if i >= n-1 {
+		return sorted[n-1]
+	}
+	return sorted[i] + (h-float64(i))*(sorted[i+1]-sorted[i])
+}
+
+// Summarize computes the summary: latency statistics over the requests
+// after the warm-up; rates over the window from the first of them to arrive
+// to the last of them to finish, counting every request (warm-up ones too)
+// that finishes inside it, so a queue of warm-up requests being served at
+// the window's start is not charged to the measured ones.
+func Summarize(rows []RequestRow, its []IterationRow, slo spec.ServingSLO) SummaryRow {
+	var sum SummaryRow
+	var ttft, itl, e2e []float64
+	first, last := math.Inf(1), 0.0
+	meets := func(r RequestRow) bool {
+		return (slo.TTFTS == 0 || r.TTFTS <= slo.TTFTS) && (slo.ITLS == 0 || r.ITLSMean <= slo.ITLS) && (slo.E2ES == 0 || r.E2ES <= slo.E2ES)
+	}
+	good := 0
+	for _, r := range rows {
+		if r.Warmup {
+			continue
+		}
+		sum.Requests++
+		first = math.Min(first, r.ArrivalS)
+		last = math.Max(last, r.FinishS)
+		ttft = append(ttft, r.TTFTS)
+		e2e = append(e2e, r.E2ES)
+		if r.OutputTokens > 1 {
+			itl = append(itl, r.ITLSMean)
+		}
+		sum.QueueSMean += r.QueueS
+		sum.Preemptions += r.Preemptions
+		if meets(r) {
+			good++
+		}
+	}
+	if sum.Requests == 0 {
+		return sum
+	}
+	n := float64(sum.Requests)
+	sum.WindowS = last - first
+	if sum.WindowS > 0 {
+		var done, goodDone, outTok, allTok float64
+		for _, r := range rows {
+			if r.FinishS >= first && r.FinishS <= last {
+				done++
+				outTok += float64(r.OutputTokens)
+				allTok += float64(r.OutputTokens + r.PromptTokens)
+				if meets(r) {
+					goodDone++
+				}
+			}
+		}
+		sum.RequestsPerS = done / sum.WindowS
+		sum.OutputTokensPerS = outTok / sum.WindowS
+		sum.TotalTokensPerS = allTok / sum.WindowS
+		sum.GoodputRequestsPS = goodDone / sum.WindowS
+	}
+	sum.SLOAttainment = float64(good) / n
+	sum.QueueSMean /= n
+	stats := func(xs []float64, mean, p50, p90, p99 *float64) {
+		if len(xs) == 0 {
+			return
+		}
+		sort.Float64s(xs)
+		s := 0.0
+		for _, x := range xs {
+			s += x
+		}
+		*mean = s / float64(len(xs))
+		*p50, *p90, *p99 = Percentile(xs, 0.5), Percentile(xs, 0.9), Percentile(xs, 0.99)
+	}
+	stats(ttft, &sum.TTFTSMean, &sum.TTFTSP50, &sum.TTFTSP90, &sum.TTFTSP99)
+	stats(itl, &sum.ITLSMean, &sum.ITLSP50, &sum.ITLSP90, &sum.ITLSP99)
+	stats(e2e, &sum.E2ESMean, &sum.E2ESP50, &sum.E2ESP90, &sum.E2ESP99)
+	busy, kv, seqs := 0.0, 0.0, 0.0
+	for _, it := range its {
+		u := float64(it.KVBlocksUsed) / float64(max(it.KVBlocks, 1))
+		busy += it.DurationS
+		kv += u * it.DurationS
+		seqs += float64(it.Sequences)
+		sum.KVUtilizationMax = math.Max(sum.KVUtilizationMax, u)
+	}
+	if busy > 0 {
+		sum.KVUtilizationMean = kv / busy
+	}
+	sum.Iterations = len(its)
+	if len(its) > 0 {
+		sum.MeanBatchSeqs = seqs / float64(len(its))
+	}
+	return sum
+}

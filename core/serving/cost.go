@@ -1,0 +1,648 @@
+package serving
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/eidolon-sim/eidolon/core/compute"
+	"github.com/eidolon-sim/eidolon/core/exec"
+	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/model"
+	"github.com/eidolon-sim/eidolon/core/spec"
+	"github.com/eidolon-sim/eidolon/core/topo"
+	"github.com/eidolon-sim/eidolon/core/workload"
+)
+
+// Shape is what one engine iteration computes: Tokens in all (prefill chunk
+// tokens plus one per decoding sequence), Logits sequences that sample a
+// token, Decode sequences decoding against DecodeKV cached tokens on
+// average, and the prefill chunks.
+type Shape struct {
+	Tokens, Logits   int
+	Decode, DecodeKV int
+	Chunks           []Chunk
+}
+
+// Chunk is Query prompt tokens of one sequence computed against Context
+// tokens already cached.
+type Chunk struct{ Query, Context int }
+
+// Pricer prices iterations of one replica (TP·PP GPUs) from the same models
+// the inference kind runs: the operators model.Build yields for the
+// iteration's tokens, priced on the GPU by package compute as exec's
+// Machine.Cost prices them, and every tensor-parallel collective and
+// pipeline transfer simulated once per size on the replica's own ranks by
+// exec.Run on the cluster's network (faults applied, NCCL launch latency and
+// protocol efficiency included). Iterations are then sums of memoized terms:
+//
+//	t = Σ_stages [ dense(T) + layers·attention(shape) ]·slowdown + head(logits) + Σ pp transfers(T)
+//
+// dense(T) is every operator of a pass over T tokens except the attention
+// core and the logits GEMM (exact per T up to 1,024 tokens; above, T is
+// rounded up to a grid of 128 steps per octave, ≤ 0.8 % more tokens);
+// attention is one varlen kernel per layer (vLLM's FlashAttention backend
+// runs prefill chunks and decodes in one call): the device times of a
+// FlashAttention op per chunk (queries against context + queries, causal)
+// and one decode-attention op over the decoding sequences at their mean
+// cache length (the convention of workload.BuildInference; exact for its
+// HBM term, linear in the length), issued once; cache lengths are rounded
+// up to 32 steps per octave above 256 tokens (≤ 3.2 %).
+//
+// With PP > 1 an iteration passes through the stages one after another and
+// the next iteration starts when it has left the last one: stages do not
+// overlap consecutive iterations (vLLM V1 keeps up to PP batches in flight;
+// not modeled), so pipeline-parallel throughput is a lower bound.
+type Pricer struct {
+	gpu    hw.GPU
+	ev     *compute.Evaluator
+	cfg    model.Config
+	tp, pp int
+	dtype  hw.DType
+	// stages[s] are the model positions (indices into a graph's Order) of stage s.
+	stages [][]int
+	// attnLayers[s] is the attention blocks on stage s.
+	attnLayers []int
+	slow       []float64 // per stage
+	probe      func(kind model.Kind, bytes float64, stage int, p2p bool) (float64, error)
+	hs, kvs    int64
+	hd         int64
+
+	// exact turns the bucketing off (tests measure what it changes).
+	exact bool
+
+	// host issues the kernels: prefill iterations eagerly, decode-only
+	// iterations from a captured CUDA graph when host.Mode is CUDAGraphs
+	// (as the inference kind runs prefill and decode).
+	host exec.Host
+
+	dense map[partKey]exec.Issue
+	// denseComm is the collectives' and transfers' share of dense's device time.
+	denseComm map[partKey]float64
+	head      map[partKey]exec.Issue
+	dec       map[[2]int]float64
+	pre       map[[2]int]float64
+	comm      map[commKey]float64
+}
+
+// partKey memoizes a part of an iteration by its token (or sequence) count
+// and whether it replays from a CUDA graph.
+type partKey struct {
+	n     int
+	graph bool
+}
+
+type commKey struct {
+	kind  model.Kind
+	bytes float64
+	stage int
+	p2p   bool
+}
+
+// ReplicaRanks is the global ranks of replica r, stage by stage, in TP
+// order (workload.Inference.Rank's numbering).
+func ReplicaRanks(tp, pp, r int) [][]int {
+	out := make([][]int, pp)
+	for s := 0; s < pp; s++ {
+		for k := 0; k < tp; k++ {
+			out[s] = append(out[s], k+tp*(s+pp*r))
+		}
+	}
+	return out
+}
+
+// NewPricer builds replica r's pricer on a topology (its link health
+// already holds the time-0 faults) with the spec's faults and seed.
+func NewPricer(t *topo.Topology, gpu hw.GPU, faults spec.Faults, seed uint64, cfg model.Config,
+	tp, pp int, dtype hw.DType, r int, host exec.Host) (*Pricer, error) {
+	p := &Pricer{gpu: gpu, ev: compute.NewEvaluator(gpu), cfg: cfg, tp: tp, pp: pp, dtype: dtype, host: host,
+		dense: map[partKey]exec.Issue{}, denseComm: map[partKey]float64{}, head: map[partKey]exec.Issue{}, dec: map[[2]int]float64{}, pre: map[[2]int]float64{},
+		comm: map[commKey]float64{}}
+	g, err := model.Build(cfg, model.Run{Phase: model.Prefill, Batch: 1, SeqLen: 1, TP: tp, DType: dtype})
+	if err != nil {
+		return nil, err
+	}
+	p.stages = stagePositions(len(g.Order), pp)
+	for _, pos := range p.stages {
+		n := 0
+		for _, i := range pos {
+			switch g.Blocks[g.Order[i]].Name {
+			case model.BlockTransformer, model.BlockShared:
+				n++
+			case model.BlockMamba, model.BlockMamba2:
+				return nil, fmt.Errorf("serving models attention blocks only; the model has %s blocks", g.Blocks[g.Order[i]].Name)
+			}
+		}
+		p.attnLayers = append(p.attnLayers, n)
+	}
+	for _, b := range g.Blocks {
+		for _, o := range b.Forward {
+			if o.Kind == model.FlashAttention {
+				p.hs, p.kvs, p.hd = o.Heads, o.KVHeads, o.HeadDim
+			}
+		}
+	}
+	if p.hd == 0 {
+		return nil, fmt.Errorf("serving: model %q has no attention operator", cfg.Name)
+	}
+	ranks := ReplicaRanks(tp, pp, r)
+	if need := ranks[pp-1][tp-1] + 1; need > t.NumRanks() {
+		return nil, fmt.Errorf("replica %d needs rank %d but the cluster has %d GPUs", r, need-1, t.NumRanks())
+	}
+	// Stragglers: a stage computes at its slowest rank's pace (as exec runs a unit).
+	m, err := exec.NewMachineOn(t, gpu, faults, seed)
+	if err != nil {
+		return nil, err
+	}
+	for _, st := range ranks {
+		f := 1.0
+		for _, rk := range st {
+			f = max(f, m.Fabric.Slowdown(t.RankDevice(rk)))
+		}
+		p.slow = append(p.slow, f)
+	}
+	p.probe = func(kind model.Kind, bytes float64, stage int, p2p bool) (float64, error) {
+		return probe(t, gpu, faults, seed, ranks, kind, bytes, stage, p2p)
+	}
+	return p, nil
+}
+
+// stagePositions splits n model positions (embedding, blocks, head) over
+// pp stages as workload's pipeline layout does: the blocks evenly (the
+// first stages take one more when they do not divide), the embedding on
+// the first stage, the head on the last.
+func stagePositions(n, pp int) [][]int {
+	body := n - 2
+	out := make([][]int, pp)
+	per, rem := body/pp, body%pp
+	at := 1
+	for c := 0; c < pp; c++ {
+		k := per
+		if c < rem {
+			k++
+		}
+		for i := at; i < at+k; i++ {
+			out[c] = append(out[c], i)
+		}
+		at += k
+	}
+	out[0] = append([]int{0}, out[0]...)
+	out[pp-1] = append(out[pp-1], n-1)
+	return out
+}
+
+// probe simulates one collective (or, p2p, one pipeline transfer from
+// stage−1 to stage) on a fresh machine with exec.Run and returns its time.
+func probe(t *topo.Topology, gpu hw.GPU, faults spec.Faults, seed uint64, ranks [][]int,
+	kind model.Kind, bytes float64, stage int, p2p bool) (float64, error) {
+	m, err := exec.NewMachineOn(t, gpu, faults, seed)
+	if err != nil {
+		return 0, err
+	}
+	pl := &workload.Plan{Ranks: t.NumRanks()}
+	unit := func(rs []int, prog int) workload.Unit {
+		u := workload.Unit{Ranks: rs, Program: prog}
+		for i := range u.Groups {
+			u.Groups[i] = -1
+		}
+		return u
+	}
+	if !p2p {
+		u := unit(ranks[stage], 0)
+		u.Groups[workload.SlotTP] = 0
+		pl.Units = []workload.Unit{u}
+		pl.Groups = []workload.Group{{Units: []int{0}, Comms: [][]int{ranks[stage]}}}
+		pl.Programs = []workload.Program{{Name: "probe", Tasks: []workload.Task{{Name: string(kind), Kind: workload.Collective,
+			Stream: workload.StreamTP, Coll: kind, Bytes: bytes, Slot: workload.SlotTP}}}}
+		pl.Replicas = [][]int{{0}}
+	} else {
+		a, b := unit(ranks[stage-1], 0), unit(ranks[stage], 1)
+		a.Groups[workload.SlotFwdOut], b.Groups[workload.SlotFwdIn] = 0, 0
+		g := workload.Group{Units: []int{0, 1}}
+		for k := range ranks[stage] {
+			g.Comms = append(g.Comms, []int{ranks[stage-1][k], ranks[stage][k]})
+		}
+		pl.Units = []workload.Unit{a, b}
+		pl.Groups = []workload.Group{g}
+		pl.Programs = []workload.Program{
+			{Name: "send", Tasks: []workload.Task{{Name: "send", Kind: workload.Send, Stream: workload.StreamPP,
+				Coll: workload.SendRecv, Bytes: bytes, Slot: workload.SlotFwdOut}}},
+			{Name: "recv", Tasks: []workload.Task{{Name: "recv", Kind: workload.Recv, Stream: workload.StreamPP,
+				Coll: workload.SendRecv, Bytes: bytes, Slot: workload.SlotFwdIn}}}}
+		pl.Replicas = [][]int{{0, 1}}
+	}
+	opt := m.Options(true)
+	opt.Host = exec.Host{} // the collective alone: the pricer adds the host's issue
+	res, err := exec.Run(context.Background(), pl, opt)
+	if err != nil {
+		return 0, err
+	}
+	return res.End.Seconds(), nil
+}
+
+func (p *Pricer) commTime(kind model.Kind, bytes float64, stage int, p2p bool) (float64, error) {
+	k := commKey{kind, bytes, stage, p2p}
+	if v, ok := p.comm[k]; ok {
+		return v, nil
+	}
+	v, err := p.probe(kind, bytes, stage, p2p)
+	if err != nil {
+		return 0, err
+	}
+	p.comm[k] = v
+	return v, nil
+}
+
+// BucketTokens is the token count dense(T) is priced at: T itself up to
+// 1,024, above it T rounded up to a multiple of 2^(⌊log2 T⌋−7) (128 steps
+// per octave).
+func BucketTokens(t int) int {
+	if t <= 1024 {
+		return t
+	}
+	step := 1 << (bitsLen(t) - 1 - 7)
+	return (t + step - 1) / step * step
+}
+
+// BucketKV is the cache length attention is priced at: n itself up to 256,
+// above it rounded up to a multiple of 2^(⌊log2 n⌋−5) (32 per octave).
+func BucketKV(n int) int {
+	if n <= 256 {
+		return n
+	}
+	step := 1 << (bitsLen(n) - 1 - 5)
+	return (n + step - 1) / step * step
+}
+
+func (p *Pricer) bucketKV(n int) int {
+	if p.exact {
+		return n
+	}
+	return BucketKV(n)
+}
+
+func bitsLen(x int) int {
+	n := 0
+	for x > 0 {
+		n++
+		x >>= 1
+	}
+	return n
+}
+
+// op is an operator's kernels as the host issues them on a stage computing
+// at slow times a healthy GPU's pace.
+func (p *Pricer) op(o model.Op, graph bool, slow float64) (exec.Issue, error) {
+	c, err := p.ev.Op(o)
+	if err != nil {
+		return exec.Issue{}, err
+	}
+	k := exec.KernelOf(p.gpu, c)
+	k.DeviceS *= slow
+	return p.host.KernelIssue(o, k, graph, false), nil
+}
+
+// coll is a collective or transfer taking devS, as the host issues it.
+func (p *Pricer) coll(devS float64, graph bool) exec.Issue {
+	return p.host.CommIssue(devS, graph, false)
+}
+
+// Dense is every operator of a pass over t tokens but the attention core
+// and the logits, on every stage, with the TP collectives and the pipeline
+// transfers between stages, one after another on one stream as the host
+// issues them (graph: replayed from a captured CUDA graph); a stage's
+// kernels run at its straggler factor.
+func (p *Pricer) Dense(t int, graph bool) (exec.Issue, error) {
+	if !p.exact {
+		t = BucketTokens(t)
+	}
+	key := partKey{t, graph}
+	if v, ok := p.dense[key]; ok {
+		return v, nil
+	}
+	g, err := model.Build(p.cfg, model.Run{Phase: model.Prefill, Batch: 1, SeqLen: t, TP: p.tp, DType: p.dtype})
+	if err != nil {
+		return exec.Issue{}, err
+	}
+	blockTime := map[int]exec.Issue{}
+	blockComm := map[int]float64{}
+	var total exec.Issue
+	comm := 0.0
+	e := max(p.dtype.Bytes(), 2)
+	act := float64(t*p.cfg.Hidden) * e
+	for s, pos := range p.stages {
+		if s > 0 {
+			// The previous stage's activations: each TP rank sends its 1/t
+			// share, the receivers all-gather them (workload's pipeline).
+			msg := act
+			if p.tp > 1 {
+				msg = act / float64(p.tp)
+			}
+			c, err := p.commTime(workload.SendRecv, msg, s, true)
+			if err != nil {
+				return exec.Issue{}, err
+			}
+			total = total.Then(p.coll(c, graph))
+			comm += c
+			if p.tp > 1 {
+				c, err := p.commTime(model.AllGather, act, s, false)
+				if err != nil {
+					return exec.Issue{}, err
+				}
+				total = total.Then(p.coll(c, graph))
+				comm += c
+			}
+		}
+		for _, i := range pos {
+			bi := g.Order[i]
+			if v, ok := blockTime[bi*p.pp+s]; ok {
+				total = total.Then(v)
+				comm += blockComm[bi*p.pp+s]
+				continue
+			}
+			var v exec.Issue
+			vc := 0.0
+			for _, o := range g.Blocks[bi].Forward {
+				switch {
+				case o.Kind == model.FlashAttention, o.Name == "head.logits", o.Name == "head.logits.all_gather":
+					continue
+				case o.IsComm():
+					c, err := p.commTime(o.Kind, o.Bytes, s, false)
+					if err != nil {
+						return exec.Issue{}, err
+					}
+					v = v.Then(p.coll(c, graph))
+					vc += c
+				default:
+					c, err := p.op(o, graph, p.slow[s])
+					if err != nil {
+						return exec.Issue{}, err
+					}
+					v = v.Then(c)
+				}
+			}
+			blockTime[bi*p.pp+s] = v
+			blockComm[bi*p.pp+s] = vc
+			total = total.Then(v)
+			comm += vc
+		}
+	}
+	p.dense[key] = total
+	p.denseComm[key] = comm
+	return total, nil
+}
+
+// Head is the logits GEMM for n sequences (and its TP all-gather) on the
+// last stage.
+func (p *Pricer) Head(n int, graph bool) (exec.Issue, error) {
+	key := partKey{n, graph}
+	if v, ok := p.head[key]; ok {
+		return v, nil
+	}
+	g, err := model.Build(p.cfg, model.Run{Phase: model.Prefill, Batch: n, SeqLen: 1, TP: p.tp, DType: p.dtype})
+	if err != nil {
+		return exec.Issue{}, err
+	}
+	b, _ := g.Block(model.BlockLMHead)
+	s := p.pp - 1
+	var v exec.Issue
+	for _, o := range b.Forward {
+		switch o.Name {
+		case "head.logits":
+			c, err := p.op(o, graph, p.slow[s])
+			if err != nil {
+				return exec.Issue{}, err
+			}
+			v = v.Then(c)
+		case "head.logits.all_gather":
+			c, err := p.commTime(o.Kind, o.Bytes, s, false)
+			if err != nil {
+				return exec.Issue{}, err
+			}
+			v = v.Then(p.coll(c, graph))
+		}
+	}
+	p.head[key] = v
+	return v, nil
+}
+
+// attention is one layer's attention kernel for the shape: device time of
+// each chunk's FlashAttention and of the decode attention, issued once.
+func (p *Pricer) attention(sh *Shape) (float64, error) {
+	dev := 0.0
+	for _, c := range sh.Chunks {
+		kv := p.bucketKV(c.Context + c.Query)
+		k := [2]int{c.Query, kv}
+		v, ok := p.pre[k]
+		if !ok {
+			o := model.NewFlashAttention("attn.flash", p.dtype, 1, p.hs, p.kvs, int64(c.Query), int64(max(kv, c.Query)), p.hd, true)
+			cost, err := p.ev.Op(o)
+			if err != nil {
+				return 0, err
+			}
+			v = cost.TimeS
+			p.pre[k] = v
+		}
+		dev += v
+	}
+	if sh.Decode > 0 {
+		k := [2]int{sh.Decode, p.bucketKV(sh.DecodeKV)}
+		v, ok := p.dec[k]
+		if !ok {
+			o := model.NewDecodeAttention("attn.decode", p.dtype, int64(sh.Decode), p.hs, p.kvs, int64(k[1])+1, p.hd)
+			cost, err := p.ev.Op(o)
+			if err != nil {
+				return 0, err
+			}
+			v = cost.TimeS
+			p.dec[k] = v
+		}
+		dev += v
+	}
+	return dev, nil
+}
+
+// Iteration is the time of one engine iteration of the shape: the dense
+// operators, then each stage's attention kernels (one per layer), then the
+// logits, as one stream the host issues; a decode-only iteration replays a
+// captured CUDA graph when the host captures (one replay launch), else
+// every kernel is issued eagerly. The host reads the sampled tokens back
+// before the next iteration, so iterations do not overlap.
+func (p *Pricer) Iteration(sh *Shape) (float64, error) {
+	x, err := p.issue(sh)
+	return x.EndS, err
+}
+
+func (p *Pricer) graph(sh *Shape) bool {
+	return p.host.Mode == exec.CUDAGraphs && len(sh.Chunks) == 0
+}
+
+func (p *Pricer) issue(sh *Shape) (exec.Issue, error) {
+	if sh.Tokens <= 0 {
+		return exec.Issue{}, nil
+	}
+	graph := p.graph(sh)
+	var x exec.Issue
+	if graph {
+		x = exec.Issue{HostS: exec.GraphLaunchS, EndS: exec.GraphLaunchS}
+	}
+	d, err := p.Dense(sh.Tokens, graph)
+	if err != nil {
+		return exec.Issue{}, err
+	}
+	x = x.Then(d)
+	a, err := p.attention(sh)
+	if err != nil {
+		return exec.Issue{}, err
+	}
+	attn := model.Op{Name: "attn", Kind: model.FlashAttention, Pass: model.Forward}
+	for s, n := range p.attnLayers {
+		one := p.host.KernelIssue(attn, exec.Kernel{DeviceS: a * p.slow[s], LaunchS: min(a, p.gpu.KernelLaunchS), Kernels: 1}, graph, false)
+		for i := 0; i < n; i++ {
+			x = x.Then(one)
+		}
+	}
+	if sh.Logits > 0 {
+		h, err := p.Head(sh.Logits, graph)
+		if err != nil {
+			return exec.Issue{}, err
+		}
+		x = x.Then(h)
+	}
+	return x, nil
+}
+
+// Breakdown splits an iteration's time into the dense operators' compute
+// (with the host's issue time it exposes), the TP collectives and pipeline
+// transfers, the attention kernels and the logits (they sum to Iteration).
+func (p *Pricer) Breakdown(sh *Shape) (compute, comm, attention, head float64, err error) {
+	total, err := p.Iteration(sh)
+	if err != nil || sh.Tokens <= 0 {
+		return 0, 0, 0, 0, err
+	}
+	t := sh.Tokens
+	if !p.exact {
+		t = BucketTokens(t)
+	}
+	graph := p.graph(sh)
+	comm = p.denseComm[partKey{t, graph}]
+	a, err := p.attention(sh)
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	for s, n := range p.attnLayers {
+		attention += float64(n) * a * p.slow[s]
+	}
+	if sh.Logits > 0 {
+		head = p.head[partKey{sh.Logits, graph}].DeviceS
+	}
+	compute = total - comm - attention - head
+	return compute, comm, attention, head, nil
+}
+
+// Transfer is the time to move bytes from every rank of replica a's stage
+// to the same rank of replica b's (the KV cache of disaggregated serving:
+// each GPU holds its share of the heads and layers), all ranks at once.
+func Transfer(t *topo.Topology, gpu hw.GPU, faults spec.Faults, seed uint64, tp, pp, a, b int, bytesPerRank float64) (float64, error) {
+	m, err := exec.NewMachineOn(t, gpu, faults, seed)
+	if err != nil {
+		return 0, err
+	}
+	ra, rb := ReplicaRanks(tp, pp, a), ReplicaRanks(tp, pp, b)
+	g := workload.Group{Units: []int{0, 1}}
+	for s := range ra {
+		for k := range ra[s] {
+			g.Comms = append(g.Comms, []int{ra[s][k], rb[s][k]})
+		}
+	}
+	flat := func(rs [][]int) []int {
+		var o []int
+		for _, x := range rs {
+			o = append(o, x...)
+		}
+		return o
+	}
+	u := func(rs []int, prog int, slot workload.Slot) workload.Unit {
+		x := workload.Unit{Ranks: rs, Program: prog}
+		for i := range x.Groups {
+			x.Groups[i] = -1
+		}
+		x.Groups[slot] = 0
+		return x
+	}
+	pl := &workload.Plan{Ranks: t.NumRanks(),
+		Units:  []workload.Unit{u(flat(ra), 0, workload.SlotFwdOut), u(flat(rb), 1, workload.SlotFwdIn)},
+		Groups: []workload.Group{g},
+		Programs: []workload.Program{
+			{Name: "send", Tasks: []workload.Task{{Name: "kv.send", Kind: workload.Send, Stream: workload.StreamPP,
+				Coll: workload.SendRecv, Bytes: bytesPerRank, Slot: workload.SlotFwdOut}}},
+			{Name: "recv", Tasks: []workload.Task{{Name: "kv.recv", Kind: workload.Recv, Stream: workload.StreamPP,
+				Coll: workload.SendRecv, Bytes: bytesPerRank, Slot: workload.SlotFwdIn}}}},
+		Replicas: [][]int{{0, 1}}}
+	res, err := exec.Run(context.Background(), pl, m.Options(true))
+	if err != nil {
+		return 0, err
+	}
+	return res.End.Seconds(), nil
+}
+
+// KVBytesPerToken is the KV cache one token takes on one GPU of stage s
+// (workload's memory model: 2 · kv heads per rank · head dim · bytes, per
+// attention layer of the stage).
+func (p *Pricer) KVBytesPerToken(s int) float64 {
+	e := max(p.dtype.Bytes(), 2)
+	return float64(p.attnLayers[s]) * 2 * float64(max(p.cfg.KVHeads/p.tp, 1)) * float64(p.cfg.HeadDim) * e
+}
+
+// StageWeightsBytes is the weights one GPU of stage s holds, and
+// ActivationBytes the largest operator's tensors of a pass over t tokens
+// (workload's memory model).
+func (p *Pricer) StageMemory(s, t int) (weights, activations float64, err error) {
+	g, err := model.Build(p.cfg, model.Run{Phase: model.Prefill, Batch: 1, SeqLen: t, TP: p.tp, DType: p.dtype})
+	if err != nil {
+		return 0, 0, err
+	}
+	e := max(p.dtype.Bytes(), 2)
+	seen := map[int]bool{}
+	for _, i := range p.stages[s] {
+		b := g.Blocks[g.Order[i]]
+		weights += float64(b.Params) * e
+		if !seen[g.Order[i]] {
+			seen[g.Order[i]] = true
+			weights += float64(b.SharedParams) * e
+		}
+		for _, o := range b.Forward {
+			if !o.IsComm() {
+				activations = math.Max(activations, o.Bytes)
+			}
+		}
+	}
+	return weights, activations, nil
+}
+
+// Signature identifies replicas that price alike: each stage's straggler
+// factor and the time of a 1 MiB all-reduce on it (and of a 1 MiB pipeline
+// transfer into it), which a degraded link on the replica's routes changes.
+// Replicas of equal signature share one pricer, as exec mirrors healthy
+// replicas.
+func (p *Pricer) Signature() ([]float64, error) {
+	var sig []float64
+	for s := range p.stages {
+		sig = append(sig, p.slow[s])
+		if p.tp > 1 {
+			c, err := p.commTime(model.AllReduce, 1<<20, s, false)
+			if err != nil {
+				return nil, err
+			}
+			sig = append(sig, c)
+		}
+		if s > 0 {
+			c, err := p.commTime(workload.SendRecv, 1<<20, s, true)
+			if err != nil {
+				return nil, err
+			}
+			sig = append(sig, c)
+		}
+	}
+	return sig, nil
+}

@@ -1,0 +1,54 @@
+// Package serving simulates LLM serving engines: requests arriving over
+// time at replicas that batch them continuously, iteration by iteration,
+// each iteration priced by the compute and network models (Pricer) for the
+// batch it holds.
+//
+// # The scheduler (one per replica)
+//
+// It follows vLLM V1's Scheduler.schedule (vllm/v1/core/sched/scheduler.py):
+// every iteration has a token budget (Config.MaxBatchedTokens, vLLM
+// max_num_batched_tokens). Running requests come first, in order: each asks
+// for its tokens not yet computed (a decode one, a partly prefilled prompt
+// its rest), capped by ChunkTokens (long_prefill_token_threshold; Sarathi-
+// Serve's chunk) and the budget left, and gets KV blocks for them. When the
+// paged cache (Replica.Blocks blocks of Config.BlockTokens tokens, vLLM
+// block_size) has too few free blocks, the last running request is preempted
+// (self.running.pop(), FCFS) and put at the front of the waiting queue,
+// until the request fits or preempts itself. Then, if nothing was preempted
+// (vLLM), or if the preemptions left the batch empty (here: vLLM would
+// admit at its next step), waiting requests are admitted in order while the
+// budget, Config.MaxSeqs (max_num_seqs) and the free blocks allow; a new
+// request first takes its cached prefix. An iteration's requests whose
+// tokens are all computed sample one token at its end.
+//
+// Preemption "recompute" is vLLM V1's (num_computed_tokens = 0: prompt and
+// generated tokens are computed again when readmitted); "swap" is vLLM V0's
+// PreemptionMode.SWAP (vllm/core/scheduler.py): the victim's blocks go to
+// host memory and come back on readmission, each copy at SwapBytesPerS and
+// charged to the iteration that does it.
+//
+// Prefix caching follows vLLM's automatic prefix caching: the full blocks
+// of a shared prefix (Request.Prefix) are cached once a request has computed
+// them, referenced by the requests using them, kept after the last reference
+// as evictable, and evicted least recently used when blocks are needed; a
+// hit leaves at least the prompt's last token to compute. Config.PrefixHitRate
+// instead takes a share of every prompt as cached (its blocks are counted
+// as the request's own).
+//
+// # Replicas, routing, disaggregation
+//
+// Arrivals go to a replica by round robin, least outstanding requests, or
+// KV-aware (NVIDIA Dynamo's KV router cost: prefill blocks not cached there
+// plus the blocks of its outstanding requests). With prefill/decode
+// disaggregation a request is prefilled on a Prefill replica, its first
+// token sampled there, its KV cache sent to a Decode replica (by the
+// routing policy) over the network, transfers into one replica one at a
+// time, and the first token reaches the user when the transfer ends (as
+// vLLM's disaggregated proxy streams from the decode instance).
+//
+// # Time
+//
+// Sim is event-driven over all replicas (arrivals, iteration ends, KV
+// arrivals, closed-loop completions) with (time, sequence) order, so a run
+// is deterministic. Iteration costs are memoized by shape (Pricer).
+package serving

@@ -1,0 +1,710 @@
+package serving
+
+import (
+	"context"
+	"fmt"
+	"math"
+)
+
+// Config is the engine configuration of every replica.
+type Config struct {
+	// MaxBatchedTokens is the token budget of one iteration (vLLM
+	// max_num_batched_tokens); MaxSeqs the most sequences running at once
+	// (max_num_seqs).
+	MaxBatchedTokens, MaxSeqs int
+	// Chunked splits prompts across iterations (Sarathi-Serve's chunked
+	// prefill, vLLM V1's default); ChunkTokens caps one sequence's prefill
+	// tokens per iteration (vLLM long_prefill_token_threshold; Sarathi's
+	// chunk size). Without Chunked a prompt that does not fit the remaining
+	// budget waits for a later iteration (vLLM with chunking disabled).
+	Chunked     bool
+	ChunkTokens int
+	// BlockTokens is the KV cache block (page) size in tokens (vLLM block_size).
+	BlockTokens int
+	// Preemption when blocks run out: "recompute" (vLLM V1, the only mode it
+	// has: the victim's blocks are freed and its tokens recomputed) or
+	// "swap" (vLLM V0: the victim's blocks are copied to host memory and
+	// back, at SwapBytesPerS per GPU, blocking the iteration).
+	Preemption    string
+	SwapBytesPerS float64
+	// PrefixCaching keeps the full blocks of a request's shared prefix
+	// (Request.Prefix) cached after use, evicting least recently used ones
+	// when blocks are needed (vLLM's automatic prefix caching);
+	// PrefixHitRate instead takes that share of every prompt as cached.
+	PrefixCaching bool
+	PrefixHitRate float64
+}
+
+// Coster prices an iteration of one replica.
+type Coster interface {
+	Iteration(sh *Shape) (float64, error)
+}
+
+// Role of a replica.
+type Role uint8
+
+const (
+	// Both prefill and decode (co-located).
+	Both Role = iota
+	// Prefill only: requests leave after their first token, their KV cache
+	// is sent to a decode replica.
+	Prefill
+	// Decode only: requests arrive with their prompt's KV cache.
+	Decode
+)
+
+// Replica is one engine instance.
+type Replica struct {
+	Cost   Coster
+	Blocks int
+	// BlockBytes is one KV block on one GPU (swap time).
+	BlockBytes float64
+	Role       Role
+}
+
+// Request is one request of the workload.
+type Request struct {
+	ArrivalS       float64
+	Prompt, Output int
+	// Prefix identifies a shared prefix of PrefixTokens tokens (−1: none).
+	Prefix       int32
+	PrefixTokens int
+	// Client is the closed-loop client that sent it (−1: open loop).
+	Client int32
+}
+
+// Routing policies.
+const (
+	RoundRobin       = "round_robin"
+	LeastOutstanding = "least_outstanding"
+	KVAware          = "kv_aware"
+)
+
+// Source yields the requests in arrival order. Next returns false when no
+// more arrive; closed-loop sources learn of completions through Done.
+type Source interface {
+	// Next is the next request to arrive at or after now, if any is due
+	// (ok false: none now; more may come after a Done).
+	Next() (Request, bool)
+	// Done tells a closed-loop source that request i (of client c) finished at t.
+	Done(c int32, t float64)
+}
+
+// Transfer times a KV cache move of tokens from prefill replica a to decode replica b.
+type TransferFunc func(a, b, tokens int) (float64, error)
+
+// Outcome is a finished simulation.
+type Outcome struct {
+	Requests   []RequestOut
+	Iterations []Iteration
+	// Progress: simulated time of the last event.
+	EndS float64
+}
+
+// RequestOut is one request's history.
+type RequestOut struct {
+	Request
+	ScheduledS, FirstTokenS, FinishS float64
+	ITLMaxS                          float64
+	Preemptions                      int
+	Replica, DecodeReplica           int
+	CachedTokens                     int
+	TransferS                        float64
+}
+
+// Iteration is one engine iteration.
+type Iteration struct {
+	Replica                                   int
+	StartS, DurationS                         float64
+	Sequences, PrefillTokens, DecodeTokens    int
+	KVBlocksUsed, KVBlocks, Preempted, Queued int
+}
+
+type rq struct {
+	computed, generated int
+	blocks, shared      int
+	preempt             int
+	swapped             bool
+	lastTok             float64
+	started             bool
+}
+
+type prefixEntry struct {
+	blocks, refs int
+	lastUse      float64
+	seq          uint64
+}
+
+type rep struct {
+	Replica
+	idx             int
+	waiting         []int32 // deque: waiting[head:]
+	head            int
+	running         []int32
+	free            int
+	evictable       int
+	busy            bool
+	outstanding     int
+	routedBlocks    int
+	prefixes        map[int32]*prefixEntry
+	sched           []sched
+	ingressFreeS    float64
+	iterations      int
+	pendingPreempts int
+}
+
+type sched struct {
+	r int32
+	n int
+}
+
+type event struct {
+	t    float64
+	seq  uint64
+	kind uint8
+	id   int32
+}
+
+const (
+	evArrival uint8 = iota
+	evIteration
+	evKV
+)
+
+// Sim runs the engines.
+type Sim struct {
+	cfg      Config
+	reps     []*rep
+	src      Source
+	transfer TransferFunc
+	route    string
+	rr, rrD  int
+	reqs     []RequestOut
+	st       []rq
+	evs      []event
+	seq      uint64
+	now      float64
+	out      Outcome
+	shape    Shape
+	dirty    []*rep
+	pools    [3][]*rep
+	useSeq   uint64
+	// Progress, if set, receives the number of finished requests and the
+	// simulated time every few thousand events (the context is checked as often).
+	Progress func(done int, nowS float64)
+	done     int
+}
+
+// NewSim sets up replicas under a routing policy; transfer is needed when
+// some replica has the Prefill role.
+func NewSim(cfg Config, reps []Replica, route string, src Source, transfer TransferFunc) *Sim {
+	s := &Sim{cfg: cfg, src: src, transfer: transfer, route: route}
+	for i, r := range reps {
+		s.reps = append(s.reps, &rep{Replica: r, idx: i, free: r.Blocks, prefixes: map[int32]*prefixEntry{}})
+	}
+	return s
+}
+
+func (s *Sim) push(t float64, kind uint8, id int32) {
+	s.seq++
+	s.evs = append(s.evs, event{t, s.seq, kind, id})
+	i := len(s.evs) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !less(s.evs[i], s.evs[p]) {
+			break
+		}
+		s.evs[i], s.evs[p] = s.evs[p], s.evs[i]
+		i = p
+	}
+}
+
+func less(a, b event) bool { return a.t < b.t || (a.t == b.t && a.seq < b.seq) }
+
+func (s *Sim) pop() event {
+	e := s.evs[0]
+	n := len(s.evs) - 1
+	s.evs[0] = s.evs[n]
+	s.evs = s.evs[:n]
+	i := 0
+	for {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < n && less(s.evs[l], s.evs[m]) {
+			m = l
+		}
+		if r < n && less(s.evs[r], s.evs[m]) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		s.evs[i], s.evs[m] = s.evs[m], s.evs[i]
+		i = m
+	}
+	return e
+}
+
+// pull queues every request the source has due now.
+func (s *Sim) pull() {
+	for {
+		r, ok := s.src.Next()
+		if !ok {
+			return
+		}
+		id := int32(len(s.reqs))
+		s.reqs = append(s.reqs, RequestOut{Request: r, Replica: -1, DecodeReplica: -1})
+		s.st = append(s.st, rq{})
+		s.push(r.ArrivalS, evArrival, id)
+		if r.Client < 0 {
+			// Open loop: one arrival ahead is enough (the next is pulled
+			// when this one arrives).
+			return
+		}
+	}
+}
+
+// Run simulates until every request has finished.
+func (s *Sim) Run(ctx context.Context) (*Outcome, error) {
+	s.pull()
+	n := 0
+	for len(s.evs) > 0 {
+		n++
+		if n&4095 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			if s.Progress != nil {
+				s.Progress(s.done, s.now)
+			}
+		}
+		e := s.pop()
+		s.now = e.t
+		switch e.kind {
+		case evArrival:
+			if s.reqs[e.id].Client < 0 {
+				s.pull()
+			}
+			s.arrive(e.id)
+		case evIteration:
+			s.dirty = append(s.dirty, s.reps[e.id])
+			if err := s.finishIteration(s.reps[e.id]); err != nil {
+				return nil, err
+			}
+		case evKV:
+			s.kvArrived(e.id)
+		}
+		if err := s.wake(); err != nil {
+			return nil, err
+		}
+	}
+	s.out.Requests = s.reqs
+	s.out.EndS = s.now
+	for i, st := range s.st {
+		if s.reqs[i].FinishS == 0 && st.generated < s.reqs[i].Output {
+			return nil, fmt.Errorf("serving: request %d never finished (replica %d)", i, s.reqs[i].Replica)
+		}
+	}
+	return &s.out, nil
+}
+
+// wake starts an iteration on every idle replica an event touched that has work.
+func (s *Sim) wake() error {
+	for _, r := range s.dirty {
+		if !r.busy && (len(r.running) > 0 || r.head < len(r.waiting)) {
+			if err := s.startIteration(r); err != nil {
+				return err
+			}
+		}
+	}
+	s.dirty = s.dirty[:0]
+	return nil
+}
+
+func (s *Sim) pick(pool Role, id int32) *rep {
+	if s.pools[pool] == nil {
+		for _, r := range s.reps {
+			if r.Role == pool || (pool == Prefill && r.Role == Both) {
+				s.pools[pool] = append(s.pools[pool], r)
+			}
+		}
+	}
+	cands := s.pools[pool]
+	switch s.route {
+	case RoundRobin:
+		if pool == Decode {
+			s.rrD++
+			return cands[(s.rrD-1)%len(cands)]
+		}
+		s.rr++
+		return cands[(s.rr-1)%len(cands)]
+	case KVAware:
+		// NVIDIA Dynamo's KV router (docs.nvidia.com/dynamo, "Router
+		// Design", overlap weight 1): the lowest potential prefill blocks
+		// (the prompt less its cached prefix) plus potential active blocks
+		// (those of the requests routed there and not done, plus this one).
+		q := &s.reqs[id]
+		bt := s.cfg.BlockTokens
+		best, bestCost := (*rep)(nil), 0
+		for _, r := range cands {
+			cached := 0
+			if e := r.prefixes[q.Prefix]; q.Prefix >= 0 && e != nil && s.cfg.PrefixCaching {
+				cached = min(e.blocks, (q.Prompt-1)/bt)
+			}
+			cost := ceilDiv(q.Prompt, bt) - cached + r.routedBlocks + ceilDiv(q.Prompt, bt)
+			if best == nil || cost < bestCost || (cost == bestCost && r.outstanding < best.outstanding) {
+				best, bestCost = r, cost
+			}
+		}
+		return best
+	}
+	best := cands[0]
+	for _, r := range cands[1:] {
+		if r.outstanding < best.outstanding {
+			best = r
+		}
+	}
+	return best
+}
+
+func (s *Sim) arrive(id int32) {
+	r := s.pick(Prefill, id)
+	s.reqs[id].Replica = r.idx
+	r.outstanding++
+	r.routedBlocks += ceilDiv(s.reqs[id].Prompt, s.cfg.BlockTokens)
+	r.waiting = append(r.waiting, id)
+	s.dirty = append(s.dirty, r)
+}
+
+func (s *Sim) kvArrived(id int32) {
+	q := &s.reqs[id]
+	pre := s.reps[q.Replica]
+	s.release(pre, id)
+	pre.outstanding--
+	pre.routedBlocks -= ceilDiv(q.Prompt, s.cfg.BlockTokens)
+	q.FirstTokenS = s.now
+	s.st[id].lastTok = s.now
+	d := s.reps[q.DecodeReplica]
+	s.dirty = append(s.dirty, pre, d)
+	if q.Output <= 1 {
+		d.outstanding--
+		d.routedBlocks -= ceilDiv(q.Prompt, s.cfg.BlockTokens)
+		s.finish(id)
+		return
+	}
+	d.waiting = append(d.waiting, id)
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// evict frees least recently used unreferenced prefixes until need blocks are free.
+func (s *Sim) evict(r *rep, need int) {
+	for r.free < need && r.evictable > 0 {
+		var vid int32 = -1
+		var v *prefixEntry
+		for id, e := range r.prefixes {
+			if e.refs == 0 && (v == nil || e.lastUse < v.lastUse || (e.lastUse == v.lastUse && e.seq < v.seq)) {
+				vid, v = id, e
+			}
+		}
+		if v == nil {
+			return
+		}
+		r.free += v.blocks
+		r.evictable -= v.blocks
+		delete(r.prefixes, vid)
+	}
+}
+
+// allocate gives request id blocks for its first tokens tokens.
+func (s *Sim) allocate(r *rep, id int32, tokens int) bool {
+	st := &s.st[id]
+	need := ceilDiv(tokens, s.cfg.BlockTokens) - st.blocks - st.shared
+	if need <= 0 {
+		return true
+	}
+	if r.free < need {
+		s.evict(r, need)
+		if r.free < need {
+			return false
+		}
+	}
+	r.free -= need
+	st.blocks += need
+	return true
+}
+
+// release frees a request's blocks and its prefix reference.
+func (s *Sim) release(r *rep, id int32) {
+	st := &s.st[id]
+	r.free += st.blocks
+	st.blocks = 0
+	if st.shared > 0 {
+		if e := r.prefixes[s.reqs[id].Prefix]; e != nil {
+			e.refs--
+			e.lastUse = s.now
+			s.useSeq++
+			e.seq = s.useSeq
+			if e.refs == 0 {
+				r.evictable += e.blocks
+			}
+		}
+		st.shared = 0
+	}
+}
+
+// numTokens is the request's tokens so far (vLLM num_tokens): its prompt
+// and every generated token; all but the last sampled one are in the cache
+// once the request is up to date.
+func (s *Sim) numTokens(id int32) int { return s.reqs[id].Prompt + s.st[id].generated }
+
+// preempt evicts the running request id (vLLM: the lowest-priority, i.e.
+// the last in FCFS order) and returns the swap time it costs.
+func (s *Sim) preempt(r *rep, id int32) float64 {
+	st := &s.st[id]
+	st.preempt++
+	s.reqs[id].Preemptions++
+	r.pendingPreempts++
+	swap := 0.0
+	if s.cfg.Preemption == "swap" {
+		// Its whole cache goes to host memory (a shared prefix too: it
+		// comes back as the request's own blocks).
+		swap = float64(st.blocks+st.shared) * r.BlockBytes / s.cfg.SwapBytesPerS
+		st.swapped = true
+	} else {
+		st.computed = 0
+	}
+	s.release(r, id)
+	// Front of the waiting queue.
+	if r.head > 0 {
+		r.head--
+		r.waiting[r.head] = id
+	} else {
+		r.waiting = append([]int32{id}, r.waiting...)
+	}
+	return swap
+}
+
+func (s *Sim) startIteration(r *rep) error {
+	cfg := &s.cfg
+	budget := cfg.MaxBatchedTokens
+	r.sched = r.sched[:0]
+	extra := 0.0
+	preempted := false
+	// Running requests first, in order (vLLM V1 Scheduler.schedule).
+	for i := 0; i < len(r.running) && budget > 0; i++ {
+		id := r.running[i]
+		n := min(s.numTokens(id)-s.st[id].computed, cfg.ChunkTokens, budget)
+		ok := true
+		for !s.allocate(r, id, s.st[id].computed+n) {
+			last := r.running[len(r.running)-1]
+			r.running = r.running[:len(r.running)-1]
+			extra += s.preempt(r, last)
+			preempted = true
+			if last == id {
+				ok = false
+				break
+			}
+		}
+		if !ok {
+			break
+		}
+		r.sched = append(r.sched, sched{id, n})
+		budget -= n
+	}
+	// Then waiting requests, if nothing was preempted (or the preemptions
+	// left nothing to run: vLLM would admit them at its next step).
+	for (!preempted || len(r.sched) == 0) && r.head < len(r.waiting) && budget > 0 && len(r.running) < cfg.MaxSeqs {
+		id := r.waiting[r.head]
+		st := &s.st[id]
+		q := &s.reqs[id]
+		if st.computed == 0 && !st.swapped {
+			s.prefixHit(r, id)
+		}
+		need := s.numTokens(id) - st.computed
+		if !cfg.Chunked && need > budget {
+			break
+		}
+		n := min(need, cfg.ChunkTokens, budget)
+		if !s.allocate(r, id, st.computed+n) {
+			break
+		}
+		if st.swapped {
+			extra += float64(ceilDiv(st.computed, cfg.BlockTokens)) * r.BlockBytes / cfg.SwapBytesPerS
+			st.swapped = false
+		}
+		r.head++
+		r.running = append(r.running, id)
+		if !st.started {
+			st.started = true
+			q.ScheduledS = s.now
+		}
+		r.sched = append(r.sched, sched{id, n})
+		budget -= n
+	}
+	if r.head > 4096 && r.head*2 > len(r.waiting) {
+		r.waiting = append(r.waiting[:0], r.waiting[r.head:]...)
+		r.head = 0
+	}
+	if len(r.sched) == 0 {
+		if len(r.running) == 0 && r.head < len(r.waiting) {
+			id := r.waiting[r.head]
+			return fmt.Errorf("serving: request %d needs %d KV blocks of %d tokens but replica %d has %d",
+				id, ceilDiv(s.reqs[id].Prompt+s.reqs[id].Output, cfg.BlockTokens), cfg.BlockTokens, r.idx, r.Blocks)
+		}
+		return nil
+	}
+	sh := &s.shape
+	sh.Tokens, sh.Logits, sh.Decode, sh.DecodeKV = 0, 0, 0, 0
+	sh.Chunks = sh.Chunks[:0]
+	pre, dec, kv := 0, 0, 0
+	for _, x := range r.sched {
+		st := &s.st[x.r]
+		sh.Tokens += x.n
+		if x.n == 1 && st.computed > 0 {
+			dec++
+			kv += st.computed
+		} else {
+			pre += x.n
+			sh.Chunks = append(sh.Chunks, Chunk{Query: x.n, Context: st.computed})
+		}
+		if st.computed+x.n >= s.numTokens(x.r) {
+			sh.Logits++
+		}
+	}
+	sh.Decode = dec
+	if dec > 0 {
+		sh.DecodeKV = (kv + dec/2) / dec
+	}
+	d, err := r.Cost.Iteration(sh)
+	if err != nil {
+		return err
+	}
+	d += extra
+	r.busy = true
+	r.iterations++
+	s.out.Iterations = append(s.out.Iterations, Iteration{Replica: r.idx, StartS: s.now, DurationS: d,
+		Sequences: len(r.sched), PrefillTokens: pre, DecodeTokens: dec, KVBlocksUsed: r.Blocks - r.free - r.evictable,
+		KVBlocks: r.Blocks, Preempted: r.pendingPreempts, Queued: len(r.waiting) - r.head})
+	r.pendingPreempts = 0
+	s.push(s.now+d, evIteration, int32(r.idx))
+	return nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// prefixHit sets a newly admitted request's cached tokens.
+func (s *Sim) prefixHit(r *rep, id int32) {
+	q := &s.reqs[id]
+	st := &s.st[id]
+	bt := s.cfg.BlockTokens
+	if s.cfg.PrefixHitRate > 0 {
+		hit := int(s.cfg.PrefixHitRate*float64(q.Prompt)) / bt * bt
+		st.computed = min(hit, (q.Prompt-1)/bt*bt)
+		q.CachedTokens = st.computed
+		return
+	}
+	if !s.cfg.PrefixCaching || q.Prefix < 0 {
+		return
+	}
+	e := r.prefixes[q.Prefix]
+	if e == nil {
+		return
+	}
+	nb := min(e.blocks, (q.Prompt-1)/bt)
+	if nb <= 0 {
+		return
+	}
+	if e.refs == 0 {
+		r.evictable -= e.blocks
+	}
+	e.refs++
+	st.shared = e.blocks
+	st.computed = nb * bt
+	q.CachedTokens = st.computed
+}
+
+func (s *Sim) finishIteration(r *rep) error {
+	r.busy = false
+	bt := s.cfg.BlockTokens
+	keep := r.running[:0]
+	for _, x := range r.sched {
+		st := &s.st[x.r]
+		q := &s.reqs[x.r]
+		complete := s.numTokens(x.r)
+		st.computed += x.n
+		// Register a computed shared prefix (its full blocks move to the cache).
+		if s.cfg.PrefixCaching && q.Prefix >= 0 && st.shared == 0 && q.PrefixTokens >= bt && st.computed >= q.PrefixTokens {
+			if _, ok := r.prefixes[q.Prefix]; !ok {
+				nb := q.PrefixTokens / bt
+				st.blocks -= nb
+				st.shared = nb
+				s.useSeq++
+				r.prefixes[q.Prefix] = &prefixEntry{blocks: nb, refs: 1, lastUse: s.now, seq: s.useSeq}
+			}
+		}
+		if st.computed < complete {
+			continue
+		}
+		st.generated++
+		if st.generated == 1 {
+			st.lastTok = s.now
+			if r.Role == Prefill {
+				if err := s.send(r, x.r); err != nil {
+					return err
+				}
+				continue
+			}
+			q.FirstTokenS = s.now
+		} else {
+			q.ITLMaxS = math.Max(q.ITLMaxS, s.now-st.lastTok)
+			st.lastTok = s.now
+		}
+		if st.generated >= q.Output {
+			s.release(r, x.r)
+			r.outstanding--
+			r.routedBlocks -= ceilDiv(q.Prompt, s.cfg.BlockTokens)
+			s.finish(x.r)
+		}
+	}
+	for _, id := range r.running {
+		st := &s.st[id]
+		if st.generated < s.reqs[id].Output && !(r.Role == Prefill && st.generated > 0) {
+			keep = append(keep, id)
+		}
+	}
+	r.running = keep
+	return nil
+}
+
+func (s *Sim) finish(id int32) {
+	q := &s.reqs[id]
+	q.FinishS = s.now
+	s.done++
+	if q.Client >= 0 {
+		s.src.Done(q.Client, s.now)
+		s.pull()
+	}
+}
+
+// send moves a prefilled request's KV cache to a decode replica.
+func (s *Sim) send(r *rep, id int32) error {
+	d := s.pick(Decode, id)
+	q := &s.reqs[id]
+	q.DecodeReplica = d.idx
+	d.outstanding++
+	d.routedBlocks += ceilDiv(q.Prompt, s.cfg.BlockTokens)
+	t, err := s.transfer(r.idx, d.idx, q.Prompt)
+	if err != nil {
+		return err
+	}
+	start := math.Max(s.now, d.ingressFreeS)
+	d.ingressFreeS = start + t
+	q.TransferS = start + t - s.now
+	s.push(start+t, evKV, id)
+	return nil
+}

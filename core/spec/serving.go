@@ -1,0 +1,429 @@
+package spec
+
+import (
+	"math"
+
+	"github.com/eidolon-sim/eidolon/core/hw"
+)
+
+// Serving is the "serving" kind: requests arriving over time at TP·PP
+// replicas that batch them continuously (a vLLM-style scheduler with
+// chunked prefill and a paged KV cache), optionally split into prefill and
+// decode pools. Tables: requests, iterations, summary.
+type Serving struct {
+	Header
+	Model   Model   `json:"model"`
+	GPU     string  `json:"gpu"`
+	Cluster Cluster `json:"cluster"`
+	// TP and PP of a replica (default 1); Replicas engines (default 1).
+	TP       int `json:"tp,omitempty"`
+	PP       int `json:"pp,omitempty"`
+	Replicas int `json:"replicas,omitempty"`
+	// DType of math, weights and KV cache; default "bf16".
+	DType  string `json:"dtype,omitempty"`
+	Faults Faults `json:"faults,omitempty"`
+	// Routing of arrivals to replicas: "round_robin", "least_outstanding"
+	// (default) or "kv_aware" (a replica holding the request's prefix
+	// first, then least outstanding, then least KV used).
+	Routing        string             `json:"routing,omitempty"`
+	Engine         ServingEngine      `json:"engine,omitempty"`
+	Workload       ServingWorkload    `json:"workload"`
+	Disaggregation *ServingDisaggSpec `json:"disaggregation,omitempty"`
+	SLO            ServingSLO         `json:"slo,omitempty"`
+	// Search, if set, simulates every combination of its lists (the rest of
+	// the spec fixed) and ranks the configurations that meet the SLOs by
+	// GPUs, then goodput: table "configs".
+	Search *ServingSearch `json:"search,omitempty"`
+	// Execution as in the inference kind: "cuda_graphs" (default:
+	// decode-only iterations replay a captured graph, iterations with
+	// prefill run eagerly, as vLLM does outside its piecewise graphs) or
+	// "eager". Host overrides the per-kernel CPU costs.
+	Execution string    `json:"execution,omitempty"`
+	Host      HostCosts `json:"host,omitempty"`
+}
+
+// ServingSearch lists the values to combine; an empty list keeps the
+// spec's value. PrefillReplicas 0 means co-located.
+type ServingSearch struct {
+	TP                  []int `json:"tp,omitempty"`
+	PP                  []int `json:"pp,omitempty"`
+	Replicas            []int `json:"replicas,omitempty"`
+	MaxNumBatchedTokens []int `json:"max_num_batched_tokens,omitempty"`
+	ChunkTokens         []int `json:"chunk_tokens,omitempty"`
+	PrefillReplicas     []int `json:"prefill_replicas,omitempty"`
+	// Attainment is the share of requests that must meet every SLO for a
+	// configuration to pass; default 0.9.
+	Attainment float64 `json:"attainment,omitempty"`
+}
+
+// ServingEngine is the engine configuration (vLLM's names).
+type ServingEngine struct {
+	// MaxNumBatchedTokens per iteration; default 8192. MaxNumSeqs running
+	// at once; default 256 (vLLM's default).
+	MaxNumBatchedTokens int `json:"max_num_batched_tokens,omitempty"`
+	MaxNumSeqs          int `json:"max_num_seqs,omitempty"`
+	// ChunkedPrefill (default true, as vLLM V1) and ChunkTokens, the most
+	// prefill tokens of one sequence per iteration (default
+	// max_num_batched_tokens; at most that).
+	ChunkedPrefill *bool `json:"chunked_prefill,omitempty"`
+	ChunkTokens    int   `json:"chunk_tokens,omitempty"`
+	// BlockTokens is the KV block size; default 16.
+	BlockTokens int `json:"block_tokens,omitempty"`
+	// GPUMemoryUtilization is the share of HBM the engine may use for
+	// weights, activations and KV cache; default 0.9. KVBlocks, if set,
+	// replaces the blocks that leaves.
+	GPUMemoryUtilization float64 `json:"gpu_memory_utilization,omitempty"`
+	KVBlocks             int     `json:"kv_blocks,omitempty"`
+	// Preemption: "recompute" (default) or "swap" (over the host link,
+	// SwapBandwidthBytesPerS, default PCIe 4.0 x16).
+	Preemption             string  `json:"preemption,omitempty"`
+	SwapBandwidthBytesPerS float64 `json:"swap_bandwidth_bytes_per_s,omitempty"`
+	// PrefixCaching caches shared prefixes (workload prefix ids); default
+	// true. PrefixHitRate instead takes that share of every prompt as cached.
+	PrefixCaching *bool   `json:"prefix_caching,omitempty"`
+	PrefixHitRate float64 `json:"prefix_hit_rate,omitempty"`
+}
+
+// ServingWorkload is how requests arrive.
+type ServingWorkload struct {
+	// Arrival: "poisson" (default), "gamma" (Burstiness: the shape; 1 is
+	// Poisson, below 1 burstier), "closed_loop" (Concurrency clients) or
+	// "trace" (Trace).
+	Arrival     string  `json:"arrival,omitempty"`
+	RatePerS    float64 `json:"rate_per_s,omitempty"`
+	Burstiness  float64 `json:"burstiness,omitempty"`
+	Concurrency int     `json:"concurrency,omitempty"`
+	// Requests to send (default 1000), or DurationS of arrivals if set.
+	Requests  int     `json:"requests,omitempty"`
+	DurationS float64 `json:"duration_s,omitempty"`
+	// WarmupRequests (the first ones, by arrival) are left out of the summary.
+	WarmupRequests int `json:"warmup_requests,omitempty"`
+	// PromptTokens and OutputTokens: lengths per request.
+	PromptTokens Lengths `json:"prompt_tokens,omitempty"`
+	OutputTokens Lengths `json:"output_tokens,omitempty"`
+	// PrefixGroups shared prefixes of PrefixTokens tokens, one drawn per
+	// request (0: none).
+	PrefixGroups int           `json:"prefix_groups,omitempty"`
+	PrefixTokens int           `json:"prefix_tokens,omitempty"`
+	Trace        *ServingTrace `json:"trace,omitempty"`
+}
+
+// Lengths of prompts or outputs: "fixed" Tokens (default 512 prompt, 128
+// output), "uniform" on [MinTokens, MaxTokens], "lognormal" with median
+// Tokens and Sigma, clipped to [MinTokens, MaxTokens] (defaults 1 and
+// 16·Tokens), or "table": Values in turn.
+type Lengths struct {
+	Dist      string  `json:"dist,omitempty"`
+	Tokens    int     `json:"tokens,omitempty"`
+	MinTokens int     `json:"min_tokens,omitempty"`
+	MaxTokens int     `json:"max_tokens,omitempty"`
+	Sigma     float64 `json:"sigma,omitempty"`
+	Values    []int   `json:"values,omitempty"`
+}
+
+// ServingTrace is a request trace as columns (an Arrow table's columns,
+// eidolon.datasets.trace); PrefixID and PrefixTokens are optional.
+type ServingTrace struct {
+	ArrivalS     []float64 `json:"arrival_s"`
+	PromptTokens []int     `json:"prompt_tokens"`
+	OutputTokens []int     `json:"output_tokens"`
+	PrefixID     []int     `json:"prefix_id,omitempty"`
+	PrefixTokens []int     `json:"prefix_tokens,omitempty"`
+}
+
+// ServingDisaggSpec splits the replicas: the first PrefillReplicas only
+// prefill, the rest only decode; the KV cache moves between them over the
+// cluster's network.
+type ServingDisaggSpec struct {
+	PrefillReplicas int `json:"prefill_replicas"`
+}
+
+// ServingSLO are the latency objectives goodput counts against (0: none).
+// ITLS is the mean inter-token latency of a request.
+type ServingSLO struct {
+	TTFTS float64 `json:"ttft_s,omitempty"`
+	ITLS  float64 `json:"itl_s,omitempty"`
+	E2ES  float64 `json:"e2e_s,omitempty"`
+}
+
+func (l *Lengths) defaults(tokens int) {
+	if l.Dist == "" {
+		l.Dist = "fixed"
+		if len(l.Values) > 0 {
+			l.Dist = "table"
+		}
+	}
+	if l.Tokens == 0 {
+		l.Tokens = tokens
+	}
+	if l.MinTokens == 0 {
+		l.MinTokens = 1
+	}
+	if l.MaxTokens == 0 {
+		l.MaxTokens = 16 * l.Tokens
+	}
+	if l.Dist == "lognormal" && l.Sigma == 0 {
+		l.Sigma = 0.5
+	}
+}
+
+func (l *Lengths) validate(p *Problems, path string) {
+	if !p.OneOf(Field(path, "dist"), l.Dist, []string{"fixed", "uniform", "lognormal", "table"}) {
+		return
+	}
+	p.IntInRange(Field(path, "tokens"), l.Tokens, 1, 1<<24)
+	p.IntInRange(Field(path, "min_tokens"), l.MinTokens, 1, 1<<24)
+	p.IntInRange(Field(path, "max_tokens"), l.MaxTokens, l.MinTokens, 1<<24)
+	if l.Dist == "lognormal" {
+		p.InRange(Field(path, "sigma"), l.Sigma, 0, 10)
+	}
+	if l.Dist == "table" {
+		if len(l.Values) == 0 {
+			p.Addf(Field(path, "values"), "must list at least one length for dist \"table\"")
+		}
+		for i, v := range l.Values {
+			p.IntInRange(Index(Field(path, "values"), i), v, 1, 1<<24)
+		}
+	}
+}
+
+// Largest is the longest length the distribution can draw.
+func (l *Lengths) Largest() int {
+	switch l.Dist {
+	case "uniform", "lognormal":
+		return l.MaxTokens
+	case "table":
+		m := 0
+		for _, v := range l.Values {
+			m = max(m, v)
+		}
+		return m
+	}
+	return l.Tokens
+}
+
+// Defaults fills optional fields.
+func (s *Serving) Defaults() {
+	if s.Execution == "" {
+		s.Execution = "cuda_graphs"
+	}
+	for _, f := range []*int{&s.TP, &s.PP, &s.Replicas} {
+		if *f == 0 {
+			*f = 1
+		}
+	}
+	if s.DType == "" {
+		s.DType = string(hw.BF16)
+	}
+	if s.Routing == "" {
+		s.Routing = "least_outstanding"
+	}
+	e := &s.Engine
+	if e.MaxNumBatchedTokens == 0 {
+		e.MaxNumBatchedTokens = 8192
+	}
+	if e.MaxNumSeqs == 0 {
+		e.MaxNumSeqs = 256
+	}
+	if e.ChunkedPrefill == nil {
+		t := true
+		e.ChunkedPrefill = &t
+	}
+	if e.ChunkTokens == 0 {
+		e.ChunkTokens = e.MaxNumBatchedTokens
+	}
+	if e.BlockTokens == 0 {
+		e.BlockTokens = 16
+	}
+	if e.GPUMemoryUtilization == 0 {
+		e.GPUMemoryUtilization = 0.9
+	}
+	if e.Preemption == "" {
+		e.Preemption = "recompute"
+	}
+	if e.SwapBandwidthBytesPerS == 0 {
+		if l, ok := hw.LinkByName("pcie4-x16"); ok {
+			e.SwapBandwidthBytesPerS = l.BandwidthBytesPerS
+		}
+	}
+	if e.PrefixCaching == nil {
+		t := true
+		e.PrefixCaching = &t
+	}
+	w := &s.Workload
+	if w.Arrival == "" {
+		w.Arrival = "poisson"
+		if w.Trace != nil {
+			w.Arrival = "trace"
+		}
+	}
+	if w.Burstiness == 0 {
+		w.Burstiness = 1
+	}
+	if w.Requests == 0 && w.DurationS == 0 && w.Arrival != "trace" {
+		w.Requests = 1000
+	}
+	w.PromptTokens.defaults(512)
+	w.OutputTokens.defaults(128)
+	if q := s.Search; q != nil && q.Attainment == 0 {
+		q.Attainment = 0.9
+	}
+	s.Cluster.Defaults()
+	s.Faults.Defaults()
+}
+
+// Validate reports every problem.
+func (s *Serving) Validate(p *Problems) {
+	p.OneOf("execution", s.Execution, ExecutionModes())
+	s.Host.validate(p, "host")
+	if q := s.Search; q != nil {
+		for _, l := range []struct {
+			name string
+			v    []int
+			lo   int
+		}{{"tp", q.TP, 1}, {"pp", q.PP, 1}, {"replicas", q.Replicas, 1}, {"max_num_batched_tokens", q.MaxNumBatchedTokens, 1},
+			{"chunk_tokens", q.ChunkTokens, 1}, {"prefill_replicas", q.PrefillReplicas, 0}} {
+			for i, v := range l.v {
+				p.IntInRange(Index(Field("search", l.name), i), v, l.lo, 1<<24)
+			}
+		}
+		if q.Attainment <= 0 || q.Attainment > 1 {
+			p.Addf("search.attainment", "must be in (0, 1], got %g", q.Attainment)
+		}
+		if s.SLO == (ServingSLO{}) {
+			p.Addf("slo", "a search needs at least one SLO (ttft_s, itl_s or e2e_s)")
+		}
+	}
+	validateRun(p, s.GPU, s.DType, &s.Model, &s.Cluster, &s.Faults)
+	p.IntInRange("tp", s.TP, 1, 1<<16)
+	p.IntInRange("pp", s.PP, 1, 1<<16)
+	p.IntInRange("replicas", s.Replicas, 1, 1<<20)
+	p.OneOf("routing", s.Routing, []string{"round_robin", "least_outstanding", "kv_aware"})
+	e := s.Engine
+	p.IntInRange("engine.max_num_batched_tokens", e.MaxNumBatchedTokens, 1, 1<<24)
+	p.IntInRange("engine.max_num_seqs", e.MaxNumSeqs, 1, 1<<20)
+	if e.ChunkTokens < 1 || e.ChunkTokens > e.MaxNumBatchedTokens {
+		p.Addf("engine.chunk_tokens", "must be in [1, engine.max_num_batched_tokens = %d], got %d", e.MaxNumBatchedTokens, e.ChunkTokens)
+	}
+	p.IntInRange("engine.block_tokens", e.BlockTokens, 1, 1<<16)
+	if e.GPUMemoryUtilization <= 0 || e.GPUMemoryUtilization > 1 {
+		p.Addf("engine.gpu_memory_utilization", "must be in (0, 1], got %g", e.GPUMemoryUtilization)
+	}
+	p.IntInRange("engine.kv_blocks", e.KVBlocks, 0, 1<<30)
+	p.OneOf("engine.preemption", e.Preemption, []string{"recompute", "swap"})
+	p.Positive("engine.swap_bandwidth_bytes_per_s", e.SwapBandwidthBytesPerS)
+	if e.PrefixHitRate < 0 || e.PrefixHitRate >= 1 {
+		p.Addf("engine.prefix_hit_rate", "must be in [0, 1), got %g", e.PrefixHitRate)
+	}
+	w := s.Workload
+	if p.OneOf("workload.arrival", w.Arrival, []string{"poisson", "gamma", "closed_loop", "trace"}) {
+		switch w.Arrival {
+		case "poisson", "gamma":
+			if !(w.RatePerS > 0) || math.IsInf(w.RatePerS, 0) {
+				p.Addf("workload.rate_per_s", "must be > 0 requests per second for arrival %q, got %g", w.Arrival, w.RatePerS)
+			}
+			if !(w.Burstiness > 0) || (w.Arrival == "poisson" && w.Burstiness != 1) {
+				p.Addf("workload.burstiness", "must be > 0 (and 1 for poisson; use arrival \"gamma\"), got %g", w.Burstiness)
+			}
+		case "closed_loop":
+			p.IntInRange("workload.concurrency", w.Concurrency, 1, 1<<20)
+		case "trace":
+			s.validateTrace(p)
+		}
+		if w.Arrival != "poisson" && w.Arrival != "gamma" && w.RatePerS != 0 {
+			p.Addf("workload.rate_per_s", "applies to arrival poisson or gamma, not %q", w.Arrival)
+		}
+	}
+	p.IntInRange("workload.requests", w.Requests, 0, 1<<26)
+	p.NonNegative("workload.duration_s", w.DurationS)
+	if w.Requests > 0 && w.DurationS > 0 {
+		p.Addf("workload.duration_s", "give requests or duration_s, not both")
+	}
+	p.IntInRange("workload.warmup_requests", w.WarmupRequests, 0, 1<<26)
+	if w.Requests > 0 && w.WarmupRequests >= w.Requests {
+		p.Addf("workload.warmup_requests", "must be less than workload.requests (%d), got %d", w.Requests, w.WarmupRequests)
+	}
+	w.PromptTokens.validate(p, "workload.prompt_tokens")
+	w.OutputTokens.validate(p, "workload.output_tokens")
+	p.IntInRange("workload.prefix_groups", w.PrefixGroups, 0, 1<<24)
+	if w.PrefixGroups > 0 {
+		p.IntInRange("workload.prefix_tokens", w.PrefixTokens, 1, 1<<24)
+	}
+	if !*e.ChunkedPrefill && w.PromptTokens.Largest() > e.MaxNumBatchedTokens {
+		p.Addf("workload.prompt_tokens", "without chunked prefill every prompt must fit engine.max_num_batched_tokens (%d), but up to %d tokens are drawn",
+			e.MaxNumBatchedTokens, w.PromptTokens.Largest())
+	}
+	if d := s.Disaggregation; d != nil {
+		p.IntInRange("disaggregation.prefill_replicas", d.PrefillReplicas, 1, max(s.Replicas-1, 1))
+		if s.Replicas < 2 {
+			p.Addf("replicas", "disaggregation needs at least 2 replicas (a prefill and a decode one), got %d", s.Replicas)
+		}
+	}
+	// Iterations are priced once per shape: a fault holds for the whole run.
+	for i, l := range s.Faults.Links {
+		if l.AtS != 0 || l.UntilS != 0 {
+			p.Addf(Index("faults.links", i), "serving applies faults for the whole run; at_s and until_s must be 0")
+		}
+	}
+	for i, d := range s.Faults.Devices {
+		if d.AtS != 0 || d.UntilS != 0 {
+			p.Addf(Index("faults.devices", i), "serving applies faults for the whole run; at_s and until_s must be 0")
+		}
+	}
+	p.NonNegative("slo.ttft_s", s.SLO.TTFTS)
+	p.NonNegative("slo.itl_s", s.SLO.ITLS)
+	p.NonNegative("slo.e2e_s", s.SLO.E2ES)
+}
+
+func (s *Serving) validateTrace(p *Problems) {
+	t := s.Workload.Trace
+	if t == nil {
+		p.Addf("workload.trace", "arrival \"trace\" needs a trace (arrival_s, prompt_tokens, output_tokens)")
+		return
+	}
+	n := len(t.ArrivalS)
+	if n == 0 {
+		p.Addf("workload.trace.arrival_s", "must list at least one request")
+	}
+	for _, c := range []struct {
+		name string
+		n    int
+	}{{"prompt_tokens", len(t.PromptTokens)}, {"output_tokens", len(t.OutputTokens)}} {
+		if c.n != n {
+			p.Addf("workload.trace."+c.name, "must have one entry per arrival_s (%d), got %d", n, c.n)
+		}
+	}
+	if len(t.PrefixID) != 0 && len(t.PrefixID) != n {
+		p.Addf("workload.trace.prefix_id", "must be empty or have one entry per arrival_s (%d), got %d", n, len(t.PrefixID))
+	}
+	if len(t.PrefixTokens) != len(t.PrefixID) {
+		p.Addf("workload.trace.prefix_tokens", "must have one entry per prefix_id (%d), got %d", len(t.PrefixID), len(t.PrefixTokens))
+	}
+	for i := 0; i < n; i++ {
+		if !(t.ArrivalS[i] >= 0) || (i > 0 && t.ArrivalS[i] < t.ArrivalS[i-1]) {
+			p.Addf(Index("workload.trace.arrival_s", i), "must be >= 0 and sorted, got %g", t.ArrivalS[i])
+			break
+		}
+	}
+	for i, v := range t.PromptTokens {
+		if v < 1 || v > 1<<24 {
+			p.Addf(Index("workload.trace.prompt_tokens", i), "must be in [1, %d], got %d", 1<<24, v)
+			break
+		}
+	}
+	for i, v := range t.OutputTokens {
+		if v < 1 || v > 1<<24 {
+			p.Addf(Index("workload.trace.output_tokens", i), "must be in [1, %d], got %d", 1<<24, v)
+			break
+		}
+	}
+	for i := range t.PrefixID {
+		if t.PrefixID[i] < -1 || (i < len(t.PrefixTokens) && t.PrefixTokens[i] < 0) {
+			p.Addf(Index("workload.trace.prefix_id", i), "must be >= -1 (-1: none) with prefix_tokens >= 0, got %d", t.PrefixID[i])
+			break
+		}
+	}
+	if s.Workload.Requests != 0 || s.Workload.DurationS != 0 {
+		p.Addf("workload.requests", "a trace sends its own requests; leave requests and duration_s unset")
+	}
+}

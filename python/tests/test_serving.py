@@ -1,0 +1,74 @@
+"""The serving scenario kind through the Python API."""
+
+import pyarrow as pa
+import pytest
+
+import eidolon
+
+BASE = {"kind": "serving", "model": "llama3-8b", "gpu": "a100-80gb-sxm",
+        "cluster": {"preset": "dgx-a100", "nodes": 1}}
+
+
+def spec(**kw):
+    s = dict(BASE)
+    s.update(kw)
+    return s
+
+
+def test_tables_and_columns():
+    r = eidolon.run(spec(workload={"rate_per_s": 10, "requests": 200, "warmup_requests": 20}), progress=False)
+    assert sorted(r.tables) == ["iterations", "requests", "summary"]
+    rq = r.to_pandas("requests")
+    assert len(rq) == 200
+    assert {"arrival_s", "scheduled_s", "first_token_s", "finish_s", "ttft_s", "itl_s_mean", "itl_s_max",
+            "e2e_s", "preemptions", "replica", "warmup"} <= set(rq.columns)
+    assert (rq.ttft_s > 0).all() and (rq.e2e_s >= rq.ttft_s).all()
+    assert rq.warmup.sum() == 20
+    it = r.to_pandas("iterations")
+    assert {"start_s", "duration_s", "sequences", "prefill_tokens", "decode_tokens", "kv_blocks_used"} <= set(it.columns)
+    # Every prompt and output token goes through some iteration (no preemption here).
+    assert it.prefill_tokens.sum() == rq.prompt_tokens.sum()
+    assert it.decode_tokens.sum() == (rq.output_tokens - 1).sum()
+    s = r.to_pandas("summary").iloc[0]
+    assert s.requests == 180
+    assert s.ttft_s_p50 <= s.ttft_s_p90 <= s.ttft_s_p99
+
+
+def test_trace_from_a_table():
+    t = pa.table({"arrival_s": [0.0, 0.1, 0.2, 5.0], "prompt_tokens": [800, 800, 300, 800],
+                  "output_tokens": [8, 8, 8, 8], "prefix_id": [0, 0, -1, 0], "prefix_tokens": [512, 512, 0, 512]})
+    r = eidolon.run(spec(workload={"trace": eidolon.datasets.trace(t)}), progress=False)
+    rq = r.to_pandas("requests")
+    assert rq.arrival_s.tolist() == [0.0, 0.1, 0.2, 5.0]
+    # The first computes the prefix (32 blocks of 16), the others with it find it cached.
+    assert rq.cached_tokens.tolist() == [0, 512, 0, 512]
+
+
+def test_same_seed_same_tables():
+    s = spec(seed=4, workload={"arrival": "gamma", "burstiness": 0.5, "rate_per_s": 20, "requests": 100,
+                               "prompt_tokens": {"dist": "lognormal", "tokens": 500}})
+    a, b = eidolon.run(s, progress=False), eidolon.run(s, progress=False)
+    for name in a.tables:
+        assert a.tables[name].equals(b.tables[name]), name
+
+
+@pytest.mark.parametrize("bad,field", [
+    ({"workload": {"rate_per_s": 0}}, "workload.rate_per_s"),
+    ({"workload": {"rate_per_s": 1}, "engine": {"max_num_batched_tokens": 256, "chunk_tokens": 512}}, "engine.chunk_tokens"),
+    ({"workload": {"rate_per_s": 1}, "slo": {"ttft": 0.2}}, "slo.ttft"),
+])
+def test_spec_errors(bad, field):
+    with pytest.raises(eidolon.SpecError, match=field.replace(".", r"\.")):
+        eidolon.run(spec(**bad), progress=False)
+
+
+def test_search_ranks_by_gpus():
+    r = eidolon.run(spec(slo={"ttft_s": 0.5, "itl_s": 0.05},
+                         search={"tp": [1, 2], "replicas": [1, 2]},
+                         workload={"rate_per_s": 20, "requests": 200, "prompt_tokens": {"tokens": 1000},
+                                   "output_tokens": {"tokens": 32}}), progress=False)
+    c = r.to_pandas("configs")
+    assert len(c) == 4
+    ok = c[c.meets_slo]
+    assert list(ok["rank"]) == list(range(1, len(ok) + 1))
+    assert ok.gpus.is_monotonic_increasing
