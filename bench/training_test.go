@@ -158,4 +158,3 @@ func BenchmarkParallelSearchScale(b *testing.B) {
 		})
 	}
 }
-
