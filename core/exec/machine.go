@@ -65,7 +65,7 @@ func NewMachineOn(t *topo.Topology, g hw.GPU, faults spec.Faults, seed uint64) (
 // Cost prices an operator on the machine's GPU as its stream runs it: the
 // kernels' device time, no shorter than the host's dispatch of them.
 func (m *Machine) Cost(o model.Op) (float64, error) {
-	c, err := m.eval.Op(o)
+	c, err := m.eval.Price(o)
 	return c.Issued(m.GPU.HostDispatchS), err
 }
 
