@@ -36,6 +36,8 @@ type Training struct {
 	// default the first rank of each pipeline stage of replica 0 and every
 	// straggler's rank. [-1] lists none.
 	TimelineRanks []int `json:"timeline_ranks,omitempty"`
+	// Routing assigns a mixture-of-experts model's tokens to experts.
+	Routing Routing `json:"routing,omitempty"`
 }
 
 // Defaults fills optional fields.
@@ -51,6 +53,7 @@ func (s *Training) Defaults() {
 	}
 	s.Cluster.Defaults()
 	s.Parallel.Defaults()
+	s.Routing.Defaults(s.Seed)
 	s.Faults.Defaults()
 }
 
@@ -60,6 +63,7 @@ func (s *Training) Validate(p *Problems) {
 	p.OneOf("grad_dtype", s.GradDType, []string{"fp32", "bf16", "fp16"})
 	p.IntInRange("seq_len", s.SeqLen, 1, 1<<24)
 	s.Parallel.Validate(p, "parallel")
+	s.Routing.Validate(p, "routing")
 }
 
 // validateRun checks the fields training and inference share.

@@ -10,6 +10,7 @@ import (
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/spec"
 	"github.com/eidolon-sim/eidolon/core/workload"
+	"strings"
 )
 
 // Kind registers the scenario.
@@ -145,11 +146,13 @@ func Layout(s *spec.Training, gpus int) (workload.Training, error) {
 		Par: workload.Parallel{TP: par.TP, PP: par.PP, DP: par.DP, MicroBatch: par.MicroBatch, GlobalBatch: par.GlobalBatch,
 			Schedule: workload.Schedule(par.Schedule), VirtualStages: par.VirtualStages, SequenceParallel: par.SequenceParallel,
 			Recompute: model.Recompute(par.Recompute), ZeRO: par.ZeRO, OverlapGradReduce: par.OverlapGradReduce,
-			BucketParams: par.BucketParams, OverlapTPComm: par.OverlapTPComm}}
+			BucketParams: par.BucketParams, OverlapTPComm: par.OverlapTPComm, EP: par.EP},
+		Routing: workload.Routing{Distribution: s.Routing.Distribution, Skew: s.Routing.Skew, Loads: s.Routing.Loads, Seed: s.Routing.Seed,
+			CapacityFactor: s.Routing.CapacityFactor, PadToCapacity: s.Routing.PadToCapacity, HierarchicalA2A: s.Routing.HierarchicalA2A}}
 	for _, fp := range t.Check() {
 		path := fp.Field
-		switch path {
-		case "seq_len":
+		switch {
+		case path == "seq_len", strings.HasPrefix(path, "routing."):
 		default:
 			if len(path) < 6 || path[:6] != "model." {
 				path = spec.Field("parallel", path)
