@@ -8,8 +8,9 @@ import (
 // topology of GPUs, a composed (intra-node × fabric) cluster, or an edge
 // list. Compiled by topo.FromSpec.
 type Cluster struct {
-	// Preset: "dgx-a100", "dgx-h100" or "dgx-h200" (NVSwitch inside the node,
-	// eight NICs per node into a rail-optimized fabric). When set, Topology
+	// Preset: "dgx-a100", "dgx-h100", "dgx-h200", "dgx-h800" (NVSwitch inside the node,
+	// eight NICs per node into a rail-optimized fabric) or "gb200-nvl72"
+	// (72 GPUs in one NVLink domain per rack, a NIC per GPU). When set, Topology
 	// must be empty and Nodes scales it.
 	Preset string `json:"preset,omitempty"`
 	// Topology when there is no preset: "ring", "fully_connected",
@@ -63,7 +64,9 @@ type EdgeSpec struct {
 }
 
 // ClusterPresets are the preset names (package topo builds them).
-func ClusterPresets() []string { return []string{"dgx-a100", "dgx-h100", "dgx-h200"} }
+func ClusterPresets() []string {
+	return []string{"dgx-a100", "dgx-h100", "dgx-h200", "dgx-h800", "gb200-nvl72"}
+}
 
 // ClusterTopologies are the topology kinds without a preset.
 func ClusterTopologies() []string {
