@@ -317,7 +317,9 @@ func LeafSpineHosts(hosts, radix int, oversubscription float64, l hw.Link) (*Top
 }
 
 // Presets names the DGX presets, in a fixed order.
-func Presets() []string { return []string{"dgx-a100", "dgx-h100", "dgx-h200", "dgx-h800", "gb200-nvl72"} }
+func Presets() []string {
+	return []string{"dgx-a100", "dgx-h100", "dgx-h200", "dgx-h800", "gb200-nvl72"}
+}
 
 // PresetConfig returns the composition of a DGX preset scaled to `nodes`:
 // eight GPUs on NVSwitch inside the node at the GPU's aggregate NVLink rate,
