@@ -374,3 +374,20 @@ func (t Training) expertGroups(pl *Plan, unit func(dp, pp int) int) {
 		}
 	}
 }
+
+// expertMemory shards expert optimizer state (ZeRO ≥ 1) and gradients
+// (ZeRO 2) over the expert-data-parallel group instead of the DP group.
+func (t Training) expertMemory(mem *Memory, dense, expert int64, gradBytes float64) {
+	if expert == 0 {
+		return
+	}
+	D := float64(t.Par.DP)
+	EDP := D / float64(max(t.Par.EP, 1))
+	shard := float64(dense)/D + float64(expert)/EDP
+	if t.Par.ZeRO >= 1 {
+		mem.Optimizer = shard * optimizerBytes(t.DType)
+	}
+	if t.Par.ZeRO >= 2 {
+		mem.Gradients = shard * gradBytes
+	}
+}

@@ -410,16 +410,7 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 	b.p.Marks = map[string]int32{"optimizer": last}
 
 	mem := t.stageMemory(g, plain, chunks, s, order, params, e, gradBytes)
-	if expert > 0 {
-		// ZeRO shards expert state over the expert-data-parallel group.
-		ob := optimizerBytes(t.DType)
-		if par.ZeRO >= 1 {
-			mem.Optimizer = (float64(dense)/float64(D) + float64(expert)/float64(EDP)) * ob
-		}
-		if par.ZeRO >= 2 {
-			mem.Gradients = (float64(dense)/float64(D) + float64(expert)/float64(EDP)) * gradBytes
-		}
-	}
+	t.expertMemory(&mem, dense, expert, gradBytes)
 	return *b.p, mem, params
 }
 
@@ -560,7 +551,7 @@ func (t Training) Size(cost func(model.Op) (float64, error)) (*Sizing, error) {
 	sz := &Sizing{MicroBatches: m}
 	for s := 0; s < P; s++ {
 		var fwd, bwd float64
-		var params int64
+		var params, expert int64
 		var colls, during, tp []Coll
 		seen := map[int]bool{}
 		for c := 0; c < V; c++ {
@@ -570,9 +561,13 @@ func (t Training) Size(cost func(model.Op) (float64, error)) (*Sizing, error) {
 					return nil, err
 				}
 				fwd, bwd = fwd+p[0], bwd+p[1]
+				if par.EP > 1 {
+					expert += g.Blocks[bi].ExpertParams
+				}
 				for _, list := range [][]model.Op{g.Blocks[bi].Forward, g.Blocks[bi].Backward} {
 					for _, o := range list {
-						if o.IsComm() {
+						// The all-to-alls are left out: the bound stays a lower bound.
+						if o.IsComm() && o.Kind != model.AllToAll {
 							tp = append(tp, Coll{o.Kind, o.Bytes})
 						}
 					}
@@ -591,19 +586,21 @@ func (t Training) Size(cost func(model.Op) (float64, error)) (*Sizing, error) {
 				}
 			}
 		}
+		dense := params - expert // expert gradients: the EDP group's (left out of the bound)
 		if D > 1 {
 			switch par.ZeRO {
 			case 0:
-				colls = append(colls, Coll{model.AllReduce, float64(params) * gradBytes})
+				colls = append(colls, Coll{model.AllReduce, float64(dense) * gradBytes})
 			case 1, 2:
-				colls = append(colls, Coll{model.ReduceScatter, float64(params) * gradBytes}, Coll{model.AllGather, float64(params) * e})
+				colls = append(colls, Coll{model.ReduceScatter, float64(dense) * gradBytes}, Coll{model.AllGather, float64(dense) * e})
 			case 3:
-				colls = append(colls, Coll{model.ReduceScatter, float64(params) * gradBytes})
+				colls = append(colls, Coll{model.ReduceScatter, float64(dense) * gradBytes})
 			}
 		}
+		EDP := D / max(par.EP, 1)
 		shard := params
 		if par.ZeRO >= 1 {
-			shard = (params + int64(D) - 1) / int64(D)
+			shard = (dense+int64(D)-1)/int64(D) + (expert+int64(EDP)-1)/int64(EDP)
 		}
 		var opt float64
 		for _, o := range model.OptimizerStep("optimizer", shard, t.DType, gradBytes) {
@@ -614,7 +611,9 @@ func (t Training) Size(cost func(model.Op) (float64, error)) (*Sizing, error) {
 			opt += c
 		}
 		order := StageOrder(par.Schedule, P, s, m, V)
-		sz.Memory = append(sz.Memory, t.stageMemory(g, plain, chunks, s, order, params, e, gradBytes))
+		mem := t.stageMemory(g, plain, chunks, s, order, params, e, gradBytes)
+		t.expertMemory(&mem, dense, expert, gradBytes)
+		sz.Memory = append(sz.Memory, mem)
 		sz.Forward = append(sz.Forward, fwd)
 		sz.Backward = append(sz.Backward, bwd)
 		sz.Optimizer = append(sz.Optimizer, opt)
