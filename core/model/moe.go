@@ -176,11 +176,11 @@ func (c Config) checkMoERun(r Run, bad func(field, format string, args ...any)) 
 	if c.SharedExperts > 0 && (c.SharedExperts*c.SharedExpertFFNHidden)%t != 0 {
 		bad("tp", "must divide the shared experts' width (%d), got %d", c.SharedExperts*c.SharedExpertFFNHidden, t)
 	}
-	if t > 1 && !r.SequenceParallel && r.Phase != Decode {
+	if t > 1 && !r.SequenceParallel && r.Phase == Training {
 		// Megatron-Core: "During training, when using Mixture of Experts
 		// with tensor parallelism, sequence parallelism must be used"
 		// (megatron/training/arguments.py).
-		bad("sequence_parallel", "mixture-of-experts training or prefill with tp > 1 needs sequence parallelism (Megatron-Core), got tp = %d", t)
+		bad("sequence_parallel", "mixture-of-experts training with tp > 1 needs sequence parallelism (Megatron-Core), got tp = %d", t)
 	}
 	if n := len(r.ExpertTokens); n > 0 && n != c.Experts/ep {
 		bad("expert_tokens", "must list one count per local expert (experts/ep = %d), got %d", c.Experts/ep, n)
@@ -336,7 +336,7 @@ func (b *builder) moeFFN() {
 		recv += g
 	}
 	full := float64(recv*h) * b.e
-	if b.t > 1 {
+	if b.t > 1 && b.sp {
 		b.add(step{
 			fwd: []Op{NewComm("moe.tp.all_gather", AllGather, full)},
 			bwd: []Op{NewComm("moe.tp.reduce_scatter", ReduceScatter, full)},
@@ -346,7 +346,12 @@ func (b *builder) moeFFN() {
 	n := float64(recv * fe)
 	b.stream("moe.experts.swiglu", Elementwise, 6*n, 3*n*b.e, 12*n, 5*n*b.e, 2*n*b.e)
 	b.grouped("moe.experts.down", groups, h, fe)
-	if b.t > 1 {
+	if b.t > 1 && !b.sp {
+		// Without sequence parallelism every TP rank holds all the tokens:
+		// the row-parallel down projection's partial sums are all-reduced.
+		b.add(step{fwd: []Op{NewComm("moe.tp.all_reduce", AllReduce, full)}, bwd: []Op{NewComm("moe.tp.bwd_all_reduce", AllReduce, full)}})
+	}
+	if b.t > 1 && b.sp {
 		b.add(step{
 			fwd: []Op{NewComm("moe.tp.reduce_scatter", ReduceScatter, full)},
 			bwd: []Op{NewComm("moe.tp.all_gather", AllGather, full)},

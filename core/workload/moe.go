@@ -123,6 +123,8 @@ type Assignment struct {
 	// Dropped is the fraction of routed slots dropped over capacity;
 	// Padded the fraction of processed slots that are padding.
 	Dropped, Padded float64
+	// Slots is the routed slots each rank drew (tokens·k).
+	Slots float64
 }
 
 // Balanced reports whether every rank has the same work.
@@ -213,7 +215,7 @@ func Route(r Routing, c model.Config, ep int, tokens int64) *Assignment {
 			}
 		}
 	}
-	a := &Assignment{EP: ep, Experts: E, Tokens: make([]float64, ep*ep), ExpertTokens: make([][]int64, ep)}
+	a := &Assignment{EP: ep, Experts: E, Tokens: make([]float64, ep*ep), ExpertTokens: make([][]int64, ep), Slots: float64(tokens) * float64(k)}
 	for d := range a.ExpertTokens {
 		a.ExpertTokens[d] = make([]int64, loc)
 	}
@@ -273,15 +275,14 @@ func popularity(r Routing, E int) []float64 {
 	return p
 }
 
-// pairBytes returns the per-pair sizes of one TP index's all-to-all for
-// an op: each pair carries its slots' share of one TP rank (1/t of the
-// unit's tokens under sequence parallelism) times the op's bytes per slot;
+// a2aCache sizes one TP index's all-to-all for an op: the op's routed
+// slots (o.M, this TP rank's) times the share of the draw's slots each
+// pair carries (after drops and padding), times the op's bytes per slot;
 // Return transposes (experts' ranks send back to the tokens' ranks).
 // Matrices are shared by every task with the same direction and size.
 type a2aCache struct {
 	a     *Assignment
-	tp    int
-	mats  map[[2]uint64]int32
+	mats  map[[3]uint64]int32
 	pairs [][]float64
 }
 
@@ -290,7 +291,7 @@ func (c *a2aCache) matrix(o model.Op) ([]float64, int32) {
 	if o.M > 0 {
 		per = o.Bytes / float64(o.M)
 	}
-	key := [2]uint64{math.Float64bits(per), 0}
+	key := [3]uint64{math.Float64bits(per), 0, uint64(o.M)}
 	if o.Return {
 		key[1] = 1
 	}
@@ -301,7 +302,7 @@ func (c *a2aCache) matrix(o model.Op) ([]float64, int32) {
 	m := make([]float64, n*n)
 	for s := 0; s < n; s++ {
 		for d := 0; d < n; d++ {
-			v := c.a.Tokens[s*n+d] / float64(c.tp) * per
+			v := c.a.Tokens[s*n+d] / c.a.Slots * float64(o.M) * per
 			if o.Return {
 				m[d*n+s] = v
 			} else {
@@ -390,4 +391,14 @@ func (t Training) expertMemory(mem *Memory, dense, expert int64, gradBytes float
 	if t.Par.ZeRO >= 2 {
 		mem.Gradients = shard * gradBytes
 	}
+}
+
+// opTensors is an operator's bytes for the workspace: its compulsory
+// traffic, except that a grouped GEMM's expert weights (already counted as
+// weights) are left out: its token tensors only.
+func opTensors(o model.Op) float64 {
+	if o.Kind != model.GroupedGEMM {
+		return o.Bytes
+	}
+	return float64(o.M) * float64(o.K+o.N) * max(o.DType.Bytes(), 2)
 }

@@ -85,7 +85,7 @@ func BuildTraining(t Training) (*TrainingPlan, error) {
 	if t.Model.IsMoE() {
 		tp.Routing = Route(t.Routing, t.Model, EP, int64(par.MicroBatch*t.SeqLen))
 		if EP > 1 {
-			cache = &a2aCache{a: tp.Routing, tp: T, mats: map[[2]uint64]int32{}}
+			cache = &a2aCache{a: tp.Routing, mats: map[[3]uint64]int32{}}
 			if !tp.Routing.Balanced() {
 				tp.ProgramsPerStage = EP
 			}
@@ -452,7 +452,7 @@ func (t Training) stageMemory(g, plain model.Graph, chunks [][]int, s int, order
 			for _, list := range [][]model.Op{blk.Forward, blk.Backward} {
 				for _, o := range list {
 					if !o.IsComm() {
-						biggest = max(biggest, o.Bytes)
+						biggest = max(biggest, opTensors(o))
 					}
 				}
 			}
