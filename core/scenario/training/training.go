@@ -60,6 +60,12 @@ type SummaryRow struct {
 	SimulatedRanks    int `arrow:"simulated_ranks"`
 	NetCollectives    int `arrow:"net_collectives"`
 	ReusedCollectives int `arrow:"reused_collectives"`
+	// Mixture of experts (1, 0, 0 for dense models): the most loaded EP
+	// rank's expert tokens over the mean, and the fractions of routed
+	// tokens dropped over capacity and of processed slots that are padding.
+	ExpertLoadMax float64 `arrow:"expert_load_max"`
+	TokensDropped float64 `arrow:"tokens_dropped"`
+	TokensPadded  float64 `arrow:"tokens_padded"`
 }
 
 // RankRow is one rank of the "ranks" table.
@@ -192,7 +198,10 @@ func Simulate(env scenario.Env, s *spec.Training, modify func(m *exec.Machine) e
 	peakFlops := run.Machine.GPU.Peak(t.DType) * float64(gpus)
 	sum := SummaryRow{StepTimeS: step, MemoryPeakBytes: run.PeakBytes, HBMBytes: run.HBMBytes, Fits: run.PeakBytes <= run.HBMBytes,
 		ModelFLOPs: plan.ModelFLOPs, GPUs: gpus, MicroBatches: t.MicroBatches(), SimulatedRanks: run.SimulatedRanks,
-		NetCollectives: run.Exec.Collectives, ReusedCollectives: run.Exec.Reused}
+		NetCollectives: run.Exec.Collectives, ReusedCollectives: run.Exec.Reused, ExpertLoadMax: 1}
+	if a := plan.Routing; a != nil {
+		sum.ExpertLoadMax, sum.TokensDropped, sum.TokensPadded = a.MaxLoad(), a.Dropped, a.Padded
+	}
 	if step > 0 {
 		sum.TokensPerS = plan.Tokens / step
 		sum.MFU = plan.ModelFLOPs / step / peakFlops
