@@ -23,7 +23,8 @@ func (e *engine) allToAllV(ci commInfo, ranks []int, task *workload.Task, pendin
 		return nil
 	}
 	e.res.Collectives++
-	a := net.AllToAllV{Ranks: ranks, Bytes: task.Pairs, Hierarchical: task.Hierarchical, ProtocolEfficiency: ci.eff, Label: task.Name}
+	a := net.AllToAllV{Ranks: ranks, Bytes: task.Pairs, Hierarchical: task.Hierarchical, TopK: int(task.TopK), NodeLimit: int(task.NodeLimit),
+		ProtocolEfficiency: ci.eff, Label: task.Name}
 	if err := e.comms.StartAllToAllV(a, func(res net.Result) {
 		e.memo[key] = res.End - res.Start
 		done()

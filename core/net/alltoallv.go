@@ -2,6 +2,7 @@ package net
 
 import (
 	"fmt"
+	"math"
 )
 
 // AllToAllV is an all-to-all with a size per (sender, receiver) pair, as a
@@ -21,6 +22,15 @@ type AllToAllV struct {
 	// over NVLink to the receiver once that transfer has arrived. Pairs in
 	// one node go directly. False sends every pair directly.
 	Hierarchical bool
+	// TopK and NodeLimit (hierarchical only) deduplicate the network hop
+	// as DeepEP does: a token routed to several experts on one node
+	// crosses the network once and the relay fans it out over NVLink (the
+	// combine sums them on the relay before sending back). A token's k
+	// experts fall on D = M·(1 − (1 − 1/M)^k) distinct nodes in
+	// expectation, M = min(NodeLimit, nodes) (NodeLimit 0: the nodes the
+	// communicator spans), so each sender-to-node transfer carries D/k of
+	// its per-slot bytes. TopK 0 sends every routed copy.
+	TopK, NodeLimit int
 	// ProtocolEfficiency as in Collective (0 means 1).
 	ProtocolEfficiency float64
 	Label              string
@@ -110,6 +120,15 @@ func (c *Comms) StartAllToAllV(a AllToAllV, done func(Result)) error {
 			node[i], local[i] = s, len(members[s])
 			members[s] = append(members[s], i)
 		}
+		share := 1.0
+		if a.TopK > 0 {
+			M := float64(len(members))
+			if a.NodeLimit > 0 && float64(a.NodeLimit) < M {
+				M = float64(a.NodeLimit)
+			}
+			k := float64(a.TopK)
+			share = min(1, M*(1-math.Pow(1-1/M, k))/k)
+		}
 		for i := 0; i < n; i++ {
 			for s, m := range members {
 				if s == node[i] {
@@ -129,7 +148,7 @@ func (c *Comms) StartAllToAllV(a AllToAllV, done func(Result)) error {
 					continue
 				}
 				src, dsts := i, m
-				send(i, relay, total, SinkFunc(func(int) {
+				send(i, relay, total*share, SinkFunc(func(int) {
 					for _, j := range dsts {
 						if b := a.Bytes[src*n+j]; j != relay && b > 0 {
 							send(relay, j, b, finish)

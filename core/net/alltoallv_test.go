@@ -94,6 +94,12 @@ func TestAllToAllVHierarchical(t *testing.T) {
 	// 4 intra-node pairs, 4 aggregated network transfers of 2b, 4 NVLink forwards.
 	assert.Equal(t, 12, res.Flows)
 	assert.InDelta(t, 4*b+4*2*b+4*b, got, 1)
+	// Deduplicated (DeepEP): top-2 over 2 nodes puts a token on
+	// D = 2·(1 − (1/2)²) = 1.5 nodes, so each network transfer carries
+	// 1.5/2 of its bytes; the NVLink hops are unchanged.
+	dd, gotDD := runV(t, NewFlowNet(sim.New(), tp), AllToAllV{Ranks: all(4), Bytes: sizes, Hierarchical: true, TopK: 2})
+	assert.InDelta(t, 4*b+4*2*b*0.75+4*b, gotDD, 1)
+	assert.Less(t, dd.End-dd.Start, res.End-res.Start)
 	direct, _ := runV(t, NewFlowNet(sim.New(), tp), AllToAllV{Ranks: all(4), Bytes: sizes})
 	assert.Equal(t, 12, direct.Flows)
 	require.Greater(t, (res.End - res.Start).Seconds(), 0.0)

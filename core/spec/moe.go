@@ -22,6 +22,10 @@ type Routing struct {
 	// HierarchicalA2A sends the dispatch and combine across nodes in two
 	// hops (network to the same-index GPU, then NVLink), as DeepEP does.
 	HierarchicalA2A bool `json:"hierarchical_a2a,omitempty"`
+	// NodeLimit is the most nodes a token's experts lie on (DeepSeek-V3: 4;
+	// 0 = no limit); with hierarchical_a2a each token crosses the network
+	// once per node it is sent to (DeepEP's deduplication).
+	NodeLimit int `json:"node_limit,omitempty"`
 }
 
 // Defaults fills the distribution.
@@ -40,6 +44,7 @@ func (r *Routing) Validate(p *Problems, path string) {
 	if !(r.Skew >= 0) {
 		p.Addf(Field(path, "skew"), "must be >= 0, got %v", r.Skew)
 	}
+	p.IntInRange(Field(path, "node_limit"), r.NodeLimit, 0, 1<<16)
 	if !(r.CapacityFactor >= 0) {
 		p.Addf(Field(path, "capacity_factor"), "must be >= 0 (0 = dropless), got %v", r.CapacityFactor)
 	}

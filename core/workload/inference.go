@@ -179,7 +179,8 @@ func BuildInference(in Inference) (*InferencePlan, error) {
 		cache = &a2aCache{a: Route(Routing{}, in.Model, in.EP, int64(in.Model.Experts)), mats: map[[3]uint64]int32{}}
 	}
 	for s := 0; s < P; s++ {
-		b := &progBuilder{p: &Program{Name: fmt.Sprintf("stage%d", s), Marks: map[string]int32{}}, a2a: cache, hierarchical: in.HierarchicalA2A}
+		b := &progBuilder{p: &Program{Name: fmt.Sprintf("stage%d", s), Marks: map[string]int32{}}, a2a: cache, hierarchical: in.HierarchicalA2A,
+			topK: int32(in.Model.ExpertsPerToken)}
 		for step, ps := range passes {
 			pre := ps.name
 			act := float64(ps.batch*ps.tokens*in.Model.Hidden) * e

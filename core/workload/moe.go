@@ -68,8 +68,13 @@ type Routing struct {
 	// (moe_pad_expert_input_to_capacity).
 	PadToCapacity bool
 	// HierarchicalA2A sends the dispatch and combine in two hops across
-	// nodes (net.AllToAllV.Hierarchical).
+	// nodes (net.AllToAllV.Hierarchical), each token once per node.
 	HierarchicalA2A bool
+	// NodeLimit is the most nodes a token's experts lie on (DeepSeek-V3's
+	// node-limited routing, M = 4; 0: no limit): with HierarchicalA2A it
+	// sets how many nodes each token crosses the network to. It does not
+	// change which experts the draw picks.
+	NodeLimit int
 }
 
 // CheckRouting returns the problems of a routing for a model (fields
@@ -104,6 +109,9 @@ func CheckRouting(r Routing, c model.Config) []model.FieldProblem {
 	}
 	if !(r.CapacityFactor >= 0) {
 		bad("capacity_factor", "must be >= 0 (0 = dropless), got %v", r.CapacityFactor)
+	}
+	if r.NodeLimit < 0 {
+		bad("node_limit", "must be >= 0 (0 = no limit), got %d", r.NodeLimit)
 	}
 	if r.PadToCapacity && r.CapacityFactor == 0 {
 		bad("pad_to_capacity", "needs a capacity_factor > 0")
@@ -326,7 +334,8 @@ func (b *progBuilder) allToAll(name string, o model.Op, mb int32, after ...int32
 		total += v
 	}
 	return b.add(Task{Name: name, Kind: Collective, Stream: StreamEP, Coll: AllToAllV, Bytes: total, Slot: SlotEP,
-		Tag: tag, Deps: deps(after...), MicroBatch: mb, Pairs: pairs, PairsID: id, Hierarchical: b.hierarchical})
+		Tag: tag, Deps: deps(after...), MicroBatch: mb, Pairs: pairs, PairsID: id, Hierarchical: b.hierarchical,
+		TopK: b.topK, NodeLimit: b.limit})
 }
 
 // expertGroups adds, per stage, the expert-parallel groups (EP consecutive

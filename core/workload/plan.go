@@ -118,6 +118,9 @@ type Task struct {
 	Pairs        []float64
 	PairsID      int32
 	Hierarchical bool
+	// TopK and NodeLimit deduplicate a hierarchical all-to-all's network
+	// hop (net.AllToAllV).
+	TopK, NodeLimit int32
 }
 
 // Program is the task graph one unit runs; Marks name tasks whose end times
@@ -166,6 +169,7 @@ type progBuilder struct {
 	// a2a sizes the expert-parallel all-to-alls (nil without EP).
 	a2a          *a2aCache
 	hierarchical bool
+	topK, limit  int32
 }
 
 func (b *progBuilder) add(t Task) int32 {

@@ -154,7 +154,8 @@ func Layout(s *spec.Training, gpus int) (workload.Training, error) {
 			Recompute: model.Recompute(par.Recompute), ZeRO: par.ZeRO, OverlapGradReduce: par.OverlapGradReduce,
 			BucketParams: par.BucketParams, OverlapTPComm: par.OverlapTPComm, EP: par.EP},
 		Routing: workload.Routing{Distribution: s.Routing.Distribution, Skew: s.Routing.Skew, Loads: s.Routing.Loads, Seed: s.Routing.Seed,
-			CapacityFactor: s.Routing.CapacityFactor, PadToCapacity: s.Routing.PadToCapacity, HierarchicalA2A: s.Routing.HierarchicalA2A}}
+			CapacityFactor: s.Routing.CapacityFactor, PadToCapacity: s.Routing.PadToCapacity, HierarchicalA2A: s.Routing.HierarchicalA2A,
+			NodeLimit: s.Routing.NodeLimit}}
 	for _, fp := range t.Check() {
 		path := fp.Field
 		switch {
