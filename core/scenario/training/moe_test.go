@@ -75,6 +75,7 @@ func TestMoEBadSpecs(t *testing.T) {
 	for _, c := range []struct{ js, field string }{
 		{moe(1, `"dp":8,"ep":3`, ""), "parallel.ep"},
 		{moe(2, `"dp":4,"ep":16`, ""), "parallel.ep"},
+		{moe(2, `"dp":16,"ep":16`, ""), "parallel.ep"}, // 16 does not divide Mixtral's 8 experts
 		{`{"kind":"training","model":{"preset":"mixtral-8x7b","layers":2,"experts_per_token":9},"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1}}`, "model.experts_per_token"},
 		{moe(1, `"dp":8`, `,"routing":{"distribution":"table","loads":[1,2]}`), "routing.loads"},
 	} {
