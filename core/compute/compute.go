@@ -112,6 +112,8 @@ func (e *Evaluator) Op(o model.Op) (Cost, error) {
 	switch o.Kind {
 	case model.GEMM:
 		return e.gemm(o), nil
+	case model.GroupedGEMM:
+		return e.grouped(o)
 	case model.FlashAttention, model.FlashAttentionBwd:
 		return e.flash(o), nil
 	case model.DecodeAttention:

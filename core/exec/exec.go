@@ -119,6 +119,12 @@ type Options struct {
 	// the collective efficiency of the slowest-protocol link technology on
 	// its routes (hw.Link.CollectiveEfficiency): NCCL's flags and headers.
 	Protocol bool
+	// ExactAllToAll simulates every expert-parallel all-to-all-v as flows.
+	// By default the first one with a given routing matrix on a
+	// communicator is simulated (with whatever else is in flight) and its
+	// repeats, at every MoE block and micro-batch of the step, take its
+	// duration.
+	ExactAllToAll bool
 }
 
 // NCCLBaseLatencyS is the fixed latency NCCL's own cost model gives every
@@ -792,6 +798,13 @@ func (e *engine) issue(g int, task *workload.Task, r *rendezvous) {
 			ci := e.comm(gg, c)
 			if gi > 0 && ci.isolated && ci.sig == e.comm(g, min(c, len(e.plan.Groups[g].Comms)-1)).sig {
 				continue // a mirror's isolated copy takes exactly the driver's time
+			}
+			if task.Coll == workload.AllToAllV {
+				if err := e.allToAllV(ci, ranks, task, &r.pending, done); err != nil {
+					e.k.Fail(err)
+					return
+				}
+				continue
 			}
 			key := ci.sig*31 + uint64(math.Float64bits(task.Bytes)) ^ uint64(len(task.Coll))<<56 ^ hashString(string(task.Coll))
 			if ci.isolated {

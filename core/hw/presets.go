@@ -64,6 +64,24 @@ func nvidiaL2(sms int, clockHz float64) float64 {
 
 // GPUPresets returns every GPU preset, in a fixed order.
 func GPUPresets() []GPU {
+	return append(basePresets(), h800())
+}
+
+// h800 is the H100 SXM's compute and memory with NVLink cut to 400 GB/s
+// (both directions; the "nvlink4-h800" link). DeepSeek-AI 2024 (arXiv
+// 2412.19437, §3.1-3.2) trained DeepSeek-V3 on 2,048 H800s, 8 per node on
+// NVLink/NVSwitch, with 8 InfiniBand NICs of 400 Gb/s per node (dgx-h800).
+func h800() GPU {
+	for _, g := range basePresets() {
+		if g.Name == "h100-sxm" {
+			g.Name = "h800"
+			return g
+		}
+	}
+	return GPU{}
+}
+
+func basePresets() []GPU {
 	return []GPU{
 		a100("a100-40gb", 40e9, 1555*giga),
 		a100("a100-80gb-sxm", 80e9, 2039*giga),
@@ -277,6 +295,11 @@ func LinkPresets() []Link {
 		{Name: "nvlink3", BandwidthBytesPerS: 300 * giga, LatencyS: 1e-6, CollectiveEfficiency: nvlinkCollEff},
 		{Name: "nvlink4", BandwidthBytesPerS: 450 * giga, LatencyS: 1e-6, CollectiveEfficiency: nvlinkCollEff},
 		{Name: "nvlink5", BandwidthBytesPerS: 900 * giga, LatencyS: 1e-6, CollectiveEfficiency: nvlinkCollEff},
+		// H800 NVLink: 400 GB/s bidirectional per GPU (NVIDIA H800
+		// datasheet), 200 GB/s per direction; with NCCL's efficiency that is
+		// 164 GB/s, the "160 GB/s" NVLink DeepSeek-V3's report states
+		// (arXiv 2412.19437, §3.2.2).
+		{Name: "nvlink4-h800", BandwidthBytesPerS: 200 * giga, LatencyS: 1e-6, CollectiveEfficiency: nvlinkCollEff},
 		// PCI Express Base Specification 4.0 / 5.0: 16 / 32 GT/s per lane,
 		// 128b/130b encoding, 16 lanes: 16e9·16·128/130/8 = 31.5 GB/s and
 		// 63.0 GB/s per direction. Latency about 1.5 µs GPU-to-GPU through

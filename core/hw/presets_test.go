@@ -9,7 +9,7 @@ import (
 
 func TestGPUPresetsSane(t *testing.T) {
 	gpus := GPUPresets()
-	require.Len(t, gpus, 9)
+	require.Len(t, gpus, 10)
 	for _, g := range gpus {
 		t.Run(g.Name, func(t *testing.T) {
 			assert.NotEmpty(t, g.Vendor)
@@ -88,7 +88,7 @@ func TestGPUPresetFigures(t *testing.T) {
 
 func TestLinkPresetsSane(t *testing.T) {
 	links := LinkPresets()
-	require.Len(t, links, 12) // 10 + pcie3-x16 and efa-100g
+	require.Len(t, links, 13) // 10 + pcie3-x16, efa-100g and nvlink4-h800
 	for _, l := range links {
 		assert.Greater(t, l.BandwidthBytesPerS, 1e9, l.Name)
 		assert.Greater(t, l.LatencyS, 0.0, l.Name)
@@ -126,4 +126,15 @@ func TestPresetNamesUnique(t *testing.T) {
 		require.True(t, ok)
 		require.Equal(t, n, l.Name)
 	}
+}
+
+// The H800 is an H100 SXM with NVLink at 400 GB/s both ways; with NCCL's
+// efficiency its NVLink carries ≈164 GB/s, DeepSeek-V3's stated 160 GB/s.
+func TestH800(t *testing.T) {
+	h800, ok := GPUByName("h800")
+	require.True(t, ok)
+	h100, _ := GPUByName("h100-sxm")
+	assert.Equal(t, h100.PeakFP8FlopsPerS, h800.PeakFP8FlopsPerS)
+	nv, _ := LinkByName("nvlink4-h800")
+	assert.InDelta(t, 160e9, nv.BandwidthBytesPerS*nv.CollectiveEfficiency, 0.05*160e9)
 }

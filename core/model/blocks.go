@@ -95,6 +95,12 @@ func (b *builder) transformer(shared bool) {
 		norms *= 2      // LayerNorm has a bias
 		mlp = 2*h*f + f + h
 	}
+	if c.IsMLA() {
+		attn = b.mlaParams()
+	}
+	if b.moe {
+		mlp = b.moeParams()
+	}
 	if shared {
 		b.shared = attn + norms + mlp
 		b.params = h * h
@@ -105,6 +111,31 @@ func (b *builder) transformer(shared bool) {
 	}
 
 	b.norm("attn.norm", b.Tn, in)
+	if c.IsMLA() {
+		b.mla()
+	} else {
+		b.attention(shared, in, hs, kvs, hd, qkv)
+	}
+	b.residual("attn.residual", h)
+
+	b.norm("mlp.norm", b.Tn, h)
+	if b.moe {
+		b.moeFFN()
+	} else {
+		b.mlp(f)
+	}
+	b.residual("mlp.residual", h)
+	if shared {
+		b.gemm("shared.linear", T, h, h)
+	}
+}
+
+// attention is the standard attention of a transformer block (GQA with
+// rotary for LLaMA, with biases for GPT), between its norm and residual.
+func (b *builder) attention(shared bool, in, hs, kvs, hd, qkv int64) {
+	c := b.c
+	gpt := c.Family == GPT
+	h, T := int64(c.Hidden), b.T
 	b.enter("attn", in)
 	b.gemm("attn.qkv", T, qkv, in)
 	// GPT's linear layers carry biases (Megatron-LM): the QKV bias is added
@@ -130,9 +161,14 @@ func (b *builder) transformer(shared bool) {
 	if bias {
 		b.biasGrad("attn.out", b.Tn, h)
 	}
-	b.residual("attn.residual", h)
+}
 
-	b.norm("mlp.norm", b.Tn, h)
+// mlp is the dense MLP (GELU for GPT, SwiGLU otherwise) of width f per rank.
+func (b *builder) mlp(f int64) {
+	c := b.c
+	gpt := c.Family == GPT
+	bias := gpt && b.training()
+	h, T := int64(c.Hidden), b.T
 	b.enter("mlp", h)
 	n := float64(T * f)
 	if gpt {
@@ -151,10 +187,6 @@ func (b *builder) transformer(shared bool) {
 	b.exit("mlp", h)
 	if bias {
 		b.biasGrad("mlp.down", b.Tn, h)
-	}
-	b.residual("mlp.residual", h)
-	if shared {
-		b.gemm("shared.linear", T, h, h)
 	}
 }
 

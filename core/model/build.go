@@ -57,6 +57,13 @@ type Run struct {
 	// block. False is the Megatron split as is (x_proj row-parallel, two
 	// all-reduces per block).
 	LocalSSMProjections bool
+	// EP is the expert-parallel degree: each rank holds experts/EP routed
+	// experts of every MoE block; 0 means 1.
+	EP int
+	// ExpertTokens is the tokens each of this rank's experts processes in
+	// one MoE block (after the TP gather), from the routing; nil is the
+	// balanced share batch·seq_len·k/experts·EP each.
+	ExpertTokens []int64
 }
 
 // Block names.
@@ -66,6 +73,7 @@ const (
 	BlockMamba       = "mamba"
 	BlockMamba2      = "mamba2"
 	BlockShared      = "shared_attention"
+	BlockMoE         = "moe_transformer"
 	BlockLMHead      = "lm_head"
 )
 
@@ -89,6 +97,9 @@ type Block struct {
 	// Params is the parameters of one instance on this rank; SharedParams the
 	// parameters shared by all instances (counted once).
 	Params, SharedParams int64
+	// ExpertParams is the part of Params in routed experts (sharded by
+	// expert parallelism, reduced over the expert-data-parallel group).
+	ExpertParams int64
 	// ActivationBytes is what one instance keeps from forward to backward
 	// (training), under the run's recompute policy.
 	ActivationBytes float64
@@ -150,10 +161,12 @@ func (c Config) CheckRun(r Run) []FieldProblem {
 			bad("tp", "must divide %s (%d), got %d", field, v, t)
 		}
 	}
-	if c.hasBlock(PatAttention) || c.hasBlock(PatShared) {
+	if c.hasBlock(PatAttention) || c.hasBlock(PatShared) || c.hasBlock(PatMoE) {
 		div("heads", c.Heads)
-		div("ffn_hidden", c.FFNHidden)
-		if c.KVHeads%t != 0 && t%c.KVHeads != 0 {
+		if c.hasBlock(PatAttention) || c.hasBlock(PatShared) {
+			div("ffn_hidden", c.FFNHidden)
+		}
+		if !c.IsMLA() && c.KVHeads%t != 0 && t%c.KVHeads != 0 {
 			bad("tp", "must divide kv_heads (%d) or be a multiple of it, got %d", c.KVHeads, t)
 		}
 	}
@@ -166,6 +179,7 @@ func (c Config) CheckRun(r Run) []FieldProblem {
 			}
 		}
 	}
+	c.checkMoERun(r, bad)
 	if r.SequenceParallel && r.Phase != Decode && (r.Batch*r.SeqLen)%t != 0 {
 		bad("sequence_parallel", "needs batch·seq_len (%d) divisible by tp (%d)", r.Batch*r.SeqLen, t)
 	}
@@ -206,6 +220,8 @@ func Build(c Config, r Run) (Graph, error) {
 		switch p {
 		case PatAttention:
 			add(BlockTransformer, 1, func(b *builder) { b.transformer(false) })
+		case PatMoE:
+			add(BlockMoE, 1, func(b *builder) { b.moe = true; b.transformer(false) })
 		case PatShared:
 			add(BlockShared, 1, func(b *builder) { b.transformer(true) })
 		case PatSSM:
@@ -248,6 +264,8 @@ type builder struct {
 	gathered bool
 	params   int64
 	shared   int64
+	expert   int64 // routed-expert parameters in params
+	moe      bool  // the transformer block's FFN is a mixture of experts
 }
 
 func newBuilder(c Config, r Run) *builder {
@@ -413,7 +431,7 @@ func (b *builder) split(n int64) int64 { return max(n/b.t, 1) }
 
 // block assembles the steps into a Block under the run's recompute policy.
 func (b *builder) block(name string, count int) Block {
-	blk := Block{Name: name, Count: count, Params: b.params, SharedParams: b.shared}
+	blk := Block{Name: name, Count: count, Params: b.params, SharedParams: b.shared, ExpertParams: b.expert}
 	for _, s := range b.steps {
 		for _, o := range s.fwd {
 			o.Pass = Forward

@@ -26,6 +26,11 @@ type CatalogRow struct {
 	NGroups    int    `arrow:"n_groups"`
 	// Pattern of hybrids (M = SSM, A = attention, S = shared attention).
 	Pattern string `arrow:"pattern"`
+	// Mixture of experts (0 for dense models): routed experts, top-k, the
+	// parameters one token uses.
+	Experts         int   `arrow:"experts"`
+	ExpertsPerToken int   `arrow:"experts_per_token"`
+	ActiveParams    int64 `arrow:"active_params"`
 	// Per-token KV cache and per-sequence SSM state, in bf16.
 	KVCacheBytesPerToken float64 `arrow:"kv_cache_bytes_per_token"`
 	SSMStateBytesPerSeq  float64 `arrow:"ssm_state_bytes_per_seq"`
@@ -47,6 +52,7 @@ func Catalog() []CatalogRow {
 			KVCacheBytesPerToken: KVCacheBytesPerToken(c, "bf16"),
 			SSMStateBytesPerSeq:  SSMStateBytesPerSeq(c, "bf16"),
 			Source:               p.Source,
+			Experts:              c.Experts, ExpertsPerToken: c.ExpertsPerToken, ActiveParams: ActiveParams(c),
 		}
 		if c.SSM != "" {
 			r.DInner = c.DInner()

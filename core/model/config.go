@@ -39,6 +39,9 @@ const (
 	PatSSM = 'M'
 	// PatAttention is a transformer block (attention + MLP) with its own weights.
 	PatAttention = 'A'
+	// PatMoE is a transformer block whose MLP is a mixture of experts
+	// (router, routed SwiGLU experts, shared experts: see moe.go).
+	PatMoE = 'E'
 	// PatShared is one invocation of a Zamba-style shared transformer block:
 	// its input is the concatenation of the residual stream and the input
 	// embeddings (width 2·hidden), its attention and MLP weights are shared
@@ -81,12 +84,17 @@ type Config struct {
 	ChunkSize  int    `json:"chunk_size,omitempty"`   // Mamba-2: 256
 
 	// Pattern (hybrids): one letter per position, M = SSM block,
-	// A = transformer block, S = shared transformer block invocation.
+	// A = transformer block, S = shared transformer block invocation,
+	// E = transformer block with a mixture-of-experts FFN.
 	Pattern string `json:"pattern,omitempty"`
+
+	// Mixture of experts and multi-head latent attention: see moe.go.
+	MoE
 }
 
 // Defaults fills unset optional fields from the family's conventions.
 func (c *Config) Defaults() {
+	c.moeDefaults()
 	switch c.Family {
 	case GPT:
 		if c.FFNHidden == 0 {
@@ -136,7 +144,7 @@ func (c *Config) Defaults() {
 	if c.Pattern == "" {
 		switch c.Family {
 		case GPT, LLaMA:
-			c.Pattern = strings.Repeat(string(PatAttention), c.Layers)
+			c.Pattern = c.moePattern()
 		case Mamba, Mamba2:
 			c.Pattern = strings.Repeat(string(PatSSM), c.Layers)
 		}
@@ -170,11 +178,15 @@ func (c Config) Check() []FieldProblem {
 	pos("layers", c.Layers)
 	pos("hidden", c.Hidden)
 	pos("vocab", c.Vocab)
-	attn, ssm := c.hasBlock(PatAttention) || c.hasBlock(PatShared), c.hasBlock(PatSSM)
+	attn, ssm := c.hasBlock(PatAttention) || c.hasBlock(PatShared) || c.hasBlock(PatMoE), c.hasBlock(PatSSM)
 	if attn {
 		pos("heads", c.Heads)
-		pos("head_dim", c.HeadDim)
-		pos("ffn_hidden", c.FFNHidden)
+		if c.KVLoRARank == 0 {
+			pos("head_dim", c.HeadDim)
+		}
+		if c.hasBlock(PatAttention) || c.hasBlock(PatShared) {
+			pos("ffn_hidden", c.FFNHidden)
+		}
 		if c.Heads > 0 && (c.KVHeads <= 0 || c.Heads%c.KVHeads != 0) {
 			bad("kv_heads", "must divide heads (%d), got %d", c.Heads, c.KVHeads)
 		}
@@ -204,11 +216,12 @@ func (c Config) Check() []FieldProblem {
 		}
 	}
 	for i, r := range c.Pattern {
-		if r != PatSSM && r != PatAttention && r != PatShared {
-			bad("pattern", "letter %d is %q; allowed: M (SSM block), A (transformer block), S (shared transformer block)", i, r)
+		if r != PatSSM && r != PatAttention && r != PatShared && r != PatMoE {
+			bad("pattern", "letter %d is %q; allowed: M (SSM block), A (transformer block), S (shared transformer block), E (mixture-of-experts transformer block)", i, r)
 			return ps
 		}
 	}
+	ps = append(ps, c.checkMoE()...)
 	if n := c.mixerLayers(); n != c.Layers {
 		bad("pattern", "has %d M/A blocks but layers is %d", n, c.Layers)
 	}
@@ -218,7 +231,7 @@ func (c Config) Check() []FieldProblem {
 func (c Config) hasBlock(r rune) bool { return strings.ContainsRune(c.Pattern, r) }
 
 func (c Config) mixerLayers() int {
-	return strings.Count(c.Pattern, string(PatSSM)) + strings.Count(c.Pattern, string(PatAttention))
+	return strings.Count(c.Pattern, string(PatSSM)) + strings.Count(c.Pattern, string(PatAttention)) + strings.Count(c.Pattern, string(PatMoE))
 }
 
 // DInner is the SSM inner width expand·hidden.

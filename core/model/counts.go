@@ -30,9 +30,13 @@ func WeightBytes(c Config, d hw.DType) float64 { return float64(Params(c)) * d.B
 func KVCacheBytesPerToken(c Config, d hw.DType) float64 {
 	inv := 0
 	for _, p := range c.Pattern {
-		if p == PatAttention || p == PatShared {
+		if p == PatAttention || p == PatShared || p == PatMoE {
 			inv++
 		}
+	}
+	if c.IsMLA() {
+		// MLA caches the compressed latent and the shared rotary key.
+		return float64(inv) * float64(c.KVLoRARank+c.QKRopeHeadDim) * d.Bytes()
 	}
 	return float64(inv) * 2 * float64(c.KVHeads*c.HeadDim) * d.Bytes()
 }

@@ -6,6 +6,9 @@ import "github.com/eidolon-sim/eidolon/core/hw"
 type Kind string
 
 const (
+	// GroupedGEMM: one kernel over the local experts, expert i multiplying
+	// its Groups[i] tokens by its own weight (NewGroupedGEMM).
+	GroupedGEMM Kind = "grouped_gemm"
 	// GEMM: Batch independent products C[M×N] = A[M×K]·B[K×N] on tensor cores.
 	GEMM Kind = "gemm"
 	// FlashAttention: fused softmax(Q·Kᵀ)·V over Batch sequences (forward).
@@ -36,6 +39,10 @@ const (
 	AllReduce     Kind = "all_reduce"
 	AllGather     Kind = "all_gather"
 	ReduceScatter Kind = "reduce_scatter"
+	// AllToAll is a mixture-of-experts dispatch or combine over the
+	// expert-parallel group: M routed tokens, Bytes their payload under
+	// balanced routing (the workload sizes each pair from the routing).
+	AllToAll Kind = "all_to_all"
 )
 
 // Pass says where in a training step (or inference pass) an operator runs.
@@ -72,18 +79,25 @@ type Op struct {
 	Bytes float64
 	// Tensor is true when the math runs on tensor cores (matmuls).
 	Tensor bool
+	// Groups (grouped GEMMs) is each expert's token count; GroupK marks a
+	// weight gradient, whose groups are the reduction dimension.
+	Groups []int64
+	GroupK bool
+	// Return (all-to-all) marks a transfer from the experts' ranks back to
+	// the tokens' ranks (the combine, and the dispatch's backward).
+	Return bool
 }
 
 // IsComm reports whether the op is a tensor-parallel collective.
 func (o Op) IsComm() bool {
-	return o.Kind == AllReduce || o.Kind == AllGather || o.Kind == ReduceScatter
+	return o.Kind == AllReduce || o.Kind == AllGather || o.Kind == ReduceScatter || o.Kind == AllToAll
 }
 
 // IsMatmul reports whether the op's FLOPs are matrix multiplications (GEMMs
 // and attention), the FLOPs that the Megatron formula counts.
 func (o Op) IsMatmul() bool {
 	switch o.Kind {
-	case GEMM, FlashAttention, FlashAttentionBwd, DecodeAttention, SSDScan:
+	case GEMM, GroupedGEMM, FlashAttention, FlashAttentionBwd, DecodeAttention, SSDScan:
 		return true
 	}
 	return false

@@ -15,6 +15,14 @@ func Presets() []Preset {
 
 // rawPresets are the presets as published, before defaults.
 func rawPresets() []Preset {
+	ps := densePresets()
+	for _, m := range MoEPresets() {
+		ps = append(ps, m.Preset)
+	}
+	return ps
+}
+
+func densePresets() []Preset {
 	return []Preset{
 		// Megatron GPT configurations: Narayanan et al. 2021 (arXiv 2104.04473)
 		// Table 1 and Korthikanti et al. 2022 (arXiv 2205.05198) Table 3;
@@ -83,6 +91,21 @@ func mamba(name string, layers, hidden int) Config {
 	return Config{Name: name, Family: Mamba, Layers: layers, Hidden: hidden, Vocab: 50280, TiedEmbeddings: true}
 }
 
+// overlay sets the non-zero fields of ov on bv, field by field inside
+// embedded structs (MoE).
+func overlay(bv, ov reflect.Value) {
+	for i := 0; i < ov.NumField(); i++ {
+		f := ov.Field(i)
+		if ov.Type().Field(i).Anonymous && f.Kind() == reflect.Struct {
+			overlay(bv.Field(i), f)
+			continue
+		}
+		if !f.IsZero() {
+			bv.Field(i).Set(f)
+		}
+	}
+}
+
 // ByName returns the preset configuration with this name.
 func ByName(name string) (Config, bool) {
 	for _, p := range Presets() {
@@ -121,11 +144,7 @@ func FromPreset(name string, over Config) (Config, bool) {
 	}
 	bv := reflect.ValueOf(&base).Elem()
 	ov := reflect.ValueOf(over)
-	for i := 0; i < ov.NumField(); i++ {
-		if f := ov.Field(i); !f.IsZero() {
-			bv.Field(i).Set(f)
-		}
-	}
+	overlay(bv, ov)
 	if over.Layers != 0 && over.Pattern == "" && base.Family != Hybrid {
 		base.Pattern = ""
 	}

@@ -8,10 +8,12 @@ import (
 // topology of GPUs, a composed (intra-node × fabric) cluster, or an edge
 // list. Compiled by topo.FromSpec.
 type Cluster struct {
-	// Preset: "dgx-a100", "dgx-h100" or "dgx-h200" (NVSwitch inside the node,
-	// eight NICs per node into a rail-optimized fabric), or "aws-p4d" (8
-	// A100s on NVSwitch, 4 EFA NICs of 100 Gb/s, two GPUs per NIC behind a
-	// PCIe Gen4 switch). When set, Topology must be empty and Nodes scales it.
+	// Preset: "dgx-a100", "dgx-h100", "dgx-h200", "dgx-h800" (NVSwitch inside
+	// the node, eight NICs per node into a rail-optimized fabric),
+	// "gb200-nvl72" (72 GPUs in one NVLink domain per rack, a NIC per GPU) or
+	// "aws-p4d" (8 A100s on NVSwitch, 4 EFA NICs of 100 Gb/s, two GPUs per
+	// NIC behind a PCIe Gen4 switch). When set, Topology must be empty and
+	// Nodes scales it.
 	Preset string `json:"preset,omitempty"`
 	// Topology when there is no preset: "ring", "fully_connected",
 	// "switch", "torus", "mesh", "leaf_spine", "composed", "edges".
@@ -75,7 +77,9 @@ type EdgeSpec struct {
 }
 
 // ClusterPresets are the preset names (package topo builds them).
-func ClusterPresets() []string { return []string{"dgx-a100", "dgx-h100", "dgx-h200", "aws-p4d"} }
+func ClusterPresets() []string {
+	return []string{"dgx-a100", "dgx-h100", "dgx-h200", "dgx-h800", "gb200-nvl72", "aws-p4d"}
+}
 
 // ClusterTopologies are the topology kinds without a preset.
 func ClusterTopologies() []string {

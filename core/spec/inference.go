@@ -16,6 +16,12 @@ type Inference struct {
 	TP       int `json:"tp,omitempty"`
 	PP       int `json:"pp,omitempty"`
 	Replicas int `json:"replicas,omitempty"`
+	// EP is the expert-parallel degree of a mixture-of-experts model
+	// (default 1): EP consecutive replicas share their experts and exchange
+	// tokens by all-to-all (wide EP); it must divide replicas and the
+	// experts. HierarchicalA2A as in Routing.
+	EP              int  `json:"ep,omitempty"`
+	HierarchicalA2A bool `json:"hierarchical_a2a,omitempty"`
 	// Batch is the number of requests (sequences) per replica; default 1.
 	Batch int `json:"batch,omitempty"`
 	// PromptTokens and OutputTokens per request; default 512 and 128.
@@ -56,7 +62,7 @@ func (s *Inference) Defaults() {
 	if s.Execution == "" {
 		s.Execution = "cuda_graphs"
 	}
-	for _, f := range []*int{&s.TP, &s.PP, &s.Replicas, &s.Batch} {
+	for _, f := range []*int{&s.TP, &s.PP, &s.Replicas, &s.Batch, &s.EP} {
 		if *f == 0 {
 			*f = 1
 		}
@@ -80,6 +86,7 @@ func (s *Inference) Validate(p *Problems) {
 	p.IntInRange("tp", s.TP, 1, 1<<16)
 	p.IntInRange("pp", s.PP, 1, 1<<16)
 	p.IntInRange("replicas", s.Replicas, 1, 1<<20)
+	p.IntInRange("ep", s.EP, 1, 1<<16)
 	p.IntInRange("batch", s.Batch, 1, 1<<20)
 	p.IntInRange("prompt_tokens", s.PromptTokens, 1, 1<<24)
 	p.IntInRange("output_tokens", s.OutputTokens, 1, 1<<20)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
 
 	"github.com/eidolon-sim/eidolon/core/model"
 )
@@ -13,6 +14,7 @@ import (
 //	"model": "llama2-7b"                              a preset (eidolon.presets.models())
 //	"model": {"preset": "llama2-7b", "layers": 2}     a preset with some hyper-parameters replaced
 //	"model": {"family": "llama", "layers": 4, ...}    explicit hyper-parameters (model.Config fields)
+//	"model": {"hf_config": {...}}                     a Hugging Face config.json (model.FromHFConfig)
 //
 // Field names of the object form: preset, name, family, layers, hidden,
 // vocab, tied_embeddings, heads, kv_heads, head_dim, ffn_hidden, positions,
@@ -21,6 +23,9 @@ import (
 // path "model".
 type Model struct {
 	Preset string `json:"preset,omitempty"`
+	// HFConfig is a Hugging Face config.json object (model_type and the
+	// transformers field names); other fields set beside it replace its values.
+	HFConfig map[string]any `json:"hf_config,omitempty"`
 	model.Config
 }
 
@@ -50,7 +55,7 @@ func (m *Model) UnmarshalJSON(data []byte) error {
 
 // MarshalJSON writes a bare preset as its name, anything else as an object.
 func (m Model) MarshalJSON() ([]byte, error) {
-	if m.Preset != "" && m.Config == (model.Config{}) {
+	if m.Preset != "" && m.Config == (model.Config{}) && m.HFConfig == nil {
 		return json.Marshal(m.Preset)
 	}
 	return json.Marshal(modelFields(m))
@@ -59,6 +64,17 @@ func (m Model) MarshalJSON() ([]byte, error) {
 // Resolve returns the architecture: the preset with replacements, or the
 // explicit hyper-parameters with the family's defaults.
 func (m Model) Resolve() (model.Config, bool) {
+	if m.HFConfig != nil {
+		c, err := model.FromHFConfig(m.HFConfig)
+		if err != nil {
+			return model.Config{}, false
+		}
+		v := reflect.ValueOf(&c).Elem()
+		overlayConfig(v, reflect.ValueOf(m.Config))
+		c.Pattern = m.Config.Pattern
+		c.Defaults()
+		return c, true
+	}
 	if m.Preset != "" {
 		return model.FromPreset(m.Preset, m.Config)
 	}
@@ -69,6 +85,12 @@ func (m Model) Resolve() (model.Config, bool) {
 
 // Validate reports an unknown preset or every invalid hyper-parameter.
 func (m Model) Validate(p *Problems, path string) {
+	if m.HFConfig != nil {
+		if _, err := model.FromHFConfig(m.HFConfig); err != nil {
+			p.Addf(Field(path, "hf_config"), "%s", err.Error())
+			return
+		}
+	}
 	c, ok := m.Resolve()
 	if !ok {
 		where := path
@@ -80,5 +102,19 @@ func (m Model) Validate(p *Problems, path string) {
 	}
 	for _, fp := range c.Check() {
 		p.Addf(Field(path, fp.Field), "%s", fp.Message)
+	}
+}
+
+// overlayConfig sets the non-zero fields of ov on bv (inside embedded structs too).
+func overlayConfig(bv, ov reflect.Value) {
+	for i := 0; i < ov.NumField(); i++ {
+		f := ov.Field(i)
+		if ov.Type().Field(i).Anonymous && f.Kind() == reflect.Struct {
+			overlayConfig(bv.Field(i), f)
+			continue
+		}
+		if !f.IsZero() {
+			bv.Field(i).Set(f)
+		}
 	}
 }

@@ -30,6 +30,10 @@ type Parallel struct {
 	// OverlapTPComm overlaps the backward's tensor-parallel collective with
 	// the weight-gradient GEMM.
 	OverlapTPComm bool `json:"overlap_tp_comm,omitempty"`
+	// EP is the expert-parallel degree of a mixture-of-experts model
+	// (default 1): it must divide dp and the experts; expert tensor
+	// parallelism is tp.
+	EP int `json:"ep,omitempty"`
 }
 
 // Schedules are the pipeline schedules.
@@ -38,7 +42,7 @@ var Schedules = []string{"1f1b", "gpipe", "interleaved"}
 // Defaults fills optional fields (DP and GlobalBatch need the cluster: see
 // Resolve).
 func (p *Parallel) Defaults() {
-	for _, f := range []*int{&p.TP, &p.PP, &p.MicroBatch, &p.VirtualStages} {
+	for _, f := range []*int{&p.TP, &p.PP, &p.MicroBatch, &p.VirtualStages, &p.EP} {
 		if *f == 0 {
 			*f = 1
 		}
@@ -83,6 +87,7 @@ func (p *Parallel) Validate(probs *Problems, path string) {
 	probs.OneOf(f("schedule"), p.Schedule, Schedules)
 	probs.OneOf(f("recompute"), p.Recompute, []string{"none", "selective", "full"})
 	probs.IntInRange(f("zero"), p.ZeRO, 0, 3)
+	probs.IntInRange(f("ep"), p.EP, 1, 1<<16)
 	if p.BucketParams < 0 {
 		probs.Addf(f("bucket_params"), "must be >= 0, got %d", p.BucketParams)
 	}

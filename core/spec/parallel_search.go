@@ -26,6 +26,10 @@ type ParallelSearch struct {
 	MicroBatch []int    `json:"micro_batch,omitempty"`
 	Recompute  []string `json:"recompute,omitempty"`
 	ZeRO       []int    `json:"zero,omitempty"`
+	// EP: expert-parallel degrees of a mixture-of-experts model (default
+	// every power of two up to the experts; [1] for dense models). Expert
+	// tensor parallelism is each layout's tp. Routing is balanced.
+	EP []int `json:"ep,omitempty"`
 	// Schedule of every candidate (default "1f1b"). Sequence parallelism is
 	// on whenever tp > 1 unless NoSequenceParallel.
 	Schedule           string `json:"schedule,omitempty"`
@@ -80,7 +84,7 @@ func (s *ParallelSearch) Validate(p *Problems) {
 	for _, f := range []struct {
 		name string
 		list []int
-	}{{"tp", s.TP}, {"pp", s.PP}, {"micro_batch", s.MicroBatch}} {
+	}{{"tp", s.TP}, {"pp", s.PP}, {"micro_batch", s.MicroBatch}, {"ep", s.EP}} {
 		for i, v := range f.list {
 			p.IntInRange(Index(f.name, i), v, 1, 1<<20)
 		}

@@ -42,6 +42,8 @@ type Training struct {
 	// graphs). Host overrides its per-kernel CPU costs.
 	Execution string    `json:"execution,omitempty"`
 	Host      HostCosts `json:"host,omitempty"`
+	// Routing assigns a mixture-of-experts model's tokens to experts.
+	Routing Routing `json:"routing,omitempty"`
 }
 
 // HostCosts override the host's CPU time per kernel issued eagerly, in
@@ -81,6 +83,7 @@ func (s *Training) Defaults() {
 	}
 	s.Cluster.Defaults()
 	s.Parallel.Defaults()
+	s.Routing.Defaults(s.Seed)
 	s.Faults.Defaults()
 }
 
@@ -92,6 +95,7 @@ func (s *Training) Validate(p *Problems) {
 	s.Parallel.Validate(p, "parallel")
 	p.OneOf("execution", s.Execution, ExecutionModes())
 	s.Host.validate(p, "host")
+	s.Routing.Validate(p, "routing")
 }
 
 // validateRun checks the fields training and inference share.

@@ -413,7 +413,9 @@ func LeafSpineHosts(hosts, radix int, oversubscription float64, l hw.Link) (*Top
 }
 
 // Presets names the cluster presets, in a fixed order.
-func Presets() []string { return []string{"dgx-a100", "dgx-h100", "dgx-h200", "aws-p4d"} }
+func Presets() []string {
+	return []string{"dgx-a100", "dgx-h100", "dgx-h200", "dgx-h800", "gb200-nvl72", "aws-p4d"}
+}
 
 // PresetConfig returns the composition of a cluster preset scaled to
 // `nodes`. The dgx-* presets: eight GPUs on NVSwitch inside the node at the GPU's aggregate NVLink rate,
@@ -434,6 +436,18 @@ func PresetConfig(name string, nodes int) (ClusterConfig, error) {
 		c.IntraLink, c.NICLink, c.HostLink, c.Radix = look("nvlink3"), look("ib-hdr"), look("pcie4-x16"), 40
 	case "dgx-h100", "dgx-h200":
 		c.IntraLink, c.NICLink, c.HostLink, c.Radix = look("nvlink4"), look("ib-ndr"), look("pcie5-x16"), 64
+	case "dgx-h800":
+		// DeepSeek-AI 2024 (arXiv 2412.19437, §3.1): 8 H800s per node on
+		// NVLink/NVSwitch (400 GB/s both directions), one 400 Gb/s
+		// InfiniBand NIC per GPU ("IB ... 50 GB/s", §3.2.2).
+		c.IntraLink, c.NICLink, c.HostLink, c.Radix = look("nvlink4-h800"), look("ib-ndr"), look("pcie5-x16"), 64
+	case "gb200-nvl72":
+		// NVIDIA GB200 NVL72 (datasheet, 2024): 72 Blackwell GPUs in one
+		// NVLink domain through the NVLink Switch trays, 1.8 TB/s per GPU
+		// both directions (130 TB/s in all), one ConnectX-7 400 Gb/s NIC
+		// per GPU for the scale-out network. A "node" here is the rack.
+		c.GPUsPerNode, c.NICsPerNode = 72, 72
+		c.IntraLink, c.NICLink, c.HostLink, c.Radix = look("nvlink5"), look("ib-ndr"), look("pcie5-x16"), 64
 	case "aws-p4d":
 		// AWS p4d.24xlarge: 8× A100 40 GB on NVSwitch (600 GB/s NVLink per
 		// GPU, both directions), "400 Gbps" of EFA with GPUDirect RDMA

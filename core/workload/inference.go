@@ -23,6 +23,13 @@ type Inference struct {
 	// Requests, if set, replaces Batch, Prompt and Output with groups of
 	// requests of different lengths (see BuildInference).
 	Requests []Request
+	// EP is the expert-parallel degree of a mixture-of-experts model: EP
+	// consecutive replicas (each serving its own batch: attention data
+	// parallel) hold experts/EP experts each and exchange tokens by
+	// all-to-all, as wide-EP deployments serve DeepSeek-V3. Balanced
+	// routing; HierarchicalA2A as in Routing. 0 means 1.
+	EP              int
+	HierarchicalA2A bool
 }
 
 // Rank is the global rank of TP index tp at stage pp of replica r: replicas
@@ -62,7 +69,7 @@ func (in Inference) Check() []model.FieldProblem {
 		for _, fp := range in.Model.CheckRun(r) {
 			field := fp.Field
 			switch field {
-			case "tp", "batch":
+			case "tp", "batch", "ep":
 			case "seq_len":
 				field = "prompt_tokens"
 			default:
@@ -74,6 +81,9 @@ func (in Inference) Check() []model.FieldProblem {
 			break
 		}
 	}
+	if ep := max(in.EP, 1); in.EP < 0 || in.Replicas%ep != 0 {
+		ps = append(ps, model.FieldProblem{Field: "ep", Message: fmt.Sprintf("must be >= 1 and divide replicas (%d), got %d", in.Replicas, in.EP)})
+	}
 	if n := len(in.Model.Pattern); in.PP > n {
 		ps = append(ps, model.FieldProblem{Field: "pp", Message: fmt.Sprintf("must not exceed the model's blocks (%d), got %d", n, in.PP)})
 	}
@@ -82,7 +92,7 @@ func (in Inference) Check() []model.FieldProblem {
 
 func (in Inference) run(phase model.Phase, kv int) model.Run {
 	return model.Run{Phase: phase, Batch: in.Batch, SeqLen: in.Prompt, KVLen: kv, TP: in.TP,
-		DType: in.DType, UnfusedAttention: in.UnfusedAttention, LocalSSMProjections: in.LocalSSMProjections}
+		DType: in.DType, UnfusedAttention: in.UnfusedAttention, LocalSSMProjections: in.LocalSSMProjections, EP: in.EP}
 }
 
 // Request is Count requests with the same prompt and output lengths.
@@ -163,8 +173,14 @@ func BuildInference(in Inference) (*InferencePlan, error) {
 	chunks := chunkPositions(passes[0].g.Order, P)
 	ip := &InferencePlan{Plan: &Plan{Ranks: in.Ranks()}}
 	e := max(in.DType.Bytes(), 2)
+	var cache *a2aCache
+	if in.Model.IsMoE() && in.EP > 1 {
+		// Balanced: each expert receives k slots per E drawn tokens.
+		cache = &a2aCache{a: Route(Routing{}, in.Model, in.EP, int64(in.Model.Experts)), mats: map[[3]uint64]int32{}}
+	}
 	for s := 0; s < P; s++ {
-		b := &progBuilder{p: &Program{Name: fmt.Sprintf("stage%d", s), Marks: map[string]int32{}}}
+		b := &progBuilder{p: &Program{Name: fmt.Sprintf("stage%d", s), Marks: map[string]int32{}}, a2a: cache, hierarchical: in.HierarchicalA2A,
+			topK: int32(in.Model.ExpertsPerToken)}
 		for step, ps := range passes {
 			pre := ps.name
 			act := float64(ps.batch*ps.tokens*in.Model.Hidden) * e
@@ -267,19 +283,23 @@ func (in Inference) memory(g model.Graph, blocks []int, kvTokens, seqs float64) 
 			m.Weights += float64(blk.SharedParams) * e
 		}
 		switch blk.Name {
-		case model.BlockTransformer, model.BlockShared:
+		case model.BlockTransformer, model.BlockShared, model.BlockMoE:
 			attn++
 		case model.BlockMamba, model.BlockMamba2:
 			ssm++
 		}
 		for _, o := range blk.Forward {
 			if !o.IsComm() {
-				m.Activations = max(m.Activations, o.Bytes)
+				m.Activations = max(m.Activations, opTensors(o))
 			}
 		}
 	}
 	kvHeads := float64(max(c.KVHeads/in.TP, 1))
 	m.KVCache = float64(attn) * 2 * kvHeads * float64(c.HeadDim) * e * kvTokens
+	if c.IsMLA() {
+		// The latent and the rotary key, shared by every head (replicated over TP).
+		m.KVCache = float64(attn) * float64(c.KVLoRARank+c.QKRopeHeadDim) * e * kvTokens
+	}
 	if ssmTotal > 0 {
 		m.SSMState = model.SSMStateBytesPerSeq(c, hw.DType(dtypeOfBytes(e))) / float64(ssmTotal) * float64(ssm) / t * seqs
 	}
@@ -397,6 +417,29 @@ func (in Inference) layout(pl *Plan) {
 		if P > 1 {
 			for s := 0; s < P; s++ {
 				pl.link(rep[s], rep[(s+1)%P], SlotFwdOut, SlotFwdIn)
+			}
+		}
+	}
+	if ep := max(in.EP, 1); ep > 1 {
+		// Expert-parallel groups: EP consecutive replicas at each stage,
+		// one communicator per TP index.
+		for s := 0; s < P; s++ {
+			for r0 := 0; r0 < R; r0 += ep {
+				grp := Group{}
+				for r := r0; r < r0+ep; r++ {
+					grp.Units = append(grp.Units, r*P+s)
+				}
+				for k := 0; k < T; k++ {
+					var ranks []int
+					for r := r0; r < r0+ep; r++ {
+						ranks = append(ranks, in.Rank(k, s, r))
+					}
+					grp.Comms = append(grp.Comms, ranks)
+				}
+				pl.Groups = append(pl.Groups, grp)
+				for _, u := range grp.Units {
+					pl.Units[u].Groups[SlotEP] = len(pl.Groups) - 1
+				}
 			}
 		}
 	}

@@ -50,6 +50,9 @@ type Parallel struct {
 	// OverlapTPComm runs the backward's input-gradient all-reduce (or
 	// reduce-scatter) while the weight-gradient GEMM computes.
 	OverlapTPComm bool
+	// EP is the expert-parallel degree (moe.go): it divides DP and the
+	// model's experts; 0 means 1.
+	EP int
 }
 
 // Training is a training step to lay out.
@@ -65,6 +68,8 @@ type Training struct {
 	// UnfusedAttention uses Megatron's unfused attention kernels (no
 	// FlashAttention), as the 2022 Korthikanti et al. measurements did.
 	UnfusedAttention bool
+	// Routing assigns tokens to experts (mixture-of-experts models).
+	Routing Routing
 }
 
 // MicroBatches is the number of micro-batches per replica per step.
@@ -122,13 +127,26 @@ func (t Training) Check() []model.FieldProblem {
 	if p.BucketParams < 0 {
 		bad("bucket_params", "must be >= 0, got %d", p.BucketParams)
 	}
+	ep := max(p.EP, 1)
+	if p.EP < 0 || p.DP%ep != 0 {
+		bad("ep", "must be >= 1 and divide dp (%d), got %d", p.DP, p.EP)
+		return ps
+	}
+	if ep > 1 && p.ZeRO == 3 {
+		bad("zero", "ZeRO-3 with expert parallelism is not modelled (use zero <= 2 with ep > 1)")
+	}
+	if t.Model.IsMoE() {
+		for _, fp := range CheckRouting(t.Routing, t.Model) {
+			ps = append(ps, model.FieldProblem{Field: "routing." + fp.Field, Message: fp.Message})
+		}
+	}
 	run := t.microRun()
 	for _, fp := range t.Model.CheckRun(run) {
 		field := fp.Field
 		switch field {
 		case "batch":
 			field = "micro_batch"
-		case "recompute", "tp", "sequence_parallel":
+		case "recompute", "tp", "sequence_parallel", "ep":
 		default:
 			field = "model." + field
 		}
@@ -140,7 +158,7 @@ func (t Training) Check() []model.FieldProblem {
 func (t Training) microRun() model.Run {
 	return model.Run{Phase: model.Training, Batch: t.Par.MicroBatch, SeqLen: t.SeqLen, TP: t.Par.TP,
 		SequenceParallel: t.Par.SequenceParallel, Recompute: t.Par.Recompute, DType: t.DType,
-		UnfusedAttention: t.UnfusedAttention}
+		UnfusedAttention: t.UnfusedAttention, EP: t.Par.EP}
 }
 
 // chunkPositions splits the model's positions (model.Graph.Order) into n

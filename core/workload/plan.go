@@ -26,10 +26,12 @@ const (
 	StreamTP
 	StreamDP
 	StreamPP
+	// StreamEP runs the expert-parallel all-to-alls (dispatch, combine).
+	StreamEP
 	NumStreams
 )
 
-var streamNames = [NumStreams]string{"compute", "tp", "dp", "pp"}
+var streamNames = [NumStreams]string{"compute", "tp", "dp", "pp", "ep"}
 
 func (s Stream) String() string { return streamNames[s] }
 
@@ -70,8 +72,17 @@ const (
 	// SlotEmbedding joins the first and last pipeline stages, which both
 	// hold the tied word embedding, to all-reduce its gradient.
 	SlotEmbedding
+	// SlotEP is the expert-parallel group (the dispatch and combine
+	// all-to-alls); SlotEDP the expert-data-parallel group that reduces
+	// expert gradients.
+	SlotEP
+	SlotEDP
 	NumSlots
 )
+
+// AllToAllV is the collective kind of an expert-parallel dispatch or
+// combine: Task.Pairs holds its per-pair sizes.
+const AllToAllV model.Kind = "all_to_all_v"
 
 // Task is one node of a program.
 type Task struct {
@@ -104,6 +115,16 @@ type Task struct {
 	// MicroBatch is the micro-batch (training) or decode step (inference)
 	// the task belongs to; -1 for per-step work.
 	MicroBatch int32
+	// Pairs (AllToAllV) is the bytes each member of a communicator sends
+	// to each other, n×n row-major in communicator order; shared by every
+	// task with the same routing and size, identified by PairsID.
+	// Hierarchical sends it in two hops across nodes.
+	Pairs        []float64
+	PairsID      int32
+	Hierarchical bool
+	// TopK and NodeLimit deduplicate a hierarchical all-to-all's network
+	// hop (net.AllToAllV).
+	TopK, NodeLimit int32
 }
 
 // Program is the task graph one unit runs; Marks name tasks whose end times
@@ -151,6 +172,10 @@ type progBuilder struct {
 	tags [NumSlots]int32
 	// sync are tasks the host waits for before it issues the next task.
 	sync []int32
+	// a2a sizes the expert-parallel all-to-alls (nil without EP).
+	a2a          *a2aCache
+	hierarchical bool
+	topK, limit  int32
 }
 
 func (b *progBuilder) add(t Task) int32 {
@@ -225,6 +250,16 @@ func (b *progBuilder) ops(prefix string, list []model.Op, mb int32, after []int3
 			continue
 		}
 		seg := list[start:i]
+		if o.Kind == model.AllToAll {
+			if len(seg) > 0 {
+				last = b.compute(prefix+segName(seg), seg, mb, first()...)
+			}
+			if b.a2a != nil {
+				last = b.allToAll(prefix+o.Name, o, mb, first()...)
+			}
+			start = i + 1
+			continue
+		}
 		if overlap {
 			w := len(seg)
 			for w > 0 && isWgrad(seg[w-1]) {

@@ -43,6 +43,11 @@ type TrainingPlan struct {
 	ModelFLOPs, HardwareFLOPs float64
 	// Tokens per step.
 	Tokens float64
+	// Routing is the step's expert assignment (mixture-of-experts models).
+	Routing *Assignment
+	// ProgramsPerStage is EP when the routing makes EP ranks differ
+	// (program s·EP + dp mod EP), else 1.
+	ProgramsPerStage int
 }
 
 // BuildTraining lays out one training step. t must pass Check.
@@ -74,30 +79,69 @@ func BuildTraining(t Training) (*TrainingPlan, error) {
 		}
 	}
 
-	for s := 0; s < P; s++ {
-		prog, mem, params := t.stageProgram(g, plain, chunks, s, m)
-		tp.Programs = append(tp.Programs, prog)
-		tp.Memory = append(tp.Memory, mem)
-		tp.StageParams = append(tp.StageParams, params)
-		for _, task := range prog.Tasks {
-			n := float64(T * D)
-			tp.ModelFLOPs += n * task.MatmulFLOPs
-			tp.HardwareFLOPs += n * (task.MatmulFLOPs + task.RecomputeFLOPs)
+	EP := max(par.EP, 1)
+	tp.ProgramsPerStage = 1
+	var cache *a2aCache
+	if t.Model.IsMoE() {
+		tp.Routing = Route(t.Routing, t.Model, EP, int64(par.MicroBatch*t.SeqLen))
+		if EP > 1 {
+			cache = &a2aCache{a: tp.Routing, mats: map[[3]uint64]int32{}}
+			if !tp.Routing.Balanced() {
+				tp.ProgramsPerStage = EP
+			}
 		}
 	}
-	t.layout(tp.Plan)
+	for s := 0; s < P; s++ {
+		var stageMem Memory
+		var stageParams int64
+		for k := 0; k < tp.ProgramsPerStage; k++ {
+			gk, pk := g, plain
+			if tp.Routing != nil {
+				r := t.microRun()
+				r.ExpertTokens = tp.Routing.ExpertTokens[k]
+				if gk, err = model.Build(t.Model, r); err != nil {
+					return nil, err
+				}
+				pk = gk
+				if par.Recompute != model.RecomputeNone && par.Recompute != "" {
+					r.Recompute = model.RecomputeNone
+					if pk, err = model.Build(t.Model, r); err != nil {
+						return nil, err
+					}
+				}
+			}
+			prog, mem, params := t.stageProgram(gk, pk, chunks, s, m, cache)
+			if tp.ProgramsPerStage > 1 {
+				prog.Name = fmt.Sprintf("stage%d.ep%d", s, k)
+			}
+			tp.Programs = append(tp.Programs, prog)
+			if mem.Total() > stageMem.Total() {
+				stageMem = mem
+			}
+			stageParams = params
+			n := float64(T*D) / float64(tp.ProgramsPerStage)
+			for _, task := range prog.Tasks {
+				tp.ModelFLOPs += n * task.MatmulFLOPs
+				tp.HardwareFLOPs += n * (task.MatmulFLOPs + task.RecomputeFLOPs)
+			}
+		}
+		tp.Memory = append(tp.Memory, stageMem)
+		tp.StageParams = append(tp.StageParams, stageParams)
+	}
+	t.layout(tp.Plan, tp.ProgramsPerStage)
 	return tp, nil
 }
 
 // layout creates the units and groups: unit dp + D·pp is the TP group of
 // replica dp at stage pp.
-func (t Training) layout(pl *Plan) {
+func (t Training) layout(pl *Plan, perStage int) {
 	par := t.Par
 	P, V, D, T := par.PP, par.VirtualStages, par.DP, par.TP
+	EP := max(par.EP, 1)
 	unit := func(dp, pp int) int { return dp + D*pp }
 	for pp := 0; pp < P; pp++ {
 		for dp := 0; dp < D; dp++ {
-			u := Unit{Program: pp, Replica: dp, Stage: pp}
+			u := Unit{Program: pp*perStage + dp%perStage, Replica: dp, Stage: pp}
 			for i := range u.Groups {
 				u.Groups[i] = -1
 			}
@@ -126,12 +170,26 @@ func (t Training) layout(pl *Plan) {
 			pl.Units[u].Groups[SlotDP] = len(pl.Groups) - 1
 		}
 	}
+	if EP > 1 {
+		t.expertGroups(pl, unit)
+	}
 	for dp := 0; dp < D; dp++ {
-		var rep []int
-		for pp := 0; pp < P; pp++ {
-			rep = append(rep, unit(dp, pp))
+		if perStage == 1 {
+			var rep []int
+			for pp := 0; pp < P; pp++ {
+				rep = append(rep, unit(dp, pp))
+			}
+			pl.Replicas = append(pl.Replicas, rep)
+		} else if dp%EP == 0 {
+			// Unequal EP ranks: the grain of symmetry is an EP group.
+			var rep []int
+			for pp := 0; pp < P; pp++ {
+				for k := 0; k < EP; k++ {
+					rep = append(rep, unit(dp+k, pp))
+				}
+			}
+			pl.Replicas = append(pl.Replicas, rep)
 		}
-		pl.Replicas = append(pl.Replicas, rep)
 		if P == 1 {
 			continue
 		}
@@ -174,10 +232,11 @@ func (pl *Plan) link(a, b int, out, in Slot) {
 }
 
 // stageProgram builds stage s's program, its memory and its parameters.
-func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int) (Program, Memory, int64) {
+func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a2a *a2aCache) (Program, Memory, int64) {
 	par := t.Par
 	P, V, D, T := par.PP, par.VirtualStages, par.DP, par.TP
-	b := &progBuilder{p: &Program{Name: fmt.Sprintf("stage%d", s)}}
+	b := &progBuilder{p: &Program{Name: fmt.Sprintf("stage%d", s)}, a2a: a2a, hierarchical: t.Routing.HierarchicalA2A,
+		topK: int32(t.Model.ExpertsPerToken), limit: int32(t.Routing.NodeLimit)}
 	e := hw.DType(t.DType).Bytes()
 	if e < 2 {
 		e = 2
@@ -207,14 +266,25 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int) (
 		return n
 	}
 	posParams := make([][]int64, V)
+	// expert: routed-expert parameters, reduced over the expert-data-
+	// parallel group instead of the data-parallel one (EP > 1).
+	EP := max(par.EP, 1)
+	EDP := D / EP
+	var expert int64
 	for c := 0; c < V; c++ {
 		for _, bi := range chunks[c*P+s] {
 			n := blockParams(bi)
-			posParams[c] = append(posParams[c], n)
+			x := int64(0)
+			if EP > 1 {
+				x = g.Blocks[bi].ExpertParams
+			}
+			posParams[c] = append(posParams[c], n-x)
 			chunkParams[c] += n
 			params += n
+			expert += x
 		}
 	}
+	dense := params - expert
 
 	order := StageOrder(par.Schedule, P, s, m, V)
 	lastBwd := map[int]int{} // chunk -> index in order of its last backward
@@ -306,7 +376,10 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int) (
 		b.collective(fmt.Sprintf("grad_%s.bucket", reduce), StreamDP, SlotDP, reduce, float64(pending)*gradBytes, -1, lastCompute)
 	}
 	if D > 1 && !par.OverlapGradReduce {
-		b.collective(fmt.Sprintf("grad_%s", reduce), StreamDP, SlotDP, reduce, float64(params)*gradBytes, -1, lastCompute)
+		b.collective(fmt.Sprintf("grad_%s", reduce), StreamDP, SlotDP, reduce, float64(dense)*gradBytes, -1, lastCompute)
+	}
+	if EDP > 1 && expert > 0 {
+		b.collective(fmt.Sprintf("expert_grad_%s", reduce), StreamDP, SlotEDP, reduce, float64(expert)*gradBytes, -1, lastCompute)
 	}
 	if t.tiedAcrossStages() && (s == 0 || s == P-1) {
 		// Megatron's embedding-group all-reduce of the word embedding's
@@ -325,7 +398,7 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int) (
 	}
 	shard := params
 	if par.ZeRO >= 1 {
-		shard = (params + int64(D) - 1) / int64(D)
+		shard = (dense+int64(D)-1)/int64(D) + (expert+int64(EDP)-1)/int64(EDP)
 	}
 	opt := model.OptimizerStep("optimizer", shard, t.DType, gradBytes)
 	// The host waits for the backward and the gradient reductions before
@@ -334,11 +407,15 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int) (
 	b.hostSync(optAfter...)
 	last := b.compute("optimizer", opt, -1, optAfter...)
 	if par.ZeRO >= 1 && par.ZeRO < 3 && D > 1 {
-		b.collective("param_all_gather", StreamDP, SlotDP, model.AllGather, float64(params)*e, -1, last)
+		b.collective("param_all_gather", StreamDP, SlotDP, model.AllGather, float64(dense)*e, -1, last)
+	}
+	if par.ZeRO >= 1 && par.ZeRO < 3 && EDP > 1 && expert > 0 {
+		b.collective("expert_param_all_gather", StreamDP, SlotEDP, model.AllGather, float64(expert)*e, -1, last)
 	}
 	b.p.Marks = map[string]int32{"optimizer": last}
 
 	mem := t.stageMemory(g, plain, chunks, s, order, params, e, gradBytes)
+	t.expertMemory(&mem, dense, expert, gradBytes)
 	return *b.p, mem, params
 }
 
@@ -389,7 +466,7 @@ func (t Training) stageMemory(g, plain model.Graph, chunks [][]int, s int, order
 			for _, list := range [][]model.Op{blk.Forward, blk.Backward} {
 				for _, o := range list {
 					if !o.IsComm() {
-						biggest = max(biggest, o.Bytes)
+						biggest = max(biggest, opTensors(o))
 					}
 				}
 			}
@@ -488,7 +565,7 @@ func (t Training) Size(cost func(model.Op) (float64, error)) (*Sizing, error) {
 	sz := &Sizing{MicroBatches: m}
 	for s := 0; s < P; s++ {
 		var fwd, bwd float64
-		var params int64
+		var params, expert int64
 		var colls, during, tp []Coll
 		seen := map[int]bool{}
 		for c := 0; c < V; c++ {
@@ -498,9 +575,13 @@ func (t Training) Size(cost func(model.Op) (float64, error)) (*Sizing, error) {
 					return nil, err
 				}
 				fwd, bwd = fwd+p[0], bwd+p[1]
+				if par.EP > 1 {
+					expert += g.Blocks[bi].ExpertParams
+				}
 				for _, list := range [][]model.Op{g.Blocks[bi].Forward, g.Blocks[bi].Backward} {
 					for _, o := range list {
-						if o.IsComm() {
+						// The all-to-alls are left out: the bound stays a lower bound.
+						if o.IsComm() && o.Kind != model.AllToAll {
 							tp = append(tp, Coll{o.Kind, o.Bytes})
 						}
 					}
@@ -519,19 +600,21 @@ func (t Training) Size(cost func(model.Op) (float64, error)) (*Sizing, error) {
 				}
 			}
 		}
+		dense := params - expert // expert gradients: the EDP group's (left out of the bound)
 		if D > 1 {
 			switch par.ZeRO {
 			case 0:
-				colls = append(colls, Coll{model.AllReduce, float64(params) * gradBytes})
+				colls = append(colls, Coll{model.AllReduce, float64(dense) * gradBytes})
 			case 1, 2:
-				colls = append(colls, Coll{model.ReduceScatter, float64(params) * gradBytes}, Coll{model.AllGather, float64(params) * e})
+				colls = append(colls, Coll{model.ReduceScatter, float64(dense) * gradBytes}, Coll{model.AllGather, float64(dense) * e})
 			case 3:
-				colls = append(colls, Coll{model.ReduceScatter, float64(params) * gradBytes})
+				colls = append(colls, Coll{model.ReduceScatter, float64(dense) * gradBytes})
 			}
 		}
+		EDP := D / max(par.EP, 1)
 		shard := params
 		if par.ZeRO >= 1 {
-			shard = (params + int64(D) - 1) / int64(D)
+			shard = (dense+int64(D)-1)/int64(D) + (expert+int64(EDP)-1)/int64(EDP)
 		}
 		var opt float64
 		for _, o := range model.OptimizerStep("optimizer", shard, t.DType, gradBytes) {
@@ -542,7 +625,9 @@ func (t Training) Size(cost func(model.Op) (float64, error)) (*Sizing, error) {
 			opt += c
 		}
 		order := StageOrder(par.Schedule, P, s, m, V)
-		sz.Memory = append(sz.Memory, t.stageMemory(g, plain, chunks, s, order, params, e, gradBytes))
+		mem := t.stageMemory(g, plain, chunks, s, order, params, e, gradBytes)
+		t.expertMemory(&mem, dense, expert, gradBytes)
+		sz.Memory = append(sz.Memory, mem)
 		sz.Forward = append(sz.Forward, fwd)
 		sz.Backward = append(sz.Backward, bwd)
 		sz.Optimizer = append(sz.Optimizer, opt)

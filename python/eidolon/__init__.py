@@ -8,7 +8,7 @@ A Go simulation core, driven from Python; results are Arrow tables.
 ['summary']
 """
 
-from . import datasets, presets
+from . import datasets, models, presets
 from .api import Result, kinds, load_spec, run, validate
 from .perfetto import write_perfetto
 from .search import search_parallel
@@ -25,6 +25,7 @@ __all__ = [
     "SpecError",
     "kinds",
     "load_spec",
+    "models",
     "datasets",
     "presets",
     "run",

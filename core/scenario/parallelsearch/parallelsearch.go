@@ -50,11 +50,13 @@ const (
 // ConfigRow is one layout ("configs" table), fastest first.
 type ConfigRow struct {
 	// Rank is 1 for the fastest simulated layout; null unless simulated.
-	Rank             *int   `arrow:"rank"`
-	TP               int    `arrow:"tp"`
-	PP               int    `arrow:"pp"`
-	DP               int    `arrow:"dp"`
-	MicroBatch       int    `arrow:"micro_batch"`
+	Rank       *int `arrow:"rank"`
+	TP         int  `arrow:"tp"`
+	PP         int  `arrow:"pp"`
+	DP         int  `arrow:"dp"`
+	MicroBatch int  `arrow:"micro_batch"`
+	// EP is the expert-parallel degree (1 for dense models).
+	EP               int    `arrow:"ep"`
 	Recompute        string `arrow:"recompute"`
 	ZeRO             int    `arrow:"zero"`
 	SequenceParallel bool   `arrow:"sequence_parallel"`
@@ -164,75 +166,84 @@ func run(env scenario.Env, s *spec.ParallelSearch) (scenario.Result, error) {
 			}
 		}
 	}
+	eps := s.EP
+	if len(eps) == 0 {
+		eps = []int{1}
+		for e := 2; cfg.IsMoE() && e <= cfg.Experts && e <= gpus; e *= 2 {
+			eps = append(eps, e)
+		}
+	}
 	var rows []ConfigRow
 	var cands []*candidate
 	// fitsAt records, per (tp, pp, mb, zero), the least recomputation that fits.
-	fitsAt := map[[4]int]string{}
+	fitsAt := map[[5]int]string{}
 	for _, tp := range s.TP {
 		for _, pp := range pps {
-			for _, mb := range s.MicroBatch {
-				for _, zero := range s.ZeRO {
-					for _, rc := range recomputes {
-						if err := env.Canceled(); err != nil {
-							return scenario.Result{}, err
-						}
-						row := ConfigRow{TP: tp, PP: pp, MicroBatch: mb, Recompute: rc, ZeRO: zero,
-							SequenceParallel: tp > 1 && !s.NoSequenceParallel}
-						if gpus%(tp*pp) != 0 {
-							row.Status, row.Reason = Invalid, fmt.Sprintf("tp·pp = %d does not divide the %d GPUs", tp*pp, gpus)
-							rows = append(rows, row)
-							continue
-						}
-						row.DP = gpus / (tp * pp)
-						if zero > 0 && row.DP == 1 {
-							row.Status, row.Reason = Invalid, "ZeRO shards over data-parallel ranks; dp is 1"
-							rows = append(rows, row)
-							continue
-						}
-						key := [4]int{tp, pp, mb, zero}
-						if less, ok := fitsAt[key]; ok {
-							row.Status, row.Reason = Dominated, fmt.Sprintf("recompute %q fits with the same layout and does less work", less)
-							rows = append(rows, row)
-							continue
-						}
-						tr := workload.Training{Model: cfg, SeqLen: s.SeqLen, DType: hw.DType(s.DType), GradDType: hw.DType(s.GradDType),
-							UnfusedAttention: s.UnfusedAttention,
-							Par: workload.Parallel{TP: tp, PP: pp, DP: row.DP, MicroBatch: mb, GlobalBatch: s.GlobalBatch,
-								Schedule: workload.Schedule(s.Schedule), VirtualStages: 1, SequenceParallel: row.SequenceParallel,
-								Recompute: model.Recompute(rc), ZeRO: zero}}
-						if ps := tr.Check(); len(ps) > 0 {
-							row.Status, row.Reason = Invalid, ps[0].Field+": "+ps[0].Message
-							rows = append(rows, row)
-							continue
-						}
-						sz, err := tr.Size(cost)
-						if err != nil {
-							return scenario.Result{}, err
-						}
-						peak, stage := 0.0, 0
-						for i, mem := range sz.Memory {
-							if mem.Total() > peak {
-								peak, stage = mem.Total(), i
+			for _, ep := range eps {
+				for _, mb := range s.MicroBatch {
+					for _, zero := range s.ZeRO {
+						for _, rc := range recomputes {
+							if err := env.Canceled(); err != nil {
+								return scenario.Result{}, err
 							}
+							row := ConfigRow{TP: tp, PP: pp, EP: ep, MicroBatch: mb, Recompute: rc, ZeRO: zero,
+								SequenceParallel: tp > 1 && !s.NoSequenceParallel}
+							if gpus%(tp*pp) != 0 {
+								row.Status, row.Reason = Invalid, fmt.Sprintf("tp·pp = %d does not divide the %d GPUs", tp*pp, gpus)
+								rows = append(rows, row)
+								continue
+							}
+							row.DP = gpus / (tp * pp)
+							if zero > 0 && row.DP == 1 {
+								row.Status, row.Reason = Invalid, "ZeRO shards over data-parallel ranks; dp is 1"
+								rows = append(rows, row)
+								continue
+							}
+							key := [5]int{tp, pp, mb, zero, ep}
+							if less, ok := fitsAt[key]; ok {
+								row.Status, row.Reason = Dominated, fmt.Sprintf("recompute %q fits with the same layout and does less work", less)
+								rows = append(rows, row)
+								continue
+							}
+							tr := workload.Training{Model: cfg, SeqLen: s.SeqLen, DType: hw.DType(s.DType), GradDType: hw.DType(s.GradDType),
+								UnfusedAttention: s.UnfusedAttention,
+								Par: workload.Parallel{TP: tp, PP: pp, DP: row.DP, MicroBatch: mb, GlobalBatch: s.GlobalBatch,
+									Schedule: workload.Schedule(s.Schedule), VirtualStages: 1, SequenceParallel: row.SequenceParallel,
+									Recompute: model.Recompute(rc), ZeRO: zero, EP: ep}}
+							if ps := tr.Check(); len(ps) > 0 {
+								row.Status, row.Reason = Invalid, ps[0].Field+": "+ps[0].Message
+								rows = append(rows, row)
+								continue
+							}
+							sz, err := tr.Size(cost)
+							if err != nil {
+								return scenario.Result{}, err
+							}
+							peak, stage := 0.0, 0
+							for i, mem := range sz.Memory {
+								if mem.Total() > peak {
+									peak, stage = mem.Total(), i
+								}
+							}
+							fits := peak <= hbm
+							row.MemoryPeakBytes, row.Fits = &peak, &fits
+							if !fits {
+								mem := sz.Memory[stage]
+								row.Status, row.Reason = DoesNotFit, fmt.Sprintf(
+									"stage %d needs %.1f GiB > %.1f GiB (weights %.1f, gradients %.1f, optimizer %.1f, activations %.1f, workspace %.1f)",
+									stage, peak/gib, hbm/gib, mem.Weights/gib, mem.Gradients/gib, mem.Optimizer/gib, mem.Activations/gib, mem.Workspace/gib)
+								rows = append(rows, row)
+								continue
+							}
+							fitsAt[key] = rc
+							lb, err := bound(tr, sz, m)
+							if err != nil {
+								return scenario.Result{}, err
+							}
+							c := &candidate{row: row, tr: tr, lb: lb}
+							c.row.BoundS = &lb
+							cands = append(cands, c)
 						}
-						fits := peak <= hbm
-						row.MemoryPeakBytes, row.Fits = &peak, &fits
-						if !fits {
-							mem := sz.Memory[stage]
-							row.Status, row.Reason = DoesNotFit, fmt.Sprintf(
-								"stage %d needs %.1f GiB > %.1f GiB (weights %.1f, gradients %.1f, optimizer %.1f, activations %.1f, workspace %.1f)",
-								stage, peak/gib, hbm/gib, mem.Weights/gib, mem.Gradients/gib, mem.Optimizer/gib, mem.Activations/gib, mem.Workspace/gib)
-							rows = append(rows, row)
-							continue
-						}
-						fitsAt[key] = rc
-						lb, err := bound(tr, sz, m)
-						if err != nil {
-							return scenario.Result{}, err
-						}
-						c := &candidate{row: row, tr: tr, lb: lb}
-						c.row.BoundS = &lb
-						cands = append(cands, c)
 					}
 				}
 			}
@@ -285,7 +296,7 @@ func graphKey(r ConfigRow) string {
 	if z == 2 {
 		z = 1
 	}
-	return fmt.Sprintf("%d/%d/%d/%s/%d", r.TP, r.PP, r.MicroBatch, r.Recompute, z)
+	return fmt.Sprintf("%d/%d/%d/%s/%d/%d", r.TP, r.PP, r.MicroBatch, r.Recompute, z, r.EP)
 }
 
 // outcome is one candidate's simulation, run ahead of the decision.

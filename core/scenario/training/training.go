@@ -10,6 +10,7 @@ import (
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/spec"
 	"github.com/eidolon-sim/eidolon/core/workload"
+	"strings"
 )
 
 // Kind registers the scenario.
@@ -61,6 +62,12 @@ type SummaryRow struct {
 	SimulatedRanks    int `arrow:"simulated_ranks"`
 	NetCollectives    int `arrow:"net_collectives"`
 	ReusedCollectives int `arrow:"reused_collectives"`
+	// Mixture of experts (1, 0, 0 for dense models): the most loaded EP
+	// rank's expert tokens over the mean, and the fractions of routed
+	// tokens dropped over capacity and of processed slots that are padding.
+	ExpertLoadMax float64 `arrow:"expert_load_max"`
+	TokensDropped float64 `arrow:"tokens_dropped"`
+	TokensPadded  float64 `arrow:"tokens_padded"`
 }
 
 // RankRow is one rank of the "ranks" table.
@@ -147,11 +154,14 @@ func Layout(s *spec.Training, gpus int) (workload.Training, error) {
 		Par: workload.Parallel{TP: par.TP, PP: par.PP, DP: par.DP, MicroBatch: par.MicroBatch, GlobalBatch: par.GlobalBatch,
 			Schedule: workload.Schedule(par.Schedule), VirtualStages: par.VirtualStages, SequenceParallel: par.SequenceParallel,
 			Recompute: model.Recompute(par.Recompute), ZeRO: par.ZeRO, OverlapGradReduce: par.OverlapGradReduce,
-			BucketParams: par.BucketParams, OverlapTPComm: par.OverlapTPComm}}
+			BucketParams: par.BucketParams, OverlapTPComm: par.OverlapTPComm, EP: par.EP},
+		Routing: workload.Routing{Distribution: s.Routing.Distribution, Skew: s.Routing.Skew, Loads: s.Routing.Loads, Seed: s.Routing.Seed,
+			CapacityFactor: s.Routing.CapacityFactor, PadToCapacity: s.Routing.PadToCapacity, HierarchicalA2A: s.Routing.HierarchicalA2A,
+			NodeLimit: s.Routing.NodeLimit}}
 	for _, fp := range t.Check() {
 		path := fp.Field
-		switch path {
-		case "seq_len":
+		switch {
+		case path == "seq_len", strings.HasPrefix(path, "routing."):
 		default:
 			if len(path) < 6 || path[:6] != "model." {
 				path = spec.Field("parallel", path)
@@ -192,7 +202,10 @@ func Simulate(env scenario.Env, s *spec.Training, modify func(m *exec.Machine) e
 	peakFlops := run.Machine.GPU.Peak(t.DType) * float64(gpus)
 	sum := SummaryRow{StepTimeS: step, MemoryPeakBytes: run.PeakBytes, HBMBytes: run.HBMBytes, Fits: run.PeakBytes <= run.HBMBytes,
 		ModelFLOPs: plan.ModelFLOPs, GPUs: gpus, MicroBatches: t.MicroBatches(), SimulatedRanks: run.SimulatedRanks,
-		NetCollectives: run.Exec.Collectives, ReusedCollectives: run.Exec.Reused}
+		NetCollectives: run.Exec.Collectives, ReusedCollectives: run.Exec.Reused, ExpertLoadMax: 1}
+	if a := plan.Routing; a != nil {
+		sum.ExpertLoadMax, sum.TokensDropped, sum.TokensPadded = a.MaxLoad(), a.Dropped, a.Padded
+	}
 	if step > 0 {
 		sum.TokensPerS = plan.Tokens / step
 		sum.MFU = plan.ModelFLOPs / step / peakFlops

@@ -1,0 +1,49 @@
+package compute
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/model"
+)
+
+// A grouped GEMM costs the sum of its experts' GEMMs less all launches but
+// one; an expert without tokens costs nothing; skew costs more than
+// balance for the same total tokens (small experts waste tiles and the
+// large one grows).
+func TestGroupedGEMMIsSumOfExperts(t *testing.T) {
+	g := gpu(t, "h100-sxm")
+	e := NewEvaluator(g)
+	groups := []int64{4096, 1024, 0, 3000}
+	o := model.NewGroupedGEMM("x", hw.BF16, groups, 4096, 7168, false)
+	c, err := e.Op(o)
+	require.NoError(t, err)
+	var want float64
+	for _, m := range groups {
+		if m == 0 {
+			continue
+		}
+		ci, err := e.Op(model.NewGEMM("x", hw.BF16, 1, m, 4096, 7168))
+		require.NoError(t, err)
+		want += ci.TimeS - g.KernelLaunchS
+	}
+	want += g.KernelLaunchS
+	assert.InDelta(t, want, c.TimeS, 1e-12)
+	assert.Equal(t, 1, c.Kernels)
+	assert.InDelta(t, 2*8120*4096*7168.0, c.FLOPs, 1)
+
+	bal, _ := e.Op(model.NewGroupedGEMM("b", hw.BF16, []int64{2048, 2048, 2048, 2048}, 4096, 7168, false))
+	skew, _ := e.Op(model.NewGroupedGEMM("s", hw.BF16, []int64{8000, 64, 64, 64}, 4096, 7168, false))
+	assert.Greater(t, skew.TimeS, bal.TimeS)
+
+	w, err := e.Op(model.NewGroupedGEMM("w", hw.BF16, groups, 4096, 7168, true))
+	require.NoError(t, err)
+	assert.Greater(t, w.TimeS, 0.0)
+	// FP8 runs on the H100's fp8 tensor cores, faster than bf16.
+	f8, err := e.Op(model.NewGroupedGEMM("f", hw.FP8, groups, 4096, 7168, false))
+	require.NoError(t, err)
+	assert.Less(t, f8.TimeS, c.TimeS)
+}

@@ -1,0 +1,35 @@
+package exec
+
+import (
+	"fmt"
+
+	"github.com/eidolon-sim/eidolon/core/net"
+	"github.com/eidolon-sim/eidolon/core/workload"
+)
+
+// allToAllV runs an expert-parallel all-to-all-v on one communicator:
+// its pairs as flows (net.Comms.StartAllToAllV), or the duration of the
+// same matrix's first run on a communicator with the same links
+// (Options.ExactAllToAll off).
+func (e *engine) allToAllV(ci commInfo, ranks []int, task *workload.Task, pending *int, done func()) error {
+	key := (ci.sig*31+uint64(task.PairsID+1))*0x9e3779b97f4a7c15 ^ hashString("all_to_all_v")
+	if task.Hierarchical {
+		key ^= 1
+	}
+	*pending++
+	if d, ok := e.memo[key]; ok && !e.opt.ExactAllToAll {
+		e.res.Reused++
+		e.k.After(d, done)
+		return nil
+	}
+	e.res.Collectives++
+	a := net.AllToAllV{Ranks: ranks, Bytes: task.Pairs, Hierarchical: task.Hierarchical, TopK: int(task.TopK), NodeLimit: int(task.NodeLimit),
+		ProtocolEfficiency: ci.eff, Label: task.Name}
+	if err := e.comms.StartAllToAllV(a, func(res net.Result) {
+		e.memo[key] = res.End - res.Start
+		done()
+	}); err != nil {
+		return fmt.Errorf("exec: %s on ranks %v: %w", task.Name, ranks, err)
+	}
+	return nil
+}

@@ -1,0 +1,105 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+)
+
+// HFModelTypes are the Hugging Face config.json model_type values
+// FromHFConfig reads.
+var HFModelTypes = []string{"deepseek_v2", "deepseek_v3", "gpt2", "llama", "mamba", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}
+
+// FromHFConfig maps a Hugging Face config.json (decoded JSON) to a Config:
+// dense LLaMA-style models (llama, mistral, qwen2, qwen3), GPT-2, Mamba,
+// and the mixture-of-experts families (mixtral, qwen2_moe, qwen3_moe,
+// deepseek_v2, deepseek_v3, the latter with multi-head latent attention).
+// The field names are those of the transformers configuration classes.
+// The result is defaulted; Check reports what is left invalid.
+func FromHFConfig(hf map[string]any) (Config, error) {
+	mt, _ := hf["model_type"].(string)
+	var missing []string
+	num := func(key string, need bool) int {
+		v, ok := hf[key]
+		if !ok || v == nil {
+			if need {
+				missing = append(missing, key)
+			}
+			return 0
+		}
+		f, ok := v.(float64)
+		if !ok || f != math.Trunc(f) {
+			missing = append(missing, key+" (not an integer)")
+			return 0
+		}
+		return int(f)
+	}
+	flag := func(key string, def bool) bool {
+		if v, ok := hf[key].(bool); ok {
+			return v
+		}
+		return def
+	}
+	c := Config{}
+	if n, ok := hf["_name_or_path"].(string); ok {
+		c.Name = n
+	}
+	switch mt {
+	case "gpt2":
+		c = Config{Name: c.Name, Family: GPT, Layers: num("n_layer", true), Hidden: num("n_embd", true), Heads: num("n_head", true),
+			Vocab: num("vocab_size", true), Positions: num("n_positions", true), TiedEmbeddings: flag("tie_word_embeddings", true)}
+		c.FFNHidden = num("n_inner", false)
+	case "mamba":
+		c = Config{Name: c.Name, Family: Mamba, Layers: num("num_hidden_layers", true), Hidden: num("hidden_size", true),
+			Vocab: num("vocab_size", true), DState: num("state_size", false), Expand: num("expand", false),
+			DConv: num("conv_kernel", false), DtRank: num("time_step_rank", false), TiedEmbeddings: flag("tie_word_embeddings", true)}
+	case "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3":
+		c.Family = LLaMA
+		c.Layers = num("num_hidden_layers", true)
+		c.Hidden = num("hidden_size", true)
+		c.Heads = num("num_attention_heads", true)
+		c.KVHeads = num("num_key_value_heads", false)
+		c.HeadDim = num("head_dim", false)
+		c.FFNHidden = num("intermediate_size", true)
+		c.Vocab = num("vocab_size", true)
+		c.TiedEmbeddings = flag("tie_word_embeddings", false)
+		switch mt {
+		case "mixtral":
+			c.Experts = num("num_local_experts", true)
+			c.ExpertsPerToken = num("num_experts_per_tok", true)
+		case "qwen2_moe", "qwen3_moe":
+			c.Experts = num("num_experts", true)
+			c.ExpertsPerToken = num("num_experts_per_tok", true)
+			c.ExpertFFNHidden = num("moe_intermediate_size", true)
+			c.MoEEvery = num("decoder_sparse_step", false)
+			if s := num("shared_expert_intermediate_size", false); s > 0 {
+				c.SharedExperts, c.SharedExpertFFNHidden = 1, s
+			}
+		case "deepseek_v2", "deepseek_v3":
+			c.Experts = num("n_routed_experts", true)
+			c.ExpertsPerToken = num("num_experts_per_tok", true)
+			c.ExpertFFNHidden = num("moe_intermediate_size", true)
+			c.SharedExperts = num("n_shared_experts", false)
+			c.DenseLayers = num("first_k_dense_replace", false)
+			c.MoEEvery = num("moe_layer_freq", false)
+			if s, _ := hf["scoring_func"].(string); s != "" {
+				c.Router = s
+			}
+			c.QLoRARank = num("q_lora_rank", false)
+			c.KVLoRARank = num("kv_lora_rank", true)
+			c.QKRopeHeadDim = num("qk_rope_head_dim", true)
+			c.QKNopeHeadDim = num("qk_nope_head_dim", true)
+			c.VHeadDim = num("v_head_dim", true)
+			c.KVHeads = 0
+		}
+	default:
+		return Config{}, fmt.Errorf("model_type: must be one of %s, got %q", strings.Join(HFModelTypes, ", "), mt)
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return Config{}, fmt.Errorf("%s: missing or invalid in the %s config", strings.Join(missing, ", "), mt)
+	}
+	c.Defaults()
+	return c, nil
+}

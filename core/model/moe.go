@@ -1,0 +1,487 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/eidolon-sim/eidolon/core/hw"
+)
+
+// MoE holds a transformer's mixture-of-experts and multi-head latent
+// attention hyper-parameters (zero: a dense model with standard attention).
+//
+// A mixture-of-experts block (pattern letter E) replaces the SwiGLU MLP by
+// a router (a gating GEMM hidden → experts, then softmax or sigmoid scores
+// and a top-k choice per token), routed SwiGLU experts of width
+// ExpertFFNHidden of which each token visits ExpertsPerToken, and
+// SharedExperts SwiGLU experts every token visits (DeepSeekMoE, Dai et al.
+// 2024, arXiv 2401.06066). Tokens are permuted into expert order before the
+// expert GEMMs and unpermuted (weighted by their router scores) after;
+// under expert parallelism the permuted tokens travel to the rank holding
+// their expert and back (all-to-all dispatch and combine).
+//
+// Multi-head latent attention (DeepSeek-V2, arXiv 2405.04434, §2.1)
+// compresses keys and values into a KVLoRARank-wide latent (plus a shared
+// QKRopeHeadDim rotary key), and queries through a QLoRARank-wide latent
+// (0: queries projected directly); each head has QKNopeHeadDim + QKRopeHeadDim
+// query/key dimensions and VHeadDim value dimensions. The KV cache holds
+// only the latent and the rotary key: (KVLoRARank + QKRopeHeadDim) elements
+// per token and layer.
+type MoE struct {
+	// Experts is the number of routed experts per MoE block.
+	Experts int `json:"experts,omitempty"`
+	// ExpertsPerToken is the router's top-k.
+	ExpertsPerToken int `json:"experts_per_token,omitempty"`
+	// SharedExperts every token visits, each SharedExpertFFNHidden wide
+	// (default ExpertFFNHidden).
+	SharedExperts         int `json:"shared_experts,omitempty"`
+	SharedExpertFFNHidden int `json:"shared_expert_ffn_hidden,omitempty"`
+	// ExpertFFNHidden is a routed expert's SwiGLU width (default FFNHidden).
+	ExpertFFNHidden int `json:"expert_ffn_hidden,omitempty"`
+	// DenseLayers are the first layers with a dense MLP (DeepSeek-V3: 3);
+	// after them every MoEEvery-th layer is an MoE block (default 1).
+	DenseLayers int `json:"dense_layers,omitempty"`
+	MoEEvery    int `json:"moe_every,omitempty"`
+	// Router scores: "softmax" (Mixtral, Qwen) or "sigmoid" (DeepSeek-V3,
+	// whose auxiliary-loss-free balancing adds a per-expert bias to the
+	// scores for the top-k choice). Default softmax.
+	Router string `json:"router,omitempty"`
+
+	// Multi-head latent attention (KVLoRARank > 0).
+	QLoRARank     int `json:"q_lora_rank,omitempty"`
+	KVLoRARank    int `json:"kv_lora_rank,omitempty"`
+	QKRopeHeadDim int `json:"qk_rope_head_dim,omitempty"`
+	QKNopeHeadDim int `json:"qk_nope_head_dim,omitempty"`
+	VHeadDim      int `json:"v_head_dim,omitempty"`
+}
+
+// Router score functions.
+const (
+	RouterSoftmax = "softmax"
+	RouterSigmoid = "sigmoid"
+)
+
+// IsMoE reports whether the model has mixture-of-experts blocks.
+func (c Config) IsMoE() bool { return c.Experts > 0 }
+
+// IsMLA reports whether attention is multi-head latent attention.
+func (c Config) IsMLA() bool { return c.KVLoRARank > 0 }
+
+func (c *Config) moeDefaults() {
+	if c.Experts == 0 {
+		return
+	}
+	if c.ExpertFFNHidden == 0 {
+		c.ExpertFFNHidden = c.FFNHidden
+	}
+	if c.SharedExperts > 0 && c.SharedExpertFFNHidden == 0 {
+		c.SharedExpertFFNHidden = c.ExpertFFNHidden
+	}
+	if c.MoEEvery == 0 {
+		c.MoEEvery = 1
+	}
+	if c.Router == "" {
+		c.Router = RouterSoftmax
+	}
+}
+
+// moePattern is a GPT/LLaMA layer pattern: DenseLayers dense blocks, then
+// every MoEEvery-th block an MoE block (all dense without experts).
+func (c Config) moePattern() string {
+	if c.Experts == 0 {
+		return strings.Repeat(string(PatAttention), c.Layers)
+	}
+	var b strings.Builder
+	for i := 0; i < c.Layers; i++ {
+		if i >= c.DenseLayers && (i-c.DenseLayers+1)%max(c.MoEEvery, 1) == 0 {
+			b.WriteRune(PatMoE)
+		} else {
+			b.WriteRune(PatAttention)
+		}
+	}
+	return b.String()
+}
+
+// checkMoE returns the problems of the MoE and MLA fields.
+func (c Config) checkMoE() []FieldProblem {
+	var ps []FieldProblem
+	bad := func(field, format string, args ...any) {
+		ps = append(ps, FieldProblem{field, fmt.Sprintf(format, args...)})
+	}
+	for _, f := range []struct {
+		n string
+		v int
+	}{{"experts", c.Experts}, {"experts_per_token", c.ExpertsPerToken}, {"shared_experts", c.SharedExperts},
+		{"dense_layers", c.DenseLayers}, {"moe_every", c.MoEEvery}, {"q_lora_rank", c.QLoRARank},
+		{"kv_lora_rank", c.KVLoRARank}, {"qk_rope_head_dim", c.QKRopeHeadDim}, {"qk_nope_head_dim", c.QKNopeHeadDim}, {"v_head_dim", c.VHeadDim}} {
+		if f.v < 0 {
+			bad(f.n, "must be >= 0, got %d", f.v)
+		}
+	}
+	moe := c.hasBlock(PatMoE)
+	if moe {
+		if c.Family != LLaMA {
+			bad("family", "mixture-of-experts blocks (E) need family \"llama\" (SwiGLU experts), got %q", c.Family)
+		}
+		if c.Experts < 1 {
+			bad("experts", "must be >= 1 for a pattern with E blocks, got %d", c.Experts)
+		}
+		if c.ExpertsPerToken < 1 || c.ExpertsPerToken > c.Experts {
+			bad("experts_per_token", "must be in [1, experts = %d], got %d", c.Experts, c.ExpertsPerToken)
+		}
+		if c.ExpertFFNHidden <= 0 {
+			bad("expert_ffn_hidden", "must be > 0, got %d", c.ExpertFFNHidden)
+		}
+		if c.SharedExperts > 0 && c.SharedExpertFFNHidden <= 0 {
+			bad("shared_expert_ffn_hidden", "must be > 0 with shared experts, got %d", c.SharedExpertFFNHidden)
+		}
+		if c.Router != RouterSoftmax && c.Router != RouterSigmoid {
+			bad("router", "must be \"softmax\" or \"sigmoid\", got %q", c.Router)
+		}
+	} else if c.Experts > 0 && c.Pattern != "" {
+		bad("experts", "is %d but the pattern has no E (mixture-of-experts) block", c.Experts)
+	}
+	if c.DenseLayers > c.Layers {
+		bad("dense_layers", "must not exceed layers (%d), got %d", c.Layers, c.DenseLayers)
+	}
+	if c.IsMLA() {
+		if c.QKRopeHeadDim <= 0 || c.QKNopeHeadDim <= 0 || c.VHeadDim <= 0 {
+			bad("kv_lora_rank", "multi-head latent attention needs qk_rope_head_dim, qk_nope_head_dim and v_head_dim > 0, got %d, %d, %d",
+				c.QKRopeHeadDim, c.QKNopeHeadDim, c.VHeadDim)
+		}
+	}
+	return ps
+}
+
+// checkMoERun returns the problems of a run for the MoE and MLA blocks.
+func (c Config) checkMoERun(r Run, bad func(field, format string, args ...any)) {
+	t := max(r.TP, 1)
+	ep := max(r.EP, 1)
+	if r.EP < 0 {
+		bad("ep", "must be >= 1, got %d", r.EP)
+	}
+	if !c.hasBlock(PatMoE) {
+		if ep > 1 {
+			bad("ep", "expert parallelism needs a mixture-of-experts model, got ep = %d", ep)
+		}
+		return
+	}
+	if c.Experts%ep != 0 {
+		bad("ep", "must divide experts (%d), got %d", c.Experts, ep)
+	}
+	if c.ExpertFFNHidden%t != 0 {
+		bad("tp", "must divide expert_ffn_hidden (%d), got %d", c.ExpertFFNHidden, t)
+	}
+	if c.SharedExperts > 0 && (c.SharedExperts*c.SharedExpertFFNHidden)%t != 0 {
+		bad("tp", "must divide the shared experts' width (%d), got %d", c.SharedExperts*c.SharedExpertFFNHidden, t)
+	}
+	if t > 1 && !r.SequenceParallel && r.Phase == Training {
+		// Megatron-Core: "During training, when using Mixture of Experts
+		// with tensor parallelism, sequence parallelism must be used"
+		// (megatron/training/arguments.py).
+		bad("sequence_parallel", "mixture-of-experts training with tp > 1 needs sequence parallelism (Megatron-Core), got tp = %d", t)
+	}
+	if n := len(r.ExpertTokens); n > 0 && n != c.Experts/ep {
+		bad("expert_tokens", "must list one count per local expert (experts/ep = %d), got %d", c.Experts/ep, n)
+	}
+}
+
+// mlaParams is the attention parameters of one MLA block on this rank:
+// query down (replicated over TP, as Megatron-Core's MLA duplicates the
+// down projections) and its norm, query up (split by heads), key/value
+// down with the rotary key and its norm, key/value up, output.
+func (b *builder) mlaParams() int64 {
+	c := b.c
+	h, hs := int64(c.Hidden), int64(c.Heads)/b.t
+	qr, kvr, rope, nope, v := int64(c.QLoRARank), int64(c.KVLoRARank), int64(c.QKRopeHeadDim), int64(c.QKNopeHeadDim), int64(c.VHeadDim)
+	q := h * hs * (nope + rope)
+	if qr > 0 {
+		q = h*qr + qr + qr*hs*(nope+rope)
+	}
+	return q + h*(kvr+rope) + kvr + kvr*hs*(nope+v) + hs*v*h
+}
+
+// mla is multi-head latent attention on this rank's heads. Training and
+// prefill run it in its plain form (up-project keys and values, then
+// FlashAttention with query/key dimension nope+rope and value dimension v,
+// priced at head dimension (qk+v)/2, which gives its exact FLOPs); decode
+// runs DeepSeek-V2's absorbed form (§2.1.3): the key up-projection is
+// absorbed into the query, attention reads only the latent cache (one
+// shared "KV head" of kv_lora+rope), and the value up-projection is applied
+// to the attended latent.
+func (b *builder) mla() {
+	c := b.c
+	h, hs := int64(c.Hidden), int64(c.Heads)/b.t
+	qr, kvr, rope, nope, v := int64(c.QLoRARank), int64(c.KVLoRARank), int64(c.QKRopeHeadDim), int64(c.QKNopeHeadDim), int64(c.VHeadDim)
+	T := b.T
+	b.enter("attn", h)
+	if qr > 0 {
+		b.gemm("attn.q_down", T, qr, h)
+		b.norm("attn.q_norm", T, qr)
+		b.gemm("attn.q_up", T, hs*(nope+rope), qr)
+	} else {
+		b.gemm("attn.q", T, hs*(nope+rope), h)
+	}
+	b.gemm("attn.kv_down", T, kvr+rope, h)
+	b.norm("attn.kv_norm", T, kvr)
+	n := float64(T * (hs + 1) * rope)
+	b.stream("attn.rotary", Rotary, 3*n, 2*n*b.e, 3*n, 2*n*b.e, 0)
+	r := b.r
+	if r.Phase == Decode {
+		B := int64(r.Batch)
+		b.stream("attn.kv_cache_write", Elementwise, 0, 2*float64(T*(kvr+rope))*b.e, 0, 0, 0)
+		b.add(step{fwd: []Op{NewGEMM("attn.q_absorb", b.d, hs, B, kvr, nope)}})
+		skv := int64(r.KVLen) + 1
+		o := NewDecodeAttention("attn.decode", b.d, B, hs, 1, skv, (2*kvr+rope)/2)
+		// Traffic: the latent cache once (shared by every head) and the
+		// queries and outputs per head.
+		o.Bytes = float64(B) * b.e * (float64(skv*(kvr+rope)) + float64(hs*(2*kvr+rope)))
+		b.add(step{fwd: []Op{o}})
+		b.add(step{fwd: []Op{NewGEMM("attn.v_absorb", b.d, hs, B, v, kvr)}})
+		b.gemm("attn.out", T, h, hs*v)
+		b.exit("attn", h)
+		return
+	}
+	b.gemm("attn.kv_up", T, hs*(nope+v), kvr)
+	if r.Phase == Prefill {
+		b.stream("attn.kv_cache_write", Elementwise, 0, 2*float64(T*(kvr+rope))*b.e, 0, 0, 0)
+	}
+	B, s := int64(r.Batch), int64(r.SeqLen)
+	hd := (nope + rope + v) / 2
+	fa := NewFlashAttention("attn.flash", b.d, B, hs, hs, s, s, hd, true)
+	qk := float64(T*hs*(nope+rope)) * b.e
+	b.add(step{fwd: []Op{fa}, bwd: []Op{flashBackward(fa)}, saved: 2*qk + float64(T*hs*v)*b.e + 4*float64(B*hs*s)})
+	b.gemm("attn.out", T, h, hs*v)
+	b.exit("attn", h)
+}
+
+// moeParams is the FFN parameters of one MoE block on this rank: the
+// router (replicated; a sigmoid router adds its per-expert balancing bias),
+// the rank's E/ep routed experts split over TP, and the shared experts.
+// It also records the routed experts' share in b.expert.
+func (b *builder) moeParams() int64 {
+	c := b.c
+	h, ep := int64(c.Hidden), int64(max(b.r.EP, 1))
+	router := int64(c.Experts) * h
+	if c.Router == RouterSigmoid {
+		router += int64(c.Experts)
+	}
+	b.expert = int64(c.Experts) / ep * 3 * h * int64(c.ExpertFFNHidden) / b.t
+	shared := 3 * h * int64(c.SharedExperts*c.SharedExpertFFNHidden) / b.t
+	return router + b.expert + shared
+}
+
+// expertTokens is the tokens each local expert processes in this pass (after
+// the tensor-parallel gather): Run.ExpertTokens, or the balanced share
+// T·k/E·ep of the expert-parallel group's tokens.
+func (b *builder) expertTokens() []int64 {
+	c := b.c
+	loc := c.Experts / max(b.r.EP, 1)
+	if len(b.r.ExpertTokens) == loc {
+		return b.r.ExpertTokens
+	}
+	out := make([]int64, loc)
+	total := b.T * int64(c.ExpertsPerToken)
+	for i := range out {
+		out[i] = total / int64(loc)
+		if int64(i) < total%int64(loc) {
+			out[i]++
+		}
+	}
+	return out
+}
+
+// DispatchBytesPerToken is the size of one routed token in the dispatch
+// all-to-all: hidden elements in the activation type, or with fp8 math
+// DeepSeek-V3's fp8 dispatch (§3.3.2: activations quantized to fp8 before
+// the dispatch, 1×128 tiles with one fp32 scale each); the combine and the
+// backward's transfers carry bf16.
+func DispatchBytesPerToken(c Config, d hw.DType) float64 {
+	h := float64(c.Hidden)
+	if d.Bytes() == 1 {
+		return h + 4*math.Ceil(h/128)
+	}
+	return h * actDType(d).Bytes()
+}
+
+// moeFFN is the mixture-of-experts FFN (Megatron-Core MoELayer with the
+// all-to-all token dispatcher): router on this rank's tokens, permute into
+// expert order, dispatch all-to-all over the expert-parallel group, (tp > 1)
+// all-gather of the received tokens over the TP group, grouped SwiGLU
+// expert GEMMs over the rank's experts with their token counts,
+// reduce-scatter, combine all-to-all, unpermute weighted by the scores;
+// then the shared experts as a dense TP MLP (not overlapped with the
+// dispatch: Megatron-Core's default moe_shared_expert_overlap = false).
+func (b *builder) moeFFN() {
+	c := b.c
+	h, E, k := int64(c.Hidden), int64(c.Experts), int64(c.ExpertsPerToken)
+	fe := int64(c.ExpertFFNHidden) / b.t
+	Tn := b.Tn
+	R := Tn * k // routed (token, expert) slots leaving this rank
+	b.gemm("moe.router", Tn, E, h)
+	ne := float64(Tn * E)
+	topk := 5 + math.Log2(float64(k)+1)
+	b.stream("moe.router.topk", Softmax, topk*ne, ne*b.e+8*float64(R), 4*ne, 2*ne*b.e+8*float64(R), 4*ne)
+	hr := float64(R * h)
+	b.stream("moe.permute", Elementwise, 0, float64(Tn*h)*b.e+hr*b.e+8*float64(R), hr, hr*b.e+float64(Tn*h)*b.e, 0)
+	wd := DispatchBytesPerToken(c, b.d)
+	b.add(step{
+		fwd: []Op{{Name: "moe.dispatch.all_to_all", Kind: AllToAll, M: R, Bytes: float64(R) * wd}},
+		bwd: []Op{{Name: "moe.dispatch.all_to_all.bwd", Kind: AllToAll, M: R, Bytes: float64(R*h) * 2, Return: true}},
+	})
+	groups := b.expertTokens()
+	var recv int64
+	for _, g := range groups {
+		recv += g
+	}
+	full := float64(recv*h) * b.e
+	if b.t > 1 && b.sp {
+		b.add(step{
+			fwd: []Op{NewComm("moe.tp.all_gather", AllGather, full)},
+			bwd: []Op{NewComm("moe.tp.reduce_scatter", ReduceScatter, full)},
+		})
+	}
+	b.grouped("moe.experts.gate_up", groups, 2*fe, h)
+	n := float64(recv * fe)
+	b.stream("moe.experts.swiglu", Elementwise, 6*n, 3*n*b.e, 12*n, 5*n*b.e, 2*n*b.e)
+	b.grouped("moe.experts.down", groups, h, fe)
+	if b.t > 1 && !b.sp {
+		// Without sequence parallelism every TP rank holds all the tokens:
+		// the row-parallel down projection's partial sums are all-reduced.
+		b.add(step{fwd: []Op{NewComm("moe.tp.all_reduce", AllReduce, full)}, bwd: []Op{NewComm("moe.tp.bwd_all_reduce", AllReduce, full)}})
+	}
+	if b.t > 1 && b.sp {
+		b.add(step{
+			fwd: []Op{NewComm("moe.tp.reduce_scatter", ReduceScatter, full)},
+			bwd: []Op{NewComm("moe.tp.all_gather", AllGather, full)},
+		})
+	}
+	b.add(step{
+		fwd: []Op{{Name: "moe.combine.all_to_all", Kind: AllToAll, M: R, Bytes: float64(R*h) * 2, Return: true}},
+		bwd: []Op{{Name: "moe.combine.all_to_all.bwd", Kind: AllToAll, M: R, Bytes: float64(R*h) * 2}},
+	})
+	// Weighted sum of each token's k expert outputs (2 FLOPs per element);
+	// keeps the expert outputs for the scores' gradient.
+	b.stream("moe.unpermute", Elementwise, 2*hr, hr*b.e+4*float64(R)+float64(Tn*h)*b.e, 3*hr, 2*hr*b.e+float64(Tn*h)*b.e, hr*b.e)
+	if c.SharedExperts > 0 {
+		fs := int64(c.SharedExperts*c.SharedExpertFFNHidden) / b.t
+		b.enter("moe.shared", h)
+		b.gemm("moe.shared.gate_up", b.T, 2*fs, h)
+		ns := float64(b.T * fs)
+		b.stream("moe.shared.swiglu", Elementwise, 6*ns, 3*ns*b.e, 12*ns, 5*ns*b.e, 2*ns*b.e)
+		b.gemm("moe.shared.down", b.T, h, fs)
+		b.exit("moe.shared", h)
+		m := float64(Tn * h)
+		b.stream("moe.shared.add", Elementwise, m, 3*m*b.e, 0, 0, 0)
+	}
+}
+
+// grouped adds a grouped GEMM over the local experts: expert i multiplies
+// its groups[i] tokens [groups[i]×k]·[k×n]; the backward is the grouped
+// input gradient (groups over M) and the grouped weight gradient (groups
+// over the reduction dimension). Keeps its input.
+func (b *builder) grouped(name string, groups []int64, n, k int64) {
+	var m int64
+	for _, g := range groups {
+		m += g
+	}
+	b.add(step{
+		fwd: []Op{NewGroupedGEMM(name, b.d, groups, n, k, false)},
+		bwd: []Op{
+			NewGroupedGEMM(name+".dgrad", b.d, groups, k, n, false),
+			NewGroupedGEMM(name+".wgrad", b.d, groups, k, n, true),
+		},
+		saved: float64(m*k) * b.e,
+	})
+}
+
+// NewGroupedGEMM is one grouped GEMM over len(groups) experts, each with its
+// own weight [k×n]: expert i computes [groups[i]×k]·[k×n], or with groupK
+// (weight gradients) [k'×n]·... over groups[i] as the reduction: the
+// product [K×N] summed over groups[i] tokens, where K and N are the
+// weight's dimensions. M is the total tokens.
+func NewGroupedGEMM(name string, d hw.DType, groups []int64, n, k int64, groupK bool) Op {
+	var m int64
+	for _, g := range groups {
+		m += g
+	}
+	in, out := d.Bytes(), actDType(d).Bytes()
+	e := float64(len(groups))
+	o := Op{Name: name, Kind: GroupedGEMM, DType: d, M: m, N: n, K: k, Batch: 1, Groups: groups, GroupK: groupK, Tensor: true,
+		FLOPs: 2 * float64(m) * float64(n) * float64(k)}
+	if groupK {
+		// dW_i [k×n] = X_iᵀ·dY_i: read X (m×k) and dY (m×n), write every dW_i.
+		o.Bytes = in*float64(m)*float64(k+n) + out*e*float64(k*n)
+	} else {
+		o.Bytes = in*(float64(m*k)+e*float64(k*n)) + out*float64(m*n)
+	}
+	return o
+}
+
+// ActiveParams is the parameters one token uses: every parameter except
+// the routed experts it is not sent to (E − k per MoE block).
+func ActiveParams(c Config) int64 {
+	n := Params(c)
+	if c.Experts == 0 {
+		return n
+	}
+	per := 3 * int64(c.Hidden) * int64(c.ExpertFFNHidden)
+	return n - int64(strings.Count(c.Pattern, string(PatMoE)))*int64(c.Experts-c.ExpertsPerToken)*per
+}
+
+// MoEPreset is a mixture-of-experts preset with the active parameter count
+// its source states.
+type MoEPreset struct {
+	Preset
+	PublishedActiveParams float64
+	// ActiveStep, when set, is the step the source truncates its active
+	// count to: DeepSeek-V3's "37B" is 37.55B counted (embeddings
+	// included, as every preset here counts them), Qwen3-30B-A3B's "3.3B"
+	// is 3.353B; the count then lies in [published, published + step).
+	ActiveStep float64
+}
+
+// MoEPresets are the mixture-of-experts presets, as published (before
+// defaults), each from its Hugging Face config.json.
+func MoEPresets() []MoEPreset {
+	return []MoEPreset{
+		// mistralai/Mixtral-8x7B-v0.1 config.json: hidden_size 4096,
+		// intermediate_size 14336, 32 layers, 32 heads, 8 KV heads,
+		// num_local_experts 8, num_experts_per_tok 2, vocab 32000, untied.
+		// Mistral AI, "Mixtral of experts" (2023-12-11): 46.7B total, 12.9B per token.
+		{Preset{Config{Name: "mixtral-8x7b", Family: LLaMA, Layers: 32, Hidden: 4096, Heads: 32, KVHeads: 8, FFNHidden: 14336, Vocab: 32000,
+			MoE: MoE{Experts: 8, ExpertsPerToken: 2}}, 46.7e9, "mistralai/Mixtral-8x7B-v0.1 config.json; Mistral AI, Mixtral of experts (46.7B total, 12.9B active)"}, 12.9e9, 0},
+		// mistralai/Mixtral-8x22B-v0.1 config.json: hidden_size 6144,
+		// intermediate_size 16384, 56 layers, 48 heads, 8 KV heads, 8
+		// experts, top-2, vocab 32000, untied. Mistral AI, "Cheaper,
+		// Better, Faster, Stronger" (2024-04-17): 141B total, 39B active.
+		{Preset{Config{Name: "mixtral-8x22b", Family: LLaMA, Layers: 56, Hidden: 6144, Heads: 48, KVHeads: 8, FFNHidden: 16384, Vocab: 32000,
+			MoE: MoE{Experts: 8, ExpertsPerToken: 2}}, 141e9, "mistralai/Mixtral-8x22B-v0.1 config.json; Mistral AI (141B total, 39B active)"}, 39e9, 0},
+		// deepseek-ai/DeepSeek-V3 config.json: hidden_size 7168, 61 layers,
+		// first_k_dense_replace 3 (intermediate_size 18432),
+		// moe_intermediate_size 2048, n_routed_experts 256, n_shared_experts
+		// 1, num_experts_per_tok 8, scoring_func sigmoid, 128 heads,
+		// q_lora_rank 1536, kv_lora_rank 512, qk_rope_head_dim 64,
+		// qk_nope_head_dim 128, v_head_dim 128, vocab 129280, untied. The
+		// multi-token-prediction module (14B of the 685B on Hugging Face) is
+		// not part of the main model. DeepSeek-AI 2024, arXiv 2412.19437:
+		// 671B total, 37B activated per token.
+		{Preset{Config{Name: "deepseek-v3", Family: LLaMA, Layers: 61, Hidden: 7168, Heads: 128, FFNHidden: 18432, Vocab: 129280,
+			MoE: MoE{Experts: 256, ExpertsPerToken: 8, SharedExperts: 1, ExpertFFNHidden: 2048, DenseLayers: 3, Router: RouterSigmoid,
+				QLoRARank: 1536, KVLoRARank: 512, QKRopeHeadDim: 64, QKNopeHeadDim: 128, VHeadDim: 128}}, 671e9,
+			"deepseek-ai/DeepSeek-V3 config.json; DeepSeek-AI 2024, arXiv 2412.19437 (671B total, 37B active)"}, 37e9, 1e9},
+		// Qwen/Qwen3-30B-A3B config.json: hidden_size 2048, 48 layers, 32
+		// heads, 4 KV heads, head_dim 128, num_experts 128,
+		// num_experts_per_tok 8, moe_intermediate_size 768, vocab 151936,
+		// untied. Model card: 30.5B total, 3.3B activated.
+		{Preset{Config{Name: "qwen3-30b-a3b", Family: LLaMA, Layers: 48, Hidden: 2048, Heads: 32, KVHeads: 4, HeadDim: 128, FFNHidden: 6144, Vocab: 151936,
+			MoE: MoE{Experts: 128, ExpertsPerToken: 8, ExpertFFNHidden: 768}}, 30.5e9, "Qwen/Qwen3-30B-A3B config.json and model card (30.5B total, 3.3B active)"}, 3.3e9, 0.1e9},
+		// Qwen/Qwen3-235B-A22B config.json: hidden_size 4096, 94 layers, 64
+		// heads, 4 KV heads, head_dim 128, 128 experts, top-8,
+		// moe_intermediate_size 1536, vocab 151936, untied. Model card:
+		// 235B total, 22B activated.
+		{Preset{Config{Name: "qwen3-235b-a22b", Family: LLaMA, Layers: 94, Hidden: 4096, Heads: 64, KVHeads: 4, HeadDim: 128, FFNHidden: 12288, Vocab: 151936,
+			MoE: MoE{Experts: 128, ExpertsPerToken: 8, ExpertFFNHidden: 1536}}, 235e9, "Qwen/Qwen3-235B-A22B config.json and model card (235B total, 22B active)"}, 22e9, 0},
+	}
+}

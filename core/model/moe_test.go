@@ -1,0 +1,127 @@
+package model
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/eidolon-sim/eidolon/core/hw"
+)
+
+// Every MoE preset's total and active parameter counts are within 1% of
+// the published figures.
+func TestMoEPresetParamsMatchPublished(t *testing.T) {
+	for _, p := range MoEPresets() {
+		c, ok := ByName(p.Config.Name)
+		require.True(t, ok)
+		require.Empty(t, c.Check(), p.Config.Name)
+		total, active := float64(Params(c)), float64(ActiveParams(c))
+		t.Logf("%-16s total %.4gB (published %.4gB) active %.4gB (published %.4gB)", c.Name, total/1e9, p.PublishedParams/1e9, active/1e9, p.PublishedActiveParams/1e9)
+		assert.InDelta(t, 1, total/p.PublishedParams, 0.01, "%s total", c.Name)
+		if p.ActiveStep > 0 {
+			// A truncated figure: the count lies in [published, published + step).
+			assert.GreaterOrEqual(t, active, p.PublishedActiveParams, "%s active", c.Name)
+			assert.Less(t, active, p.PublishedActiveParams+p.ActiveStep, "%s active", c.Name)
+			continue
+		}
+		assert.InDelta(t, 1, active/p.PublishedActiveParams, 0.01, "%s active", c.Name)
+	}
+}
+
+// Mixtral-8x7B by hand: attention 4096·(4096+2·1024) + 4096·4096, experts
+// 8·3·4096·14336, router 8·4096, two norms; embeddings 2·32000·4096 and the
+// final norm.
+func TestMixtralParamsClosedForm(t *testing.T) {
+	c, _ := ByName("mixtral-8x7b")
+	h := int64(4096)
+	layer := h*(h+2*1024) + h*h + 8*3*h*14336 + 8*h + 2*h
+	want := 32*layer + 2*32000*h + h
+	assert.Equal(t, want, Params(c))
+	assert.Equal(t, want-32*6*3*h*14336, ActiveParams(c))
+}
+
+// DeepSeek-V3's MLA caches 512+64 elements per token and layer:
+// 61·576·2 bytes in bf16.
+func TestMLAKVCache(t *testing.T) {
+	c, _ := ByName("deepseek-v3")
+	assert.Equal(t, 61*576*2.0, KVCacheBytesPerToken(c, hw.BF16))
+	assert.Equal(t, "AAA", c.Pattern[:3])
+	assert.Equal(t, 58, countRune(c.Pattern, PatMoE))
+}
+
+// A balanced MoE block's expert GEMMs do k/E of the work of all experts:
+// forward FLOPs of the routed experts = 2·3·h·f·T·k.
+func TestMoEForwardFLOPs(t *testing.T) {
+	c, _ := FromPreset("mixtral-8x7b", Config{Layers: 1})
+	g, err := Build(c, Run{Phase: Training, Batch: 2, SeqLen: 1024, TP: 1, DType: hw.BF16})
+	require.NoError(t, err)
+	blk, ok := g.Block(BlockMoE)
+	require.True(t, ok)
+	var experts float64
+	for _, o := range blk.Forward {
+		if o.Kind == GroupedGEMM {
+			experts += o.FLOPs
+		}
+	}
+	T := 2048.0
+	assert.InDelta(t, 2*3*4096*14336*T*2, experts, 1)
+	// EP 4: each rank holds 2 experts and (balanced) processes T·k tokens.
+	g4, err := Build(c, Run{Phase: Training, Batch: 2, SeqLen: 1024, TP: 1, EP: 4, DType: hw.BF16})
+	require.NoError(t, err)
+	b4, _ := g4.Block(BlockMoE)
+	assert.Equal(t, blk.ExpertParams/4, b4.ExpertParams)
+	for _, o := range b4.Forward {
+		if o.Kind == GroupedGEMM {
+			assert.Len(t, o.Groups, 2)
+			assert.Equal(t, int64(T*2), o.M)
+		}
+	}
+}
+
+func TestMoEBadSpecsNameField(t *testing.T) {
+	c, _ := FromPreset("mixtral-8x7b", Config{MoE: MoE{ExpertsPerToken: 9}})
+	ps := c.Check()
+	require.NotEmpty(t, ps)
+	assert.Equal(t, "experts_per_token", ps[0].Field)
+	c, _ = ByName("mixtral-8x7b")
+	ps = c.CheckRun(Run{Phase: Training, Batch: 1, SeqLen: 8, TP: 1, EP: 3, DType: hw.BF16})
+	require.NotEmpty(t, ps)
+	assert.Equal(t, "ep", ps[0].Field)
+}
+
+func TestOverridePresetKeepsMoEFields(t *testing.T) {
+	c, ok := FromPreset("deepseek-v3", Config{Layers: 5, MoE: MoE{Experts: 64}})
+	require.True(t, ok)
+	assert.Equal(t, 64, c.Experts)
+	assert.Equal(t, 8, c.ExpertsPerToken)
+	assert.Equal(t, "AAAEE", c.Pattern)
+	assert.False(t, math.IsNaN(float64(Params(c))))
+}
+
+// The Hugging Face config.json of DeepSeek-V3 (the fields FromHFConfig
+// reads, values from deepseek-ai/DeepSeek-V3) gives the preset.
+func TestFromHFConfigDeepSeekV3(t *testing.T) {
+	hf := map[string]any{"model_type": "deepseek_v3", "num_hidden_layers": 61.0, "hidden_size": 7168.0,
+		"num_attention_heads": 128.0, "num_key_value_heads": 128.0, "intermediate_size": 18432.0, "vocab_size": 129280.0,
+		"tie_word_embeddings": false, "n_routed_experts": 256.0, "num_experts_per_tok": 8.0, "moe_intermediate_size": 2048.0,
+		"n_shared_experts": 1.0, "first_k_dense_replace": 3.0, "moe_layer_freq": 1.0, "scoring_func": "sigmoid",
+		"q_lora_rank": 1536.0, "kv_lora_rank": 512.0, "qk_rope_head_dim": 64.0, "qk_nope_head_dim": 128.0, "v_head_dim": 128.0}
+	c, err := FromHFConfig(hf)
+	require.NoError(t, err)
+	want, _ := ByName("deepseek-v3")
+	assert.Equal(t, Params(want), Params(c))
+	assert.Equal(t, ActiveParams(want), ActiveParams(c))
+	assert.Equal(t, want.Pattern, c.Pattern)
+
+	l, err := FromHFConfig(map[string]any{"model_type": "llama", "num_hidden_layers": 32.0, "hidden_size": 4096.0,
+		"num_attention_heads": 32.0, "num_key_value_heads": 32.0, "intermediate_size": 11008.0, "vocab_size": 32000.0})
+	require.NoError(t, err)
+	assert.Equal(t, int64(6_738_415_616), Params(l))
+
+	_, err = FromHFConfig(map[string]any{"model_type": "mixtral", "hidden_size": 4096.0})
+	require.ErrorContains(t, err, "num_local_experts")
+	_, err = FromHFConfig(map[string]any{"model_type": "t5"})
+	require.ErrorContains(t, err, "model_type")
+}

@@ -1,0 +1,168 @@
+package net
+
+import (
+	"fmt"
+	"math"
+)
+
+// AllToAllV is an all-to-all with a size per (sender, receiver) pair, as a
+// mixture-of-experts dispatch or combine sends each expert's tokens to the
+// rank that holds it (NCCL's grouped ncclSend/ncclRecv, torch's
+// all_to_all_single with split sizes).
+type AllToAllV struct {
+	// Ranks of the communicator.
+	Ranks []int
+	// Bytes[i·n+j] is what Ranks[i] sends to Ranks[j]; the diagonal stays
+	// on the GPU and is not sent.
+	Bytes []float64
+	// Hierarchical sends a pair on different nodes in two hops, as DeepEP's
+	// internode kernels do (DeepSeek-V3, arXiv 2412.19437, §3.2.2): over
+	// the network to the GPU of the sender's local index on the receiver's
+	// node (one aggregated transfer per sender and destination node), then
+	// over NVLink to the receiver once that transfer has arrived. Pairs in
+	// one node go directly. False sends every pair directly.
+	Hierarchical bool
+	// TopK and NodeLimit (hierarchical only) deduplicate the network hop
+	// as DeepEP does: a token routed to several experts on one node
+	// crosses the network once and the relay fans it out over NVLink (the
+	// combine sums them on the relay before sending back). A token's k
+	// experts fall on D = M·(1 − (1 − 1/M)^k) distinct nodes in
+	// expectation, M = min(NodeLimit, nodes) (NodeLimit 0: the nodes the
+	// communicator spans), so each sender-to-node transfer carries D/k of
+	// its per-slot bytes. TopK 0 sends every routed copy.
+	TopK, NodeLimit int
+	// ProtocolEfficiency as in Collective (0 means 1).
+	ProtocolEfficiency float64
+	Label              string
+}
+
+// StartAllToAllV begins an all-to-all-v now; done runs when every pair's
+// bytes have arrived. Every pair is a flow of its own on the fabric, so
+// concurrent traffic and the routing's skew share links by max-min
+// fairness: the most loaded sender, receiver or link sets the time.
+func (c *Comms) StartAllToAllV(a AllToAllV, done func(Result)) error {
+	n := len(a.Ranks)
+	if len(a.Bytes) != n*n {
+		return fmt.Errorf("all_to_all_v: %d ranks need %d pair sizes, got %d", n, n*n, len(a.Bytes))
+	}
+	for i, b := range a.Bytes {
+		if !(b >= 0) {
+			return fmt.Errorf("all_to_all_v: pair (%d, %d) size must be >= 0, got %v", i/n, i%n, b)
+		}
+	}
+	eff := a.ProtocolEfficiency
+	if eff == 0 {
+		eff = 1
+	}
+	if !(eff > 0 && eff <= 1) {
+		return fmt.Errorf("all_to_all_v: protocol efficiency must be in (0, 1], got %v", eff)
+	}
+	k := c.f.Kernel()
+	dev := make([]int, n)
+	for i, r := range a.Ranks {
+		if r < 0 || r >= c.t.NumRanks() {
+			return fmt.Errorf("all_to_all_v: rank %d out of range [0, %d)", r, c.t.NumRanks())
+		}
+		dev[i] = c.t.RankDevice(r)
+	}
+	res := Result{ID: -1, Start: k.Now(), Collective: Collective{Op: AllToAll, Ranks: a.Ranks, Label: a.Label, Algorithm: Direct}}
+	pending := 1
+	var failed error
+	finish := SinkFunc(func(int) {
+		pending--
+		if pending == 0 {
+			res.End = k.Now()
+			done(res)
+		}
+	})
+	started := false // sends from relays run in delivery callbacks
+	send := func(i, j int, bytes float64, sink Sink) {
+		if failed != nil {
+			return
+		}
+		pending++
+		res.Flows++
+		res.WireBytes += bytes / eff
+		if err := c.f.Send(dev[i], dev[j], bytes/eff, sink, 0); err != nil {
+			failed = fmt.Errorf("all_to_all_v from rank %d to %d: %w", a.Ranks[i], a.Ranks[j], err)
+			if started {
+				k.Fail(failed)
+			}
+		}
+	}
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			res.Collective.Bytes += a.Bytes[i*n+j]
+		}
+	}
+	if !a.Hierarchical {
+		for i := 0; i < n; i++ {
+			for j := 0; j < n; j++ {
+				if b := a.Bytes[i*n+j]; i != j && b > 0 {
+					send(i, j, b, finish)
+				}
+			}
+		}
+	} else {
+		res.Collective.Algorithm = Hierarchical
+		node := make([]int, n)
+		local := make([]int, n)
+		var members [][]int // node slot -> communicator indices, in rank order
+		slot := map[int]int{}
+		for i := range a.Ranks {
+			nd := c.t.Devices[dev[i]].Node
+			s, ok := slot[nd]
+			if !ok {
+				s = len(members)
+				slot[nd] = s
+				members = append(members, nil)
+			}
+			node[i], local[i] = s, len(members[s])
+			members[s] = append(members[s], i)
+		}
+		share := 1.0
+		if a.TopK > 0 {
+			M := float64(len(members))
+			if a.NodeLimit > 0 && float64(a.NodeLimit) < M {
+				M = float64(a.NodeLimit)
+			}
+			k := float64(a.TopK)
+			share = min(1, M*(1-math.Pow(1-1/M, k))/k)
+		}
+		for i := 0; i < n; i++ {
+			for s, m := range members {
+				if s == node[i] {
+					for _, j := range m {
+						if b := a.Bytes[i*n+j]; j != i && b > 0 {
+							send(i, j, b, finish)
+						}
+					}
+					continue
+				}
+				relay := m[local[i]%len(m)]
+				var total float64
+				for _, j := range m {
+					total += a.Bytes[i*n+j]
+				}
+				if total <= 0 {
+					continue
+				}
+				src, dsts := i, m
+				send(i, relay, total*share, SinkFunc(func(int) {
+					for _, j := range dsts {
+						if b := a.Bytes[src*n+j]; j != relay && b > 0 {
+							send(relay, j, b, finish)
+						}
+					}
+					finish(0)
+				}))
+			}
+		}
+	}
+	if failed != nil {
+		return failed
+	}
+	started = true
+	k.After(0, func() { finish(0) })
+	return nil
+}

@@ -1,0 +1,115 @@
+package net
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/sim"
+	"github.com/eidolon-sim/eidolon/core/topo"
+)
+
+func runV(t *testing.T, f Fabric, a AllToAllV) (Result, float64) {
+	t.Helper()
+	c := NewComms(f)
+	var delivered float64
+	f.OnDeliver(func(r FlowRecord) { delivered += r.Bytes })
+	var res *Result
+	require.NoError(t, c.StartAllToAllV(a, func(r Result) { res = &r }))
+	require.NoError(t, f.Kernel().Run(nil))
+	require.NotNil(t, res)
+	return *res, delivered
+}
+
+// On a switch (GPU → switch → GPU, links of bandwidth B and latency α/2),
+// equal pairs of b bytes put (n−1) flows on every uplink and downlink at
+// once: T = (n−1)·b/B + α, the all-to-all closed form; the bytes delivered
+// are the off-diagonal sum.
+func TestAllToAllVUniformClosedForm(t *testing.T) {
+	n, b := 8, float64(64<<20)
+	tp, _ := topo.SingleSwitch(n, testLink)
+	sizes := make([]float64, n*n)
+	for i := range sizes {
+		sizes[i] = b
+	}
+	res, got := runV(t, NewFlowNet(sim.New(), tp), AllToAllV{Ranks: all(n), Bytes: sizes})
+	want := float64(n-1)*b/bw + alpha
+	require.InEpsilon(t, want, (res.End - res.Start).Seconds(), 0.01)
+	assert.InDelta(t, float64(n*(n-1))*b, got, 1)
+	assert.Equal(t, n*(n-1), res.Flows)
+	// The uniform all-to-all-v takes the time of the equal all_to_all of
+	// the same per-rank send buffer (n·b).
+	eq := runOne(t, NewFlowNet(sim.New(), tp), Collective{Op: AllToAll, Bytes: float64(n) * b, Ranks: all(n)})
+	require.InEpsilon(t, eq, (res.End - res.Start).Seconds(), 0.01)
+}
+
+// Under skew the slowest pair's endpoint sets the time: rank 0 holds a hot
+// expert and receives H from each of the others, which exchange s ≪ H
+// among themselves. Rank 0's downlink carries (n−1)·H shared by n−1 flows:
+// T = (n−1)·H/B + α, however small the other pairs.
+func TestAllToAllVSkewSlowestEndpointSetsTime(t *testing.T) {
+	n, H, s := 8, float64(64<<20), float64(1<<20)
+	tp, _ := topo.SingleSwitch(n, testLink)
+	sizes := make([]float64, n*n)
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			if j == 0 {
+				sizes[i*n+j] = H
+			} else {
+				sizes[i*n+j] = s
+			}
+		}
+	}
+	res, got := runV(t, NewFlowNet(sim.New(), tp), AllToAllV{Ranks: all(n), Bytes: sizes})
+	want := float64(n-1)*H/bw + alpha
+	require.InEpsilon(t, want, (res.End - res.Start).Seconds(), 0.01)
+	var off float64
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			if i != j {
+				off += sizes[i*n+j]
+			}
+		}
+	}
+	assert.InDelta(t, off, got, 1)
+}
+
+// Hierarchical on two nodes of two GPUs (NVSwitch inside, one NIC per GPU
+// on a non-blocking leaf): a cross-node pair goes to the same-index GPU of
+// the other node, then over NVLink. Bytes: every byte crosses the network
+// once; those relayed also cross NVLink once more.
+func TestAllToAllVHierarchical(t *testing.T) {
+	nv := hw.Link{Name: "nv", BandwidthBytesPerS: 8 * bw, LatencyS: alpha}
+	tp, err := topo.Cluster(topo.ClusterConfig{Nodes: 2, GPUsPerNode: 2, Intra: topo.IntraNVSwitch, IntraLink: nv,
+		NICsPerNode: 2, NICLink: testLink, HostLink: hw.Link{Name: "pcie", BandwidthBytesPerS: 100 * bw, LatencyS: 0}, Fabric: "rail_optimized", Radix: 8, Oversubscription: 1})
+	require.NoError(t, err)
+	b := float64(16 << 20)
+	sizes := make([]float64, 16)
+	for i := range sizes {
+		sizes[i] = b
+	}
+	res, got := runV(t, NewFlowNet(sim.New(), tp), AllToAllV{Ranks: all(4), Bytes: sizes, Hierarchical: true})
+	// 4 intra-node pairs, 4 aggregated network transfers of 2b, 4 NVLink forwards.
+	assert.Equal(t, 12, res.Flows)
+	assert.InDelta(t, 4*b+4*2*b+4*b, got, 1)
+	// Deduplicated (DeepEP): top-2 over 2 nodes puts a token on
+	// D = 2·(1 − (1/2)²) = 1.5 nodes, so each network transfer carries
+	// 1.5/2 of its bytes; the NVLink hops are unchanged.
+	dd, gotDD := runV(t, NewFlowNet(sim.New(), tp), AllToAllV{Ranks: all(4), Bytes: sizes, Hierarchical: true, TopK: 2})
+	assert.InDelta(t, 4*b+4*2*b*0.75+4*b, gotDD, 1)
+	assert.Less(t, dd.End-dd.Start, res.End-res.Start)
+	direct, _ := runV(t, NewFlowNet(sim.New(), tp), AllToAllV{Ranks: all(4), Bytes: sizes})
+	assert.Equal(t, 12, direct.Flows)
+	require.Greater(t, (res.End - res.Start).Seconds(), 0.0)
+}
+
+func TestAllToAllVRejectsBadSizes(t *testing.T) {
+	tp, _ := topo.SingleSwitch(4, testLink)
+	c := NewComms(NewFlowNet(sim.New(), tp))
+	require.ErrorContains(t, c.StartAllToAllV(AllToAllV{Ranks: all(4), Bytes: make([]float64, 3)}, func(Result) {}), "16 pair sizes")
+	bad := make([]float64, 16)
+	bad[5] = -1
+	require.ErrorContains(t, c.StartAllToAllV(AllToAllV{Ranks: all(4), Bytes: bad}, func(Result) {}), "pair (1, 1)")
+}

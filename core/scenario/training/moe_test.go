@@ -1,0 +1,91 @@
+package training_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/eidolon-sim/eidolon/core/scenario"
+	"github.com/eidolon-sim/eidolon/core/scenario/all"
+	"github.com/eidolon-sim/eidolon/core/scenario/training"
+	"github.com/eidolon-sim/eidolon/core/spec"
+
+	"context"
+	"errors"
+)
+
+// moe is a 2-layer Mixtral-8x7B on DGX H100 nodes.
+func moe(nodes int, parallel, extra string) string {
+	return fmt.Sprintf(`{"kind":"training","model":{"preset":"mixtral-8x7b","layers":2},"gpu":"h100-sxm",
+		"cluster":{"preset":"dgx-h100","nodes":%d},"parallel":{%s},"seq_len":1024%s}`, nodes, parallel, extra)
+}
+
+func epTime(t *testing.T, res scenario.Result) (step, ep float64) {
+	s := res.Tables[0].Rows.([]training.SummaryRow)[0]
+	for _, r := range res.Tables[2].Rows.([]training.TimelineRow) {
+		if r.Stream == "ep" && r.Rank == 0 {
+			ep += r.EndS - r.StartS
+		}
+	}
+	return s.StepTimeS, ep
+}
+
+func TestMoETrainingWithEP(t *testing.T) {
+	res := run(t, moe(2, `"dp":16,"ep":8,"global_batch":32`, ""))
+	step, ep := epTime(t, res)
+	require.Greater(t, step, 0.0)
+	require.Greater(t, ep, 0.0, "the dispatch and combine appear on the ep stream")
+	s := res.Tables[0].Rows.([]training.SummaryRow)[0]
+	assert.True(t, s.Fits)
+
+	// Skewed routing: the hot expert's rank sets the pace; slower step.
+	skew := run(t, moe(2, `"dp":16,"ep":8,"global_batch":32`, `,"routing":{"distribution":"zipf","skew":1.2,"seed":3}`))
+	s2, ep2 := epTime(t, skew)
+	assert.Greater(t, s2, step)
+	assert.Greater(t, ep2, ep)
+
+	// Capacity 1.0 with drops: close to balanced again.
+	capped := run(t, moe(2, `"dp":16,"ep":8,"global_batch":32`, `,"routing":{"distribution":"zipf","skew":1.2,"seed":3,"capacity_factor":1.0}`))
+	s3, _ := epTime(t, capped)
+	assert.Less(t, s3, s2)
+	t.Logf("step balanced %.4g s (ep %.4g s), zipf 1.2 %.4g s (ep %.4g s), capped %.4g s", step, ep, s2, ep2, s3)
+}
+
+// Expert weights shard by EP: optimizer state per GPU falls as EP grows.
+func TestMoEMemoryShardsByEP(t *testing.T) {
+	mem := func(ep int) float64 {
+		res := run(t, moe(2, fmt.Sprintf(`"dp":16,"ep":%d,"global_batch":16,"zero":1`, ep), ""))
+		var w float64
+		for _, r := range res.Tables[3].Rows.([]training.MemoryRow) {
+			if r.Category == "weights" {
+				w += r.Bytes
+			}
+		}
+		return w
+	}
+	w1, w8 := mem(1), mem(8)
+	// Weights: 2 layers × 8 experts × 3·4096·14336 in bf16, of which EP 8 keeps 1/8.
+	experts := 2 * 8 * 3 * 4096 * 14336 * 2.0
+	assert.InEpsilon(t, experts*7/8, w1-w8, 1e-6)
+}
+
+func TestMoEBadSpecs(t *testing.T) {
+	for _, c := range []struct{ js, field string }{
+		{moe(1, `"dp":8,"ep":3`, ""), "parallel.ep"},
+		{moe(2, `"dp":4,"ep":16`, ""), "parallel.ep"},
+		{moe(2, `"dp":16,"ep":16`, ""), "parallel.ep"}, // 16 does not divide Mixtral's 8 experts
+		{`{"kind":"training","model":{"preset":"mixtral-8x7b","layers":2,"experts_per_token":9},"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1}}`, "model.experts_per_token"},
+		{moe(1, `"dp":8`, `,"routing":{"distribution":"table","loads":[1,2]}`), "routing.loads"},
+	} {
+		_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(c.js))
+		var se *spec.Error
+		require.True(t, errors.As(err, &se), "%s: %v", c.js, err)
+		found := false
+		for _, p := range se.Problems {
+			found = found || p.Path == c.field
+		}
+		assert.True(t, found, "%s: want %s, got %v", c.js, c.field, se.Problems)
+	}
+}

@@ -1,0 +1,64 @@
+"""Model descriptions for specs: Hugging Face configs and expert-load tables.
+
+>>> from eidolon.models import from_hf_config
+>>> m = from_hf_config({"model_type": "mixtral", "num_hidden_layers": 32,
+...     "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
+...     "intermediate_size": 14336, "vocab_size": 32000,
+...     "num_local_experts": 8, "num_experts_per_tok": 2}, layers=2)
+>>> sorted(m)
+['hf_config', 'layers']
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Mapping, Union
+
+__all__ = ["from_hf_config", "expert_loads"]
+
+ConfigLike = Union[Mapping[str, Any], str, "os.PathLike[str]"]
+
+
+def from_hf_config(config: ConfigLike, **overrides: Any) -> dict:
+    """A spec ``model`` from a Hugging Face ``config.json``.
+
+    ``config`` is the decoded dict, a path to the file, or its JSON text.
+    The core maps the transformers field names (``model_type`` llama,
+    mistral, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe, deepseek_v2,
+    deepseek_v3, gpt2, mamba) to Eidolon's hyper-parameters, so the same
+    ``{"hf_config": {...}}`` works in a JSON spec; ``overrides`` are
+    Eidolon model fields that replace the config's values (e.g.
+    ``layers=2``). Problems are reported by ``eidolon.validate`` / ``run``
+    as a ``SpecError`` under ``model.hf_config``.
+    """
+    if isinstance(config, Mapping):
+        cfg = dict(config)
+    else:
+        text = os.fspath(config)
+        if text.lstrip().startswith("{"):
+            cfg = json.loads(text)
+        else:
+            with open(text, encoding="utf-8") as f:
+                cfg = json.load(f)
+    if not isinstance(cfg, dict) or "model_type" not in cfg:
+        raise ValueError("a Hugging Face config needs a 'model_type' field")
+    # Keep only JSON scalars the mapping reads (nested quantization or
+    # rope-scaling objects are not hyper-parameters Eidolon uses).
+    cfg = {k: v for k, v in cfg.items() if v is None or isinstance(v, (bool, int, float, str))}
+    return {"hf_config": cfg, **overrides}
+
+
+def expert_loads(table: Any, column: str = "load") -> list[float]:
+    """A routing ``loads`` list from a per-expert load table.
+
+    ``table`` is a ``pyarrow.Table`` (or anything with ``column(name)``,
+    or a pandas DataFrame) with one row per routed expert, in expert order;
+    ``column`` holds each expert's relative load (tokens routed, or a
+    share). Use as ``"routing": {"distribution": "table", "loads": ...}``.
+    """
+    if hasattr(table, "column") and not hasattr(table, "iloc"):
+        values = table.column(column).to_pylist()
+    else:
+        values = list(table[column])
+    return [float(v) for v in values]

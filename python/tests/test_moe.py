@@ -1,0 +1,55 @@
+"""Mixture-of-experts models from Python: Hugging Face configs, EP, routing tables."""
+
+import json
+
+import pyarrow as pa
+import pytest
+
+import eidolon
+from eidolon.models import expert_loads, from_hf_config
+
+MIXTRAL_HF = {"model_type": "mixtral", "num_hidden_layers": 32, "hidden_size": 4096,
+              "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+              "vocab_size": 32000, "num_local_experts": 8, "num_experts_per_tok": 2,
+              "rope_scaling": None, "quantization_config": {"quant_method": "fp8"}}
+
+
+def step(model, **extra):
+    spec = {"kind": "training", "model": model, "gpu": "h100-sxm",
+            "cluster": {"preset": "dgx-h100", "nodes": 1},
+            "parallel": {"dp": 8, "ep": 8, "global_batch": 8}, "seq_len": 512, **extra}
+    return eidolon.run(spec, progress=False)
+
+
+def test_hf_config_matches_preset(tmp_path):
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(MIXTRAL_HF))
+    a = step(from_hf_config(p, layers=2)).to_pandas("summary").iloc[0]
+    b = step({"preset": "mixtral-8x7b", "layers": 2}).to_pandas("summary").iloc[0]
+    assert a.step_time_s == pytest.approx(b.step_time_s)
+    assert a.memory_peak_bytes == pytest.approx(b.memory_peak_bytes)
+
+
+def test_bad_hf_config_is_a_spec_error():
+    with pytest.raises(eidolon.SpecError) as e:
+        step(from_hf_config({"model_type": "mixtral", "hidden_size": 4096}))
+    assert "model.hf_config" in str(e.value)
+    with pytest.raises(ValueError):
+        from_hf_config({"hidden_size": 1})
+
+
+def test_load_table_skews_the_step():
+    loads = expert_loads(pa.table({"expert": list(range(8)), "load": [8, 1, 1, 1, 1, 1, 1, 1]}))
+    model = {"preset": "mixtral-8x7b", "layers": 2}
+    flat = step(model).to_pandas("summary").iloc[0]
+    hot = step(model, routing={"distribution": "table", "loads": loads, "seed": 1})
+    t = hot.to_pandas("timeline")
+    assert set(t["stream"]) >= {"compute", "ep"}
+    assert hot.to_pandas("summary").iloc[0].step_time_s > flat.step_time_s
+
+
+def test_ep_must_divide_experts():
+    with pytest.raises(eidolon.SpecError) as e:
+        eidolon.run({"kind": "training", "model": {"preset": "mixtral-8x7b", "layers": 2}, "gpu": "h100-sxm",
+                     "cluster": {"preset": "dgx-h100", "nodes": 2}, "parallel": {"dp": 16, "ep": 16}}, progress=False)
+    assert "parallel.ep" in str(e.value)
