@@ -259,8 +259,7 @@ func a100(name string, hbmBytes int64, hbmBW float64) GPU {
 }
 
 const (
-	nvlinkCollEff = 370.0 / 450
-	rdmaCollEff   = 47.0 / 50
+	rdmaCollEff = 47.0 / 50
 )
 
 // LinkPresets returns every link preset, in a fixed order. Bandwidth is per
@@ -271,12 +270,17 @@ func LinkPresets() []Link {
 		// datasheets give the bidirectional total: 600, 900, 1,800 GB/s).
 		// Latency: GPU-to-GPU through one NVSwitch hop, about 1 µs for small
 		// transfers (estimate; NVIDIA publishes no figure).
-		// Collective efficiency: NCCL's protocol overhead on NVLink is ~20%,
-		// 370 of 450 GB/s on H100 (NCCL maintainer, NVIDIA/nccl-tests issue
-		// #212); applied to every NVLink generation.
-		{Name: "nvlink3", BandwidthBytesPerS: 300 * giga, LatencyS: 1e-6, CollectiveEfficiency: nvlinkCollEff},
-		{Name: "nvlink4", BandwidthBytesPerS: 450 * giga, LatencyS: 1e-6, CollectiveEfficiency: nvlinkCollEff},
-		{Name: "nvlink5", BandwidthBytesPerS: 900 * giga, LatencyS: 1e-6, CollectiveEfficiency: nvlinkCollEff},
+		// Collective efficiency: the share of a link NCCL's own model counts,
+		// its per-link NVLink bandwidth over the datasheet's 25 GB/s (NVLink
+		// 3, 4) or 50 GB/s (NVLink 5) per link and direction: SM80_NVLINK_BW
+		// 20.0, SM90_NVLINK_BW 20.6, SM100_NVLINK_BW 40.1 GB/s
+		// (src/graph/topo.h, NVIDIA/nccl). On H100 that is 18 × 20.6 = 371 of
+		// 450 GB/s, the "~20%" protocol overhead and 370 GB/s ring busbw an
+		// NCCL maintainer states (NVIDIA/nccl-tests issue #212). The NCCL
+		// tuner (core/net/nccl.go) builds its channels on this figure.
+		{Name: "nvlink3", BandwidthBytesPerS: 300 * giga, LatencyS: 1e-6, CollectiveEfficiency: 20.0 / 25},
+		{Name: "nvlink4", BandwidthBytesPerS: 450 * giga, LatencyS: 1e-6, CollectiveEfficiency: 20.6 / 25},
+		{Name: "nvlink5", BandwidthBytesPerS: 900 * giga, LatencyS: 1e-6, CollectiveEfficiency: 40.1 / 50},
 		// PCI Express Base Specification 4.0 / 5.0: 16 / 32 GT/s per lane,
 		// 128b/130b encoding, 16 lanes: 16e9·16·128/130/8 = 31.5 GB/s and
 		// 63.0 GB/s per direction. Latency about 1.5 µs GPU-to-GPU through
