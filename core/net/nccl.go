@@ -124,13 +124,13 @@ func NCCLGenerations() []NCCLGeneration {
 			LLMaxGBps: [3]float64{87.7, 22.5, 19.0}, PerChMaxRingLL128GBps: [3]float64{20, 20, 20},
 			PerChMaxTreeGBps: [3]float64{24.0, 23.6, 17.8}, PerChMaxTreeLL128GBps: [3]float64{20, 20, 20},
 			Achieved:     map[Protocol]float64{LL: 1, LL128: 0.6, Simple: 0.8},
-			SimpleBaseUs: 20, SimpleStepUs: 6, AchievedNVLS: 1, NVLSUs: 25},
+			SimpleBaseUs: 36, SimpleStepUs: 5, AchievedNVLS: 1, NVLSUs: 25},
 		{Name: "hopper", CompCap: 90, SpeedsIntraGBps: intra90, SpeedsInterGBps: inter90,
 			LLMaxGBps: [3]float64{141.0, 45.0, 35.0}, PerChMaxRingLL128GBps: [3]float64{36.7, 36.7, 36.7},
 			PerChMaxTreeGBps: [3]float64{38.7, 41.4, 36.0}, PerChMaxTreeLL128GBps: [3]float64{36.7, 36.7, 29.0},
 			NVLSEfficiency: 0.85,
-			Achieved:       map[Protocol]float64{LL: 1, LL128: 1, Simple: 0.9},
-			SimpleBaseUs:   20, SimpleStepUs: 2, AchievedNVLS: 0.75, NVLSUs: 35},
+			Achieved:       map[Protocol]float64{LL: 1, LL128: 1, Simple: 0.8},
+			SimpleBaseUs:   10, SimpleStepUs: 3, AchievedNVLS: 1, NVLSUs: 30},
 		{Name: "blackwell", CompCap: 100, SpeedsIntraGBps: intra90, SpeedsInterGBps: inter90,
 			LLMaxGBps: [3]float64{2 * 141.0, 2 * 45.0, 2 * 35.0}, PerChMaxRingLL128GBps: [3]float64{40, 40, 40},
 			PerChMaxTreeGBps: [3]float64{70.0, 42.8, 24.0}, PerChMaxTreeLL128GBps: [3]float64{55.6, 31.67, 20.0},
@@ -204,12 +204,17 @@ func (c NCCLChoice) TimeS(bytes float64) float64 { return c.LatencyS + bytes/c.A
 // NewNCCLTuner builds the tuner of a communicator over ranks of t.
 func NewNCCLTuner(t *topo.Topology, ranks []int) (*NCCLTuner, error) {
 	n := len(ranks)
-	groups := t.NodesOfRanks(ranks)
-	tu := &NCCLTuner{Ranks: n, Nodes: max(1, len(groups)), IntraHW: "pci"}
+	// Nodes: the distinct host nodes of the ranks; GPUs outside nodes (a
+	// single-tier topology) share one box.
+	nodes := map[int]bool{}
+	for _, r := range ranks {
+		nodes[t.Devices[t.RankDevice(r)].Node] = true
+	}
+	tu := &NCCLTuner{Ranks: n, Nodes: max(1, len(nodes)), IntraHW: "pci"}
 	// The ring's hops inside nodes: their slowest raw bandwidth and, as
 	// NCCL counts it, that bandwidth times the link's collective
 	// efficiency (NCCL's per-link NVLink figure over the datasheet's).
-	intraTech, intraBW, intraEff := "", math.Inf(1), 1.0
+	intraTech, genTech, intraBW, intraEff := "", "", math.Inf(1), 1.0
 	interBW, interEff := math.Inf(1), 1.0
 	for i := range ranks {
 		a, b := t.RankDevice(ranks[i]), t.RankDevice(ranks[(i+1)%n])
@@ -220,7 +225,7 @@ func NewNCCLTuner(t *topo.Topology, ranks []int) (*NCCLTuner, error) {
 		if err != nil {
 			return nil, err
 		}
-		same := t.Devices[a].Node == t.Devices[b].Node && t.Devices[a].Node >= 0
+		same := t.Devices[a].Node == t.Devices[b].Node
 		for _, l := range path {
 			lk := t.Links[l]
 			eff := linkEff(lk.Tech)
@@ -230,6 +235,9 @@ func NewNCCLTuner(t *topo.Topology, ranks []int) (*NCCLTuner, error) {
 				}
 				if intraTech == "" || strings.HasPrefix(lk.Tech, "pcie") {
 					intraTech = lk.Tech
+				}
+				if genTech == "" && strings.HasPrefix(lk.Tech, "nvlink") {
+					genTech = lk.Tech
 				}
 				if t.Devices[t.Links[l].Dst].Kind == topo.Switch {
 					tu.NVSwitch = true
@@ -243,7 +251,9 @@ func NewNCCLTuner(t *topo.Topology, ranks []int) (*NCCLTuner, error) {
 		tu.IntraHW = "nvlink"
 	}
 	tu.NVSwitch = tu.NVSwitch && tu.IntraHW == "nvlink"
-	gen, _ := NCCLGenerationByName(generationOfTech(intraTech))
+	// The generation: of the NVLink the GPUs carry (a ring that also
+	// crosses PCIe is still on those GPUs).
+	gen, _ := NCCLGenerationByName(generationOfTech(genTech))
 	tu.Gen = gen
 	tu.LinkBytesPerS = math.Min(intraBW, interBW)
 	if math.IsInf(tu.LinkBytesPerS, 1) {
