@@ -122,17 +122,19 @@ func TestProgress(t *testing.T) {
 // NVLinks at NCCL's 20 GB/s each = 240 GB/s; the search's ladder takes 40
 // GB/s → 6 channels, then duplicates them at half speed), and for 1 GiB
 // it picks ring/Simple: latency SimpleBaseUs + 2(n−1)·SimpleStepUs (the
-// links' 2(n−1) · 1 µs are part of it), bus bandwidth 240 GB/s × the
-// generation's achieved Simple fraction, algbw = bus · n / 2(n−1):
-// 1 ms + lat + 2(n−1)/n · S/(240e9 · achieved). A tiny one takes at
-// least the host's dispatch interval.
+// links' 2(n−1) · 1 µs are part of it), bus bandwidth min(240 GB/s,
+// SimpleMemGBps · (n−1)/(3n−2)) (Simple's kernels issue (3n−2)/(n−1)
+// bytes of memory traffic per byte sent), algbw = bus · n / 2(n−1):
+// 1 ms + lat + 2(n−1)/n · S/bus. A tiny one takes at least the host's
+// dispatch interval.
 func TestCollectiveLaunchAndProtocol(t *testing.T) {
 	const S, n = 1 << 30, 8.0
 	g, ok := net.NCCLGenerationByName("ampere")
 	require.True(t, ok)
 	opt := Options{Fabric: dgx(t, 1), Cost: fixedCost, CollectiveLaunchS: NCCLBaseLatencyS, DispatchS: 50e-6, Protocol: true}
 	lat := (g.SimpleBaseUs + 2*(n-1)*g.SimpleStepUs) * 1e-6
-	want := 1e-3 + lat + 2*(n-1)/n*S/(240e9*g.Achieved[net.Simple])
+	bus := min(240e9*g.Achieved[net.Simple], g.SimpleMemGBps*1e9*(n-1)/(3*n-2))
+	want := 1e-3 + lat + 2*(n-1)/n*S/bus
 	res, err := Run(context.Background(), onePlan(S, 1), opt)
 	require.NoError(t, err)
 	assert.InEpsilon(t, want, res.End.Seconds(), 1e-6)

@@ -63,6 +63,15 @@ type NCCLGeneration struct {
 	// choose, not what its kernels deliver). Fitted, see NCCLGenerations.
 	Achieved     map[Protocol]float64
 	AchievedNVLS float64
+	// SimpleMemGBps is the memory traffic NCCL's Simple kernels (its CTAs'
+	// loads and stores, local and to the peer) sustain per GPU. A ring
+	// all-reduce step reads what arrived and the local input and writes
+	// the peer's buffer; over the whole ring a rank issues (3n−2)/(n−1)
+	// bytes of memory traffic per byte it sends (all-gather and
+	// reduce-scatter: 3), so Simple's bus bandwidth is at most
+	// SimpleMemGBps·(n−1)/(3n−2): 4 bytes per byte on 2 GPUs, 3.14 on 8,
+	// which is why 2-GPU rings reach ~80 % of what 8-GPU rings do. Fitted.
+	SimpleMemGBps float64
 	// SimpleBaseUs and SimpleStepUs replace NCCL's Simple ring base and
 	// per-step NVLink latency (8.4 and 3.4 µs) in the executed time; NVLSUs
 	// is NVLS's achieved latency (NCCL models 25 µs). Fitted.
@@ -123,14 +132,14 @@ func NCCLGenerations() []NCCLGeneration {
 		{Name: "ampere", CompCap: 80, SpeedsIntraGBps: intra, SpeedsInterGBps: inter,
 			LLMaxGBps: [3]float64{87.7, 22.5, 19.0}, PerChMaxRingLL128GBps: [3]float64{20, 20, 20},
 			PerChMaxTreeGBps: [3]float64{24.0, 23.6, 17.8}, PerChMaxTreeLL128GBps: [3]float64{20, 20, 20},
-			Achieved:     map[Protocol]float64{LL: 1, LL128: 0.6, Simple: 0.8},
-			SimpleBaseUs: 36, SimpleStepUs: 5, AchievedNVLS: 1, NVLSUs: 25},
+			Achieved: map[Protocol]float64{LL: 1, LL128: 0.6, Simple: 1}, SimpleMemGBps: 720,
+			SimpleBaseUs: 34, SimpleStepUs: 7, AchievedNVLS: 1, NVLSUs: 25},
 		{Name: "hopper", CompCap: 90, SpeedsIntraGBps: intra90, SpeedsInterGBps: inter90,
 			LLMaxGBps: [3]float64{141.0, 45.0, 35.0}, PerChMaxRingLL128GBps: [3]float64{36.7, 36.7, 36.7},
 			PerChMaxTreeGBps: [3]float64{38.7, 41.4, 36.0}, PerChMaxTreeLL128GBps: [3]float64{36.7, 36.7, 29.0},
 			NVLSEfficiency: 0.85,
-			Achieved:       map[Protocol]float64{LL: 1, LL128: 1, Simple: 0.8},
-			SimpleBaseUs:   10, SimpleStepUs: 3, AchievedNVLS: 1, NVLSUs: 30},
+			Achieved:       map[Protocol]float64{LL: 1, LL128: 1, Simple: 1}, SimpleMemGBps: 1190,
+			SimpleBaseUs: 12, SimpleStepUs: 4, AchievedNVLS: 1, NVLSUs: 30},
 		{Name: "blackwell", CompCap: 100, SpeedsIntraGBps: intra90, SpeedsInterGBps: inter90,
 			LLMaxGBps: [3]float64{2 * 141.0, 2 * 45.0, 2 * 35.0}, PerChMaxRingLL128GBps: [3]float64{40, 40, 40},
 			PerChMaxTreeGBps: [3]float64{70.0, 42.8, 24.0}, PerChMaxTreeLL128GBps: [3]float64{55.6, 31.67, 20.0},
@@ -306,6 +315,22 @@ func ringGraph(g NCCLGeneration, totalGBps float64, speeds []float64) (int, floa
 		nc = dup
 	}
 	return nc, speed
+}
+
+// SimpleMemoryPerByte is the memory traffic (bytes loaded and stored by
+// NCCL's kernels, locally and into the peer's buffer) per byte a rank
+// sends on the ring. All-reduce, counted per chunk c = S/n: the first
+// step reads c; the n−2 reduce steps read two chunks; the reduce-and-copy
+// step reads two and writes one; the n−2 copy steps read one and write
+// one; the last step reads one and writes one; every one of the 2(n−1)
+// sends is also a store into the peer: (6n−4)c over 2(n−1)c sent, i.e.
+// (3n−2)/(n−1). All-gather and reduce-scatter: a read, a local write
+// and a remote write per chunk sent, 3.
+func SimpleMemoryPerByte(op Op, n int) float64 {
+	if op == AllReduce && n > 1 {
+		return float64(3*n-2) / float64(n-1)
+	}
+	return 3
 }
 
 func protoIndex(p Protocol) int {
@@ -501,7 +526,11 @@ func (tu *NCCLTuner) Choose(op Op, bytes float64) (NCCLChoice, error) {
 	}
 	nc, threads := tu.channels(a, p, bytes)
 	full := min(2*tu.GraphChannels, 2*ncclMaxChannels)
-	bus *= achieved * float64(nc) / float64(full) * threads
+	bus *= achieved
+	if p == Simple && a != NVLS && g.SimpleMemGBps > 0 {
+		bus = math.Min(bus, g.SimpleMemGBps/SimpleMemoryPerByte(op, n))
+	}
+	bus *= float64(nc) / float64(full) * threads
 	best.Channels = nc
 	best.LatencyS = lat * 1e-6
 	best.BusBytesPerS = bus * 1e9

@@ -1,0 +1,60 @@
+package fidelity
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/eidolon-sim/eidolon/core/net"
+)
+
+func collData(t *testing.T) ([]CollGroup, []CollRow) {
+	t.Helper()
+	dir := KernelsDir()
+	if dir == "" {
+		t.Skip("reference kernel tables not found (../shared/reference/kernels or /work/shared/reference/kernels)")
+	}
+	groups, err := CollGroups(dir)
+	require.NoError(t, err)
+	rows, err := Simulate(context.Background(), groups)
+	require.NoError(t, err)
+	return groups, rows
+}
+
+// TestCollectivesReport regenerates COLLECTIVES.md with -update and fails
+// when the committed file is stale.
+// Run: go test ./bench/fidelity -run TestCollectivesReport [-update]
+func TestCollectivesReport(t *testing.T) {
+	groups, rows := collData(t)
+	doc := CollectivesReport(groups, rows)
+	if *update {
+		require.NoError(t, os.WriteFile("COLLECTIVES.md", []byte(doc), 0o644))
+		return
+	}
+	old, err := os.ReadFile("COLLECTIVES.md")
+	require.NoError(t, err)
+	require.Equal(t, doc, string(old), "COLLECTIVES.md is stale: go test ./bench/fidelity -run TestCollectivesReport -update")
+}
+
+// TestNCCLFitIsOptimal: the generations' fitted figures (core/net) and the
+// hosts' (Hosts) are what the fits find on the training split.
+// Run with -v to see the optimum.
+func TestNCCLFitIsOptimal(t *testing.T) {
+	groups, rows := collData(t)
+	for _, gen := range []string{"ampere", "hopper"} {
+		p, score, err := FitGeneration(gen, groups)
+		require.NoError(t, err)
+		t.Logf("%s: %+v (mean over groups of mean |error| %.4f)", gen, p, score)
+		g, _ := net.NCCLGenerationByName(gen)
+		require.Equal(t, p, ParamsOf(g), "core/net NCCLGenerations %s: refit", gen)
+	}
+	for h, hp := range Hosts {
+		issue := FitHost(rows, groups, h, KernelTime)
+		launch := FitHost(rows, groups, h, HostTimedG8)
+		t.Logf("%s: IssueS %.1f µs, LaunchS %.1f µs", h, issue*1e6, launch*1e6)
+		require.InDelta(t, issue, hp.IssueS, 1e-12, h)
+		require.InDelta(t, launch, hp.LaunchS, 1e-12, h)
+	}
+}
