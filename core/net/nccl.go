@@ -72,6 +72,10 @@ type NCCLGeneration struct {
 	// SimpleMemGBps·(n−1)/(3n−2): 4 bytes per byte on 2 GPUs, 3.14 on 8,
 	// which is why 2-GPU rings reach ~80 % of what 8-GPU rings do. Fitted.
 	SimpleMemGBps float64
+	// LL128MemGBps is the same bound for LL128's kernels (its 128-byte
+	// lines carry 120 data bytes; the traffic per byte is Simple's). LL's
+	// kernels are bounded by NCCL's own LL cap (llMaxBw). Fitted.
+	LL128MemGBps float64
 	// SimpleBaseUs and SimpleStepUs replace NCCL's Simple ring base and
 	// per-step NVLink latency (8.4 and 3.4 µs) in the executed time; NVLSUs
 	// is NVLS's achieved latency (NCCL models 25 µs). Fitted.
@@ -132,19 +136,18 @@ func NCCLGenerations() []NCCLGeneration {
 		{Name: "ampere", CompCap: 80, SpeedsIntraGBps: intra, SpeedsInterGBps: inter,
 			LLMaxGBps: [3]float64{87.7, 22.5, 19.0}, PerChMaxRingLL128GBps: [3]float64{20, 20, 20},
 			PerChMaxTreeGBps: [3]float64{24.0, 23.6, 17.8}, PerChMaxTreeLL128GBps: [3]float64{20, 20, 20},
-			Achieved: map[Protocol]float64{LL: 1, LL128: 0.6, Simple: 1}, SimpleMemGBps: 720,
+			LL128MemGBps: 420, SimpleMemGBps: 720,
 			SimpleBaseUs: 34, SimpleStepUs: 7, AchievedNVLS: 1, NVLSUs: 25},
 		{Name: "hopper", CompCap: 90, SpeedsIntraGBps: intra90, SpeedsInterGBps: inter90,
 			LLMaxGBps: [3]float64{141.0, 45.0, 35.0}, PerChMaxRingLL128GBps: [3]float64{36.7, 36.7, 36.7},
 			PerChMaxTreeGBps: [3]float64{38.7, 41.4, 36.0}, PerChMaxTreeLL128GBps: [3]float64{36.7, 36.7, 29.0},
 			NVLSEfficiency: 0.85,
-			Achieved:       map[Protocol]float64{LL: 1, LL128: 1, Simple: 1}, SimpleMemGBps: 1190,
+			LL128MemGBps:   2000, SimpleMemGBps: 1190,
 			SimpleBaseUs: 12, SimpleStepUs: 4, AchievedNVLS: 1, NVLSUs: 30},
 		{Name: "blackwell", CompCap: 100, SpeedsIntraGBps: intra90, SpeedsInterGBps: inter90,
 			LLMaxGBps: [3]float64{2 * 141.0, 2 * 45.0, 2 * 35.0}, PerChMaxRingLL128GBps: [3]float64{40, 40, 40},
 			PerChMaxTreeGBps: [3]float64{70.0, 42.8, 24.0}, PerChMaxTreeLL128GBps: [3]float64{55.6, 31.67, 20.0},
 			NVLSEfficiency: 0.74,
-			Achieved:       map[Protocol]float64{LL: 1, LL128: 1, Simple: 1},
 			SimpleBaseUs:   8.4, SimpleStepUs: 3.4, AchievedNVLS: 1, NVLSUs: 25},
 	}
 }
@@ -477,15 +480,21 @@ func (tu *NCCLTuner) channels(a Algorithm, p Protocol, bytes float64) (int, floa
 
 // Choose picks NCCL's algorithm and protocol for op on bytes and says what
 // it achieves: NCCL's latency (its Simple and NVLS latencies replaced by
-// the generation's measured ones) and its modelled bus bandwidth times the
-// generation's achieved fraction, scaled down when the kernel runs on fewer
-// channels or threads than the communicator has.
+// the generation's measured ones) and its modelled bus bandwidth, bounded
+// for LL128 and Simple by their kernels' memory traffic (NVLS: times its
+// achieved fraction), scaled down when the kernel runs on fewer channels or
+// threads than the communicator has.
 func (tu *NCCLTuner) Choose(op Op, bytes float64) (NCCLChoice, error) {
+	return tu.ChooseFrom(op, bytes, Tree, Ring, NVLS)
+}
+
+// ChooseFrom is Choose among some algorithms only (NCCL_ALGO).
+func (tu *NCCLTuner) ChooseFrom(op Op, bytes float64, algs ...Algorithm) (NCCLChoice, error) {
 	if op != AllReduce && op != AllGather && op != ReduceScatter {
 		return NCCLChoice{}, fmt.Errorf("the NCCL tuner models all_reduce, all_gather and reduce_scatter, not %s", op)
 	}
 	best := NCCLChoice{ModelTimeS: math.Inf(1)}
-	for _, a := range []Algorithm{Tree, Ring, NVLS} {
+	for _, a := range algs {
 		for _, p := range Protocols() {
 			if t, ok := tu.modelTime(op, a, p, bytes); ok && t < best.ModelTimeS {
 				best = NCCLChoice{Algorithm: a, Protocol: p, ModelTimeS: t}
@@ -503,7 +512,7 @@ func (tu *NCCLTuner) Choose(op Op, bytes float64) (NCCLChoice, error) {
 	if op == AllReduce {
 		nsteps = 2 * (n - 1)
 	}
-	achieved := g.Achieved[p]
+	achieved := 1.0
 	switch {
 	case a == NVLS:
 		lat, achieved = g.NVLSUs, g.AchievedNVLS
@@ -521,14 +530,14 @@ func (tu *NCCLTuner) Choose(op Op, bytes float64) (NCCLChoice, error) {
 		}
 		lat += g.SimpleBaseUs - ncclBaseLatUs[Ring][2] + float64(nsteps-inSteps)*(g.SimpleStepUs-intra)
 	}
-	if achieved <= 0 {
-		achieved = 1
-	}
 	nc, threads := tu.channels(a, p, bytes)
 	full := min(2*tu.GraphChannels, 2*ncclMaxChannels)
 	bus *= achieved
 	if p == Simple && a != NVLS && g.SimpleMemGBps > 0 {
 		bus = math.Min(bus, g.SimpleMemGBps/SimpleMemoryPerByte(op, n))
+	}
+	if p == LL128 && g.LL128MemGBps > 0 {
+		bus = math.Min(bus, g.LL128MemGBps/SimpleMemoryPerByte(op, n))
 	}
 	bus *= float64(nc) / float64(full) * threads
 	best.Channels = nc
