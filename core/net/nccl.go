@@ -142,7 +142,7 @@ func NCCLGenerations() []NCCLGeneration {
 			LLMaxGBps: [3]float64{141.0, 45.0, 35.0}, PerChMaxRingLL128GBps: [3]float64{36.7, 36.7, 36.7},
 			PerChMaxTreeGBps: [3]float64{38.7, 41.4, 36.0}, PerChMaxTreeLL128GBps: [3]float64{36.7, 36.7, 29.0},
 			NVLSEfficiency: 0.85,
-			LL128MemGBps:   2000, SimpleMemGBps: 1190,
+			LL128MemGBps:   0, SimpleMemGBps: 1190,
 			SimpleBaseUs: 12, SimpleStepUs: 4, AchievedNVLS: 1, NVLSUs: 30},
 		{Name: "blackwell", CompCap: 100, SpeedsIntraGBps: intra90, SpeedsInterGBps: inter90,
 			LLMaxGBps: [3]float64{2 * 141.0, 2 * 45.0, 2 * 35.0}, PerChMaxRingLL128GBps: [3]float64{40, 40, 40},
