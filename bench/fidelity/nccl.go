@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/net"
 	"github.com/eidolon-sim/eidolon/core/scenario/collective"
 	"github.com/eidolon-sim/eidolon/core/spec"
@@ -172,15 +173,17 @@ func CollGroups(dir string) ([]CollGroup, error) {
 	pair := func(link string) string {
 		return fmt.Sprintf(`{"topology":"fully_connected","gpus":2,"link":%q,"bandwidth_bytes_per_s":300e9}`, link)
 	}
-	quad := func(nvl, pcie string, pcieBW float64) string {
+	quad := func(nvl, pcie string) string {
+		l, _ := hw.LinkByName(pcie)
+		pcieBW := l.BandwidthBytesPerS
 		return fmt.Sprintf(`{"topology":"edges","gpus":4,"edges":[{"a":0,"b":1,"bandwidth_bytes_per_s":300e9,"latency_s":1e-6,"tech":%q},`+
 			`{"a":2,"b":3,"bandwidth_bytes_per_s":300e9,"latency_s":1e-6,"tech":%[1]q},{"a":1,"b":2,"bandwidth_bytes_per_s":%g,"latency_s":1.5e-6,"tech":%q},`+
 			`{"a":3,"b":0,"bandwidth_bytes_per_s":%[2]g,"latency_s":1.5e-6,"tech":%[3]q}]}`, nvl, pcieBW, pcie)
 	}
 	add("a100_pairwise_nvlink", "a100-pairwise-nvlink", pair("nvlink3"), 2, 2, true)
-	add("a100_pairwise_nvlink", "a100-pairwise-nvlink", quad("nvlink3", "pcie4-x16", 31.5e9), 4, 4, true)
+	add("a100_pairwise_nvlink", "a100-pairwise-nvlink", quad("nvlink3", "pcie4-x16"), 4, 4, true)
 	add("h100_pairwise_nvlink", "h100-pairwise-nvlink", pair("nvlink4"), 2, 2, true)
-	add("h100_pairwise_nvlink", "h100-pairwise-nvlink", quad("nvlink4", "pcie5-x16", 63e9), 4, 4, true)
+	add("h100_pairwise_nvlink", "h100-pairwise-nvlink", quad("nvlink4", "pcie5-x16"), 4, 4, true)
 	for _, np := range [][2]int{{2, 1}, {4, 2}, {8, 4}, {16, 8}} {
 		add("a100_dgx", "dgx-a100", dgx("dgx-a100", 2), np[0], np[1], false)
 	}

@@ -284,9 +284,14 @@ func LinkPresets() []Link {
 		// PCI Express Base Specification 4.0 / 5.0: 16 / 32 GT/s per lane,
 		// 128b/130b encoding, 16 lanes: 16e9·16·128/130/8 = 31.5 GB/s and
 		// 63.0 GB/s per direction. Latency about 1.5 µs GPU-to-GPU through
-		// a PCIe switch (estimate).
-		{Name: "pcie4-x16", BandwidthBytesPerS: 16e9 * 16 * 128 / 130 / 8, LatencyS: 1.5e-6},
-		{Name: "pcie5-x16", BandwidthBytesPerS: 32e9 * 16 * 128 / 130 / 8, LatencyS: 1.5e-6},
+		// a PCIe switch (estimate). Collective efficiency: NCCL counts a
+		// PCIe link as width × per-lane figure / 80 (120 for 16 GT/s, 240
+		// for 32 GT/s: kvDictPciGen in src/graph/topo.cc), 24 and 48 GB/s
+		// for x16, i.e. 76 % of the encoded rate; Vidur's pairwise-NVLink
+		// VMs measure 23.5 GB/s (Gen4) and 48.8 GB/s (Gen5) bus bandwidth
+		// over such links (bench/fidelity/COLLECTIVES.md).
+		{Name: "pcie4-x16", BandwidthBytesPerS: 16e9 * 16 * 128 / 130 / 8, LatencyS: 1.5e-6, CollectiveEfficiency: 24e9 / (16e9 * 16 * 128 / 130 / 8)},
+		{Name: "pcie5-x16", BandwidthBytesPerS: 32e9 * 16 * 128 / 130 / 8, LatencyS: 1.5e-6, CollectiveEfficiency: 48e9 / (32e9 * 16 * 128 / 130 / 8)},
 		// InfiniBand HDR 200 Gb/s (ConnectX-6), NDR 400 Gb/s (ConnectX-7),
 		// XDR 800 Gb/s (ConnectX-8) per port per direction; NVIDIA's adapter
 		// datasheets state sub-600 ns end-to-end latency and Quantum switches

@@ -305,13 +305,30 @@ func ladder(speeds []float64, bw float64) float64 {
 }
 
 // ringGraph is the single-node ring graph NCCL's search finds on a GPU
-// with totalGBps of link bandwidth: as many channels as fit at the fastest
-// ladder speed, then channels duplicated at half the speed
-// (ncclTopoDupChannels: when the speed is ≥ 25 GB/s, and on post-Ampere
-// parts only from 50 GB/s or with ≤ 4 channels).
+// with totalGBps of link bandwidth (ncclTopoCompute, search.cc): from the
+// fastest ladder speed not above it, as many channels as fit, trying
+// slower speeds (while above 0.49 of the first) until the channels cover
+// the bandwidth, keeping the largest total; then channels duplicated at
+// half the speed (ncclTopoDupChannels: when the speed is ≥ 25 GB/s, and
+// on post-Ampere parts only from 50 GB/s or with ≤ 4 channels).
 func ringGraph(g NCCLGeneration, totalGBps float64, speeds []float64) (int, float64) {
-	speed := ladder(speeds, totalGBps)
-	nc := max(1, min(ncclMaxChannels, int(totalGBps/speed+1e-9)))
+	first := ladder(speeds, totalGBps)
+	nc, speed := 0, first
+	for _, s := range speeds {
+		if s > first {
+			continue
+		}
+		if s/first <= 0.49 {
+			break
+		}
+		if c := min(ncclMaxChannels, int(totalGBps/s+1e-6)); float64(c)*s > float64(nc)*speed+1e-9 {
+			nc, speed = c, s
+		}
+		if float64(nc)*speed >= totalGBps-1e-6 {
+			break
+		}
+	}
+	nc = max(1, nc)
 	if speed >= 25 && !(g.CompCap > 80 && speed < 50 && nc > 4) {
 		dup := min(2*nc, ncclMaxChannels)
 		speed /= float64((dup + nc - 1) / nc)
@@ -366,6 +383,10 @@ func (tu *NCCLTuner) model(op Op, a Algorithm, p Protocol) (latUs, busGBps, algG
 	}
 	switch {
 	case a == Tree && op != AllReduce, a == NVLS && (op != AllReduce || p != Simple || g.NVLSEfficiency == 0 || nodes > 1 || !tu.NVSwitch):
+		return 0, 0, 0, false
+	case p == LL128 && tu.IntraHW != "nvlink":
+		// LL128 is on by default only where every intra-node path is
+		// NVLink (typeIntra <= PATH_NVB in ncclTopoTuneModel).
 		return 0, 0, 0, false
 	}
 	nc := float64(tu.GraphChannels)
