@@ -79,7 +79,7 @@ type HostParams struct {
 var Hosts = map[string]HostParams{
 	"dgx-a100":             {IssueS: 35e-6, LaunchS: 6e-6},
 	"dgx-h100":             {IssueS: 31e-6},
-	"a100-pairwise-nvlink": {IssueS: 28e-6},
+	"a100-pairwise-nvlink": {IssueS: 26e-6},
 	"h100-pairwise-nvlink": {IssueS: 0},
 }
 
