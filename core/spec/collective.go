@@ -42,7 +42,8 @@ type Collective struct {
 	Quantization *Quantization `json:"quantization,omitempty"`
 	// ProtocolEfficiency in (0, 1]: fraction of link time carrying payload
 	// under the collective library's protocol; default 1. NCCL on H100
-	// NVLink: about 370/450 (NVIDIA, nccl-tests issue 212).
+	// NVLink: about 370/450 (NVIDIA, nccl-tests issue 212). Ignored by
+	// algorithm "nccl", whose tuner sets it.
 	ProtocolEfficiency float64 `json:"protocol_efficiency,omitempty"`
 	// Model: "flow" (max-min fair sharing, default) or "unaware"
 	// (no contention).
