@@ -58,10 +58,9 @@ type NCCLGeneration struct {
 	// NVLSEfficiency (tuning.cc nvlsEfficiency); 0: no NVLS.
 	NVLSEfficiency float64
 
-	// Achieved is the fraction of NCCL's modelled bus bandwidth that each
-	// protocol and NVLS reach when timed (NCCL's model is what it uses to
-	// choose, not what its kernels deliver). Fitted, see NCCLGenerations.
-	Achieved     map[Protocol]float64
+	// AchievedNVLS is the fraction of NCCL's modelled NVLS bus bandwidth
+	// that NVLS reaches when timed (NCCL's model is what it chooses by,
+	// not what its kernels deliver). Fitted, see NCCLGenerations.
 	AchievedNVLS float64
 	// SimpleMemGBps is the memory traffic NCCL's Simple kernels (its CTAs'
 	// loads and stores, local and to the peer) sustain per GPU. A ring
@@ -70,11 +69,13 @@ type NCCLGeneration struct {
 	// bytes of memory traffic per byte it sends (all-gather and
 	// reduce-scatter: 3), so Simple's bus bandwidth is at most
 	// SimpleMemGBps·(n−1)/(3n−2): 4 bytes per byte on 2 GPUs, 3.14 on 8,
-	// which is why 2-GPU rings reach ~80 % of what 8-GPU rings do. Fitted.
+	// which is why 2-GPU rings reach ~80 % of what 8-GPU rings do. Fitted;
+	// 0: no bound.
 	SimpleMemGBps float64
 	// LL128MemGBps is the same bound for LL128's kernels (its 128-byte
 	// lines carry 120 data bytes; the traffic per byte is Simple's). LL's
-	// kernels are bounded by NCCL's own LL cap (llMaxBw). Fitted.
+	// kernels are bounded by NCCL's own LL cap (llMaxBw). Fitted; 0: no
+	// bound.
 	LL128MemGBps float64
 	// SimpleBaseUs and SimpleStepUs replace NCCL's Simple ring base and
 	// per-step NVLink latency (8.4 and 3.4 µs) in the executed time; NVLSUs
@@ -122,11 +123,15 @@ var (
 // NCCL's constants are quoted from src/graph/tuning.cc and search.cc
 // (NVIDIA/nccl, read at 5067397, 2026). The fitted figures come from
 // bench/fidelity/nccl.go's fit (`go test ./bench/fidelity -run
-// TestNCCLFitIsOptimal -v` prints the grid's optimum): Ampere on Vidur's
-// a100_dgx 8/8 and a100_pairwise_nvlink 2/2 all-reduce tables and the
-// nccl-tests 8×A100 sweep, alternate sizes above 2 MiB (the other sizes
-// check it); Hopper on Vidur's h100_dgx 8/8 and 2/2 tables, likewise.
-// Blackwell has no measurement: NCCL's model as it is (Achieved 1).
+// TestNCCLFitIsOptimal -v` prints the grid's optimum and fails if these
+// differ from it), on the even-position sizes of 2 MiB and more of the
+// generation's NVLink all-reduce tables, each table weighing the same:
+// Ampere on Vidur's a100_dgx 8/8, 4/4, 2/2 and a100_pairwise_nvlink 2/2
+// and the nccl-tests 8×A100 sweep; Hopper on Vidur's h100_dgx 8/8, 4/4,
+// 2/2 and h100_pairwise_nvlink 2/2. The odd positions, the smaller sizes
+// and the PCIe-bound 4-GPU VMs check it (bench/fidelity/COLLECTIVES.md).
+// Hopper's LL128 has no bound: no measured size runs it (NVLS wins from
+// about 1 MiB). Blackwell has no measurement: NCCL's model as it is.
 func NCCLGenerations() []NCCLGeneration {
 	intra := []float64{40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0}
 	inter := []float64{48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.4, 1.2, 0.24, 0.12}
