@@ -120,6 +120,9 @@ type FidelityRow struct {
 	// efficiency, in bytes/s; Error is |eidolon − reference| / reference.
 	ReferenceBusbw, IdealBusbw, EidolonBusbw, Error float64
 	AstraSimGeomeanError                            float64
+	// TunerBusbw is what the NCCL tuner (the model training and inference
+	// use) gives a ring (NCCL_ALGO=RING), TunerError its error.
+	TunerBusbw, TunerError float64
 }
 
 func ringBusbwH100(tb testing.TB, gpus int, size, efficiency float64) float64 {
@@ -144,6 +147,30 @@ func ringBusbwH100(tb testing.TB, gpus int, size, efficiency float64) float64 {
 	return size / (res.End - res.Start).Seconds() * net.BusBandwidthFactor(net.AllReduce, gpus)
 }
 
+// tunerRingBusbwH100 is the NCCL tuner's ring bus bandwidth (its choice
+// restricted to rings, as NCCL_ALGO=RING does) on one dgx-h100 node; an
+// uncontended collective of algorithm "nccl" takes exactly its time
+// (core/net TestNCCLCollectiveClosedForm).
+func tunerRingBusbwH100(tb testing.TB, gpus int, size float64) float64 {
+	tp, err := topo.Preset("dgx-h100", 1)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ranks := make([]int, gpus)
+	for i := range ranks {
+		ranks[i] = i
+	}
+	tu, err := net.NewNCCLTuner(tp, ranks)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ch, err := tu.ChooseFrom(net.AllReduce, size, net.Ring)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return size / ch.TimeS(size) * net.BusBandwidthFactor(net.AllReduce, gpus)
+}
+
 // NCCLFidelity computes the comparison table (ring all-reduce on one
 // dgx-h100 node, NVSwitch at the nvlink4 preset's 450 GB/s and 1 µs).
 // The reference is NCCL's large-message figure, so the rows are large
@@ -154,9 +181,11 @@ func NCCLFidelity(tb testing.TB) []FidelityRow {
 	for _, gpus := range []int{2, 4, 8} {
 		for _, size := range []float64{1 << 30, 8 << 30} {
 			ours := ringBusbwH100(tb, gpus, size, nvlinkProtocolEfficiency)
+			tuned := tunerRingBusbwH100(tb, gpus, size)
 			rows = append(rows, FidelityRow{GPUs: gpus, SizeBytes: size, ReferenceBusbw: ncclH100RingBusbw,
 				IdealBusbw: ringBusbwH100(tb, gpus, size, 1), EidolonBusbw: ours,
-				Error: math.Abs(ours-ncclH100RingBusbw) / ncclH100RingBusbw, AstraSimGeomeanError: astraSimGeomeanError[gpus]})
+				Error: math.Abs(ours-ncclH100RingBusbw) / ncclH100RingBusbw, AstraSimGeomeanError: astraSimGeomeanError[gpus],
+				TunerBusbw: tuned, TunerError: math.Abs(tuned-ncclH100RingBusbw) / ncclH100RingBusbw})
 		}
 	}
 	return rows
@@ -165,12 +194,20 @@ func NCCLFidelity(tb testing.TB) []FidelityRow {
 // TestNCCLFidelityReport prints the table (go test ./bench -run NCCLFidelity -v)
 // and checks every row beats ASTRA-sim's error for its GPU count.
 func TestNCCLFidelityReport(t *testing.T) {
-	t.Log("ring all-reduce busbw on HGX-H100, GB/s: NCCL (ref) | eidolon ideal protocol | eidolon | error | ASTRA-sim geomean error")
+	t.Log("ring all-reduce busbw on HGX-H100, GB/s: NCCL (ref) | eidolon ideal protocol | eidolon | error | NCCL tuner (ring) | error | ASTRA-sim geomean error")
 	for _, r := range NCCLFidelity(t) {
-		t.Logf("%d GPUs %5.0f MiB: %6.1f | %6.1f | %6.1f | %5.2f%% | %5.2f%%", r.GPUs, r.SizeBytes/(1<<20),
-			r.ReferenceBusbw/1e9, r.IdealBusbw/1e9, r.EidolonBusbw/1e9, 100*r.Error, 100*r.AstraSimGeomeanError)
+		t.Logf("%d GPUs %5.0f MiB: %6.1f | %6.1f | %6.1f | %5.2f%% | %6.1f | %5.2f%% | %5.2f%%", r.GPUs, r.SizeBytes/(1<<20),
+			r.ReferenceBusbw/1e9, r.IdealBusbw/1e9, r.EidolonBusbw/1e9, 100*r.Error, r.TunerBusbw/1e9, 100*r.TunerError, 100*r.AstraSimGeomeanError)
 		if r.Error >= r.AstraSimGeomeanError {
 			t.Errorf("%d GPUs: error %.2f%% not below ASTRA-sim's %.2f%%", r.GPUs, 100*r.Error, 100*r.AstraSimGeomeanError)
+		}
+		// The tuner on 8 GPUs (the machine the statement is about) is held
+		// to 5 %; on 2 and 4 GPUs its Simple ring is bounded by its
+		// kernels' memory traffic (4 and 3.33 bytes per byte sent against
+		// 3.14 on 8: Vidur's h100_dgx 2/2 measures ~310 GB/s), and it only
+		// has to beat ASTRA-sim.
+		if r.GPUs == 8 && r.TunerError > 0.05 || r.TunerError >= r.AstraSimGeomeanError {
+			t.Errorf("%d GPUs: NCCL tuner error %.2f%%", r.GPUs, 100*r.TunerError)
 		}
 	}
 }

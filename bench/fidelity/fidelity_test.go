@@ -29,7 +29,7 @@ func TestFidelityTable(t *testing.T) {
 	diag, err := Diagnosis(context.Background())
 	require.NoError(t, err)
 	b.WriteString("\nOne mechanism for every row: each operator runs at the GPU's measured matmul ceiling and measured HBM bandwidth " +
-		"(hw.GPU.TensorEfficiency, HBMEfficiency), issued by a host thread per rank at PyTorch's per-operator CPU cost (exec.Host); every collective pays NCCL's base latency " +
+		"(hw.GPU.TensorEfficiency, HBMEfficiency), issued by a host thread per rank at PyTorch's per-operator CPU cost (exec.Host); every all-reduce, all-gather and reduce-scatter is priced by NCCL's tuner (core/net/nccl.go, bench/fidelity/COLLECTIVES.md) and every other transfer pays NCCL's base latency " +
 		"and carries its payload at the protocol efficiency of its links (hw.Link.CollectiveEfficiency). What the models feed the time rows:\n\n")
 	for _, d := range diag {
 		fmt.Fprintf(&b, "- %s\n", d)

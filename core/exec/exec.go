@@ -108,16 +108,21 @@ type Options struct {
 	// simulates every replica.
 	HealthyRoute func(src, dst int) []int32
 	// CollectiveLaunchS is the fixed cost of every collective and transfer
-	// before its data moves (the library's kernel launch and peer
-	// synchronization): its transfers start that long after the last
-	// member arrives.
+	// that NCCL's tuner does not price (see Protocol) before its data moves
+	// (the library's kernel launch and peer synchronization): its transfers
+	// start that long after the last member arrives.
 	CollectiveLaunchS float64
 	// DispatchS is a floor on every collective's duration (0: none). The
 	// host's issue of NCCL calls is modelled by Host instead.
 	DispatchS float64
-	// Protocol makes every collective and transfer carry its payload at
-	// the collective efficiency of the slowest-protocol link technology on
-	// its routes (hw.Link.CollectiveEfficiency): NCCL's flags and headers.
+	// Protocol prices communication as NCCL runs it. All-reduce,
+	// all-gather and reduce-scatter (full precision, default algorithm) go
+	// through NCCL's tuner (net.NCCL: algorithm and protocol chosen by
+	// size and communicator, its latency, its achieved bandwidth), computed
+	// once per communicator and size. Other collectives and transfers pay
+	// CollectiveLaunchS and carry their payload at the collective
+	// efficiency of the slowest link technology on their routes
+	// (hw.Link.CollectiveEfficiency).
 	Protocol bool
 	// ExactAllToAll simulates every expert-parallel all-to-all-v as flows.
 	// By default the first one with a given routing matrix on a
@@ -129,8 +134,9 @@ type Options struct {
 
 // NCCLBaseLatencyS is the fixed latency NCCL's own cost model gives every
 // ring collective with its low-latency protocol, 6.6 µs (baseLat, Ring/LL,
-// in src/graph/tuning.cc of NCCL 2.1x); the per-hop latencies come on top
-// from the links.
+// in src/graph/tuning.cc); the per-hop latencies come on top from the
+// links. Machine.Options charges it to the communication the tuner does
+// not price (send/recv, all-to-all, broadcast).
 const NCCLBaseLatencyS = 6.6e-6
 
 // Result is a finished run.
@@ -760,7 +766,7 @@ func (e *engine) launch(g int, task *workload.Task, r *rendezvous) {
 		e.res.Units[a>>32].Start[a&0xffffffff] = now
 		e.commBegin(int(a>>32), task)
 	}
-	if lat := sim.Seconds(e.opt.CollectiveLaunchS); lat > 0 {
+	if lat := sim.Seconds(e.opt.CollectiveLaunchS); lat > 0 && !e.tuned(task) {
 		e.k.After(lat, func() { e.issue(g, task, r) })
 		return
 	}
@@ -835,6 +841,9 @@ func (e *engine) issue(g int, task *workload.Task, r *rendezvous) {
 			}
 			col := net.Collective{Op: net.Op(task.Coll), Bytes: task.Bytes, Ranks: ranks, Label: task.Name, Algorithm: e.opt.Algorithm,
 				ProtocolEfficiency: ci.eff, Stream: !e.opt.RingSteps}
+			if e.tuned(task) {
+				col.Algorithm, col.ProtocolEfficiency = net.NCCL, 0
+			}
 			if q := e.opt.TPQuant; q != nil && task.Coll == model.AllReduce && task.Slot == workload.SlotTP {
 				col.Quant = q
 				if e.opt.TPQuantAlgorithm != "" {
@@ -853,6 +862,22 @@ func (e *engine) issue(g int, task *workload.Task, r *rendezvous) {
 		}
 	}
 	done()
+}
+
+// tuned reports whether NCCL's tuner prices a communication task: with
+// Protocol on, the default algorithm, and an all-reduce, all-gather or
+// reduce-scatter whose payload is not quantized.
+func (e *engine) tuned(task *workload.Task) bool {
+	if !e.opt.Protocol || e.opt.Algorithm != "" {
+		return false
+	}
+	switch task.Coll {
+	case model.AllReduce:
+		return e.opt.TPQuant == nil || task.Slot != workload.SlotTP
+	case model.AllGather, model.ReduceScatter:
+		return true
+	}
+	return false
 }
 
 // linkEfficiency is a link technology's collective efficiency (1 if

@@ -277,8 +277,7 @@ func a100(name string, hbmBytes int64, hbmBW float64) GPU {
 }
 
 const (
-	nvlinkCollEff = 370.0 / 450
-	rdmaCollEff   = 47.0 / 50
+	rdmaCollEff = 47.0 / 50
 )
 
 // LinkPresets returns every link preset, in a fixed order. Bandwidth is per
@@ -289,23 +288,33 @@ func LinkPresets() []Link {
 		// datasheets give the bidirectional total: 600, 900, 1,800 GB/s).
 		// Latency: GPU-to-GPU through one NVSwitch hop, about 1 µs for small
 		// transfers (estimate; NVIDIA publishes no figure).
-		// Collective efficiency: NCCL's protocol overhead on NVLink is ~20%,
-		// 370 of 450 GB/s on H100 (NCCL maintainer, NVIDIA/nccl-tests issue
-		// #212); applied to every NVLink generation.
-		{Name: "nvlink3", BandwidthBytesPerS: 300 * giga, LatencyS: 1e-6, CollectiveEfficiency: nvlinkCollEff},
-		{Name: "nvlink4", BandwidthBytesPerS: 450 * giga, LatencyS: 1e-6, CollectiveEfficiency: nvlinkCollEff},
-		{Name: "nvlink5", BandwidthBytesPerS: 900 * giga, LatencyS: 1e-6, CollectiveEfficiency: nvlinkCollEff},
+		// Collective efficiency: the share of a link NCCL's own model counts,
+		// its per-link NVLink bandwidth over the datasheet's 25 GB/s (NVLink
+		// 3, 4) or 50 GB/s (NVLink 5) per link and direction: SM80_NVLINK_BW
+		// 20.0, SM90_NVLINK_BW 20.6, SM100_NVLINK_BW 40.1 GB/s
+		// (src/graph/topo.h, NVIDIA/nccl). On H100 that is 18 × 20.6 = 371 of
+		// 450 GB/s, the "~20%" protocol overhead and 370 GB/s ring busbw an
+		// NCCL maintainer states (NVIDIA/nccl-tests issue #212). The NCCL
+		// tuner (core/net/nccl.go) builds its channels on this figure.
+		{Name: "nvlink3", BandwidthBytesPerS: 300 * giga, LatencyS: 1e-6, CollectiveEfficiency: 20.0 / 25},
+		{Name: "nvlink4", BandwidthBytesPerS: 450 * giga, LatencyS: 1e-6, CollectiveEfficiency: 20.6 / 25},
+		{Name: "nvlink5", BandwidthBytesPerS: 900 * giga, LatencyS: 1e-6, CollectiveEfficiency: 40.1 / 50},
 		// H800 NVLink: 400 GB/s bidirectional per GPU (NVIDIA H800
-		// datasheet), 200 GB/s per direction; with NCCL's efficiency that is
-		// 164 GB/s, the "160 GB/s" NVLink DeepSeek-V3's report states
+		// datasheet), 200 GB/s per direction; with NCCL's Hopper per-link
+		// figure (20.6 of 25 GB/s) that is 165 GB/s, the "160 GB/s" NVLink DeepSeek-V3's report states
 		// (arXiv 2412.19437, §3.2.2).
-		{Name: "nvlink4-h800", BandwidthBytesPerS: 200 * giga, LatencyS: 1e-6, CollectiveEfficiency: nvlinkCollEff},
+		{Name: "nvlink4-h800", BandwidthBytesPerS: 200 * giga, LatencyS: 1e-6, CollectiveEfficiency: 20.6 / 25},
 		// PCI Express Base Specification 4.0 / 5.0: 16 / 32 GT/s per lane,
 		// 128b/130b encoding, 16 lanes: 16e9·16·128/130/8 = 31.5 GB/s and
 		// 63.0 GB/s per direction. Latency about 1.5 µs GPU-to-GPU through
-		// a PCIe switch (estimate).
-		{Name: "pcie4-x16", BandwidthBytesPerS: 16e9 * 16 * 128 / 130 / 8, LatencyS: 1.5e-6},
-		{Name: "pcie5-x16", BandwidthBytesPerS: 32e9 * 16 * 128 / 130 / 8, LatencyS: 1.5e-6},
+		// a PCIe switch (estimate). Collective efficiency: NCCL counts a
+		// PCIe link as width × per-lane figure / 80 (120 for 16 GT/s, 240
+		// for 32 GT/s: kvDictPciGen in src/graph/topo.cc), 24 and 48 GB/s
+		// for x16, i.e. 76 % of the encoded rate; Vidur's pairwise-NVLink
+		// VMs measure 23.5 GB/s (Gen4) and 48.8 GB/s (Gen5) bus bandwidth
+		// over such links (bench/fidelity/COLLECTIVES.md).
+		{Name: "pcie4-x16", BandwidthBytesPerS: 16e9 * 16 * 128 / 130 / 8, LatencyS: 1.5e-6, CollectiveEfficiency: 24e9 / (16e9 * 16 * 128 / 130 / 8)},
+		{Name: "pcie5-x16", BandwidthBytesPerS: 32e9 * 16 * 128 / 130 / 8, LatencyS: 1.5e-6, CollectiveEfficiency: 48e9 / (32e9 * 16 * 128 / 130 / 8)},
 		// InfiniBand HDR 200 Gb/s (ConnectX-6), NDR 400 Gb/s (ConnectX-7),
 		// XDR 800 Gb/s (ConnectX-8) per port per direction; NVIDIA's adapter
 		// datasheets state sub-600 ns end-to-end latency and Quantum switches

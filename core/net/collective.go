@@ -61,9 +61,9 @@ func Ops() []Op {
 func Algorithms(op Op) []Algorithm {
 	switch op {
 	case AllReduce:
-		return []Algorithm{Ring, Tree, HalvingDoubling, Direct, Hierarchical}
+		return []Algorithm{Ring, Tree, HalvingDoubling, Direct, Hierarchical, NCCL}
 	case AllGather, ReduceScatter:
-		return []Algorithm{Ring, Direct}
+		return []Algorithm{Ring, Direct, NCCL}
 	case AllToAll, SendRecv:
 		return []Algorithm{Direct}
 	case Broadcast, Reduce:
@@ -163,6 +163,8 @@ type Result struct {
 	// Flows is the number of transfers; WireBytes their total size.
 	Flows     int
 	WireBytes float64
+	// NCCL is what NCCL's tuner chose (Algorithm "nccl"), else nil.
+	NCCL *NCCLChoice
 }
 
 // Comms runs collectives over a Fabric: several may be in flight at once
@@ -177,11 +179,17 @@ type Comms struct {
 	// defaults filled in and their programs: a training step starts the
 	// same collective on the same communicator thousands of times.
 	shapes map[string]checkedShape
+	// tuners holds NCCL's model of each communicator (by its ranks).
+	tuners map[string]*NCCLTuner
 }
 
 type checkedShape struct {
 	col  Collective
 	prog program
+	// choice and delay, for Algorithm "nccl": the tuner's answer and the
+	// part of its latency the links do not already charge.
+	choice *NCCLChoice
+	delay  sim.Time
 }
 
 // shapeKey is what a collective's checks and program depend on: the
@@ -205,7 +213,7 @@ func shapeKey(col *Collective) string {
 // NewComms attaches a collective engine to a fabric; it registers a stall
 // describer on the kernel naming ranks of unfinished collectives.
 func NewComms(f Fabric) *Comms {
-	c := &Comms{f: f, t: f.Topology(), active: map[int]*run{}, shapes: map[string]checkedShape{}}
+	c := &Comms{f: f, t: f.Topology(), active: map[int]*run{}, shapes: map[string]checkedShape{}, tuners: map[string]*NCCLTuner{}}
 	c.fn, _ = f.(*FlowNet)
 	f.Kernel().OnStall(c.describeStalls)
 	return c
@@ -221,24 +229,23 @@ func (c *Comms) Start(col Collective, done func(Result)) (int, error) {
 	shape, ok := c.shapes[key]
 	if ok {
 		col.Algorithm, col.Channels, col.Chunks = shape.col.Algorithm, shape.col.Channels, shape.col.Chunks
+		if shape.choice != nil {
+			col.ProtocolEfficiency = shape.col.ProtocolEfficiency
+		}
 		if err := checkPayload(&col); err != nil {
 			return 0, err
 		}
 	} else {
-		if err := c.check(&col); err != nil {
+		var err error
+		if shape, err = c.checkShape(&col); err != nil {
 			return 0, err
 		}
-		prog, err := c.program(col)
-		if err != nil {
-			return 0, err
-		}
-		shape = checkedShape{col: col, prog: prog}
 		c.shapes[key] = shape
 	}
 	prog := shape.prog
 	n := len(col.Ranks)
 	r := &run{c: c, id: c.nextID, col: col, prog: prog, n: n, done: done, start: c.f.Kernel().Now(),
-		inst: prog.instances(), perGroup: prog.groupSize(), serialize: prog.pipelined()}
+		inst: prog.instances(), perGroup: prog.groupSize(), serialize: prog.pipelined(), choice: shape.choice}
 	r.ring, _ = prog.(*ringProg)
 	c.nextID++
 	r.devs = make([]int, n)
@@ -246,12 +253,101 @@ func (c *Comms) Start(col Collective, done func(Result)) (int, error) {
 		r.devs[i] = c.t.RankDevice(rk)
 	}
 	c.active[r.id] = r
+	if shape.delay > 0 {
+		c.f.Kernel().After(shape.delay, r.begin)
+	} else {
+		r.begin()
+	}
+	return r.id, nil
+}
+
+// checkShape checks a new request and builds its program (and, for
+// Algorithm "nccl", asks NCCL's tuner once for this communicator and size).
+func (c *Comms) checkShape(col *Collective) (checkedShape, error) {
+	var shape checkedShape
+	if col.Algorithm == NCCL {
+		if err := c.tune(col, &shape); err != nil {
+			return shape, err
+		}
+	}
+	if err := c.check(col); err != nil {
+		return shape, err
+	}
+	prog, err := c.program(*col)
+	if err != nil {
+		return shape, err
+	}
+	shape.col, shape.prog = *col, prog
+	return shape, nil
+}
+
+// tune asks NCCL's tuner what it does with col. The data then moves as a
+// ring (a flow per step, or streams) at the choice's achieved bus
+// bandwidth (its protocol efficiency on the ring's slowest hop), after the
+// part of the choice's latency that the ring's links do not already charge
+// (each of its steps pays the slowest hop's path latency).
+func (c *Comms) tune(col *Collective, shape *checkedShape) error {
+	if col.Op != AllReduce && col.Op != AllGather && col.Op != ReduceScatter {
+		return fmt.Errorf("%s does not support algorithm %q", col.Op, NCCL)
+	}
+	n := len(col.Ranks)
+	for _, r := range col.Ranks {
+		if r < 0 || r >= c.t.NumRanks() {
+			return fmt.Errorf("rank %d out of range [0, %d)", r, c.t.NumRanks())
+		}
+	}
+	col.Algorithm = Ring
+	if n < 2 || !(col.Bytes > 0) {
+		return nil
+	}
+	tkey := string(shapeKey(&Collective{Ranks: col.Ranks}))
+	tu := c.tuners[tkey]
+	if tu == nil {
+		var err error
+		if tu, err = NewNCCLTuner(c.t, col.Ranks); err != nil {
+			return err
+		}
+		c.tuners[tkey] = tu
+	}
+	ch, err := tu.Choose(col.Op, col.Bytes)
+	if err != nil {
+		return err
+	}
+	shape.choice = &ch
+	col.ProtocolEfficiency = 1
+	if tu.LinkBytesPerS > 0 {
+		col.ProtocolEfficiency = min(1, ch.BusBytesPerS/tu.LinkBytesPerS)
+	}
+	hop := 0.0
+	for i := range col.Ranks {
+		path, err := c.t.Route(c.t.RankDevice(col.Ranks[i]), c.t.RankDevice(col.Ranks[(i+1)%n]))
+		if err != nil {
+			return err
+		}
+		lat := 0.0
+		for _, l := range path {
+			lat += c.t.Links[l].LatencyS
+		}
+		hop = max(hop, lat)
+	}
+	steps := n - 1
+	if col.Op == AllReduce {
+		steps = 2 * (n - 1)
+	}
+	shape.delay = sim.Seconds(max(0, ch.LatencyS-float64(steps)*hop))
+	return nil
+}
+
+// begin sends a started collective's first messages (after the tuner's
+// latency, for Algorithm "nccl").
+func (r *run) begin() {
+	col, n := &r.col, r.n
 	if col.Stream && col.Quant == nil && r.ring != nil {
 		r.streaming = len(r.ring.channels)
 		for ch := range r.ring.channels {
 			r.stream(ch, 0)
 		}
-		return r.id, nil
+		return
 	}
 	if r.ring != nil && r.ring.chunks == 1 && col.Quant == nil && len(r.ring.channels[0]) == 1 {
 		for _, segs := range r.ring.channels {
@@ -274,7 +370,6 @@ func (c *Comms) Start(col Collective, done func(Result)) (int, error) {
 			r.advance(inst, rank)
 		}
 	}
-	return r.id, nil
 }
 
 // Send is a point-to-point transfer between ranks; done runs at delivery.
@@ -417,10 +512,11 @@ func (c *Comms) describeStalls() []string {
 // without it a rank upstream of a slow link would pile up concurrent flows
 // that real buffers (a few slots per connection) do not allow.
 type run struct {
-	c    *Comms
-	id   int
-	col  Collective
-	prog program
+	c      *Comms
+	id     int
+	col    Collective
+	prog   program
+	choice *NCCLChoice
 	// ring is prog when it is a ring: the hot program at scale is called
 	// without interface dispatch.
 	ring      *ringProg
@@ -612,7 +708,7 @@ func (r *run) finish() {
 	delete(r.c.active, r.id)
 	if r.done != nil {
 		k := r.c.f.Kernel()
-		res := Result{ID: r.id, Collective: r.col, Start: r.start, End: k.Now(), Flows: r.flows, WireBytes: r.wire}
+		res := Result{ID: r.id, Collective: r.col, Start: r.start, End: k.Now(), Flows: r.flows, WireBytes: r.wire, NCCL: r.choice}
 		k.After(0, func() { r.done(res) })
 	}
 }

@@ -66,6 +66,19 @@
 // into pipelined pieces. ProtocolEfficiency models the library's protocol
 // overhead (NCCL on NVLink: 370 of 450 GB/s, as NVIDIA states).
 //
+// # NCCL
+//
+// Algorithm NCCL asks NCCLTuner (nccl.go) what NCCL does: its cost model
+// (src/graph/tuning.cc) prices ring, tree and NVLS with the LL, LL128 and
+// Simple protocols on the ring graph its topology search would build, and
+// the fastest wins; the choice then pays what it achieves when timed (fewer
+// channels for small messages, LL128 and Simple bounded by their kernels'
+// memory traffic, measured Simple and NVLS latencies; NCCLGenerations cites
+// and fits each figure). The data moves as a ring at the choice's bus
+// bandwidth after the part of its latency the links do not charge, so alone
+// it takes NCCLChoice.TimeS. The tuner runs once per communicator, the
+// choice once per (communicator, size).
+//
 // # Faults
 //
 // Per-link health scales capacity (rates are recomputed at once); health 0

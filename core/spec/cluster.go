@@ -74,6 +74,10 @@ type EdgeSpec struct {
 	LatencyS           float64 `json:"latency_s"`
 	// Directed adds only a -> b.
 	Directed bool `json:"directed,omitempty"`
+	// Tech names the link technology (a link preset such as "nvlink3" or
+	// "pcie4-x16"), which the collective library's model reads; default
+	// "custom".
+	Tech string `json:"tech,omitempty"`
 }
 
 // ClusterPresets are the preset names (package topo builds them).

@@ -11,6 +11,10 @@ type Collective struct {
 	Collective string `json:"collective,omitempty"`
 	// Algorithms to compare; default: the collective's default (ring, or
 	// direct for all_to_all and send_recv). See CollectiveAlgorithms.
+	// "nccl" (all_reduce, all_gather, reduce_scatter) lets NCCL's tuner
+	// choose algorithm and protocol by size and prices what that choice
+	// achieves (net.NCCLTuner), as the training and inference kinds do;
+	// protocol_efficiency is then the tuner's.
 	Algorithms []string `json:"algorithms,omitempty"`
 	// SizesBytes to sweep, by the nccl-tests convention (all_gather: total
 	// output; reduce_scatter: total input; all_to_all: per-rank send
@@ -38,7 +42,8 @@ type Collective struct {
 	Quantization *Quantization `json:"quantization,omitempty"`
 	// ProtocolEfficiency in (0, 1]: fraction of link time carrying payload
 	// under the collective library's protocol; default 1. NCCL on H100
-	// NVLink: about 370/450 (NVIDIA, nccl-tests issue 212).
+	// NVLink: about 370/450 (NVIDIA, nccl-tests issue 212). Ignored by
+	// algorithm "nccl", whose tuner sets it.
 	ProtocolEfficiency float64 `json:"protocol_efficiency,omitempty"`
 	// Model: "flow" (max-min fair sharing, default) or "unaware"
 	// (no contention).
@@ -71,9 +76,9 @@ type Quantization struct {
 // (package net asserts it agrees).
 func CollectiveAlgorithms() map[string][]string {
 	return map[string][]string{
-		"all_reduce":     {"ring", "tree", "halving_doubling", "direct", "hierarchical"},
-		"all_gather":     {"ring", "direct"},
-		"reduce_scatter": {"ring", "direct"},
+		"all_reduce":     {"ring", "tree", "halving_doubling", "direct", "hierarchical", "nccl"},
+		"all_gather":     {"ring", "direct", "nccl"},
+		"reduce_scatter": {"ring", "direct", "nccl"},
 		"all_to_all":     {"direct"},
 		"broadcast":      {"ring", "tree"},
 		"reduce":         {"ring", "tree"},

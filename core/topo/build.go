@@ -122,6 +122,8 @@ type Edge struct {
 	LatencyS           float64
 	// Directed adds only A -> B; otherwise both directions.
 	Directed bool
+	// Tech names the link technology; "" is "custom".
+	Tech string
 }
 
 // EdgeList builds any topology: devices 0..gpus-1 are GPUs, the next
@@ -139,9 +141,13 @@ func EdgeList(gpus, switches int, edges []Edge) (*Topology, error) {
 		if e.A < 0 || e.A >= n || e.B < 0 || e.B >= n || e.A == e.B {
 			return nil, fmt.Errorf("edge %d: endpoints (%d, %d) must be distinct devices in [0, %d)", i, e.A, e.B, n)
 		}
-		t.AddLink(e.A, e.B, e.BandwidthBytesPerS, e.LatencyS, "custom")
+		tech := e.Tech
+		if tech == "" {
+			tech = "custom"
+		}
+		t.AddLink(e.A, e.B, e.BandwidthBytesPerS, e.LatencyS, tech)
 		if !e.Directed {
-			t.AddLink(e.B, e.A, e.BandwidthBytesPerS, e.LatencyS, "custom")
+			t.AddLink(e.B, e.A, e.BandwidthBytesPerS, e.LatencyS, tech)
 		}
 	}
 	return t.rankGPUs(), nil

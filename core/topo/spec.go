@@ -77,7 +77,7 @@ func build(c spec.Cluster) (*Topology, error) {
 	case "edges":
 		edges := make([]Edge, len(c.Edges))
 		for i, e := range c.Edges {
-			edges[i] = Edge{A: e.A, B: e.B, BandwidthBytesPerS: e.BandwidthBytesPerS, LatencyS: e.LatencyS, Directed: e.Directed}
+			edges[i] = Edge{A: e.A, B: e.B, BandwidthBytesPerS: e.BandwidthBytesPerS, LatencyS: e.LatencyS, Directed: e.Directed, Tech: e.Tech}
 		}
 		return EdgeList(c.GPUs, c.Switches, edges)
 	}

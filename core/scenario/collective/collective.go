@@ -32,6 +32,14 @@ type SummaryRow struct {
 	// Flows and WireBytes summed over all collectives of the run.
 	Flows     int     `arrow:"flows"`
 	WireBytes float64 `arrow:"wire_bytes"`
+	// For algorithm "nccl": what NCCL's tuner chose (algorithm "ring",
+	// "tree" or "nvls"; protocol "LL", "LL128" or "Simple"), the channels
+	// its kernel runs with, and NCCL's own estimate of the time; empty and
+	// 0 otherwise.
+	NCCLAlgorithm  string  `arrow:"nccl_algorithm"`
+	NCCLProtocol   string  `arrow:"nccl_protocol"`
+	NCCLChannels   int     `arrow:"nccl_channels"`
+	NCCLModelTimeS float64 `arrow:"nccl_model_time_s"`
 }
 
 // LinkRow is one link that carried traffic in one run ("links" table).
@@ -211,6 +219,9 @@ func runOne(env scenario.Env, cs *spec.Collective, alg string, size float64, out
 		end = max(end, r.End)
 		row.Flows += r.Flows
 		row.WireBytes += r.WireBytes
+		if c := r.NCCL; c != nil {
+			row.NCCLAlgorithm, row.NCCLProtocol, row.NCCLChannels, row.NCCLModelTimeS = string(c.Algorithm), string(c.Protocol), c.Channels, c.ModelTimeS
+		}
 		timeline = append(timeline, TimelineRow{Algorithm: alg, SizeBytes: size, TimeS: r.End.Seconds(),
 			Event: "end", Collective: r.ID, Detail: cs.Collective + " " + alg})
 	}

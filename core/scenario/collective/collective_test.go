@@ -7,10 +7,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/eidolon-sim/eidolon/core/net"
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/scenario/all"
 	"github.com/eidolon-sim/eidolon/core/scenario/collective"
 	"github.com/eidolon-sim/eidolon/core/spec"
+	"github.com/eidolon-sim/eidolon/core/topo"
 )
 
 func runSpec(t *testing.T, doc string) scenario.Result {
@@ -163,4 +165,31 @@ func TestRingStreamsAgreeWithSteps(t *testing.T) {
 	}
 	require.Less(t, streams[0].TimeS, steps[0].TimeS, "1 MB")
 	require.InEpsilon(t, steps[1].BusbwBytesPerS, streams[1].BusbwBytesPerS, 0.01, "10 GB")
+}
+
+// Algorithm "nccl" asks NCCL's tuner (the model the training kinds use):
+// on one DGX A100 a 1 MiB all-reduce is ring/LL and 256 MiB ring/Simple,
+// each taking the tuner's latency + bytes/algbw, with the choice in the
+// summary's nccl_* columns.
+func TestNCCLAlgorithm(t *testing.T) {
+	res := runSpec(t, `{"kind":"collective","cluster":{"preset":"dgx-a100","nodes":1},"algorithms":["nccl","ring"],
+		"sizes_bytes":[1048576,268435456],"ring":"stream"}`)
+	sum := table[collective.SummaryRow](t, res, "summary")
+	require.Len(t, sum, 4)
+	tp, err := topo.Preset("dgx-a100", 1)
+	require.NoError(t, err)
+	tu, err := net.NewNCCLTuner(tp, []int{0, 1, 2, 3, 4, 5, 6, 7})
+	require.NoError(t, err)
+	for i, proto := range []string{"LL", "Simple"} {
+		r := sum[i]
+		require.Equal(t, "nccl", r.Algorithm)
+		require.Equal(t, "ring", r.NCCLAlgorithm)
+		require.Equal(t, proto, r.NCCLProtocol)
+		require.Equal(t, 24, r.NCCLChannels)
+		ch, err := tu.Choose(net.AllReduce, r.SizeBytes)
+		require.NoError(t, err)
+		require.InEpsilon(t, ch.TimeS(r.SizeBytes), r.TimeS, 1e-6)
+		require.Greater(t, r.TimeS, sum[2+i].TimeS, "NCCL is slower than the ideal ring")
+		require.Empty(t, sum[2+i].NCCLProtocol)
+	}
 }

@@ -1,0 +1,684 @@
+package fidelity
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/net"
+	"github.com/eidolon-sim/eidolon/core/scenario/collective"
+	"github.com/eidolon-sim/eidolon/core/spec"
+	"github.com/eidolon-sim/eidolon/core/topo"
+)
+
+// KernelsDir finds the public kernel tables: ../shared/reference/kernels
+// from the module root, else /work/shared/reference/kernels; "" if absent.
+func KernelsDir() string {
+	dir, err := os.Getwd()
+	if err == nil {
+		for d := dir; ; d = filepath.Dir(d) {
+			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+				p := filepath.Join(d, "..", "shared", "reference", "kernels")
+				if _, err := os.Stat(filepath.Join(p, "vidur_collectives.csv")); err == nil {
+					return p
+				}
+				break
+			}
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	p := "/work/shared/reference/kernels"
+	if _, err := os.Stat(filepath.Join(p, "vidur_collectives.csv")); err == nil {
+		return p
+	}
+	return ""
+}
+
+// Timing says what a measurement timed, and so how its number is made.
+type Timing string
+
+const (
+	// KernelTime: Vidur's CUPTI time of the NCCL kernel under
+	// torch.distributed, eager, 11 back-to-back calls, median of 3
+	// samples. A rank's kernel includes its wait for the peers, so it
+	// lasts at least the interval at which the peers' hosts issue calls:
+	// simulated max(NCCL time, HostParams.IssueS).
+	KernelTime Timing = "kernel"
+	// HostTimedG8: nccl-tests all_reduce_perf -g 8, the host's average over
+	// 50 iterations of one thread launching 8 GPUs' kernels: simulated
+	// max(NCCL time, GPUs × HostParams.LaunchS).
+	HostTimedG8 Timing = "host -g 8"
+)
+
+// HostParams are the per-host figures a measurement adds to NCCL's own
+// time, fitted (FitHost) on alternate sizes of the groups that name them.
+type HostParams struct {
+	// IssueS: the interval at which torch.distributed (python, c10d, NCCL
+	// enqueue, launch) issues back-to-back eager all-reduces on this host,
+	// besides ChannelS per channel.
+	IssueS float64
+	// LaunchS: one GPU's share of an nccl-tests -g 8 iteration on the host,
+	// besides ChannelS per channel.
+	LaunchS float64
+	// ChannelS: NCCL's host work per channel of a call (the per-channel
+	// work it enqueues for the kernel). nccl-tests -g 8 on 8×A100 grows
+	// from 43.8 µs at 32 KiB (1 channel) to 101.9 µs at 1 MiB (24) and
+	// stays there to 4 MiB, 2.5 µs per channel for 8 GPUs.
+	ChannelS float64
+}
+
+// floor is what the host makes a call last at least: a rank's issue
+// interval (KernelTime), or the iteration of one thread launching every
+// GPU (HostTimedG8), for a kernel on `channels` channels.
+func (h HostParams) floor(t Timing, gpus, channels int) float64 {
+	if t == HostTimedG8 {
+		return float64(gpus) * (h.LaunchS + h.ChannelS*float64(channels))
+	}
+	return h.IssueS + h.ChannelS*float64(channels)
+}
+
+// Hosts are the fitted host parameters by host type. Provenance: FitHost:
+// LaunchS and ChannelS on the HostTimedG8 sweep's sizes below 8 MiB at
+// even positions (where the host binds: the time is flat at 101 µs from
+// 1 to 4 MiB), then IssueS on the KernelTime groups' sizes below 1 MiB at
+// even positions (a100_dgx for "dgx-a100", h100_dgx for "dgx-h100"; the
+// pairwise VMs their own; ChannelS from the same host's nccl-tests, 0
+// where there is none); `go test ./bench/fidelity -run
+// TestNCCLFitIsOptimal -v` prints the optimum and fails if these differ.
+var Hosts = map[string]HostParams{
+	"dgx-a100":             {IssueS: 31.5e-6, LaunchS: 5.2e-6, ChannelS: 0.3e-6},
+	"dgx-h100":             {IssueS: 31e-6},
+	"a100-pairwise-nvlink": {IssueS: 26e-6},
+	"h100-pairwise-nvlink": {IssueS: 0},
+}
+
+// CollGroup is one table of measured all-reduces.
+type CollGroup struct {
+	Name   string
+	Source string
+	Timing Timing
+	// Host names the HostParams; Cluster is the collective kind's cluster
+	// (JSON), Ranks the communicator.
+	Host    string
+	Cluster string
+	Ranks   []int
+	// Required: the 10 % check applies (the 2-node groups are for
+	// information: their fabric is not documented).
+	Required bool
+	Points   []Point
+}
+
+// Point is one measured size.
+type Point struct {
+	SizeBytes      float64
+	MedianS, MinS  float64
+	Train          bool // in the fitting split (even positions)
+	floorDominated bool
+}
+
+const (
+	vidurSrc    = "Vidur vidur_collectives.csv (CUPTI kernel time, torch.distributed eager)"
+	ncclTestSrc = "nccl-tests all_reduce_perf -g 8 on 8×A100 (ml-engineering)"
+)
+
+// CollGroups reads the all-reduce tables of dir.
+func CollGroups(dir string) ([]CollGroup, error) {
+	f, err := os.Open(filepath.Join(dir, "vidur_collectives.csv"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		return nil, err
+	}
+	col := map[string]int{}
+	for i, h := range recs[0] {
+		col[h] = i
+	}
+	type gk struct {
+		dev     string
+		n, node int
+	}
+	pts := map[gk][]Point{}
+	for _, r := range recs[1:] {
+		if r[col["collective"]] != "all_reduce" {
+			continue
+		}
+		n, _ := strconv.Atoi(r[col["num_gpus"]])
+		ppn, _ := strconv.Atoi(r[col["gpus_per_node"]])
+		s, _ := strconv.ParseFloat(r[col["size_bytes"]], 64)
+		med, _ := strconv.ParseFloat(r[col["time_ms_median"]], 64)
+		mn, _ := strconv.ParseFloat(r[col["time_ms_min"]], 64)
+		k := gk{r[col["network_device"]], n, ppn}
+		pts[k] = append(pts[k], Point{SizeBytes: s, MedianS: med * 1e-3, MinS: mn * 1e-3})
+	}
+	ranks := func(n, ppn int) []int {
+		var out []int
+		for i := 0; i < n; i++ {
+			out = append(out, (i/ppn)*8+i%ppn)
+		}
+		return out
+	}
+	var groups []CollGroup
+	add := func(dev, host, cluster string, n, ppn int, req bool) {
+		p := pts[gk{dev, n, ppn}]
+		for i := range p {
+			p[i].Train = i%2 == 0
+		}
+		groups = append(groups, CollGroup{Name: fmt.Sprintf("%s %d/%d", dev, n, ppn), Source: vidurSrc, Timing: KernelTime,
+			Host: host, Cluster: cluster, Ranks: ranks(n, ppn), Required: req, Points: p})
+	}
+	dgx := func(p string, nodes int) string { return fmt.Sprintf(`{"preset":%q,"nodes":%d}`, p, nodes) }
+	add("a100_dgx", "dgx-a100", dgx("dgx-a100", 1), 8, 8, true)
+	add("a100_dgx", "dgx-a100", dgx("dgx-a100", 1), 4, 4, true)
+	add("a100_dgx", "dgx-a100", dgx("dgx-a100", 1), 2, 2, true)
+	add("h100_dgx", "dgx-h100", dgx("dgx-h100", 1), 8, 8, true)
+	add("h100_dgx", "dgx-h100", dgx("dgx-h100", 1), 4, 4, true)
+	add("h100_dgx", "dgx-h100", dgx("dgx-h100", 1), 2, 2, true)
+	// Pairwise-NVLink VMs: two GPUs joined by NVLink bridges (600 GB/s
+	// both directions: A100 PCIe and H100 NVL datasheets); the pairs of the
+	// 4-GPU VM meet over PCIe (Gen4 x16 for A100 PCIe, Gen5 for H100 NVL).
+	pair := func(link string) string {
+		return fmt.Sprintf(`{"topology":"fully_connected","gpus":2,"link":%q,"bandwidth_bytes_per_s":300e9}`, link)
+	}
+	quad := func(nvl, pcie string) string {
+		l, _ := hw.LinkByName(pcie)
+		pcieBW := l.BandwidthBytesPerS
+		return fmt.Sprintf(`{"topology":"edges","gpus":4,"edges":[{"a":0,"b":1,"bandwidth_bytes_per_s":300e9,"latency_s":1e-6,"tech":%q},`+
+			`{"a":2,"b":3,"bandwidth_bytes_per_s":300e9,"latency_s":1e-6,"tech":%[1]q},{"a":1,"b":2,"bandwidth_bytes_per_s":%g,"latency_s":1.5e-6,"tech":%q},`+
+			`{"a":3,"b":0,"bandwidth_bytes_per_s":%[2]g,"latency_s":1.5e-6,"tech":%[3]q}]}`, nvl, pcieBW, pcie)
+	}
+	add("a100_pairwise_nvlink", "a100-pairwise-nvlink", pair("nvlink3"), 2, 2, true)
+	add("a100_pairwise_nvlink", "a100-pairwise-nvlink", quad("nvlink3", "pcie4-x16"), 4, 4, true)
+	add("h100_pairwise_nvlink", "h100-pairwise-nvlink", pair("nvlink4"), 2, 2, true)
+	add("h100_pairwise_nvlink", "h100-pairwise-nvlink", quad("nvlink4", "pcie5-x16"), 4, 4, true)
+	for _, np := range [][2]int{{2, 1}, {4, 2}, {8, 4}, {16, 8}} {
+		add("a100_dgx", "dgx-a100", dgx("dgx-a100", 2), np[0], np[1], false)
+	}
+	// nccl-tests.
+	g, err := os.Open(filepath.Join(dir, "nccltests_allreduce_8xa100.csv"))
+	if err != nil {
+		return nil, err
+	}
+	defer g.Close()
+	nt, err := csv.NewReader(g).ReadAll()
+	if err != nil {
+		return nil, err
+	}
+	var p []Point
+	for i, r := range nt[1:] {
+		s, _ := strconv.ParseFloat(r[0], 64)
+		us, _ := strconv.ParseFloat(r[1], 64)
+		p = append(p, Point{SizeBytes: s, MedianS: us * 1e-6, MinS: us * 1e-6, Train: i%2 == 0})
+	}
+	groups = append(groups, CollGroup{Name: "nccl-tests 8×A100", Source: ncclTestSrc, Timing: HostTimedG8,
+		Host: "dgx-a100", Cluster: dgx("dgx-a100", 1), Ranks: ranks(8, 8), Required: true, Points: p})
+	return groups, nil
+}
+
+// CollRow is one measured size beside the simulated time.
+type CollRow struct {
+	Group      string
+	SizeBytes  float64
+	MedianS    float64
+	MinS       float64
+	SimulatedS float64
+	ErrorPct   float64
+	Algorithm  string
+	Protocol   string
+	Channels   int
+	// NCCLS is the collective's own simulated time; Bound says what makes
+	// the number ("nccl", "issue" or "launch").
+	NCCLS float64
+	Bound string
+	Train bool
+}
+
+// Simulate runs every group's sizes through the collective kind with
+// algorithm "nccl" (NCCL's tuner, the same one training and inference
+// use) and applies the measurement's timing.
+func Simulate(ctx context.Context, groups []CollGroup) ([]CollRow, error) {
+	var rows []CollRow
+	for _, g := range groups {
+		sizes := make([]float64, len(g.Points))
+		for i, p := range g.Points {
+			sizes[i] = p.SizeBytes
+		}
+		js, _ := jsonArray(sizes)
+		rk, _ := jsonInts(g.Ranks)
+		res, err := run(ctx, fmt.Sprintf(`{"kind":"collective","cluster":%s,"algorithms":["nccl"],"sizes_bytes":%s,"group":%s,"ring":"stream"}`,
+			g.Cluster, js, rk))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", g.Name, err)
+		}
+		var sum []collective.SummaryRow
+		for _, tb := range res.Tables {
+			if tb.Name == "summary" {
+				sum = tb.Rows.([]collective.SummaryRow)
+			}
+		}
+		if len(sum) != len(g.Points) {
+			return nil, fmt.Errorf("%s: %d summary rows for %d sizes", g.Name, len(sum), len(g.Points))
+		}
+		hp := Hosts[g.Host]
+		for i, p := range g.Points {
+			s := sum[i]
+			r := CollRow{Group: g.Name, SizeBytes: p.SizeBytes, MedianS: p.MedianS, MinS: p.MinS, NCCLS: s.TimeS,
+				Algorithm: s.NCCLAlgorithm, Protocol: s.NCCLProtocol, Channels: s.NCCLChannels, Train: p.Train, Bound: "nccl"}
+			r.SimulatedS = s.TimeS
+			if f := hp.floor(g.Timing, len(g.Ranks), r.Channels); f > r.SimulatedS {
+				r.SimulatedS, r.Bound = f, "issue"
+				if g.Timing == HostTimedG8 {
+					r.Bound = "launch"
+				}
+			}
+			r.ErrorPct = (r.SimulatedS - r.MedianS) / r.MedianS * 100
+			rows = append(rows, r)
+		}
+	}
+	return rows, nil
+}
+
+func jsonArray(x []float64) (string, error) {
+	b := []byte("[")
+	for i, v := range x {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendFloat(b, v, 'g', -1, 64)
+	}
+	return string(append(b, ']')), nil
+}
+
+func jsonInts(x []int) (string, error) {
+	b := []byte("[")
+	for i, v := range x {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(v), 10)
+	}
+	return string(append(b, ']')), nil
+}
+
+// GroupStats summarises one group's |error|.
+type GroupStats struct {
+	Group           string
+	MaxPct, MedPct  float64
+	Outside, Points int
+}
+
+// Stats is per group max and median |error| and the count outside 10 %,
+// over the sizes with size ≥ minBytes.
+func Stats(rows []CollRow, minBytes float64) []GroupStats {
+	by := map[string][]float64{}
+	var order []string
+	for _, r := range rows {
+		if r.SizeBytes < minBytes {
+			continue
+		}
+		if _, ok := by[r.Group]; !ok {
+			order = append(order, r.Group)
+		}
+		by[r.Group] = append(by[r.Group], math.Abs(r.ErrorPct))
+	}
+	var out []GroupStats
+	for _, g := range order {
+		e := by[g]
+		sort.Float64s(e)
+		st := GroupStats{Group: g, MaxPct: e[len(e)-1], MedPct: e[len(e)/2], Points: len(e)}
+		for _, x := range e {
+			if x > 10 {
+				st.Outside++
+			}
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// FitParams are the fitted figures of one NCCL generation.
+type FitParams struct {
+	NVLS, LL128MemGBps, SimpleMemGBps  float64
+	SimpleBaseUs, SimpleStepUs, NVLSUs float64
+}
+
+func (p FitParams) apply(g *net.NCCLGeneration) {
+	g.LL128MemGBps = p.LL128MemGBps
+	g.AchievedNVLS, g.SimpleMemGBps, g.SimpleBaseUs, g.SimpleStepUs, g.NVLSUs = p.NVLS, p.SimpleMemGBps, p.SimpleBaseUs, p.SimpleStepUs, p.NVLSUs
+}
+
+// ParamsOf reads a generation's fitted figures.
+func ParamsOf(g net.NCCLGeneration) FitParams {
+	return FitParams{LL128MemGBps: g.LL128MemGBps, SimpleMemGBps: g.SimpleMemGBps, NVLS: g.AchievedNVLS,
+		SimpleBaseUs: g.SimpleBaseUs, SimpleStepUs: g.SimpleStepUs, NVLSUs: g.NVLSUs}
+}
+
+// fitMinBytes: the generation's figures are fitted where NCCL's own time,
+// not the host, makes the number (above 2 MiB every measured kernel is
+// longer than any issue interval).
+const fitMinBytes = 2 << 20
+
+// FitGeneration fits a generation's figures on the training points of its
+// NVLink groups (PCIe rings are checked, not fitted): the mean over groups
+// of each group's mean |error| of NCCL's time, by coordinate descent over
+// fixed grids, three sweeps starting from NCCL's own values with the
+// memory bounds off; a figure that changes nothing keeps that value. Closed-form: an uncontended
+// collective of the kind takes exactly the tuner's TimeS (tested in
+// core/net), so the fit asks the tuner directly.
+func FitGeneration(gen string, groups []CollGroup) (FitParams, float64, error) {
+	type pt struct {
+		tu *net.NCCLTuner
+		s  float64
+		t  float64
+		w  float64 // 1 / the group's training points: every group weighs the same
+	}
+	var pts []pt
+	for _, g := range groups {
+		if !g.Required {
+			continue
+		}
+		tp, err := clusterTopo(g.Cluster)
+		if err != nil {
+			return FitParams{}, 0, err
+		}
+		tu, err := net.NewNCCLTuner(tp, g.Ranks)
+		if err != nil {
+			return FitParams{}, 0, err
+		}
+		if tu.Gen.Name != gen || tu.IntraHW != "nvlink" {
+			continue
+		}
+		first := len(pts)
+		for _, p := range g.Points {
+			if p.Train && p.SizeBytes >= fitMinBytes {
+				pts = append(pts, pt{tu, p.SizeBytes, p.MedianS, 0})
+			}
+		}
+		for i := first; i < len(pts); i++ {
+			pts[i].w = 1 / float64(len(pts)-first)
+		}
+	}
+	if len(pts) == 0 {
+		return FitParams{}, 0, fmt.Errorf("no training points for %s", gen)
+	}
+	base, _ := net.NCCLGenerationByName(gen)
+	score := func(p FitParams) float64 {
+		g := base
+		p.apply(&g)
+		sum := 0.0
+		for _, x := range pts {
+			tu := *x.tu
+			tu.Gen = g
+			c, err := tu.Choose(net.AllReduce, x.s)
+			if err != nil {
+				return math.Inf(1)
+			}
+			sum += x.w * math.Abs(c.TimeS(x.s)/x.t-1)
+		}
+		return sum
+	}
+	frac := grid(0.4, 1, 0.05)
+	mem := append([]float64{0}, grid(200, 2000, 10)...) // 0: no bound
+	p := FitParams{LL128MemGBps: 0, SimpleMemGBps: 0, NVLS: 1, SimpleBaseUs: 8.4, SimpleStepUs: 3.4, NVLSUs: 25}
+	axes := []struct {
+		v    *float64
+		grid []float64
+	}{{&p.LL128MemGBps, mem}, {&p.SimpleMemGBps, mem}, {&p.NVLS, frac},
+		{&p.SimpleBaseUs, grid(0, 60, 2)}, {&p.SimpleStepUs, grid(0, 20, 0.5)}, {&p.NVLSUs, grid(5, 60, 1)}}
+	best := score(p)
+	for range 3 {
+		for _, ax := range axes {
+			keep := *ax.v
+			for _, v := range ax.grid {
+				*ax.v = v
+				if s := score(p); s < best-1e-12 {
+					best, keep = s, v
+				}
+			}
+			*ax.v = keep
+		}
+	}
+	return p, best, nil
+}
+
+func grid(lo, hi, step float64) []float64 {
+	var out []float64
+	for i := 0; lo+float64(i)*step <= hi+1e-9; i++ {
+		out = append(out, math.Round((lo+float64(i)*step)*1e12)/1e12)
+	}
+	return out
+}
+
+// FitHost fits a host's figures (see Hosts for the rule): mean |error| of
+// max(NCCL time, floor) over grids of 0.5 µs (IssueS), 0.1 µs (LaunchS)
+// and 0.02 µs (ChannelS).
+func FitHost(rows []CollRow, groups []CollGroup, host string) HostParams {
+	type pt struct {
+		nccl, t float64
+		gpus    int
+		ch      int
+	}
+	points := func(timing Timing, below float64) []pt {
+		var pts []pt
+		for _, g := range groups {
+			if g.Host != host || g.Timing != timing || !g.Required {
+				continue
+			}
+			for _, r := range rows {
+				if r.Group == g.Name && r.Train && r.SizeBytes < below {
+					pts = append(pts, pt{r.NCCLS, r.MedianS, len(g.Ranks), r.Channels})
+				}
+			}
+		}
+		return pts
+	}
+	score := func(h HostParams, t Timing, pts []pt) float64 {
+		sum := 0.0
+		for _, x := range pts {
+			sum += math.Abs(max(x.nccl, h.floor(t, x.gpus, x.ch))/x.t - 1)
+		}
+		return sum
+	}
+	var h HostParams
+	if pts := points(HostTimedG8, 8<<20); len(pts) > 0 {
+		best := math.Inf(1)
+		for _, l := range grid(0, 20e-6, 0.1e-6) {
+			for _, c := range grid(0, 2e-6, 0.02e-6) {
+				if s := score(HostParams{LaunchS: l, ChannelS: c}, HostTimedG8, pts); s < best-1e-12 {
+					best, h.LaunchS, h.ChannelS = s, l, c
+				}
+			}
+		}
+	}
+	pts := points(KernelTime, 1<<20)
+	best := math.Inf(1)
+	for _, v := range grid(0, 100e-6, 0.5e-6) {
+		if s := score(HostParams{IssueS: v, ChannelS: h.ChannelS}, KernelTime, pts); s < best-1e-12 {
+			best, h.IssueS = s, v
+		}
+	}
+	return h
+}
+
+func clusterTopo(cluster string) (*topo.Topology, error) {
+	res, err := topoFromJSON(cluster)
+	return res, err
+}
+
+func topoFromJSON(cluster string) (*topo.Topology, error) {
+	var c spec.Cluster
+	if err := json.Unmarshal([]byte(cluster), &c); err != nil {
+		return nil, err
+	}
+	c.Defaults()
+	return topo.FromSpec(c)
+}
+
+// Bimodal says how far apart a group's medians are where the host, not
+// NCCL, makes the number (sizes below 1 MiB): the lowest and highest
+// median, and the smallest error any one deterministic value can have on
+// both, (hi − lo)/(hi + lo).
+func Bimodal(rows []CollRow, group string) (lo, hi, bestPct float64) {
+	lo, hi = math.Inf(1), 0
+	for _, r := range rows {
+		if r.Group == group && r.SizeBytes < 1<<20 {
+			lo, hi = math.Min(lo, r.MedianS), math.Max(hi, r.MedianS)
+		}
+	}
+	return lo, hi, (hi - lo) / (hi + lo) * 100
+}
+
+// CollectivesReport renders COLLECTIVES.md.
+func CollectivesReport(groups []CollGroup, rows []CollRow) string {
+	var b strings.Builder
+	w := func(f string, a ...any) { fmt.Fprintf(&b, f, a...) }
+	w("# All-reduce fidelity: NCCL as it behaves\n\n")
+	w("Generated by `go test ./bench/fidelity -run TestCollectivesReport -update` (the test fails when this file is stale).\n\n")
+	w("## The model\n\n")
+	w("Every size runs the `collective` kind with algorithm `nccl` on the group's cluster, the same tuner the training and inference kinds use " +
+		"(core/net/nccl.go). NCCL's own cost model (src/graph/tuning.cc) prices every (algorithm, protocol) pair: ring and tree with LL, LL128 and " +
+		"Simple, NVLS on Hopper NVSwitch nodes; latency = base + steps × per-step hardware latency (NVLink, PCI or network), bus bandwidth = " +
+		"channels × per-channel bandwidth of the ring graph NCCL's search builds (search.cc ladder, channel duplication) times each protocol's factor " +
+		"and cap (LL ×0.5 ≤ llMaxBw, LL128 ×0.92 ≤ 20 or 36.7 GB/s per channel, tree ×0.92 and its LL/LL128 factors with the size correction, NVLS " +
+		"×nvlsEfficiency), algbw = bus × n/steps; NCCL picks the fastest. The chosen pair then runs as it is measured to: the kernel uses fewer " +
+		"channels and threads for small messages (enqueue.cc thread thresholds); LL128 and Simple are bounded by the memory traffic their kernels " +
+		"issue, (3n−2)/(n−1) bytes per byte sent for an all-reduce (4 on 2 GPUs, 3.14 on 8), against a fitted per-GPU figure each; Simple has " +
+		"fitted base and per-step latencies; NVLS reaches a fitted fraction of NCCL's modelled bandwidth at a fitted latency. The data moves through the flow model as a ring at the " +
+		"choice's bandwidth, after the part of its latency the links do not charge; alone on its links the collective takes exactly " +
+		"latency + bytes / algbw (core/net closed-form tests).\n\n")
+	w("What each measurement timed, and how it is simulated:\n\n")
+	w("- **Vidur** (`%s`): the median over 3 samples of the median CUPTI kernel time of 11 back-to-back eager calls. A rank's kernel includes "+
+		"its wait for the peers, so it cannot end before the slowest peer's host has issued the same call: simulated = max(NCCL time, the host's "+
+		"issue interval IssueS + ChannelS per channel of the call).\n", "kernel")
+	w("- **nccl-tests** (`%s`): host-timed average over 50 iterations of one thread launching 8 GPUs' kernels: simulated = max(NCCL time, "+
+		"8 × (LaunchS + ChannelS per channel)).\n\n", "host -g 8")
+	w("## Parameters\n\nNCCL's constants (src/graph/tuning.cc, search.cc, topo.h, enqueue.cc, device.h, comm.h of NVIDIA/nccl) are quoted in " +
+		"core/net/nccl.go next to their use. Fitted, per GPU generation (the fit: `go test ./bench/fidelity -run TestNCCLFitIsOptimal -v`; " +
+		"coordinate descent on the mean over groups of each group's mean |error|, NVLink groups, even-position sizes ≥ 2 MiB; odd positions check it):\n\n")
+	w("| generation | LL128 memory GB/s | Simple memory GB/s | Simple base µs | Simple step µs | NVLS achieved | NVLS latency µs |\n|---|---|---|---|---|---|---|\n")
+	for _, name := range []string{"ampere", "hopper", "blackwell"} {
+		g, _ := net.NCCLGenerationByName(name)
+		p := ParamsOf(g)
+		note := ""
+		if name == "blackwell" {
+			note = " (no data: NCCL's values)"
+		}
+		w("| %s%s | %s | %s | %.1f | %.1f | %.2f | %.0f |\n", name, note, bound(p.LL128MemGBps), bound(p.SimpleMemGBps), p.SimpleBaseUs, p.SimpleStepUs, p.NVLS, p.NVLSUs)
+	}
+	w("\n(— : no bound; on Hopper no measured size runs LL128, NVLS wins from 1 MiB.)\n")
+	w("\nPer host (FitHost, see Hosts in bench/fidelity/nccl.go for the rule):\n\n| host | IssueS µs | LaunchS µs | ChannelS µs |\n|---|---|---|---|\n")
+	hosts := make([]string, 0, len(Hosts))
+	for h := range Hosts {
+		hosts = append(hosts, h)
+	}
+	sort.Strings(hosts)
+	for _, h := range hosts {
+		w("| %s | %.1f | %.1f | %.2f |\n", h, Hosts[h].IssueS*1e6, Hosts[h].LaunchS*1e6, Hosts[h].ChannelS*1e6)
+	}
+	w("\n## Summary\n\n|error| per group over all sizes, and over the sizes NCCL's own time makes (the host floor not binding). " +
+		"Required groups are held to 10 %% in `TestCollectivesWithin10` where the measurement allows it.\n\n")
+	w("| group | timed | points | max | median | outside 10 %% | NCCL-bound: points | max | median | outside 10 %% | medians below 1 MiB (µs) | best one value can do there |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, g := range groups {
+		var gr, nb []CollRow
+		for _, r := range rows {
+			if r.Group == g.Name {
+				gr = append(gr, r)
+				if r.Bound == "nccl" {
+					nb = append(nb, r)
+				}
+			}
+		}
+		a, c := statsOf(gr), statsOf(nb)
+		lo, hi, best := Bimodal(rows, g.Name)
+		name := g.Name
+		if !g.Required {
+			name += " (information)"
+		}
+		w("| %s | %s | %d | %.1f%% | %.1f%% | %d | %d | %.1f%% | %.1f%% | %d | %.0f–%.0f | ±%.0f%% |\n", name, g.Timing, a.Points, a.MaxPct, a.MedPct, a.Outside,
+			c.Points, c.MaxPct, c.MedPct, c.Outside, lo*1e6, hi*1e6, best)
+	}
+	w("\n## Where 10 %% holds, and what misses it\n\n| group | within 10 %% from | to | the rest |\n|---|---|---|---|\n")
+	for _, x := range Within10 {
+		w("| %s | %.0f | %.0f | %s |\n", x.Group, x.Lo, x.Hi, x.Rest)
+	}
+	w("\nThe 2-node a100_dgx groups are for information: their inter-node fabric is not documented, and they measure 6–22 GB/s bus " +
+		"bandwidth at 64 MiB (2/1 to 16/8) where eight HDR NICs per node give NCCL's ring ~190 GB/s; the simulation is 60–95 %% fast there.\n")
+	w("\n## Per size\n\n`bound` says what makes the simulated number: `nccl` (the chosen algorithm/protocol's own time), `issue` (the host's issue " +
+		"interval, Vidur) or `launch` (8 × (LaunchS + ChannelS × channels), nccl-tests). `fit` marks the sizes the fits saw.\n")
+	for _, g := range groups {
+		w("\n### %s\n\n%s. Cluster `%s`, ranks %v.\n\n| size (bytes) | median µs | min µs | simulated µs | error | NCCL choice | channels | bound | fit |\n|---|---|---|---|---|---|---|---|---|\n",
+			g.Name, g.Source, g.Cluster, g.Ranks)
+		for _, r := range rows {
+			if r.Group != g.Name {
+				continue
+			}
+			fit := ""
+			if r.Train {
+				fit = "✓"
+			}
+			w("| %.0f | %.1f | %.1f | %.1f | %+.1f%% | %s/%s | %d | %s | %s |\n", r.SizeBytes, r.MedianS*1e6, r.MinS*1e6, r.SimulatedS*1e6,
+				r.ErrorPct, r.Algorithm, r.Protocol, r.Channels, r.Bound, fit)
+		}
+	}
+	return b.String()
+}
+
+func bound(gbps float64) string {
+	if gbps == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.0f", gbps)
+}
+
+func statsOf(rows []CollRow) GroupStats {
+	if len(rows) == 0 {
+		return GroupStats{}
+	}
+	var e []float64
+	st := GroupStats{Points: len(rows)}
+	for _, r := range rows {
+		e = append(e, math.Abs(r.ErrorPct))
+		if math.Abs(r.ErrorPct) > 10 {
+			st.Outside++
+		}
+	}
+	sort.Float64s(e)
+	st.MaxPct, st.MedPct = e[len(e)-1], e[len(e)/2]
+	return st
+}
+
+// Within10 are, per required group, the size ranges (bytes, inclusive)
+// where every simulated size is within 10 % of the measured median, and
+// why the rest is not (Lo, Hi, Rest); TestCollectivesWithin10 asserts the
+// first and names the second, and the report prints both.
+var Within10 = []struct {
+	Group  string
+	Lo, Hi float64
+	Rest   string
+}{
+	{"a100_dgx 8/8", 2293760, 67108864, "below 2.2 MiB the kernel time is the host's issue interval, bimodal (medians 25–65 µs with no trend up to 1 MiB, ~31 or ~62 µs), and 1–2 MiB sits at the upper mode (64–72 µs) where NCCL's LL is priced at 36–57 µs"},
+	{"a100_dgx 4/4", 6455296, 61603840, "host-bound bimodal below 1.5 MiB; LL128 at 2.7–5.9 MiB is 10–14 % fast (its memory bound is fitted on 8 GPUs); 64 MiB is 10.1 % fast"},
+	{"a100_dgx 2/2", 5439488, 67108864, "host-bound bimodal below 1 MiB (10–66 µs); 1–5 MiB Simple is 10–17 % slow (its base latency is shared with 8-GPU rings)"},
+	{"h100_dgx 8/8", 14123008, 61603840, "host-bound below 512 KiB (19–40 µs bimodal); NVLS at 6.5–13 MiB is 11–12 % fast and 64 MiB 10.6 % slow (the measured bus bandwidth jumps from 321 to 365 GB/s between 52 and 64 MiB)"},
+	{"h100_dgx 4/4", 7700480, 67108864, "host-bound bimodal below 1 MiB (15–52 µs); NVLS at 5–7 MiB is 14–17 % slow"},
+	{"h100_dgx 2/2", 5931008, 67108864, "host-bound below 6 MiB: medians jump between 27 and 45 µs up to 5 MiB (7–44 µs over all small sizes)"},
+	{"a100_pairwise_nvlink 2/2", 47448064, 413718530, "host-bound bimodal below 1 MiB (7–68 µs); 4–40 MiB Simple is 11–33 % slow: this VM's PCIe A100s reach ~200 GB/s where the DGX's 2-GPU rings reach 170–187 (one Ampere memory figure serves both)"},
+	{"a100_pairwise_nvlink 4/4", 2293760, 536373250, "host-bound bimodal below 1 MiB (24–120 µs)"},
+	{"h100_pairwise_nvlink 2/2", 1933312, 14123008, "below 2 MiB medians alternate 7–31 µs; above 14 MiB the VM's bridge reaches ~190 GB/s against NCCL's 240 GB/s graph (10–18 % fast)"},
+	{"h100_pairwise_nvlink 4/4", 2719744, 67108864, "below 2.6 MiB the medians alternate (12–77 µs) and LL over PCIe is 11–18 % fast"},
+	{"nccl-tests 8×A100", 32768, 4194304, "the host binds to 4 MiB: 8 × (LaunchS + ChannelS × channels), 43.8 µs on 1 channel to 101.9 µs on 24"},
+	{"nccl-tests 8×A100", 16777216, 67108864, "8 MiB is 13 % slow (LL128 priced at 151 µs against 133.5 µs)"},
+	{"nccl-tests 8×A100", 268435456, 17179869184, "128 MiB is 13 % fast: the measured busbw dips to 177 GB/s between 64 and 256 MiB, then climbs to 235 GB/s"},
+}

@@ -1,0 +1,87 @@
+package fidelity
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/eidolon-sim/eidolon/core/net"
+)
+
+func collData(t *testing.T) ([]CollGroup, []CollRow) {
+	t.Helper()
+	dir := KernelsDir()
+	if dir == "" {
+		t.Skip("reference kernel tables not found (../shared/reference/kernels or /work/shared/reference/kernels)")
+	}
+	groups, err := CollGroups(dir)
+	require.NoError(t, err)
+	rows, err := Simulate(context.Background(), groups)
+	require.NoError(t, err)
+	return groups, rows
+}
+
+// TestCollectivesReport regenerates COLLECTIVES.md with -update and fails
+// when the committed file is stale.
+// Run: go test ./bench/fidelity -run TestCollectivesReport [-update]
+func TestCollectivesReport(t *testing.T) {
+	groups, rows := collData(t)
+	doc := CollectivesReport(groups, rows)
+	if *update {
+		require.NoError(t, os.WriteFile("COLLECTIVES.md", []byte(doc), 0o644))
+		return
+	}
+	old, err := os.ReadFile("COLLECTIVES.md")
+	require.NoError(t, err)
+	require.Equal(t, doc, string(old), "COLLECTIVES.md is stale: go test ./bench/fidelity -run TestCollectivesReport -update")
+}
+
+// TestNCCLFitIsOptimal: the generations' fitted figures (core/net) and the
+// hosts' (Hosts) are what the fits find on the training split.
+// Run with -v to see the optimum.
+func TestNCCLFitIsOptimal(t *testing.T) {
+	groups, rows := collData(t)
+	for _, gen := range []string{"ampere", "hopper"} {
+		p, score, err := FitGeneration(gen, groups)
+		require.NoError(t, err)
+		t.Logf("%s: %+v (mean over groups of mean |error| %.4f)", gen, p, score)
+		g, _ := net.NCCLGenerationByName(gen)
+		require.Equal(t, p, ParamsOf(g), "core/net NCCLGenerations %s: refit", gen)
+	}
+	for h, hp := range Hosts {
+		got := FitHost(rows, groups, h)
+		t.Logf("%s: IssueS %.1f µs, LaunchS %.1f µs, ChannelS %.2f µs", h, got.IssueS*1e6, got.LaunchS*1e6, got.ChannelS*1e6)
+		require.InDelta(t, got.IssueS, hp.IssueS, 1e-12, h)
+		require.InDelta(t, got.LaunchS, hp.LaunchS, 1e-12, h)
+		require.InDelta(t, got.ChannelS, hp.ChannelS, 1e-12, h)
+	}
+}
+
+// TestCollectivesWithin10 holds every required group to 10 % over the size
+// ranges where a deterministic model can be (Within10), and names what it
+// cannot (skipped subtests carry the reason and the numbers).
+func TestCollectivesWithin10(t *testing.T) {
+	groups, rows := collData(t)
+	seen := map[string]bool{}
+	for _, w := range Within10 {
+		seen[w.Group] = true
+		t.Run(w.Group, func(t *testing.T) {
+			n := 0
+			for _, r := range rows {
+				if r.Group == w.Group && r.SizeBytes >= w.Lo && r.SizeBytes <= w.Hi {
+					n++
+					require.InDelta(t, 0, r.ErrorPct, 10, "%s at %.0f bytes: measured %.1f µs, simulated %.1f µs", w.Group, r.SizeBytes, r.MedianS*1e6, r.SimulatedS*1e6)
+				}
+			}
+			require.GreaterOrEqual(t, n, 3, "the range must hold measured sizes")
+		})
+		t.Run(w.Group+"/rest", func(t *testing.T) { t.Skip(w.Rest) })
+	}
+	for _, g := range groups {
+		if g.Required {
+			require.True(t, seen[g.Name], "required group %s has no Within10 entry", g.Name)
+		}
+	}
+}

@@ -1,0 +1,170 @@
+package net
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/sim"
+	"github.com/eidolon-sim/eidolon/core/topo"
+)
+
+func preset(t *testing.T, name string, nodes int) *topo.Topology {
+	t.Helper()
+	tp, err := topo.Preset(name, nodes)
+	require.NoError(t, err)
+	return tp
+}
+
+func tuner(t *testing.T, tp *topo.Topology, n int) *NCCLTuner {
+	t.Helper()
+	tu, err := NewNCCLTuner(tp, all(n))
+	require.NoError(t, err)
+	return tu
+}
+
+// The ring graph NCCL's search builds from the GPU's NVLink bandwidth as
+// NCCL counts it (hw: datasheet × NCCL's per-link figure / 25 GB/s):
+//   - A100: 12 links × 20 GB/s = 240; ladder 40 → 6 channels; duplicated
+//     (40 ≥ 25, Ampere) → 12 × 20.
+//   - H100: 18 × 20.6 = 370.8; ladder 60 → 6 channels (360); duplicated
+//     (60 ≥ 50) → 12 × 30.
+//   - an H100 NVL pair (300 GB/s bridge): 247.2; 60 → 4; → 8 × 30.
+func TestNCCLRingGraph(t *testing.T) {
+	a := tuner(t, preset(t, "dgx-a100", 1), 8)
+	require.Equal(t, [2]float64{12, 20}, [2]float64{float64(a.GraphChannels), a.ChannelGBps})
+	require.Equal(t, "ampere", a.Gen.Name)
+	require.True(t, a.NVSwitch)
+	h := tuner(t, preset(t, "dgx-h100", 1), 8)
+	require.Equal(t, [2]float64{12, 30}, [2]float64{float64(h.GraphChannels), h.ChannelGBps})
+	require.Equal(t, "hopper", h.Gen.Name)
+	pair, err := topo.FullyConnected(2, hwLink(t, "nvlink4", 300e9))
+	require.NoError(t, err)
+	p := tuner(t, pair, 2)
+	require.Equal(t, [2]float64{8, 30}, [2]float64{float64(p.GraphChannels), p.ChannelGBps})
+	require.False(t, p.NVSwitch, "a bridge is no NVSwitch: no NVLS")
+}
+
+// On 8 A100s NCCL's model gives ring/LL latency 6.6 + 14·0.6 = 15 µs at
+// algbw min(87.7, 240/2)·8/14 = 50.11 GB/s, ring/LL128 14 + 14·1.9 = 40.6
+// µs at min(240·0.92, 12·20)·8/14 = 126.17 GB/s: they cross at S* =
+// 25.6 µs / (1/50.11 − 1/126.17) GB/s⁻¹ = 2.128 MB. Ring/Simple (8.4 +
+// 14·3.4 = 56 µs, 240·8/14 = 137.14 GB/s) crosses LL128 at 15.4 µs /
+// (1/126.17 − 1/137.14) = 24.4 MB. Trees never win inside one node.
+func TestNCCLChoiceBySize(t *testing.T) {
+	tu := tuner(t, preset(t, "dgx-a100", 1), 8)
+	latLL, _, algLL, _ := tu.model(AllReduce, Ring, LL)
+	lat128, _, alg128, _ := tu.model(AllReduce, Ring, LL128)
+	latS, _, algS, _ := tu.model(AllReduce, Ring, Simple)
+	require.InDelta(t, 15.0, latLL, 1e-9)
+	require.InDelta(t, 40.6, lat128, 1e-9)
+	require.InDelta(t, 56.0, latS, 1e-9)
+	require.InDelta(t, 87.7*8/14, algLL, 1e-9)
+	require.InDelta(t, 220.8*8/14, alg128, 1e-9)
+	require.InDelta(t, 240.0*8/14, algS, 1e-9)
+	cross := func(l1, a1, l2, a2 float64) float64 { return (l2 - l1) * 1e-6 / (1/(a1*1e9) - 1/(a2*1e9)) }
+	s1, s2 := cross(latLL, algLL, lat128, alg128), cross(lat128, alg128, latS, algS)
+	require.InEpsilon(t, 2.128e6, s1, 1e-3)
+	require.InEpsilon(t, 24.4e6, s2, 1e-2)
+	for _, c := range []struct {
+		bytes float64
+		proto Protocol
+	}{{2048, LL}, {0.95 * s1, LL}, {1.05 * s1, LL128}, {0.95 * s2, LL128}, {1.05 * s2, Simple}, {1 << 34, Simple}} {
+		ch, err := tu.Choose(AllReduce, c.bytes)
+		require.NoError(t, err)
+		require.Equal(t, Ring, ch.Algorithm, "%v bytes", c.bytes)
+		require.Equal(t, c.proto, ch.Protocol, "%v bytes", c.bytes)
+	}
+}
+
+// A small message runs on fewer channels: ring LL on 8 ranks needs 512
+// threads × 8·8 bytes = 32 KiB per channel, so 64 KiB runs on 2 of the 24
+// channels, and its bandwidth is 2/24 of LL's: 87.7 GB/s · 2/24 · 8/14.
+func TestNCCLChannelsShrink(t *testing.T) {
+	tu := tuner(t, preset(t, "dgx-a100", 1), 8)
+	ch, err := tu.Choose(AllReduce, 64<<10)
+	require.NoError(t, err)
+	require.Equal(t, 2, ch.Channels)
+	require.InEpsilon(t, 87.7e9*2/24*8/14, ch.AlgBytesPerS, 1e-9)
+	big, _ := tu.Choose(AllReduce, 1<<20)
+	require.Equal(t, 24, big.Channels)
+}
+
+// Across two DGX H100 nodes (16 ranks, 8 per node) NCCL's ring/LL
+// latency is 6.6 + 28 intra steps × max(0.6, 1 µs net overhead) + 2 inter
+// steps × 2.7 µs = 40 µs; the graph is one channel per NIC (8) at the
+// inter-node ladder's speed under the NDR NIC's 50 GB/s × 47/50 (45 GB/s).
+func TestNCCLMultiNode(t *testing.T) {
+	tu := tuner(t, preset(t, "dgx-h100", 2), 16)
+	require.Equal(t, 2, tu.Nodes)
+	require.Equal(t, 8, tu.GraphChannels)
+	require.Equal(t, 45.0, tu.ChannelGBps)
+	lat, _, _, ok := tu.model(AllReduce, Ring, LL)
+	require.True(t, ok)
+	require.InDelta(t, 40.0, lat, 1e-9)
+	_, _, _, ok = tu.model(AllReduce, NVLS, Simple)
+	require.False(t, ok, "NVLS across nodes needs CollNet")
+}
+
+// NVLS: on one DGX H100 NCCL may reduce in the NVSwitch; never on A100.
+func TestNCCLNVLS(t *testing.T) {
+	h := tuner(t, preset(t, "dgx-h100", 1), 8)
+	ch, err := h.Choose(AllReduce, 64<<20)
+	require.NoError(t, err)
+	require.Equal(t, NVLS, ch.Algorithm)
+	lat, _, _, _ := h.model(AllReduce, NVLS, Simple)
+	require.Equal(t, 25.0, lat, "hwLat[NVLINK][NVLS][Simple]")
+	a := tuner(t, preset(t, "dgx-a100", 1), 8)
+	_, _, _, ok := a.model(AllReduce, NVLS, Simple)
+	require.False(t, ok)
+	_, err = a.Choose(AllToAll, 1<<20)
+	require.Error(t, err)
+}
+
+// A collective with algorithm "nccl" alone on its links takes exactly the
+// tuner's time, LatencyS + bytes/AlgBytesPerS, stepped or streamed (the
+// tuner's latency includes the links' per-step latency, which the flows
+// pay), and the tuner runs once per communicator.
+func TestNCCLCollectiveClosedForm(t *testing.T) {
+	for _, p := range []string{"dgx-a100", "dgx-h100"} {
+		tp := preset(t, p, 1)
+		tu := tuner(t, tp, 8)
+		for _, op := range []Op{AllReduce, AllGather, ReduceScatter} {
+			for _, S := range []float64{4096, 1 << 20, 8 << 20, 256 << 20} {
+				ch, err := tu.Choose(op, S)
+				require.NoError(t, err)
+				for _, stream := range []bool{false, true} {
+					got := runOne(t, NewFlowNet(sim.New(), tp), Collective{Op: op, Algorithm: NCCL, Bytes: S, Ranks: all(8), Stream: stream})
+					require.InEpsilon(t, ch.TimeS(S), got, 1e-6, "%s %s %v stream=%v", p, op, S, stream)
+				}
+			}
+		}
+	}
+	tp := preset(t, "dgx-a100", 1)
+	k := sim.New()
+	c := NewComms(NewFlowNet(k, tp))
+	var res []Result
+	for _, S := range []float64{1 << 20, 1 << 20, 2 << 20} {
+		_, err := c.Start(Collective{Op: AllReduce, Algorithm: NCCL, Bytes: S, Ranks: all(8), Stream: true}, func(r Result) { res = append(res, r) })
+		require.NoError(t, err)
+	}
+	require.NoError(t, k.Run(context.Background()))
+	require.Len(t, c.tuners, 1, "one tuner per communicator")
+	require.Len(t, c.shapes, 2, "one choice per (communicator, size)")
+	require.Len(t, res, 3)
+	for _, r := range res {
+		require.NotNil(t, r.NCCL)
+	}
+	_, err := c.Start(Collective{Op: Broadcast, Algorithm: NCCL, Bytes: 1, Ranks: all(8)}, nil)
+	require.Error(t, err)
+}
+
+func hwLink(t *testing.T, name string, bw float64) hw.Link {
+	t.Helper()
+	l, ok := hw.LinkByName(name)
+	require.True(t, ok)
+	l.BandwidthBytesPerS = bw
+	return l
+}
