@@ -1018,12 +1018,19 @@ func (c *Comms) channelOrder(ranks []int, ch, channels int) []int {
 	}
 	var order []int
 	for gi, g := range c.t.NodesOfRanks(ranks) {
+		// With fewer NICs than ranks on the node (GPUs sharing a NIC behind
+		// a PCIe switch), rotate by the ranks per NIC so that each channel
+		// leaves through a NIC of its own.
+		stride := 1
+		if nics := c.t.NICsOnNode(c.t.Devices[c.t.RankDevice(g[0])].Node); nics > 0 && nics < len(g) && len(g)%nics == 0 {
+			stride = len(g) / nics
+		}
 		for j := range g {
 			k := j
 			if gi%2 == 1 {
 				k = len(g) - 1 - j
 			}
-			order = append(order, idx[g[(k+ch)%len(g)]])
+			order = append(order, idx[g[(k+ch*stride)%len(g)]])
 		}
 	}
 	return order
