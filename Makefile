@@ -19,7 +19,7 @@ GO_SRC := $(shell find core bindings -name '*.go' -not -name '*_test.go' 2>/dev/
 FUZZTIME ?= 200000x
 # Minimizing each new input (60 s by default) would eat the whole fuzz budget.
 
-.PHONY: demo test dev tools venv go-test py-test nb-test nb bench fuzz clean
+.PHONY: demo test dev tools venv go-test lint fmt py-test nb-test nb bench fuzz clean
 
 demo: dev
 	$(PY) -m eidolon.demo --out out
@@ -46,7 +46,7 @@ $(VENV)/.eidolon: $(VENV)/.stamp $(TOOLS)/.stamp $(GO_SRC) setup.py pyproject.to
 	touch $@
 dev: $(VENV)/.eidolon
 
-go-test: tools
+go-test: tools lint
 	go vet ./...
 	go test ./...
 	go test -race ./bindings/... ./core/scenario/parallelsearch/...
@@ -54,6 +54,15 @@ go-test: tools
 
 py-test: dev
 	cd python && ../$(PY) -m pytest -q -c ../pyproject.toml --rootdir .. tests eidolon
+
+# Formatting (goimports) and unreachable code (deadcode, with the tests as
+# roots) are checked, not fixed: `make fmt` fixes the formatting.
+lint: tools
+	@out=$$(goimports -l core bindings bench); if [ -n "$$out" ]; then echo "not goimports-formatted (run make fmt):"; echo "$$out"; exit 1; fi
+	@out=$$(deadcode -test ./...); if [ -n "$$out" ]; then echo "unreachable code:"; echo "$$out"; exit 1; fi
+
+fmt: tools
+	goimports -w core bindings bench
 
 nb-test: dev
 	$(PY) -m pytest -q -p no:cacheprovider -o addopts="" --nbmake --nbmake-timeout=600 notebooks

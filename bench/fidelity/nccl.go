@@ -319,35 +319,6 @@ type GroupStats struct {
 	Outside, Points int
 }
 
-// Stats is per group max and median |error| and the count outside 10 %,
-// over the sizes with size ≥ minBytes.
-func Stats(rows []CollRow, minBytes float64) []GroupStats {
-	by := map[string][]float64{}
-	var order []string
-	for _, r := range rows {
-		if r.SizeBytes < minBytes {
-			continue
-		}
-		if _, ok := by[r.Group]; !ok {
-			order = append(order, r.Group)
-		}
-		by[r.Group] = append(by[r.Group], math.Abs(r.ErrorPct))
-	}
-	var out []GroupStats
-	for _, g := range order {
-		e := by[g]
-		sort.Float64s(e)
-		st := GroupStats{Group: g, MaxPct: e[len(e)-1], MedPct: e[len(e)/2], Points: len(e)}
-		for _, x := range e {
-			if x > 10 {
-				st.Outside++
-			}
-		}
-		out = append(out, st)
-	}
-	return out
-}
-
 // FitParams are the fitted figures of one NCCL generation.
 type FitParams struct {
 	NVLS, LL128MemGBps, SimpleMemGBps  float64

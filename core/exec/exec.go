@@ -925,22 +925,6 @@ func (e *engine) describeStalls() []string {
 	return out
 }
 
-// ComputeTimes is, per program, the sum of its compute tasks' times on a
-// healthy GPU: a lower bound on the time a unit running it needs.
-func ComputeTimes(plan *workload.Plan, cost func(model.Op) (float64, error)) ([]sim.Time, error) {
-	e := &engine{opt: Options{Cost: cost}, plan: plan}
-	if err := e.price(); err != nil {
-		return nil, err
-	}
-	out := make([]sim.Time, len(e.progs))
-	for i, p := range e.progs {
-		for _, d := range p.nominal {
-			out[i] += d
-		}
-	}
-	return out, nil
-}
-
 // RingTimeBound is a lower bound on the simulated time of a ring
 // collective over ranks: its slowest hop carries steps messages of bytes/n
 // one after another, each at most at that hop's bottleneck bandwidth

@@ -21,9 +21,6 @@ func (g Graph) Params() int64 {
 	return n
 }
 
-// WeightBytes is the size of the weights in type d.
-func WeightBytes(c Config, d hw.DType) float64 { return float64(Params(c)) * d.Bytes() }
-
 // KVCacheBytesPerToken is the KV cache one token adds to a sequence: keys
 // and values of every attention invocation (Zamba's shared block caches per
 // invocation), in type d.

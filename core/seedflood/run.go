@@ -17,11 +17,6 @@ const (
 	MethodMeZO      = "mezo"      // centralized ZO: one model, every client's perturbations
 )
 
-// Methods lists every method in a fixed order.
-func Methods() []string {
-	return []string{MethodSeedFlood, MethodDSGD, MethodChoco, MethodDZSGD, MethodMeZO}
-}
-
 // Config is everything a training run needs; the scenario driver builds it
 // from a spec.
 type Config struct {

@@ -590,13 +590,6 @@ func (s *Sim) startIteration(r *rep) error {
 	return nil
 }
 
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 // prefixHit sets a newly admitted request's cached tokens.
 func (s *Sim) prefixHit(r *rep, id int32) {
 	q := &s.reqs[id]

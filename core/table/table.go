@@ -26,15 +26,6 @@ type column struct {
 	ptr   bool
 }
 
-// Schema derives the Arrow schema of a row type.
-func Schema(rowType reflect.Type, meta map[string]string) (*arrow.Schema, error) {
-	cols, err := columns(rowType)
-	if err != nil {
-		return nil, err
-	}
-	return schemaOf(cols, meta), nil
-}
-
 func schemaOf(cols []column, meta map[string]string) *arrow.Schema {
 	fields := make([]arrow.Field, len(cols))
 	for i, c := range cols {
