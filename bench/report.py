@@ -12,7 +12,10 @@ measure the core alone; the fidelity tables come from `go test -v -run Fidelity 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -122,7 +125,68 @@ def training_scale(full: bool) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+# Run one spec in a fresh interpreter and report its wall time and the
+# process's peak resident memory (the Go heap included).
+_ONE_RUN = """
+import json, resource, sys, time
+import eidolon
+spec = json.loads(sys.argv[1])
+t = time.perf_counter()
+r = eidolon.run(spec, progress=False)
+wall = time.perf_counter() - t
+s = r.to_pandas("summary").iloc[0]
+print(json.dumps({"wall_s": wall, "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+                  "step_time_s": float(s.step_time_s), "simulated_ranks": int(s.simulated_ranks)}))
+"""
+
+
+def largest_clusters(full: bool) -> pd.DataFrame:
+    """GPT-3 175B (TP 8, PP 8, 12 sequences per node) and Llama 3.1 405B (TP 8, PP 16, as Meta ran it on
+    16,384 H100s), each in its own process: wall time and peak memory."""
+    def gpt3(nodes: int) -> dict[str, Any]:
+        return {"kind": "training", "model": "gpt3-175b", "gpu": "a100-80gb-sxm", "cluster": {"preset": "dgx-a100", "nodes": nodes},
+                "parallel": {"tp": 8, "pp": 8, "micro_batch": 1, "global_batch": 12 * nodes, "sequence_parallel": True,
+                             "recompute": "selective"}, "timeline_ranks": [-1]}
+    llama = {"kind": "training", "model": "llama3-405b", "gpu": "h100-sxm", "cluster": {"preset": "dgx-h100", "nodes": 2048},
+             "parallel": {"tp": 8, "pp": 16, "micro_batch": 1, "global_batch": 2048, "sequence_parallel": True},
+             "seq_len": 8192, "dtype": "bf16", "timeline_ranks": [-1]}
+    degraded = dict(llama, faults={"links": [{"src": "n1000.nic3", "dst": "rail3.leaf31", "health": 0.25}]})
+    cases = [("gpt3-175b", 8 * 128, gpt3(128)), ("gpt3-175b", 8 * 1024, gpt3(1024))]
+    if full:
+        cases += [("gpt3-175b", 8 * 2048, gpt3(2048)), ("gpt3-175b", 8 * 8192, gpt3(8192)),
+                  ("llama3-405b", 16384, llama), ("llama3-405b, one degraded cable", 16384, degraded)]
+    rows = []
+    for name, gpus, spec in cases:
+        out = subprocess.run([sys.executable, "-c", _ONE_RUN, json.dumps(spec)], capture_output=True, text=True, check=True)
+        rows.append({"model": name, "gpus": gpus, **json.loads(out.stdout.strip().splitlines()[-1])})
+    return pd.DataFrame(rows)
+
+
+def start_up(full: bool) -> pd.DataFrame:
+    """Whole-process times: importing pyarrow, importing eidolon, and `python -m eidolon run` of a tiny spec and of a
+    1,024-GPU 1 GiB ring all-reduce (best of 3)."""
+    def best(cmd: list[str]) -> float:
+        times = []
+        for _ in range(3):
+            t = time.perf_counter()
+            subprocess.run(cmd, capture_output=True, check=True)
+            times.append(time.perf_counter() - t)
+        return min(times)
+    rows = [{"what": "python -c 'import pyarrow'", "wall_s": best([sys.executable, "-c", "import pyarrow"])},
+            {"what": "python -c 'import eidolon'", "wall_s": best([sys.executable, "-c", "import eidolon"])}]
+    with tempfile.TemporaryDirectory() as d:
+        for what, spec in [("run: selftest, 1,000 iterations", {"kind": "selftest", "iterations": 1000}),
+                           ("run: 1 GiB ring all-reduce over 1,024 GPUs", {"kind": "collective", "cluster": {"preset": "dgx-h100", "nodes": 128},
+                                                                        "sizes_bytes": [2**30], "algorithms": ["ring"], "channels": 1})]:
+            path = Path(d) / "spec.json"
+            path.write_text(json.dumps(spec))
+            rows.append({"what": f"python -m eidolon {what}", "wall_s": best([sys.executable, "-m", "eidolon", "run", str(path)])})
+    return pd.DataFrame(rows)
+
+
 SECTIONS: list[tuple[str, Callable[[bool], pd.DataFrame]]] = [
+    ("start-up: whole-process times", start_up),
+    ("largest clusters: one training step per process (the 16,384- and 65,536-GPU cases with --full)", largest_clusters),
     ("training: one GPT-3 175B step (and, with --full, 8,192 GPUs and a layout search)", training_scale),
     ("operators: one training step's operators on one GPU", operators_scale),
     ("collective: 1 GiB ring all-reduce (one ring) on dgx-h100 nodes", collective_scale),
