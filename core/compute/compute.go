@@ -117,13 +117,35 @@ func (e *Evaluator) Op(o model.Op) (Cost, error) {
 	case model.DecodeAttention:
 		return e.decode(o), nil
 	default:
-		return e.streaming(o), nil
+		return e.streaming(o, implOf(o.Kind)), nil
 	}
 }
 
-// finish takes the slowest level, adds the launches and fills the derived fields;
-// hbmShare is the fraction of the sustained HBM bandwidth the kernel can draw.
-func (e *Evaluator) finish(c Cost, usefulFLOPs, mathTime, hbmShare float64) Cost {
+// OpAs prices a streaming operator as written by a given kernel
+// implementation instead of the one its kind defaults to (for example a
+// fused activation written as a row kernel, as vLLM and sarathi do).
+// Other kinds ignore impl.
+func (e *Evaluator) OpAs(o model.Op, impl Impl) (Cost, error) {
+	switch o.Kind {
+	case model.GEMM, model.FlashAttention, model.FlashAttentionBwd, model.DecodeAttention:
+		return e.Op(o)
+	}
+	if o.IsComm() {
+		return e.Op(o)
+	}
+	return e.streaming(o, impl), nil
+}
+
+// finish takes the slowest level, adds the launches and the kernel's fixed
+// device time (fixedS: GEMM tiles' prologues and epilogues) and fills the
+// derived fields; hbmShare is the fraction of the sustained HBM bandwidth
+// the kernel can draw.
+func (e *Evaluator) finish(c Cost, usefulFLOPs, mathTime, hbmShare, fixedS float64) Cost {
+	return e.finishBW(c, usefulFLOPs, mathTime, e.gpu.HBMBandwidth()*hbmShare, fixedS)
+}
+
+// finishBW is finish with the kernel's HBM bandwidth given.
+func (e *Evaluator) finishBW(c Cost, usefulFLOPs, mathTime, hbmBW, fixedS float64) Cost {
 	g := e.gpu
 	level := []struct {
 		b Bound
@@ -132,7 +154,7 @@ func (e *Evaluator) finish(c Cost, usefulFLOPs, mathTime, hbmShare float64) Cost
 		{BoundCompute, mathTime},
 		{BoundSMEM, c.BytesSMEM / e.smemBW()},
 		{BoundL2, c.BytesL2 / g.L2BandwidthBytesPerS},
-		{BoundHBM, c.BytesHBM / (g.HBMBandwidth() * hbmShare)},
+		{BoundHBM, c.BytesHBM / hbmBW},
 	}
 	best := level[0]
 	for _, l := range level[1:] {
@@ -143,7 +165,7 @@ func (e *Evaluator) finish(c Cost, usefulFLOPs, mathTime, hbmShare float64) Cost
 	if c.Kernels == 0 {
 		c.Kernels = 1
 	}
-	launch := float64(c.Kernels) * g.KernelLaunchS
+	launch := float64(c.Kernels)*g.KernelLaunchS + fixedS
 	c.Bound = best.b
 	if launch > best.t {
 		c.Bound = BoundLaunch
@@ -172,14 +194,6 @@ func kernelsPerOp(o model.Op) int {
 		return 5
 	}
 	return 1
-}
-
-// streaming prices a one-pass kernel: its compulsory bytes pass through L2
-// from HBM and its math runs at the vector rate (tensor rate for the SSD
-// matmuls). Shared memory is not a bottleneck for a single pass.
-func (e *Evaluator) streaming(o model.Op) Cost {
-	c := Cost{BytesL2: o.Bytes, BytesHBM: o.Bytes, Kernels: kernelsPerOp(o)}
-	return e.finish(c, o.FLOPs, safeDiv(o.FLOPs, e.mathPeak(o)), 1)
 }
 
 // Issued is the op's time on a stream whose host issues its kernels one

@@ -15,7 +15,7 @@ func gpu(t *testing.T, name string) hw.GPU {
 	return g
 }
 
-func TestLargeSquareGEMMNearPeakTimesTileEfficiency(t *testing.T) {
+func TestLargeSquareGEMMIsWavesOfTiles(t *testing.T) {
 	for _, name := range []string{"a100-80gb-sxm", "h100-sxm", "mi300x"} {
 		g := gpu(t, name)
 		e := NewEvaluator(g)
@@ -23,27 +23,51 @@ func TestLargeSquareGEMMNearPeakTimesTileEfficiency(t *testing.T) {
 		c, err := e.Op(o)
 		require.NoError(t, err)
 		assert.Equal(t, BoundCompute, c.Bound, name)
-		// Compute-bound: time = waves · tile FLOPs / (sustained peak/SMs) +
-		// launch, so achieved = peak · measured matmul efficiency · tile
-		// efficiency · (1 − launch share).
-		math := c.TimeS - g.KernelLaunchS
-		assert.InEpsilon(t, g.PeakBF16FlopsPerS*g.TensorEfficiency*c.TileEfficiency, o.FLOPs/math, 1e-9, name)
+		// Compute-bound: time = launch + waves · (tile overhead cycles / clock
+		// + tile FLOPs / (peak · main-loop efficiency / SMs)).
+		tileFLOPs := 2 * float64(c.TileM*c.TileN) * float64(8192)
+		want := g.KernelLaunchS + float64(c.Waves)*(g.GEMMTileOverheadCycles/g.ClockHz+
+			tileFLOPs/(g.PeakBF16FlopsPerS*g.TensorEfficiency/float64(g.SMCount)))
+		assert.InEpsilon(t, want, c.TimeS, 1e-9, name)
 		assert.Greater(t, c.TileEfficiency, 0.9, name)
-		assert.LessOrEqual(t, c.AchievedFLOPsPerS, g.TensorPeak(hw.BF16))
+		assert.Less(t, c.AchievedFLOPsPerS, g.TensorPeak(hw.BF16), name)
 		t.Logf("%s 8192³ bf16: tile %dx%dx%d split %d waves %d eff %.3f achieved %.0f TF/s",
 			name, c.TileM, c.TileN, c.TileK, c.SplitK, c.Waves, c.TileEfficiency, c.AchievedFLOPsPerS/1e12)
 	}
+	// The fitted A100 lands where Vidur's and the cookbook's large fp16
+	// GEMMs do (240-250 TFLOP/s, bench/fidelity/KERNELS.md), below the
+	// MAMF best-shape ceiling of 271 TFLOP/s.
+	c, err := NewEvaluator(gpu(t, "a100-80gb-sxm")).Op(model.NewGEMM("sq", hw.FP16, 1, 8192, 8192, 8192))
+	require.NoError(t, err)
+	assert.InDelta(t, 245e12, c.AchievedFLOPsPerS, 15e12)
 }
 
-// A tiny kernel is its device-side launch plus its work; on a stream whose
-// host issues it, it takes the host's dispatch interval.
+// Short reductions pay the tile's fixed prologue and epilogue over fewer
+// K-steps: at the same M×N, K = 256 reaches a lower FLOP rate than K = 8192.
+func TestShortKLessEfficient(t *testing.T) {
+	e := NewEvaluator(gpu(t, "a100-80gb-sxm"))
+	short, err := e.Op(model.NewGEMM("k", hw.FP16, 1, 8192, 8192, 256))
+	require.NoError(t, err)
+	long, err := e.Op(model.NewGEMM("k", hw.FP16, 1, 8192, 8192, 8192))
+	require.NoError(t, err)
+	assert.Less(t, short.AchievedFLOPsPerS, 0.8*long.AchievedFLOPsPerS)
+}
+
+// A tiny kernel is its device-side launch, one tile's fixed cycles and a
+// few K-steps; on a stream whose host issues it, it takes the host's
+// dispatch interval.
 func TestTinyGEMMLaunchBound(t *testing.T) {
 	g := gpu(t, "h100-sxm")
 	require.Greater(t, g.HostDispatchS, g.KernelLaunchS)
 	c, err := NewEvaluator(g).Op(model.NewGEMM("tiny", hw.BF16, 1, 16, 16, 16))
 	require.NoError(t, err)
 	assert.Equal(t, BoundLaunch, c.Bound)
-	assert.InDelta(t, g.KernelLaunchS, c.TimeS, 1e-8)
+	assert.Equal(t, 1, c.Waves)
+	// One 64×64 tile, one K-step of at most 64: 2·64·64·64 FLOPs at an SM's
+	// share of the main-loop rate is 0.13 µs on the H100.
+	fixed := g.KernelLaunchS + g.GEMMTileOverheadCycles/g.ClockHz
+	assert.InDelta(t, fixed, c.TimeS, 0.2e-6)
+	assert.GreaterOrEqual(t, c.TimeS, fixed)
 	assert.InDelta(t, g.HostDispatchS, c.Issued(g.HostDispatchS), 1e-12)
 }
 
@@ -150,7 +174,51 @@ func TestDecodeGEMVIsMemoryBound(t *testing.T) {
 	c, err := NewEvaluator(g).Op(o)
 	require.NoError(t, err)
 	assert.Equal(t, BoundHBM, c.Bound)
-	assert.InEpsilon(t, o.Bytes/g.HBMBandwidth(), c.TimeS-g.KernelLaunchS, 0.01)
+	// Weight streaming: launch + each wave's tile overhead + bytes over the
+	// share of the bandwidth that the tiles draw (all of it once they
+	// cover the SMs).
+	tiles := (11008 + int64(c.TileN) - 1) / int64(c.TileN) * int64(c.SplitK)
+	share := min(1, float64(tiles)/float64(g.SMCount))
+	want := g.KernelLaunchS + float64(c.Waves)*g.GEMMTileOverheadCycles/g.ClockHz + c.BytesHBM/(g.HBMBandwidth()*share)
+	assert.InEpsilon(t, want, c.TimeS, 1e-9)
+	assert.InEpsilon(t, o.Bytes, c.BytesHBM, 0.01)
+	// Vidur measures 1.3-1.7 TB/s for such GEMMs on the A100 (KERNELS.md).
+	assert.InDelta(t, 1.5e12, o.Bytes/c.TimeS, 0.3e12)
+}
+
+// A row kernel (one block per row, RMSNorm) is the longer of its latency
+// chain and its bytes over the row-kernel bandwidth: a single wide row is
+// latency-bound, many rows bandwidth-bound.
+func TestRowKernelLatencyThenBandwidth(t *testing.T) {
+	g := gpu(t, "a100-80gb-sxm")
+	e := NewEvaluator(g)
+	norm := func(rows, w int64) Cost {
+		n := float64(rows * w)
+		o := model.NewStreaming("norm", model.Norm, hw.FP16, 5*n, 4*n+8*float64(rows))
+		o.M, o.N = rows, w
+		c, err := e.Op(o)
+		require.NoError(t, err)
+		return c
+	}
+	// One row of 8192: 1024 threads, two passes of 8 iterations = 16 latencies.
+	c := norm(1, 8192)
+	assert.InEpsilon(t, g.KernelLaunchS+16*g.MemoryLatencyS, c.TimeS, 1e-9)
+	// 32768 rows: bytes (x read twice, y written: 1.5× the op's) over the
+	// row-kernel bandwidth.
+	o := model.NewStreaming("norm", model.Norm, hw.FP16, 0, 4*32768*8192+8*32768)
+	c = norm(32768, 8192)
+	assert.InEpsilon(t, g.KernelLaunchS+1.5*o.Bytes/g.RowKernelBandwidth(), c.TimeS, 1e-9)
+	// Without its shape the op pays no latency chain.
+	c, err := e.Op(model.NewStreaming("norm", model.Norm, hw.FP16, 0, 4*8192+8))
+	require.NoError(t, err)
+	assert.Less(t, c.TimeS, g.KernelLaunchS+1e-7)
+	// More rows never take less time.
+	prev := 0.0
+	for rows := int64(1); rows <= 65536; rows *= 2 {
+		c := norm(rows, 5120)
+		assert.GreaterOrEqual(t, c.TimeS, prev, "rows=%d", rows)
+		prev = c.TimeS
+	}
 }
 
 func TestFlashAttentionEfficiency(t *testing.T) {

@@ -30,29 +30,36 @@ func (e *Evaluator) gemm(o model.Op) Cost {
 // that fit the SM: two pipeline stages of A and B tiles in shared memory,
 // fp32 accumulators in at most half the register file. Each is priced as:
 //
-//   - math: waves = ⌈tiles / SMs⌉, each wave one tile's padded FLOPs at an
-//     SM's share of the peak; the partial last wave and padding are lost;
+//   - math: waves = ⌈tiles / SMs⌉; each wave is one tile on an SM: its
+//     K-steps at the main loop's MMA rate (hw.GPU.TensorEfficiency of an
+//     SM's share of the peak) plus its fixed prologue and epilogue
+//     (GEMMTileOverheadCycles). The partial last wave and padding are lost,
+//     and the fixed part is what makes short-K and few-tile GEMMs slow;
 //   - shared memory: each warp (64×64 warp tiles) reads its A rows and B
 //     columns of every staged K-slice;
 //   - L2: each tile loads its A panel (tile_m × K) and B panel (K × tile_n),
 //     writes its output (split-K: fp32 partials written and read back);
 //   - HBM: compulsory traffic when the smaller operand fits in L2 (it stays
 //     resident while the larger streams once); otherwise the smaller is
-//     re-read once per wave-sized band of the larger.
+//     re-read once per wave-sized band of the larger. With fewer tiles than
+//     SMs only that share of the bandwidth is drawn.
 //
-// and the fastest is kept.
+// The main loop overlaps its loads (the slowest of math, shared memory, L2
+// and HBM sets its time); the tiles' fixed parts and the kernel's launch
+// add to it. The fastest candidate is kept.
 func (e *Evaluator) searchTiles(key gemmKey) Cost {
 	g := e.gpu
 	in := key.d.Bytes()
 	out := max(in, 2)
 	sms := int64(g.SMCount)
 	peakSM := g.TensorPeak(key.d) / float64(sms)
+	overheadS := g.GEMMTileOverheadCycles / g.ClockHz
 	useful := 2 * float64(key.batch) * float64(key.m) * float64(key.n) * float64(key.k)
 	l2 := float64(g.L2Bytes)
 
 	best := Cost{TimeS: math.Inf(1)}
-	for _, bm := range [...]int64{256, 128, 64, 32, 16} {
-		for _, bn := range [...]int64{256, 128, 64, 32} {
+	for _, bm := range [...]int64{256, 128, 64} {
+		for _, bn := range [...]int64{256, 128, 64} {
 			if float64(bm*bn*4) > float64(g.RegisterBytesPerSM)/2 {
 				continue
 			}
@@ -62,7 +69,7 @@ func (e *Evaluator) searchTiles(key gemmKey) Cost {
 				}
 				for _, split := range [...]int64{1, 2, 4, 8, 16} {
 					kslice := ceil(key.k, split)
-					if split > 1 && kslice < 4*bk {
+					if split > 1 && (kslice < 4*bk || ceil(key.m, bm)*ceil(key.n, bn)*key.batch*split > 2*sms) {
 						break
 					}
 					kp := ceil(kslice, bk) * bk
@@ -104,7 +111,8 @@ func (e *Evaluator) searchTiles(key gemmKey) Cost {
 					if partials > l2 {
 						c.BytesHBM += partials
 					}
-					c = e.finish(c, useful, mathTime, 1)
+					share := math.Min(1, float64(tiles)/float64(sms))
+					c = e.finish(c, useful, mathTime, share, float64(waves)*overheadS)
 					c.TileEfficiency = useful / (float64(waves*sms) * tileFLOPs)
 					// Among equally fast tiles, prefer the least padded work.
 					if c.TimeS < best.TimeS*(1-1e-12) || (c.TimeS <= best.TimeS*(1+1e-12) && c.ExecutedFLOPs < best.ExecutedFLOPs) {
