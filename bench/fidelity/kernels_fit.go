@@ -9,18 +9,18 @@ import (
 
 // KernelParams are the per-GPU numbers fitted on the kernel tables, in the
 // order of KernelParamNames.
-type KernelParams [7]float64
+type KernelParams [8]float64
 
 // KernelParamNames names the fitted hw.GPU fields.
-var KernelParamNames = [7]string{
+var KernelParamNames = [8]string{
 	"KernelLaunchS", "TensorEfficiency", "GEMMTileOverheadCycles", "HBMEfficiency",
-	"RowKernelBandwidthFraction", "GatherBandwidthFraction", "MemoryLatencyS",
+	"RowKernelBandwidthFraction", "GatherBandwidthFraction", "MemoryLatencyS", "GEMMBandwidthFraction",
 }
 
 // ParamsOf reads a GPU's fitted fields.
 func ParamsOf(g hw.GPU) KernelParams {
 	return KernelParams{g.KernelLaunchS, g.TensorEfficiency, g.GEMMTileOverheadCycles, g.HBMEfficiency,
-		g.RowKernelBandwidthFraction, g.GatherBandwidthFraction, g.MemoryLatencyS}
+		g.RowKernelBandwidthFraction, g.GatherBandwidthFraction, g.MemoryLatencyS, g.GEMMBandwidthFraction}
 }
 
 // WithParams sets them; fractions are capped at 1.
@@ -32,6 +32,7 @@ func WithParams(g hw.GPU, p KernelParams) hw.GPU {
 	g.RowKernelBandwidthFraction = math.Min(p[4], 1)
 	g.GatherBandwidthFraction = math.Min(p[5], 1)
 	g.MemoryLatencyS = p[6]
+	g.GEMMBandwidthFraction = math.Min(p[7], 1)
 	return g
 }
 

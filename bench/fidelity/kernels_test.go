@@ -45,17 +45,26 @@ func TestKernelFit(t *testing.T) {
 		}
 		start := ParamsOf(g)
 		p, v := FitKernelParams(g, train, start, 600)
+		p = ParamsOf(WithParams(g, p)) // fractions capped at 1
 		fmt.Fprintf(&b, "%s (%s): train objective %.4f:", sku, g.Name, v)
 		for i, n := range KernelParamNames {
 			fmt.Fprintf(&b, " %s=%.4g", n, p[i])
 		}
-		b.WriteString("\n")
+		fmt.Fprintf(&b, "\nFIT %s launchS: %.4g, tensorEff: %.4g, tileOverheadClk: %.4g, hbmEff: %.4g, rowFrac: %.4g, gatherFrac: %.4g, latencyS: %.4g, gemmFrac: %.4g\n",
+			sku, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7])
 		es, err := PriceRows(WithParams(g, p), by[sku])
 		require.NoError(t, err)
 		for _, c := range KernelClasses {
 			for _, held := range []bool{false, true} {
 				s := Summarize(Filter(es, func(r *KernelRow) bool { return r.Class == c && HeldOut(r.Model) == held }))
-				fmt.Fprintf(&b, "  %-12s held-out=%-5v median %5.1f%% p90 %5.1f%% signed %+5.1f%%\n", c, held, 100*s.Median, 100*s.P90, 100*s.Bias)
+				fmt.Fprintf(&b, "  %-12s held-out=%-5v median %5.1f%% p90 %5.1f%% signed %+5.1f%% |", c, held, 100*s.Median, 100*s.P90, 100*s.Bias)
+				for _, rg := range KernelRanges {
+					s := Summarize(Filter(es, func(r *KernelRow) bool {
+						return r.Class == c && HeldOut(r.Model) == held && KernelRange(r.Tokens) == rg
+					}))
+					fmt.Fprintf(&b, " %s: %+5.1f%%/%4.1f%%", rg, 100*s.Bias, 100*s.Median)
+				}
+				b.WriteString("\n")
 			}
 		}
 	}

@@ -141,11 +141,15 @@ func (e *Evaluator) OpAs(o model.Op, impl Impl) (Cost, error) {
 // derived fields; hbmShare is the fraction of the sustained HBM bandwidth
 // the kernel can draw.
 func (e *Evaluator) finish(c Cost, usefulFLOPs, mathTime, hbmShare, fixedS float64) Cost {
-	return e.finishBW(c, usefulFLOPs, mathTime, e.gpu.HBMBandwidth()*hbmShare, fixedS)
+	return e.finishBW(c, usefulFLOPs, mathTime, e.gpu.HBMBandwidth()*hbmShare, fixedS, 0)
 }
 
-// finishBW is finish with the kernel's HBM bandwidth given.
-func (e *Evaluator) finishBW(c Cost, usefulFLOPs, mathTime, hbmBW, fixedS float64) Cost {
+// finishBW is finish with the kernel's HBM bandwidth given. The kernel
+// takes the slowest of its math and its memory levels; overlapP > 0 also
+// rounds the knee between math and HBM to their p-norm
+// (math^p + hbm^p)^(1/p): near the ridge neither the MMA pipe nor the
+// DRAM stream is kept busy all the time (on-chip levels overlap fully).
+func (e *Evaluator) finishBW(c Cost, usefulFLOPs, mathTime, hbmBW, fixedS, overlapP float64) Cost {
 	g := e.gpu
 	level := []struct {
 		b Bound
@@ -160,6 +164,17 @@ func (e *Evaluator) finishBW(c Cost, usefulFLOPs, mathTime, hbmBW, fixedS float6
 	for _, l := range level[1:] {
 		if l.t > best.t {
 			best = l
+		}
+	}
+	if hbm := level[3].t; overlapP > 0 && mathTime > 0 && hbm > 0 && !math.IsInf(mathTime+hbm, 1) {
+		knee := max(mathTime, hbm) * math.Pow(math.Pow(mathTime/max(mathTime, hbm), overlapP)+math.Pow(hbm/max(mathTime, hbm), overlapP), 1/overlapP)
+		if knee > best.t {
+			best.t = knee
+			if hbm > mathTime {
+				best.b = BoundHBM
+			} else {
+				best.b = BoundCompute
+			}
 		}
 	}
 	if c.Kernels == 0 {

@@ -1,6 +1,7 @@
 package compute
 
 import (
+	"math"
 	"testing"
 
 	"github.com/eidolon-sim/eidolon/core/hw"
@@ -23,12 +24,19 @@ func TestLargeSquareGEMMIsWavesOfTiles(t *testing.T) {
 		c, err := e.Op(o)
 		require.NoError(t, err)
 		assert.Equal(t, BoundCompute, c.Bound, name)
-		// Compute-bound: time = launch + waves · (tile overhead cycles / clock
-		// + tile FLOPs / (peak · main-loop efficiency / SMs)).
+		// Compute-bound: time = launch + waves · tile overhead cycles / clock
+		// + the knee-rounded roofline (math³ + hbm³)^(1/3), math = waves ·
+		// tile FLOPs / (peak · main-loop efficiency / SMs), hbm the DRAM
+		// traffic over the GEMM's bandwidth (the on-chip levels are faster).
 		tileFLOPs := 2 * float64(c.TileM*c.TileN) * float64(8192)
-		want := g.KernelLaunchS + float64(c.Waves)*(g.GEMMTileOverheadCycles/g.ClockHz+
-			tileFLOPs/(g.PeakBF16FlopsPerS*g.TensorEfficiency/float64(g.SMCount)))
+		math := float64(c.Waves) * tileFLOPs / (g.PeakBF16FlopsPerS * orOne(g.TensorEfficiency) / float64(g.SMCount))
+		hbm := c.BytesHBM / g.GEMMBandwidth()
+		onChip := max(c.BytesSMEM/e.smemBW(), c.BytesL2/g.L2BandwidthBytesPerS)
+		want := g.KernelLaunchS + float64(c.Waves)*g.GEMMTileOverheadCycles/g.ClockHz +
+			max(cbrt(math*math*math+hbm*hbm*hbm), onChip)
 		assert.InEpsilon(t, want, c.TimeS, 1e-9, name)
+		assert.Greater(t, math, 2*hbm, name)
+		assert.Greater(t, math, onChip, name)
 		assert.Greater(t, c.TileEfficiency, 0.9, name)
 		assert.Less(t, c.AchievedFLOPsPerS, g.TensorPeak(hw.BF16), name)
 		t.Logf("%s 8192³ bf16: tile %dx%dx%d split %d waves %d eff %.3f achieved %.0f TF/s",
@@ -50,7 +58,7 @@ func TestShortKLessEfficient(t *testing.T) {
 	require.NoError(t, err)
 	long, err := e.Op(model.NewGEMM("k", hw.FP16, 1, 8192, 8192, 8192))
 	require.NoError(t, err)
-	assert.Less(t, short.AchievedFLOPsPerS, 0.8*long.AchievedFLOPsPerS)
+	assert.Less(t, short.AchievedFLOPsPerS, 0.9*long.AchievedFLOPsPerS)
 }
 
 // A tiny kernel is its device-side launch, one tile's fixed cycles and a
@@ -80,7 +88,7 @@ func TestElementwiseIsBytesOverHBM(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, BoundHBM, c.Bound)
 	assert.InEpsilon(t, 6*n/g.HBMBandwidth()+g.KernelLaunchS, c.TimeS, 1e-12)
-	assert.Less(t, g.HBMBandwidth(), g.HBMBandwidthBytesPerS, "measured below the datasheet")
+	assert.LessOrEqual(t, g.HBMBandwidth(), g.HBMBandwidthBytesPerS, "at most the datasheet")
 }
 
 func TestUnsupportedAndComm(t *testing.T) {
@@ -153,6 +161,15 @@ func TestMonotoneInWork(t *testing.T) {
 	}
 }
 
+func cbrt(x float64) float64 { return math.Cbrt(x) }
+
+func orOne(x float64) float64 {
+	if x <= 0 {
+		return 1
+	}
+	return x
+}
+
 func graphOps(t *testing.T, name string, ph model.Phase) []model.Op {
 	c, ok := model.ByName(name)
 	require.True(t, ok)
@@ -174,13 +191,15 @@ func TestDecodeGEMVIsMemoryBound(t *testing.T) {
 	c, err := NewEvaluator(g).Op(o)
 	require.NoError(t, err)
 	assert.Equal(t, BoundHBM, c.Bound)
-	// Weight streaming: launch + each wave's tile overhead + bytes over the
-	// share of the bandwidth that the tiles draw (all of it once they
-	// cover the SMs).
-	tiles := (11008 + int64(c.TileN) - 1) / int64(c.TileN) * int64(c.SplitK)
-	share := min(1, float64(tiles)/float64(g.SMCount))
-	want := g.KernelLaunchS + float64(c.Waves)*g.GEMMTileOverheadCycles/g.ClockHz + c.BytesHBM/(g.HBMBandwidth()*share)
+	// Weight streaming: launch + each wave's tile overhead + the rounded
+	// knee of the padded tiles' math (one row padded to 64) and the bytes
+	// over the GEMM's operand bandwidth.
+	kp := float64((4096/c.SplitK + c.TileK - 1) / c.TileK * c.TileK)
+	math := float64(c.Waves) * 2 * float64(c.TileM*c.TileN) * kp / (g.PeakBF16FlopsPerS * g.TensorEfficiency / float64(g.SMCount))
+	hbm := c.BytesHBM / g.GEMMBandwidth()
+	want := g.KernelLaunchS + float64(c.Waves)*g.GEMMTileOverheadCycles/g.ClockHz + cbrt(math*math*math+hbm*hbm*hbm)
 	assert.InEpsilon(t, want, c.TimeS, 1e-9)
+	assert.Less(t, math, hbm)
 	assert.InEpsilon(t, o.Bytes, c.BytesHBM, 0.01)
 	// Vidur measures 1.3-1.7 TB/s for such GEMMs on the A100 (KERNELS.md).
 	assert.InDelta(t, 1.5e12, o.Bytes/c.TimeS, 0.3e12)

@@ -71,6 +71,11 @@ type GPU struct {
 	// HBMEfficiency is the fraction of the DRAM bandwidth that vectorized
 	// streaming kernels (PyTorch's elementwise kernels) reach; 0 means 1.
 	HBMEfficiency float64 `json:"hbm_efficiency" arrow:"hbm_efficiency"`
+	// GEMMBandwidthFraction is the fraction of HBMBandwidth() that a GEMM's
+	// operand loads reach (tiles fetch K-slices of their rows, 128-byte
+	// pieces scattered over the weight matrix, not one sequential stream);
+	// 0 means 1.
+	GEMMBandwidthFraction float64 `json:"gemm_bandwidth_fraction" arrow:"gemm_bandwidth_fraction"`
 	// RowKernelBandwidthFraction is the fraction of HBMBandwidth() that
 	// one-block-per-row kernels with scalar loads (RMSNorm, RoPE, fused
 	// activations as vLLM/sarathi write them) reach at large sizes; 0 means 1.
@@ -110,6 +115,9 @@ func (g GPU) HBMBandwidth() float64 { return g.HBMBandwidthBytesPerS * orOne(g.H
 func (g GPU) RowKernelBandwidth() float64 {
 	return g.HBMBandwidth() * orOne(g.RowKernelBandwidthFraction)
 }
+
+// GEMMBandwidth is the HBM bandwidth of a GEMM's operand loads.
+func (g GPU) GEMMBandwidth() float64 { return g.HBMBandwidth() * orOne(g.GEMMBandwidthFraction) }
 
 // GatherBandwidth is the bandwidth of an embedding gather.
 func (g GPU) GatherBandwidth() float64 { return g.HBMBandwidth() * orOne(g.GatherBandwidthFraction) }

@@ -68,7 +68,7 @@ func nvidiaL2(sms int, clockHz float64) float64 {
 // kernelFit is the set of per-GPU parameters fitted on measured kernel
 // times (see a100Fit).
 type kernelFit struct {
-	launchS, tensorEff, tileOverheadClk, hbmEff, rowFrac, gatherFrac, latencyS float64
+	launchS, tensorEff, tileOverheadClk, hbmEff, rowFrac, gatherFrac, latencyS, gemmFrac float64
 }
 
 // a100Fit and h100Fit are fitted on Vidur's CUPTI kernel times
@@ -80,8 +80,8 @@ type kernelFit struct {
 // Checked on CodeLlama-34B, Llama-3-8B, Llama-3-70B and phi-2 (H100: the
 // first and last): bench/fidelity/KERNELS.md gives the held-out errors.
 var (
-	a100Fit = kernelFit{launchS: 2.333e-06, tensorEff: 0.7802, tileOverheadClk: 4240, hbmEff: 0.9344, rowFrac: 0.5463, gatherFrac: 0.1671, latencyS: 3.333e-07}
-	h100Fit = kernelFit{launchS: 1.78e-06, tensorEff: 0.7885, tileOverheadClk: 5991, hbmEff: 1, rowFrac: 0.5657, gatherFrac: 0.1814, latencyS: 2.638e-07}
+	a100Fit = kernelFit{launchS: 2.333e-06, tensorEff: 0.8198, tileOverheadClk: 2874, hbmEff: 1, rowFrac: 0.5104, gatherFrac: 0.156, latencyS: 3.333e-07, gemmFrac: 0.8286}
+	h100Fit = kernelFit{launchS: 1.77e-06, tensorEff: 0.8192, tileOverheadClk: 5597, hbmEff: 1, rowFrac: 0.5653, gatherFrac: 0.1817, latencyS: 2.644e-07, gemmFrac: 0.8936}
 )
 
 // GPUPresets returns every GPU preset, in a fixed order.
@@ -109,7 +109,7 @@ func GPUPresets() []GPU {
 			HBMBytes: 80e9, HBMBandwidthBytesPerS: 3.35 * tera, // 80 GB HBM3, 3.35 TB/s
 			TensorEfficiency: h100Fit.tensorEff, HBMEfficiency: h100Fit.hbmEff,
 			GEMMTileOverheadCycles: h100Fit.tileOverheadClk, RowKernelBandwidthFraction: h100Fit.rowFrac,
-			GatherBandwidthFraction: h100Fit.gatherFrac, MemoryLatencyS: h100Fit.latencyS,
+			GatherBandwidthFraction: h100Fit.gatherFrac, MemoryLatencyS: h100Fit.latencyS, GEMMBandwidthFraction: h100Fit.gemmFrac,
 			KernelLaunchS: h100Fit.launchS,
 			HostDispatchS: dispatchS,
 		},
@@ -132,7 +132,7 @@ func GPUPresets() []GPU {
 			// same GH100 SM and L2 as the fitted H100 SXM: its main-loop, tile, row-kernel, gather and latency figures (no table for this part; derived, not fitted)
 			TensorEfficiency: h100Fit.tensorEff, HBMEfficiency: h100Fit.hbmEff,
 			GEMMTileOverheadCycles: h100Fit.tileOverheadClk, RowKernelBandwidthFraction: h100Fit.rowFrac,
-			GatherBandwidthFraction: h100Fit.gatherFrac, MemoryLatencyS: h100Fit.latencyS,
+			GatherBandwidthFraction: h100Fit.gatherFrac, MemoryLatencyS: h100Fit.latencyS, GEMMBandwidthFraction: h100Fit.gemmFrac,
 			KernelLaunchS: h100Fit.launchS,
 			HostDispatchS: dispatchS,
 		},
@@ -154,7 +154,7 @@ func GPUPresets() []GPU {
 			// same GH100 SM and L2 as the fitted H100 SXM: its main-loop, tile, row-kernel, gather and latency figures (no table for this part; derived, not fitted)
 			TensorEfficiency: h100Fit.tensorEff, HBMEfficiency: h100Fit.hbmEff,
 			GEMMTileOverheadCycles: h100Fit.tileOverheadClk, RowKernelBandwidthFraction: h100Fit.rowFrac,
-			GatherBandwidthFraction: h100Fit.gatherFrac, MemoryLatencyS: h100Fit.latencyS,
+			GatherBandwidthFraction: h100Fit.gatherFrac, MemoryLatencyS: h100Fit.latencyS, GEMMBandwidthFraction: h100Fit.gemmFrac,
 			KernelLaunchS: h100Fit.launchS,
 			HostDispatchS: dispatchS,
 		},
@@ -282,7 +282,7 @@ func a100(name string, hbmBytes int64, hbmBW float64) GPU {
 		HBMBytes: hbmBytes, HBMBandwidthBytesPerS: hbmBW,
 		TensorEfficiency: a100Fit.tensorEff, HBMEfficiency: a100Fit.hbmEff,
 		GEMMTileOverheadCycles: a100Fit.tileOverheadClk, RowKernelBandwidthFraction: a100Fit.rowFrac,
-		GatherBandwidthFraction: a100Fit.gatherFrac, MemoryLatencyS: a100Fit.latencyS,
+		GatherBandwidthFraction: a100Fit.gatherFrac, MemoryLatencyS: a100Fit.latencyS, GEMMBandwidthFraction: a100Fit.gemmFrac,
 		KernelLaunchS: a100Fit.launchS, HostDispatchS: dispatchS,
 	}
 }
