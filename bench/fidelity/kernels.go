@@ -297,20 +297,25 @@ func Filter(es []KernelErr, keep func(*KernelRow) bool) []KernelErr {
 }
 
 // Objective is the fit's loss over one split: the mean over op classes of
-// the mean |ln(pred/measured)|, so that each class weighs the same.
+// the class's mean and median |ln(pred/measured)| averaged, so that each
+// class weighs the same and the typical row counts as much as the tails.
 func Objective(es []KernelErr) float64 {
-	sum := map[string]float64{}
-	cnt := map[string]int{}
+	by := map[string][]float64{}
 	for _, e := range es {
-		sum[e.Row.Class] += e.LogErr()
-		cnt[e.Row.Class]++
+		by[e.Row.Class] = append(by[e.Row.Class], e.LogErr())
 	}
 	tot, k := 0.0, 0
 	for _, c := range KernelClasses {
-		if cnt[c] > 0 {
-			tot += sum[c] / float64(cnt[c])
-			k++
+		xs := by[c]
+		if len(xs) == 0 {
+			continue
 		}
+		mean := 0.0
+		for _, x := range xs {
+			mean += x / float64(len(xs))
+		}
+		tot += (mean + Quantile(xs, 0.5)) / 2
+		k++
 	}
 	return tot / float64(max(k, 1))
 }
