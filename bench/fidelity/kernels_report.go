@@ -3,6 +3,7 @@ package fidelity
 import (
 	"fmt"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -169,6 +170,30 @@ func KernelReport(rows []KernelRow, cook []CookbookRow) (string, error) {
 			pct(c.HeldOut.P90), signedPct(c.HeldOut.Bias), pct(c.Train.Median), ok)
 	}
 	fmt.Fprintf(&b, "\nWorst class: %s. Worst class × token range: %s.\n", wc.name, wr.name)
+
+	b.WriteString("\n## Held-out split per GPU and operator\n\n")
+	b.WriteString("| GPU | op | class | rows | median \\|err\\| | p90 \\|err\\| | median signed |\n|---|---|---|---:|---:|---:|---:|\n")
+	skusOp, byOp := BySKU(rows)
+	for _, sku := range skusOp {
+		g, _ := VidurGPU(sku)
+		es, err := PriceRows(g, byOp[sku])
+		if err != nil {
+			return "", err
+		}
+		var ops []string
+		class := map[string]string{}
+		for _, e := range es {
+			if _, ok := class[e.Row.Op]; !ok {
+				ops = append(ops, e.Row.Op)
+				class[e.Row.Op] = e.Row.Class
+			}
+		}
+		sort.Strings(ops)
+		for _, op := range ops {
+			st := Summarize(Filter(es, func(r *KernelRow) bool { return r.Op == op && HeldOut(r.Model) }))
+			fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %s | %s |\n", sku, op, class[op], st.N, pct(st.Median), pct(st.P90), signedPct(st.Bias))
+		}
+	}
 
 	b.WriteString("\n## Per GPU × class × token range\n\n")
 	b.WriteString("| GPU | class | tokens | held-out rows | median \\|err\\| | p90 \\|err\\| | median signed | train rows | train median \\|err\\| | train p90 |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n")

@@ -279,3 +279,43 @@ func TestMemoizedEqualsFresh(t *testing.T) {
 		require.Equal(t, a, c)
 	}
 }
+
+// A residual add whose input the previous kernel just wrote reads that
+// tensor from L2 when it fits in a quarter of it: HBM carries the other
+// input and the output. A larger one streams everything from HBM.
+func TestAddL2Residency(t *testing.T) {
+	g := gpu(t, "a100-80gb-sxm")
+	e := NewEvaluator(g)
+	add := func(rows, w int64) (Cost, model.Op) {
+		n := float64(rows * w)
+		o := model.NewStreaming("add", model.Elementwise, hw.FP16, n, 6*n)
+		o.M, o.N = rows, w
+		c, err := e.Op(o)
+		require.NoError(t, err)
+		return c, o
+	}
+	// 512×4096 fp16 = 4 MiB ≤ 10 MiB: HBM moves 2 of the 3 tensors.
+	c, o := add(512, 4096)
+	one := float64(512*4096) * 2
+	assert.InEpsilon(t, o.Bytes-one, c.BytesHBM, 1e-12)
+	assert.InEpsilon(t, g.KernelLaunchS+max((o.Bytes-one)/g.HBMBandwidth(), o.Bytes/g.L2BandwidthBytesPerS), c.TimeS, 1e-9)
+	// 4096×4096 fp16 = 32 MiB > 10 MiB: all three from HBM.
+	c, o = add(4096, 4096)
+	assert.InEpsilon(t, o.Bytes, c.BytesHBM, 1e-12)
+	assert.InEpsilon(t, g.KernelLaunchS+o.Bytes/g.HBMBandwidth(), c.TimeS, 1e-9)
+}
+
+// An embedding gather: two dependent latencies (token id, then row) or its
+// bytes over the gather bandwidth, whichever is longer, plus the launch.
+func TestGatherLatencyThenBandwidth(t *testing.T) {
+	g := gpu(t, "h100-sxm")
+	e := NewEvaluator(g)
+	small, err := e.Op(model.NewStreaming("emb", model.Embedding, hw.FP16, 0, 4+2*8192*2))
+	require.NoError(t, err)
+	assert.InEpsilon(t, g.KernelLaunchS+2*g.MemoryLatencyS, small.TimeS, 1e-9)
+	b := 4*4096 + 2*4096*8192*2.0
+	large, err := e.Op(model.NewStreaming("emb", model.Embedding, hw.FP16, 0, b))
+	require.NoError(t, err)
+	assert.InEpsilon(t, g.KernelLaunchS+b/g.GatherBandwidth(), large.TimeS, 1e-9)
+	assert.Less(t, g.GatherBandwidth(), g.HBMBandwidth())
+}

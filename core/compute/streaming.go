@@ -22,7 +22,8 @@ const (
 	// is latency-bound.
 	ImplRow Impl = "row"
 	// ImplGather: a per-token row lookup (embedding). Bandwidth
-	// hw.GPU.GatherBandwidth.
+	// hw.GPU.GatherBandwidth, after two dependent memory latencies (the
+	// token id, then its row).
 	ImplGather Impl = "gather"
 )
 
@@ -90,7 +91,20 @@ func (e *Evaluator) streaming(o model.Op, impl Impl) Cost {
 			return c
 		}
 	case ImplGather:
-		bw = g.GatherBandwidth()
+		// Each thread loads its token id, then the row it names: two
+		// dependent memory latencies before the first byte moves.
+		return e.finishBW(c, o.FLOPs, 2*g.MemoryLatencyS, g.GatherBandwidth(), 0, 0)
+	case ImplVectorized:
+		// L2 residency between kernels: the input the previous kernel just
+		// wrote (one M×N tensor) is still in L2 when it fits in a quarter of
+		// it, and is read from there. A quarter: A100 and H100 split their L2
+		// in two partitions and the producer's own streams evict the rest
+		// (Vidur's A100 residual adds of 8.4 MB tensors run faster than
+		// their bytes over HBM allow, those of 16.8 MB do not). Ops without
+		// their shape read everything from HBM.
+		if one := float64(o.M*o.N) * actBytes(o); o.M > 0 && o.N > 0 && one <= float64(g.L2Bytes)/4 && one < o.Bytes {
+			c.BytesHBM -= one
+		}
 	}
 	return e.finishBW(c, o.FLOPs, safeDiv(o.FLOPs, e.mathPeak(o)), bw, 0, 0)
 }

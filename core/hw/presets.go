@@ -80,8 +80,8 @@ type kernelFit struct {
 // Checked on CodeLlama-34B, Llama-3-8B, Llama-3-70B and phi-2 (H100: the
 // first and last): bench/fidelity/KERNELS.md gives the held-out errors.
 var (
-	a100Fit = kernelFit{launchS: 2.336e-06, tensorEff: 0.7822, tileOverheadClk: 3024, hbmEff: 1, rowFrac: 0.5138, gatherFrac: 0.1559, latencyS: 2.985e-07, gemmFrac: 0.8472}
-	h100Fit = kernelFit{launchS: 1.68e-06, tensorEff: 0.8429, tileOverheadClk: 6297, hbmEff: 1, rowFrac: 0.5687, gatherFrac: 0.1829, latencyS: 2.611e-07, gemmFrac: 0.8987}
+	a100Fit = kernelFit{launchS: 2.322e-06, tensorEff: 0.7813, tileOverheadClk: 2968, hbmEff: 1, rowFrac: 0.5088, gatherFrac: 0.1561, latencyS: 3.002e-07, gemmFrac: 0.8453}
+	h100Fit = kernelFit{launchS: 1.687e-06, tensorEff: 0.8426, tileOverheadClk: 6225, hbmEff: 1, rowFrac: 0.5696, gatherFrac: 0.1828, latencyS: 2.587e-07, gemmFrac: 0.8955}
 )
 
 // GPUPresets returns every GPU preset, in a fixed order.
