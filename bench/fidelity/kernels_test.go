@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -97,33 +98,6 @@ func TestKernelReport(t *testing.T) {
 	require.Equal(t, string(old), rep, "KERNELS.md is stale: go test ./bench/fidelity -run KernelReport -update")
 }
 
-// kernelCheckPending names the (GPU, class) cells whose held-out median
-// error is above 5 % with today's mechanism; each is skipped with its
-// reason instead of silently passing (see KERNELS.md).
-var kernelCheckPending = map[string]string{
-	"a100/gemm":        gemmPending,
-	"h100/gemm":        gemmPending,
-	"a100/norm":        rowPending,
-	"h100/norm":        rowPending,
-	"a100/rope":        rowPending,
-	"h100/rope":        rowPending,
-	"a100/elementwise": elementwisePending,
-	"h100/elementwise": elementwisePending,
-	"a100/embedding":   gatherPending,
-	"h100/embedding":   gatherPending,
-}
-
-const (
-	gemmPending = "the tile choice is the fastest candidate, not cuBLAS's heuristic; mid-size GEMMs (65-512 tokens) " +
-		"where cuBLAS pays a large padded tile come out too fast, and the fit trades them against the rest"
-	rowPending = "one latency per loop iteration and one bandwidth for every row kernel; the 1-µs resolution " +
-		"of the measurements and the pass structure of each kernel (norm: two, rope: one) are not separated yet"
-	elementwisePending = "no L2 residency between kernels: residual adds whose inputs the previous kernel left in " +
-		"L2 (up to ~40 MB) run faster than HBM allows, so mid-size adds come out too slow"
-	gatherPending = "the gather is bytes over one fitted bandwidth; small token counts are a fixed cost of a few " +
-		"µs that the 1-µs timer resolution blurs"
-)
-
 // TestKernelHeldOutError is issue 14's check: on the held-out models the
 // median |error| is at most 5 % per GPU and op class.
 func TestKernelHeldOutError(t *testing.T) {
@@ -135,11 +109,35 @@ func TestKernelHeldOutError(t *testing.T) {
 			continue
 		}
 		t.Run(c.SKU+"/"+c.Class, func(t *testing.T) {
-			if why, ok := kernelCheckPending[c.SKU+"/"+c.Class]; ok {
+			require.Greater(t, c.HeldOut.N, 20)
+			if why, ok := KernelCheckPending[c.SKU+"/"+c.Class]; ok {
+				require.Greater(t, c.HeldOut.Median, 0.05, "%s %s now meets the check: remove it from KernelCheckPending", c.SKU, c.Class)
 				t.Skipf("held-out median |error| %.1f%% > 5%%: %s", 100*c.HeldOut.Median, why)
 			}
-			require.Greater(t, c.HeldOut.N, 20)
 			require.LessOrEqual(t, c.HeldOut.Median, 0.05, "held-out median |error| %s %s", c.SKU, c.Class)
 		})
+	}
+}
+
+// kernelCeiling is where each class's held-out median |error| stands today
+// (KERNELS.md), rounded up: a change that makes a class worse fails here
+// even while issue 14's 5 % is not met.
+var kernelCeiling = map[string]float64{"gemm": 0.07, "norm": 0.09, "elementwise": 0.12, "rope": 0.13, "embedding": 0.08}
+
+// TestKernelHeldOutNoRegression guards the held-out medians and the
+// large-GEMM bias: the fitted model must not drift back to the optimism
+// of a best-shape ceiling (A100 and H100 GEMMs above 512 tokens within 3 %
+// of the measurements in the median).
+func TestKernelHeldOutNoRegression(t *testing.T) {
+	rows := loadKernels(t)
+	cells, err := KernelCells(rows)
+	require.NoError(t, err)
+	for _, c := range cells {
+		switch {
+		case c.Range == "all":
+			assert.LessOrEqual(t, c.HeldOut.Median, kernelCeiling[c.Class], "%s %s", c.SKU, c.Class)
+		case c.Class == "gemm" && c.Range == "513-4096":
+			assert.InDelta(t, 0, c.HeldOut.Bias, 0.03, "%s large GEMMs", c.SKU)
+		}
 	}
 }

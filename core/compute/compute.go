@@ -4,12 +4,17 @@
 // kernel launch cost. TimeS is the device's kernel time (what a profiler's
 // kernel timer measures); the host's cost of issuing kernels is not here
 // (see Cost.Issued and package exec).
-// The math units and HBM run at their measured sustained rates
-// (hw.GPU.TensorPeak, HBMBandwidth), not the datasheet peaks. GEMMs search their tile shape (memoized per shape in
-// an Evaluator the caller owns), with waves of tiles over the SMs and the
-// partial-wave loss; FlashAttention tiles queries and streams keys and
-// values; streaming kernels (elementwise, norms, scans, optimizer) make one
-// pass over their tensors.
+// The rates are fitted per GPU on measured kernel times where a table
+// exists (hw presets; bench/fidelity/KERNELS.md gives the held-out error):
+// a GEMM searches its tile shape (memoized per shape in an Evaluator the
+// caller owns) and runs in waves of tiles over the SMs, each tile its
+// K-steps at the main loop's MMA rate plus a fixed prologue and epilogue,
+// with the partial-wave loss and a rounded roofline knee against HBM;
+// FlashAttention tiles queries and streams keys and values; streaming
+// kernels (elementwise, norms, scans, optimizer) make one pass over their
+// tensors at the bandwidth of their implementation (vectorized, row
+// kernel, gather), row kernels with a latency chain. Every kernel pays a
+// fixed device time (hw.GPU.KernelLaunchS).
 //
 // Tensor-parallel collectives (model ops with IsComm) are not priced here:
 // package net simulates them.
@@ -32,6 +37,9 @@ const (
 	BoundL2      Bound = "l2"
 	BoundHBM     Bound = "hbm"
 	BoundLaunch  Bound = "launch"
+	// BoundLatency: a row kernel waiting on one memory latency per loop
+	// iteration (few rows, wide rows).
+	BoundLatency Bound = "latency"
 )
 
 // Cost is an operator's price on a GPU.

@@ -222,11 +222,13 @@ func TestRowKernelLatencyThenBandwidth(t *testing.T) {
 	// One row of 8192: 1024 threads, two passes of 8 iterations = 16 latencies.
 	c := norm(1, 8192)
 	assert.InEpsilon(t, g.KernelLaunchS+16*g.MemoryLatencyS, c.TimeS, 1e-9)
+	assert.Equal(t, BoundLatency, c.Bound)
 	// 32768 rows: bytes (x read twice, y written: 1.5× the op's) over the
 	// row-kernel bandwidth.
 	o := model.NewStreaming("norm", model.Norm, hw.FP16, 0, 4*32768*8192+8*32768)
 	c = norm(32768, 8192)
 	assert.InEpsilon(t, g.KernelLaunchS+1.5*o.Bytes/g.RowKernelBandwidth(), c.TimeS, 1e-9)
+	assert.Equal(t, BoundHBM, c.Bound)
 	// Without its shape the op pays no latency chain.
 	c, err := e.Op(model.NewStreaming("norm", model.Norm, hw.FP16, 0, 4*8192+8))
 	require.NoError(t, err)

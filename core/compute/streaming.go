@@ -87,7 +87,11 @@ func (e *Evaluator) streaming(o model.Op, impl Impl) Cost {
 		if o.M > 0 && o.N > 0 && g.MemoryLatencyS > 0 {
 			resident := int64(g.SMCount) * max(int64(g.ThreadsPerSM())/threads, 1)
 			chain := float64(ceil(o.M, resident)*iters) * g.MemoryLatencyS
-			c = e.finishBW(c, o.FLOPs, math.Max(safeDiv(o.FLOPs, e.mathPeak(o)), chain), bw, 0, 0)
+			mathTime := safeDiv(o.FLOPs, e.mathPeak(o))
+			c = e.finishBW(c, o.FLOPs, math.Max(mathTime, chain), bw, 0, 0)
+			if c.Bound == BoundCompute && chain > mathTime {
+				c.Bound = BoundLatency
+			}
 			return c
 		}
 	case ImplGather:
