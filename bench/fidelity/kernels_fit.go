@@ -17,6 +17,13 @@ var KernelParamNames = [8]string{
 	"RowKernelBandwidthFraction", "GatherBandwidthFraction", "MemoryLatencyS", "GEMMBandwidthFraction",
 }
 
+// KernelFitStart is where every fit starts (the same for each GPU, so the
+// command reproduces the presets' constants): a 2 µs kernel, 85 % main-loop
+// MMA rate, 2,000 cycles per tile, 90 % of HBM for vectorized kernels, half
+// of it for row kernels, 15 % for gathers, 0.4 µs per dependent access,
+// 85 % for GEMM operand streams.
+var KernelFitStart = KernelParams{2e-6, 0.85, 2000, 0.9, 0.5, 0.15, 0.4e-6, 0.85}
+
 // ParamsOf reads a GPU's fitted fields.
 func ParamsOf(g hw.GPU) KernelParams {
 	return KernelParams{g.KernelLaunchS, g.TensorEfficiency, g.GEMMTileOverheadCycles, g.HBMEfficiency,

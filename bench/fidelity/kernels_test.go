@@ -3,6 +3,7 @@ package fidelity
 import (
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,8 +45,20 @@ func TestKernelFit(t *testing.T) {
 				train = append(train, r)
 			}
 		}
-		start := ParamsOf(g)
-		p, v := FitKernelParams(g, train, start, 600)
+		// The 1 µs timer makes the loss stepped: start from a few tile
+		// overheads, restart each from its best point, keep the lowest.
+		p, v := KernelFitStart, math.Inf(1)
+		for _, clk := range []float64{1500, 3000, 6000} {
+			q := KernelFitStart
+			q[2] = clk
+			var w float64
+			for range 3 {
+				q, w = FitKernelParams(g, train, q, 600)
+			}
+			if w < v {
+				p, v = q, w
+			}
+		}
 		p = ParamsOf(WithParams(g, p)) // fractions capped at 1
 		fmt.Fprintf(&b, "%s (%s): train objective %.4f:", sku, g.Name, v)
 		for i, n := range KernelParamNames {
