@@ -77,7 +77,8 @@ type kernelFit struct {
 // median |ln(pred/measured)|, fractions capped at 1 (the H100's
 // HBMEfficiency sits at the cap: its vectorized adds reach the datasheet
 // bandwidth once the fixed device time and L2 residency are priced; the
-// A100's 95 % is near the 88 % a stream benchmark measures). Command:
+// A100's 95 % is above the 88 % a streaming benchmark measured; the fixed
+// device time trades against it). Command:
 // go test ./bench/fidelity -run KernelFit -fit -v. Checked on CodeLlama-34B,
 // Llama-3-8B, Llama-3-70B and phi-2 (H100: CodeLlama-34B and phi-2); the
 // held-out median |error| is 5.2 % (A100) and 6.8 % (H100) for GEMMs,
