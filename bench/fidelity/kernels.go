@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/eidolon-sim/eidolon/core/compute"
 	"github.com/eidolon-sim/eidolon/core/hw"
@@ -139,7 +138,7 @@ func LoadVidur(dir string) ([]KernelRow, error) {
 		}
 		kr := KernelRow{GPU: r["gpu"], Model: r["model"], Op: r["op"], Class: r["op_class"],
 			TP: atoi(r["tp"]), Tokens: atoi(r["num_tokens"]), M: atoi(r["m"]), N: atoi(r["n"]), K: atoi(r["k"]),
-			MeasuredS: ms * 1e-3, Impl: ""}
+			MeasuredS: ms * 1e-3}
 		kr.Ops, kr.Impl = vidurOps(kr, vm)
 		out = append(out, kr)
 	}
@@ -337,5 +336,3 @@ func BySKU(rows []KernelRow) (skus []string, by map[string][]*KernelRow) {
 func pct(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }
 
 func signedPct(x float64) string { return fmt.Sprintf("%+.1f%%", 100*x) }
-
-var _ = strings.Builder{}
