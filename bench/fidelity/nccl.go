@@ -330,8 +330,8 @@ func (p FitParams) apply(g *net.NCCLGeneration) {
 	g.AchievedNVLS, g.SimpleMemGBps, g.SimpleBaseUs, g.SimpleStepUs, g.NVLSUs = p.NVLS, p.SimpleMemGBps, p.SimpleBaseUs, p.SimpleStepUs, p.NVLSUs
 }
 
-// ParamsOf reads a generation's fitted figures.
-func ParamsOf(g net.NCCLGeneration) FitParams {
+// NCCLParamsOf reads a generation's fitted figures.
+func NCCLParamsOf(g net.NCCLGeneration) FitParams {
 	return FitParams{LL128MemGBps: g.LL128MemGBps, SimpleMemGBps: g.SimpleMemGBps, NVLS: g.AchievedNVLS,
 		SimpleBaseUs: g.SimpleBaseUs, SimpleStepUs: g.SimpleStepUs, NVLSUs: g.NVLSUs}
 }
@@ -541,7 +541,7 @@ func CollectivesReport(groups []CollGroup, rows []CollRow) string {
 	w("| generation | LL128 memory GB/s | Simple memory GB/s | Simple base µs | Simple step µs | NVLS achieved | NVLS latency µs |\n|---|---|---|---|---|---|---|\n")
 	for _, name := range []string{"ampere", "hopper", "blackwell"} {
 		g, _ := net.NCCLGenerationByName(name)
-		p := ParamsOf(g)
+		p := NCCLParamsOf(g)
 		note := ""
 		if name == "blackwell" {
 			note = " (no data: NCCL's values)"

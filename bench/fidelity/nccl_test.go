@@ -48,7 +48,7 @@ func TestNCCLFitIsOptimal(t *testing.T) {
 		require.NoError(t, err)
 		t.Logf("%s: %+v (mean over groups of mean |error| %.4f)", gen, p, score)
 		g, _ := net.NCCLGenerationByName(gen)
-		require.Equal(t, p, ParamsOf(g), "core/net NCCLGenerations %s: refit", gen)
+		require.Equal(t, p, NCCLParamsOf(g), "core/net NCCLGenerations %s: refit", gen)
 	}
 	for h, hp := range Hosts {
 		got := FitHost(rows, groups, h)

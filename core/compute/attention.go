@@ -75,7 +75,7 @@ func (e *Evaluator) flash(o model.Op) Cost {
 	if headsActive*2*float64(o.SeqKV*o.HeadDim)*in > float64(g.L2Bytes) {
 		c.BytesHBM = stream + o.Bytes
 	}
-	return e.finish(c, o.FLOPs, mathTime, 1)
+	return e.finish(c, o.FLOPs, mathTime, 1, 0)
 }
 
 // decode prices attention of one query per sequence over a KV cache:
@@ -98,7 +98,7 @@ func (e *Evaluator) decode(o model.Op) Cost {
 	lanes := g.VectorFP32FlopsPerS / 2
 	scores := float64(o.Batch*o.Heads) * float64(o.SeqKV)
 	mathTime := o.FLOPs/g.TensorPeak(o.DType) + softmaxLaneOpsPerScore*scores/lanes
-	return e.finish(c, o.FLOPs, mathTime, share)
+	return e.finish(c, o.FLOPs, mathTime, share, 0)
 }
 
 func actBytes(o model.Op) float64 { return max(o.DType.Bytes(), 2) }

@@ -4,12 +4,17 @@
 // kernel launch cost. TimeS is the device's kernel time (what a profiler's
 // kernel timer measures); the host's cost of issuing kernels is not here
 // (see Cost.Issued and package exec).
-// The math units and HBM run at their measured sustained rates
-// (hw.GPU.TensorPeak, HBMBandwidth), not the datasheet peaks. GEMMs search their tile shape (memoized per shape in
-// an Evaluator the caller owns), with waves of tiles over the SMs and the
-// partial-wave loss; FlashAttention tiles queries and streams keys and
-// values; streaming kernels (elementwise, norms, scans, optimizer) make one
-// pass over their tensors.
+// The rates are fitted per GPU on measured kernel times where a table
+// exists (hw presets; bench/fidelity/KERNELS.md gives the held-out error):
+// a GEMM searches its tile shape (memoized per shape in an Evaluator the
+// caller owns) and runs in waves of tiles over the SMs, each tile its
+// K-steps at the main loop's MMA rate plus a fixed prologue and epilogue,
+// with the partial-wave loss and a rounded roofline knee against HBM;
+// FlashAttention tiles queries and streams keys and values; streaming
+// kernels (elementwise, norms, scans, optimizer) make one pass over their
+// tensors at the bandwidth of their implementation (vectorized, row
+// kernel, gather), row kernels with a latency chain. Every kernel pays a
+// fixed device time (hw.GPU.KernelLaunchS).
 //
 // Tensor-parallel collectives (model ops with IsComm) are not priced here:
 // package net simulates them.
@@ -32,6 +37,9 @@ const (
 	BoundL2      Bound = "l2"
 	BoundHBM     Bound = "hbm"
 	BoundLaunch  Bound = "launch"
+	// BoundLatency: a row kernel waiting on one memory latency per loop
+	// iteration (few rows, wide rows).
+	BoundLatency Bound = "latency"
 )
 
 // Cost is an operator's price on a GPU.
@@ -119,13 +127,39 @@ func (e *Evaluator) Op(o model.Op) (Cost, error) {
 	case model.DecodeAttention:
 		return e.decode(o), nil
 	default:
-		return e.streaming(o), nil
+		return e.streaming(o, implOf(o.Kind)), nil
 	}
 }
 
-// finish takes the slowest level, adds the launches and fills the derived fields;
-// hbmShare is the fraction of the sustained HBM bandwidth the kernel can draw.
-func (e *Evaluator) finish(c Cost, usefulFLOPs, mathTime, hbmShare float64) Cost {
+// OpAs prices a streaming operator as written by a given kernel
+// implementation instead of the one its kind defaults to (for example a
+// fused activation written as a row kernel, as vLLM and sarathi do).
+// Other kinds ignore impl.
+func (e *Evaluator) OpAs(o model.Op, impl Impl) (Cost, error) {
+	switch o.Kind {
+	case model.GEMM, model.FlashAttention, model.FlashAttentionBwd, model.DecodeAttention:
+		return e.Op(o)
+	}
+	if o.IsComm() {
+		return e.Op(o)
+	}
+	return e.streaming(o, impl), nil
+}
+
+// finish takes the slowest level, adds the launches and the kernel's fixed
+// device time (fixedS: GEMM tiles' prologues and epilogues) and fills the
+// derived fields; hbmShare is the fraction of the sustained HBM bandwidth
+// the kernel can draw.
+func (e *Evaluator) finish(c Cost, usefulFLOPs, mathTime, hbmShare, fixedS float64) Cost {
+	return e.finishBW(c, usefulFLOPs, mathTime, e.gpu.HBMBandwidth()*hbmShare, fixedS, 0)
+}
+
+// finishBW is finish with the kernel's HBM bandwidth given. The kernel
+// takes the slowest of its math and its memory levels; overlapP > 0 also
+// rounds the knee between math and HBM to their p-norm
+// (math^p + hbm^p)^(1/p): near the ridge neither the MMA pipe nor the
+// DRAM stream is kept busy all the time (on-chip levels overlap fully).
+func (e *Evaluator) finishBW(c Cost, usefulFLOPs, mathTime, hbmBW, fixedS, overlapP float64) Cost {
 	g := e.gpu
 	level := []struct {
 		b Bound
@@ -134,7 +168,7 @@ func (e *Evaluator) finish(c Cost, usefulFLOPs, mathTime, hbmShare float64) Cost
 		{BoundCompute, mathTime},
 		{BoundSMEM, c.BytesSMEM / e.smemBW()},
 		{BoundL2, c.BytesL2 / g.L2BandwidthBytesPerS},
-		{BoundHBM, c.BytesHBM / (g.HBMBandwidth() * hbmShare)},
+		{BoundHBM, c.BytesHBM / hbmBW},
 	}
 	best := level[0]
 	for _, l := range level[1:] {
@@ -142,10 +176,21 @@ func (e *Evaluator) finish(c Cost, usefulFLOPs, mathTime, hbmShare float64) Cost
 			best = l
 		}
 	}
+	if hbm := level[3].t; overlapP > 0 && mathTime > 0 && hbm > 0 && !math.IsInf(mathTime+hbm, 1) {
+		knee := max(mathTime, hbm) * math.Pow(math.Pow(mathTime/max(mathTime, hbm), overlapP)+math.Pow(hbm/max(mathTime, hbm), overlapP), 1/overlapP)
+		if knee > best.t {
+			best.t = knee
+			if hbm > mathTime {
+				best.b = BoundHBM
+			} else {
+				best.b = BoundCompute
+			}
+		}
+	}
 	if c.Kernels == 0 {
 		c.Kernels = 1
 	}
-	launch := float64(c.Kernels) * g.KernelLaunchS
+	launch := float64(c.Kernels)*g.KernelLaunchS + fixedS
 	c.Bound = best.b
 	if launch > best.t {
 		c.Bound = BoundLaunch
@@ -174,14 +219,6 @@ func kernelsPerOp(o model.Op) int {
 		return 5
 	}
 	return 1
-}
-
-// streaming prices a one-pass kernel: its compulsory bytes pass through L2
-// from HBM and its math runs at the vector rate (tensor rate for the SSD
-// matmuls). Shared memory is not a bottleneck for a single pass.
-func (e *Evaluator) streaming(o model.Op) Cost {
-	c := Cost{BytesL2: o.Bytes, BytesHBM: o.Bytes, Kernels: kernelsPerOp(o)}
-	return e.finish(c, o.FLOPs, safeDiv(o.FLOPs, e.mathPeak(o)), 1)
 }
 
 // Issued is the op's time on a stream whose host issues its kernels one

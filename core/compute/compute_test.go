@@ -1,6 +1,7 @@
 package compute
 
 import (
+	"math"
 	"testing"
 
 	"github.com/eidolon-sim/eidolon/core/hw"
@@ -15,7 +16,7 @@ func gpu(t *testing.T, name string) hw.GPU {
 	return g
 }
 
-func TestLargeSquareGEMMNearPeakTimesTileEfficiency(t *testing.T) {
+func TestLargeSquareGEMMIsWavesOfTiles(t *testing.T) {
 	for _, name := range []string{"a100-80gb-sxm", "h100-sxm", "mi300x"} {
 		g := gpu(t, name)
 		e := NewEvaluator(g)
@@ -23,27 +24,58 @@ func TestLargeSquareGEMMNearPeakTimesTileEfficiency(t *testing.T) {
 		c, err := e.Op(o)
 		require.NoError(t, err)
 		assert.Equal(t, BoundCompute, c.Bound, name)
-		// Compute-bound: time = waves · tile FLOPs / (sustained peak/SMs) +
-		// launch, so achieved = peak · measured matmul efficiency · tile
-		// efficiency · (1 − launch share).
-		math := c.TimeS - g.KernelLaunchS
-		assert.InEpsilon(t, g.PeakBF16FlopsPerS*g.TensorEfficiency*c.TileEfficiency, o.FLOPs/math, 1e-9, name)
+		// Compute-bound: time = launch + waves · tile overhead cycles / clock
+		// + the knee-rounded roofline (math³ + hbm³)^(1/3), math = waves ·
+		// tile FLOPs / (peak · main-loop efficiency / SMs), hbm the DRAM
+		// traffic over the GEMM's bandwidth (the on-chip levels are faster).
+		tileFLOPs := 2 * float64(c.TileM*c.TileN) * float64(8192)
+		math := float64(c.Waves) * tileFLOPs / (g.PeakBF16FlopsPerS * orOne(g.TensorEfficiency) / float64(g.SMCount))
+		hbm := c.BytesHBM / g.GEMMBandwidth()
+		onChip := max(c.BytesSMEM/e.smemBW(), c.BytesL2/g.L2BandwidthBytesPerS)
+		want := g.KernelLaunchS + float64(c.Waves)*g.GEMMTileOverheadCycles/g.ClockHz +
+			max(cbrt(math*math*math+hbm*hbm*hbm), onChip)
+		assert.InEpsilon(t, want, c.TimeS, 1e-9, name)
+		assert.Greater(t, math, 2*hbm, name)
+		assert.Greater(t, math, onChip, name)
 		assert.Greater(t, c.TileEfficiency, 0.9, name)
-		assert.LessOrEqual(t, c.AchievedFLOPsPerS, g.TensorPeak(hw.BF16))
+		assert.Less(t, c.AchievedFLOPsPerS, g.TensorPeak(hw.BF16), name)
 		t.Logf("%s 8192³ bf16: tile %dx%dx%d split %d waves %d eff %.3f achieved %.0f TF/s",
 			name, c.TileM, c.TileN, c.TileK, c.SplitK, c.Waves, c.TileEfficiency, c.AchievedFLOPsPerS/1e12)
 	}
+	// The fitted A100 lands where Vidur's and the cookbook's large fp16
+	// GEMMs do (240-250 TFLOP/s, bench/fidelity/KERNELS.md), below the
+	// MAMF best-shape ceiling of 271 TFLOP/s.
+	c, err := NewEvaluator(gpu(t, "a100-80gb-sxm")).Op(model.NewGEMM("sq", hw.FP16, 1, 8192, 8192, 8192))
+	require.NoError(t, err)
+	assert.InDelta(t, 245e12, c.AchievedFLOPsPerS, 15e12)
 }
 
-// A tiny kernel is its device-side launch plus its work; on a stream whose
-// host issues it, it takes the host's dispatch interval.
+// Short reductions pay the tile's fixed prologue and epilogue over fewer
+// K-steps: at the same M×N, K = 256 reaches a lower FLOP rate than K = 8192.
+func TestShortKLessEfficient(t *testing.T) {
+	e := NewEvaluator(gpu(t, "a100-80gb-sxm"))
+	short, err := e.Op(model.NewGEMM("k", hw.FP16, 1, 8192, 8192, 256))
+	require.NoError(t, err)
+	long, err := e.Op(model.NewGEMM("k", hw.FP16, 1, 8192, 8192, 8192))
+	require.NoError(t, err)
+	assert.Less(t, short.AchievedFLOPsPerS, 0.9*long.AchievedFLOPsPerS)
+}
+
+// A tiny kernel is its device-side launch, one tile's fixed cycles and a
+// few K-steps; on a stream whose host issues it, it takes the host's
+// dispatch interval.
 func TestTinyGEMMLaunchBound(t *testing.T) {
 	g := gpu(t, "h100-sxm")
 	require.Greater(t, g.HostDispatchS, g.KernelLaunchS)
 	c, err := NewEvaluator(g).Op(model.NewGEMM("tiny", hw.BF16, 1, 16, 16, 16))
 	require.NoError(t, err)
 	assert.Equal(t, BoundLaunch, c.Bound)
-	assert.InDelta(t, g.KernelLaunchS, c.TimeS, 1e-8)
+	assert.Equal(t, 1, c.Waves)
+	// One 64×64 tile, one K-step of at most 64: 2·64·64·64 FLOPs at an SM's
+	// share of the main-loop rate is 0.13 µs on the H100.
+	fixed := g.KernelLaunchS + g.GEMMTileOverheadCycles/g.ClockHz
+	assert.InDelta(t, fixed, c.TimeS, 0.2e-6)
+	assert.GreaterOrEqual(t, c.TimeS, fixed)
 	assert.InDelta(t, g.HostDispatchS, c.Issued(g.HostDispatchS), 1e-12)
 }
 
@@ -56,7 +88,7 @@ func TestElementwiseIsBytesOverHBM(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, BoundHBM, c.Bound)
 	assert.InEpsilon(t, 6*n/g.HBMBandwidth()+g.KernelLaunchS, c.TimeS, 1e-12)
-	assert.Less(t, g.HBMBandwidth(), g.HBMBandwidthBytesPerS, "measured below the datasheet")
+	assert.LessOrEqual(t, g.HBMBandwidth(), g.HBMBandwidthBytesPerS, "at most the datasheet")
 }
 
 func TestUnsupportedAndComm(t *testing.T) {
@@ -129,6 +161,15 @@ func TestMonotoneInWork(t *testing.T) {
 	}
 }
 
+func cbrt(x float64) float64 { return math.Cbrt(x) }
+
+func orOne(x float64) float64 {
+	if x <= 0 {
+		return 1
+	}
+	return x
+}
+
 func graphOps(t *testing.T, name string, ph model.Phase) []model.Op {
 	c, ok := model.ByName(name)
 	require.True(t, ok)
@@ -150,7 +191,55 @@ func TestDecodeGEMVIsMemoryBound(t *testing.T) {
 	c, err := NewEvaluator(g).Op(o)
 	require.NoError(t, err)
 	assert.Equal(t, BoundHBM, c.Bound)
-	assert.InEpsilon(t, o.Bytes/g.HBMBandwidth(), c.TimeS-g.KernelLaunchS, 0.01)
+	// Weight streaming: launch + each wave's tile overhead + the rounded
+	// knee of the padded tiles' math (one row padded to 64) and the bytes
+	// over the GEMM's operand bandwidth.
+	kp := float64((4096/c.SplitK + c.TileK - 1) / c.TileK * c.TileK)
+	math := float64(c.Waves) * 2 * float64(c.TileM*c.TileN) * kp / (g.PeakBF16FlopsPerS * g.TensorEfficiency / float64(g.SMCount))
+	hbm := c.BytesHBM / g.GEMMBandwidth()
+	want := g.KernelLaunchS + float64(c.Waves)*g.GEMMTileOverheadCycles/g.ClockHz + cbrt(math*math*math+hbm*hbm*hbm)
+	assert.InEpsilon(t, want, c.TimeS, 1e-9)
+	assert.Less(t, math, hbm)
+	assert.InEpsilon(t, o.Bytes, c.BytesHBM, 0.01)
+	// Vidur measures 1.3-1.7 TB/s for such GEMMs on the A100 (KERNELS.md).
+	assert.InDelta(t, 1.5e12, o.Bytes/c.TimeS, 0.3e12)
+}
+
+// A row kernel (one block per row, RMSNorm) is the longer of its latency
+// chain and its bytes over the row-kernel bandwidth: a single wide row is
+// latency-bound, many rows bandwidth-bound.
+func TestRowKernelLatencyThenBandwidth(t *testing.T) {
+	g := gpu(t, "a100-80gb-sxm")
+	e := NewEvaluator(g)
+	norm := func(rows, w int64) Cost {
+		n := float64(rows * w)
+		o := model.NewStreaming("norm", model.Norm, hw.FP16, 5*n, 4*n+8*float64(rows))
+		o.M, o.N = rows, w
+		c, err := e.Op(o)
+		require.NoError(t, err)
+		return c
+	}
+	// One row of 8192: 1024 threads, two passes of 8 iterations = 16 latencies.
+	c := norm(1, 8192)
+	assert.InEpsilon(t, g.KernelLaunchS+16*g.MemoryLatencyS, c.TimeS, 1e-9)
+	assert.Equal(t, BoundLatency, c.Bound)
+	// 32768 rows: bytes (x read twice, y written: 1.5× the op's) over the
+	// row-kernel bandwidth.
+	o := model.NewStreaming("norm", model.Norm, hw.FP16, 0, 4*32768*8192+8*32768)
+	c = norm(32768, 8192)
+	assert.InEpsilon(t, g.KernelLaunchS+1.5*o.Bytes/g.RowKernelBandwidth(), c.TimeS, 1e-9)
+	assert.Equal(t, BoundHBM, c.Bound)
+	// Without its shape the op pays no latency chain.
+	c, err := e.Op(model.NewStreaming("norm", model.Norm, hw.FP16, 0, 4*8192+8))
+	require.NoError(t, err)
+	assert.Less(t, c.TimeS, g.KernelLaunchS+1e-7)
+	// More rows never take less time.
+	prev := 0.0
+	for rows := int64(1); rows <= 65536; rows *= 2 {
+		c := norm(rows, 5120)
+		assert.GreaterOrEqual(t, c.TimeS, prev, "rows=%d", rows)
+		prev = c.TimeS
+	}
 }
 
 func TestFlashAttentionEfficiency(t *testing.T) {
@@ -191,4 +280,44 @@ func TestMemoizedEqualsFresh(t *testing.T) {
 		require.Equal(t, a, b)
 		require.Equal(t, a, c)
 	}
+}
+
+// A residual add whose input the previous kernel just wrote reads that
+// tensor from L2 when it fits in a quarter of it: HBM carries the other
+// input and the output. A larger one streams everything from HBM.
+func TestAddL2Residency(t *testing.T) {
+	g := gpu(t, "a100-80gb-sxm")
+	e := NewEvaluator(g)
+	add := func(rows, w int64) (Cost, model.Op) {
+		n := float64(rows * w)
+		o := model.NewStreaming("add", model.Elementwise, hw.FP16, n, 6*n)
+		o.M, o.N = rows, w
+		c, err := e.Op(o)
+		require.NoError(t, err)
+		return c, o
+	}
+	// 512×4096 fp16 = 4 MiB ≤ 10 MiB: HBM moves 2 of the 3 tensors.
+	c, o := add(512, 4096)
+	one := float64(512*4096) * 2
+	assert.InEpsilon(t, o.Bytes-one, c.BytesHBM, 1e-12)
+	assert.InEpsilon(t, g.KernelLaunchS+max((o.Bytes-one)/g.HBMBandwidth(), o.Bytes/g.L2BandwidthBytesPerS), c.TimeS, 1e-9)
+	// 4096×4096 fp16 = 32 MiB > 10 MiB: all three from HBM.
+	c, o = add(4096, 4096)
+	assert.InEpsilon(t, o.Bytes, c.BytesHBM, 1e-12)
+	assert.InEpsilon(t, g.KernelLaunchS+o.Bytes/g.HBMBandwidth(), c.TimeS, 1e-9)
+}
+
+// An embedding gather: two dependent latencies (token id, then row) or its
+// bytes over the gather bandwidth, whichever is longer, plus the launch.
+func TestGatherLatencyThenBandwidth(t *testing.T) {
+	g := gpu(t, "h100-sxm")
+	e := NewEvaluator(g)
+	small, err := e.Op(model.NewStreaming("emb", model.Embedding, hw.FP16, 0, 4+2*8192*2))
+	require.NoError(t, err)
+	assert.InEpsilon(t, g.KernelLaunchS+2*g.MemoryLatencyS, small.TimeS, 1e-9)
+	b := 4*4096 + 2*4096*8192*2.0
+	large, err := e.Op(model.NewStreaming("emb", model.Embedding, hw.FP16, 0, b))
+	require.NoError(t, err)
+	assert.InEpsilon(t, g.KernelLaunchS+b/g.GatherBandwidth(), large.TimeS, 1e-9)
+	assert.Less(t, g.GatherBandwidth(), g.HBMBandwidth())
 }

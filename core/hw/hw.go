@@ -57,18 +57,43 @@ type GPU struct {
 	HBMBytes              int64   `json:"hbm_bytes" arrow:"hbm_bytes"`
 	HBMBandwidthBytesPerS float64 `json:"hbm_bandwidth_bytes_per_s" arrow:"hbm_bandwidth_bytes_per_s"`
 
-	// TensorEfficiency is the fraction of the dense tensor peak that the
-	// best-shaped large matmuls sustain when measured (cuBLAS/hipBLASLt at
-	// the clocks the part holds under load); 0 means 1. The compute model
-	// runs tensor math at Peak × TensorEfficiency and prices shape losses
-	// (padding, partial waves) on top.
+	// TensorEfficiency is the fraction of the dense tensor peak that a GEMM
+	// tile's main loop sustains (the MMA pipe's issue efficiency at the
+	// clocks the part holds under load); 0 means 1. The tile's prologue and
+	// epilogue (GEMMTileOverheadCycles), padding and partial waves are
+	// priced on top, so the best large matmuls land below it.
 	TensorEfficiency float64 `json:"tensor_efficiency" arrow:"tensor_efficiency"`
-	// HBMEfficiency is the fraction of the DRAM bandwidth that streaming
-	// kernels reach when measured; 0 means 1.
+	// GEMMTileOverheadCycles is a GEMM tile's fixed time in SM clocks: the
+	// pipeline fill (first K-slices in flight from memory) and the epilogue
+	// (accumulators converted and stored), not overlapped with the tile's
+	// main loop in a non-persistent kernel.
+	GEMMTileOverheadCycles float64 `json:"gemm_tile_overhead_cycles" arrow:"gemm_tile_overhead_cycles"`
+	// HBMEfficiency is the fraction of the DRAM bandwidth that vectorized
+	// streaming kernels (PyTorch's elementwise kernels) reach; 0 means 1.
 	HBMEfficiency float64 `json:"hbm_efficiency" arrow:"hbm_efficiency"`
+	// GEMMBandwidthFraction is the fraction of HBMBandwidth() that a GEMM's
+	// operand loads reach (tiles fetch K-slices of their rows, 128-byte
+	// pieces scattered over the weight matrix, not one sequential stream);
+	// 0 means 1.
+	GEMMBandwidthFraction float64 `json:"gemm_bandwidth_fraction" arrow:"gemm_bandwidth_fraction"`
+	// RowKernelBandwidthFraction is the fraction of HBMBandwidth() that
+	// one-block-per-row kernels with scalar loads (RMSNorm, RoPE, fused
+	// activations as vLLM/sarathi write them) reach at large sizes; 0 means 1.
+	RowKernelBandwidthFraction float64 `json:"row_kernel_bandwidth_fraction" arrow:"row_kernel_bandwidth_fraction"`
+	// GatherBandwidthFraction is the fraction of HBMBandwidth() that an
+	// embedding gather (a row lookup per token) reaches; 0 means 1.
+	GatherBandwidthFraction float64 `json:"gather_bandwidth_fraction" arrow:"gather_bandwidth_fraction"`
+	// MemoryLatencyS is one dependent global-memory access as a row
+	// kernel's threads see it: each loop iteration over a row waits for its
+	// load, so a row of w elements over b threads takes ⌈w/b⌉ of these.
+	MemoryLatencyS float64 `json:"memory_latency_s" arrow:"memory_latency_s"`
+	// MaxThreadsPerSM is the resident-thread limit of one SM (CU); it sets
+	// how many row blocks run at once. 0 means 2048.
+	MaxThreadsPerSM int `json:"max_threads_per_sm" arrow:"max_threads_per_sm"`
 
-	// KernelLaunchS is the device-side cost of one kernel launch (the GPU
-	// starting and draining a grid), added to its work.
+	// KernelLaunchS is the device-side cost of one kernel (the GPU
+	// starting and draining a grid: what a profiler's kernel timer shows
+	// for an empty kernel), added to its work.
 	KernelLaunchS float64 `json:"kernel_launch_s" arrow:"kernel_launch_s"`
 	// HostDispatchS is the host's time to issue one kernel (framework
 	// dispatch plus the driver call). Kernels are issued one after another,
@@ -85,6 +110,25 @@ func (g GPU) TensorPeak(d DType) float64 { return g.Peak(d) * orOne(g.TensorEffi
 // HBMBandwidth is the sustained DRAM bandwidth: the datasheet figure times
 // HBMEfficiency.
 func (g GPU) HBMBandwidth() float64 { return g.HBMBandwidthBytesPerS * orOne(g.HBMEfficiency) }
+
+// RowKernelBandwidth is the large-size bandwidth of one-block-per-row kernels.
+func (g GPU) RowKernelBandwidth() float64 {
+	return g.HBMBandwidth() * orOne(g.RowKernelBandwidthFraction)
+}
+
+// GEMMBandwidth is the HBM bandwidth of a GEMM's operand loads.
+func (g GPU) GEMMBandwidth() float64 { return g.HBMBandwidth() * orOne(g.GEMMBandwidthFraction) }
+
+// GatherBandwidth is the bandwidth of an embedding gather.
+func (g GPU) GatherBandwidth() float64 { return g.HBMBandwidth() * orOne(g.GatherBandwidthFraction) }
+
+// ThreadsPerSM is MaxThreadsPerSM, 2048 when unset.
+func (g GPU) ThreadsPerSM() int {
+	if g.MaxThreadsPerSM <= 0 {
+		return 2048
+	}
+	return g.MaxThreadsPerSM
+}
 
 func orOne(x float64) float64 {
 	if x <= 0 {

@@ -138,3 +138,32 @@ func TestH800(t *testing.T) {
 	nv, _ := LinkByName("nvlink4-h800")
 	assert.InDelta(t, 160e9, nv.BandwidthBytesPerS*nv.CollectiveEfficiency, 0.05*160e9)
 }
+
+// The fitted kernel parameters are set where they were fitted and shared
+// by the parts built on the same die.
+func TestKernelFitPresets(t *testing.T) {
+	for _, name := range []string{"a100-40gb", "a100-80gb-sxm", "h100-sxm", "h100-pcie", "h200"} {
+		g, ok := GPUByName(name)
+		require.True(t, ok)
+		assert.Greater(t, g.GEMMTileOverheadCycles, 0.0, name)
+		assert.Greater(t, g.MemoryLatencyS, 0.0, name)
+		for _, f := range []float64{g.TensorEfficiency, g.HBMEfficiency, g.GEMMBandwidthFraction, g.RowKernelBandwidthFraction, g.GatherBandwidthFraction} {
+			assert.Greater(t, f, 0.0, name)
+			assert.LessOrEqual(t, f, 1.0, name)
+		}
+		// Device time per kernel: 1-3 µs (Vidur's one-token residual add
+		// takes 2 µs of kernel time on both parts).
+		assert.InDelta(t, 2e-6, g.KernelLaunchS, 1e-6, name)
+		// Row kernels and gathers reach less than vectorized streaming.
+		assert.Less(t, g.RowKernelBandwidth(), g.HBMBandwidth(), name)
+		assert.Less(t, g.GatherBandwidth(), g.RowKernelBandwidth(), name)
+	}
+	h100, _ := GPUByName("h100-sxm")
+	h200, _ := GPUByName("h200")
+	assert.Equal(t, h100.GEMMTileOverheadCycles, h200.GEMMTileOverheadCycles)
+	assert.Equal(t, h100.TensorEfficiency, h200.TensorEfficiency)
+	// Parts without a table leave the fitted-only fields at their defaults.
+	b200, _ := GPUByName("b200")
+	assert.Zero(t, b200.GEMMTileOverheadCycles)
+	assert.Equal(t, 2048, b200.ThreadsPerSM())
+}

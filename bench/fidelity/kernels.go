@@ -1,0 +1,338 @@
+package fidelity
+
+// Per-kernel fidelity: core/compute's price of every operator in the public
+// kernel tables of ../shared/reference/kernels (Vidur's CUPTI kernel times
+// on A100 and H100; the EleutherAI cookbook's torch.mm/bmm sweeps on an
+// A100) beside the measurement. The operators are built as Eidolon's model
+// builds them (model.NewGEMM, model.NewStreaming with the builder's byte
+// counts) and priced by compute.Evaluator: no row is looked up.
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+
+	"github.com/eidolon-sim/eidolon/core/compute"
+	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/model"
+)
+
+// KernelRow is one measured kernel time beside its price.
+type KernelRow struct {
+	GPU, Model, Op, Class string
+	TP, Tokens            int64
+	M, N, K               int64
+	MeasuredS             float64
+	// Ops are the operators the timer wraps (phi-2's add is two kernels).
+	Ops  []model.Op
+	Impl compute.Impl
+}
+
+// HeldOut reports whether a model is in the held-out split: CodeLlama-34B,
+// Llama-3-8B, Llama-3-70B and phi-2 (GQA, a 128K vocabulary, an ungated
+// GELU MLP with LayerNorm: shapes and kernels the training models lack).
+// The parameters are fitted on Qwen-72B, InternLM-20B, Llama-2-7B and
+// Llama-2-70B.
+func HeldOut(model string) bool {
+	switch model {
+	case "codellama/CodeLlama-34b-Instruct-hf", "meta-llama/Meta-Llama-3-8B", "meta-llama/Meta-Llama-3-70B", "microsoft/phi-2":
+		return true
+	}
+	return false
+}
+
+// VidurGPU is the preset behind a Vidur SKU folder: "a100" is the A100
+// 80GB (DGX), "h100" the H100 SXM (reference README: large GEMMs above the
+// PCIe and NVL dense peaks).
+func VidurGPU(sku string) (hw.GPU, error) {
+	name := map[string]string{"a100": "a100-80gb-sxm", "h100": "h100-sxm"}[sku]
+	g, ok := hw.GPUByName(name)
+	if !ok {
+		return hw.GPU{}, fmt.Errorf("kernels: no preset for Vidur SKU %q", sku)
+	}
+	return g, nil
+}
+
+// KernelRefDir finds ../shared/reference/kernels from the module root
+// (given), falling back to /work/shared/reference/kernels.
+func KernelRefDir(root string) (string, bool) {
+	for _, d := range []string{filepath.Join(root, "..", "shared", "reference", "kernels"), "/work/shared/reference/kernels"} {
+		if _, err := os.Stat(filepath.Join(d, "vidur_compute_ops.csv")); err == nil {
+			return d, true
+		}
+	}
+	return "", false
+}
+
+type vidurModel struct {
+	hidden, ffn, heads, kvHeads, headDim int64
+	gated, layerNorm, twoAdds            bool
+}
+
+func readCSV(path string) ([]map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r := csv.NewReader(f)
+	head, err := r.Read()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var out []map[string]string
+	for {
+		rec, err := r.Read()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		m := make(map[string]string, len(head))
+		for i, h := range head {
+			m[h] = rec[i]
+		}
+		out = append(out, m)
+	}
+}
+
+func atoi(s string) int64 {
+	v, _ := strconv.ParseInt(s, 10, 64)
+	return v
+}
+
+// LoadVidur reads vidur_compute_ops.csv and builds each row's operators.
+func LoadVidur(dir string) ([]KernelRow, error) {
+	mrows, err := readCSV(filepath.Join(dir, "vidur_models.csv"))
+	if err != nil {
+		return nil, err
+	}
+	models := map[string]vidurModel{}
+	for _, r := range mrows {
+		models[r["model"]] = vidurModel{
+			hidden: atoi(r["hidden"]), ffn: atoi(r["ffn"]), heads: atoi(r["n_q_heads"]),
+			kvHeads: atoi(r["n_kv_heads"]), headDim: atoi(r["head_dim"]),
+			gated: r["gated_mlp"] == "True", layerNorm: r["norm"] == "layer_norm",
+			twoAdds: r["post_attn_norm"] == "False",
+		}
+	}
+	rows, err := readCSV(filepath.Join(dir, "vidur_compute_ops.csv"))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]KernelRow, 0, len(rows))
+	for _, r := range rows {
+		vm, ok := models[r["model"]]
+		if !ok {
+			return nil, fmt.Errorf("kernels: model %q not in vidur_models.csv", r["model"])
+		}
+		ms, err := strconv.ParseFloat(r["time_ms_median"], 64)
+		if err != nil {
+			return nil, fmt.Errorf("kernels: time_ms_median %q: %w", r["time_ms_median"], err)
+		}
+		kr := KernelRow{GPU: r["gpu"], Model: r["model"], Op: r["op"], Class: r["op_class"],
+			TP: atoi(r["tp"]), Tokens: atoi(r["num_tokens"]), M: atoi(r["m"]), N: atoi(r["n"]), K: atoi(r["k"]),
+			MeasuredS: ms * 1e-3}
+		kr.Ops, kr.Impl = vidurOps(kr, vm)
+		out = append(out, kr)
+	}
+	return out, nil
+}
+
+// vidurOps builds the operators a Vidur row's timer wraps, fp16, with the
+// byte counts of Eidolon's model builder (core/model build.go, blocks.go);
+// streaming ops carry their row shape (M rows of N elements).
+func vidurOps(r KernelRow, vm vidurModel) ([]model.Op, compute.Impl) {
+	const e = 2.0 // fp16
+	d := hw.FP16
+	T, w := r.M, r.N
+	n := float64(T * w)
+	shaped := func(o model.Op) model.Op { o.M, o.N = T, w; return o }
+	switch r.Class {
+	case "gemm":
+		return []model.Op{model.NewGEMM(r.Op, d, 1, r.M, r.N, r.K)}, ""
+	case "norm":
+		// Builder: read x, write y, fp32 statistics per row; RMSNorm 5
+		// FLOPs per element, LayerNorm 8.
+		fl := 5.0
+		if vm.layerNorm {
+			fl = 8
+		}
+		return []model.Op{shaped(model.NewStreaming(r.Op, model.Norm, d, fl*n, 2*n*e+8*float64(T)))}, compute.ImplRow
+	case "rope":
+		// In place on q and k: read and write each element, 3 FLOPs.
+		return []model.Op{shaped(model.NewStreaming(r.Op, model.Rotary, d, 3*n, 2*n*e))}, compute.ImplRow
+	case "embedding":
+		// Read the token ids and rows, write the output.
+		return []model.Op{shaped(model.NewStreaming(r.Op, model.Embedding, d, 0, 4*float64(T)+2*n*e))}, compute.ImplGather
+	}
+	switch r.Op {
+	case "add":
+		// Residual add: read 2, write 1. phi-2 sums attention, MLP and the
+		// residual with two eager adds.
+		o := shaped(model.NewStreaming(r.Op, model.Elementwise, d, n, 3*n*e))
+		if vm.twoAdds {
+			return []model.Op{o, o}, compute.ImplVectorized
+		}
+		return []model.Op{o}, compute.ImplVectorized
+	case "mlp_act":
+		if vm.gated {
+			// sarathi silu_and_mul: a row kernel reading 2n, writing n.
+			return []model.Op{shaped(model.NewStreaming(r.Op, model.Elementwise, d, 6*n, 3*n*e))}, compute.ImplRow
+		}
+		// torch.nn.GELU: PyTorch's vectorized elementwise kernel.
+		return []model.Op{shaped(model.NewStreaming(r.Op, model.Elementwise, d, 8*n, 2*n*e))}, compute.ImplVectorized
+	}
+	return nil, ""
+}
+
+// Price is a row's predicted kernel time on an evaluator.
+func (r KernelRow) Price(e *compute.Evaluator) (float64, error) {
+	t := 0.0
+	for _, o := range r.Ops {
+		c, err := e.OpAs(o, r.Impl)
+		if err != nil {
+			return 0, err
+		}
+		t += c.TimeS
+	}
+	return t, nil
+}
+
+// KernelRange names a token-count range of the report.
+func KernelRange(tokens int64) string {
+	switch {
+	case tokens <= 64:
+		return "1-64"
+	case tokens <= 512:
+		return "65-512"
+	case tokens <= 4096:
+		return "513-4096"
+	}
+	return ">4096"
+}
+
+// KernelRanges lists the ranges in report order.
+var KernelRanges = []string{"1-64", "65-512", "513-4096", ">4096"}
+
+// KernelClasses lists the Vidur op classes in report order.
+var KernelClasses = []string{"gemm", "norm", "elementwise", "rope", "embedding"}
+
+// KernelErr is one priced row: predicted over measured.
+type KernelErr struct {
+	Row   *KernelRow
+	PredS float64
+}
+
+// LogErr is |ln(pred/measured)|.
+func (k KernelErr) LogErr() float64 { return math.Abs(math.Log(k.PredS / k.Row.MeasuredS)) }
+
+// AbsErr is |pred/measured − 1|.
+func (k KernelErr) AbsErr() float64 { return math.Abs(k.PredS/k.Row.MeasuredS - 1) }
+
+// PriceRows prices rows of one SKU on a GPU.
+func PriceRows(g hw.GPU, rows []*KernelRow) ([]KernelErr, error) {
+	e := compute.NewEvaluator(g)
+	out := make([]KernelErr, 0, len(rows))
+	for _, r := range rows {
+		p, err := r.Price(e)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s tp%d T=%d: %w", r.GPU, r.Op, r.TP, r.Tokens, err)
+		}
+		out = append(out, KernelErr{Row: r, PredS: p})
+	}
+	return out, nil
+}
+
+// Quantile of xs (sorted copy), linear between order statistics.
+func Quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	p := q * float64(len(s)-1)
+	i := int(math.Floor(p))
+	if i >= len(s)-1 {
+		return s[len(s)-1]
+	}
+	return s[i] + (p-float64(i))*(s[i+1]-s[i])
+}
+
+// KernelStat is the error summary of one cell.
+type KernelStat struct {
+	N           int
+	Median, P90 float64
+	// Bias is the median signed error (pred/measured − 1).
+	Bias float64
+}
+
+// Summarize gives the cell's |error| median, p90 and signed median.
+func Summarize(es []KernelErr) KernelStat {
+	abs := make([]float64, len(es))
+	sig := make([]float64, len(es))
+	for i, e := range es {
+		abs[i] = e.AbsErr()
+		sig[i] = e.PredS/e.Row.MeasuredS - 1
+	}
+	return KernelStat{N: len(es), Median: Quantile(abs, 0.5), P90: Quantile(abs, 0.9), Bias: Quantile(sig, 0.5)}
+}
+
+// Filter keeps the priced rows a predicate accepts.
+func Filter(es []KernelErr, keep func(*KernelRow) bool) []KernelErr {
+	var out []KernelErr
+	for _, e := range es {
+		if keep(e.Row) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Objective is the fit's loss over one split: the mean over op classes of
+// the class's mean and median |ln(pred/measured)| averaged, so that each
+// class weighs the same and the typical row counts as much as the tails.
+func Objective(es []KernelErr) float64 {
+	by := map[string][]float64{}
+	for _, e := range es {
+		by[e.Row.Class] = append(by[e.Row.Class], e.LogErr())
+	}
+	tot, k := 0.0, 0
+	for _, c := range KernelClasses {
+		xs := by[c]
+		if len(xs) == 0 {
+			continue
+		}
+		mean := 0.0
+		for _, x := range xs {
+			mean += x / float64(len(xs))
+		}
+		tot += (mean + Quantile(xs, 0.5)) / 2
+		k++
+	}
+	return tot / float64(max(k, 1))
+}
+
+// BySKU splits rows by Vidur SKU, in a fixed order.
+func BySKU(rows []KernelRow) (skus []string, by map[string][]*KernelRow) {
+	by = map[string][]*KernelRow{}
+	for i := range rows {
+		r := &rows[i]
+		if _, ok := by[r.GPU]; !ok {
+			skus = append(skus, r.GPU)
+		}
+		by[r.GPU] = append(by[r.GPU], r)
+	}
+	sort.Strings(skus)
+	return skus, by
+}
+
+func pct(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }
+
+func signedPct(x float64) string { return fmt.Sprintf("%+.1f%%", 100*x) }

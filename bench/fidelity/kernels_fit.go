@@ -1,0 +1,122 @@
+package fidelity
+
+import (
+	"math"
+	"sort"
+
+	"github.com/eidolon-sim/eidolon/core/hw"
+)
+
+// KernelParams are the per-GPU numbers fitted on the kernel tables, in the
+// order of KernelParamNames.
+type KernelParams [8]float64
+
+// KernelParamNames names the fitted hw.GPU fields.
+var KernelParamNames = [8]string{
+	"KernelLaunchS", "TensorEfficiency", "GEMMTileOverheadCycles", "HBMEfficiency",
+	"RowKernelBandwidthFraction", "GatherBandwidthFraction", "MemoryLatencyS", "GEMMBandwidthFraction",
+}
+
+// KernelFitStart is where every fit starts (the same for each GPU, so the
+// command reproduces the presets' constants): a 2 µs kernel, 85 % main-loop
+// MMA rate, 2,000 cycles per tile, 90 % of HBM for vectorized kernels, half
+// of it for row kernels, 15 % for gathers, 0.4 µs per dependent access,
+// 85 % for GEMM operand streams.
+var KernelFitStart = KernelParams{2e-6, 0.85, 2000, 0.9, 0.5, 0.15, 0.4e-6, 0.85}
+
+// ParamsOf reads a GPU's fitted fields.
+func ParamsOf(g hw.GPU) KernelParams {
+	return KernelParams{g.KernelLaunchS, g.TensorEfficiency, g.GEMMTileOverheadCycles, g.HBMEfficiency,
+		g.RowKernelBandwidthFraction, g.GatherBandwidthFraction, g.MemoryLatencyS, g.GEMMBandwidthFraction}
+}
+
+// WithParams sets them; fractions are capped at 1.
+func WithParams(g hw.GPU, p KernelParams) hw.GPU {
+	g.KernelLaunchS = p[0]
+	g.TensorEfficiency = math.Min(p[1], 1)
+	g.GEMMTileOverheadCycles = p[2]
+	g.HBMEfficiency = math.Min(p[3], 1)
+	g.RowKernelBandwidthFraction = math.Min(p[4], 1)
+	g.GatherBandwidthFraction = math.Min(p[5], 1)
+	g.MemoryLatencyS = p[6]
+	g.GEMMBandwidthFraction = math.Min(p[7], 1)
+	return g
+}
+
+// FitKernelParams minimises Objective over the rows by Nelder–Mead in the
+// logarithms of the parameters, from start, for at most iters steps.
+func FitKernelParams(g hw.GPU, rows []*KernelRow, start KernelParams, iters int) (KernelParams, float64) {
+	const dim = len(start)
+	f := func(x [dim]float64) float64 {
+		var p KernelParams
+		for i := range x {
+			p[i] = math.Exp(x[i])
+		}
+		es, err := PriceRows(WithParams(g, p), rows)
+		if err != nil {
+			return math.Inf(1)
+		}
+		return Objective(es)
+	}
+	type pt struct {
+		x [dim]float64
+		v float64
+	}
+	simplex := make([]pt, dim+1)
+	for i := range simplex {
+		for j := range start {
+			simplex[i].x[j] = math.Log(start[j])
+		}
+		if i > 0 {
+			simplex[i].x[i-1] += 0.3
+		}
+		simplex[i].v = f(simplex[i].x)
+	}
+	for it := 0; it < iters; it++ {
+		sort.Slice(simplex, func(a, b int) bool { return simplex[a].v < simplex[b].v })
+		if simplex[dim].v-simplex[0].v < 1e-7 {
+			break
+		}
+		var c [dim]float64
+		for _, s := range simplex[:dim] {
+			for j := range c {
+				c[j] += s.x[j] / float64(dim)
+			}
+		}
+		along := func(t float64) pt {
+			var x [dim]float64
+			for j := range x {
+				x[j] = c[j] + t*(simplex[dim].x[j]-c[j])
+			}
+			return pt{x, f(x)}
+		}
+		r := along(-1)
+		switch {
+		case r.v < simplex[0].v:
+			if ex := along(-2); ex.v < r.v {
+				simplex[dim] = ex
+			} else {
+				simplex[dim] = r
+			}
+		case r.v < simplex[dim-1].v:
+			simplex[dim] = r
+		default:
+			if ct := along(0.5); ct.v < simplex[dim].v {
+				simplex[dim] = ct
+				continue
+			}
+			for i := 1; i <= dim; i++ {
+				for j := range simplex[i].x {
+					simplex[i].x[j] = simplex[0].x[j] + 0.5*(simplex[i].x[j]-simplex[0].x[j])
+				}
+				simplex[i].v = f(simplex[i].x)
+			}
+		}
+	}
+	sort.Slice(simplex, func(a, b int) bool { return simplex[a].v < simplex[b].v })
+	var p KernelParams
+	for i := range p {
+		p[i] = math.Exp(simplex[0].x[i])
+	}
+	return p, simplex[0].v
+}

@@ -1,0 +1,156 @@
+package fidelity
+
+import (
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var fit = flag.Bool("fit", false, "fit the per-GPU kernel parameters on the training split and print them")
+
+func loadKernels(t *testing.T) []KernelRow {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	dir, ok := KernelRefDir(root)
+	if !ok {
+		t.Skip("kernel reference tables (../shared/reference/kernels) not found")
+	}
+	rows, err := LoadVidur(dir)
+	require.NoError(t, err)
+	return rows
+}
+
+// TestKernelFit fits the per-GPU parameters on the training models.
+// Run: go test ./bench/fidelity -run KernelFit -fit -v
+func TestKernelFit(t *testing.T) {
+	if !*fit {
+		t.Skip("run with -fit to fit the kernel parameters")
+	}
+	rows := loadKernels(t)
+	skus, by := BySKU(rows)
+	var b strings.Builder
+	for _, sku := range skus {
+		g, err := VidurGPU(sku)
+		require.NoError(t, err)
+		var train []*KernelRow
+		for _, r := range by[sku] {
+			if !HeldOut(r.Model) {
+				train = append(train, r)
+			}
+		}
+		// The 1 µs timer makes the loss stepped: start from a few tile
+		// overheads, restart each from its best point, keep the lowest.
+		p, v := KernelFitStart, math.Inf(1)
+		for _, clk := range []float64{1500, 3000, 6000} {
+			q := KernelFitStart
+			q[2] = clk
+			var w float64
+			for range 3 {
+				q, w = FitKernelParams(g, train, q, 600)
+			}
+			if w < v {
+				p, v = q, w
+			}
+		}
+		p = ParamsOf(WithParams(g, p)) // fractions capped at 1
+		fmt.Fprintf(&b, "%s (%s): train objective %.4f:", sku, g.Name, v)
+		for i, n := range KernelParamNames {
+			fmt.Fprintf(&b, " %s=%.4g", n, p[i])
+		}
+		fmt.Fprintf(&b, "\nFIT %s launchS: %.4g, tensorEff: %.4g, tileOverheadClk: %.4g, hbmEff: %.4g, rowFrac: %.4g, gatherFrac: %.4g, latencyS: %.4g, gemmFrac: %.4g\n",
+			sku, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7])
+		es, err := PriceRows(WithParams(g, p), by[sku])
+		require.NoError(t, err)
+		for _, c := range KernelClasses {
+			for _, held := range []bool{false, true} {
+				s := Summarize(Filter(es, func(r *KernelRow) bool { return r.Class == c && HeldOut(r.Model) == held }))
+				fmt.Fprintf(&b, "  %-12s held-out=%-5v median %5.1f%% p90 %5.1f%% signed %+5.1f%% |", c, held, 100*s.Median, 100*s.P90, 100*s.Bias)
+				for _, rg := range KernelRanges {
+					s := Summarize(Filter(es, func(r *KernelRow) bool {
+						return r.Class == c && HeldOut(r.Model) == held && KernelRange(r.Tokens) == rg
+					}))
+					fmt.Fprintf(&b, " %s: %+5.1f%%/%4.1f%%", rg, 100*s.Bias, 100*s.Median)
+				}
+				b.WriteString("\n")
+			}
+		}
+	}
+	t.Log("\n" + b.String())
+}
+
+func kernelReport(t *testing.T) ([]KernelRow, string) {
+	rows := loadKernels(t)
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	dir, _ := KernelRefDir(root)
+	cook, err := LoadCookbook(dir)
+	require.NoError(t, err)
+	rep, err := KernelReport(rows, cook)
+	require.NoError(t, err)
+	return rows, rep
+}
+
+// TestKernelReport fails when KERNELS.md differs from what the code
+// produces; -update rewrites it.
+// Run: go test ./bench/fidelity -run KernelReport [-update]
+func TestKernelReport(t *testing.T) {
+	_, rep := kernelReport(t)
+	if *update {
+		require.NoError(t, os.WriteFile("KERNELS.md", []byte(rep), 0o644))
+		return
+	}
+	old, err := os.ReadFile("KERNELS.md")
+	require.NoError(t, err)
+	require.Equal(t, string(old), rep, "KERNELS.md is stale: go test ./bench/fidelity -run KernelReport -update")
+}
+
+// TestKernelHeldOutError is issue 14's check: on the held-out models the
+// median |error| is at most 5 % per GPU and op class.
+func TestKernelHeldOutError(t *testing.T) {
+	rows := loadKernels(t)
+	cells, err := KernelCells(rows)
+	require.NoError(t, err)
+	for _, c := range cells {
+		if c.Range != "all" {
+			continue
+		}
+		t.Run(c.SKU+"/"+c.Class, func(t *testing.T) {
+			require.Greater(t, c.HeldOut.N, 20)
+			if why, ok := KernelCheckPending[c.SKU+"/"+c.Class]; ok {
+				require.Greater(t, c.HeldOut.Median, 0.05, "%s %s now meets the check: remove it from KernelCheckPending", c.SKU, c.Class)
+				t.Skipf("held-out median |error| %.1f%% > 5%%: %s", 100*c.HeldOut.Median, why)
+			}
+			require.LessOrEqual(t, c.HeldOut.Median, 0.05, "held-out median |error| %s %s", c.SKU, c.Class)
+		})
+	}
+}
+
+// kernelCeiling is where each class's held-out median |error| stands today
+// (KERNELS.md), rounded up: a change that makes a class worse fails here
+// even while issue 14's 5 % is not met.
+var kernelCeiling = map[string]float64{"gemm": 0.07, "norm": 0.09, "elementwise": 0.12, "rope": 0.13, "embedding": 0.08}
+
+// TestKernelHeldOutNoRegression guards the held-out medians and the
+// large-GEMM bias: the fitted model must not drift back to the optimism
+// of a best-shape ceiling (A100 and H100 GEMMs above 512 tokens within 3 %
+// of the measurements in the median).
+func TestKernelHeldOutNoRegression(t *testing.T) {
+	rows := loadKernels(t)
+	cells, err := KernelCells(rows)
+	require.NoError(t, err)
+	for _, c := range cells {
+		switch {
+		case c.Range == "all":
+			assert.LessOrEqual(t, c.HeldOut.Median, kernelCeiling[c.Class], "%s %s", c.SKU, c.Class)
+		case c.Class == "gemm" && c.Range == "513-4096":
+			assert.InDelta(t, 0, c.HeldOut.Bias, 0.03, "%s large GEMMs", c.SKU)
+		}
+	}
+}

@@ -1,0 +1,114 @@
+package compute
+
+import (
+	"math"
+
+	"github.com/eidolon-sim/eidolon/core/model"
+)
+
+// Impl is how a streaming kernel is written, which sets the bandwidth it
+// reaches and its latency at small sizes.
+type Impl string
+
+const (
+	// ImplVectorized: a grid-stride kernel with vector loads over the whole
+	// tensor (PyTorch's vectorized elementwise kernels, Adam, casts). It
+	// reaches the GPU's streaming bandwidth (hw.GPU.HBMBandwidth).
+	ImplVectorized Impl = "vectorized"
+	// ImplRow: one thread block per row (token) looping over the row with
+	// scalar loads (vLLM/sarathi rms_norm, rotary_embedding, silu_and_mul;
+	// Apex's fused norms). Bandwidth hw.GPU.RowKernelBandwidth; each loop
+	// iteration waits on one memory latency, so a wide row with few rows
+	// is latency-bound.
+	ImplRow Impl = "row"
+	// ImplGather: a per-token row lookup (embedding). Bandwidth
+	// hw.GPU.GatherBandwidth, after two dependent memory latencies (the
+	// token id, then its row).
+	ImplGather Impl = "gather"
+)
+
+// implOf is the kernel a kind's operators run as by default: norms and
+// rotary embeddings are row kernels, embeddings gathers, the rest
+// vectorized.
+func implOf(k model.Kind) Impl {
+	switch k {
+	case model.Norm, model.Rotary:
+		return ImplRow
+	case model.Embedding:
+		return ImplGather
+	}
+	return ImplVectorized
+}
+
+// rowShape gives a row kernel's threads per block, loop iterations per
+// thread (per row) and the bytes it moves as a multiple of the op's
+// compulsory bytes, from the kernels' launch code:
+//   - rms_norm (vLLM/sarathi layernorm_kernels.cu): block = min(w, 1024)
+//     threads, two passes over the row (sum of squares, then scale and
+//     store), so x is read twice: 3 of the op's 2 bytes per element;
+//   - rotary_embedding (pos_encoding_kernels.cu): block = min(w/2, 512)
+//     threads, each iteration rotates one (x, y) pair in place;
+//   - silu_and_mul and other fused activations (activation_kernels.cu):
+//     block = min(w, 1024) threads, one output element per iteration.
+//
+// w is the row width in elements (the op's N; 0 when the op does not carry
+// its shape, which leaves out the latency term).
+func rowShape(k model.Kind, w int64) (threads, iters int64, byteScale float64) {
+	switch k {
+	case model.Norm:
+		threads = min(max(w, 1), 1024)
+		return threads, 2 * ceil(w, threads), 1.5
+	case model.Rotary:
+		pairs := max(w/2, 1)
+		threads = min(pairs, 512)
+		return threads, ceil(pairs, threads), 1
+	default:
+		threads = min(max(w, 1), 1024)
+		return threads, ceil(w, threads), 1
+	}
+}
+
+// streaming prices a one-pass kernel: its bytes pass through L2 from HBM
+// at the implementation's bandwidth, its math runs at the vector rate
+// (tensor rate for the SSD matmuls). Row kernels with their shape (M rows
+// of N elements) also pay the latency chain: rows run in waves of the
+// blocks the SMs hold at once, and each wave takes its threads' loop
+// iterations times the memory latency; the kernel takes the longer of
+// that and its bytes over bandwidth.
+func (e *Evaluator) streaming(o model.Op, impl Impl) Cost {
+	g := e.gpu
+	c := Cost{BytesL2: o.Bytes, BytesHBM: o.Bytes, Kernels: kernelsPerOp(o)}
+	bw := g.HBMBandwidth()
+	switch impl {
+	case ImplRow:
+		threads, iters, scale := rowShape(o.Kind, o.N)
+		c.BytesL2 = o.Bytes * scale
+		bw = g.RowKernelBandwidth() / scale
+		if o.M > 0 && o.N > 0 && g.MemoryLatencyS > 0 {
+			resident := int64(g.SMCount) * max(int64(g.ThreadsPerSM())/threads, 1)
+			chain := float64(ceil(o.M, resident)*iters) * g.MemoryLatencyS
+			mathTime := safeDiv(o.FLOPs, e.mathPeak(o))
+			c = e.finishBW(c, o.FLOPs, math.Max(mathTime, chain), bw, 0, 0)
+			if c.Bound == BoundCompute && chain > mathTime {
+				c.Bound = BoundLatency
+			}
+			return c
+		}
+	case ImplGather:
+		// Each thread loads its token id, then the row it names: two
+		// dependent memory latencies before the first byte moves.
+		return e.finishBW(c, o.FLOPs, 2*g.MemoryLatencyS, g.GatherBandwidth(), 0, 0)
+	case ImplVectorized:
+		// L2 residency between kernels: the input the previous kernel just
+		// wrote (one M×N tensor) is still in L2 when it fits in a quarter of
+		// it, and is read from there. A quarter: A100 and H100 split their L2
+		// in two partitions and the producer's own streams evict the rest
+		// (Vidur's A100 residual adds of 8.4 MB tensors run faster than
+		// their bytes over HBM allow, those of 16.8 MB do not). Ops without
+		// their shape read everything from HBM.
+		if one := float64(o.M*o.N) * actBytes(o); o.M > 0 && o.N > 0 && one <= float64(g.L2Bytes)/4 && one < o.Bytes {
+			c.BytesHBM -= one
+		}
+	}
+	return e.finishBW(c, o.FLOPs, safeDiv(o.FLOPs, e.mathPeak(o)), bw, 0, 0)
+}
