@@ -293,38 +293,44 @@ func Diagnosis(ctx context.Context) ([]string, error) {
 			memTime += t
 		}
 	}
-	out = append(out, fmt.Sprintf("compute model, GPT-3 175B layer at TP 8 on A100: GEMMs at %.0f%% of the 312 TFLOP/s peak (measured matmul ceiling %.1f%%); streaming kernels at %.0f%% of the 2.04 TB/s HBM bandwidth (measured ceiling %.0f%%)",
-		100*gemmFlops/gemmTime/gpu.Peak(hw.FP16), 100*gpu.TensorEfficiency, 100*memBytes/memTime/gpu.HBMBandwidthBytesPerS, 100*gpu.HBMEfficiency))
+	out = append(out, fmt.Sprintf("compute model (core/compute, per-GPU parameters fitted on Vidur's kernel tables: KERNELS.md), GPT-3 175B layer at TP 8 on A100: GEMMs at %.0f%% of the 312 TFLOP/s peak (main-loop rate %.1f%%, each tile's fixed cost and partial waves on top); streaming kernels at %.0f%% of the 2.04 TB/s HBM bandwidth",
+		100*gemmFlops/gemmTime/gpu.Peak(hw.FP16), 100*gpu.TensorEfficiency, 100*memBytes/memTime/gpu.HBMBandwidthBytesPerS))
 	tp, err := topo.Preset("dgx-a100", 1)
 	if err != nil {
 		return nil, err
 	}
-	nvl, _ := hw.LinkByName("nvlink3")
-	allReduce := func(size float64) (float64, error) {
+	allReduce := func(size float64) (float64, *net.NCCLChoice, error) {
 		k := sim.New()
 		comms := net.NewComms(net.NewFlowNet(k, tp))
 		var took float64
-		if _, err := comms.Start(net.Collective{Op: net.AllReduce, Bytes: size, Ranks: []int{0, 1, 2, 3, 4, 5, 6, 7},
-			ProtocolEfficiency: nvl.CollectiveEfficiency}, func(r net.Result) { took = (r.End - r.Start).Seconds() }); err != nil {
-			return 0, err
+		var choice *net.NCCLChoice
+		if _, err := comms.Start(net.Collective{Op: net.AllReduce, Bytes: size, Ranks: []int{0, 1, 2, 3, 4, 5, 6, 7}, Algorithm: net.NCCL},
+			func(r net.Result) { took, choice = (r.End - r.Start).Seconds(), r.NCCL }); err != nil {
+			return 0, nil, err
 		}
 		if err := k.Run(ctx); err != nil {
-			return 0, err
+			return 0, nil, err
 		}
-		return took + exec.NCCLBaseLatencyS, nil
+		return took, choice, nil
 	}
 	const size = 48 << 20
-	big, err := allReduce(size)
+	big, bc, err := allReduce(size)
 	if err != nil {
 		return nil, err
 	}
-	small, err := allReduce(8192)
+	small, sc, err := allReduce(8192)
 	if err != nil {
 		return nil, err
 	}
-	out = append(out, fmt.Sprintf("network model, ring all-reduce over 8 A100 on NVSwitch as the executor runs it (NCCL protocol efficiency %.0f%% on NVLink, %.1f µs NCCL base latency): 48 MiB at %.0f GB/s bus bandwidth, 8 KiB (a LLaMA-2-7B decode all-reduce) in %.1f µs",
-		100*nvl.CollectiveEfficiency, 1e6*exec.NCCLBaseLatencyS, size/big*net.BusBandwidthFactor(net.AllReduce, 8)/1e9, 1e6*small))
-	out = append(out, fmt.Sprintf("host (exec.Host, eager as Megatron-LM and the LLaMA reference run): a host thread per rank issues every kernel in program order, %.1f µs per forward operator with autograd (%.1f µs without), %.1f µs per backward operator, %.1f µs per NCCL call, running ahead of the GPU by at most %d kernels and waiting at the optimizer's .item() and at pipeline receives; training kernels are longer than their issue, so the host hides behind them, while batch-1 decode (about 14 kernels per layer shorter than their issue) is host-bound",
+	describe := func(c *net.NCCLChoice) string {
+		if c == nil {
+			return "?"
+		}
+		return fmt.Sprintf("%s/%s on %d channels", c.Algorithm, c.Protocol, c.Channels)
+	}
+	out = append(out, fmt.Sprintf("network model, all-reduce over 8 A100 on NVSwitch as NCCL's tuner prices it (core/net/nccl.go, COLLECTIVES.md): 48 MiB at %.0f GB/s bus bandwidth (%s), 8 KiB (a LLaMA-2-7B decode all-reduce) in %.1f µs (%s)",
+		size/big*net.BusBandwidthFactor(net.AllReduce, 8)/1e9, describe(bc), 1e6*small, describe(sc)))
+	out = append(out, fmt.Sprintf("host (exec.Host): a host thread per rank issues every kernel in program order, %.1f µs per forward operator with autograd (%.1f µs without), %.1f µs per backward operator, %.1f µs per NCCL call, running ahead of the GPU by at most %d kernels and waiting at the optimizer's .item() and at pipeline receives; training kernels are longer than their issue, so the host hides behind them; batch-1 decode in eager mode (about 14 kernels per layer, most shorter than their issue) is host-bound",
 		1e6*(exec.HostForwardOpS+exec.HostAutogradS), 1e6*exec.HostForwardOpS, 1e6*exec.HostBackwardOpS, 1e6*exec.HostCollectiveS, exec.LaunchQueueKernels))
 	return out, nil
 }

@@ -28,8 +28,11 @@ type Parallel struct {
 	OverlapGradReduce bool  `json:"overlap_grad_reduce,omitempty"`
 	BucketParams      int64 `json:"bucket_params,omitempty"`
 	// OverlapTPComm overlaps the backward's tensor-parallel collective with
-	// the weight-gradient GEMM.
-	OverlapTPComm bool `json:"overlap_tp_comm,omitempty"`
+	// the weight-gradient GEMM; default true, as Megatron-LM runs it (its
+	// asynchronous tensor-parallel all-reduce is on unless
+	// --no-async-tensor-model-parallel-allreduce; Korthikanti et al. 2022,
+	// §6.2: "all-reduce is overlapped with the weight-gradient GEMM").
+	OverlapTPComm *bool `json:"overlap_tp_comm,omitempty"`
 	// EP is the expert-parallel degree of a mixture-of-experts model
 	// (default 1): it must divide dp and the experts; expert tensor
 	// parallelism is tp.
@@ -55,6 +58,10 @@ func (p *Parallel) Defaults() {
 	}
 	if p.Recompute == "" {
 		p.Recompute = "none"
+	}
+	if p.OverlapTPComm == nil {
+		on := true
+		p.OverlapTPComm = &on
 	}
 }
 

@@ -209,7 +209,8 @@ func run(env scenario.Env, s *spec.ParallelSearch) (scenario.Result, error) {
 								UnfusedAttention: s.UnfusedAttention,
 								Par: workload.Parallel{TP: tp, PP: pp, DP: row.DP, MicroBatch: mb, GlobalBatch: s.GlobalBatch,
 									Schedule: workload.Schedule(s.Schedule), VirtualStages: 1, SequenceParallel: row.SequenceParallel,
-									Recompute: model.Recompute(rc), ZeRO: zero, EP: ep}}
+									Recompute: model.Recompute(rc), ZeRO: zero, EP: ep,
+									OverlapTPComm: true}} // as Megatron-LM runs (spec.Parallel.OverlapTPComm)
 							if ps := tr.Check(); len(ps) > 0 {
 								row.Status, row.Reason = Invalid, ps[0].Field+": "+ps[0].Message
 								rows = append(rows, row)

@@ -215,9 +215,9 @@ func TestFeatureMatrix(t *testing.T) {
 // Overlapping communication with computation never slows a step.
 func TestOverlapHelps(t *testing.T) {
 	base := `"tp":4,"pp":1,"dp":2,"global_batch":8,"micro_batch":2`
-	plain := summary(t, small(1, base, ""))
-	tpOverlap := summary(t, small(1, base+`,"overlap_tp_comm":true`, ""))
-	dpOverlap := summary(t, small(1, base+`,"overlap_grad_reduce":true,"bucket_params":10000000`, ""))
+	plain := summary(t, small(1, base+`,"overlap_tp_comm":false`, ""))
+	tpOverlap := summary(t, small(1, base, "")) // on by default, as Megatron-LM runs
+	dpOverlap := summary(t, small(1, base+`,"overlap_tp_comm":false,"overlap_grad_reduce":true,"bucket_params":10000000`, ""))
 	assert.Less(t, tpOverlap.StepTimeS, plain.StepTimeS)
 	assert.Less(t, dpOverlap.StepTimeS, plain.StepTimeS)
 	assert.Less(t, tpOverlap.ExposedCommS, plain.ExposedCommS)
