@@ -3,14 +3,15 @@ package net
 import "github.com/eidolon-sim/eidolon/core/sim"
 
 // tuneNCCL, the chooser of algorithm "nccl" (registry.go), asks NCCL's
-// tuner (nccl.go) what it does with col and makes col that choice. The data then moves as a
-// ring (a flow per step, or streams) at the choice's achieved bus
-// bandwidth (its protocol efficiency on the ring's slowest hop), after the
-// part of the choice's latency that the ring's links do not already charge
-// (each of its steps pays the slowest hop's path latency).
+// tuner (nccl.go) what it does with col and makes col that choice. The data
+// then moves as a ring (a flow per step, or streams) at the choice's
+// achieved bus bandwidth (its protocol efficiency on the ring's slowest
+// hop), after the part of the choice's latency that the ring's links do not
+// already charge (each of its steps pays the slowest hop's path latency).
+//
 // The registry admits only the operations the tuner models; the tuner
-// needs ranks in range, checked here, before the chosen request is
-// validated as a whole.
+// needs ranks in range, checked here, before the chosen request gets its
+// defaults and is validated as a whole.
 func tuneNCCL(c *Comms, col *Collective, shape *checkedShape) error {
 	n := len(col.Ranks)
 	if err := c.ranksInRange(col.Ranks); err != nil {
