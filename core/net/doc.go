@@ -66,6 +66,15 @@
 // into pipelined pieces. ProtocolEfficiency models the library's protocol
 // overhead (NCCL on NVLink: 370 of 450 GB/s, as NVIDIA states).
 //
+// The files: collective.go is the vocabulary (Op, Algorithm, Collective,
+// Result) with a request's defaults and validation; registry.go the table
+// of (operation, algorithm) → program builder that Ops and Algorithms list;
+// engine.go runs programs (Comms, connections, tags); algo_ring.go,
+// algo_tree.go, algo_halving_doubling.go, algo_direct.go and
+// algo_hierarchical.go build them, one family each; algo_nccl.go makes a
+// request NCCL's choice; alltoallv.go sends an all-to-all with a size per
+// pair.
+//
 // # NCCL
 //
 // Algorithm NCCL asks NCCLTuner (nccl.go) what NCCL does: its cost model

@@ -159,16 +159,20 @@ func TestPropertiesRandomCollectives(t *testing.T) {
 	}
 }
 
+// TestSpecAgreesWithNet ties the spec's collective vocabulary (which spec,
+// below net, cannot ask for) to the registry: the same operations in the
+// same order, and for each the same algorithms, default first.
 func TestSpecAgreesWithNet(t *testing.T) {
-	require.Len(t, spec.CollectiveNames(), len(Ops()))
-	for i, op := range Ops() {
-		require.Equal(t, string(op), spec.CollectiveNames()[i])
-		var algs []string
+	var ops []string
+	algs := map[string][]string{}
+	for _, op := range Ops() {
+		ops = append(ops, string(op))
 		for _, a := range Algorithms(op) {
-			algs = append(algs, string(a))
+			algs[string(op)] = append(algs[string(op)], string(a))
 		}
-		require.Equal(t, algs, spec.CollectiveAlgorithms()[string(op)])
 	}
+	require.Equal(t, ops, spec.CollectiveNames(), "spec.CollectiveNames must list net.Ops (core/net/registry.go)")
+	require.Equal(t, algs, spec.CollectiveAlgorithms(), "spec.CollectiveAlgorithms must list the registry's algorithms (core/net/registry.go)")
 }
 
 // TestFastPathMatchesMaxMin: flows that start alone on their links skip the

@@ -72,8 +72,13 @@ type Quantization struct {
 	ScaleBytes float64 `json:"scale_bytes,omitempty"`
 }
 
-// CollectiveAlgorithms lists the algorithms of each collective, default first
-// (package net asserts it agrees).
+// CollectiveAlgorithms lists the algorithms of each collective, default
+// first: net's registry of collectives (core/net/registry.go) spelled out.
+// It cannot be asked of net: spec sits below the models and may import only
+// hw and model (core/layering_test.go), and validation must know the names
+// to refuse a misspelled one with its path before anything runs. Instead
+// net's TestSpecAgreesWithNet derives the same table from the registry and
+// fails, naming the difference, when this one does not match it.
 func CollectiveAlgorithms() map[string][]string {
 	return map[string][]string{
 		"all_reduce":     {"ring", "tree", "halving_doubling", "direct", "hierarchical", "nccl"},
@@ -86,7 +91,8 @@ func CollectiveAlgorithms() map[string][]string {
 	}
 }
 
-// CollectiveNames lists the collectives in a fixed order.
+// CollectiveNames lists the collectives in a fixed order (net.Ops; the
+// same test ties them).
 func CollectiveNames() []string {
 	return []string{"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "send_recv"}
 }

@@ -1,0 +1,60 @@
+package net
+
+import "github.com/eidolon-sim/eidolon/core/sim"
+
+// tuneNCCL, the chooser of algorithm "nccl" (registry.go), asks NCCL's
+// tuner (nccl.go) what it does with col and makes col that choice. The data
+// then moves as a ring (a flow per step, or streams) at the choice's
+// achieved bus bandwidth (its protocol efficiency on the ring's slowest
+// hop), after the part of the choice's latency that the ring's links do not
+// already charge (each of its steps pays the slowest hop's path latency).
+//
+// The registry admits only the operations the tuner models; the tuner
+// needs ranks in range, checked here, before the chosen request gets its
+// defaults and is validated as a whole.
+func tuneNCCL(c *Comms, col *Collective, shape *checkedShape) error {
+	n := len(col.Ranks)
+	if err := c.ranksInRange(col.Ranks); err != nil {
+		return err
+	}
+	col.Algorithm = Ring
+	if n < 2 || !(col.Bytes > 0) {
+		return nil
+	}
+	tkey := string(shapeKey(&Collective{Ranks: col.Ranks}))
+	tu := c.tuners[tkey]
+	if tu == nil {
+		var err error
+		if tu, err = NewNCCLTuner(c.t, col.Ranks); err != nil {
+			return err
+		}
+		c.tuners[tkey] = tu
+	}
+	ch, err := tu.Choose(col.Op, col.Bytes)
+	if err != nil {
+		return err
+	}
+	shape.choice = &ch
+	col.ProtocolEfficiency = 1
+	if tu.LinkBytesPerS > 0 {
+		col.ProtocolEfficiency = min(1, ch.BusBytesPerS/tu.LinkBytesPerS)
+	}
+	hop := 0.0
+	for i := range col.Ranks {
+		path, err := c.t.Route(c.t.RankDevice(col.Ranks[i]), c.t.RankDevice(col.Ranks[(i+1)%n]))
+		if err != nil {
+			return err
+		}
+		lat := 0.0
+		for _, l := range path {
+			lat += c.t.Links[l].LatencyS
+		}
+		hop = max(hop, lat)
+	}
+	steps := n - 1
+	if col.Op == AllReduce {
+		steps = 2 * (n - 1)
+	}
+	shape.delay = sim.Seconds(max(0, ch.LatencyS-float64(steps)*hop))
+	return nil
+}

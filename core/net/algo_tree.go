@@ -1,0 +1,170 @@
+package net
+
+// The tree family: NCCL's double binary tree for all_reduce, and one
+// binary tree at the root for broadcast and reduce; both pipelined in
+// chunks. The tree program also runs chains (buildChain) and send_recv.
+
+// buildDoubleTree: two in-order binary trees, the second shifted by one
+// rank, each reducing then broadcasting half the data.
+func buildDoubleTree(_ *Comms, col *Collective) (program, error) {
+	n := len(col.Ranks)
+	per := col.Bytes / float64(col.Chunks)
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	shifted := make([]int, n)
+	for i := range shifted {
+		shifted[i] = (i + 1) % n
+	}
+	trees := []tree{inorder(order, n), inorder(shifted, n)}
+	if n == 1 {
+		trees = trees[:1]
+	}
+	return &treeProg{chunks: col.Chunks, bytes: per / float64(len(trees)), trees: trees, up: true, down: true}, nil
+}
+
+// buildRootedTree: broadcast down (reduce up) a binary heap rooted at the
+// root, in communicator order from it.
+func buildRootedTree(_ *Comms, col *Collective) (program, error) {
+	return rootedTree(col, heapTree), nil
+}
+
+// rootedTree is the broadcast or reduce program over the tree shape builds
+// from the communicator order starting at the root.
+func rootedTree(col *Collective, shape func(order []int, n int) tree) program {
+	n := len(col.Ranks)
+	order := make([]int, n)
+	for i := range order {
+		order[i] = (col.Root + i) % n
+	}
+	return &treeProg{chunks: col.Chunks, bytes: col.Bytes / float64(col.Chunks), trees: []tree{shape(order, n)},
+		up: col.Op == Reduce, down: col.Op == Broadcast}
+}
+
+// chunksPerMiB is the default chunk count of pipelined trees and chains:
+// one per MiB, at least 1 and at most 64.
+func chunksPerMiB(bytes float64) int { return max(1, min(64, int(bytes/(1<<20)))) }
+
+// tree is a rooted tree over communicator indices.
+type tree struct {
+	root     int
+	parent   []int32 // -1 at the root
+	children [][]int32
+}
+
+func newTree(n int) tree {
+	t := tree{parent: make([]int32, n), children: make([][]int32, n)}
+	for i := range t.parent {
+		t.parent[i] = -1
+	}
+	return t
+}
+
+func (t *tree) link(parent, child int) {
+	t.parent[child] = int32(parent)
+	t.children[parent] = append(t.children[parent], int32(child))
+}
+
+// chain: order[0] -> order[1] -> ... (a pipelined ring broadcast).
+func chain(order []int, n int) tree {
+	t := newTree(n)
+	t.root = order[0]
+	for i := 1; i < len(order); i++ {
+		t.link(order[i-1], order[i])
+	}
+	return t
+}
+
+// heapTree: order[0] is the root, order[i]'s parent is order[(i-1)/2].
+func heapTree(order []int, n int) tree {
+	t := newTree(n)
+	t.root = order[0]
+	for i := 1; i < len(order); i++ {
+		t.link(order[(i-1)/2], order[i])
+	}
+	return t
+}
+
+// inorder: a balanced binary tree whose in-order traversal is `order`
+// (NCCL's double binary tree builds two such trees).
+func inorder(order []int, n int) tree {
+	t := newTree(n)
+	var build func(lo, hi int) int
+	build = func(lo, hi int) int {
+		if lo >= hi {
+			return -1
+		}
+		mid := (lo + hi) / 2
+		for _, c := range []int{build(lo, mid), build(mid+1, hi)} {
+			if c >= 0 {
+				t.link(order[mid], c)
+			}
+		}
+		return order[mid]
+	}
+	t.root = build(0, len(order))
+	return t
+}
+
+// treeProg: reduce up the tree (a node sends to its parent after hearing
+// from all children), then broadcast down (a node forwards what its parent
+// sent to each child). Instances are trees × chunks.
+type treeProg struct {
+	chunks   int
+	bytes    float64 // per tree per chunk
+	trees    []tree
+	up, down bool
+}
+
+func (p *treeProg) instances() int      { return len(p.trees) * p.chunks }
+func (p *treeProg) groupSize() int      { return p.chunks }
+func (p *treeProg) pipelined() bool     { return true }
+func (p *treeProg) tree(inst int) *tree { return &p.trees[inst/p.chunks] }
+func (p *treeProg) ops(int, int) int {
+	n := 0
+	if p.up {
+		n++
+	}
+	if p.down {
+		n++
+	}
+	return n
+}
+
+// phase maps op k to "up" (0) or "down" (1).
+func (p *treeProg) phase(k int) int {
+	if p.up && k == 0 {
+		return 0
+	}
+	return 1
+}
+
+func (p *treeProg) wait(inst, rank, k int) int {
+	t := p.tree(inst)
+	if p.phase(k) == 0 {
+		return len(t.children[rank])
+	}
+	if rank == t.root {
+		return 0
+	}
+	return 1
+}
+
+func (p *treeProg) sends(inst, rank, k int, buf []msg) []msg {
+	t := p.tree(inst)
+	if p.phase(k) == 0 {
+		if par := t.parent[rank]; par >= 0 {
+			buf = append(buf, msg{to: par, op: 0, bytes: p.bytes})
+		}
+		return buf
+	}
+	down := int32(0)
+	if p.up {
+		down = 1
+	}
+	for _, ch := range t.children[rank] {
+		buf = append(buf, msg{to: ch, op: down, bytes: p.bytes})
+	}
+	return buf
+}

@@ -1,0 +1,93 @@
+package net
+
+import "fmt"
+
+// algorithm is one (operation, algorithm) pair the engine serves: the
+// builder of its program, or a chooser that picks another pair.
+type algorithm struct {
+	op  Op
+	alg Algorithm
+	// build makes the program of a request whose defaults are filled and
+	// which validate accepted; it refuses what only this algorithm cannot
+	// serve (a non-power-of-two rank count, unequal nodes).
+	build func(c *Comms, col *Collective) (program, error)
+	// chunks is the default of Collective.Chunks for the payload; nil is 1.
+	chunks func(bytes float64) int
+	// choose, instead of build, sets col.Algorithm to what the request runs
+	// as (a registered pair) and may set what that choice achieves (NCCL's
+	// tuner: the protocol efficiency, shape.choice and shape.delay).
+	choose func(c *Comms, col *Collective, shape *checkedShape) error
+}
+
+// registry is every collective the engine runs, grouped by operation in
+// the order of Ops, each operation's default algorithm first. Algorithms,
+// Ops, the engine's checks and (through TestSpecAgreesWithNet) the spec's
+// vocabulary derive from it.
+//
+// A new algorithm is a builder (a program type in its family's algo_*.go,
+// or a new file) and a row here; then its name in spec.CollectiveAlgorithms
+// (the test says which) and the README's algorithm list.
+var registry = []algorithm{
+	{op: AllReduce, alg: Ring, build: buildRing},
+	{op: AllReduce, alg: Tree, build: buildDoubleTree, chunks: chunksPerMiB},
+	{op: AllReduce, alg: HalvingDoubling, build: buildHalvingDoubling},
+	{op: AllReduce, alg: Direct, build: buildDirect},
+	{op: AllReduce, alg: Hierarchical, build: buildHierarchical},
+	{op: AllReduce, alg: NCCL, choose: tuneNCCL},
+	{op: AllGather, alg: Ring, build: buildRing},
+	{op: AllGather, alg: Direct, build: buildDirect},
+	{op: AllGather, alg: NCCL, choose: tuneNCCL},
+	{op: ReduceScatter, alg: Ring, build: buildRing},
+	{op: ReduceScatter, alg: Direct, build: buildDirect},
+	{op: ReduceScatter, alg: NCCL, choose: tuneNCCL},
+	{op: AllToAll, alg: Direct, build: buildDirect},
+	{op: Broadcast, alg: Ring, build: buildChain, chunks: chunksPerMiB},
+	{op: Broadcast, alg: Tree, build: buildRootedTree, chunks: chunksPerMiB},
+	{op: Reduce, alg: Ring, build: buildChain, chunks: chunksPerMiB},
+	{op: Reduce, alg: Tree, build: buildRootedTree, chunks: chunksPerMiB},
+	{op: SendRecv, alg: Direct, build: buildDirect},
+}
+
+// Ops lists the operations in a fixed order.
+func Ops() []Op {
+	var ops []Op
+	for i, a := range registry {
+		if i == 0 || registry[i-1].op != a.op {
+			ops = append(ops, a.op)
+		}
+	}
+	return ops
+}
+
+// Algorithms lists what an operation supports; the first is its default.
+func Algorithms(op Op) []Algorithm {
+	var algs []Algorithm
+	for _, a := range registry {
+		if a.op == op {
+			algs = append(algs, a.alg)
+		}
+	}
+	return algs
+}
+
+// lookup finds the registry entry of op and alg ("" = the operation's
+// default), or says why there is none. A chooser's name on an operation it
+// does not cover is refused as such, whether or not the operation exists.
+func lookup(op Op, alg Algorithm) (*algorithm, error) {
+	known, chooser := false, false
+	for i := range registry {
+		a := &registry[i]
+		if a.op == op && (a.alg == alg || alg == "") {
+			return a, nil
+		}
+		known = known || a.op == op
+		chooser = chooser || (a.alg == alg && a.choose != nil)
+	}
+	switch {
+	case chooser:
+		return nil, fmt.Errorf("%s does not support algorithm %q", op, alg)
+	case !known:
+		return nil, fmt.Errorf("unknown collective %q (have %v)", op, Ops())
+	}
+	return nil, fmt.Errorf("%s does not support algorithm %q (supports %v)", op, alg, Algorithms(op))
+}
