@@ -1,10 +1,13 @@
 // Package quant computes, for real, the numerics of a quantized all-reduce:
 // int8 or fp8 (e4m3) values with one absmax scale per block of elements,
-// reduced two-shot (reduce-scatter of quantized shards, dequantize and
-// accumulate in fp32, requantize, all-gather), as the quantized all-reduce
-// of SSM tensor parallelism does (Dutt et al. 2026, arXiv 2602.21144). It
-// answers how far the reduced result lands from the exact sum; the time and
-// wire bytes of the collective are package net's business.
+// reduced on a ring with the (de)quantization fused into the communication
+// kernel, as the quantized all-reduce of SSM tensor parallelism does (Dutt
+// et al. 2026, arXiv 2602.21144), or two-shot (reduce-scatter of quantized
+// shards sent directly, dequantize and accumulate in fp32, requantize,
+// all-gather), as separate quantize and dequantize kernels around a direct
+// exchange compose it. It answers how far the reduced result lands from the
+// exact sum; the time and wire bytes of the collective are package net's
+// business.
 package quant
 
 import (
@@ -144,6 +147,43 @@ func (f Format) TwoShotAllReduce(inputs [][]float32, block int) []float32 {
 	return out
 }
 
+// RingAllReduce sums the ranks' vectors as NCCL's ring all-reduce does
+// with a fused quantizing kernel: the vector is cut into one shard per
+// rank; in the reduce-scatter, shard j's partial sum starts at rank j+1 and
+// travels the ring, each hop sending it quantized and the receiver
+// dequantizing and adding its own full-precision shard in fp32, until rank
+// j holds the sum (t−1 quantizations of growing partial sums); in the
+// all-gather, rank j quantizes the sum once and the codes are forwarded as
+// they are, every rank (j included, so that replicas agree bit for bit)
+// keeping the dequantized values. It returns the result every rank holds.
+func (f Format) RingAllReduce(inputs [][]float32, block int) []float32 {
+	n := len(inputs[0])
+	t := len(inputs)
+	out := make([]float32, n)
+	shard := (n + t - 1) / t
+	acc := make([]float32, shard)
+	buf := make([]float32, shard)
+	for j := 0; j < t; j++ {
+		lo, hi := min(j*shard, n), min((j+1)*shard, n)
+		m := hi - lo
+		if t == 1 {
+			copy(out[lo:hi], inputs[0][lo:hi])
+			continue
+		}
+		// Hop k goes from rank j+k to rank j+k+1 (mod t), k = 1..t−1.
+		copy(acc[:m], inputs[(j+1)%t][lo:hi])
+		for k := 1; k < t; k++ {
+			f.RoundTrip(acc[:m], buf[:m], block)
+			r := (j + k + 1) % t
+			for i := 0; i < m; i++ {
+				acc[i] = buf[i] + inputs[r][lo+i]
+			}
+		}
+		f.RoundTrip(acc[:m], out[lo:hi], block)
+	}
+	return out
+}
+
 // RelativeError is ‖y − s‖₂ / ‖s‖₂ of a result y against the exact sum s
 // of the inputs (computed in float64).
 func RelativeError(inputs [][]float32, y []float32) float64 {
@@ -191,4 +231,10 @@ func Activations(seed uint64, ranks, tokens, hidden int) [][]float32 {
 func Error(f Format, seed uint64, ranks, tokens, hidden, block int) float64 {
 	in := Activations(seed, ranks, tokens, hidden)
 	return RelativeError(in, f.TwoShotAllReduce(in, block))
+}
+
+// RingError is Error for the fused ring all-reduce (RingAllReduce).
+func RingError(f Format, seed uint64, ranks, tokens, hidden, block int) float64 {
+	in := Activations(seed, ranks, tokens, hidden)
+	return RelativeError(in, f.RingAllReduce(in, block))
 }

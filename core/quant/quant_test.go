@@ -87,3 +87,25 @@ func TestParse(t *testing.T) {
 	require.Equal(t, 1.0, INT8.WireElemBytes())
 	require.Equal(t, 2.0, None.WireElemBytes())
 }
+
+func TestRingAllReduce(t *testing.T) {
+	in := Activations(5, 4, 8, 256)
+	// Unquantized, the ring's result is the fp32 sum.
+	require.Less(t, RelativeError(in, None.RingAllReduce(in, 128)), 1e-6)
+	require.Zero(t, RelativeError(in[:1], INT8.RingAllReduce(in[:1], 128)))
+	// On two ranks the ring's one hop is the two-shot's one exchange: rank
+	// j adds the other's quantized shard to its own, then the sum is
+	// quantized once for the all-gather, so the two agree bit for bit.
+	two := in[:2]
+	require.Equal(t, INT8.TwoShotAllReduce(two, 128), INT8.RingAllReduce(two, 128))
+	require.Equal(t, FP8.TwoShotAllReduce(two, 128), FP8.RingAllReduce(two, 128))
+	// On four ranks the ring quantizes each partial sum t−1 = 3 times in a
+	// row, the two-shot each input once: errors of the same order (each
+	// quantization adds at most half a step of its block's absmax),
+	// both small.
+	ring, shot := RingError(INT8, 7, 4, 16, 1024, 128), Error(INT8, 7, 4, 16, 1024, 128)
+	require.Greater(t, ring, 0.0)
+	require.Less(t, ring, 0.05)
+	require.InDelta(t, 1, ring/shot, 1)
+	require.Equal(t, ring, RingError(INT8, 7, 4, 16, 1024, 128))
+}

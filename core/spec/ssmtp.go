@@ -34,10 +34,20 @@ type SSMTP struct {
 	// scale (default 128).
 	Quantization    []string `json:"quantization,omitempty"`
 	QuantBlockElems int      `json:"quant_block_elems,omitempty"`
+	// QuantizedAllReduce is how a quantized all-reduce runs: "fused"
+	// (default: the paper's design, quantize and dequantize inside the
+	// communication kernel, one kernel per all-reduce, on NCCL's ring as the
+	// unquantized all-reduce) and/or "unfused" (separate quantize and
+	// dequantize kernels around a direct two-shot exchange of int8/fp8
+	// shards, as a framework without a fused kernel composes it).
+	QuantizedAllReduce []string `json:"quantized_allreduce,omitempty"`
 	// Batch of requests served together (default 8), each with a prompt of
 	// one of PromptLengths tokens (default [512, 2048, 8192]) and
-	// OutputLength generated tokens (default 32).
+	// OutputLength generated tokens (default 32). LargestBatch instead runs,
+	// at each TP degree and prompt, the largest batch whose memory fits one
+	// GPU (more GPUs hold larger batches), Batch then being ignored.
 	Batch         int   `json:"batch,omitempty"`
+	LargestBatch  bool  `json:"largest_batch,omitempty"`
 	PromptLengths []int `json:"prompt_lengths,omitempty"`
 	OutputLength  int   `json:"output_length,omitempty"`
 	// DType of math, weights, KV cache and SSM state; default "bf16".
@@ -47,7 +57,16 @@ type SSMTP struct {
 	SkipUnfit bool `json:"skip_unfit,omitempty"`
 	// FullSimulation as in Inference.
 	FullSimulation bool `json:"full_simulation,omitempty"`
+	// Execution: "cuda_graphs" (default: each decode step replayed from a
+	// CUDA graph, prefill eager, as the paper's system and vLLM, SGLang and
+	// TensorRT-LLM run decode) or "eager" (every kernel issued by the host).
+	// Host overrides the per-kernel CPU costs.
+	Execution string    `json:"execution,omitempty"`
+	Host      HostCosts `json:"host,omitempty"`
 }
+
+// QuantizedAllReduces are the kernels of a quantized all-reduce.
+func QuantizedAllReduces() []string { return []string{"fused", "unfused"} }
 
 // SSMTPStrategies are the SSM partitioning strategies.
 func SSMTPStrategies() []string { return []string{"ssm_tp", "naive"} }
@@ -65,6 +84,12 @@ func (s *SSMTP) Defaults() {
 	}
 	if len(s.Quantization) == 0 {
 		s.Quantization = []string{"none"}
+	}
+	if len(s.QuantizedAllReduce) == 0 {
+		s.QuantizedAllReduce = []string{"fused"}
+	}
+	if s.Execution == "" {
+		s.Execution = "cuda_graphs"
 	}
 	if s.QuantBlockElems == 0 {
 		s.QuantBlockElems = 128
@@ -99,6 +124,11 @@ func (s *SSMTP) Validate(p *Problems) {
 	for i, v := range s.Quantization {
 		p.OneOf(Index("quantization", i), v, QuantFormats())
 	}
+	for i, v := range s.QuantizedAllReduce {
+		p.OneOf(Index("quantized_allreduce", i), v, QuantizedAllReduces())
+	}
+	p.OneOf("execution", s.Execution, ExecutionModes())
+	s.Host.validate(p, "host")
 	p.IntInRange("quant_block_elems", s.QuantBlockElems, 1, 1<<20)
 	p.IntInRange("batch", s.Batch, 1, 1<<20)
 	for i, v := range s.PromptLengths {

@@ -49,3 +49,16 @@ def test_spec_errors_name_fields():
     with pytest.raises(eidolon.SpecError, match=r"prompt_lengths\[0\].*longest that fits"):
         eidolon.run(spec(model="falcon-mamba-7b", gpu="rtx-a6000", tp_degrees=[1], prompt_lengths=[2_000_000]),
                     progress=False)
+
+
+def test_fused_and_unfused_quantized_allreduce():
+    r = eidolon.run(spec(tp_degrees=[1, 4], quantization=["none", "int8"], quantized_allreduce=["fused", "unfused"],
+                         prompt_lengths=[4096]), progress=False)
+    tp, comm = r.to_pandas("throughput"), r.to_pandas("comm")
+    assert list(tp[tp.tp == 4].allreduce_kernel) == ["nccl", "fused", "unfused"]
+    # Batch-request throughput: requests/s × output tokens per request = tokens/s.
+    assert ((tp.requests_per_s * tp.output_tokens - tp.tokens_per_s).abs() < 1e-9 * tp.tokens_per_s).all()
+    four = tp[tp.tp == 4].set_index("allreduce_kernel")
+    assert four.tokens_per_s["fused"] > four.tokens_per_s["unfused"]
+    algo = comm[comm.tp == 4].set_index("allreduce_kernel").algorithm
+    assert (algo["nccl"], algo["fused"], algo["unfused"]) == ("ring", "ring", "direct")

@@ -6,9 +6,20 @@
 // simulation: package workload lays out prefill and decode (the SSM state
 // cache, split 1/t per rank, carried from prefill to decode; the KV cache of
 // attention layers), package exec runs it on the compute model and the
-// flow-level network, with quantized all-reduces sending fewer bytes and
-// paying their quantize/dequantize kernels. The numerical error of the
-// quantized all-reduce is computed by package quant on seeded activations.
+// flow-level network, prefill issued eagerly and each decode step replayed
+// from a CUDA graph (the paper's system captures decode), with quantized
+// all-reduces sending fewer bytes: fused (the paper's design, the
+// (de)quantization riding on the communication kernel) or unfused
+// (separate quantize and dequantize kernels). The numerical error of the
+// quantized all-reduce is computed by package quant on seeded activations,
+// with the algorithm the run uses.
+//
+// Throughput is the paper's batch-request throughput: a batch of requests
+// served together from the start of its prefill to its last generated
+// token, tokens_per_s = batch × output tokens / e2e and requests_per_s =
+// batch / e2e. The paper states the metric by name ("batch-request
+// throughput", abstract); both rates are ∝ batch / e2e, so the speed-up
+// over one GPU is the same whichever tokens are counted.
 //
 // Strategy "ssm_tp" on Mamba-1 keeps x_proj local: each rank computes Δ, B
 // and C from its own channel shard, the paper's locality-preserving
@@ -50,7 +61,10 @@ type ThroughputRow struct {
 	TP           int    `arrow:"tp"`
 	Strategy     string `arrow:"strategy"`
 	Quantization string `arrow:"quantization"`
-	// Batch of requests, prompt and generated tokens per request.
+	// AllReduceKernel: "nccl" (unquantized), "fused" or "unfused".
+	AllReduceKernel string `arrow:"allreduce_kernel"`
+	// Batch of requests (spec batch, or with largest_batch the largest that
+	// fits this TP degree), prompt and generated tokens per request.
 	Batch        int `arrow:"batch"`
 	PromptTokens int `arrow:"prompt_tokens"`
 	OutputTokens int `arrow:"output_tokens"`
@@ -62,10 +76,13 @@ type ThroughputRow struct {
 	TTFTS *float64 `arrow:"ttft_s"`
 	TPOTS *float64 `arrow:"tpot_s"`
 	E2ES  *float64 `arrow:"e2e_s"`
-	// TokensPerS: generated tokens of the batch over E2ES.
-	TokensPerS *float64 `arrow:"tokens_per_s"`
-	// SpeedUp is TokensPerS over one GPU's at the same batch and prompt
-	// (null when one GPU cannot hold it); Efficiency is SpeedUp / TP.
+	// TokensPerS: generated tokens of the batch over E2ES; RequestsPerS:
+	// the batch over E2ES (batch-request throughput).
+	TokensPerS   *float64 `arrow:"tokens_per_s"`
+	RequestsPerS *float64 `arrow:"requests_per_s"`
+	// SpeedUp is TokensPerS over one GPU's at the same prompt and that
+	// GPU's batch (the same batch, or its own largest; null when one GPU
+	// cannot hold it); Efficiency is SpeedUp / TP.
 	SpeedUp    *float64 `arrow:"speedup"`
 	Efficiency *float64 `arrow:"efficiency"`
 }
@@ -99,9 +116,12 @@ type CommRow struct {
 	TP           int    `arrow:"tp"`
 	Strategy     string `arrow:"strategy"`
 	Quantization string `arrow:"quantization"`
-	PromptTokens int    `arrow:"prompt_tokens"`
-	// Algorithm of the TP all-reduces: NCCL's ring, or the two-shot
-	// (direct reduce-scatter + all-gather) of the quantized all-reduce.
+	// AllReduceKernel as in ThroughputRow.
+	AllReduceKernel string `arrow:"allreduce_kernel"`
+	PromptTokens    int    `arrow:"prompt_tokens"`
+	// Algorithm of the TP all-reduces: NCCL's ring (unquantized and fused),
+	// or the two-shot (direct reduce-scatter + all-gather) the unfused
+	// quantized all-reduce composes.
 	Algorithm string `arrow:"algorithm"`
 	// All-reduces per SSM block and per attention block (hybrids) in a
 	// forward pass.
@@ -138,11 +158,19 @@ func (o *Outcome) Result() scenario.Result {
 	return r
 }
 
+// All-reduce kernels (ThroughputRow.AllReduceKernel).
+const (
+	KernelNCCL    = "nccl"
+	KernelFused   = "fused"
+	KernelUnfused = "unfused"
+)
+
 // config is one simulated configuration.
 type config struct {
 	tp       int
 	strategy string
 	q        quant.Format
+	kern     string
 	prompt   int
 }
 
@@ -176,17 +204,43 @@ func Simulate(env scenario.Env, s *spec.SSMTP) (*Outcome, error) {
 	if err := p.Err(); err != nil {
 		return nil, err
 	}
-	layout := func(t, prompt int, local bool) workload.Inference {
-		return workload.Inference{Model: c, TP: t, PP: 1, Replicas: 1, Batch: s.Batch, Prompt: prompt,
+	layoutB := func(t, prompt, batch int, local bool) workload.Inference {
+		return workload.Inference{Model: c, TP: t, PP: 1, Replicas: 1, Batch: batch, Prompt: prompt,
 			Output: s.OutputLength, DType: hw.DType(s.DType), LocalSSMProjections: local}
+	}
+	// batchOf is the batch a TP degree runs at a prompt: the spec's, or the
+	// largest whose memory fits one GPU (0: none).
+	batches := map[[2]int]int{}
+	batchOf := func(t, prompt int) (int, error) {
+		if !s.LargestBatch {
+			return s.Batch, nil
+		}
+		k := [2]int{t, prompt}
+		if b, ok := batches[k]; ok {
+			return b, nil
+		}
+		b, err := layoutB(t, prompt, 1, true).LargestBatch(hbm)
+		batches[k] = b
+		return b, err
+	}
+	layout := func(t, prompt int, local bool) (workload.Inference, error) {
+		b, err := batchOf(t, prompt)
+		return layoutB(t, prompt, max(b, 1), local), err
 	}
 	out := &Outcome{}
 	fits := map[[2]int]bool{}
 	for _, t := range s.TPDegrees {
 		for pi, prompt := range s.PromptLengths {
-			row, err := memoryRow(layout(t, prompt, true), hbm)
+			in, err := layout(t, prompt, true)
 			if err != nil {
 				return nil, err
+			}
+			row, err := memoryRow(in, hbm)
+			if err != nil {
+				return nil, err
+			}
+			if s.LargestBatch && batches[[2]int{t, prompt}] == 0 {
+				row.Batch, row.Fits = 0, false
 			}
 			row.Model = c.Name
 			out.Memory = append(out.Memory, row)
@@ -194,7 +248,7 @@ func Simulate(env scenario.Env, s *spec.SSMTP) (*Outcome, error) {
 			if !row.Fits && !s.SkipUnfit {
 				p.Addf(spec.Index("prompt_lengths", pi),
 					"a prompt of %d tokens with batch %d needs %.1f GB per GPU at tp %d, but the %s has %.1f GB; the longest that fits is %d tokens (skip_unfit reports it as a row instead)",
-					prompt, s.Batch, row.TotalBytes/1e9, t, s.GPU, hbm/1e9, row.LongestPromptTokens)
+					prompt, in.Batch, row.TotalBytes/1e9, t, s.GPU, hbm/1e9, row.LongestPromptTokens)
 			}
 		}
 	}
@@ -206,7 +260,13 @@ func Simulate(env scenario.Env, s *spec.SSMTP) (*Outcome, error) {
 		for _, t := range s.TPDegrees {
 			for _, st := range s.Strategies {
 				for _, qn := range s.Quantization {
-					configs = append(configs, config{t, st, quant.Format(qn), prompt})
+					if qn == string(quant.None) {
+						configs = append(configs, config{t, st, quant.None, KernelNCCL, prompt})
+						continue
+					}
+					for _, k := range s.QuantizedAllReduce {
+						configs = append(configs, config{t, st, quant.Format(qn), k, prompt})
+					}
 				}
 			}
 		}
@@ -217,7 +277,7 @@ func Simulate(env scenario.Env, s *spec.SSMTP) (*Outcome, error) {
 	// speed-up's baseline when tp 1 is not asked for).
 	key := func(cf config) config {
 		if cf.tp == 1 {
-			return config{tp: 1, q: quant.None, prompt: cf.prompt}
+			return config{tp: 1, q: quant.None, kern: KernelNCCL, prompt: cf.prompt}
 		}
 		return cf
 	}
@@ -229,31 +289,45 @@ func Simulate(env scenario.Env, s *spec.SSMTP) (*Outcome, error) {
 		if err := env.Canceled(); err != nil {
 			return run{}, err
 		}
-		r, err := simulateOne(env, s, layout(k.tp, k.prompt, k.strategy == "ssm_tp"), k.q)
+		in, err := layout(k.tp, k.prompt, k.strategy == "ssm_tp")
 		if err != nil {
-			return run{}, fmt.Errorf("tp %d, strategy %s, quantization %s, prompt %d: %w", cf.tp, cf.strategy, cf.q, cf.prompt, err)
+			return run{}, err
+		}
+		r, err := simulateOne(env, s, in, k.q, k.kern)
+		if err != nil {
+			return run{}, fmt.Errorf("tp %d, strategy %s, quantization %s (%s), prompt %d: %w", cf.tp, cf.strategy, cf.q, cf.kern, cf.prompt, err)
 		}
 		runs[k] = r
 		return r, nil
 	}
 	type qkey struct {
-		tp int
-		q  quant.Format
+		tp   int
+		q    quant.Format
+		kern string
 	}
 	qerr := map[qkey]float64{}
 	for i, cf := range configs {
 		env.Report(float64(i) / float64(len(configs)))
-		tr := ThroughputRow{Model: c.Name, TP: cf.tp, Strategy: cf.strategy, Quantization: string(cf.q),
-			Batch: s.Batch, PromptTokens: cf.prompt, OutputTokens: s.OutputLength, Fits: fits[[2]int{cf.tp, cf.prompt}]}
-		cr, err := commRow(c, s, cf)
+		batch, err := batchOf(cf.tp, cf.prompt)
+		if err != nil {
+			return nil, err
+		}
+		tr := ThroughputRow{Model: c.Name, TP: cf.tp, Strategy: cf.strategy, Quantization: string(cf.q), AllReduceKernel: cf.kern,
+			Batch: batch, PromptTokens: cf.prompt, OutputTokens: s.OutputLength, Fits: fits[[2]int{cf.tp, cf.prompt}]}
+		cr, err := commRow(c, s, cf, max(batch, 1))
 		if err != nil {
 			return nil, err
 		}
 		cr.Model = c.Name
 		if cf.q != quant.None && cf.tp > 1 {
-			k := qkey{cf.tp, cf.q}
+			k := qkey{cf.tp, cf.q, cf.kern}
 			if _, ok := qerr[k]; !ok {
-				qerr[k] = quant.Error(cf.q, s.Seed, cf.tp, min(s.Batch, 64), c.Hidden, s.QuantBlockElems)
+				tokens := min(max(batch, 1), 64)
+				if cf.kern == KernelUnfused {
+					qerr[k] = quant.Error(cf.q, s.Seed, cf.tp, tokens, c.Hidden, s.QuantBlockElems)
+				} else {
+					qerr[k] = quant.RingError(cf.q, s.Seed, cf.tp, tokens, c.Hidden, s.QuantBlockElems)
+				}
 			}
 			cr.QuantRelError = qerr[k]
 		}
@@ -262,19 +336,24 @@ func Simulate(env scenario.Env, s *spec.SSMTP) (*Outcome, error) {
 			if err != nil {
 				return nil, err
 			}
-			tps := float64(s.Batch*s.OutputLength) / r.e2e
-			tr.TTFTS, tr.E2ES, tr.TokensPerS = ptr(r.ttft), ptr(r.e2e), ptr(tps)
+			tps := float64(batch*s.OutputLength) / r.e2e
+			tr.TTFTS, tr.E2ES, tr.TokensPerS, tr.RequestsPerS = ptr(r.ttft), ptr(r.e2e), ptr(tps), ptr(float64(batch)/r.e2e)
 			tpot := 0.0
 			if s.OutputLength > 1 {
 				tpot = (r.e2e - r.ttft) / float64(s.OutputLength-1)
 			}
 			tr.TPOTS = ptr(tpot)
-			if fits[[2]int{1, cf.prompt}] || isFit(layout(1, cf.prompt, true), hbm) {
-				base, err := simulate(config{tp: 1, q: quant.None, prompt: cf.prompt})
+			baseIn, err := layout(1, cf.prompt, true)
+			if err != nil {
+				return nil, err
+			}
+			b1, _ := batchOf(1, cf.prompt)
+			if b1 > 0 && (fits[[2]int{1, cf.prompt}] || isFit(baseIn, hbm)) {
+				base, err := simulate(config{tp: 1, q: quant.None, kern: KernelNCCL, prompt: cf.prompt})
 				if err != nil {
 					return nil, err
 				}
-				sp := base.e2e / r.e2e
+				sp := tps / (float64(b1*s.OutputLength) / base.e2e)
 				tr.SpeedUp, tr.Efficiency = ptr(sp), ptr(sp/float64(cf.tp))
 			}
 			cr.CommS, cr.ExposedCommS, cr.CommShare = r.comm, r.exposedCom, r.exposedCom/r.e2e
@@ -294,8 +373,28 @@ func isFit(in workload.Inference, hbm float64) bool {
 	return err == nil && m <= hbm
 }
 
+// Host is the host model of a spec's execution mode: with cuda_graphs
+// each decode step (every task after the one prefill, micro-batch ≥ 1)
+// is replayed from a captured graph and prefill is issued eagerly, as the
+// paper's system serves decode with CUDA graphs and as the Mamba reference
+// implementation generates (state-spaces/mamba, mamba_ssm/utils/
+// generation.py: decode(cg=True) runs the prompt through the model eagerly
+// and replays one captured graph per decode step, under torch.distributed
+// tensor parallelism too); the inference kind's HostOf does the same.
+func Host(s *spec.SSMTP) exec.Host {
+	h := exec.Host{Mode: s.Execution, ForwardOpS: s.Host.ForwardOpS, BackwardOpS: s.Host.BackwardOpS,
+		CollectiveS: s.Host.CollectiveS}
+	if h.Mode == "" {
+		h.Mode = exec.CUDAGraphs
+	}
+	if h.Mode == exec.CUDAGraphs {
+		h.Captured = func(t *workload.Task) bool { return t.MicroBatch >= 1 }
+	}
+	return h
+}
+
 // simulateOne runs one configuration on a fresh machine.
-func simulateOne(env scenario.Env, s *spec.SSMTP, in workload.Inference, q quant.Format) (run, error) {
+func simulateOne(env scenario.Env, s *spec.SSMTP, in workload.Inference, q quant.Format, kern string) (run, error) {
 	m, err := exec.NewMachine(s.Cluster, s.GPU, spec.Faults{}, s.Seed)
 	if err != nil {
 		return run{}, err
@@ -305,10 +404,9 @@ func simulateOne(env scenario.Env, s *spec.SSMTP, in workload.Inference, q quant
 		return run{}, err
 	}
 	opt := m.Options(s.FullSimulation)
-	opt.Host = exec.Host{Mode: exec.Eager} // inference: no autograd
+	opt.Host = Host(s)
 	if q != quant.None && in.TP > 1 {
-		opt.TPQuant = Quantization(m, q, in.DType, s.QuantBlockElems)
-		opt.TPQuantAlgorithm = net.Direct
+		opt.TPQuant, opt.TPQuantAlgorithm = Quantization(m, q, in.DType, s.QuantBlockElems, kern)
 	}
 	res, err := exec.Run(env.Context(), plan.Plan, opt)
 	if err != nil {
@@ -323,12 +421,39 @@ func simulateOne(env scenario.Env, s *spec.SSMTP, in workload.Inference, q quant
 	return r, nil
 }
 
-// Quantization is the wire format of a quantized all-reduce on machine m:
-// 1-byte elements plus one fp32 scale per block, with the quantize and
-// dequantize kernels priced by the compute model (a streaming pass over the
-// message: read 16-bit values, find each block's absmax, scale, round,
-// write bytes and scales; model.QuantizeOp / DequantizeOp).
-func Quantization(m *exec.Machine, f quant.Format, d hw.DType, block int) *net.Quantization {
+// FusedQuantFLOPsPerElem is the arithmetic a fused quantizing all-reduce
+// adds per element and hop: the sender's absmax compare, scale and
+// round-and-convert (model.QuantizeOp's 3 per element) and the receiver's
+// rescale (model.DequantizeOp's 1); the add is the unquantized
+// reduction's own.
+const FusedQuantFLOPsPerElem = 4
+
+// Quantization is the wire format and kernel cost of a quantized
+// all-reduce on machine m, with the algorithm it runs (net.Algorithm ""
+// keeps the unquantized all-reduce's): 1-byte elements plus one fp32
+// scale per block either way.
+//
+// Fused (kern "fused", the paper's design): one NCCL-style ring kernel
+// whose every step quantizes what it sends and dequantizes what it
+// receives in registers, on the memory passes the ring makes anyway (read
+// the received chunk, read the local one, write the sum for the next
+// hop), which move fewer bytes for 1-byte codes. What it adds is math on
+// the communication kernel's thread blocks (exec.NCCLCTAs of the GPU's
+// SMs, at the vector fp32 rate); NCCL pipelines each step in slices, so
+// the math of a slice overlaps the wire of the next and only math beyond
+// the step's wire time shows. On the GPU presets it never does: a fused
+// int8 all-reduce then takes the wire-byte ratio of the bf16 one, 1.94×
+// faster in the bandwidth-bound limit with 128-element blocks; a fused
+// int8 all-reduce measured 1.8× faster than bf16 (EQuARX, Ahmed et al.
+// 2025, arXiv 2506.17615, on TPUs; TestFusedQuantizedAllReduceBandwidth).
+//
+// Unfused: a quantize kernel before each send and a dequantize kernel
+// after each receive, priced by the compute model as streaming passes
+// over the message (model.QuantizeOp / DequantizeOp, launch included),
+// around a direct two-shot exchange (an int8 payload with per-block
+// scales cannot go through NCCL's reduction, which sums the wire type, so
+// the shards are exchanged and reduced by the kernels).
+func Quantization(m *exec.Machine, f quant.Format, d hw.DType, block int, kern string) (*net.Quantization, net.Algorithm) {
 	e := max(d.Bytes(), 2)
 	act := d
 	if d.Bytes() < 2 {
@@ -338,26 +463,57 @@ func Quantization(m *exec.Machine, f quant.Format, d hw.DType, block int) *net.Q
 	if f == quant.FP8 {
 		wire = hw.FP8
 	}
+	q := &net.Quantization{ElemBytes: e, WireElemBytes: f.WireElemBytes(), BlockElems: block, ScaleBytes: 4}
 	memo := map[float64]sim.Time{}
-	return &net.Quantization{
-		ElemBytes: e, WireElemBytes: f.WireElemBytes(), BlockElems: block, ScaleBytes: 4,
-		// Charged once before a send and once after a receive: half the
-		// cost of quantizing plus dequantizing the message each time.
-		KernelTime: func(_ int, elems float64) sim.Time {
+	if kern != KernelUnfused {
+		// The ring's hop: rank i to rank i+1 (every hop of the presets'
+		// switches has the same bottleneck).
+		t := m.Fabric.Topology()
+		linkBW := 0.0
+		if t.NumRanks() > 1 {
+			if route, err := t.Route(t.RankDevice(0), t.RankDevice(1)); err == nil {
+				for _, l := range route {
+					if c := t.Capacity(int(l)); linkBW == 0 || c < linkBW {
+						linkBW = c
+					}
+				}
+			}
+		}
+		rate := m.GPU.VectorFP32FlopsPerS * float64(exec.NCCLCTAs) / float64(max(m.GPU.SMCount, exec.NCCLCTAs))
+		q.KernelTime = func(_ int, elems float64) sim.Time {
 			if d, ok := memo[elems]; ok {
 				return d
 			}
-			n := int64(elems)
-			qs, err1 := m.Cost(model.QuantizeOp("allreduce.quantize", n, act, wire, int64(block)))
-			ds, err2 := m.Cost(model.DequantizeOp("allreduce.dequantize", n, wire, act, int64(block)))
-			if err1 != nil || err2 != nil {
-				qs, ds = 0, 0
+			mathS := FusedQuantFLOPsPerElem * elems / rate
+			wireS := 0.0
+			if linkBW > 0 {
+				wireS = q.WireBytes(elems*e) / linkBW
 			}
-			t := sim.SecondsCeil((qs + ds) / 2)
-			memo[elems] = t
-			return t
-		},
+			// Charged once before a send and once after a receive: half
+			// of the step's exposed math each time.
+			d := sim.SecondsCeil(max(mathS-wireS, 0) / 2)
+			memo[elems] = d
+			return d
+		}
+		return q, ""
 	}
+	q.KernelTime = func(_ int, elems float64) sim.Time {
+		if d, ok := memo[elems]; ok {
+			return d
+		}
+		n := int64(elems)
+		qs, err1 := m.Cost(model.QuantizeOp("allreduce.quantize", n, act, wire, int64(block)))
+		ds, err2 := m.Cost(model.DequantizeOp("allreduce.dequantize", n, wire, act, int64(block)))
+		if err1 != nil || err2 != nil {
+			qs, ds = 0, 0
+		}
+		// Charged once before a send and once after a receive: half the
+		// cost of quantizing plus dequantizing the message each time.
+		t := sim.SecondsCeil((qs + ds) / 2)
+		memo[elems] = t
+		return t
+	}
+	return q, net.Direct
 }
 
 // memoryRow is the per-GPU memory of a layout, with the longest prompt and
@@ -380,13 +536,13 @@ func memoryRow(in workload.Inference, hbm float64) (MemoryRow, error) {
 
 // commRow counts a configuration's all-reduces from the model's decode
 // graph on one rank and sizes their payload on the wire.
-func commRow(c model.Config, s *spec.SSMTP, cf config) (CommRow, error) {
-	row := CommRow{TP: cf.tp, Strategy: cf.strategy, Quantization: string(cf.q), PromptTokens: cf.prompt,
-		Algorithm: string(net.Ring)}
-	if cf.q != quant.None && cf.tp > 1 {
+func commRow(c model.Config, s *spec.SSMTP, cf config, batch int) (CommRow, error) {
+	row := CommRow{TP: cf.tp, Strategy: cf.strategy, Quantization: string(cf.q), AllReduceKernel: cf.kern,
+		PromptTokens: cf.prompt, Algorithm: string(net.Ring)}
+	if cf.q != quant.None && cf.tp > 1 && cf.kern == KernelUnfused {
 		row.Algorithm = string(net.Direct)
 	}
-	g, err := model.Build(c, model.Run{Phase: model.Decode, Batch: s.Batch, KVLen: cf.prompt, TP: cf.tp,
+	g, err := model.Build(c, model.Run{Phase: model.Decode, Batch: batch, KVLen: cf.prompt, TP: cf.tp,
 		DType: hw.DType(s.DType), LocalSSMProjections: cf.strategy == "ssm_tp"})
 	if err != nil {
 		return row, err
@@ -402,8 +558,8 @@ func commRow(c model.Config, s *spec.SSMTP, cf config) (CommRow, error) {
 		for _, o := range b.Forward {
 			if o.Kind == model.AllReduce {
 				n++
-				row.PayloadBytesPerToken += float64(b.Count) * o.Bytes / float64(s.Batch)
-				row.WireBytesPerTokenPerGPU += float64(b.Count) * 2 * (t - 1) / t * wire.WireBytes(o.Bytes) / float64(s.Batch)
+				row.PayloadBytesPerToken += float64(b.Count) * o.Bytes / float64(batch)
+				row.WireBytesPerTokenPerGPU += float64(b.Count) * 2 * (t - 1) / t * wire.WireBytes(o.Bytes) / float64(batch)
 			}
 		}
 		switch b.Name {
