@@ -30,7 +30,14 @@
 // links at most carry its own data-parallel reduction after the backward)
 // cannot be slowed by other traffic, so their duration depends only on the
 // operation, the size and the links: the first one is simulated on the
-// network and repeats reuse its simulated duration.
+// network and repeats reuse its simulated duration (isolation.go: the
+// memo is keyed by the communicator's signature as data, the operation and
+// the payload, so distinct collectives never share a duration).
+//
+// Files: exec.go (options, result, Run), schedule.go (task start and
+// finish), mirror.go (simulated and mirrored replicas), isolation.go
+// (isolated communicators, signatures), launch.go (rendezvous and launch
+// on the network), alltoallv.go, host.go, interfere.go, stats.go.
 //
 // Host (host.go): each simulated unit has a host thread that issues its
 // tasks in program order at the framework's CPU cost per kernel (eager) or
@@ -189,7 +196,9 @@ type engine struct {
 	// in time with its members' TP collectives.
 	quiet []bool
 	tpOf  []int // group -> the unit whose TP group it is, or -1
-	memo  map[uint64]sim.Time
+	memo  map[memoKey]sim.Time
+	// sigs interns communicator signatures (commInfo.sig).
+	sigs map[string]int32
 	// wire is each group's per-GPU collective send rate (interference).
 	wire []float64
 }
@@ -209,7 +218,7 @@ func Run(ctx context.Context, plan *workload.Plan, opt Options) (*Result, error)
 		return nil, fmt.Errorf("the plan needs %d GPUs but the cluster has %d", plan.Ranks, t.NumRanks())
 	}
 	e := &engine{opt: opt, k: opt.Fabric.Kernel(), topo: t, plan: plan, rv: map[uint64]*rendezvous{},
-		info: make([][]*commInfo, len(plan.Groups)), memo: map[uint64]sim.Time{}}
+		info: make([][]*commInfo, len(plan.Groups)), memo: map[memoKey]sim.Time{}, sigs: map[string]int32{}}
 	e.comms = net.NewComms(opt.Fabric)
 	e.res = &Result{Plan: plan, Units: make([]UnitResult, len(plan.Units))}
 	if err := e.prepare(); err != nil {

@@ -5,19 +5,37 @@
 package exec
 
 import (
-	"hash/fnv"
+	"encoding/binary"
 	"math"
 
 	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/model"
 	"github.com/eidolon-sim/eidolon/core/workload"
 )
 
 type commInfo struct {
 	isolated bool
-	sig      uint64
+	// sig names the communicator's signature: its size, its routes' links
+	// (bandwidth × health, latency) and its ranks' speeds, as data
+	// (engine.sigs interns it); equal sigs, equal data, equal times.
+	sig int32
 	// eff is the protocol efficiency on the communicator's links (1 when
 	// Options.Protocol is off).
 	eff float64
+}
+
+// memoKey is a collective on an isolated communicator whose simulated
+// duration its repeats reuse: the communicator's signature, the operation
+// and its payload (math.Float64bits of the bytes), or for an all-to-all-v
+// its routing matrix (workload.Task.PairsID, -1 for other operations) and
+// whether it is hierarchical. Equal keys are equal collectives: no hashing,
+// no collisions.
+type memoKey struct {
+	sig          int32
+	coll         model.Kind
+	bytes        uint64
+	pairs        int32
+	hierarchical bool
 }
 
 // linkUsage counts the communicators (of every group) that use each link.
@@ -108,18 +126,13 @@ func (e *engine) comm(g, c int) commInfo {
 		return *ci
 	}
 	ranks := e.plan.Groups[g].Comms[c]
-	h := fnv.New64a()
-	var buf [8]byte
-	put := func(x float64) {
-		b := math.Float64bits(x)
-		for i := range buf {
-			buf[i] = byte(b >> (8 * i))
-		}
-		h.Write(buf[:])
-	}
+	var data []byte
+	put := func(x float64) { data = binary.LittleEndian.AppendUint64(data, math.Float64bits(x)) }
 	ci := commInfo{isolated: true, eff: 1}
+	routes := e.routes(ranks)
 	put(float64(len(ranks)))
-	for _, p := range e.routes(ranks) {
+	put(float64(len(routes)))
+	for _, p := range routes {
 		put(float64(len(p)))
 		for _, l := range p {
 			lk := e.topo.Links[l]
@@ -138,7 +151,12 @@ func (e *engine) comm(g, c int) commInfo {
 	for _, rk := range ranks {
 		put(e.opt.Fabric.Slowdown(e.topo.RankDevice(rk)))
 	}
-	ci.sig = h.Sum64()
+	sig, ok := e.sigs[string(data)]
+	if !ok {
+		sig = int32(len(e.sigs))
+		e.sigs[string(data)] = sig
+	}
+	ci.sig = sig
 	e.info[g][c] = &ci
 	return ci
 }
@@ -158,10 +176,4 @@ func (e *engine) linkEfficiency(tech string) float64 {
 	}
 	e.techEff[tech] = eff
 	return eff
-}
-
-func hashString(s string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(s))
-	return h.Sum64()
 }

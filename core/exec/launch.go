@@ -96,7 +96,7 @@ func (e *engine) issue(g int, task *workload.Task, r *rendezvous) {
 				}
 				continue
 			}
-			key := ci.sig*31 + uint64(math.Float64bits(task.Bytes)) ^ uint64(len(task.Coll))<<56 ^ hashString(string(task.Coll))
+			key := memoKey{sig: ci.sig, coll: task.Coll, bytes: math.Float64bits(task.Bytes), pairs: -1}
 			if ci.isolated {
 				if d, ok := e.memo[key]; ok {
 					r.pending++
