@@ -39,7 +39,7 @@ var layers = map[string][]string{
 	"core/topo":      {"core/hw", "core/rng", "core/spec"},                          // (spec below the models)
 	"core/net":       {"core/hw", "core/rng", "core/sim", "core/topo", "core/spec"}, // (spec below the models)
 	"core/workload":  {"core/hw", "core/model", "core/rng"},
-	"core/seedflood": {"core/rng", "core/topo"},
+	"core/seedflood": {"core/rng"},
 	"core/eidola":    {"core/hw", "core/net", "core/rng", "core/sim"},
 	"core/exec":      {"core/compute", "core/hw", "core/model", "core/net", "core/sim", "core/topo", "core/workload", "core/spec"}, // (spec below the models)
 	"core/serving":   {"core/compute", "core/exec", "core/hw", "core/model", "core/topo", "core/workload", "core/spec"},            // (spec below the models)
