@@ -8,7 +8,6 @@ import (
 	"github.com/eidolon-sim/eidolon/core/scenario/all"
 	sfscen "github.com/eidolon-sim/eidolon/core/scenario/seedflood"
 	sf "github.com/eidolon-sim/eidolon/core/seedflood"
-	"github.com/eidolon-sim/eidolon/core/topo"
 )
 
 // The benchmark: 128 clients, a model of at least 1M parameters,
@@ -25,7 +24,7 @@ const (
 )
 
 func seedfloodConfig(b *testing.B, steps int) *sf.Config {
-	g, err := topo.TorusGridGraph(8, 16)
+	g, err := sf.TorusGridGraph(8, 16)
 	if err != nil {
 		b.Fatal(err)
 	}

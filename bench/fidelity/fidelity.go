@@ -15,6 +15,7 @@ import (
 	"github.com/eidolon-sim/eidolon/core/compute"
 	"github.com/eidolon-sim/eidolon/core/exec"
 	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/job"
 	"github.com/eidolon-sim/eidolon/core/model"
 	"github.com/eidolon-sim/eidolon/core/net"
 
@@ -120,7 +121,7 @@ func Rows(ctx context.Context) ([]Row, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s memory: %w", c.name, err)
 			}
-			mem := stageMemory(res.Tables[3].Rows.([]training.MemoryRow))
+			mem := stageMemory(res.Tables[3].Rows.([]job.MemoryRow))
 			ref, label := c.actNone, "activations, tensor parallel only"
 			if sel {
 				ref, label = c.actSel, "activations, + sequence parallel + selective recompute"
@@ -181,7 +182,7 @@ func table4Rows(ctx context.Context) ([]Row, error) {
 		if err != nil {
 			return nil, fmt.Errorf("table 4 %s: %w", c.name, err)
 		}
-		tl := res.Tables[2].Rows.([]training.TimelineRow)
+		tl := res.Tables[2].Rows.([]job.TimelineRow)
 		const layers = 48
 		fwd, bwd := layerSpan(tl, "mb0.fwd.")/layers, layerSpan(tl, "mb0.bwd.")/layers
 		rows = append(rows,
@@ -193,7 +194,7 @@ func table4Rows(ctx context.Context) ([]Row, error) {
 
 // layerSpan is the time from the first to the last transformer-layer task
 // whose name starts with prefix (embedding and head tasks excluded).
-func layerSpan(tl []training.TimelineRow, prefix string) float64 {
+func layerSpan(tl []job.TimelineRow, prefix string) float64 {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, r := range tl {
 		rest, ok := strings.CutPrefix(r.Name, prefix)
@@ -240,7 +241,7 @@ type memSummary struct{ activations, static float64 }
 
 // stageMemory takes the largest activations and the largest static memory
 // (weights, gradients, optimizer) over stages.
-func stageMemory(rows []training.MemoryRow) memSummary {
+func stageMemory(rows []job.MemoryRow) memSummary {
 	act := map[int]float64{}
 	static := map[int]float64{}
 	for _, r := range rows {

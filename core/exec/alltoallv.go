@@ -12,10 +12,7 @@ import (
 // same matrix's first run on a communicator with the same links
 // (Options.ExactAllToAll off).
 func (e *engine) allToAllV(ci commInfo, ranks []int, task *workload.Task, pending *int, done func()) error {
-	key := (ci.sig*31+uint64(task.PairsID+1))*0x9e3779b97f4a7c15 ^ hashString("all_to_all_v")
-	if task.Hierarchical {
-		key ^= 1
-	}
+	key := memoKey{sig: ci.sig, coll: workload.AllToAllV, pairs: task.PairsID, hierarchical: task.Hierarchical}
 	*pending++
 	if d, ok := e.memo[key]; ok && !e.opt.ExactAllToAll {
 		e.res.Reused++

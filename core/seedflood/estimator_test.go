@@ -4,7 +4,6 @@ import (
 	"math"
 	"testing"
 
-	"github.com/eidolon-sim/eidolon/core/topo"
 	"github.com/stretchr/testify/require"
 )
 
@@ -16,7 +15,7 @@ import (
 func TestEstimateMatchesDirectionalDerivative(t *testing.T) {
 	for _, rank := range []int{0, 3} {
 		for _, hidden := range [][]int{nil, {16}} {
-			cfg := testConfig(t, must(topo.RingGraph(4)), hidden, rank)
+			cfg := testConfig(t, must(RingGraph(4)), hidden, rank)
 			cfg.ZO.Epsilon = 1e-3
 			var cnt Counters
 			z := newZO(cfg.Model, cfg.ZO, cfg.BatchSize, &cnt)

@@ -1,7 +1,5 @@
 package seedflood
 
-import "github.com/eidolon-sim/eidolon/core/topo"
-
 // Message sizes, in bytes, as they would be sent on the wire.
 const (
 	// SeedMessageBytes is one SeedFlood message: origin client id (uint32, 4)
@@ -48,7 +46,7 @@ type Flood struct {
 }
 
 // FloodGraph runs the flooding protocol from every origin.
-func FloodGraph(g *topo.Graph) *Flood {
+func FloodGraph(g *Graph) *Flood {
 	f, _ := FloodGraphCanceled(g, nil)
 	return f
 }
@@ -56,7 +54,7 @@ func FloodGraph(g *topo.Graph) *Flood {
 // FloodGraphCanceled is FloodGraph checking canceled (which may be nil)
 // before each origin: on a dense graph of thousands of clients the protocol
 // takes minutes (each origin's flood visits every directed edge).
-func FloodGraphCanceled(g *topo.Graph, canceled func() error) (*Flood, error) {
+func FloodGraphCanceled(g *Graph, canceled func() error) (*Flood, error) {
 	n := g.NumNodes()
 	f := &Flood{Arrival: make([][]int, n), Receipts: make([][]int, n), Duplicates: make([]int, n), Transmissions: make([]int, n), Eccentricity: make([]int, n)}
 	for o := 0; o < n; o++ {
@@ -127,6 +125,6 @@ func FloodStepBytes(f *Flood, q int) int64 {
 
 // GossipStepBytes is the traffic of one gossip step: every client sends one
 // message of msgBytes to each neighbor.
-func GossipStepBytes(g *topo.Graph, msgBytes int64) int64 {
+func GossipStepBytes(g *Graph, msgBytes int64) int64 {
 	return 2 * int64(g.NumEdges()) * msgBytes
 }

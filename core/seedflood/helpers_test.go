@@ -4,12 +4,11 @@ import (
 	"testing"
 
 	"github.com/eidolon-sim/eidolon/core/rng"
-	"github.com/eidolon-sim/eidolon/core/topo"
 	"github.com/stretchr/testify/require"
 )
 
 // testConfig is a small synthetic task: 10 classes, 20 features, IID shards.
-func testConfig(t *testing.T, g *topo.Graph, hidden []int, rank int) *Config {
+func testConfig(t *testing.T, g *Graph, hidden []int, rank int) *Config {
 	t.Helper()
 	data := SyntheticDataset(rng.Stream(7, "data"), 2000, 20, 10, 0.5)
 	train, test := data.Split(rng.Stream(7, "split"), 0.25)

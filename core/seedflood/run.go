@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-
-	"github.com/eidolon-sim/eidolon/core/topo"
 )
 
 // Method names accepted by Run.
@@ -20,7 +18,7 @@ const (
 // Config is everything a training run needs; the scenario driver builds it
 // from a spec.
 type Config struct {
-	Graph  *topo.Graph
+	Graph  *Graph
 	Model  *Model
 	Train  *Dataset
 	Test   *Dataset

@@ -5,13 +5,12 @@ import (
 	"testing"
 
 	"github.com/eidolon-sim/eidolon/core/rng"
-	"github.com/eidolon-sim/eidolon/core/topo"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // sameLevelEdges counts edges whose ends are equally far from src.
-func sameLevelEdges(g *topo.Graph, src int) int {
+func sameLevelEdges(g *Graph, src int) int {
 	d := g.HopDistances(src)
 	n := 0
 	for u := 0; u < g.NumNodes(); u++ {
@@ -25,10 +24,10 @@ func sameLevelEdges(g *topo.Graph, src int) int {
 }
 
 func TestFloodReachesEveryClientOnceAfterHopDistance(t *testing.T) {
-	graphs := []*topo.Graph{
-		must(topo.RingGraph(8)), must(topo.RingGraph(7)), must(topo.MeshGridGraph(3, 5)),
-		must(topo.TorusGridGraph(4, 4)), must(topo.CompleteGraph(5)), must(topo.MeshGridGraph(1, 6)),
-		must(topo.RandomRegularGraph(16, 3, rng.Stream(3, "graph"))),
+	graphs := []*Graph{
+		must(RingGraph(8)), must(RingGraph(7)), must(MeshGridGraph(3, 5)),
+		must(TorusGridGraph(4, 4)), must(CompleteGraph(5)), must(MeshGridGraph(1, 6)),
+		must(RandomRegularGraph(16, 3, rng.Stream(3, "graph"))),
 	}
 	for _, g := range graphs {
 		t.Run(g.Name, func(t *testing.T) {
@@ -56,14 +55,14 @@ func TestFloodReachesEveryClientOnceAfterHopDistance(t *testing.T) {
 	// Closed forms: even ring, n transmissions (one per edge); odd ring, n+1
 	// (the edge opposite the origin joins two nodes at distance (n−1)/2);
 	// a path of n nodes (1×n mesh), n−1; complete K_n, (n−1) + C(n−1, 2)·2.
-	assert.Equal(t, 8, FloodGraph(must(topo.RingGraph(8))).Transmissions[0])
-	assert.Equal(t, 8, FloodGraph(must(topo.RingGraph(7))).Transmissions[0])
-	assert.Equal(t, 5, FloodGraph(must(topo.MeshGridGraph(1, 6))).Transmissions[2])
-	assert.Equal(t, 4+6*2, FloodGraph(must(topo.CompleteGraph(5))).Transmissions[0])
+	assert.Equal(t, 8, FloodGraph(must(RingGraph(8))).Transmissions[0])
+	assert.Equal(t, 8, FloodGraph(must(RingGraph(7))).Transmissions[0])
+	assert.Equal(t, 5, FloodGraph(must(MeshGridGraph(1, 6))).Transmissions[2])
+	assert.Equal(t, 4+6*2, FloodGraph(must(CompleteGraph(5))).Transmissions[0])
 }
 
 func TestMessageBytesDoNotDependOnModelSize(t *testing.T) {
-	g := must(topo.RingGraph(6))
+	g := must(RingGraph(6))
 	var totals []int64
 	for _, hidden := range [][]int{nil, {8}, {128, 64}} {
 		cfg := testConfig(t, g, hidden, 0)
@@ -83,7 +82,7 @@ func TestCompleteGraphWithoutDelayEqualsCentralizedZO(t *testing.T) {
 	for _, rank := range []int{0, 3} {
 		for _, hidden := range [][]int{nil, {12}} {
 			t.Run(fmt.Sprintf("rank%d_hidden%v", rank, hidden), func(t *testing.T) {
-				cfg := testConfig(t, must(topo.CompleteGraph(5)), hidden, rank)
+				cfg := testConfig(t, must(CompleteGraph(5)), hidden, rank)
 				cfg.Steps, cfg.Perturbations, cfg.StepsPerHop, cfg.ZO.RefreshEvery = 25, 2, 0, 4
 				flood, err := Run(cfg, MethodSeedFlood)
 				require.NoError(t, err)
@@ -111,7 +110,7 @@ func TestEveryClientAppliesEveryUpdateOnce(t *testing.T) {
 		rank     int
 		hopTimeS float64 // 0: one step per hop; else 2.5 hops per step-time 1
 	}{{0, 0}, {2, 0}, {2, 2.5}} {
-		cfg := testConfig(t, must(topo.MeshGridGraph(2, 4)), nil, c.rank)
+		cfg := testConfig(t, must(MeshGridGraph(2, 4)), nil, c.rank)
 		cfg.Steps, cfg.Perturbations = 30, 2
 		cfg.HopTimeS, cfg.StepTimeS = c.hopTimeS, 1
 		var cnt Counters
@@ -134,7 +133,7 @@ func TestEveryClientAppliesEveryUpdateOnce(t *testing.T) {
 }
 
 func TestTrainingLearns(t *testing.T) {
-	cfg := testConfig(t, must(topo.RingGraph(8)), nil, 4)
+	cfg := testConfig(t, must(RingGraph(8)), nil, 4)
 	cfg.Steps, cfg.LearningRate, cfg.ZO.RefreshEvery = 300, 0.05, 1
 	out, err := Run(cfg, MethodSeedFlood)
 	require.NoError(t, err)
@@ -149,7 +148,7 @@ func TestTrainingLearns(t *testing.T) {
 // sends 20-byte messages where DZSGD sends whole models. On a ring of n with
 // d parameters per-step bytes are n·n·20 against 2n·4d: a ratio of 0.4·d/n.
 func TestSeedFloodMatchesDZSGDWithFarFewerBytes(t *testing.T) {
-	cfg := testConfig(t, must(topo.RingGraph(8)), []int{128}, 0)
+	cfg := testConfig(t, must(RingGraph(8)), []int{128}, 0)
 	cfg.Steps, cfg.LearningRate = 300, 0.02
 	sf, err := Run(cfg, MethodSeedFlood)
 	require.NoError(t, err)
@@ -165,7 +164,7 @@ func TestSeedFloodMatchesDZSGDWithFarFewerBytes(t *testing.T) {
 }
 
 func TestFirstOrderBaselinesLearn(t *testing.T) {
-	cfg := testConfig(t, must(topo.RingGraph(8)), []int{32}, 0)
+	cfg := testConfig(t, must(RingGraph(8)), []int{32}, 0)
 	cfg.Steps = 150
 	d := int64(cfg.Model.NumParams())
 	for _, c := range []struct {
@@ -193,7 +192,7 @@ func TestFirstOrderBaselinesLearn(t *testing.T) {
 func TestSubCGEApplyCostIsLower(t *testing.T) {
 	var madds [2]int64
 	for i, rank := range []int{0, 4} {
-		cfg := testConfig(t, must(topo.TorusGridGraph(4, 4)), []int{256}, rank)
+		cfg := testConfig(t, must(TorusGridGraph(4, 4)), []int{256}, rank)
 		cfg.Steps = 20
 		out, err := Run(cfg, MethodSeedFlood)
 		require.NoError(t, err)
@@ -254,7 +253,7 @@ func TestDirichletPartition(t *testing.T) {
 // every client projects its own updates into its own weights, up to float32
 // summation order; and cost the same operations.
 func TestSharedSubCGEWeightsMatchPrivateReference(t *testing.T) {
-	cfg := testConfig(t, must(topo.RingGraph(7)), []int{16}, 3)
+	cfg := testConfig(t, must(RingGraph(7)), []int{16}, 3)
 	cfg.Steps, cfg.ZO.RefreshEvery = 40, 3
 	shared, err := Run(cfg, MethodSeedFlood)
 	require.NoError(t, err)

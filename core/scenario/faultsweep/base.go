@@ -6,11 +6,10 @@ import (
 
 	"github.com/eidolon-sim/eidolon/core/exec"
 	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/job"
 	"github.com/eidolon-sim/eidolon/core/model"
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/scenario/collective"
-	"github.com/eidolon-sim/eidolon/core/scenario/inference"
-	"github.com/eidolon-sim/eidolon/core/scenario/training"
 	"github.com/eidolon-sim/eidolon/core/spec"
 	"github.com/eidolon-sim/eidolon/core/topo"
 	"github.com/eidolon-sim/eidolon/core/workload"
@@ -53,31 +52,21 @@ func underBase(kind string, err error) error {
 func newBase(s *spec.FaultSweep) (base, error) {
 	switch s.BaseKind() {
 	case "training":
-		return withHost(training.HostOf(s.Training.Execution, s.Training.Host, true))(newPlanBase(s.Training.Cluster, s.Training.GPU, s.Training.Faults, s.Training.Seed, s.Training.FullSimulation,
-			func(ranks int) (*workload.Plan, error) {
-				lay, err := training.Layout(s.Training, ranks)
-				if err != nil {
-					return nil, err
-				}
-				p, err := workload.BuildTraining(lay)
-				if err != nil {
-					return nil, err
-				}
-				return p.Plan, nil
-			}))
+		return newPlanBase(sweepJob(job.Training(s.Training)), func(ranks int) (*workload.Plan, error) {
+			_, p, err := job.TrainingPlan(s.Training, ranks)
+			if err != nil {
+				return nil, err
+			}
+			return p.Plan, nil
+		})
 	case "inference":
-		return withHost(inference.HostOf(s.Inference))(newPlanBase(s.Inference.Cluster, s.Inference.GPU, s.Inference.Faults, s.Inference.Seed, s.Inference.FullSimulation,
-			func(ranks int) (*workload.Plan, error) {
-				lay, err := inference.Layout(s.Inference, ranks)
-				if err != nil {
-					return nil, err
-				}
-				p, err := workload.BuildInference(lay)
-				if err != nil {
-					return nil, err
-				}
-				return p.Plan, nil
-			}))
+		return newPlanBase(sweepJob(job.Inference(s.Inference)), func(ranks int) (*workload.Plan, error) {
+			_, p, err := job.InferencePlan(s.Inference, ranks)
+			if err != nil {
+				return nil, err
+			}
+			return p.Plan, nil
+		})
 	case "collective":
 		t, err := topo.FromSpec(s.Collective.Cluster)
 		if err != nil {
@@ -88,57 +77,47 @@ func newBase(s *spec.FaultSweep) (base, error) {
 	return nil, fmt.Errorf("fault_sweep: no base run")
 }
 
-// withHost sets a plan base's host model (the base kind's execution mode).
-func withHost(h exec.Host) func(*planBase, error) (base, error) {
-	return func(b *planBase, err error) (base, error) {
-		if err != nil {
-			return nil, err
-		}
-		b.host = h
-		return b, nil
-	}
+// sweepJob is the base kind's job as a sweep runs it: with ring streams
+// (a sweep does not take the base's ring_steps).
+func sweepJob(j job.Job) job.Job {
+	j.RingSteps = false
+	return j
 }
 
 // planBase runs a training or inference plan. The plan, the topology (with
 // its route cache) and the operator costs are built once; each run gets a
 // fresh kernel and fabric, and the topology's health is restored after it.
 type planBase struct {
+	job    job.Job
 	t      *topo.Topology
 	gpu    hw.GPU
-	faults spec.Faults
-	seed   uint64
-	full   bool
 	plan   *workload.Plan
 	cost   func(model.Op) (float64, error)
 	kernel func(model.Op) (exec.Kernel, error)
-	host   exec.Host
 	health []float64 // the built topology's link health
 	// ref is the same cluster never faulted: its routes tell exec which
 	// replicas a failure rerouted, so the others are still mirrored.
 	ref *topo.Topology
 }
 
-func newPlanBase(c spec.Cluster, gpu string, faults spec.Faults, seed uint64, full bool,
-	build func(ranks int) (*workload.Plan, error)) (*planBase, error) {
-	g, ok := hw.GPUByName(gpu)
-	if !ok {
-		var p spec.Problems
-		p.OneOf("gpu", gpu, hw.GPUNames())
-		return nil, p.Err()
-	}
-	t, err := topo.FromSpec(c)
+func newPlanBase(j job.Job, build func(ranks int) (*workload.Plan, error)) (*planBase, error) {
+	// The machine without the base's faults: its topology is the one every
+	// run faults and restores, and its operator costs serve every run (they
+	// do not depend on faults; stragglers scale them inside exec).
+	m, err := exec.NewMachine(j.Cluster, j.GPU, spec.Faults{}, j.Seed)
 	if err != nil {
 		return nil, err
 	}
+	t := m.Fabric.Topology()
 	plan, err := build(t.NumRanks())
 	if err != nil {
 		return nil, err
 	}
-	ref, err := topo.FromSpec(c)
+	ref, err := topo.FromSpec(j.Cluster)
 	if err != nil {
 		return nil, err
 	}
-	b := &planBase{t: t, gpu: g, faults: faults, seed: seed, full: full, plan: plan, ref: ref}
+	b := &planBase{job: j, t: t, gpu: m.GPU, plan: plan, cost: m.Cost, kernel: m.Kernel, ref: ref}
 	for _, l := range t.Links {
 		b.health = append(b.health, l.Health)
 	}
@@ -149,20 +128,12 @@ func (b *planBase) topology() *topo.Topology { return b.t }
 
 func (b *planBase) run(env scenario.Env, extra spec.Faults) (outcome, error) {
 	defer b.restore()
-	m, err := exec.NewMachineOn(b.t, b.gpu, mergeFaults(b.faults, extra), b.seed)
+	m, err := exec.NewMachineOn(b.t, b.gpu, mergeFaults(b.job.Faults, extra), b.job.Seed)
 	if err != nil {
 		return outcome{}, err
 	}
-	if b.cost == nil {
-		// one evaluator for every run: operator costs do not depend on
-		// faults (stragglers scale them inside exec)
-		b.cost, b.kernel = m.Cost, m.Kernel
-	}
-	opt := m.Options(b.full)
+	opt := b.job.Options(m)
 	opt.Cost, opt.Kernel = b.cost, b.kernel
-	if b.host.Mode != "" {
-		opt.Host = b.host
-	}
 	opt.HealthyRoute = b.healthyRoute
 	res, err := exec.Run(env.Context(), b.plan, opt)
 	if err != nil {

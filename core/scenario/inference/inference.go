@@ -7,9 +7,8 @@ import (
 	"fmt"
 
 	"github.com/eidolon-sim/eidolon/core/exec"
-	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/job"
 	"github.com/eidolon-sim/eidolon/core/scenario"
-	"github.com/eidolon-sim/eidolon/core/scenario/training"
 	"github.com/eidolon-sim/eidolon/core/spec"
 	"github.com/eidolon-sim/eidolon/core/workload"
 )
@@ -70,9 +69,9 @@ type RequestRow struct {
 type Outcome struct {
 	Summary  SummaryRow
 	Requests []RequestRow
-	Ranks    []training.RankRow
-	Timeline []training.TimelineRow
-	Memory   []training.MemoryRow
+	Ranks    []job.RankRow
+	Timeline []job.TimelineRow
+	Memory   []job.MemoryRow
 	Plan     *workload.InferencePlan
 	Exec     *exec.Result
 	Machine  *exec.Machine
@@ -89,50 +88,14 @@ func (o *Outcome) Result() scenario.Result {
 	return r
 }
 
-// Layout converts a validated spec to the workload's inference layout.
-func Layout(s *spec.Inference, gpus int) (workload.Inference, error) {
-	m, _ := s.Model.Resolve()
-	in := workload.Inference{Model: m, TP: s.TP, PP: s.PP, Replicas: s.Replicas, Batch: s.Batch,
-		Prompt: s.PromptTokens, Output: s.OutputTokens, DType: hw.DType(s.DType), UnfusedAttention: s.UnfusedAttention,
-		EP: s.EP, HierarchicalA2A: s.HierarchicalA2A}
-	var p spec.Problems
-	if n := in.Ranks(); n > gpus {
-		p.Addf("replicas", "tp·pp·replicas = %d·%d·%d = %d GPUs, but the cluster has %d", s.TP, s.PP, s.Replicas, n, gpus)
-	}
-	for _, r := range s.Requests {
-		in.Requests = append(in.Requests, workload.Request{Count: r.Count, Prompt: r.PromptTokens, Output: r.OutputTokens})
-	}
-	for _, fp := range in.Check() {
-		p.Addf(fp.Field, "%s", fp.Message)
-	}
-	return in, p.Err()
-}
-
-// HostOf is the exec host model of a validated spec: with cuda_graphs,
-// decode steps replay from graphs and prefill runs eagerly (its shapes vary
-// with the prompts), as vLLM and TensorRT-LLM do.
-func HostOf(s *spec.Inference) exec.Host {
-	host := training.HostOf(s.Execution, s.Host, false)
-	if host.Mode == exec.CUDAGraphs {
-		groups := max(len(s.Requests), 1)
-		host.Captured = func(t *workload.Task) bool { return int(t.MicroBatch) >= groups }
-	}
-	return host
-}
-
-// Simulate runs a validated spec; modify as in training.Simulate.
+// Simulate runs a validated spec (job.Inference); modify, if set, changes
+// the machine after the spec's faults and before the run.
 func Simulate(env scenario.Env, s *spec.Inference, modify func(m *exec.Machine) error) (*Outcome, error) {
 	var in workload.Inference
 	var plan *workload.InferencePlan
-	host := HostOf(s)
-	job := training.Job{Cluster: s.Cluster, GPU: s.GPU, Faults: s.Faults, Seed: s.Seed,
-		FullSimulation: s.FullSimulation, RingSteps: s.RingSteps, TimelineRanks: s.TimelineRanks, Host: host}
-	run, err := job.Run(env, modify, func(gpus int) (*workload.Plan, []workload.Memory, error) {
+	run, err := job.Inference(s).Run(env, modify, func(gpus int) (*workload.Plan, []workload.Memory, error) {
 		var err error
-		if in, err = Layout(s, gpus); err != nil {
-			return nil, nil, err
-		}
-		if plan, err = workload.BuildInference(in); err != nil {
+		if in, plan, err = job.InferencePlan(s, gpus); err != nil {
 			return nil, nil, err
 		}
 		return plan.Plan, plan.Memory, nil

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/eidolon-sim/eidolon/core/job"
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/scenario/all"
 	"github.com/eidolon-sim/eidolon/core/scenario/inference"
-	"github.com/eidolon-sim/eidolon/core/scenario/training"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -50,7 +50,7 @@ func TestRequestGroups(t *testing.T) {
 		assert.Less(t, rq[0].TTFTS, rq[1].TTFTS, "group 0 is prefilled first")
 		assert.Equal(t, s.E2ES, rq[1].E2ES)
 		assert.InEpsilon(t, (2*rq[0].TTFTS+rq[1].TTFTS)/3, s.TTFTS, 1e-12)
-		for _, m := range table[training.MemoryRow](res, "memory") {
+		for _, m := range table[job.MemoryRow](res, "memory") {
 			if m.Category == "kv_cache" && m.Stage == 0 {
 				perToken := 2.0 * 32 * 32 * 128 * 2
 				if layout != `"tp":1` {

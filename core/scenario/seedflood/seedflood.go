@@ -12,7 +12,6 @@ import (
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	sf "github.com/eidolon-sim/eidolon/core/seedflood"
 	"github.com/eidolon-sim/eidolon/core/spec"
-	"github.com/eidolon-sim/eidolon/core/topo"
 )
 
 // HistoryRow is one evaluation of one method (table "history").
@@ -133,26 +132,26 @@ func Kind() scenario.Kind {
 }
 
 // BuildGraph builds the spec's client graph with n clients.
-func BuildGraph(seed uint64, t spec.SeedFloodTopology, n int) (*topo.Graph, error) {
+func BuildGraph(seed uint64, t spec.SeedFloodTopology, n int) (*sf.Graph, error) {
 	r := rng.Stream(seed, "seedflood/topology")
 	switch t.Kind {
 	case "ring":
-		return topo.RingGraph(n)
+		return sf.RingGraph(n)
 	case "mesh", "torus":
 		rows, cols := t.Rows, t.Cols
 		if rows*cols != n {
 			rows, cols = spec.SeedFloodGridShape(n)
 		}
 		if t.Kind == "mesh" {
-			return topo.MeshGridGraph(rows, cols)
+			return sf.MeshGridGraph(rows, cols)
 		}
-		return topo.TorusGridGraph(rows, cols)
+		return sf.TorusGridGraph(rows, cols)
 	case "random_regular":
-		return topo.RandomRegularGraph(n, t.Degree, r)
+		return sf.RandomRegularGraph(n, t.Degree, r)
 	case "erdos_renyi":
-		return topo.ErdosRenyiGraph(n, t.Probability, r)
+		return sf.ErdosRenyiGraph(n, t.Probability, r)
 	case "complete":
-		return topo.CompleteGraph(n)
+		return sf.CompleteGraph(n)
 	}
 	return nil, fmt.Errorf("unknown topology kind %q", t.Kind)
 }

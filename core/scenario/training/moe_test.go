@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/eidolon-sim/eidolon/core/job"
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/scenario/all"
 	"github.com/eidolon-sim/eidolon/core/scenario/training"
@@ -24,7 +25,7 @@ func moe(nodes int, parallel, extra string) string {
 
 func epTime(t *testing.T, res scenario.Result) (step, ep float64) {
 	s := res.Tables[0].Rows.([]training.SummaryRow)[0]
-	for _, r := range res.Tables[2].Rows.([]training.TimelineRow) {
+	for _, r := range res.Tables[2].Rows.([]job.TimelineRow) {
 		if r.Stream == "ep" && r.Rank == 0 {
 			ep += r.EndS - r.StartS
 		}
@@ -58,7 +59,7 @@ func TestMoEMemoryShardsByEP(t *testing.T) {
 	mem := func(ep int) float64 {
 		res := run(t, moe(2, fmt.Sprintf(`"dp":16,"ep":%d,"global_batch":16,"zero":1`, ep), ""))
 		var w float64
-		for _, r := range res.Tables[3].Rows.([]training.MemoryRow) {
+		for _, r := range res.Tables[3].Rows.([]job.MemoryRow) {
 			if r.Category == "weights" {
 				w += r.Bytes
 			}

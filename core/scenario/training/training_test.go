@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/eidolon-sim/eidolon/core/job"
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/scenario/all"
 	"github.com/eidolon-sim/eidolon/core/scenario/inference"
@@ -43,9 +44,9 @@ func TestTablesAndBreakdown(t *testing.T) {
 	assert.Greater(t, s.MFU, 0.0)
 	assert.LessOrEqual(t, s.MFU, s.HFU)
 	assert.True(t, s.Fits)
-	ranks := res.Tables[1].Rows.([]training.RankRow)
+	ranks := res.Tables[1].Rows.([]job.RankRow)
 	require.Len(t, ranks, 16)
-	tl := res.Tables[2].Rows.([]training.TimelineRow)
+	tl := res.Tables[2].Rows.([]job.TimelineRow)
 	require.NotEmpty(t, tl)
 	for _, r := range tl {
 		require.LessOrEqual(t, r.StartS, r.EndS)
@@ -171,7 +172,7 @@ func TestInferenceDirections(t *testing.T) {
 	// A Mamba model keeps SSM state instead of a KV cache.
 	res := run(t, `{"kind":"inference","model":"mamba-1.4b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},
 		"tp":2,"batch":4,"prompt_tokens":256,"output_tokens":8}`)
-	for _, r := range res.Tables[3].Rows.([]training.MemoryRow) {
+	for _, r := range res.Tables[3].Rows.([]job.MemoryRow) {
 		switch r.Category {
 		case "kv_cache":
 			assert.Zero(t, r.Bytes)
@@ -200,13 +201,13 @@ func TestFeatureMatrix(t *testing.T) {
 			require.Greater(t, s.StepTimeS, 0.0, js)
 			require.Less(t, s.HFU, 1.0, js)
 			var compute float64
-			for _, r := range res.Tables[2].Rows.([]training.TimelineRow) {
+			for _, r := range res.Tables[2].Rows.([]job.TimelineRow) {
 				require.LessOrEqual(t, r.EndS, s.StepTimeS+1e-12, js)
 				if r.Stream == "compute" {
 					compute += r.EndS - r.StartS
 				}
 			}
-			rank0 := res.Tables[1].Rows.([]training.RankRow)[0]
+			rank0 := res.Tables[1].Rows.([]job.RankRow)[0]
 			assert.InEpsilon(t, rank0.ComputeS, compute, 1e-6, js)
 		}
 	}

@@ -1,4 +1,4 @@
-package topo
+package seedflood
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package topo
+package seedflood
 
 import (
 	"math/rand/v2"

@@ -1,0 +1,191 @@
+// Launch: the rendezvous of a collective's member units, and its
+// transfers on the network (or a memoized duration on an isolated
+// communicator).
+
+package exec
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/eidolon-sim/eidolon/core/model"
+	"github.com/eidolon-sim/eidolon/core/net"
+	"github.com/eidolon-sim/eidolon/core/sim"
+	"github.com/eidolon-sim/eidolon/core/topo"
+	"github.com/eidolon-sim/eidolon/core/workload"
+)
+
+type rendezvous struct {
+	arrived []int64 // unit<<32 | task
+	pending int
+	start   sim.Time
+}
+
+// arrive registers a unit at a communication task; the last simulated
+// member to arrive launches it.
+func (e *engine) arrive(u int, i int32, task *workload.Task) {
+	g := e.plan.Units[u].Groups[task.Slot]
+	if g < 0 {
+		e.k.Fail(fmt.Errorf("exec: unit %d task %q uses slot %d, which has no group", u, task.Name, task.Slot))
+		return
+	}
+	key := uint64(g)<<32 | uint64(uint32(task.Tag))
+	r := e.rv[key]
+	if r == nil {
+		r = &rendezvous{}
+		e.rv[key] = r
+	}
+	r.arrived = append(r.arrived, int64(u)<<32|int64(i))
+	if len(r.arrived) < e.driven[g] {
+		return
+	}
+	delete(e.rv, key)
+	e.launch(g, task, r)
+}
+
+func (e *engine) launch(g int, task *workload.Task, r *rendezvous) {
+	now := e.k.Now()
+	r.start = now
+	for _, a := range r.arrived {
+		e.res.Units[a>>32].Start[a&0xffffffff] = now
+		e.commBegin(int(a>>32), task)
+	}
+	if lat := sim.Seconds(e.opt.CollectiveLaunchS); lat > 0 && !e.tuned(task) {
+		e.k.After(lat, func() { e.issue(g, task, r) })
+		return
+	}
+	e.issue(g, task, r)
+}
+
+// issue sends a launched collective's transfers on the network; it ends
+// when every one has arrived, and no sooner than the host's dispatch
+// interval after the launch.
+func (e *engine) issue(g int, task *workload.Task, r *rendezvous) {
+	now := e.k.Now()
+	finishAll := func() {
+		for _, a := range r.arrived {
+			e.finish(int(a>>32), int32(a&0xffffffff))
+		}
+	}
+	done := func() {
+		r.pending--
+		if r.pending > 0 {
+			return
+		}
+		if until := r.start + sim.Seconds(e.opt.DispatchS); until > e.k.Now() {
+			e.k.At(until, finishAll)
+			return
+		}
+		finishAll()
+	}
+	r.pending = 1 // held until every launch below is issued
+	groups := append([]int{g}, e.mirror[g]...)
+	for gi, gg := range groups {
+		for c, ranks := range e.plan.Groups[gg].Comms {
+			if task.Bytes <= 0 || len(ranks) < 2 {
+				continue
+			}
+			ci := e.comm(gg, c)
+			if gi > 0 && ci.isolated && ci.sig == e.comm(g, min(c, len(e.plan.Groups[g].Comms)-1)).sig {
+				continue // a mirror's isolated copy takes exactly the driver's time
+			}
+			if task.Coll == workload.AllToAllV {
+				if err := e.allToAllV(ci, ranks, task, &r.pending, done); err != nil {
+					e.k.Fail(err)
+					return
+				}
+				continue
+			}
+			key := memoKey{sig: ci.sig, coll: task.Coll, bytes: math.Float64bits(task.Bytes), pairs: -1}
+			if ci.isolated {
+				if d, ok := e.memo[key]; ok {
+					r.pending++
+					e.res.Reused++
+					e.k.After(d, done)
+					continue
+				}
+			}
+			r.pending++
+			e.res.Collectives++
+			isolated := ci.isolated
+			if task.Coll == workload.SendRecv {
+				// One flow, as net's send_recv makes, without its machinery.
+				start := now
+				sink := net.SinkFunc(func(int) {
+					if isolated {
+						e.memo[key] = e.k.Now() - start
+					}
+					done()
+				})
+				if err := e.opt.Fabric.Send(e.topo.RankDevice(ranks[0]), e.topo.RankDevice(ranks[1]), task.Bytes/ci.eff, sink, 0); err != nil {
+					e.k.Fail(fmt.Errorf("exec: %s from rank %d to %d: %w", task.Name, ranks[0], ranks[1], err))
+					return
+				}
+				continue
+			}
+			col := net.Collective{Op: net.Op(task.Coll), Bytes: task.Bytes, Ranks: ranks, Label: task.Name, Algorithm: e.opt.Algorithm,
+				ProtocolEfficiency: ci.eff, Stream: !e.opt.RingSteps}
+			if e.tuned(task) {
+				col.Algorithm, col.ProtocolEfficiency = net.NCCL, 0
+			}
+			if q := e.opt.TPQuant; q != nil && task.Coll == model.AllReduce && task.Slot == workload.SlotTP {
+				col.Quant = q
+				if e.opt.TPQuantAlgorithm != "" {
+					col.Algorithm = e.opt.TPQuantAlgorithm
+				}
+			}
+			if _, err := e.comms.Start(col, func(res net.Result) {
+				if isolated {
+					e.memo[key] = res.End - res.Start
+				}
+				done()
+			}); err != nil {
+				e.k.Fail(fmt.Errorf("exec: %s on ranks %v: %w", task.Name, ranks, err))
+				return
+			}
+		}
+	}
+	done()
+}
+
+// tuned reports whether NCCL's tuner prices a communication task: with
+// Protocol on, the default algorithm, and an all-reduce, all-gather or
+// reduce-scatter whose payload is not quantized.
+func (e *engine) tuned(task *workload.Task) bool {
+	if !e.opt.Protocol || e.opt.Algorithm != "" {
+		return false
+	}
+	switch task.Coll {
+	case model.AllReduce:
+		return e.opt.TPQuant == nil || task.Slot != workload.SlotTP
+	case model.AllGather, model.ReduceScatter:
+		return true
+	}
+	return false
+}
+
+// RingTimeBound is a lower bound on the simulated time of a ring
+// collective over ranks: its slowest hop carries steps messages of bytes/n
+// one after another, each at most at that hop's bottleneck bandwidth
+// (steps = 2(n−1) for all-reduce, n−1 for all-gather and reduce-scatter).
+func RingTimeBound(t *topo.Topology, kind model.Kind, bytes float64, ranks []int) (float64, error) {
+	n := len(ranks)
+	if n < 2 || bytes <= 0 {
+		return 0, nil
+	}
+	slowest := math.Inf(1)
+	for i := range ranks {
+		path, err := t.Route(t.RankDevice(ranks[i]), t.RankDevice(ranks[(i+1)%n]))
+		if err != nil {
+			return 0, err
+		}
+		for _, l := range path {
+			slowest = min(slowest, t.Capacity(int(l)))
+		}
+	}
+	steps := float64(n - 1)
+	if kind == model.AllReduce {
+		steps *= 2
+	}
+	return steps * bytes / float64(n) / slowest, nil
+}

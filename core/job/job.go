@@ -1,0 +1,224 @@
+// Package job is the job the plan-based scenario kinds share (training,
+// inference, and the fault sweeps over them): a validated spec compiled to a
+// workload layout and plan (layout.go), a machine built from its cluster,
+// GPU and faults (exec.NewMachine), the plan run on it by package exec, and
+// the tables every such kind reports (ranks, timeline, memory). It sits
+// below the scenario drivers and above exec and workload.
+package job
+
+import (
+	"github.com/eidolon-sim/eidolon/core/exec"
+	"github.com/eidolon-sim/eidolon/core/scenario"
+	"github.com/eidolon-sim/eidolon/core/spec"
+	"github.com/eidolon-sim/eidolon/core/workload"
+)
+
+// Job is a plan run on a simulated cluster, reported per rank, per stage's
+// memory and as a timeline: what the training and inference kinds share.
+type Job struct {
+	Cluster        spec.Cluster
+	GPU            string
+	Faults         spec.Faults
+	Seed           uint64
+	FullSimulation bool
+	RingSteps      bool
+	TimelineRanks  []int
+	// Host is how the ranks' hosts issue kernels (HostOf).
+	Host exec.Host
+}
+
+// HostOf is the exec host model for a spec's execution mode and host-cost
+// overrides; autograd is true in training. In training, cuda_graphs
+// replays every task from graphs (one per micro-batch's pass).
+func HostOf(mode string, c spec.HostCosts, autograd bool) exec.Host {
+	if mode == "" {
+		mode = exec.Eager
+	}
+	return exec.Host{Mode: mode, Autograd: autograd, ForwardOpS: c.ForwardOpS, BackwardOpS: c.BackwardOpS,
+		CollectiveS: c.CollectiveS}
+}
+
+// Result is a finished Job with its shared tables.
+type Result struct {
+	Machine  *exec.Machine
+	Exec     *exec.Result
+	Ranks    []RankRow
+	Timeline []TimelineRow
+	Memory   []MemoryRow
+	// PeakBytes is the largest stage's memory per GPU, HBMBytes one GPU's.
+	PeakBytes, HBMBytes float64
+	SimulatedRanks      int
+}
+
+// Options are the run options of the job on machine m: the machine's
+// (exec.Machine.Options), with the job's ring steps and host model.
+func (j Job) Options(m *exec.Machine) exec.Options {
+	opt := m.Options(j.FullSimulation)
+	opt.RingSteps = j.RingSteps
+	if j.Host.Mode != "" {
+		opt.Host = j.Host
+	}
+	return opt
+}
+
+// Run builds the machine, lets modify change it (a fault sweep's faults),
+// builds the plan for the cluster's GPU count and runs it.
+func (j Job) Run(env scenario.Env, modify func(m *exec.Machine) error,
+	build func(gpus int) (*workload.Plan, []workload.Memory, error)) (*Result, error) {
+	m, err := exec.NewMachine(j.Cluster, j.GPU, j.Faults, j.Seed)
+	if err != nil {
+		return nil, err
+	}
+	if modify != nil {
+		if err := modify(m); err != nil {
+			return nil, err
+		}
+	}
+	plan, mems, err := build(m.Fabric.Topology().NumRanks())
+	if err != nil {
+		return nil, err
+	}
+	if err := env.Canceled(); err != nil {
+		return nil, err
+	}
+	opt := j.Options(m)
+	opt.Progress = env.Progress
+	res, err := exec.Run(env.Context(), plan, opt)
+	if err != nil {
+		return nil, err
+	}
+	env.Report(1)
+	hbm := float64(m.GPU.HBMBytes)
+	r := &Result{Machine: m, Exec: res, Memory: MemoryRows(mems, hbm), HBMBytes: hbm}
+	for _, mem := range mems {
+		r.PeakBytes = max(r.PeakBytes, mem.Total())
+	}
+	stats := res.Ranks()
+	r.Ranks = RankRows(plan, stats, m, func(stage int) float64 { return mems[stage].Total() }, hbm)
+	for _, st := range stats {
+		if st.Simulated {
+			r.SimulatedRanks++
+		}
+	}
+	r.Timeline = TimelineRows(res, TimelineRanks(j.TimelineRanks, plan, m))
+	return r, nil
+}
+
+// MemoryRows lists each stage's memory by category.
+func MemoryRows(mems []workload.Memory, hbm float64) []MemoryRow {
+	var rows []MemoryRow
+	for s, m := range mems {
+		for _, c := range []struct {
+			name string
+			v    float64
+		}{{"weights", m.Weights}, {"gradients", m.Gradients}, {"optimizer", m.Optimizer},
+			{"activations", m.Activations}, {"kv_cache", m.KVCache}, {"ssm_state", m.SSMState},
+			{"workspace", m.Workspace}, {"total", m.Total()}} {
+			rows = append(rows, MemoryRow{Stage: s, Category: c.name, Bytes: c.v, HBMBytes: hbm})
+		}
+	}
+	return rows
+}
+
+// RankRows converts rank statistics to rows; memory gives a stage's bytes per GPU.
+func RankRows(pl *workload.Plan, stats []exec.RankStats, m *exec.Machine, memory func(stage int) float64, hbm float64) []RankRow {
+	t := m.Fabric.Topology()
+	rows := make([]RankRow, len(stats))
+	for i, s := range stats {
+		u := pl.Units[s.Unit]
+		tpRank := 0
+		for k, r := range u.Ranks {
+			if r == s.Rank {
+				tpRank = k
+			}
+		}
+		mem := memory(u.Stage)
+		rows[i] = RankRow{Rank: s.Rank, Stage: u.Stage, Replica: u.Replica, TPRank: tpRank,
+			Device: t.Devices[t.RankDevice(s.Rank)].Name, Simulated: s.Simulated,
+			MirrorRank: pl.Units[s.MirrorOf].Ranks[tpRank], EndS: s.End.Seconds(), ComputeS: s.Compute.Seconds(),
+			CommS: s.Comm.Seconds(), ExposedCommS: s.ExposedComm.Seconds(), IdleS: s.Idle.Seconds(),
+			Slowdown: s.Slowdown, MemoryBytes: mem, Fits: mem <= hbm}
+	}
+	return rows
+}
+
+// TimelineRanks are the ranks to list: the spec's, or the first rank of
+// each stage of replica 0 plus every straggler's rank.
+func TimelineRanks(asked []int, pl *workload.Plan, m *exec.Machine) []int {
+	if len(asked) == 1 && asked[0] == -1 {
+		return nil
+	}
+	if len(asked) > 0 {
+		return asked
+	}
+	var out []int
+	for _, u := range pl.Replicas[0] {
+		out = append(out, pl.Units[u].Ranks[0])
+	}
+	t := m.Fabric.Topology()
+	for r := 0; r < pl.Ranks; r++ {
+		if m.Fabric.Slowdown(t.RankDevice(r)) != 1 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// TimelineRows converts a run's spans for some ranks to rows.
+func TimelineRows(res *exec.Result, ranks []int) []TimelineRow {
+	spans := res.Timeline(ranks)
+	rows := make([]TimelineRow, len(spans))
+	for i, s := range spans {
+		rows[i] = TimelineRow{Rank: s.Rank, Stream: s.Stream, Name: s.Name, StartS: s.Start.Seconds(),
+			EndS: s.End.Seconds(), Bytes: s.Bytes, FLOPs: s.FLOPs, MicroBatch: s.MicroBatch}
+	}
+	return rows
+}
+
+// RankRow is one rank of the "ranks" table (training and inference).
+type RankRow struct {
+	Rank    int `arrow:"rank"`
+	Stage   int `arrow:"stage"`
+	Replica int `arrow:"replica"`
+	TPRank  int `arrow:"tp_rank"`
+	// Device is the GPU's name in the topology.
+	Device string `arrow:"device"`
+	// Simulated is false when the rank mirrors MirrorRank (same stage and
+	// TP index of a symmetric replica), whose times are its own.
+	Simulated    bool    `arrow:"simulated"`
+	MirrorRank   int     `arrow:"mirror_rank"`
+	EndS         float64 `arrow:"end_s"`
+	ComputeS     float64 `arrow:"compute_s"`
+	CommS        float64 `arrow:"comm_s"`
+	ExposedCommS float64 `arrow:"exposed_comm_s"`
+	IdleS        float64 `arrow:"idle_s"`
+	Slowdown     float64 `arrow:"slowdown"`
+	MemoryBytes  float64 `arrow:"memory_bytes"`
+	Fits         bool    `arrow:"fits"`
+}
+
+// TimelineRow is one task on one rank ("timeline" table).
+type TimelineRow struct {
+	Rank int `arrow:"rank"`
+	// Stream: compute, tp, dp or pp.
+	Stream string  `arrow:"stream"`
+	Name   string  `arrow:"name"`
+	StartS float64 `arrow:"start_s"`
+	EndS   float64 `arrow:"end_s"`
+	// Bytes of a communication's payload; FLOPs of a compute task.
+	Bytes float64 `arrow:"bytes"`
+	FLOPs float64 `arrow:"flops"`
+	// MicroBatch (training) or decode step (inference; 0 = prefill), -1
+	// for per-step work.
+	MicroBatch int `arrow:"micro_batch"`
+}
+
+// MemoryRow is one category of one stage's per-GPU memory ("memory" table).
+type MemoryRow struct {
+	Stage int `arrow:"stage"`
+	// Category: weights, gradients, optimizer, activations, kv_cache,
+	// ssm_state, workspace, total.
+	Category string  `arrow:"category"`
+	Bytes    float64 `arrow:"bytes"`
+	HBMBytes float64 `arrow:"hbm_bytes"`
+}

@@ -1,0 +1,111 @@
+package job
+
+import (
+	"strings"
+
+	"github.com/eidolon-sim/eidolon/core/exec"
+	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/model"
+	"github.com/eidolon-sim/eidolon/core/spec"
+	"github.com/eidolon-sim/eidolon/core/workload"
+)
+
+// Training is the job of a validated training spec (its host autograd,
+// cuda_graphs replaying every task).
+func Training(s *spec.Training) Job {
+	return Job{Cluster: s.Cluster, GPU: s.GPU, Faults: s.Faults, Seed: s.Seed,
+		FullSimulation: s.FullSimulation, RingSteps: s.RingSteps, TimelineRanks: s.TimelineRanks,
+		Host: HostOf(s.Execution, s.Host, true)}
+}
+
+// Inference is the job of a validated inference spec (InferenceHost).
+func Inference(s *spec.Inference) Job {
+	return Job{Cluster: s.Cluster, GPU: s.GPU, Faults: s.Faults, Seed: s.Seed,
+		FullSimulation: s.FullSimulation, RingSteps: s.RingSteps, TimelineRanks: s.TimelineRanks, Host: InferenceHost(s)}
+}
+
+// TrainingPlan lays out a validated training spec on gpus GPUs and builds
+// its plan.
+func TrainingPlan(s *spec.Training, gpus int) (workload.Training, *workload.TrainingPlan, error) {
+	t, err := TrainingLayout(s, gpus)
+	if err != nil {
+		return t, nil, err
+	}
+	plan, err := workload.BuildTraining(t)
+	return t, plan, err
+}
+
+// InferencePlan lays out a validated inference spec on gpus GPUs and
+// builds its plan.
+func InferencePlan(s *spec.Inference, gpus int) (workload.Inference, *workload.InferencePlan, error) {
+	in, err := InferenceLayout(s, gpus)
+	if err != nil {
+		return in, nil, err
+	}
+	plan, err := workload.BuildInference(in)
+	return in, plan, err
+}
+
+// TrainingLayout converts a validated training spec to the workload's layout; gpus
+// is the cluster's GPU count (DP and the global batch default from it).
+func TrainingLayout(s *spec.Training, gpus int) (workload.Training, error) {
+	m, _ := s.Model.Resolve()
+	par := s.Parallel
+	var p spec.Problems
+	par.Resolve(gpus, &p, "parallel")
+	if err := p.Err(); err != nil {
+		return workload.Training{}, err
+	}
+	t := workload.Training{Model: m, SeqLen: s.SeqLen, DType: hw.DType(s.DType), GradDType: hw.DType(s.GradDType),
+		UnfusedAttention: s.UnfusedAttention,
+		Par: workload.Parallel{TP: par.TP, PP: par.PP, DP: par.DP, MicroBatch: par.MicroBatch, GlobalBatch: par.GlobalBatch,
+			Schedule: workload.Schedule(par.Schedule), VirtualStages: par.VirtualStages, SequenceParallel: par.SequenceParallel,
+			Recompute: model.Recompute(par.Recompute), ZeRO: par.ZeRO, OverlapGradReduce: par.OverlapGradReduce,
+			BucketParams: par.BucketParams, OverlapTPComm: *par.OverlapTPComm, EP: par.EP},
+		Routing: workload.Routing{Distribution: s.Routing.Distribution, Skew: s.Routing.Skew, Loads: s.Routing.Loads, Seed: s.Routing.Seed,
+			CapacityFactor: s.Routing.CapacityFactor, PadToCapacity: s.Routing.PadToCapacity, HierarchicalA2A: s.Routing.HierarchicalA2A,
+			NodeLimit: s.Routing.NodeLimit}}
+	for _, fp := range t.Check() {
+		path := fp.Field
+		switch {
+		case path == "seq_len", strings.HasPrefix(path, "routing."):
+		default:
+			if len(path) < 6 || path[:6] != "model." {
+				path = spec.Field("parallel", path)
+			}
+		}
+		p.Addf(path, "%s", fp.Message)
+	}
+	return t, p.Err()
+}
+
+// InferenceLayout converts a validated inference spec to the workload's layout.
+func InferenceLayout(s *spec.Inference, gpus int) (workload.Inference, error) {
+	m, _ := s.Model.Resolve()
+	in := workload.Inference{Model: m, TP: s.TP, PP: s.PP, Replicas: s.Replicas, Batch: s.Batch,
+		Prompt: s.PromptTokens, Output: s.OutputTokens, DType: hw.DType(s.DType), UnfusedAttention: s.UnfusedAttention,
+		EP: s.EP, HierarchicalA2A: s.HierarchicalA2A}
+	var p spec.Problems
+	if n := in.Ranks(); n > gpus {
+		p.Addf("replicas", "tp·pp·replicas = %d·%d·%d = %d GPUs, but the cluster has %d", s.TP, s.PP, s.Replicas, n, gpus)
+	}
+	for _, r := range s.Requests {
+		in.Requests = append(in.Requests, workload.Request{Count: r.Count, Prompt: r.PromptTokens, Output: r.OutputTokens})
+	}
+	for _, fp := range in.Check() {
+		p.Addf(fp.Field, "%s", fp.Message)
+	}
+	return in, p.Err()
+}
+
+// InferenceHost is the exec host model of a validated inference spec: with cuda_graphs,
+// decode steps replay from graphs and prefill runs eagerly (its shapes vary
+// with the prompts), as vLLM and TensorRT-LLM do.
+func InferenceHost(s *spec.Inference) exec.Host {
+	host := HostOf(s.Execution, s.Host, false)
+	if host.Mode == exec.CUDAGraphs {
+		groups := max(len(s.Requests), 1)
+		host.Captured = func(t *workload.Task) bool { return int(t.MicroBatch) >= groups }
+	}
+	return host
+}
