@@ -30,9 +30,12 @@ const Version = "0.1.0"
 // classify prefixes an error with its class for the Python side.
 func classify(err error) error {
 	var se *spec.Error
+	var pe *scenario.PanicError
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &pe):
+		return fmt.Errorf("InternalError: %s", err.Error())
 	case errors.As(err, &se):
 		return fmt.Errorf("SpecError: %s", err.Error())
 	case errors.Is(err, context.Canceled):
