@@ -70,3 +70,31 @@ def test_keyboard_interrupt_stops_the_default_pool():
     timer.join()
     assert time.monotonic() - start < 10  # the points would otherwise run for hours
     assert eidolon.run({"kind": "selftest", "iterations": 5})["summary"].num_rows == 1
+
+
+def crash_on_13(spec):
+    """A sweep worker that dies (as a Go fatal error would) on one point."""
+    import os
+
+    from eidolon.sweep import run_point
+
+    if spec.get("iterations") == 13:
+        os._exit(3)
+    return run_point(spec)
+
+
+def test_a_point_that_kills_its_worker_fails_alone_and_is_not_stored(tmp_path):
+    import importlib
+
+    sw = importlib.import_module("eidolon.sweep")
+
+    pts = [{"kind": "selftest", "iterations": n, "seed": 1} for n in (10, 13, 20, 30)]
+    r = sw.sweep(pts, progress=False, store=tmp_path, _run_point=crash_on_13)
+    points = r.to_pandas("points")
+    assert points["ok"].tolist() == [True, False, True, True]
+    assert "WorkerDied" in points["error"][1]
+    assert r.to_pandas("summary")["iterations"].tolist() == [10, 20, 30]
+    # the failure was not stored as done: a rerun tries it again (and it now succeeds)
+    again = sw.sweep(pts, progress=False, store=tmp_path, executor=ThreadPoolExecutor(1))
+    assert again.to_pandas("points")["ok"].tolist() == [True, True, True, True]
+    assert again.to_pandas("summary")["iterations"].tolist() == [10, 13, 20, 30]
