@@ -40,6 +40,47 @@ const (
 // Never is a time after every event.
 const Never Time = math.MaxInt64
 
+// Horizon is the last representable instant, about 106.75 days
+// (2^63-1 ps); an event at or after it cannot be scheduled.
+const Horizon = Never
+
+// HorizonError is a run that would pass the representable horizon of
+// simulated time: an event scheduled (or a quantity computed) at or past
+// Never. Quantity names what overflowed, for the user.
+type HorizonError struct {
+	Quantity string
+}
+
+func (e *HorizonError) Error() string {
+	return fmt.Sprintf("simulated time passes its horizon of %.6g days (int64 picoseconds): %s", Never.Seconds()/86400, e.Quantity)
+}
+
+// Add is a + b saturating at Never and -Never: time arithmetic never wraps.
+func Add(a, b Time) Time {
+	switch {
+	case b > 0 && a > Never-b:
+		return Never
+	case b < 0 && a < -Never-b:
+		return -Never
+	}
+	return a + b
+}
+
+// Mul is t·n saturating at ±Never.
+func Mul(t Time, n int64) Time {
+	if t == 0 || n == 0 {
+		return 0
+	}
+	p := t * Time(n)
+	if p/Time(n) != t || (t == -1 && n == math.MinInt64) || (n == -1 && t == math.MinInt64) {
+		if (t > 0) == (n > 0) {
+			return Never
+		}
+		return -Never
+	}
+	return p
+}
+
 // Seconds converts seconds to Time, rounding to the nearest picosecond and
 // saturating at Never.
 func Seconds(s float64) Time {
@@ -187,7 +228,7 @@ func (k *Kernel) At(t Time, f func()) {
 }
 
 // After schedules f d after now.
-func (k *Kernel) After(d Time, f func()) { k.At(k.now+d, f) }
+func (k *Kernel) After(d Time, f func()) { k.At(Add(k.now, d), f) }
 
 // AtHandler schedules h.Handle(arg) at time t, without allocating. h must
 // be comparable (typically a pointer): the kernel registers each handler
@@ -213,6 +254,17 @@ func (k *Kernel) AtHandler(t Time, h Handler, arg int) {
 }
 
 func (k *Kernel) push(t Time, slot uint64, arg int) {
+	if t >= Never {
+		// Saturated arithmetic reached the horizon: the run cannot go on.
+		// A model that knows what overflowed has already called Fail with
+		// a HorizonError naming it (the first failure is kept).
+		k.Fail(&HorizonError{Quantity: fmt.Sprintf("an event scheduled at t=%v", k.now)})
+		if slot&handlerBit == 0 {
+			k.slab[slot] = nil
+			k.free = append(k.free, uint32(slot))
+		}
+		return
+	}
 	if t < k.now {
 		panic(fmt.Sprintf("sim: event scheduled at %v, before now %v", t, k.now))
 	}
