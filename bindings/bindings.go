@@ -209,7 +209,7 @@ func Validate(specJSON string) (problems string, err error) {
 		Message string `json:"message"`
 	}
 	out := []problem{}
-	_, _, verr := all.Decode([]byte(specJSON))
+	verr := all.Validate([]byte(specJSON))
 	var se *spec.Error
 	if errors.As(verr, &se) {
 		for _, p := range se.Problems {

@@ -88,3 +88,70 @@ func TestEidolaLongestDelayLengthensTheKernel(t *testing.T) {
 	require.Greater(t, rows[1].KernelTimeS, 1e6)
 	require.Greater(t, rows[1].KernelTimeS, rows[0].KernelTimeS)
 }
+
+const train = `{"kind":"training","model":{"preset":"gpt-22b","layers":4},"gpu":"a100-80gb-sxm",
+	"cluster":{"preset":"dgx-a100","nodes":1},"parallel":{"tp":%d,"pp":1,"micro_batch":1,"global_batch":8}%s}`
+
+// Numbers that used to be accepted and give wrong results.
+func TestWrongNumbersAreSpecErrors(t *testing.T) {
+	ps := problems(t, fmt.Sprintf(`{"kind":"operators","model":"gpt-22b","gpu":"h100-sxm","batch":%d}`, int64(1)<<40))
+	require.Equal(t, []string{"batch: must be in [1, 1048576], got 1099511627776"}, ps)
+	ps = problems(t, `{"kind":"operators","model":"gpt-22b","gpu":"h100-sxm","batch":4096,"seq_len":16777216}`)
+	require.Len(t, ps, 1)
+	require.Contains(t, ps[0], "exceeds 2^62")
+	// a link fault without health would fail the link silently
+	ps = problems(t, fmt.Sprintf(train, 1, `,"faults":{"links":[{"src":"n0.gpu5","dst":"n0.nic5"}]}`))
+	require.Equal(t, []string{"faults.links[0].health: required"}, ps)
+	// a timeline rank that does not exist
+	js := fmt.Sprintf(train, 1, `,"timeline_ranks":[3,99]`)
+	require.Equal(t, []string{"timeline_ranks[1]: must be a rank in [0, 8) (or [-1] alone for none), got 99"}, problems(t, js))
+	require.ErrorContains(t, runAll(t, js), "SpecError: invalid spec: timeline_ranks[1]")
+	// model.layers has a bound, checked before a preset is applied
+	for _, layers := range []int64{-1, 1 << 40} {
+		js := fmt.Sprintf(`{"kind":"operators","model":{"preset":"gpt-22b","layers":%d},"gpu":"h100-sxm"}`, layers)
+		require.Equal(t, []string{fmt.Sprintf("model.layers: must be in [1, 16384], got %d", layers)}, problems(t, js))
+		require.ErrorContains(t, runAll(t, js), "SpecError")
+	}
+}
+
+// Validation reports everything at once, with full paths.
+func TestProblemsAllAtOnce(t *testing.T) {
+	require.Equal(t, []string{"seed: must be an integer, got a string", "iterations: must be in [1, 1e15], got -1"},
+		problems(t, `{"kind":"selftest","seed":"x","iterations":-1}`))
+	require.Equal(t, []string{
+		"model.layers: must be an integer, got a string",
+		"seq_len: must be in [1, 16777216], got -1",
+	}, problems(t, `{"kind":"training","model":{"preset":"gpt-22b","layers":"x"},"gpu":"a100-80gb-sxm",
+		"cluster":{"preset":"dgx-a100"},"seq_len":-1}`))
+	ps := problems(t, `{"kind":"selftest","iteratons":5,"iterations":-3}`)
+	require.Len(t, ps, 2)
+	require.Contains(t, ps[0], `iteratons: unknown field (did you mean "iterations"?)`)
+	require.Equal(t, "iterations: must be in [1, 1e15], got -3", ps[1])
+	require.Equal(t, []string{": spec must be a JSON object, got a list"}, problems(t, `[{"kind":"selftest"}]`))
+	require.Len(t, problems(t, `{"kind":`), 1)
+}
+
+// validate() reports what run() would reject: checks that need the built
+// cluster (its GPU count, device names, ranks).
+func TestValidateMakesTheRunsChecks(t *testing.T) {
+	js := fmt.Sprintf(train, 16, "")
+	ps := problems(t, js)
+	require.NotEmpty(t, ps)
+	require.Contains(t, ps[0], "parallel")
+	err := runAll(t, js)
+	require.ErrorContains(t, err, "SpecError")
+	require.ErrorContains(t, err, ps[0])
+
+	js = fmt.Sprintf(train, 1, `,"faults":{"links":[{"src":"n0.gpu77","dst":"n0.gpu5","health":0.5}]}`)
+	ps = problems(t, js)
+	require.Len(t, ps, 1)
+	require.Contains(t, ps[0], "gpu77")
+	require.ErrorContains(t, runAll(t, js), ps[0])
+
+	js = `{"kind":"collective","cluster":{"topology":"ring","gpus":4},"collective":"all_reduce","sizes_bytes":[1e6],"group":[0,9]}`
+	require.Equal(t, []string{"group[1]: rank must be < 4 (the cluster's rank count), got 9"}, problems(t, js))
+	js = `{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"tp":8,"pp":2}`
+	ps = problems(t, js)
+	require.Len(t, ps, 1)
+	require.Contains(t, ps[0], "replicas: tp·pp·replicas")
+}

@@ -46,6 +46,9 @@ func (p *Problems) Addf(path, format string, args ...any) {
 	p.list = append(p.list, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
 }
 
+// List is the problems so far, in order.
+func (p *Problems) List() []Problem { return append([]Problem(nil), p.list...) }
+
 // Len is the number of problems so far.
 func (p *Problems) Len() int { return len(p.list) }
 

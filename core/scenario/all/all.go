@@ -3,6 +3,7 @@
 package all
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 
@@ -52,17 +53,53 @@ func Decode(data []byte) (scenario.Kind, scenario.Spec, error) {
 			continue
 		}
 		s := k.NewSpec()
+		var p spec.Problems
 		if err := spec.Decode(data, s); err != nil {
-			return k, nil, err
+			// Type errors and unknown fields do not hide the range errors
+			// beside them: what decoded is validated too, except where it
+			// only repeats a type error's place.
+			var se *spec.Error
+			if !errors.As(err, &se) {
+				return k, nil, err
+			}
+			s.Defaults()
+			var v spec.Problems
+			s.Validate(&v)
+			p.Merge("", err)
+			for _, vp := range v.List() {
+				if !overlapsAny(vp.Path, se.Problems) {
+					p.Addf(vp.Path, "%s", vp.Message)
+				}
+			}
+			return k, nil, p.Err()
 		}
 		s.Defaults()
-		var p spec.Problems
 		s.Validate(&p)
 		return k, s, p.Err()
 	}
 	var p spec.Problems
 	p.OneOf("kind", name, names)
 	return scenario.Kind{}, nil, p.Err()
+}
+
+func overlapsAny(path string, ps []spec.Problem) bool {
+	for _, q := range ps {
+		if spec.Overlaps(path, q.Path) {
+			return true
+		}
+	}
+	return false
+}
+
+// Validate decodes, defaults and validates a spec document, then makes the
+// kind's compile-only checks (Kind.Check: the cluster built, layouts and
+// ranks against it) without simulating, so that it rejects what Run would.
+func Validate(data []byte) error {
+	k, s, err := Decode(data)
+	if err != nil || k.Check == nil {
+		return err
+	}
+	return k.Check(s)
 }
 
 // Run decodes and simulates a spec document.

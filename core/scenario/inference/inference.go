@@ -16,6 +16,24 @@ import (
 
 // Kind registers the scenario.
 func Kind() scenario.Kind {
+	return scenario.Checked(kind(), Check)
+}
+
+// Check makes a run's checks before it simulates: the machine (cluster,
+// GPU, fault device names), the layout on its GPU count, the timeline ranks.
+func Check(s *spec.Inference) error {
+	m, err := exec.NewMachine(s.Cluster, s.GPU, s.Faults, s.Seed)
+	if err != nil {
+		return err
+	}
+	in, err := Layout(s, m.Fabric.Topology().NumRanks())
+	if err != nil {
+		return err
+	}
+	return training.CheckTimelineRanks(s.TimelineRanks, in.Ranks())
+}
+
+func kind() scenario.Kind {
 	return scenario.Define("inference",
 		"prefill + decode of a request batch on TP/PP replicas: TTFT, TPOT, end to end, memory, longest prompt that fits",
 		func(env scenario.Env, s *spec.Inference) (scenario.Result, error) {

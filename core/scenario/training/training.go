@@ -14,6 +14,24 @@ import (
 
 // Kind registers the scenario.
 func Kind() scenario.Kind {
+	return scenario.Checked(kind(), Check)
+}
+
+// Check makes a run's checks before it simulates: the machine (cluster,
+// GPU, fault device names), the layout on its GPU count, the timeline ranks.
+func Check(s *spec.Training) error {
+	m, err := exec.NewMachine(s.Cluster, s.GPU, s.Faults, s.Seed)
+	if err != nil {
+		return err
+	}
+	t, err := Layout(s, m.Fabric.Topology().NumRanks())
+	if err != nil {
+		return err
+	}
+	return CheckTimelineRanks(s.TimelineRanks, t.Par.TP*t.Par.PP*t.Par.DP)
+}
+
+func kind() scenario.Kind {
 	return scenario.Define("training",
 		"one training step (DP/ZeRO, TP, SP, PP schedules, recompute) on compute + network: step time, MFU, timeline, memory",
 		func(env scenario.Env, s *spec.Training) (scenario.Result, error) {
@@ -245,6 +263,9 @@ func (j Job) Run(env scenario.Env, modify func(m *exec.Machine) error,
 	if err != nil {
 		return nil, err
 	}
+	if err := CheckTimelineRanks(j.TimelineRanks, plan.Ranks); err != nil {
+		return nil, err
+	}
 	if err := env.Canceled(); err != nil {
 		return nil, err
 	}
@@ -319,6 +340,21 @@ func RankRows(pl *workload.Plan, stats []exec.RankStats, m *exec.Machine, memory
 			Slowdown: s.Slowdown, MemoryBytes: mem, Fits: mem <= hbm}
 	}
 	return rows
+}
+
+// CheckTimelineRanks requires every asked rank to exist in a plan of ranks
+// ranks ([-1] alone lists none).
+func CheckTimelineRanks(asked []int, ranks int) error {
+	if len(asked) == 1 && asked[0] == -1 {
+		return nil
+	}
+	var p spec.Problems
+	for i, r := range asked {
+		if r < 0 || r >= ranks {
+			p.Addf(spec.Index("timeline_ranks", i), "must be a rank in [0, %d) (or [-1] alone for none), got %d", ranks, r)
+		}
+	}
+	return p.Err()
 }
 
 // TimelineRanks are the ranks to list: the spec's, or the first rank of
