@@ -198,6 +198,9 @@ func (n *FlowNet) ActiveFlows() int {
 
 // Send implements Fabric.
 func (n *FlowNet) Send(src, dst int, bytes float64, sink Sink, tag int) error {
+	if n.k.Interrupted() { // canceled (sim.Kernel.Watch) or failed: Run returns why
+		return nil
+	}
 	c, err := n.route(src, dst)
 	if err != nil {
 		return err

@@ -169,6 +169,8 @@ type Kernel struct {
 	settle    []func()
 	stalls    []func() []string
 	failure   error
+	watch     context.Context // see Watch
+	polls     uint32
 
 	// CheckEvery is how many events pass between cancellation checks and
 	// progress reports (default 4096).
@@ -395,6 +397,28 @@ func (k *Kernel) Fail(err error) {
 	if k.failure == nil {
 		k.failure = err
 	}
+}
+
+// Watch gives the kernel the run's context before Run is called, for
+// Interrupted: models that do much work outside events (setting up a
+// collective over a million ranks) poll it.
+func (k *Kernel) Watch(ctx context.Context) { k.watch = ctx }
+
+// Interrupted reports whether the run has failed or the watched context is
+// canceled (checked once every 256 calls, so it is cheap in a hot loop); a
+// cancellation fails the run, so Run then returns it at once.
+func (k *Kernel) Interrupted() bool {
+	if k.failure != nil {
+		return true
+	}
+	if k.polls++; k.polls&255 != 0 || k.watch == nil {
+		return false
+	}
+	if err := k.watch.Err(); err != nil {
+		k.Fail(err)
+		return true
+	}
+	return false
 }
 
 // ErrStalled is wrapped by the error Run returns when work is blocked with

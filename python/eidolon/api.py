@@ -19,33 +19,51 @@ SpecLike = Union[Mapping[str, Any], str, "os.PathLike[str]"]
 
 
 def load_spec(spec: SpecLike) -> dict[str, Any]:
-    """Return a spec as a dict: from a dict, or from a JSON or YAML file path."""
+    """Return a spec as a dict: from a dict, or from a JSON or YAML file path.
+
+    Anything else, a file that does not parse, or a document that is not a
+    mapping raises :class:`SpecError` (never a parser's own exception).
+
+    >>> load_spec([{"kind": "selftest"}])
+    Traceback (most recent call last):
+    ...
+    eidolon.errors.SpecError: a spec must be a dict or a path to a JSON/YAML file, got list
+    """
     if isinstance(spec, Mapping):
         return dict(spec)
     if isinstance(spec, (str, os.PathLike)):
         path = Path(spec)
         if not path.is_file():
             raise SpecError(f"spec file not found: {path}", [("", f"spec file not found: {path}")])
-        text = path.read_text()
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SpecError(f"{path}: cannot read: {exc}", [("", str(exc))]) from None
         if path.suffix.lower() in (".yaml", ".yml"):
             import yaml
 
-            data = yaml.safe_load(text)
+            try:
+                data = yaml.safe_load(text)
+            except yaml.YAMLError as exc:
+                msg = " ".join(str(exc).split())
+                raise SpecError(f"{path}: not valid YAML: {msg}", [("", f"not valid YAML: {msg}")]) from None
         else:
             try:
                 data = json.loads(text)
-            except json.JSONDecodeError as exc:
+            except (json.JSONDecodeError, RecursionError) as exc:
                 raise SpecError(f"{path}: not valid JSON: {exc}", [("", str(exc))]) from None
         if not isinstance(data, dict):
-            raise SpecError(f"{path}: a spec must be a mapping", [("", "a spec must be a mapping")])
+            kind = type(data).__name__
+            raise SpecError(f"{path}: a spec must be a mapping, got {kind}", [("", f"a spec must be a mapping, got {kind}")])
         return data
-    raise TypeError(f"spec must be a dict or a path to a JSON/YAML file, got {type(spec).__name__}")
+    msg = f"a spec must be a dict or a path to a JSON/YAML file, got {type(spec).__name__}"
+    raise SpecError(msg, [("", msg)])
 
 
 def _to_json(spec: Mapping[str, Any]) -> str:
     try:
         return json.dumps(spec, allow_nan=False)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise SpecError(f"spec is not JSON-serializable: {exc}", [("", str(exc))]) from None
 
 

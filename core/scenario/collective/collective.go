@@ -183,6 +183,7 @@ func runOne(env scenario.Env, cs *spec.Collective, alg string, size float64, out
 	}
 	tp := f.Topology()
 	k := f.Kernel()
+	k.Watch(env.Context()) // starting a collective over many ranks is long: it polls the context
 	groups, err := checkGroups(cs, tp)
 	if err != nil {
 		return err
