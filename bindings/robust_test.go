@@ -17,7 +17,7 @@ import (
 // (with its class prefix) or nil.
 func runAll(t *testing.T, js string) error {
 	t.Helper()
-	h, err := Start(js)
+	h, err := Start(js, 0)
 	if err != nil {
 		return err
 	}
@@ -35,7 +35,7 @@ func runAll(t *testing.T, js string) error {
 // problems returns Validate's list as "path: message" lines.
 func problems(t *testing.T, js string) []string {
 	t.Helper()
-	v, err := Validate(js)
+	v, err := Validate(js, 0)
 	require.NoError(t, err)
 	var ps []struct{ Path, Message string }
 	require.NoError(t, json.Unmarshal([]byte(v), &ps))
@@ -170,4 +170,30 @@ func TestSetUpWorkIsCancellable(t *testing.T) {
 		_, _, err := all.Run(scenario.Env{Ctx: ctx}, []byte(js))
 		require.ErrorIs(t, err, context.Canceled, js)
 	}
+}
+
+// Runs that would exhaust memory (fatal in Go) are refused up front, with
+// the fields and the estimate; the limit is the caller's or the spec's.
+func TestMemoryBudget(t *testing.T) {
+	gib := float64(1 << 30)
+	for _, c := range []struct{ js, path string }{
+		{`{"kind":"seedflood","topology":{"kind":"ring","clients":16},"model":{"kind":"mlp","hidden":[1000000]}}`, "model.hidden"},
+		{`{"kind":"seedflood","topology":{"kind":"ring","clients":4},"dataset":{"samples":10000000,"n_features":1048576}}`, "model.hidden"},
+		{`{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"output_tokens":65536}`, "output_tokens"},
+		{`{"kind":"eidola","ghosts":4095,"gemm":{"m":16384,"n":4096,"k":4096}}`, "ghosts"},
+	} {
+		h, err := Start(c.js, 2*gib)
+		require.Error(t, err, c.js)
+		require.Zero(t, h)
+		require.ErrorContains(t, err, "SpecError: invalid spec: "+c.path+": the run would need about")
+		require.ErrorContains(t, err, "over the memory limit of 2 GiB")
+	}
+	// the spec's own limit wins over the caller's
+	js := `{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"output_tokens":64,"max_memory_bytes":1000}`
+	_, err := Start(js, 0)
+	require.ErrorContains(t, err, "over the memory limit of 9.31e-07 GiB")
+	v, err := Validate(`{"kind":"selftest","max_memory_bytes":-1}`, 0)
+	require.NoError(t, err)
+	require.Contains(t, v, "max_memory_bytes")
+	require.Greater(t, DefaultMaxMemoryBytes(), 0.0)
 }

@@ -30,6 +30,11 @@ type Env struct {
 	// (runs stay deterministic); the bindings pass one in so that drivers
 	// can report how long parts of a run took. It may be nil.
 	Clock func() float64
+	// MaxMemoryBytes refuses, before it starts, a run whose estimated
+	// memory (spec.Budget) exceeds it, unless the spec sets its own
+	// max_memory_bytes; 0: no limit. The core cannot know the machine: the
+	// bindings pass a fraction of its memory.
+	MaxMemoryBytes float64
 }
 
 // Elapsed starts a wall-clock timer: the returned function gives the

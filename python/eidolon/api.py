@@ -144,13 +144,19 @@ class _Progress:
         self.bar.close()
 
 
-def run(spec: SpecLike, progress: bool = True) -> Result:
+def run(spec: SpecLike, progress: bool = True, max_memory_bytes: float | None = None) -> Result:
     """Simulate a spec and return its tables.
 
     ``spec`` is a dict or a path to a JSON/YAML file. Invalid specs raise
     :class:`eidolon.SpecError` naming every bad field; runs that cannot complete
     raise :class:`eidolon.SimulationError`. Ctrl-C (or Jupyter's stop button)
     cancels the run within about a second and raises KeyboardInterrupt.
+
+    Before it starts, a run's memory is estimated from the spec; one over
+    ``max_memory_bytes`` (the spec's own ``max_memory_bytes`` wins; default
+    half of this machine's memory) is refused with a SpecError naming the
+    fields it grows with, instead of exhausting memory, which would kill the
+    interpreter.
 
     >>> r = run({"kind": "selftest", "iterations": 1000, "seed": 7})
     >>> r["summary"].column_names
@@ -161,22 +167,25 @@ def run(spec: SpecLike, progress: bool = True) -> Result:
     data = load_spec(spec)
     bar = _Progress(str(data.get("kind", "run"))) if progress else None
     try:
-        tables = _engine.run_json(_to_json(data), bar)
+        tables = _engine.run_json(_to_json(data), bar, max_memory_bytes)
     finally:
         if bar is not None:
             bar.close()
     return Result(data, tables)
 
 
-def validate(spec: SpecLike) -> list[tuple[str, str]]:
+def validate(spec: SpecLike, max_memory_bytes: float | None = None) -> list[tuple[str, str]]:
     """Return every (field path, problem) of a spec without running it.
+
+    It reports what :func:`run` would reject: the checks that need the
+    cluster built (GPU counts, device names, ranks) and the memory budget.
 
     >>> validate({"kind": "selftest", "iterations": -1})
     [('iterations', 'must be in [1, 1e15], got -1')]
     >>> validate({"kind": "selftest"})
     []
     """
-    return _engine.validate_json(_to_json(load_spec(spec)))
+    return _engine.validate_json(_to_json(load_spec(spec)), max_memory_bytes)
 
 
 def kinds() -> list[dict[str, str]]:

@@ -1,0 +1,133 @@
+package spec
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Budget is a run's size estimated from its spec alone, cheaply (closed
+// forms over the spec's fields, nothing built), so that a run that would
+// exhaust the machine is refused before it starts: Go's out-of-memory is
+// fatal to the whole process (a notebook kernel), not an error.
+type Budget struct {
+	// MemoryBytes is the estimated peak of the run's own allocations.
+	MemoryBytes float64
+	// Events is the estimated number of simulated events (0 if not known).
+	Events float64
+	// Fields are the spec fields the estimate grows with, for the message.
+	Fields []string
+	// Detail says how the estimate was made.
+	Detail string
+}
+
+// Budgeted is a spec that can estimate its run's budget.
+type Budgeted interface {
+	Budget() Budget
+}
+
+// CheckBudget refuses a spec whose estimated memory exceeds limit bytes (no
+// limit when limit <= 0), naming the fields and the estimate.
+func CheckBudget(b Budget, limit float64) error {
+	if limit <= 0 || !(b.MemoryBytes > limit) {
+		return nil
+	}
+	path := ""
+	if len(b.Fields) > 0 {
+		path = b.Fields[0]
+	}
+	events := ""
+	if b.Events > 0 {
+		events = fmt.Sprintf(" and about %.3g events", b.Events)
+	}
+	return &Error{Problems: []Problem{{Path: path, Message: fmt.Sprintf(
+		"the run would need about %.3g GiB%s (%s; grows with %s), over the memory limit of %.3g GiB: make it smaller, or raise max_memory_bytes (in the spec, or eidolon.run(..., max_memory_bytes=...))",
+		b.MemoryBytes/(1<<30), events, b.Detail, strings.Join(b.Fields, ", "), limit/(1<<30))}}}
+}
+
+// ValidateMaxMemory checks the header's max_memory_bytes.
+func (h *Header) ValidateMaxMemory(p *Problems) {
+	if h.MaxMemoryBytes != 0 && (!(h.MaxMemoryBytes > 0) || math.IsInf(h.MaxMemoryBytes, 0)) {
+		p.Addf("max_memory_bytes", "must be > 0 bytes (0 or absent: the default limit), got %v", h.MaxMemoryBytes)
+	}
+}
+
+// Budget of a seedflood run: every client keeps its model (and the gossip
+// baselines up to three more copies: parameters, a neighbour average or
+// CHOCO's estimate and its error), 8 bytes per float64 parameter, plus the
+// data set and its partition. Measured (Go's TotalAlloc, 2 steps, ring of
+// 16 and 64 clients, MLP [1000] on 32 features): about 8 bytes per client
+// and parameter for seedflood, 24 for dsgd, 29 for choco; 32 here bounds
+// them. The data set took about 9 bytes per sample and feature; 16 here.
+func (s *SeedFlood) Budget() Budget {
+	d := s.Dataset
+	features := float64(max(d.NFeatures, 1))
+	classes := float64(max(d.Classes, 2))
+	params, in := 0.0, features
+	if s.Model.Kind == "mlp" {
+		for _, h := range s.Model.Hidden {
+			params += in*float64(h) + float64(h)
+			in = float64(h)
+		}
+	}
+	params += in*classes + classes
+	samples := float64(d.Samples)
+	if d.Kind == "inline" {
+		samples = float64(max(len(d.Features), len(d.Labels)))
+	}
+	clients := float64(max(s.Topology.Clients, s.Topology.Rows*s.Topology.Cols, 1))
+	return Budget{
+		MemoryBytes: 32*clients*params + 16*samples*features,
+		Fields:      []string{"model.hidden", "topology.clients", "dataset.samples", "dataset.n_features"},
+		Detail:      fmt.Sprintf("%.3g parameters on each of %.0f clients, %.3g samples of %.0f features", params, clients, samples, features),
+	}
+}
+
+// Budget of an inference run: decode steps are tasks like prefill's, one
+// pass per output token, so the plan grows with the output length. Measured
+// (Go's TotalAlloc, LLaMA-2 7B at 8 and 32 layers, 512 and 2,048 output
+// tokens, pp 1 and 4): 1.6 to 3.4 KB per output token and layer; 4 KB here,
+// per layer plus 8 for the embedding, head and the step's own tasks.
+func (s *Inference) Budget() Budget {
+	out, groups := s.OutputTokens, 1
+	if len(s.Requests) > 0 {
+		groups = len(s.Requests)
+		out = 0
+		for _, r := range s.Requests {
+			out = max(out, r.OutputTokens)
+		}
+	}
+	m, ok := s.Model.Resolve()
+	layers := 128.0
+	if ok && m.Layers > 0 {
+		layers = float64(m.Layers)
+	}
+	steps := float64(groups + max(out, 1) - 1)
+	return Budget{
+		MemoryBytes: 4096 * steps * (layers + 8),
+		Fields:      []string{"output_tokens", "model.layers"},
+		Detail:      fmt.Sprintf("%.0f passes (a decode pass per output token) of %.0f layers", steps, layers),
+	}
+}
+
+// Budget of an eidola run: a set-up run simulates the whole group, P·(P−1)
+// flows for the all-gather; the issue that added this measured 4.5 GiB at
+// 2,048 GPUs, about 1.15 KB per flow (1.2 KB here). The detailed GPU alone
+// keeps its CTAs (a few hundred bytes each) and the script.
+func (s *Eidola) Budget() Budget {
+	p := float64(s.Ghosts + 1)
+	ctas := 1.0
+	if s.Tile.M > 0 && s.Tile.N > 0 {
+		ctas = math.Ceil(float64(s.GEMM.M)/float64(s.Tile.M)) * math.Ceil(float64(s.GEMM.N)/float64(s.Tile.N))
+	}
+	runs := float64(max(len(s.InjectedDelaysS), 1) * max(s.Seeds, 1) * max(len(s.SyncModes), 1))
+	mem := 512 * ctas * runs
+	fields := []string{"gemm", "tile", "injected_delays_s", "seeds"}
+	detail := fmt.Sprintf("%.0f CTAs in %.0f runs", ctas, runs)
+	if s.ScriptSource == "setup_run" {
+		mem += 1200 * p * (p - 1)
+		fields = append([]string{"ghosts"}, fields...)
+		detail = fmt.Sprintf("a set-up run of %.0f GPUs, %.3g flows; ", p, p*(p-1)) + detail
+	}
+	return Budget{MemoryBytes: mem, Fields: fields, Detail: detail}
+}
