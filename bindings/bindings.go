@@ -275,3 +275,22 @@ func presetRows(name string) (any, error) {
 	rows, err := catalog.Rows(name)
 	return rows, classify(err)
 }
+
+// Canonical returns the spec after defaults, as JSON (what a run's tables
+// record in their "spec" metadata), or the spec's SpecError. Sweeps key
+// stored results by it, so that spelling a default out changes nothing.
+func Canonical(specJSON string) (canonical string, err error) {
+	defer guard(&err)
+	_, s, err := all.Decode([]byte(specJSON))
+	if err != nil {
+		return "", classify(err)
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return "", classify(err)
+	}
+	return string(b), nil
+}
+
+// EngineVersion is Version, for Python (sweep stores key results by it).
+func EngineVersion() string { return Version }

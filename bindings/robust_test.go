@@ -197,3 +197,13 @@ func TestMemoryBudget(t *testing.T) {
 	require.Contains(t, v, "max_memory_bytes")
 	require.Greater(t, DefaultMaxMemoryBytes(), 0.0)
 }
+
+func TestCanonicalFillsDefaults(t *testing.T) {
+	a, err := Canonical(`{"kind":"selftest"}`)
+	require.NoError(t, err)
+	b, err := Canonical(a)
+	require.NoError(t, err)
+	require.Equal(t, a, b)
+	_, err = Canonical(`{"kind":"selftest","iterations":-1}`)
+	require.ErrorContains(t, err, "SpecError")
+}

@@ -99,6 +99,15 @@ def validate_json(spec_json: str, max_memory_bytes: float | None = None) -> list
     return [(p["path"], p["message"]) for p in problems]
 
 
+def canonical_json(spec_json: str) -> str:
+    """The spec after defaults, as the engine records it (SpecError if invalid)."""
+    return call("Canonical", spec_json)
+
+
+def engine_version() -> str:
+    return call("EngineVersion")
+
+
 def presets(name: str) -> pa.Table:
     return decode_bundle(call("Presets", name))[name]
 

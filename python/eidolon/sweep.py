@@ -48,8 +48,23 @@ def varying_parameters(specs: list[dict[str, Any]]) -> list[str]:
 
 
 def point_key(spec: Mapping[str, Any]) -> str:
-    """A stable identity for a spec, used to skip points already in a store."""
-    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+    """A stable identity for a spec, used to skip points already in a store.
+
+    It hashes the engine's version and the spec after defaults, so results
+    of an older version are not returned as current, and spelling out a
+    default value finds the same stored point. An invalid spec (never
+    stored) is keyed by its text.
+    """
+    from . import _engine
+    from .api import _to_json
+    from .errors import SpecError
+
+    try:
+        canon: Any = json.loads(_engine.canonical_json(_to_json(spec)))
+    except SpecError:
+        canon = spec
+    doc = {"eidolon_version": _engine.engine_version(), "spec": canon}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def run_point(spec: dict[str, Any]) -> tuple[dict[str, pa.Table] | None, str, float]:
@@ -68,12 +83,25 @@ def _param_value(v: Any) -> Any:
     return v if isinstance(v, (int, float, str, bool)) or v is None else json.dumps(v, sort_keys=True)
 
 
+def _param_column(name: str, taken: Iterable[str]) -> str:
+    """A parameter's column: its dotted path, or ``param_<path>`` where a
+    result column (or a column the sweep adds) has that name already."""
+    return name if name not in taken else f"param_{name}"
+
+
 def _with_params(table: pa.Table, point: int, params: dict[str, Any]) -> pa.Table:
-    cols = {"point": pa.array([point] * table.num_rows, pa.int64())}
+    """The table with a ``point`` column and the parameters' columns first.
+
+    A parameter never overwrites data: one whose name a result column has
+    (``tp`` in parallel_search's ``configs``) becomes ``param_tp``.
+    """
+    taken = set(table.column_names) | {"point"}
+    point_col = "point" if "point" not in table.column_names else "sweep_point"
+    cols = {point_col: pa.array([point] * table.num_rows, pa.int64())}
     for name, value in params.items():
-        cols[name] = pa.array([_param_value(value)] * table.num_rows)
+        cols[_param_column(name, taken)] = pa.array([_param_value(value)] * table.num_rows)
     for name in table.column_names:
-        cols[name if name not in cols else f"{name}_"] = table.column(name)
+        cols[name] = table.column(name)
     return pa.table(cols)
 
 
@@ -224,7 +252,7 @@ def sweep(
 def _points_row(i: int, flat: dict[str, Any], params: list[str], err: str, wall: float) -> pa.Table:
     row: dict[str, Any] = {"point": [i]}
     for p in params:
-        row[p] = [_param_value(flat.get(p))]
+        row[_param_column(p, ("point", "ok", "error", "wall_s"))] = [_param_value(flat.get(p))]
     row.update(ok=[not err], error=[err], wall_s=[wall])
     return pa.table(row)
 

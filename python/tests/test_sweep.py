@@ -98,3 +98,30 @@ def test_a_point_that_kills_its_worker_fails_alone_and_is_not_stored(tmp_path):
     again = sw.sweep(pts, progress=False, store=tmp_path, executor=ThreadPoolExecutor(1))
     assert again.to_pandas("points")["ok"].tolist() == [True, True, True, True]
     assert again.to_pandas("summary")["iterations"].tolist() == [10, 13, 20, 30]
+
+
+def test_parameter_columns_never_overwrite_result_columns():
+    # "iterations" is both a varying parameter and a summary column: the data stays
+    # under its own name, the parameter gets a prefix only where it collides
+    pts = [{"kind": "selftest", "iterations": n, "seed": s} for n, s in ((10, 1), (20, 2))]
+    r = eidolon.sweep(pts, executor=ThreadPoolExecutor(1), progress=False)
+    summary = r.to_pandas("summary")
+    assert summary["iterations"].tolist() == [10, 20]
+    assert summary["param_iterations"].tolist() == [10, 20]
+    assert summary["seed"].tolist() == [1, 2]  # no summary column named seed: no prefix
+    assert "iterations_" not in summary.columns
+    assert r["points"].column_names == ["point", "iterations", "seed", "ok", "error", "wall_s"]
+
+
+def test_store_key_is_the_spec_after_defaults_and_the_version(monkeypatch):
+    from eidolon import _engine
+    from eidolon.sweep import point_key
+
+    default = {"kind": "selftest"}
+    spelled = {"kind": "selftest", "iterations": 1_000_000}
+    assert point_key(default) == point_key(spelled)
+    assert point_key(default) != point_key({"kind": "selftest", "iterations": 7})
+    monkeypatch.setattr(_engine, "engine_version", lambda: "0.0.1-old")
+    old = point_key(default)
+    monkeypatch.undo()
+    assert old != point_key(default)

@@ -136,6 +136,7 @@ func Simulate(env scenario.Env, s *spec.Inference, modify func(m *exec.Machine) 
 		if in, err = Layout(s, gpus); err != nil {
 			return nil, nil, err
 		}
+		in.Canceled = env.Canceled
 		if plan, err = workload.BuildInference(in); err != nil {
 			return nil, nil, err
 		}
