@@ -181,6 +181,8 @@ func TestMemoryBudget(t *testing.T) {
 		{`{"kind":"seedflood","topology":{"kind":"ring","clients":4},"dataset":{"samples":10000000,"n_features":1048576}}`, "model.hidden"},
 		{`{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"output_tokens":65536}`, "output_tokens"},
 		{`{"kind":"eidola","ghosts":4095,"gemm":{"m":16384,"n":4096,"k":4096}}`, "ghosts"},
+		{`{"kind":"training","model":{"preset":"gpt-22b","layers":2},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"parallel":{"tp":8,"global_batch":2000000}}`, "parallel.global_batch"},
+		{`{"kind":"fault_sweep","link_failures":1,"training":{"model":{"preset":"gpt-22b","layers":2},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"parallel":{"tp":8,"global_batch":2000000}}}`, "training.parallel.global_batch"},
 	} {
 		h, err := Start(c.js, 2*gib)
 		require.Error(t, err, c.js)
