@@ -182,6 +182,7 @@ func TestMemoryBudget(t *testing.T) {
 		{`{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"output_tokens":65536}`, "output_tokens"},
 		{`{"kind":"eidola","ghosts":4095,"gemm":{"m":16384,"n":4096,"k":4096}}`, "ghosts"},
 		{`{"kind":"training","model":{"preset":"gpt-22b","layers":2},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"parallel":{"tp":8,"global_batch":2000000}}`, "parallel.global_batch"},
+		{`{"kind":"ssm_tp","model":"mamba-2.8b","gpu":"a100-80gb-sxm","cluster":{"topology":"switch","gpus":4,"link":"nvlink3"},"tp_degrees":[1,2],"batch":2,"prompt_lengths":[256],"output_length":64000}`, "output_length"},
 		{`{"kind":"fault_sweep","link_failures":1,"training":{"model":{"preset":"gpt-22b","layers":2},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"parallel":{"tp":8,"global_batch":2000000}}}`, "training.parallel.global_batch"},
 	} {
 		h, err := Start(c.js, 2*gib)
@@ -208,4 +209,14 @@ func TestCanonicalFillsDefaults(t *testing.T) {
 	require.Equal(t, a, b)
 	_, err = Canonical(`{"kind":"selftest","iterations":-1}`)
 	require.ErrorContains(t, err, "SpecError")
+}
+
+// Found by the corpus: a prefill too large to count wrapped simulated time
+// inside the executor (now a HorizonError in the kernel, and refused up
+// front by the pass-size bound).
+func TestHugePassIsRefused(t *testing.T) {
+	ps := problems(t, `{"kind":"inference","model":{"preset":"llama2-7b","layers":8},"gpu":"a100-80gb-sxm",
+		"cluster":{"preset":"dgx-a100","nodes":1},"tp":2,"batch":2000,"prompt_tokens":8388608,"output_tokens":8}`)
+	require.Len(t, ps, 1)
+	require.Contains(t, ps[0], "batch: batch·tokens·context·width = ")
 }

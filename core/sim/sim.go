@@ -267,6 +267,16 @@ func (k *Kernel) push(t Time, slot uint64, arg int) {
 		}
 		return
 	}
+	if t < 0 && k.now >= 0 {
+		// Time starts at 0: a negative time is a sum that wrapped past the
+		// horizon in a model that did not saturate (sim.Add).
+		k.Fail(&HorizonError{Quantity: fmt.Sprintf("an event scheduled after t=%v wrapped around", k.now)})
+		if slot&handlerBit == 0 {
+			k.slab[slot] = nil
+			k.free = append(k.free, uint32(slot))
+		}
+		return
+	}
 	if t < k.now {
 		panic(fmt.Sprintf("sim: event scheduled at %v, before now %v", t, k.now))
 	}

@@ -190,4 +190,9 @@ func TestEventPastTheHorizonFails(t *testing.T) {
 		k.At(Never, func() {})
 	})
 	require.ErrorContains(t, k.Run(context.Background()), "a flow of 1e20 bytes")
+	// a model that adds without saturating wraps negative: also a HorizonError
+	k = New()
+	k.After(Second, func() { k.At(k.Now()+Never, func() {}) })
+	require.ErrorAs(t, k.Run(context.Background()), &he)
+	require.Contains(t, he.Error(), "wrapped around")
 }

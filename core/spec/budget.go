@@ -203,3 +203,35 @@ func (s *FaultSweep) Budget() Budget {
 	}
 	return b
 }
+
+// checkPassSize bounds one pass's size: operator shapes multiply the batch,
+// both sequence lengths and the widest dimension (attention scores:
+// batch·heads·seq·kv), and that product must stay far inside int64 and
+// float64's exact range (and its time inside the horizon of simulated time).
+func checkPassSize(p *Problems, path string, batch, seq, kv int, m *Model) {
+	c, ok := m.Resolve()
+	if !ok || batch <= 0 || seq <= 0 {
+		return
+	}
+	wide := float64(max(c.Hidden, c.FFNHidden, c.Vocab, c.Heads*max(c.HeadDim, 1), 1))
+	if w := float64(batch) * float64(seq) * float64(max(seq, kv)) * wide; w > 1<<62 {
+		p.Addf(path, "batch·tokens·context·width = %.3g exceeds 2^62: a pass this large cannot be counted (batch %d, %d tokens, context %d)", w, batch, seq, kv)
+	}
+}
+
+// Budget of an ssm_tp run: it builds an inference plan per TP degree and
+// prompt length, one at a time, each with a decode pass per output token
+// (see Inference.Budget for the measured 4 KB per pass and layer).
+func (s *SSMTP) Budget() Budget {
+	m, ok := s.Model.Resolve()
+	layers := 128.0
+	if ok && m.Layers > 0 {
+		layers = float64(m.Layers)
+	}
+	steps := float64(max(s.OutputLength, 1))
+	return Budget{
+		MemoryBytes: 4096 * steps * (layers + 8),
+		Fields:      []string{"output_length", "model.layers"},
+		Detail:      fmt.Sprintf("%.0f decode passes of %.0f layers per plan", steps, layers),
+	}
+}

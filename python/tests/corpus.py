@@ -86,16 +86,22 @@ def _get(node: Any, path: tuple) -> Any:
 
 
 def _set(node: Any, path: tuple, value: Any) -> None:
-    _get(node, path[:-1])[path[-1]] = value
+    _get(node, path[:-1])[path[-1]] = copy.deepcopy(value)  # never share (or nest) a value
 
 
-def _mutate(spec: dict[str, Any], rnd: random.Random) -> None:
+def _mutate(spec: dict[str, Any], rnd: random.Random, harsh: bool = False) -> None:
     paths = [p for p in _paths(spec) if p != ("kind",)]
+    if harsh:  # grow the numbers that size the work
+        paths = [p for p in paths if isinstance(_get(spec, p), (int, float)) and not isinstance(_get(spec, p), bool)] or paths
     if not paths:
         return
     path = rnd.choice(paths)
     old = _get(spec, path)
     r = rnd.random()
+    if harsh and isinstance(old, (int, float)) and not isinstance(old, bool):
+        new = old * rnd.choice([4, 16, 100, 1000, 2**16]) if old else rnd.choice([1, 64, 4096])
+        _set(spec, path, int(new) if isinstance(old, int) else new)
+        return
     if r < 0.45:
         _set(spec, path, rnd.choice(EXTREMES))
     elif r < 0.65 and isinstance(old, (int, float)) and not isinstance(old, bool):
@@ -111,7 +117,7 @@ def _mutate(spec: dict[str, Any], rnd: random.Random) -> None:
     elif r < 0.85:
         parent = _get(spec, path[:-1])
         if isinstance(parent, dict):
-            parent[rnd.choice(["bandwith_bytes_per_s", "extra", "layer", "nodes"])] = rnd.choice(EXTREMES)
+            parent[rnd.choice(["bandwith_bytes_per_s", "extra", "layer", "nodes"])] = copy.deepcopy(rnd.choice(EXTREMES))
     elif r < 0.95 and isinstance(old, list):
         _set(spec, path, old * rnd.choice([0, 3, 50]))
     else:
@@ -119,8 +125,10 @@ def _mutate(spec: dict[str, Any], rnd: random.Random) -> None:
 
 
 def cases(seed: int, n: int) -> list[dict[str, Any]]:
-    """n specs from seed: every kind in turn, 1 to 3 mutations each (the first
-    few of each kind unmutated)."""
+    """n specs from seed: every kind in turn, the first of each unmutated;
+    then alternately 1 to 3 random mutations (extreme values, wrong types,
+    deletions, unknown fields) and 1 to 4 "harsh" ones that multiply the
+    numbers sizing the work (valid specs that are too big)."""
     rnd = random.Random(seed)
     names = sorted(BASES)
     out = []
@@ -128,8 +136,9 @@ def cases(seed: int, n: int) -> list[dict[str, Any]]:
         base = names[i % len(names)]
         spec = copy.deepcopy(BASES[base])
         if i >= len(names):
-            for _ in range(rnd.choice([1, 1, 1, 2, 3])):
-                _mutate(spec, rnd)
+            harsh = (i // len(names)) % 2 == 1
+            for _ in range(rnd.choice([1, 2, 3, 4] if harsh else [1, 1, 1, 2, 3])):
+                _mutate(spec, rnd, harsh)
         out.append(spec)
     return out
 
