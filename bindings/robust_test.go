@@ -183,6 +183,7 @@ func TestMemoryBudget(t *testing.T) {
 		{`{"kind":"eidola","ghosts":4095,"gemm":{"m":16384,"n":4096,"k":4096}}`, "ghosts"},
 		{`{"kind":"training","model":{"preset":"gpt-22b","layers":2},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"parallel":{"tp":8,"global_batch":2000000}}`, "parallel.global_batch"},
 		{`{"kind":"ssm_tp","model":"mamba-2.8b","gpu":"a100-80gb-sxm","cluster":{"topology":"switch","gpus":4,"link":"nvlink3"},"tp_degrees":[1,2],"batch":2,"prompt_lengths":[256],"output_length":64000}`, "output_length"},
+		{`{"kind":"parallel_search","model":{"preset":"gpt-22b","layers":2},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":4},"global_batch":524288000,"seq_len":512,"tp":[2,4],"pp":[1],"micro_batch":[1],"keep":2}`, "global_batch"},
 		{`{"kind":"fault_sweep","link_failures":1,"training":{"model":{"preset":"gpt-22b","layers":2},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"parallel":{"tp":8,"global_batch":2000000}}}`, "training.parallel.global_batch"},
 	} {
 		h, err := Start(c.js, 2*gib)
@@ -219,4 +220,15 @@ func TestHugePassIsRefused(t *testing.T) {
 		"cluster":{"preset":"dgx-a100","nodes":1},"tp":2,"batch":2000,"prompt_tokens":8388608,"output_tokens":8}`)
 	require.Len(t, ps, 1)
 	require.Contains(t, ps[0], "batch: batch·tokens·context·width = ")
+}
+
+// Found by the corpus: an unknown field beside an out-of-range one in a
+// model used to reach model defaults with layers = -2^63 (a panic).
+func TestBadModelBesideAnUnknownFieldIsASpecError(t *testing.T) {
+	js := `{"kind":"inference","model":{"preset":"llama2-7b","layers":-9223372036854775808,"layer":false},
+		"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"tp":2,"batch":2,"prompt_tokens":128,"output_tokens":8}`
+	ps := problems(t, js)
+	require.NotEmpty(t, ps)
+	require.Contains(t, ps[0], `model.layer: unknown field (did you mean "layers"?)`)
+	require.ErrorContains(t, runAll(t, js), "SpecError")
 }

@@ -235,3 +235,39 @@ func (s *SSMTP) Budget() Budget {
 		Detail:      fmt.Sprintf("%.0f decode passes of %.0f layers per plan", steps, layers),
 	}
 }
+
+// Budget of a parallel search: each simulated layout is a training step
+// (see Training.Budget: 4 KB per micro-batch, layer and simulated rank),
+// one per core at a time; the estimate is the largest layout's, times 4
+// for layouts simulated side by side.
+func (s *ParallelSearch) Budget() Budget {
+	gpus := max(clusterGPUs(&s.Cluster), 1)
+	m, ok := s.Model.Resolve()
+	layers := 128.0
+	if ok && m.Layers > 0 {
+		layers = float64(m.Layers)
+	}
+	worst := 0.0
+	for _, tp := range orOne(s.TP) {
+		for _, pp := range orOne(s.PP) {
+			for _, mb := range orOne(s.MicroBatch) {
+				tp, pp, mb := max(tp, 1), max(pp, 1), max(mb, 1)
+				dp := max(gpus/(tp*pp), 1)
+				micro := float64(max(s.GlobalBatch/(dp*mb), 1))
+				worst = max(worst, 4096*micro*(layers+4)*float64(tp*pp))
+			}
+		}
+	}
+	return Budget{
+		MemoryBytes: 4 * worst,
+		Fields:      []string{"global_batch", "model.layers", "tp", "pp", "micro_batch"},
+		Detail:      fmt.Sprintf("the largest layout's training step, %.3g GiB, four at a time", worst/(1<<30)),
+	}
+}
+
+func orOne(xs []int) []int {
+	if len(xs) == 0 {
+		return []int{1}
+	}
+	return xs
+}

@@ -61,7 +61,14 @@ func (m Model) MarshalJSON() ([]byte, error) {
 
 // Resolve returns the architecture: the preset with replacements, or the
 // explicit hyper-parameters with the family's defaults.
+//
+// It is false, too, when a hyper-parameter is out of bounds (modelBounds)
+// or did not decode: Validate reports those; no other caller may build a
+// model from them.
 func (m Model) Resolve() (model.Config, bool) {
+	if len(m.decodeProblems) > 0 || !m.inBounds() {
+		return model.Config{}, false
+	}
 	if m.Preset != "" {
 		return model.FromPreset(m.Preset, m.Config)
 	}
@@ -96,6 +103,15 @@ var modelBounds = []struct {
 	{"ssm_head_dim", func(c *model.Config) int { return c.SSMHeadDim }, 1 << 16},
 	{"n_groups", func(c *model.Config) int { return c.NGroups }, 1 << 14},
 	{"chunk_size", func(c *model.Config) int { return c.ChunkSize }, 1 << 20},
+}
+
+func (m Model) inBounds() bool {
+	for _, b := range modelBounds {
+		if v := b.value(&m.Config); v < 0 || v > b.max {
+			return false
+		}
+	}
+	return len(m.Pattern) <= 1<<14
 }
 
 // Validate reports an unknown preset or every invalid hyper-parameter.

@@ -126,9 +126,10 @@ def _mutate(spec: dict[str, Any], rnd: random.Random, harsh: bool = False) -> No
 
 def cases(seed: int, n: int) -> list[dict[str, Any]]:
     """n specs from seed: every kind in turn, the first of each unmutated;
-    then alternately 1 to 3 random mutations (extreme values, wrong types,
-    deletions, unknown fields) and 1 to 4 "harsh" ones that multiply the
-    numbers sizing the work (valid specs that are too big)."""
+    then, in three rounds of four, 1 to 3 random mutations (extreme values,
+    wrong types, deletions, unknown fields), and in the fourth 1 to 4
+    "harsh" ones that multiply the numbers sizing the work (valid specs
+    that are too big: the memory budget, the horizon and Ctrl-C)."""
     rnd = random.Random(seed)
     names = sorted(BASES)
     out = []
@@ -136,7 +137,7 @@ def cases(seed: int, n: int) -> list[dict[str, Any]]:
         base = names[i % len(names)]
         spec = copy.deepcopy(BASES[base])
         if i >= len(names):
-            harsh = (i // len(names)) % 2 == 1
+            harsh = (i // len(names)) % 4 == 3
             for _ in range(rnd.choice([1, 2, 3, 4] if harsh else [1, 1, 1, 2, 3])):
                 _mutate(spec, rnd, harsh)
         out.append(spec)
