@@ -151,11 +151,13 @@ func clusterGPUs(c *Cluster) int {
 }
 
 // Budget of a training step: every micro-batch of one replica is a task
-// graph per layer on each of its TP·PP ranks (data-parallel replicas are
-// mirrored, simulated once, unless full_simulation). Measured (Go's
-// TotalAlloc, GPT-22B at 2 and 8 layers, 1,000 and 4,000 micro-batches, tp
-// 1, 2, 8 and pp 1, 4 on one DGX A100): 1.7 to 2.5 KB per micro-batch,
-// layer and simulated rank; 4 KB here.
+// graph per layer of a stage on each of its TP·PP ranks (data-parallel
+// replicas are mirrored, simulated once, unless full_simulation). Measured
+// (Go's TotalAlloc, GPT-22B at 2 and 8 layers, 1,000 and 4,000
+// micro-batches, tp 1, 2, 8 and pp 1, 4 on one DGX A100): 1.7 to 2.3 KB per
+// micro-batch, layer of the stage and simulated rank at pp 1, and about
+// 16 KB more per micro-batch and rank with a pipeline (its sends, receives
+// and schedule); 4 KB and 32 KB here.
 func (s *Training) Budget() Budget {
 	par := s.Parallel
 	tp, pp, mb := max(par.TP, 1), max(par.PP, 1), max(par.MicroBatch, 1)
@@ -179,10 +181,20 @@ func (s *Training) Budget() Budget {
 	}
 	ranks := float64(tp*pp) * replicas
 	return Budget{
-		MemoryBytes: 4096 * micro * (layers + 4) * ranks,
+		MemoryBytes: micro * ranks * trainingBytesPerMicroBatch(layers, pp),
 		Fields:      []string{"parallel.global_batch", "model.layers", "parallel.tp", "parallel.pp", "full_simulation"},
 		Detail:      fmt.Sprintf("%.0f micro-batches of %.0f layers on %.0f simulated ranks", micro, layers, ranks),
 	}
+}
+
+// trainingBytesPerMicroBatch is one micro-batch's tasks on one rank (see
+// Training.Budget for the measurements).
+func trainingBytesPerMicroBatch(layers float64, pp int) float64 {
+	b := 4096 * (math.Ceil(layers/float64(pp)) + 1)
+	if pp > 1 {
+		b += 32 << 10
+	}
+	return b
 }
 
 // Budget of a fault sweep: its samples run one after another, each one
@@ -254,7 +266,7 @@ func (s *ParallelSearch) Budget() Budget {
 				tp, pp, mb := max(tp, 1), max(pp, 1), max(mb, 1)
 				dp := max(gpus/(tp*pp), 1)
 				micro := float64(max(s.GlobalBatch/(dp*mb), 1))
-				worst = max(worst, 4096*micro*(layers+4)*float64(tp*pp))
+				worst = max(worst, micro*float64(tp*pp)*trainingBytesPerMicroBatch(layers, pp))
 			}
 		}
 	}
