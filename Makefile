@@ -56,10 +56,10 @@ py-test: dev
 	cd python && ../$(PY) -m pytest -q -c ../pyproject.toml --rootdir .. tests eidolon
 
 # Formatting (goimports) and unreachable code (deadcode, with the tests as
-# roots) are checked, not fixed: `make fmt` fixes the formatting.
+# roots; bindings/ is left out: Python calls its exports) are checked, not fixed: `make fmt` fixes the formatting.
 lint: tools
 	@out=$$(goimports -l core bindings bench); if [ -n "$$out" ]; then echo "not goimports-formatted (run make fmt):"; echo "$$out"; exit 1; fi
-	@out=$$(deadcode -test ./...); if [ -n "$$out" ]; then echo "unreachable code:"; echo "$$out"; exit 1; fi
+	@out=$$(deadcode -test -filter 'eidolon/(core|bench)' ./...); if [ -n "$$out" ]; then echo "unreachable code:"; echo "$$out"; exit 1; fi
 
 fmt: tools
 	goimports -w core bindings bench

@@ -30,9 +30,12 @@ const Version = "0.1.0"
 // classify prefixes an error with its class for the Python side.
 func classify(err error) error {
 	var se *spec.Error
+	var pe *scenario.PanicError
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &pe):
+		return fmt.Errorf("InternalError: %s", err.Error())
 	case errors.As(err, &se):
 		return fmt.Errorf("SpecError: %s", err.Error())
 	case errors.Is(err, context.Canceled):
@@ -68,10 +71,14 @@ var (
 // Start decodes and validates a spec (returning a SpecError at once when it
 // is invalid), then simulates it in the background. The handle it returns
 // is polled with Wait, read with Progress and finished with Result.
-func Start(specJSON string) (handle int64, err error) {
+//
+// maxMemoryBytes caps the run's estimated memory unless the spec sets
+// max_memory_bytes; 0 means the default, DefaultMaxMemoryBytes.
+func Start(specJSON string, maxMemoryBytes float64) (handle int64, err error) {
 	defer guard(&err)
 	data := []byte(specJSON)
-	if _, _, err := all.Decode(data); err != nil {
+	limit := memoryLimit(maxMemoryBytes)
+	if _, _, err := all.Admit(data, limit); err != nil {
 		return 0, classify(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -81,11 +88,19 @@ func Start(specJSON string) (handle int64, err error) {
 	handle = nextID
 	runs[handle] = r
 	runsMu.Unlock()
-	go r.simulate(ctx, data)
+	go r.simulate(ctx, data, limit)
 	return handle, nil
 }
 
-func (r *run) simulate(ctx context.Context, data []byte) {
+// memoryLimit is the limit to pass the core: the caller's, or the default.
+func memoryLimit(maxMemoryBytes float64) float64 {
+	if maxMemoryBytes > 0 {
+		return maxMemoryBytes
+	}
+	return DefaultMaxMemoryBytes()
+}
+
+func (r *run) simulate(ctx context.Context, data []byte, limit float64) {
 	defer close(r.done)
 	defer guard(&r.err)
 	start := time.Now()
@@ -93,7 +108,7 @@ func (r *run) simulate(ctx context.Context, data []byte) {
 		r.mu.Lock()
 		r.progress = f
 		r.mu.Unlock()
-	}, Clock: func() float64 { return time.Since(start).Seconds() }}
+	}, Clock: func() float64 { return time.Since(start).Seconds() }, MaxMemoryBytes: limit}
 	s, res, err := all.Run(env, data)
 	if err != nil {
 		r.err = classify(err)
@@ -199,14 +214,16 @@ func Result(handle int64) (bundle []byte, err error) {
 
 // Validate decodes, defaults and validates a spec without running it. It
 // returns a JSON list of {"path", "message"} problems ("[]" when valid).
-func Validate(specJSON string) (problems string, err error) {
+//
+// maxMemoryBytes is as for Start.
+func Validate(specJSON string, maxMemoryBytes float64) (problems string, err error) {
 	defer guard(&err)
 	type problem struct {
 		Path    string `json:"path"`
 		Message string `json:"message"`
 	}
 	out := []problem{}
-	_, _, verr := all.Decode([]byte(specJSON))
+	verr := all.Validate([]byte(specJSON), memoryLimit(maxMemoryBytes))
 	var se *spec.Error
 	if errors.As(verr, &se) {
 		for _, p := range se.Problems {
@@ -258,3 +275,22 @@ func presetRows(name string) (any, error) {
 	rows, err := catalog.Rows(name)
 	return rows, classify(err)
 }
+
+// Canonical returns the spec after defaults, as JSON (what a run's tables
+// record in their "spec" metadata), or the spec's SpecError. Sweeps key
+// stored results by it, so that spelling a default out changes nothing.
+func Canonical(specJSON string) (canonical string, err error) {
+	defer guard(&err)
+	_, s, err := all.Decode([]byte(specJSON))
+	if err != nil {
+		return "", classify(err)
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return "", classify(err)
+	}
+	return string(b), nil
+}
+
+// EngineVersion is Version, for Python (sweep stores key results by it).
+func EngineVersion() string { return Version }

@@ -8,7 +8,7 @@ import (
 )
 
 func TestRunSelftest(t *testing.T) {
-	h, err := Start(`{"kind":"selftest","iterations":1000,"seed":5}`)
+	h, err := Start(`{"kind":"selftest","iterations":1000,"seed":5}`, 0)
 	require.NoError(t, err)
 	for {
 		done, err := Wait(h, 100)
@@ -28,13 +28,13 @@ func TestRunSelftest(t *testing.T) {
 }
 
 func TestErrorsAreClassified(t *testing.T) {
-	_, err := Start(`{"kind":"selftest","iteratons":5,"seed":"x"}`)
+	_, err := Start(`{"kind":"selftest","iteratons":5,"seed":"x"}`, 0)
 	require.ErrorContains(t, err, "SpecError: invalid spec, 2 problems")
-	h, err := Start(`{"kind":"selftest","fail":"partitioned"}`)
+	h, err := Start(`{"kind":"selftest","fail":"partitioned"}`, 0)
 	require.NoError(t, err)
 	_, err = Result(h)
 	require.EqualError(t, err, "SimulationError: partitioned")
-	h, err = Start(`{"kind":"selftest","panic":true}`)
+	h, err = Start(`{"kind":"selftest","panic":true}`, 0)
 	require.NoError(t, err)
 	_, err = Result(h)
 	require.ErrorContains(t, err, "InternalError: panic: selftest")
@@ -42,7 +42,7 @@ func TestErrorsAreClassified(t *testing.T) {
 }
 
 func TestCancel(t *testing.T) {
-	h, err := Start(`{"kind":"selftest","iterations":1000000000000}`)
+	h, err := Start(`{"kind":"selftest","iterations":1000000000000}`, 0)
 	require.NoError(t, err)
 	require.NoError(t, Cancel(h))
 	_, err = Result(h)
@@ -50,10 +50,10 @@ func TestCancel(t *testing.T) {
 }
 
 func TestValidateAndCatalogs(t *testing.T) {
-	v, err := Validate(`{"kind":"selftest","iterations":-2}`)
+	v, err := Validate(`{"kind":"selftest","iterations":-2}`, 0)
 	require.NoError(t, err)
 	require.Equal(t, `[{"path":"iterations","message":"must be in [1, 1e15], got -2"}]`, v)
-	v, err = Validate(`{"kind":"selftest"}`)
+	v, err = Validate(`{"kind":"selftest"}`, 0)
 	require.NoError(t, err)
 	require.Equal(t, `[]`, v)
 	_, err = Presets("gpu")
@@ -69,7 +69,7 @@ func TestValidateAndCatalogs(t *testing.T) {
 func TestConcurrentRuns(t *testing.T) {
 	var hs []int64
 	for i := 0; i < 8; i++ {
-		h, err := Start(`{"kind":"selftest","iterations":200000}`)
+		h, err := Start(`{"kind":"selftest","iterations":200000}`, 0)
 		require.NoError(t, err)
 		hs = append(hs, h)
 	}

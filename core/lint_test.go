@@ -133,3 +133,66 @@ func f() { fmt.Println(time.Now(), rand.IntN(3)); _ = rand.New(rand.NewPCG(1, 2)
 	require.Contains(t, v[3], "math/rand/v2.IntN")
 	require.Contains(t, v[4], "os.Exit")
 }
+
+// goAllowed are the only files in core/ and bindings/ (relative to core/)
+// that may start goroutines. Each one defers scenario.Recover (or the
+// bindings' guard) at the top of the goroutine: a panic in any other
+// goroutine than the caller's aborts the Python interpreter. Add a file
+// here only with such a recovery.
+var goAllowed = map[string]bool{
+	"scenario/parallelsearch/parallelsearch.go": true,
+	"scenario/serving/search.go":                true,
+	"../bindings/bindings.go":                   true,
+}
+
+func TestGoStatementsOnlyWhereListed(t *testing.T) {
+	fset := token.NewFileSet()
+	var violations []string
+	found := map[string]bool{}
+	for _, root := range []string{".", "../bindings"} {
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			require.NoError(t, err)
+			if d.IsDir() && d.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return nil
+			}
+			f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+			require.NoError(t, err, path)
+			rel := filepath.ToSlash(path)
+			for _, pos := range goStatements(f) {
+				if goAllowed[rel] {
+					found[rel] = true
+					continue
+				}
+				violations = append(violations, fset.Position(pos).String()+": go statement outside the listed files (see goAllowed)")
+			}
+			return nil
+		})
+		require.NoError(t, err)
+	}
+	require.Empty(t, violations, "goroutines must recover their panics:\n%s", strings.Join(violations, "\n"))
+	for f := range goAllowed {
+		require.True(t, found[f], "%s is listed in goAllowed but starts no goroutine: drop it", f)
+	}
+}
+
+// goStatements returns the position of every go statement in a file.
+func goStatements(f *ast.File) []token.Pos {
+	var out []token.Pos
+	ast.Inspect(f, func(n ast.Node) bool {
+		if g, ok := n.(*ast.GoStmt); ok {
+			out = append(out, g.Pos())
+		}
+		return true
+	})
+	return out
+}
+
+func TestGoLintCatchesAGoroutine(t *testing.T) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "x.go", "package x\nfunc f() { go func() {}(); go g() }\nfunc g() {}", 0)
+	require.NoError(t, err)
+	require.Len(t, goStatements(f), 2)
+}

@@ -50,12 +50,21 @@ func FullRun(ctx context.Context, k *Kernel, c Config, fab net.Fabric) (*FullRun
 		gpu.OnDone = func(cta int) { r.send(g, sendsAfter[cta]) }
 	}
 	for g, gpu := range r.gpus {
+		// Launch sends every GPU's first writes: P·(P-1) routed flows for
+		// the all-gather, minutes at 2,048 GPUs, so cancellation is checked
+		// per GPU here, not only between events.
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		gpu.Launch()
 		r.send(g, sendsAfter[-1])
 	}
 	if r.err != nil {
 		return nil, r.err
 	}
+	// An event can send a GPU's writes to every peer (P routes), so check
+	// cancellation more often than the kernel's default of every 4,096.
+	sk.CheckEvery = min(sk.CheckEvery, 64)
 	if err := sk.Run(ctx); err != nil {
 		return nil, err
 	}

@@ -78,6 +78,9 @@ func (j Job) Run(env scenario.Env, modify func(m *exec.Machine) error,
 	if err != nil {
 		return nil, err
 	}
+	if err := CheckTimelineRanks(j.TimelineRanks, plan.Ranks); err != nil {
+		return nil, err
+	}
 	if err := env.Canceled(); err != nil {
 		return nil, err
 	}
@@ -140,6 +143,21 @@ func RankRows(pl *workload.Plan, stats []exec.RankStats, m *exec.Machine, memory
 			Slowdown: s.Slowdown, MemoryBytes: mem, Fits: mem <= hbm}
 	}
 	return rows
+}
+
+// CheckTimelineRanks requires every asked rank to exist in a plan of ranks
+// ranks ([-1] alone lists none).
+func CheckTimelineRanks(asked []int, ranks int) error {
+	if len(asked) == 1 && asked[0] == -1 {
+		return nil
+	}
+	var p spec.Problems
+	for i, r := range asked {
+		if r < 0 || r >= ranks {
+			p.Addf(spec.Index("timeline_ranks", i), "must be a rank in [0, %d) (or [-1] alone for none), got %d", ranks, r)
+		}
+	}
+	return p.Err()
 }
 
 // TimelineRanks are the ranks to list: the spec's, or the first rank of

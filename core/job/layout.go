@@ -37,11 +37,12 @@ func TrainingPlan(s *spec.Training, gpus int) (workload.Training, *workload.Trai
 
 // InferencePlan lays out a validated inference spec on gpus GPUs and
 // builds its plan.
-func InferencePlan(s *spec.Inference, gpus int) (workload.Inference, *workload.InferencePlan, error) {
+func InferencePlan(s *spec.Inference, gpus int, canceled func() error) (workload.Inference, *workload.InferencePlan, error) {
 	in, err := InferenceLayout(s, gpus)
 	if err != nil {
 		return in, nil, err
 	}
+	in.Canceled = canceled
 	plan, err := workload.BuildInference(in)
 	return in, plan, err
 }

@@ -198,6 +198,9 @@ func (n *FlowNet) ActiveFlows() int {
 
 // Send implements Fabric.
 func (n *FlowNet) Send(src, dst int, bytes float64, sink Sink, tag int) error {
+	if n.k.Interrupted() { // canceled (sim.Kernel.Watch) or failed: Run returns why
+		return nil
+	}
 	c, err := n.route(src, dst)
 	if err != nil {
 		return err
@@ -286,7 +289,8 @@ func (n *FlowNet) launch(src, dst int32, path, hops []int32, lat sim.Time, rate,
 		// busy until finish), so its end touches no link; if someone needs
 		// a link before then, touch takes back the unsent part. It is
 		// delivered by one event, with no end-of-transmission event.
-		f.finish = now + max(1, sim.SecondsCeil(bytes/rate))
+		f.finish = sim.Add(now, max(1, sim.SecondsCeil(bytes/rate)))
+		n.horizon(f.finish, bytes, rate)
 		f.fast = true
 		// A point-to-point flow leaves its route unwritten (lazy): the
 		// second line stays out of the cache, and materialize finds the
@@ -302,7 +306,7 @@ func (n *FlowNet) launch(src, dst int32, path, hops []int32, lat sim.Time, rate,
 			ls.bytes += bytes
 			ls.busy += f.finish - now
 		}
-		n.k.AtHandler(f.finish+lat, n, n.arg(i, evDeliver))
+		n.k.AtHandler(sim.Add(f.finish, lat), n, n.arg(i, evDeliver))
 		return
 	}
 	f.path, f.rate, f.lat, f.ring = path, 0, lat, ring
@@ -647,7 +651,8 @@ func (n *FlowNet) settle() {
 		if newRate <= 0 {
 			panic(fmt.Sprintf("net: flow %d (%s to %s) got rate %v", i, n.t.Devices[f.src].Name, n.t.Devices[f.dst].Name, newRate))
 		}
-		f.finish = now + max(1, sim.SecondsCeil(f.remaining/newRate))
+		f.finish = sim.Add(now, max(1, sim.SecondsCeil(f.remaining/newRate)))
+		n.horizon(f.finish, f.remaining, newRate)
 		n.k.AtHandler(f.finish, n, n.arg(i, evFinish))
 	}
 }
@@ -732,5 +737,13 @@ func (n *FlowNet) rerouteBroken() {
 		for _, l := range path {
 			n.markDirty(l)
 		}
+	}
+}
+
+// horizon fails the run, naming the transfer, when a flow's finish
+// saturated at the end of representable time (sim.Add).
+func (n *FlowNet) horizon(finish sim.Time, bytes, rate float64) {
+	if finish == sim.Never {
+		n.k.Fail(&sim.HorizonError{Quantity: fmt.Sprintf("a flow of %.6g bytes at %.6g bytes/s would end after it (check the link bandwidth_bytes_per_s)", bytes, rate)})
 	}
 }

@@ -102,10 +102,10 @@ func TestTextbookMaxMin(t *testing.T) {
 	k := sim.New()
 	f := NewFlowNet(k, tp)
 	nop := SinkFunc(func(int) {})
-	require.NoError(t, f.Send(0, 2, 1e12, nop, 0)) // A
-	require.NoError(t, f.Send(0, 1, 1e12, nop, 1)) // B
-	require.NoError(t, f.Send(1, 2, 1e12, nop, 2)) // C
-	require.NoError(t, f.Send(1, 2, 1e12, nop, 3)) // D
+	require.NoError(t, f.Send(0, 2, 1e6, nop, 0)) // A
+	require.NoError(t, f.Send(0, 1, 1e6, nop, 1)) // B
+	require.NoError(t, f.Send(1, 2, 1e6, nop, 2)) // C
+	require.NoError(t, f.Send(1, 2, 1e6, nop, 3)) // D
 	k.Settle(func() {
 		got := []float64{f.flows[0].rate, f.flows[1].rate, f.flows[2].rate, f.flows[3].rate}
 		require.InDeltaSlice(t, []float64{0.5, 0.5, 0.75, 0.75}, got, 1e-12)

@@ -30,6 +30,11 @@ type Env struct {
 	// (runs stay deterministic); the bindings pass one in so that drivers
 	// can report how long parts of a run took. It may be nil.
 	Clock func() float64
+	// MaxMemoryBytes refuses, before it starts, a run whose estimated
+	// memory (spec.Budget) exceeds it, unless the spec sets its own
+	// max_memory_bytes; 0: no limit. The core cannot know the machine: the
+	// bindings pass a fraction of its memory.
+	MaxMemoryBytes float64
 }
 
 // Elapsed starts a wall-clock timer: the returned function gives the
@@ -94,6 +99,20 @@ type Kind struct {
 	NewSpec func() Spec
 	// Run simulates a validated spec.
 	Run func(env Env, s Spec) (Result, error)
+	// Check, if set, makes the checks a run would make before simulating
+	// that need more than the spec (the cluster built: its GPU count,
+	// device names, ranks), without simulating; validation calls it so
+	// that it reports what a run would reject.
+	Check func(s Spec) error
+}
+
+// Checked gives kind k the compile-only check check (see Kind.Check).
+func Checked[T any, S interface {
+	*T
+	Spec
+}](k Kind, check func(s S) error) Kind {
+	k.Check = func(s Spec) error { return check(s.(S)) }
+	return k
 }
 
 // Define describes a kind whose spec type is S (a pointer to a struct in

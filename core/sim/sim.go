@@ -40,6 +40,47 @@ const (
 // Never is a time after every event.
 const Never Time = math.MaxInt64
 
+// Horizon is the last representable instant, about 106.75 days
+// (2^63-1 ps); an event at or after it cannot be scheduled.
+const Horizon = Never
+
+// HorizonError is a run that would pass the representable horizon of
+// simulated time: an event scheduled (or a quantity computed) at or past
+// Never. Quantity names what overflowed, for the user.
+type HorizonError struct {
+	Quantity string
+}
+
+func (e *HorizonError) Error() string {
+	return fmt.Sprintf("simulated time passes its horizon of %.6g days (int64 picoseconds): %s", Never.Seconds()/86400, e.Quantity)
+}
+
+// Add is a + b saturating at Never and -Never: time arithmetic never wraps.
+func Add(a, b Time) Time {
+	switch {
+	case b > 0 && a > Never-b:
+		return Never
+	case b < 0 && a < -Never-b:
+		return -Never
+	}
+	return a + b
+}
+
+// Mul is t·n saturating at ±Never.
+func Mul(t Time, n int64) Time {
+	if t == 0 || n == 0 {
+		return 0
+	}
+	p := t * Time(n)
+	if p/Time(n) != t || (t == -1 && n == math.MinInt64) || (n == -1 && t == math.MinInt64) {
+		if (t > 0) == (n > 0) {
+			return Never
+		}
+		return -Never
+	}
+	return p
+}
+
 // Seconds converts seconds to Time, rounding to the nearest picosecond and
 // saturating at Never.
 func Seconds(s float64) Time {
@@ -128,6 +169,8 @@ type Kernel struct {
 	settle    []func()
 	stalls    []func() []string
 	failure   error
+	watch     context.Context // see Watch
+	polls     uint32
 
 	// CheckEvery is how many events pass between cancellation checks and
 	// progress reports (default 4096).
@@ -187,7 +230,7 @@ func (k *Kernel) At(t Time, f func()) {
 }
 
 // After schedules f d after now.
-func (k *Kernel) After(d Time, f func()) { k.At(k.now+d, f) }
+func (k *Kernel) After(d Time, f func()) { k.At(Add(k.now, d), f) }
 
 // AtHandler schedules h.Handle(arg) at time t, without allocating. h must
 // be comparable (typically a pointer): the kernel registers each handler
@@ -213,6 +256,27 @@ func (k *Kernel) AtHandler(t Time, h Handler, arg int) {
 }
 
 func (k *Kernel) push(t Time, slot uint64, arg int) {
+	if t >= Never {
+		// Saturated arithmetic reached the horizon: the run cannot go on.
+		// A model that knows what overflowed has already called Fail with
+		// a HorizonError naming it (the first failure is kept).
+		k.Fail(&HorizonError{Quantity: fmt.Sprintf("an event scheduled at t=%v", k.now)})
+		if slot&handlerBit == 0 {
+			k.slab[slot] = nil
+			k.free = append(k.free, uint32(slot))
+		}
+		return
+	}
+	if t < 0 && k.now >= 0 {
+		// Time starts at 0: a negative time is a sum that wrapped past the
+		// horizon in a model that did not saturate (sim.Add).
+		k.Fail(&HorizonError{Quantity: fmt.Sprintf("an event scheduled after t=%v wrapped around", k.now)})
+		if slot&handlerBit == 0 {
+			k.slab[slot] = nil
+			k.free = append(k.free, uint32(slot))
+		}
+		return
+	}
 	if t < k.now {
 		panic(fmt.Sprintf("sim: event scheduled at %v, before now %v", t, k.now))
 	}
@@ -343,6 +407,28 @@ func (k *Kernel) Fail(err error) {
 	if k.failure == nil {
 		k.failure = err
 	}
+}
+
+// Watch gives the kernel the run's context before Run is called, for
+// Interrupted: models that do much work outside events (setting up a
+// collective over a million ranks) poll it.
+func (k *Kernel) Watch(ctx context.Context) { k.watch = ctx }
+
+// Interrupted reports whether the run has failed or the watched context is
+// canceled (checked once every 256 calls, so it is cheap in a hot loop); a
+// cancellation fails the run, so Run then returns it at once.
+func (k *Kernel) Interrupted() bool {
+	if k.failure != nil {
+		return true
+	}
+	if k.polls++; k.polls&255 != 0 || k.watch == nil {
+		return false
+	}
+	if err := k.watch.Err(); err != nil {
+		k.Fail(err)
+		return true
+	}
+	return false
 }
 
 // ErrStalled is wrapped by the error Run returns when work is blocked with

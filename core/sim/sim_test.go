@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -156,4 +157,42 @@ func TestOrderMatchesReferenceOnRandomSchedules(t *testing.T) {
 			require.True(t, a.t < b.t || (a.t == b.t && a.id < b.id), "seed %d: %v ran before %v", seed, a, b)
 		}
 	}
+}
+
+func TestSaturatingArithmetic(t *testing.T) {
+	require.Equal(t, Never, Add(Never-5, 10))
+	require.Equal(t, Never, Add(Never, Never))
+	require.Equal(t, -Never, Add(-Never+5, -10))
+	require.Equal(t, Time(7), Add(3, 4))
+	require.Equal(t, Never, Mul(Second, 1<<40))
+	require.Equal(t, -Never, Mul(-Second, 1<<40))
+	require.Equal(t, 3*Second, Mul(Second, 3))
+	require.Equal(t, Never, Seconds(math.Pow(2, 40)))
+}
+
+// An event past the horizon (a saturated time) fails the run with a
+// HorizonError instead of wrapping to a time before now.
+func TestEventPastTheHorizonFails(t *testing.T) {
+	k := New()
+	ran := false
+	k.After(Second, func() {
+		k.After(Never, func() { ran = true }) // would wrap negative without saturation
+	})
+	err := k.Run(context.Background())
+	var he *HorizonError
+	require.ErrorAs(t, err, &he)
+	require.Contains(t, err.Error(), "106.75")
+	require.False(t, ran)
+	// a model that names the quantity first keeps its message
+	k = New()
+	k.After(Second, func() {
+		k.Fail(&HorizonError{Quantity: "a flow of 1e20 bytes"})
+		k.At(Never, func() {})
+	})
+	require.ErrorContains(t, k.Run(context.Background()), "a flow of 1e20 bytes")
+	// a model that adds without saturating wraps negative: also a HorizonError
+	k = New()
+	k.After(Second, func() { k.At(k.Now()+Never, func() {}) })
+	require.ErrorAs(t, k.Run(context.Background()), &he)
+	require.Contains(t, he.Error(), "wrapped around")
 }

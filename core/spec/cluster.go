@@ -27,7 +27,9 @@ type Cluster struct {
 	// Link preset (see eidolon.presets.links()) of single-tier topologies
 	// and of the fabric of "leaf_spine"; default "nvlink4".
 	Link string `json:"link,omitempty"`
-	// BandwidthBytesPerS and LatencyS override the link preset's figures.
+	// BandwidthBytesPerS and LatencyS override the link preset's figures:
+	// bandwidth at least 1e6 B/s (MinBandwidthBytesPerS), latency in
+	// [0, 1e6] s (MaxDurationS); the same bounds hold for edges.
 	BandwidthBytesPerS float64  `json:"bandwidth_bytes_per_s,omitempty"`
 	LatencyS           *float64 `json:"latency_s,omitempty"`
 	// Radix (ports per switch, default 64) and Oversubscription (leaf
@@ -155,10 +157,10 @@ func (c *Cluster) Validate(p *Problems, path string) {
 	}
 	checkLink("link", c.Link)
 	if c.BandwidthBytesPerS != 0 {
-		p.Positive(f("bandwidth_bytes_per_s"), c.BandwidthBytesPerS)
+		p.Bandwidth(f("bandwidth_bytes_per_s"), c.BandwidthBytesPerS)
 	}
 	if c.LatencyS != nil {
-		p.NonNegative(f("latency_s"), *c.LatencyS)
+		p.Duration(f("latency_s"), *c.LatencyS)
 	}
 	p.IntInRange(f("radix"), c.Radix, 2, 1<<16)
 	p.InRange(f("oversubscription"), c.Oversubscription, 1e-3, 1e3)
@@ -196,8 +198,8 @@ func (c *Cluster) Validate(p *Problems, path string) {
 			if e.A == e.B {
 				p.Addf(ep, "a and b must differ, both are %d", e.A)
 			}
-			p.Positive(Field(ep, "bandwidth_bytes_per_s"), e.BandwidthBytesPerS)
-			p.NonNegative(Field(ep, "latency_s"), e.LatencyS)
+			p.Bandwidth(Field(ep, "bandwidth_bytes_per_s"), e.BandwidthBytesPerS)
+			p.Duration(Field(ep, "latency_s"), e.LatencyS)
 		}
 	}
 	seen := map[int]int{}

@@ -3,6 +3,7 @@ package spec
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -24,15 +25,42 @@ func Decode(data []byte, into any) error {
 		return err
 	}
 	var p Problems
-	checkValue(&p, "", tree, rv.Type().Elem())
-	if err := p.Err(); err != nil {
-		return err
-	}
-	if err := json.Unmarshal(data, into); err != nil {
-		p.Addf("", "%v", err)
+	if !checkValue(&p, "", tree, rv.Type().Elem()) {
 		return p.Err()
 	}
-	return nil
+	if p.Len() > 0 {
+		// Decode what is well typed (checkValue dropped the rest), so that
+		// validation can still report the range errors beside the type
+		// errors: the caller gets everything at once.
+		clean, err := json.Marshal(tree)
+		if err != nil {
+			return p.Err()
+		}
+		data = clean
+	}
+	if err := json.Unmarshal(data, into); err != nil {
+		var se *Error
+		if errors.As(err, &se) { // a nested Unmarshaler (Model) with its paths
+			p.list = append(p.list, se.Problems...)
+		} else {
+			p.Addf("", "%v", err)
+		}
+	}
+	return p.Err()
+}
+
+// Overlaps reports whether two field paths are the same field or one
+// contains the other ("model" and "model.layers"; "links[2]" and
+// "links[2].health"). Callers use it to drop validation problems that only
+// repeat a type error at the same place.
+func Overlaps(a, b string) bool {
+	if a == "" || b == "" {
+		return a == b
+	}
+	inside := func(x, y string) bool { // x is y or under it
+		return x == y || (strings.HasPrefix(x, y) && (x[len(y)] == '.' || x[len(y)] == '['))
+	}
+	return inside(a, b) || inside(b, a)
 }
 
 // Kind reads the top-level "kind" field, which selects the scenario.
@@ -67,23 +95,26 @@ func parseTree(data []byte) (any, error) {
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 
-func checkValue(p *Problems, path string, v any, t reflect.Type) {
+// checkValue reports every type problem in v against t and returns whether
+// v may be decoded. Inside objects and lists it drops what fails (an
+// unknown field, a wrongly typed value), so the rest can still be decoded.
+func checkValue(p *Problems, path string, v any, t reflect.Type) bool {
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
-		return // the type checks itself during json.Unmarshal
+		return true // the type checks itself during json.Unmarshal
 	}
 	if v == nil {
-		return // null leaves the zero value; Validate decides if that is allowed
+		return true // null leaves the zero value; Validate decides if that is allowed
 	}
 	switch t.Kind() {
 	case reflect.Pointer:
-		checkValue(p, path, v, t.Elem())
+		return checkValue(p, path, v, t.Elem())
 	case reflect.Interface:
 		// any JSON value is accepted
 	case reflect.Struct:
 		obj, ok := v.(map[string]any)
 		if !ok {
 			p.Addf(path, "must be an object, got %s", jsonKind(v))
-			return
+			return false
 		}
 		fields := structFields(t)
 		names := make([]string, 0, len(fields))
@@ -104,27 +135,38 @@ func checkValue(p *Problems, path string, v any, t reflect.Type) {
 					msg += fmt.Sprintf(" (did you mean %q?)", s)
 				}
 				p.Addf(Field(path, k), "%s; allowed here: %s", msg, strings.Join(names, ", "))
+				delete(obj, k)
 				continue
 			}
-			checkValue(p, Field(path, k), obj[k], f)
+			if !checkValue(p, Field(path, k), obj[k], f.typ) {
+				delete(obj, k)
+			}
+		}
+		for _, n := range names {
+			if _, ok := obj[n]; !ok && fields[n].required {
+				p.Addf(Field(path, n), "required")
+			}
 		}
 	case reflect.Slice, reflect.Array:
 		arr, ok := v.([]any)
 		if !ok {
 			p.Addf(path, "must be a list, got %s", jsonKind(v))
-			return
+			return false
 		}
 		if t.Kind() == reflect.Array && len(arr) != t.Len() {
 			p.Addf(path, "must have exactly %d elements, got %d", t.Len(), len(arr))
+			return false
 		}
 		for i, e := range arr {
-			checkValue(p, Index(path, i), e, t.Elem())
+			if !checkValue(p, Index(path, i), e, t.Elem()) {
+				arr[i] = nil // the element's zero value
+			}
 		}
 	case reflect.Map:
 		obj, ok := v.(map[string]any)
 		if !ok {
 			p.Addf(path, "must be an object, got %s", jsonKind(v))
-			return
+			return false
 		}
 		keys := make([]string, 0, len(obj))
 		for k := range obj {
@@ -132,50 +174,65 @@ func checkValue(p *Problems, path string, v any, t reflect.Type) {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			checkValue(p, Field(path, k), obj[k], t.Elem())
+			if !checkValue(p, Field(path, k), obj[k], t.Elem()) {
+				delete(obj, k)
+			}
 		}
 	case reflect.String:
 		if _, ok := v.(string); !ok {
 			p.Addf(path, "must be a string, got %s", jsonKind(v))
+			return false
 		}
 	case reflect.Bool:
 		if _, ok := v.(bool); !ok {
 			p.Addf(path, "must be true or false, got %s", jsonKind(v))
+			return false
 		}
 	case reflect.Float32, reflect.Float64:
 		if _, ok := v.(json.Number); !ok {
 			p.Addf(path, "must be a number, got %s", jsonKind(v))
+			return false
 		}
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		checkInteger(p, path, v, float64(minInt(t)), float64(maxInt(t))+1)
+		return checkInteger(p, path, v, float64(minInt(t)), float64(maxInt(t))+1)
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		checkInteger(p, path, v, 0, math.Ldexp(1, t.Bits()))
+		return checkInteger(p, path, v, 0, math.Ldexp(1, t.Bits()))
 	}
+	return true
 }
 
-func checkInteger(p *Problems, path string, v any, lo, hi float64) {
+func checkInteger(p *Problems, path string, v any, lo, hi float64) bool {
 	n, ok := v.(json.Number)
 	if !ok {
 		p.Addf(path, "must be an integer, got %s", jsonKind(v))
-		return
+		return false
 	}
 	f, err := n.Float64()
 	if err != nil || f != math.Trunc(f) {
 		p.Addf(path, "must be an integer, got %s", n.String())
-		return
+		return false
 	}
 	if f < lo || f >= hi {
 		p.Addf(path, "must be an integer in [%.0f, %.0f), got %s", lo, hi, n.String())
+		return false
 	}
+	return true
 }
 
 func minInt(t reflect.Type) int64 { return -1 << (t.Bits() - 1) }
 func maxInt(t reflect.Type) int64 { return 1<<(t.Bits()-1) - 1 }
 
-// structFields maps JSON names to field types, flattening embedded structs
-// the way encoding/json does.
-func structFields(t reflect.Type) map[string]reflect.Type {
-	out := map[string]reflect.Type{}
+// field is one JSON field of a struct: its type, and whether the spec must
+// give it (tag spec:"required").
+type field struct {
+	typ      reflect.Type
+	required bool
+}
+
+// structFields maps JSON names to fields, flattening embedded structs the
+// way encoding/json does.
+func structFields(t reflect.Type) map[string]field {
+	out := map[string]field{}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		tag := f.Tag.Get("json")
@@ -201,7 +258,7 @@ func structFields(t reflect.Type) map[string]reflect.Type {
 		if name == "" {
 			name = f.Name
 		}
-		out[name] = f.Type
+		out[name] = field{typ: f.Type, required: f.Tag.Get("spec") == "required"}
 	}
 	return out
 }

@@ -43,13 +43,13 @@ type Eidola struct {
 	SyncModes []string `json:"sync_modes,omitempty"`
 	// PollIntervalS between spin-wait polls, and the first spin-yield
 	// back-off; default 100e-9 (a poll loop issues its next read about one
-	// L2 round trip after the last).
+	// L2 round trip after the last); at most 1e-3.
 	PollIntervalS float64 `json:"poll_interval_s,omitempty"`
-	// BackoffMaxS caps the spin-yield back-off; default 32 poll intervals.
+	// BackoffMaxS caps the spin-yield back-off; default 32 poll intervals, at most 32e-3.
 	BackoffMaxS float64 `json:"backoff_max_s,omitempty"`
 	// WakeLatencyS from a flag write to the SyncMon waiter running again;
 	// default 250e-9 (estimate: a message from the L2 monitor to the SM and
-	// the CTA rescheduled, about one L2 round trip).
+	// the CTA rescheduled, about one L2 round trip); at most 1e-3.
 	WakeLatencyS float64 `json:"wake_latency_s,omitempty"`
 	// FlagReadLatencyCycles is one flag read (an L2 hit); default 260
 	// (estimate: L2 hit latencies of 220–340 cycles measured on Ada/Hopper
@@ -57,7 +57,8 @@ type Eidola struct {
 	FlagReadLatencyCycles int `json:"flag_read_latency_cycles,omitempty"`
 
 	// InjectedDelaysS: each value is one run with every row of the delayed
-	// ghosts shifted later by it; default [0].
+	// ghosts shifted later by it; default [0]. Every duration of this kind
+	// (delays, jitter, skew, script times) is in [0, 1e6] s (MaxDurationS).
 	InjectedDelaysS []float64 `json:"injected_delays_s,omitempty"`
 	// DelayedGhosts are the ghosts (1..ghosts) the delay applies to; default all.
 	DelayedGhosts []int `json:"delayed_ghosts,omitempty"`
@@ -165,6 +166,12 @@ func (s *Eidola) Defaults() {
 // keeps a typo from asking for a billion ghosts.
 const maxGhosts = 1 << 16
 
+// maxSyncLatencyS bounds poll_interval_s, backoff_max_s and
+// wake_latency_s: 1 ms, ten thousand times the defaults (100 ns, 250 ns).
+// The synchronization loop is a GPU's, not a timer's; beyond this the poll
+// and wake counts stop meaning anything.
+const maxSyncLatencyS = 1e-3
+
 // maxSetupGhosts bounds a set-up run, which simulates the whole group.
 const maxSetupGhosts = 4095
 
@@ -195,7 +202,7 @@ func (s *Eidola) Validate(p *Problems) {
 			}
 			for i, r := range s.Script {
 				at := Index("script", i)
-				p.NonNegative(Field(at, "time_s"), r.TimeS)
+				p.Duration(Field(at, "time_s"), r.TimeS)
 				p.IntInRange(Field(at, "source_gpu"), r.SourceGPU, 1, s.Ghosts)
 				if r.Chunk < 0 {
 					p.Addf(Field(at, "chunk"), "must be >= 0, got %d", r.Chunk)
@@ -203,8 +210,8 @@ func (s *Eidola) Validate(p *Problems) {
 				p.NonNegative(Field(at, "bytes"), r.Bytes)
 			}
 		case "generator":
-			p.NonNegative("generator.start_s", s.Generator.StartS)
-			p.NonNegative("generator.interval_s", s.Generator.IntervalS)
+			p.Duration("generator.start_s", s.Generator.StartS)
+			p.Duration("generator.interval_s", s.Generator.IntervalS)
 		case "setup_run":
 			// The set-up run simulates every GPU and, for the all-gather, P·(P-1)
 			// flows: 1,024 GPUs take seconds, 4,096 minutes.
@@ -226,21 +233,27 @@ func (s *Eidola) Validate(p *Problems) {
 		seen[m] = true
 	}
 	p.Positive("poll_interval_s", s.PollIntervalS)
+	if s.PollIntervalS > maxSyncLatencyS {
+		p.Addf("poll_interval_s", "must be at most %g s (a poll loop, not a timer), got %v", maxSyncLatencyS, s.PollIntervalS)
+	}
+	if s.BackoffMaxS > 32*maxSyncLatencyS {
+		p.Addf("backoff_max_s", "must be at most %g s, got %v", 32*maxSyncLatencyS, s.BackoffMaxS)
+	}
 	if !(s.BackoffMaxS >= s.PollIntervalS) {
 		p.Addf("backoff_max_s", "must be >= poll_interval_s (%v), got %v", s.PollIntervalS, s.BackoffMaxS)
 	}
-	p.NonNegative("wake_latency_s", s.WakeLatencyS)
+	p.InRange("wake_latency_s", s.WakeLatencyS, 0, maxSyncLatencyS)
 	p.IntInRange("flag_read_latency_cycles", s.FlagReadLatencyCycles, 0, 1_000_000)
 	for i, d := range s.InjectedDelaysS {
-		p.NonNegative(Index("injected_delays_s", i), d)
+		p.Duration(Index("injected_delays_s", i), d)
 	}
 	for i, g := range s.DelayedGhosts {
 		p.IntInRange(Index("delayed_ghosts", i), g, 1, s.Ghosts)
 	}
-	p.NonNegative("jitter_s", s.JitterS)
-	p.NonNegative("skew_s", s.SkewS)
+	p.Duration("jitter_s", s.JitterS)
+	p.Duration("skew_s", s.SkewS)
 	p.InRange("straggler_probability", s.StragglerProbability, 0, 1)
-	p.NonNegative("straggler_delay_s", s.StragglerDelayS)
+	p.Duration("straggler_delay_s", s.StragglerDelayS)
 	p.IntInRange("seeds", s.Seeds, 1, 100_000)
 }
 

@@ -15,8 +15,9 @@ type Faults struct {
 type LinkFault struct {
 	Src string `json:"src"`
 	Dst string `json:"dst"`
-	// Health in [0, 1]: bandwidth scale; 0 fails the link.
-	Health float64 `json:"health"`
+	// Health in [0, 1]: bandwidth scale; 0 fails the link. Required: a
+	// missing health would otherwise read as 0 and fail the link silently.
+	Health float64 `json:"health" spec:"required"`
 	// AtS is when it happens (default 0); UntilS when it recovers (0 = never).
 	AtS    float64 `json:"at_s,omitempty"`
 	UntilS float64 `json:"until_s,omitempty"`

@@ -15,6 +15,10 @@ type Header struct {
 	Seed uint64 `json:"seed,omitempty"`
 	// Name is a free label copied into the tables' metadata.
 	Name string `json:"name,omitempty"`
+	// MaxMemoryBytes caps the run's estimated memory (spec.Budget): a spec
+	// over it is refused before the run starts. 0 (default): the limit the
+	// caller passes (the bindings: half of this machine's memory).
+	MaxMemoryBytes float64 `json:"max_memory_bytes,omitempty"`
 }
 
 // Head returns the header, so scenario code can read it through an interface.

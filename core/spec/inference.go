@@ -98,4 +98,8 @@ func (s *Inference) Validate(p *Problems) {
 		p.IntInRange(Field(path, "prompt_tokens"), r.PromptTokens, 1, 1<<24)
 		p.IntInRange(Field(path, "output_tokens"), r.OutputTokens, 1, 1<<20)
 	}
+	checkPassSize(p, "batch", s.Batch, s.PromptTokens, s.PromptTokens+s.OutputTokens, &s.Model)
+	for i, r := range s.Requests {
+		checkPassSize(p, Index("requests", i), r.Count, r.PromptTokens, r.PromptTokens+r.OutputTokens, &s.Model)
+	}
 }

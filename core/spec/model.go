@@ -27,6 +27,10 @@ type Model struct {
 	// transformers field names); other fields set beside it replace its values.
 	HFConfig map[string]any `json:"hf_config,omitempty"`
 	model.Config
+	// decodeProblems are the type errors of the object form (paths relative
+	// to the model), reported by Validate under the model's own path; the
+	// well-typed fields are decoded, so the rest of the spec is too.
+	decodeProblems []Problem
 }
 
 // modelFields is Model without its JSON method, for strict decoding.
@@ -40,16 +44,15 @@ func (m *Model) UnmarshalJSON(data []byte) error {
 		return json.Unmarshal(data, &m.Preset)
 	}
 	var f modelFields
-	if err := Decode(data, &f); err != nil {
-		var se *Error
-		if errors.As(err, &se) {
-			for i := range se.Problems {
-				se.Problems[i].Path = Field("model", se.Problems[i].Path)
-			}
-		}
+	err := Decode(data, &f)
+	var se *Error
+	if err != nil && !errors.As(err, &se) {
 		return err
 	}
 	*m = Model(f)
+	if se != nil {
+		m.decodeProblems = se.Problems
+	}
 	return nil
 }
 
@@ -63,10 +66,17 @@ func (m Model) MarshalJSON() ([]byte, error) {
 
 // Resolve returns the architecture: the preset with replacements, or the
 // explicit hyper-parameters with the family's defaults.
+//
+// It is false, too, when a hyper-parameter is out of bounds (modelBounds)
+// or did not decode: Validate reports those; no other caller may build a
+// model from them.
 func (m Model) Resolve() (model.Config, bool) {
+	if len(m.decodeProblems) > 0 || !m.inBounds() {
+		return model.Config{}, false
+	}
 	if m.HFConfig != nil {
 		c, err := model.FromHFConfig(m.HFConfig)
-		if err != nil {
+		if err != nil || !configInBounds(&c) {
 			return model.Config{}, false
 		}
 		v := reflect.ValueOf(&c).Elem()
@@ -83,11 +93,81 @@ func (m Model) Resolve() (model.Config, bool) {
 	return c, true
 }
 
+// modelBounds are the largest values the hyper-parameters may take, checked
+// on the fields as written (before a preset or the defaults fill them, so a
+// negative or huge value never reaches model.FromPreset). They are about 100
+// times the largest published models (GPT-3 175B: 96 layers, hidden 12,288;
+// LLaMA-3 405B: 126 layers, hidden 16,384, ffn 53,248, vocab 128,256), and
+// keep every operator shape product within int64 and float64 exactness.
+var modelBounds = []struct {
+	field string
+	value func(c *model.Config) int
+	max   int
+}{
+	{"layers", func(c *model.Config) int { return c.Layers }, 1 << 14},
+	{"hidden", func(c *model.Config) int { return c.Hidden }, 1 << 20},
+	{"vocab", func(c *model.Config) int { return c.Vocab }, 1 << 24},
+	{"heads", func(c *model.Config) int { return c.Heads }, 1 << 14},
+	{"kv_heads", func(c *model.Config) int { return c.KVHeads }, 1 << 14},
+	{"head_dim", func(c *model.Config) int { return c.HeadDim }, 1 << 16},
+	{"ffn_hidden", func(c *model.Config) int { return c.FFNHidden }, 1 << 22},
+	{"positions", func(c *model.Config) int { return c.Positions }, 1 << 26},
+	{"d_state", func(c *model.Config) int { return c.DState }, 1 << 16},
+	{"d_conv", func(c *model.Config) int { return c.DConv }, 1 << 10},
+	{"expand", func(c *model.Config) int { return c.Expand }, 64},
+	{"dt_rank", func(c *model.Config) int { return c.DtRank }, 1 << 20},
+	{"ssm_head_dim", func(c *model.Config) int { return c.SSMHeadDim }, 1 << 16},
+	{"n_groups", func(c *model.Config) int { return c.NGroups }, 1 << 14},
+	{"chunk_size", func(c *model.Config) int { return c.ChunkSize }, 1 << 20},
+}
+
+func (m Model) inBounds() bool { return configInBounds(&m.Config) }
+
+func configInBounds(c *model.Config) bool {
+	for _, b := range modelBounds {
+		if v := b.value(c); v < 0 || v > b.max {
+			return false
+		}
+	}
+	return len(c.Pattern) <= 1<<14
+}
+
 // Validate reports an unknown preset or every invalid hyper-parameter.
 func (m Model) Validate(p *Problems, path string) {
+	if len(m.decodeProblems) > 0 {
+		for _, dp := range m.decodeProblems {
+			at := path
+			if dp.Path != "" {
+				at = Field(path, dp.Path)
+			}
+			p.Addf(at, "%s", dp.Message)
+		}
+		return
+	}
+	n := p.Len()
+	for _, b := range modelBounds {
+		if v := b.value(&m.Config); v < 0 || v > b.max {
+			p.Addf(Field(path, b.field), "must be in [1, %d], got %d", b.max, v)
+		}
+	}
+	if len(m.Pattern) > 1<<14 {
+		p.Addf(Field(path, "pattern"), "has %d letters; at most %d (one per layer)", len(m.Pattern), 1<<14)
+	}
+	if p.Len() > n {
+		return
+	}
 	if m.HFConfig != nil {
-		if _, err := model.FromHFConfig(m.HFConfig); err != nil {
+		c, err := model.FromHFConfig(m.HFConfig)
+		if err != nil {
 			p.Addf(Field(path, "hf_config"), "%s", err.Error())
+			return
+		}
+		for _, b := range modelBounds {
+			if v := b.value(&c); v < 0 || v > b.max {
+				p.Addf(Field(path, "hf_config"), "%s must be in [1, %d], got %d", b.field, b.max, v)
+			}
+		}
+		if p.Len() > n {
 			return
 		}
 	}

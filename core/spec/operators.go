@@ -17,11 +17,14 @@ type Operators struct {
 	// Phase: "training" (forward, backward, optimizer), "prefill" or
 	// "decode" (one new token per sequence). Default "training".
 	Phase string `json:"phase,omitempty"`
-	// Batch is sequences per pass (the micro-batch in training); default 1.
+	// Batch is sequences per pass (the micro-batch in training); default 1,
+	// at most 2^20 (and batch·seq_len·max(seq_len, kv_len)·width ≤ 2^62).
 	Batch int `json:"batch,omitempty"`
-	// SeqLen is tokens per sequence in training and prefill; default 2048.
+	// SeqLen is tokens per sequence in training and prefill; default 2048,
+	// at most 2^24.
 	SeqLen int `json:"seq_len,omitempty"`
-	// KVLen is the tokens already cached per sequence in decode; default 2048.
+	// KVLen is the tokens already cached per sequence in decode; default
+	// 2048, at most 2^26.
 	KVLen int `json:"kv_len,omitempty"`
 	// DType of the math: fp32, tf32, bf16, fp16, fp8, int8; default "bf16".
 	DType string `json:"dtype,omitempty"`
@@ -82,8 +85,30 @@ func (s *Operators) Validate(p *Problems) {
 		p.Addf("dtype", "%s has no %s math units; choose one of its types", s.GPU, s.DType)
 	}
 	c, _ := s.Model.Resolve()
+	n = p.Len()
 	for _, fp := range c.CheckRun(s.Run()) {
 		p.Addf(fp.Field, "%s", fp.Message)
+	}
+	if p.Len() > n {
+		return
+	}
+	p.IntInRange("batch", s.Batch, 1, 1<<20)
+	p.IntInRange("seq_len", s.SeqLen, 1, 1<<24)
+	p.IntInRange("kv_len", s.KVLen, 0, 1<<26)
+	p.IntInRange("tp", s.TP, 1, 1<<12)
+	if p.Len() > n {
+		return
+	}
+	// Operator shapes multiply batch, both sequence lengths and the widest
+	// dimension (attention scores: batch·heads·seq·kv); keep that product
+	// (and so every FLOP count) far inside int64 and float64's exact range.
+	ctx := float64(s.SeqLen)
+	if s.Phase == "decode" {
+		ctx = 1
+	}
+	wide := float64(max(c.Hidden, c.FFNHidden, c.Vocab, c.Heads*max(c.HeadDim, 1)))
+	if w := float64(s.Batch) * ctx * float64(max(s.SeqLen, s.KVLen)) * wide; w > 1<<62 {
+		p.Addf("batch", "batch·seq_len·max(seq_len, kv_len)·width = %.3g exceeds 2^62: the pass is too large to count (batch %d, seq_len %d, kv_len %d)", w, s.Batch, s.SeqLen, s.KVLen)
 	}
 }
 

@@ -46,6 +46,9 @@ func (p *Problems) Addf(path, format string, args ...any) {
 	p.list = append(p.list, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
 }
 
+// List is the problems so far, in order.
+func (p *Problems) List() []Problem { return append([]Problem(nil), p.list...) }
+
 // Len is the number of problems so far.
 func (p *Problems) Len() int { return len(p.list) }
 
@@ -80,6 +83,31 @@ func (p *Problems) Positive(path string, v float64) {
 func (p *Problems) NonNegative(path string, v float64) {
 	if !(v >= 0) || math.IsInf(v, 0) {
 		p.Addf(path, "must be >= 0, got %v", v)
+	}
+}
+
+// MaxDurationS bounds every duration a spec gives (delays, latencies,
+// intervals): 10^6 s, about 11.6 days, a ninth of the horizon of simulated
+// time (2^63 ps, about 106.75 days), so sums of a few such stay
+// representable and a units slip is caught before a run.
+const MaxDurationS = 1e6
+
+// Duration requires 0 <= v <= MaxDurationS.
+func (p *Problems) Duration(path string, v float64) {
+	if !(v >= 0 && v <= MaxDurationS) {
+		p.Addf(path, "must be a duration in [0, %g] s (simulated time ends after about 106.75 days), got %v", MaxDurationS, v)
+	}
+}
+
+// MinBandwidthBytesPerS is the least link bandwidth a spec may give: 1 MB/s.
+// Real links are 10^9 to 10^12 B/s; a smaller figure is almost always a
+// units slip (25 for 25 GB/s), and its transfers would outlast simulated time.
+const MinBandwidthBytesPerS = 1e6
+
+// Bandwidth requires MinBandwidthBytesPerS <= v < +Inf.
+func (p *Problems) Bandwidth(path string, v float64) {
+	if !(v >= MinBandwidthBytesPerS) || math.IsInf(v, 0) {
+		p.Addf(path, "must be a bandwidth in bytes/s, at least %g (1 MB/s; 25 GB/s is 25e9), got %v", MinBandwidthBytesPerS, v)
 	}
 }
 

@@ -30,6 +30,17 @@ type Inference struct {
 	// routing; HierarchicalA2A as in Routing. 0 means 1.
 	EP              int
 	HierarchicalA2A bool
+	// Canceled, if set, is polled while the plan is built (a pass per
+	// output token: seconds for thousands); its error stops the build.
+	Canceled func() error
+}
+
+// canceled polls in.Canceled every 64th call index i.
+func (in Inference) canceled(i int) error {
+	if in.Canceled == nil || i%64 != 0 {
+		return nil
+	}
+	return in.Canceled()
 }
 
 // Rank is the global rank of TP index tp at stage pp of replica r: replicas
@@ -154,6 +165,9 @@ func BuildInference(in Inference) (*InferencePlan, error) {
 		passes = append(passes, pass{g, r.Count, r.Prompt, name})
 	}
 	for k := 1; len(passes) < in.Steps(); k++ {
+		if err := in.canceled(k); err != nil {
+			return nil, err
+		}
 		batch, kv := 0, 0
 		for _, r := range groups {
 			if r.Output > k {
@@ -182,6 +196,9 @@ func BuildInference(in Inference) (*InferencePlan, error) {
 		b := &progBuilder{p: &Program{Name: fmt.Sprintf("stage%d", s), Marks: map[string]int32{}}, a2a: cache, hierarchical: in.HierarchicalA2A,
 			topK: int32(in.Model.ExpertsPerToken)}
 		for step, ps := range passes {
+			if err := in.canceled(step); err != nil {
+				return nil, err
+			}
 			pre := ps.name
 			act := float64(ps.batch*ps.tokens*in.Model.Hidden) * e
 			msg, gather := act, false

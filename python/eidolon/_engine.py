@@ -56,9 +56,15 @@ def decode_bundle(slice_: Any) -> dict[str, pa.Table]:
     return tables
 
 
-def run_json(spec_json: str, progress: Callable[[float], None] | None = None) -> dict[str, pa.Table]:
-    """Run a spec document; Ctrl-C cancels the Go run and re-raises."""
-    handle = call("Start", spec_json)
+def run_json(
+    spec_json: str, progress: Callable[[float], None] | None = None, max_memory_bytes: float | None = None
+) -> dict[str, pa.Table]:
+    """Run a spec document; Ctrl-C cancels the Go run and re-raises.
+
+    ``max_memory_bytes`` caps the run's estimated memory (None: the spec's
+    ``max_memory_bytes``, else half of this machine's memory).
+    """
+    handle = call("Start", spec_json, _limit(max_memory_bytes))
     try:
         while not call("Wait", handle, _POLL_MS):
             if progress is not None:
@@ -76,9 +82,30 @@ def run_json(spec_json: str, progress: Callable[[float], None] | None = None) ->
     return decode_bundle(result)
 
 
-def validate_json(spec_json: str) -> list[tuple[str, str]]:
-    problems = json.loads(call("Validate", spec_json))
+def _limit(max_memory_bytes: float | None) -> float:
+    if max_memory_bytes is None:
+        return 0.0
+    value = float(max_memory_bytes)
+    if not value > 0 or value == float("inf"):
+        raise errors.SpecError(
+            f"max_memory_bytes must be > 0 bytes, got {max_memory_bytes!r}",
+            [("max_memory_bytes", f"must be > 0 bytes, got {max_memory_bytes!r}")],
+        )
+    return value
+
+
+def validate_json(spec_json: str, max_memory_bytes: float | None = None) -> list[tuple[str, str]]:
+    problems = json.loads(call("Validate", spec_json, _limit(max_memory_bytes)))
     return [(p["path"], p["message"]) for p in problems]
+
+
+def canonical_json(spec_json: str) -> str:
+    """The spec after defaults, as the engine records it (SpecError if invalid)."""
+    return call("Canonical", spec_json)
+
+
+def engine_version() -> str:
+    return call("EngineVersion")
 
 
 def presets(name: str) -> pa.Table:

@@ -19,33 +19,51 @@ SpecLike = Union[Mapping[str, Any], str, "os.PathLike[str]"]
 
 
 def load_spec(spec: SpecLike) -> dict[str, Any]:
-    """Return a spec as a dict: from a dict, or from a JSON or YAML file path."""
+    """Return a spec as a dict: from a dict, or from a JSON or YAML file path.
+
+    Anything else, a file that does not parse, or a document that is not a
+    mapping raises :class:`SpecError` (never a parser's own exception).
+
+    >>> load_spec([{"kind": "selftest"}])
+    Traceback (most recent call last):
+    ...
+    eidolon.errors.SpecError: a spec must be a dict or a path to a JSON/YAML file, got list
+    """
     if isinstance(spec, Mapping):
         return dict(spec)
     if isinstance(spec, (str, os.PathLike)):
         path = Path(spec)
         if not path.is_file():
             raise SpecError(f"spec file not found: {path}", [("", f"spec file not found: {path}")])
-        text = path.read_text()
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SpecError(f"{path}: cannot read: {exc}", [("", str(exc))]) from None
         if path.suffix.lower() in (".yaml", ".yml"):
             import yaml
 
-            data = yaml.safe_load(text)
+            try:
+                data = yaml.safe_load(text)
+            except yaml.YAMLError as exc:
+                msg = " ".join(str(exc).split())
+                raise SpecError(f"{path}: not valid YAML: {msg}", [("", f"not valid YAML: {msg}")]) from None
         else:
             try:
                 data = json.loads(text)
-            except json.JSONDecodeError as exc:
+            except (json.JSONDecodeError, RecursionError) as exc:
                 raise SpecError(f"{path}: not valid JSON: {exc}", [("", str(exc))]) from None
         if not isinstance(data, dict):
-            raise SpecError(f"{path}: a spec must be a mapping", [("", "a spec must be a mapping")])
+            kind = type(data).__name__
+            raise SpecError(f"{path}: a spec must be a mapping, got {kind}", [("", f"a spec must be a mapping, got {kind}")])
         return data
-    raise TypeError(f"spec must be a dict or a path to a JSON/YAML file, got {type(spec).__name__}")
+    msg = f"a spec must be a dict or a path to a JSON/YAML file, got {type(spec).__name__}"
+    raise SpecError(msg, [("", msg)])
 
 
 def _to_json(spec: Mapping[str, Any]) -> str:
     try:
         return json.dumps(spec, allow_nan=False)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise SpecError(f"spec is not JSON-serializable: {exc}", [("", str(exc))]) from None
 
 
@@ -126,13 +144,19 @@ class _Progress:
         self.bar.close()
 
 
-def run(spec: SpecLike, progress: bool = True) -> Result:
+def run(spec: SpecLike, progress: bool = True, max_memory_bytes: float | None = None) -> Result:
     """Simulate a spec and return its tables.
 
     ``spec`` is a dict or a path to a JSON/YAML file. Invalid specs raise
     :class:`eidolon.SpecError` naming every bad field; runs that cannot complete
     raise :class:`eidolon.SimulationError`. Ctrl-C (or Jupyter's stop button)
     cancels the run within about a second and raises KeyboardInterrupt.
+
+    Before it starts, a run's memory is estimated from the spec; one over
+    ``max_memory_bytes`` (the spec's own ``max_memory_bytes`` wins; default
+    half of this machine's memory) is refused with a SpecError naming the
+    fields it grows with, instead of exhausting memory, which would kill the
+    interpreter.
 
     >>> r = run({"kind": "selftest", "iterations": 1000, "seed": 7})
     >>> r["summary"].column_names
@@ -143,22 +167,25 @@ def run(spec: SpecLike, progress: bool = True) -> Result:
     data = load_spec(spec)
     bar = _Progress(str(data.get("kind", "run"))) if progress else None
     try:
-        tables = _engine.run_json(_to_json(data), bar)
+        tables = _engine.run_json(_to_json(data), bar, max_memory_bytes)
     finally:
         if bar is not None:
             bar.close()
     return Result(data, tables)
 
 
-def validate(spec: SpecLike) -> list[tuple[str, str]]:
+def validate(spec: SpecLike, max_memory_bytes: float | None = None) -> list[tuple[str, str]]:
     """Return every (field path, problem) of a spec without running it.
+
+    It reports what :func:`run` would reject: the checks that need the
+    cluster built (GPU counts, device names, ranks) and the memory budget.
 
     >>> validate({"kind": "selftest", "iterations": -1})
     [('iterations', 'must be in [1, 1e15], got -1')]
     >>> validate({"kind": "selftest"})
     []
     """
-    return _engine.validate_json(_to_json(load_spec(spec)))
+    return _engine.validate_json(_to_json(load_spec(spec)), max_memory_bytes)
 
 
 def kinds() -> list[dict[str, str]]:

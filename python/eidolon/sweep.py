@@ -14,9 +14,10 @@ import multiprocessing
 import os
 import time
 import traceback
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import pyarrow as pa
 
@@ -47,8 +48,23 @@ def varying_parameters(specs: list[dict[str, Any]]) -> list[str]:
 
 
 def point_key(spec: Mapping[str, Any]) -> str:
-    """A stable identity for a spec, used to skip points already in a store."""
-    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+    """A stable identity for a spec, used to skip points already in a store.
+
+    It hashes the engine's version and the spec after defaults, so results
+    of an older version are not returned as current, and spelling out a
+    default value finds the same stored point. An invalid spec (never
+    stored) is keyed by its text.
+    """
+    from . import _engine
+    from .api import _to_json
+    from .errors import SpecError
+
+    try:
+        canon: Any = json.loads(_engine.canonical_json(_to_json(spec)))
+    except SpecError:
+        canon = spec
+    doc = {"eidolon_version": _engine.engine_version(), "spec": canon}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def run_point(spec: dict[str, Any]) -> tuple[dict[str, pa.Table] | None, str, float]:
@@ -67,12 +83,25 @@ def _param_value(v: Any) -> Any:
     return v if isinstance(v, (int, float, str, bool)) or v is None else json.dumps(v, sort_keys=True)
 
 
+def _param_column(name: str, taken: Iterable[str]) -> str:
+    """A parameter's column: its dotted path, or ``param_<path>`` where a
+    result column (or a column the sweep adds) has that name already."""
+    return name if name not in taken else f"param_{name}"
+
+
 def _with_params(table: pa.Table, point: int, params: dict[str, Any]) -> pa.Table:
-    cols = {"point": pa.array([point] * table.num_rows, pa.int64())}
+    """The table with a ``point`` column and the parameters' columns first.
+
+    A parameter never overwrites data: one whose name a result column has
+    (``tp`` in parallel_search's ``configs``) becomes ``param_tp``.
+    """
+    taken = set(table.column_names) | {"point"}
+    point_col = "point" if "point" not in table.column_names else "sweep_point"
+    cols = {point_col: pa.array([point] * table.num_rows, pa.int64())}
     for name, value in params.items():
-        cols[name] = pa.array([_param_value(value)] * table.num_rows)
+        cols[_param_column(name, taken)] = pa.array([_param_value(value)] * table.num_rows)
     for name in table.column_names:
-        cols[name if name not in cols else f"{name}_"] = table.column(name)
+        cols[name] = table.column(name)
     return pa.table(cols)
 
 
@@ -104,8 +133,8 @@ class _Store:
         return sorted(p.name for p in self.root.iterdir() if p.is_dir())
 
 
-def _default_executor() -> Executor:
-    return ProcessPoolExecutor(max_workers=os.cpu_count() or 1, mp_context=multiprocessing.get_context("spawn"))
+def _default_executor(workers: int | None = None) -> Executor:
+    return ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1, mp_context=multiprocessing.get_context("spawn"))
 
 
 def sweep(
@@ -113,6 +142,7 @@ def sweep(
     executor: Executor | None = None,
     progress: bool = True,
     store: str | os.PathLike[str] | None = None,
+    _run_point: Callable[[dict[str, Any]], Any] = run_point,
 ) -> Result:
     """Run every spec and concatenate their tables.
 
@@ -121,8 +151,10 @@ def sweep(
     ``cluster.nodes``). The ``points`` table has one row per spec: its
     parameters, ``ok``, ``error`` (why a point failed; the others go on) and
     ``wall_s``. With ``store``, finished points are appended to a Parquet data
-    set in that folder and a rerun skips them. Ctrl-C cancels what has not
-    started and re-raises.
+    set in that folder and a rerun skips them; a failed point is never
+    stored, so a rerun tries it again. A point whose worker process dies
+    fails alone: the default pool is restarted and the other points run.
+    Ctrl-C cancels what has not started and re-raises.
 
     >>> r = sweep([{"kind": "selftest", "iterations": n} for n in (10, 20)], executor=None, progress=False)
     >>> r["summary"].column("iterations").to_pylist()
@@ -137,43 +169,81 @@ def sweep(
     st = _Store(Path(store)) if store is not None else None
 
     own = executor is None
-    pool = _default_executor() if own else executor
     results: dict[int, tuple[dict[str, pa.Table] | None, str, float]] = {}
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(spec_list), desc="sweep")
-    futures: dict[Future, int] = {}
-    try:
-        for i, s in enumerate(spec_list):
-            if st is not None and st.done(keys[i]):
-                results[i] = ({}, "", 0.0)
-                if bar is not None:
-                    bar.update(1)
-                continue
-            futures[pool.submit(run_point, s)] = i
-        for fut in as_completed(futures):
-            i = futures[fut]
-            try:
-                results[i] = fut.result()
-            except Exception as exc:  # the worker itself died
-                results[i] = (None, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=1)}", 0.0)
-            if st is not None:
-                tables, err, wall = results[i]
-                st.write(keys[i], {**(tables or {}), POINTS: _points_row(i, flat[i], params, err, wall)})
+
+    def finish(i: int, result: tuple[dict[str, pa.Table] | None, str, float]) -> None:
+        results[i] = result
+        tables, err, wall = result
+        if st is not None and not err:  # failures are never stored as done
+            st.write(keys[i], {**(tables or {}), POINTS: _points_row(i, flat[i], params, err, wall)})
+        if bar is not None:
+            bar.update(1)
+
+    todo: list[int] = []
+    for i in range(len(spec_list)):
+        if st is not None and st.done(keys[i]):
+            results[i] = ({}, "", 0.0)
             if bar is not None:
                 bar.update(1)
+        else:
+            todo.append(i)
+    pool: Executor | None = None
+    futures: dict[int, Any] = {}
+    try:
+        # With its own pool a dead worker breaks every pending future: the
+        # pool is restarted and the unfinished points rerun one at a time
+        # until the one that kills its worker is found (with one worker the
+        # earliest unfinished point is the one that was running); then the
+        # rest go back to the full pool.
+        serial = False
+        while todo:
+            if own:
+                pool = _default_executor(1 if serial else None)
+            else:
+                pool = executor
+            futures = {i: pool.submit(_run_point, spec_list[i]) for i in todo}
+            broken = False
+            order = {f: i for i, f in futures.items()}
+            for fut in as_completed(order):
+                i = order[fut]
+                try:
+                    finish(i, fut.result())
+                except BrokenProcessPool as exc:
+                    if not own:
+                        finish(i, (None, f"{type(exc).__name__}: {exc}", 0.0))
+                        continue
+                    broken = True
+                    break
+                except Exception as exc:  # the worker itself failed
+                    finish(i, (None, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=1)}", 0.0))
+            if own:
+                pool.shutdown(wait=False, cancel_futures=True)
+                pool = None
+            todo = [i for i in todo if i not in results]
+            if not broken:
+                break
+            if serial:
+                culprit = todo[0]
+                finish(culprit, (None, "WorkerDied: the worker process running this point died (a crash or the memory limit)", 0.0))
+                todo = todo[1:]
+            serial = not serial
     except KeyboardInterrupt:
-        for fut in futures:
-            fut.cancel()
-        if own:
-            _terminate(pool)
+        if pool is not None:
+            if own:
+                _terminate(pool)
+            else:
+                for f in futures.values():
+                    f.cancel()
         raise
     finally:
         if bar is not None:
             bar.close()
-        if own:
+        if own and pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
 
     return _collect(spec_list, flat, params, keys, results, st)
@@ -182,7 +252,7 @@ def sweep(
 def _points_row(i: int, flat: dict[str, Any], params: list[str], err: str, wall: float) -> pa.Table:
     row: dict[str, Any] = {"point": [i]}
     for p in params:
-        row[p] = [_param_value(flat.get(p))]
+        row[_param_column(p, ("point", "ok", "error", "wall_s"))] = [_param_value(flat.get(p))]
     row.update(ok=[not err], error=[err], wall_s=[wall])
     return pa.table(row)
 
@@ -192,7 +262,7 @@ def _collect(spec_list, flat, params, keys, results, st) -> Result:
     points = []
     for i in range(len(spec_list)):
         p = {k: flat[i].get(k) for k in params}
-        if st is not None:
+        if st is not None and not results[i][1] and st.done(keys[i]):
             names = [n for n in st.table_names() if (st.root / n / f"{keys[i]}.parquet").exists()]
             tables = {n: st.read(n, keys[i]) for n in names if n != POINTS}
             points.append(st.read(POINTS, keys[i]).set_column(0, "point", pa.array([i], pa.int64())))

@@ -70,18 +70,18 @@ def test_forced_panic_is_recovered_and_interpreter_survives():
 
 
 def test_keyboard_interrupt_cancels_within_a_second():
-    """A real SIGINT, as Ctrl-C or Jupyter's stop button sends, stops a long run."""
-    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
-    start = time.monotonic()
-    timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        eidolon.run({"kind": "selftest", "iterations": 10**14}, progress=False)
-    elapsed = time.monotonic() - start
-    timer.join()
+    """A real SIGINT, as Ctrl-C or Jupyter's stop button sends, stops a long run.
+
+    In a child process with a hard timeout, so it cannot hang where SIGINT
+    was ignored at start (a background job of a non-interactive shell): the
+    child restores Python's handler first.
+    """
+    from sigint import interrupt_run
+
+    elapsed = interrupt_run({"kind": "selftest", "iterations": 10**14})
     # Not a timing assertion on the simulator: a bound on the cancellation path, which
     # would otherwise run for hours.
-    assert elapsed < 5
-    assert eidolon.run({"kind": "selftest", "iterations": 10})["summary"].num_rows == 1
+    assert elapsed < 2
 
 
 def test_progress_reaches_one():
@@ -99,7 +99,7 @@ def test_spec_from_json_and_yaml_files(tmp_path):
     assert a["summary"].equals(b["summary"])
     with pytest.raises(eidolon.SpecError, match="not found"):
         eidolon.run(tmp_path / "missing.json")
-    with pytest.raises(TypeError):
+    with pytest.raises(eidolon.SpecError, match="got int"):
         eidolon.run(42)
 
 

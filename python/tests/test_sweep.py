@@ -70,3 +70,58 @@ def test_keyboard_interrupt_stops_the_default_pool():
     timer.join()
     assert time.monotonic() - start < 10  # the points would otherwise run for hours
     assert eidolon.run({"kind": "selftest", "iterations": 5})["summary"].num_rows == 1
+
+
+def crash_on_13(spec):
+    """A sweep worker that dies (as a Go fatal error would) on one point."""
+    import os
+
+    from eidolon.sweep import run_point
+
+    if spec.get("iterations") == 13:
+        os._exit(3)
+    return run_point(spec)
+
+
+def test_a_point_that_kills_its_worker_fails_alone_and_is_not_stored(tmp_path):
+    import importlib
+
+    sw = importlib.import_module("eidolon.sweep")
+
+    pts = [{"kind": "selftest", "iterations": n, "seed": 1} for n in (10, 13, 20, 30)]
+    r = sw.sweep(pts, progress=False, store=tmp_path, _run_point=crash_on_13)
+    points = r.to_pandas("points")
+    assert points["ok"].tolist() == [True, False, True, True]
+    assert "WorkerDied" in points["error"][1]
+    assert r.to_pandas("summary")["iterations"].tolist() == [10, 20, 30]
+    # the failure was not stored as done: a rerun tries it again (and it now succeeds)
+    again = sw.sweep(pts, progress=False, store=tmp_path, executor=ThreadPoolExecutor(1))
+    assert again.to_pandas("points")["ok"].tolist() == [True, True, True, True]
+    assert again.to_pandas("summary")["iterations"].tolist() == [10, 13, 20, 30]
+
+
+def test_parameter_columns_never_overwrite_result_columns():
+    # "iterations" is both a varying parameter and a summary column: the data stays
+    # under its own name, the parameter gets a prefix only where it collides
+    pts = [{"kind": "selftest", "iterations": n, "seed": s} for n, s in ((10, 1), (20, 2))]
+    r = eidolon.sweep(pts, executor=ThreadPoolExecutor(1), progress=False)
+    summary = r.to_pandas("summary")
+    assert summary["iterations"].tolist() == [10, 20]
+    assert summary["param_iterations"].tolist() == [10, 20]
+    assert summary["seed"].tolist() == [1, 2]  # no summary column named seed: no prefix
+    assert "iterations_" not in summary.columns
+    assert r["points"].column_names == ["point", "iterations", "seed", "ok", "error", "wall_s"]
+
+
+def test_store_key_is_the_spec_after_defaults_and_the_version(monkeypatch):
+    from eidolon import _engine
+    from eidolon.sweep import point_key
+
+    default = {"kind": "selftest"}
+    spelled = {"kind": "selftest", "iterations": 1_000_000}
+    assert point_key(default) == point_key(spelled)
+    assert point_key(default) != point_key({"kind": "selftest", "iterations": 7})
+    monkeypatch.setattr(_engine, "engine_version", lambda: "0.0.1-old")
+    old = point_key(default)
+    monkeypatch.undo()
+    assert old != point_key(default)

@@ -3,6 +3,7 @@
 package all
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 
@@ -54,12 +55,29 @@ func Decode(data []byte) (scenario.Kind, scenario.Spec, error) {
 			continue
 		}
 		s := k.NewSpec()
+		var p spec.Problems
 		if err := spec.Decode(data, s); err != nil {
-			return k, nil, err
+			// Type errors and unknown fields do not hide the range errors
+			// beside them: what decoded is validated too, except where it
+			// only repeats a type error's place.
+			var se *spec.Error
+			if !errors.As(err, &se) {
+				return k, nil, err
+			}
+			s.Defaults()
+			var v spec.Problems
+			s.Validate(&v)
+			p.Merge("", err)
+			for _, vp := range v.List() {
+				if !overlapsAny(vp.Path, se.Problems) {
+					p.Addf(vp.Path, "%s", vp.Message)
+				}
+			}
+			return k, nil, p.Err()
 		}
 		s.Defaults()
-		var p spec.Problems
 		s.Validate(&p)
+		s.Head().ValidateMaxMemory(&p)
 		return k, s, p.Err()
 	}
 	var p spec.Problems
@@ -67,10 +85,64 @@ func Decode(data []byte) (scenario.Kind, scenario.Spec, error) {
 	return scenario.Kind{}, nil, p.Err()
 }
 
+func overlapsAny(path string, ps []spec.Problem) bool {
+	for _, q := range ps {
+		if spec.Overlaps(path, q.Path) {
+			return true
+		}
+	}
+	return false
+}
+
+// Validate decodes, defaults and validates a spec document, then makes the
+// kind's compile-only checks (Kind.Check: the cluster built, layouts and
+// ranks against it) without simulating, so that it rejects what Run would.
+//
+// maxMemoryBytes is the memory limit when the spec sets none (0: none).
+func Validate(data []byte, maxMemoryBytes float64) error {
+	k, s, err := Decode(data)
+	if err != nil {
+		return err
+	}
+	if err := checkBudget(s, maxMemoryBytes); err != nil {
+		return err
+	}
+	if k.Check == nil {
+		return nil
+	}
+	return k.Check(s)
+}
+
+// Admit decodes a spec document and checks its budget against
+// maxMemoryBytes (see Validate): what a run needs to be allowed to start.
+func Admit(data []byte, maxMemoryBytes float64) (scenario.Kind, scenario.Spec, error) {
+	k, s, err := Decode(data)
+	if err != nil {
+		return k, s, err
+	}
+	return k, s, checkBudget(s, maxMemoryBytes)
+}
+
+// checkBudget refuses a spec whose estimated memory (spec.Budget) exceeds
+// its max_memory_bytes, or limit when it sets none.
+func checkBudget(s scenario.Spec, limit float64) error {
+	b, ok := s.(spec.Budgeted)
+	if !ok {
+		return nil
+	}
+	if m := s.Head().MaxMemoryBytes; m > 0 {
+		limit = m
+	}
+	return spec.CheckBudget(b.Budget(), limit)
+}
+
 // Run decodes and simulates a spec document.
 func Run(env scenario.Env, data []byte) (scenario.Spec, scenario.Result, error) {
 	k, s, err := Decode(data)
 	if err != nil {
+		return nil, scenario.Result{}, err
+	}
+	if err := checkBudget(s, env.MaxMemoryBytes); err != nil {
 		return nil, scenario.Result{}, err
 	}
 	res, err := k.Run(env, s)

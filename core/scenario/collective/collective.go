@@ -91,9 +91,46 @@ type TimelineRow struct {
 
 // Kind registers the scenario.
 func Kind() scenario.Kind {
-	return scenario.Define("collective",
+	return scenario.Checked(scenario.Define("collective",
 		"collective time, algbw and busbw by size and algorithm on a cluster, with congestion and faults",
-		run)
+		run), check)
+}
+
+// check makes a run's checks before it simulates: the cluster and faults
+// built, the groups' ranks against it.
+func check(cs *spec.Collective) error {
+	f, _, _, err := net.FromSpec(sim.New(), cs.Cluster, cs.Faults, cs.Seed, cs.Model)
+	if err != nil {
+		return err
+	}
+	_, err = checkGroups(cs, f.Topology())
+	return err
+}
+
+// checkGroups returns the groups to run (the spec's, or one rail-aligned
+// group of every rank), each rank checked against the cluster's.
+func checkGroups(cs *spec.Collective, tp *topo.Topology) ([][]int, error) {
+	groups := cs.Groups
+	if groups == nil {
+		g := cs.Group
+		if len(g) == 0 {
+			g = railAligned(tp)
+		}
+		groups = [][]int{g}
+	}
+	var p spec.Problems
+	for gi, g := range groups {
+		for i, r := range g {
+			if r >= tp.NumRanks() {
+				path := spec.Index("group", i)
+				if cs.Groups != nil {
+					path = spec.Index(spec.Index("groups", gi), i)
+				}
+				p.Addf(path, "rank must be < %d (the cluster's rank count), got %d", tp.NumRanks(), r)
+			}
+		}
+	}
+	return groups, p.Err()
 }
 
 func run(env scenario.Env, cs *spec.Collective) (scenario.Result, error) {
@@ -154,27 +191,9 @@ func runOne(env scenario.Env, cs *spec.Collective, alg string, size float64, out
 	}
 	tp := f.Topology()
 	k := f.Kernel()
-	groups := cs.Groups
-	if groups == nil {
-		g := cs.Group
-		if len(g) == 0 {
-			g = railAligned(tp)
-		}
-		groups = [][]int{g}
-	}
-	var p spec.Problems
-	for gi, g := range groups {
-		for i, r := range g {
-			if r >= tp.NumRanks() {
-				path := spec.Index("group", i)
-				if cs.Groups != nil {
-					path = spec.Index(spec.Index("groups", gi), i)
-				}
-				p.Addf(path, "rank must be < %d (the cluster's rank count), got %d", tp.NumRanks(), r)
-			}
-		}
-	}
-	if err := p.Err(); err != nil {
+	k.Watch(env.Context()) // starting a collective over many ranks is long: it polls the context
+	groups, err := checkGroups(cs, tp)
+	if err != nil {
 		return err
 	}
 	var q *net.Quantization

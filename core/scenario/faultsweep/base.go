@@ -61,7 +61,7 @@ func newBase(s *spec.FaultSweep) (base, error) {
 		})
 	case "inference":
 		return newPlanBase(sweepJob(job.Inference(s.Inference)), func(ranks int) (*workload.Plan, error) {
-			_, p, err := job.InferencePlan(s.Inference, ranks)
+			_, p, err := job.InferencePlan(s.Inference, ranks, nil)
 			if err != nil {
 				return nil, err
 			}

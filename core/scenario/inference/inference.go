@@ -15,6 +15,24 @@ import (
 
 // Kind registers the scenario.
 func Kind() scenario.Kind {
+	return scenario.Checked(kind(), Check)
+}
+
+// Check makes a run's checks before it simulates: the machine (cluster,
+// GPU, fault device names), the layout on its GPU count, the timeline ranks.
+func Check(s *spec.Inference) error {
+	m, err := exec.NewMachine(s.Cluster, s.GPU, s.Faults, s.Seed)
+	if err != nil {
+		return err
+	}
+	in, err := job.InferenceLayout(s, m.Fabric.Topology().NumRanks())
+	if err != nil {
+		return err
+	}
+	return job.CheckTimelineRanks(s.TimelineRanks, in.Ranks())
+}
+
+func kind() scenario.Kind {
 	return scenario.Define("inference",
 		"prefill + decode of a request batch on TP/PP replicas: TTFT, TPOT, end to end, memory, longest prompt that fits",
 		func(env scenario.Env, s *spec.Inference) (scenario.Result, error) {
@@ -95,7 +113,7 @@ func Simulate(env scenario.Env, s *spec.Inference, modify func(m *exec.Machine) 
 	var plan *workload.InferencePlan
 	run, err := job.Inference(s).Run(env, modify, func(gpus int) (*workload.Plan, []workload.Memory, error) {
 		var err error
-		if in, plan, err = job.InferencePlan(s, gpus); err != nil {
+		if in, plan, err = job.InferencePlan(s, gpus, env.Canceled); err != nil {
 			return nil, nil, err
 		}
 		return plan.Plan, plan.Memory, nil

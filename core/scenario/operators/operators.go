@@ -182,6 +182,9 @@ func run(env scenario.Env, sp *spec.Operators) (scenario.Result, error) {
 			{blk.SharedOptimizer, 1, nil, &sum.OptimizerTimeS},
 		} {
 			for _, o := range part.ops {
+				if err := env.Canceled(); err != nil { // a large operator's tile search can take a while
+					return scenario.Result{}, err
+				}
 				n := float64(part.count)
 				if o.IsComm() {
 					colls = append(colls, CollectiveRow{Layer: blk.Name, Op: o.Name, Kind: string(o.Kind),

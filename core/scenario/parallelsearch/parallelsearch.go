@@ -344,10 +344,22 @@ func simulateAll(env scenario.Env, s *spec.ParallelSearch, cands []*candidate, c
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel() // runs first: workers stop simulating
+	// A worker whose bookkeeping panics (simulations are guarded on their
+	// own) reports it here, so the decisions below never wait for it.
+	failed := make(chan struct{})
+	var failOnce sync.Once
+	var failErr error
 	for range min(runtime.GOMAXPROCS(0), len(cands)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var werr error
+			defer func() {
+				if werr != nil {
+					failOnce.Do(func() { failErr = werr; close(failed) })
+				}
+			}()
+			defer scenario.Recover(&werr)
 			for {
 				mu.Lock()
 				i := next
@@ -362,7 +374,7 @@ func simulateAll(env scenario.Env, s *spec.ParallelSearch, cands []*candidate, c
 				claimed[g] = true
 				mu.Unlock()
 				if !skip {
-					o.step, o.mfu, o.err = simulate(ctx, s, c, lockedCost, lockedKernel)
+					o.step, o.mfu, o.err = simulateGuarded(ctx, s, c, lockedCost, lockedKernel)
 					o.simulated = true
 				}
 				close(o.done)
@@ -372,7 +384,11 @@ func simulateAll(env scenario.Env, s *spec.ParallelSearch, cands []*candidate, c
 
 	same := map[string]*ConfigRow{}
 	for i, c := range cands {
-		<-outs[i].done
+		select {
+		case <-outs[i].done:
+		case <-failed:
+			return nil, failErr
+		}
 		if err := env.Canceled(); err != nil {
 			return nil, err
 		}
@@ -419,6 +435,19 @@ func simulateAll(env scenario.Env, s *spec.ParallelSearch, cands []*candidate, c
 	}
 	env.Report(1)
 	return cands, nil
+}
+
+// simulateLayout is the simulation a worker runs; tests replace it to make
+// a layout's simulation panic.
+var simulateLayout = simulate
+
+// simulateGuarded runs simulateLayout, recovering a panic into a
+// *scenario.PanicError: a worker goroutine's panic would otherwise abort the
+// host process (the Python interpreter) instead of failing the search.
+func simulateGuarded(ctx context.Context, s *spec.ParallelSearch, c *candidate, cost func(model.Op) (float64, error),
+	kernel func(model.Op) (exec.Kernel, error)) (step, mfu float64, err error) {
+	defer scenario.Recover(&err)
+	return simulateLayout(ctx, s, c, cost, kernel)
 }
 
 // simulate runs one layout's training step on a fresh machine.

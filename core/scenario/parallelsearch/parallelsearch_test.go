@@ -95,3 +95,16 @@ func TestTableDoesNotDependOnCores(t *testing.T) {
 	}
 	require.Greater(t, bounded, 0, "the keep = 3 cut applies")
 }
+
+// A layout whose simulation panics (a bug) fails the search with a
+// *scenario.PanicError carrying the worker's stack; the process survives.
+func TestWorkerPanicIsReported(t *testing.T) {
+	defer parallelsearch.PanicInLayout(2)()
+	_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(`{"kind":"parallel_search",
+		"model":{"preset":"gpt-22b","layers":8},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},
+		"global_batch":8,"seq_len":1024,"tp":[1,2],"pp":[1],"keep":0}`))
+	var pe *scenario.PanicError
+	require.ErrorAs(t, err, &pe)
+	assert.Contains(t, pe.Error(), "assignment to entry in nil map")
+	assert.Contains(t, pe.Stack, "parallelsearch.simulateGuarded")
+}

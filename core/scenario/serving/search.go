@@ -81,6 +81,13 @@ func Configs(s *spec.Serving) []*spec.Serving {
 	return out
 }
 
+// evaluateGuarded is evaluate with a panic recovered into an error: a
+// panic in a worker goroutine would abort the Python interpreter.
+func evaluateGuarded(c *spec.Serving, attainment float64) (row ConfigRow, err error) {
+	defer scenario.Recover(&err)
+	return evaluate(c, attainment)
+}
+
 // Search simulates every configuration, on every core (each its own
 // pricers and engines: the table is the same on any number of cores).
 func Search(env scenario.Env, s *spec.Serving) ([]ConfigRow, error) {
@@ -102,7 +109,7 @@ func Search(env scenario.Env, s *spec.Serving) ([]ConfigRow, error) {
 				if i >= len(cands) || env.Canceled() != nil {
 					return
 				}
-				row, err := evaluate(cands[i], s.Search.Attainment)
+				row, err := evaluateGuarded(cands[i], s.Search.Attainment)
 				mu.Lock()
 				rows[i] = row
 				done++

@@ -13,6 +13,24 @@ import (
 
 // Kind registers the scenario.
 func Kind() scenario.Kind {
+	return scenario.Checked(kind(), Check)
+}
+
+// Check makes a run's checks before it simulates: the machine (cluster,
+// GPU, fault device names), the layout on its GPU count, the timeline ranks.
+func Check(s *spec.Training) error {
+	m, err := exec.NewMachine(s.Cluster, s.GPU, s.Faults, s.Seed)
+	if err != nil {
+		return err
+	}
+	t, err := job.TrainingLayout(s, m.Fabric.Topology().NumRanks())
+	if err != nil {
+		return err
+	}
+	return job.CheckTimelineRanks(s.TimelineRanks, t.Par.TP*t.Par.PP*t.Par.DP)
+}
+
+func kind() scenario.Kind {
 	return scenario.Define("training",
 		"one training step (DP/ZeRO, TP, SP, PP schedules, recompute) on compute + network: step time, MFU, timeline, memory",
 		func(env scenario.Env, s *spec.Training) (scenario.Result, error) {

@@ -1,0 +1,285 @@
+package spec
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Budget is a run's size estimated from its spec alone, cheaply (closed
+// forms over the spec's fields, nothing built), so that a run that would
+// exhaust the machine is refused before it starts: Go's out-of-memory is
+// fatal to the whole process (a notebook kernel), not an error.
+type Budget struct {
+	// MemoryBytes is the estimated peak of the run's own allocations.
+	MemoryBytes float64
+	// Events is the estimated number of simulated events (0 if not known).
+	Events float64
+	// Fields are the spec fields the estimate grows with, for the message.
+	Fields []string
+	// Detail says how the estimate was made.
+	Detail string
+}
+
+// Budgeted is a spec that can estimate its run's budget.
+type Budgeted interface {
+	Budget() Budget
+}
+
+// CheckBudget refuses a spec whose estimated memory exceeds limit bytes (no
+// limit when limit <= 0), naming the fields and the estimate.
+func CheckBudget(b Budget, limit float64) error {
+	if limit <= 0 || !(b.MemoryBytes > limit) {
+		return nil
+	}
+	path := ""
+	if len(b.Fields) > 0 {
+		path = b.Fields[0]
+	}
+	events := ""
+	if b.Events > 0 {
+		events = fmt.Sprintf(" and about %.3g events", b.Events)
+	}
+	return &Error{Problems: []Problem{{Path: path, Message: fmt.Sprintf(
+		"the run would need about %.3g GiB%s (%s; grows with %s), over the memory limit of %.3g GiB: make it smaller, or raise max_memory_bytes (in the spec, or eidolon.run(..., max_memory_bytes=...))",
+		b.MemoryBytes/(1<<30), events, b.Detail, strings.Join(b.Fields, ", "), limit/(1<<30))}}}
+}
+
+// ValidateMaxMemory checks the header's max_memory_bytes.
+func (h *Header) ValidateMaxMemory(p *Problems) {
+	if h.MaxMemoryBytes != 0 && (!(h.MaxMemoryBytes > 0) || math.IsInf(h.MaxMemoryBytes, 0)) {
+		p.Addf("max_memory_bytes", "must be > 0 bytes (0 or absent: the default limit), got %v", h.MaxMemoryBytes)
+	}
+}
+
+// Budget of a seedflood run: every client keeps its model (and the gossip
+// baselines up to three more copies: parameters, a neighbour average or
+// CHOCO's estimate and its error), 8 bytes per float64 parameter, plus the
+// data set and its partition. Measured (Go's TotalAlloc, 2 steps, ring of
+// 16 and 64 clients, MLP [1000] on 32 features): about 8 bytes per client
+// and parameter for seedflood, 24 for dsgd, 29 for choco; 32 here bounds
+// them. The data set took about 9 bytes per sample and feature; 16 here.
+func (s *SeedFlood) Budget() Budget {
+	d := s.Dataset
+	features := float64(max(d.NFeatures, 1))
+	classes := float64(max(d.Classes, 2))
+	params, in := 0.0, features
+	if s.Model.Kind == "mlp" {
+		for _, h := range s.Model.Hidden {
+			params += in*float64(h) + float64(h)
+			in = float64(h)
+		}
+	}
+	params += in*classes + classes
+	samples := float64(d.Samples)
+	if d.Kind == "inline" {
+		samples = float64(max(len(d.Features), len(d.Labels)))
+	}
+	clients := float64(max(s.Topology.Clients, s.Topology.Rows*s.Topology.Cols, 1))
+	return Budget{
+		MemoryBytes: 32*clients*params + 16*samples*features,
+		Fields:      []string{"model.hidden", "topology.clients", "dataset.samples", "dataset.n_features"},
+		Detail:      fmt.Sprintf("%.3g parameters on each of %.0f clients, %.3g samples of %.0f features", params, clients, samples, features),
+	}
+}
+
+// Budget of an inference run: decode steps are tasks like prefill's, one
+// pass per output token, so the plan grows with the output length. Measured
+// (Go's TotalAlloc, LLaMA-2 7B at 8 and 32 layers, 512 and 2,048 output
+// tokens, pp 1 and 4): 1.6 to 3.4 KB per output token and layer; 4 KB here,
+// per layer plus 8 for the embedding, head and the step's own tasks.
+func (s *Inference) Budget() Budget {
+	out, groups := s.OutputTokens, 1
+	if len(s.Requests) > 0 {
+		groups = len(s.Requests)
+		out = 0
+		for _, r := range s.Requests {
+			out = max(out, r.OutputTokens)
+		}
+	}
+	m, ok := s.Model.Resolve()
+	layers := 128.0
+	if ok && m.Layers > 0 {
+		layers = float64(m.Layers)
+	}
+	steps := float64(groups + max(out, 1) - 1)
+	return Budget{
+		MemoryBytes: 4096 * steps * (layers + 8),
+		Fields:      []string{"output_tokens", "model.layers"},
+		Detail:      fmt.Sprintf("%.0f passes (a decode pass per output token) of %.0f layers", steps, layers),
+	}
+}
+
+// Budget of an eidola run: a set-up run simulates the whole group, P·(P−1)
+// flows for the all-gather; the issue that added this measured 4.5 GiB at
+// 2,048 GPUs, about 1.15 KB per flow (1.2 KB here). The detailed GPU alone
+// keeps its CTAs (a few hundred bytes each) and the script.
+func (s *Eidola) Budget() Budget {
+	p := float64(s.Ghosts + 1)
+	ctas := 1.0
+	if s.Tile.M > 0 && s.Tile.N > 0 {
+		ctas = math.Ceil(float64(s.GEMM.M)/float64(s.Tile.M)) * math.Ceil(float64(s.GEMM.N)/float64(s.Tile.N))
+	}
+	runs := float64(max(len(s.InjectedDelaysS), 1) * max(s.Seeds, 1) * max(len(s.SyncModes), 1))
+	mem := 512 * ctas * runs
+	fields := []string{"gemm", "tile", "injected_delays_s", "seeds"}
+	detail := fmt.Sprintf("%.0f CTAs in %.0f runs", ctas, runs)
+	if s.ScriptSource == "setup_run" {
+		mem += 1200 * p * (p - 1)
+		fields = append([]string{"ghosts"}, fields...)
+		detail = fmt.Sprintf("a set-up run of %.0f GPUs, %.3g flows; ", p, p*(p-1)) + detail
+	}
+	return Budget{MemoryBytes: mem, Fields: fields, Detail: detail}
+}
+
+// clusterGPUs is the GPU count a cluster spec describes, from its fields
+// alone (0 when it cannot tell without building it).
+func clusterGPUs(c *Cluster) int {
+	switch {
+	case c.Preset != "":
+		return 8 * max(c.Nodes, 1)
+	case c.Topology == "composed":
+		return max(c.Nodes, 1) * max(c.GPUsPerNode, 1)
+	case c.Topology == "torus" || c.Topology == "mesh":
+		n := 1
+		for _, d := range c.Dims {
+			n *= max(d, 1)
+		}
+		return n
+	}
+	return c.GPUs
+}
+
+// Budget of a training step: every micro-batch of one replica is a task
+// graph per layer of a stage on each of its TP·PP ranks (data-parallel
+// replicas are mirrored, simulated once, unless full_simulation). Measured
+// (Go's TotalAlloc, GPT-22B at 2 and 8 layers, 1,000 and 4,000
+// micro-batches, tp 1, 2, 8 and pp 1, 4 on one DGX A100): 1.7 to 2.3 KB per
+// micro-batch, layer of the stage and simulated rank at pp 1, and about
+// 16 KB more per micro-batch and rank with a pipeline (its sends, receives
+// and schedule); 4 KB and 32 KB here.
+func (s *Training) Budget() Budget {
+	par := s.Parallel
+	tp, pp, mb := max(par.TP, 1), max(par.PP, 1), max(par.MicroBatch, 1)
+	dp := par.DP
+	if dp <= 0 {
+		dp = max(clusterGPUs(&s.Cluster)/(tp*pp), 1)
+	}
+	gb := par.GlobalBatch
+	if gb <= 0 {
+		gb = dp * mb * pp
+	}
+	micro := float64(max(gb/(dp*mb), 1))
+	m, ok := s.Model.Resolve()
+	layers := 128.0
+	if ok && m.Layers > 0 {
+		layers = float64(m.Layers)
+	}
+	replicas := 1.0
+	if s.FullSimulation {
+		replicas = float64(dp)
+	}
+	ranks := float64(tp*pp) * replicas
+	return Budget{
+		MemoryBytes: micro * ranks * trainingBytesPerMicroBatch(layers, pp),
+		Fields:      []string{"parallel.global_batch", "model.layers", "parallel.tp", "parallel.pp", "full_simulation"},
+		Detail:      fmt.Sprintf("%.0f micro-batches of %.0f layers on %.0f simulated ranks", micro, layers, ranks),
+	}
+}
+
+// trainingBytesPerMicroBatch is one micro-batch's tasks on one rank (see
+// Training.Budget for the measurements).
+func trainingBytesPerMicroBatch(layers float64, pp int) float64 {
+	b := 4096 * (math.Ceil(layers/float64(pp)) + 1)
+	if pp > 1 {
+		b += 32 << 10
+	}
+	return b
+}
+
+// Budget of a fault sweep: its samples run one after another, each one
+// step of the base spec.
+func (s *FaultSweep) Budget() Budget {
+	var b Budget
+	var base string
+	switch {
+	case s.Training != nil:
+		b, base = s.Training.Budget(), "training"
+	case s.Inference != nil:
+		b, base = s.Inference.Budget(), "inference"
+	default:
+		return Budget{}
+	}
+	for i, f := range b.Fields {
+		b.Fields[i] = Field(base, f)
+	}
+	return b
+}
+
+// checkPassSize bounds one pass's size: operator shapes multiply the batch,
+// both sequence lengths and the widest dimension (attention scores:
+// batch·heads·seq·kv), and that product must stay far inside int64 and
+// float64's exact range (and its time inside the horizon of simulated time).
+func checkPassSize(p *Problems, path string, batch, seq, kv int, m *Model) {
+	c, ok := m.Resolve()
+	if !ok || batch <= 0 || seq <= 0 {
+		return
+	}
+	wide := float64(max(c.Hidden, c.FFNHidden, c.Vocab, c.Heads*max(c.HeadDim, 1), 1))
+	if w := float64(batch) * float64(seq) * float64(max(seq, kv)) * wide; w > 1<<62 {
+		p.Addf(path, "batch·tokens·context·width = %.3g exceeds 2^62: a pass this large cannot be counted (batch %d, %d tokens, context %d)", w, batch, seq, kv)
+	}
+}
+
+// Budget of an ssm_tp run: it builds an inference plan per TP degree and
+// prompt length, one at a time, each with a decode pass per output token
+// (see Inference.Budget for the measured 4 KB per pass and layer).
+func (s *SSMTP) Budget() Budget {
+	m, ok := s.Model.Resolve()
+	layers := 128.0
+	if ok && m.Layers > 0 {
+		layers = float64(m.Layers)
+	}
+	steps := float64(max(s.OutputLength, 1))
+	return Budget{
+		MemoryBytes: 4096 * steps * (layers + 8),
+		Fields:      []string{"output_length", "model.layers"},
+		Detail:      fmt.Sprintf("%.0f decode passes of %.0f layers per plan", steps, layers),
+	}
+}
+
+// Budget of a parallel search: each simulated layout is a training step
+// (see Training.Budget: 4 KB per micro-batch, layer and simulated rank),
+// one per core at a time; the estimate is the largest layout's, times 4
+// for layouts simulated side by side.
+func (s *ParallelSearch) Budget() Budget {
+	gpus := max(clusterGPUs(&s.Cluster), 1)
+	m, ok := s.Model.Resolve()
+	layers := 128.0
+	if ok && m.Layers > 0 {
+		layers = float64(m.Layers)
+	}
+	worst := 0.0
+	for _, tp := range orOne(s.TP) {
+		for _, pp := range orOne(s.PP) {
+			for _, mb := range orOne(s.MicroBatch) {
+				tp, pp, mb := max(tp, 1), max(pp, 1), max(mb, 1)
+				dp := max(gpus/(tp*pp), 1)
+				micro := float64(max(s.GlobalBatch/(dp*mb), 1))
+				worst = max(worst, micro*float64(tp*pp)*trainingBytesPerMicroBatch(layers, pp))
+			}
+		}
+	}
+	return Budget{
+		MemoryBytes: 4 * worst,
+		Fields:      []string{"global_batch", "model.layers", "tp", "pp", "micro_batch"},
+		Detail:      fmt.Sprintf("the largest layout's training step, %.3g GiB, four at a time", worst/(1<<30)),
+	}
+}
+
+func orOne(xs []int) []int {
+	if len(xs) == 0 {
+		return []int{1}
+	}
+	return xs
+}

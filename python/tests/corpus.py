@@ -1,0 +1,284 @@
+"""A reliability corpus: seeded mutated and extreme specs for every kind.
+
+Each case must end in a clean ``SpecError``, a ``SimulationError``, or a
+result whose tables hold only finite numbers (nulls allowed) — never a
+crash, a hang, a foreign exception or a NaN. A run still going after
+``WATCHDOG_S`` is sent SIGINT and must come back within ``HANG_S`` (a long
+but valid run is fine, one that ignores Ctrl-C is a hang).
+
+Cases run in worker processes (many per process, under an address-space cap
+set with RLIMIT_AS); a worker that dies is restarted and the case it was
+running is recorded as a crash. Reproduce one case with
+
+    python tests/corpus.py --seed SEED --case I
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import queue
+import random
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+A100 = "a100-80gb-sxm"
+MEMORY_CAP_BYTES = 6 << 30  # RLIMIT_AS of a worker (Go reserves address space generously)
+WATCHDOG_S = 0.4  # a run still going after this is interrupted
+HANG_S = 5.0  # ... and must be back this long after the interrupt
+
+# Small, fast specs of every kind: each mutation starts from one of these.
+BASES: dict[str, dict[str, Any]] = {
+    "selftest": {"kind": "selftest", "iterations": 1000, "seed": 3},
+    "operators": {"kind": "operators", "gpu": "h100-sxm", "model": {"preset": "gpt-22b", "layers": 2},
+                  "phase": "training", "batch": 2, "seq_len": 512, "tp": 2},
+    "collective": {"kind": "collective", "cluster": {"topology": "ring", "gpus": 4, "link": "nvlink4"},
+                   "collective": "all_reduce", "sizes_bytes": [1e6, 1e8]},
+    "eidola": {"kind": "eidola", "ghosts": 3, "script_source": "generator", "generator": {"interval_s": 1e-6},
+               "gemm": {"m": 1024, "n": 1024, "k": 1024}, "sync_modes": ["spin_wait", "syncmon"],
+               "injected_delays_s": [0, 1e-5]},
+    "eidola_setup": {"kind": "eidola", "ghosts": 3, "gemm": {"m": 1024, "n": 1024, "k": 1024},
+                     "cluster": {"topology": "switch", "gpus": 4, "link": "nvlink4"}},
+    "training": {"kind": "training", "model": {"preset": "gpt-22b", "layers": 2}, "gpu": A100,
+                 "cluster": {"preset": "dgx-a100", "nodes": 1}, "parallel": {"tp": 4, "pp": 1, "global_batch": 4},
+                 "seq_len": 512, "timeline_ranks": [0],
+                 "faults": {"links": [{"src": "n0.gpu1", "dst": "n0.nvswitch", "health": 0.5}]}},
+    "inference": {"kind": "inference", "model": {"preset": "llama2-7b", "layers": 2}, "gpu": A100,
+                  "cluster": {"preset": "dgx-a100", "nodes": 1}, "tp": 2, "pp": 1, "batch": 2,
+                  "prompt_tokens": 128, "output_tokens": 8},
+    "fault_sweep": {"kind": "fault_sweep", "seed": 5, "samples": 2, "link_failures": 1, "degraded_health": 0.2,
+                    "training": {"model": {"preset": "gpt-22b", "layers": 2}, "gpu": A100,
+                                 "cluster": {"preset": "dgx-a100", "nodes": 1}, "parallel": {"tp": 8, "global_batch": 2},
+                                 "seq_len": 256, "timeline_ranks": [-1]}},
+    "ssm_tp": {"kind": "ssm_tp", "model": "mamba-2.8b", "gpu": A100,
+               "cluster": {"topology": "switch", "gpus": 4, "link": "nvlink3"},
+               "tp_degrees": [1, 2], "batch": 2, "prompt_lengths": [256], "output_length": 4},
+    "seedflood": {"kind": "seedflood", "topology": {"kind": "ring", "clients": 4}, "steps": 3,
+                  "methods": ["seedflood", "dsgd"], "dataset": {"samples": 60, "n_features": 3, "classes": 2}},
+    "parallel_search": {"kind": "parallel_search", "model": {"preset": "gpt-22b", "layers": 2}, "gpu": A100,
+                        "cluster": {"preset": "dgx-a100", "nodes": 1}, "global_batch": 8, "seq_len": 512,
+                        "tp": [2, 4], "pp": [1], "micro_batch": [1], "keep": 2},
+}
+
+EXTREMES: list[Any] = [0, -1, 1, 3, 2**31, 2**40, 2**53 + 1, 2**63 - 1, 2**64, -(2**63), 1e-300, 1e-9, 0.5,
+                       1e300, -1e300, 1e15, 25, "x", "", None, [], {}, [0], True, False]
+
+
+def _paths(node: Any, prefix: tuple = ()) -> list[tuple]:
+    out = [prefix] if prefix else []
+    if isinstance(node, dict):
+        for k, v in node.items():
+            out += _paths(v, prefix + (k,))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            out += _paths(v, prefix + (i,))
+    return out
+
+
+def _get(node: Any, path: tuple) -> Any:
+    for p in path:
+        node = node[p]
+    return node
+
+
+def _set(node: Any, path: tuple, value: Any) -> None:
+    _get(node, path[:-1])[path[-1]] = copy.deepcopy(value)  # never share (or nest) a value
+
+
+def _mutate(spec: dict[str, Any], rnd: random.Random, harsh: bool = False) -> None:
+    paths = [p for p in _paths(spec) if p != ("kind",)]
+    if harsh:  # grow the numbers that size the work
+        paths = [p for p in paths if isinstance(_get(spec, p), (int, float)) and not isinstance(_get(spec, p), bool)] or paths
+    if not paths:
+        return
+    path = rnd.choice(paths)
+    old = _get(spec, path)
+    r = rnd.random()
+    if harsh and isinstance(old, (int, float)) and not isinstance(old, bool):
+        new = old * rnd.choice([4, 16, 100, 1000, 2**16]) if old else rnd.choice([1, 64, 4096])
+        _set(spec, path, int(new) if isinstance(old, int) else new)
+        return
+    if r < 0.45:
+        _set(spec, path, rnd.choice(EXTREMES))
+    elif r < 0.65 and isinstance(old, (int, float)) and not isinstance(old, bool):
+        scale = rnd.choice([1e3, 1e6, 1e9, -1, 1e-6, 1.5])
+        new = old * scale
+        _set(spec, path, int(new) if isinstance(old, int) and abs(new) < 2**70 else new)
+    elif r < 0.75:
+        parent = _get(spec, path[:-1])
+        if isinstance(parent, dict):
+            del parent[path[-1]]
+        else:
+            parent.pop(path[-1])
+    elif r < 0.85:
+        parent = _get(spec, path[:-1])
+        if isinstance(parent, dict):
+            parent[rnd.choice(["bandwith_bytes_per_s", "extra", "layer", "nodes"])] = copy.deepcopy(rnd.choice(EXTREMES))
+    elif r < 0.95 and isinstance(old, list):
+        _set(spec, path, old * rnd.choice([0, 3, 50]))
+    else:
+        _set(spec, path, rnd.choice(["x", {"a": 1}, [1, "b"], -0.0]))
+
+
+def cases(seed: int, n: int) -> list[dict[str, Any]]:
+    """n specs from seed: every kind in turn, the first of each unmutated;
+    then, in three rounds of four, 1 to 3 random mutations (extreme values,
+    wrong types, deletions, unknown fields), and in the fourth 1 to 4
+    "harsh" ones that multiply the numbers sizing the work (valid specs
+    that are too big: the memory budget, the horizon and Ctrl-C)."""
+    rnd = random.Random(seed)
+    names = sorted(BASES)
+    out = []
+    for i in range(n):
+        base = names[i % len(names)]
+        spec = copy.deepcopy(BASES[base])
+        if i >= len(names):
+            harsh = (i // len(names)) % 4 == 3
+            for _ in range(rnd.choice([1, 2, 3, 4] if harsh else [1, 1, 1, 2, 3])):
+                _mutate(spec, rnd, harsh)
+        out.append(spec)
+    return out
+
+
+# ---- the worker: runs cases read from stdin, one JSON line of outcome each
+
+_WORKER = r"""
+import json, math, os, resource, signal, sys, threading
+cap = int(sys.argv[1]); watchdog = float(sys.argv[2])
+resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+signal.signal(signal.SIGINT, signal.default_int_handler)
+import pyarrow as pa, pyarrow.compute as pc
+import eidolon
+
+def nonfinite(tables):
+    bad = []
+    for name, t in tables.items():
+        for col, arr in zip(t.column_names, t.columns):
+            if pa.types.is_floating(arr.type):
+                n = pc.sum(pc.cast(pc.invert(pc.is_finite(arr)), pa.int64())).as_py() or 0
+                if n:
+                    bad.append(f"{name}.{col}: {n} non-finite")
+    return bad
+
+for line in sys.stdin:
+    i, spec = json.loads(line)
+    print(json.dumps({"i": i, "outcome": "started"}), flush=True)
+    timer = threading.Timer(watchdog, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        try:
+            tables = eidolon.run(spec, progress=False).tables
+        finally:
+            timer.cancel()
+        bad = nonfinite(tables)
+        res = {"outcome": "nonfinite", "detail": "; ".join(bad)} if bad else {"outcome": "ok"}
+    except KeyboardInterrupt:
+        res = {"outcome": "canceled"}
+    except eidolon.SpecError as e:
+        res = {"outcome": "spec_error", "detail": str(e)[:300]}
+    except eidolon.SimulationError as e:
+        res = {"outcome": "simulation_error", "detail": str(e)[:300]}
+    except eidolon.InternalError as e:
+        res = {"outcome": "internal_error", "detail": str(e)[:600]}
+    except BaseException as e:
+        res = {"outcome": "foreign", "detail": f"{type(e).__name__}: {e}"[:600]}
+    res["i"] = i
+    print(json.dumps(res), flush=True)
+"""
+
+GOOD = {"ok", "canceled", "spec_error", "simulation_error"}
+
+
+def run_cases(specs: list[dict[str, Any]], workers: int = 2) -> list[dict[str, Any]]:
+    """Every case's outcome, in case order."""
+    results: dict[int, dict[str, Any]] = {}
+    todo = list(range(len(specs)))
+    lock = threading.Lock()
+
+    def worker_loop() -> None:
+        while True:
+            with lock:
+                batch = todo[:200]
+                del todo[:200]
+            if not batch:
+                return
+            while batch:
+                batch = _run_batch(specs, batch, results)
+
+    threads = [threading.Thread(target=worker_loop) for _ in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return [results[i] for i in range(len(specs))]
+
+
+def _run_batch(specs, batch: list[int], results: dict[int, dict[str, Any]]) -> list[int]:
+    """Run batch in one worker process; return the cases left when it died."""
+    env = dict(os.environ, GOMAXPROCS="1", GOGC="50")
+    proc = subprocess.Popen([sys.executable, "-c", _WORKER, str(MEMORY_CAP_BYTES), str(WATCHDOG_S)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(ln) for ln in proc.stdout] + [lines.put(None)], daemon=True).start()
+    err_tail: list[str] = []
+    threading.Thread(target=lambda: [err_tail.append(ln) for ln in proc.stderr], daemon=True).start()
+    for i in batch:
+        proc.stdin.write(json.dumps([i, specs[i]]) + "\n")
+    proc.stdin.close()
+    current, started = None, 0.0
+    while True:
+        try:
+            ln = lines.get(timeout=WATCHDOG_S + HANG_S + 30)
+        except queue.Empty:
+            ln = "HANG"
+        if ln == "HANG" or (current is not None and time.monotonic() - started > WATCHDOG_S + HANG_S + 30):
+            proc.kill()
+            proc.wait()
+            if current is not None:
+                results[current] = {"i": current, "outcome": "hang"}
+            return [i for i in batch if i not in results]
+        if ln is None:  # the worker exited
+            proc.wait()
+            if current is not None:
+                text = "".join(err_tail)
+                head = text[: text.find("goroutine ")] if "goroutine " in text else text
+                tail = head[-1500:]
+                results[current] = {"i": current, "outcome": "crash", "detail": f"exit {proc.returncode}: {tail}"}
+            return [i for i in batch if i not in results]
+        msg = json.loads(ln)
+        if msg["outcome"] == "started":
+            current, started = msg["i"], time.monotonic()
+            continue
+        results[msg["i"]] = msg
+        current = None
+
+
+def summarize(specs, results) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
+    return counts
+
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seed", type=int, default=15)
+    ap.add_argument("--cases", type=int, default=2200)
+    ap.add_argument("--case", type=int, help="run only this case (print its spec)")
+    ap.add_argument("--workers", type=int, default=2)
+    a = ap.parse_args()
+    specs = cases(a.seed, max(a.cases, (a.case or 0) + 1))
+    idx = [a.case] if a.case is not None else list(range(a.cases))
+    sel = [specs[i] for i in idx]
+    start = time.monotonic()
+    res = run_cases(sel, a.workers)
+    print(f"{len(sel)} cases in {time.monotonic() - start:.1f} s: {summarize(sel, res)}")
+    for i, r in zip(idx, res):
+        if r["outcome"] not in GOOD or a.case is not None:
+            print(i, r["outcome"], r.get("detail", ""), json.dumps(specs[i])[:400])

@@ -1,0 +1,56 @@
+"""Ctrl-C within 2 s in every kind: a real SIGINT to a long run of each, in a child process.
+
+Each run below takes many seconds (minutes for some) uninterrupted; the child
+restores Python's SIGINT handler and the parent kills it after a hard
+timeout, so none of these tests can hang (see sigint.py).
+"""
+
+import pytest
+
+from sigint import interrupt
+
+A100 = "a100-80gb-sxm"
+LONG = {
+    "selftest": {"kind": "selftest", "iterations": 10**14},
+    "collective": {"kind": "collective", "cluster": {"preset": "dgx-h100", "nodes": 1024},
+                   "collective": "all_reduce", "sizes_bytes": [1e9]},
+    # the set-up run of 1,024 GPUs: 14 s, and used to be uncancellable
+    "eidola": {"kind": "eidola", "ghosts": 1023, "gemm": {"m": 16384, "n": 4096, "k": 4096}},
+    "training": {"kind": "training", "model": "gpt3-175b", "gpu": A100, "cluster": {"preset": "dgx-a100", "nodes": 64},
+                 "parallel": {"tp": 8, "pp": 8, "global_batch": 1024}, "full_simulation": True, "ring_steps": True},
+    # building the plan (a pass per output token) used to be uncancellable
+    "inference": {"kind": "inference", "model": "llama2-70b", "gpu": A100, "cluster": {"preset": "dgx-a100", "nodes": 1},
+                  "tp": 8, "output_tokens": 4096, "prompt_tokens": 2048},
+    "seedflood": {"kind": "seedflood", "topology": {"kind": "ring", "clients": 256}, "steps": 100000},
+    "parallel_search": {"kind": "parallel_search", "model": "gpt3-175b", "gpu": A100,
+                        "cluster": {"preset": "dgx-a100", "nodes": 16}, "global_batch": 512, "keep": 0},
+    "fault_sweep": {"kind": "fault_sweep", "samples": 10000, "link_failures": 1,
+                    "training": {"model": "gpt3-175b", "gpu": A100, "cluster": {"preset": "dgx-a100", "nodes": 16},
+                                 "parallel": {"tp": 8, "pp": 8, "global_batch": 256}}},
+    "ssm_tp": {"kind": "ssm_tp", "model": "mamba-2.8b", "gpu": A100, "cluster": {"topology": "switch", "gpus": 8, "link": "nvlink3"},
+               "tp_degrees": [1, 2, 4, 8], "batch": 64, "prompt_lengths": [512, 4096, 16384], "output_length": 4096,
+               "skip_unfit": True},
+}
+
+
+@pytest.mark.parametrize("kind", sorted(LONG))
+def test_ctrl_c_within_two_seconds(kind):
+    res = interrupt(LONG[kind], delay_s=0.5, timeout_s=90)
+    assert res["outcome"] == "interrupted", f"{kind}: the run ended before the SIGINT: {res}"
+    assert res["elapsed"] < 2, f"{kind}: {res['elapsed']:.2f} s from SIGINT to KeyboardInterrupt"
+
+
+def test_operators_is_too_short_to_interrupt():
+    # one pass of one model on one GPU takes milliseconds (operators repeat:
+    # the evaluator prices each shape once); it checks cancellation per
+    # operator all the same
+    res = interrupt({"kind": "operators", "gpu": "h100-sxm", "model": "gpt3-175b", "seq_len": 1 << 16, "batch": 16},
+                    delay_s=0.5, timeout_s=90)
+    assert res["outcome"] in ("finished", "interrupted")
+    assert res["elapsed"] < 2
+
+
+def test_all_kinds_covered():
+    import eidolon
+
+    assert {k["name"] for k in eidolon.kinds()} == set(LONG) | {"operators"}
