@@ -9,13 +9,27 @@ from . import api, presets
 from .errors import EidolonError, SpecError
 
 
-def _show(name: str, table, rows: int) -> None:
-    import pandas as pd
+def _cell(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    if v is None:
+        return ""
+    return str(v)
 
-    with pd.option_context("display.width", 200, "display.max_columns", 30):
-        print(f"== {name} ({table.num_rows} rows)")
-        print(table.slice(0, rows).to_pandas().to_string(index=False))
-        print()
+
+def _show(name: str, table, rows: int) -> None:
+    """Print a table's first rows as aligned text (pyarrow only: no pandas import, so the command starts fast)."""
+    head = table.slice(0, rows).to_pylist()
+    cols = table.column_names
+    cells = [[_cell(r[c]) for c in cols] for r in head]
+    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(cols)]
+    print(f"== {name} ({table.num_rows} rows)")
+    print("  ".join(c.rjust(w) for c, w in zip(cols, widths)))
+    for row in cells:
+        print("  ".join(v.rjust(w) for v, w in zip(row, widths)))
+    if table.num_rows > rows:
+        print(f"... {table.num_rows - rows} more rows")
+    print()
 
 
 def main(argv: list[str] | None = None) -> int:

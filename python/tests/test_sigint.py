@@ -27,6 +27,8 @@ LONG = {
     "fault_sweep": {"kind": "fault_sweep", "samples": 10000, "link_failures": 1,
                     "training": {"model": "gpt3-175b", "gpu": A100, "cluster": {"preset": "dgx-a100", "nodes": 16},
                                  "parallel": {"tp": 8, "pp": 8, "global_batch": 256}}},
+    "serving": {"kind": "serving", "model": "llama2-70b", "gpu": A100, "cluster": {"preset": "dgx-a100", "nodes": 8},
+                "tp": 8, "replicas": 8, "workload": {"rate_per_s": 400, "requests": 1000000}},
     "ssm_tp": {"kind": "ssm_tp", "model": "mamba-2.8b", "gpu": A100, "cluster": {"topology": "switch", "gpus": 8, "link": "nvlink3"},
                "tp_degrees": [1, 2, 4, 8], "batch": 64, "prompt_lengths": [512, 4096, 16384], "output_length": 4096,
                "skip_unfit": True},
