@@ -28,7 +28,7 @@ func TestRingTimeIsALowerBound(t *testing.T) {
 		ranks  []int
 	}{
 		{"dgx-a100", 1, []int{0, 1, 2, 3, 4, 5, 6, 7}}, // a tensor-parallel group
-		{"dgx-a100", 2, []int{0, 8}},                  // data-parallel, one rank per node
+		{"dgx-a100", 2, []int{0, 8}},                   // data-parallel, one rank per node
 		{"dgx-a100", 4, []int{0, 8, 16, 24}},
 		{"dgx-h100", 2, []int{0, 2, 4, 6, 8, 10, 12, 14}}, // tp 2: four ranks per node
 	} {
