@@ -6,10 +6,14 @@
 // Two exact shortcuts keep it fast. A layout that fits with less
 // recomputation (same tp, pp, micro-batch, ZeRO stage) dominates the same
 // layout with more: recomputation only adds work. And with Keep = k, the
-// layouts are simulated in order of their compute time (the busiest stage's
-// kernels back to back, a lower bound on the step); once k layouts have
-// been simulated, one whose lower bound exceeds the k-th best step time
-// cannot enter the top k and is reported as bounded. ZeRO-2 runs the same
+// layouts are simulated in order of a lower bound on the step
+// (workload.Sizing.Bound: each stage's kernels and tensor-parallel
+// collectives back to back with the pipeline's fill and drain, or its
+// serial data-parallel stream; each collective at least what the executor
+// gives it alone, ring.timeS: NCCL's latency beyond the hops' and the
+// bytes over the protocol efficiency at the slowest hop); once k layouts
+// have been simulated, one whose lower bound exceeds the k-th best step
+// time cannot enter the top k and is reported as bounded. ZeRO-2 runs the same
 // task graph as ZeRO-1 (only memory differs), so it takes ZeRO-1's time.
 // Layouts are simulated on every core, ahead of these in-order decisions
 // (see simulateAll); the table does not depend on the number of cores.
