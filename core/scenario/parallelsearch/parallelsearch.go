@@ -70,9 +70,11 @@ type ConfigRow struct {
 	StepTimeS  *float64 `arrow:"step_time_s"`
 	TokensPerS *float64 `arrow:"tokens_per_s"`
 	MFU        *float64 `arrow:"mfu"`
-	// BoundS is a lower bound on the step (compute with the pipeline's fill
-	// and drain, or the data-parallel traffic at the slowest hop), by which
-	// layouts are simulated in order (null where not evaluated).
+	// BoundS is a lower bound on the step (compute and tensor-parallel
+	// collectives with the pipeline's fill and drain, or the data-parallel
+	// stream; each collective at NCCL's latency and protocol efficiency at
+	// the slowest hop), by which layouts are simulated in order (null where
+	// not evaluated).
 	BoundS *float64 `arrow:"bound_s"`
 	// MemoryPeakBytes per GPU and whether it fits (null where not
 	// evaluated: invalid and dominated layouts).
