@@ -6,10 +6,14 @@
 // Two exact shortcuts keep it fast. A layout that fits with less
 // recomputation (same tp, pp, micro-batch, ZeRO stage) dominates the same
 // layout with more: recomputation only adds work. And with Keep = k, the
-// layouts are simulated in order of their compute time (the busiest stage's
-// kernels back to back, a lower bound on the step); once k layouts have
-// been simulated, one whose lower bound exceeds the k-th best step time
-// cannot enter the top k and is reported as bounded. ZeRO-2 runs the same
+// layouts are simulated in order of a lower bound on the step
+// (workload.Sizing.Bound: each stage's kernels and tensor-parallel
+// collectives back to back with the pipeline's fill and drain, or its
+// serial data-parallel stream; each collective at least what the executor
+// gives it alone, ring.timeS: NCCL's latency beyond the hops' and the
+// bytes over the protocol efficiency at the slowest hop); once k layouts
+// have been simulated, one whose lower bound exceeds the k-th best step
+// time cannot enter the top k and is reported as bounded. ZeRO-2 runs the same
 // task graph as ZeRO-1 (only memory differs), so it takes ZeRO-1's time.
 // Layouts are simulated on every core, ahead of these in-order decisions
 // (see simulateAll); the table does not depend on the number of cores.
@@ -17,6 +21,7 @@ package parallelsearch
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"runtime"
 	"sort"
@@ -28,6 +33,7 @@ import (
 	"github.com/eidolon-sim/eidolon/core/net"
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/spec"
+	"github.com/eidolon-sim/eidolon/core/topo"
 	"github.com/eidolon-sim/eidolon/core/workload"
 )
 
@@ -64,9 +70,11 @@ type ConfigRow struct {
 	StepTimeS  *float64 `arrow:"step_time_s"`
 	TokensPerS *float64 `arrow:"tokens_per_s"`
 	MFU        *float64 `arrow:"mfu"`
-	// BoundS is a lower bound on the step (compute with the pipeline's fill
-	// and drain, or the data-parallel traffic at the slowest hop), by which
-	// layouts are simulated in order (null where not evaluated).
+	// BoundS is a lower bound on the step (compute and tensor-parallel
+	// collectives with the pipeline's fill and drain, or the data-parallel
+	// stream; each collective at NCCL's latency and protocol efficiency at
+	// the slowest hop), by which layouts are simulated in order (null where
+	// not evaluated).
 	BoundS *float64 `arrow:"bound_s"`
 	// MemoryPeakBytes per GPU and whether it fits (null where not
 	// evaluated: invalid and dominated layouts).
@@ -84,10 +92,106 @@ type candidate struct {
 	lb  float64
 }
 
+// ring is what the bound needs of one communicator's ring, found once per
+// communicator (layouts share them).
+type ring struct {
+	// perByte is the seconds per payload byte of one ring step sequence
+	// (an all-gather's n-1 steps of bytes/n) at the slowest hop, on one of
+	// the channels that each carry 1/channels of the bytes.
+	perByte float64
+	// hopS is the largest path latency between ring neighbours.
+	hopS  float64
+	n     int
+	tuner *net.NCCLTuner
+}
+
+// rings memoizes ring by the communicator's ranks.
+type rings struct {
+	t     *topo.Topology
+	byKey map[string]*ring
+	key   []byte
+}
+
+func (rs *rings) get(ranks []int) (*ring, error) {
+	rs.key = rs.key[:0]
+	for _, r := range ranks {
+		rs.key = binary.AppendUvarint(rs.key, uint64(r))
+	}
+	if r, ok := rs.byKey[string(rs.key)]; ok {
+		return r, nil
+	}
+	t := rs.t
+	r := &ring{n: len(ranks)}
+	if r.n >= 2 {
+		// The ring's bound is linear in the bytes, with twice the steps
+		// for an all-reduce: find its slowest hop once per communicator.
+		perByte, err := exec.RingTimeBound(t, model.AllGather, 1, ranks)
+		if err != nil {
+			return nil, err
+		}
+		// The executor's rings run as net's default channels (one per
+		// rail across nodes), each carrying 1/channels of the bytes; the
+		// bound holds per channel even if they share the slowest hop.
+		r.perByte = perByte / float64(net.DefaultChannels(t, ranks))
+		for i := range ranks {
+			path, err := t.Route(t.RankDevice(ranks[i]), t.RankDevice(ranks[(i+1)%r.n]))
+			if err != nil {
+				return nil, err
+			}
+			lat := 0.0
+			for _, l := range path {
+				lat += t.Links[l].LatencyS
+			}
+			r.hopS = max(r.hopS, lat)
+		}
+		if r.tuner, err = net.NewNCCLTuner(t, ranks); err != nil {
+			return nil, err
+		}
+	}
+	if rs.byKey == nil {
+		rs.byKey = map[string]*ring{}
+	}
+	rs.byKey[string(rs.key)] = r
+	return r, nil
+}
+
+// timeS is a lower bound on the simulated time of collectives colls on
+// the ring, as the executor runs them with NCCL's tuner on (exec.Options
+// Protocol, the default algorithm): net's Comms.tune first waits for the
+// part of the choice's latency that the ring's steps do not charge,
+// max(0, LatencyS - steps·hop) with hop the slowest neighbour's path
+// latency, then streams every step's bytes divided by the protocol
+// efficiency min(1, BusBytesPerS/LinkBytesPerS), each channel at most at
+// the slowest hop's capacity (and its steps' latencies, left out here).
+func (r *ring) timeS(colls []workload.Coll) (float64, error) {
+	if r.n < 2 {
+		return 0, nil
+	}
+	var total float64
+	for _, c := range colls {
+		if !(c.Bytes > 0) {
+			continue
+		}
+		steps := 1.0
+		if c.Kind == model.AllReduce {
+			steps = 2
+		}
+		ch, err := r.tuner.Choose(net.Op(c.Kind), c.Bytes)
+		if err != nil {
+			return 0, err
+		}
+		eff := 1.0
+		if r.tuner.LinkBytesPerS > 0 {
+			eff = min(1, ch.BusBytesPerS/r.tuner.LinkBytesPerS)
+		}
+		total += max(0, ch.LatencyS-steps*float64(r.n-1)*r.hopS) + steps*c.Bytes*r.perByte/eff
+	}
+	return total, nil
+}
+
 // bound is a lower bound on a layout's step time (workload.Sizing.Bound),
-// each ring collective at its slowest hop's bandwidth.
-func bound(tr workload.Training, sz *workload.Sizing, m *exec.Machine) (float64, error) {
-	t := m.Fabric.Topology()
+// each collective timed by ring.timeS.
+func bound(tr workload.Training, sz *workload.Sizing, rs *rings) (float64, error) {
 	par := tr.Par
 	P := len(sz.Forward)
 	tp, tail, dp := make([]float64, P), make([]float64, P), make([]float64, P)
@@ -95,25 +199,11 @@ func bound(tr workload.Training, sz *workload.Sizing, m *exec.Machine) (float64,
 		if len(colls) == 0 {
 			return 0, nil
 		}
-		// The ring's bound is linear in the bytes, with twice the steps for
-		// an all-reduce: find its slowest hop once per communicator.
-		perByte, err := exec.RingTimeBound(t, model.AllGather, 1, ranks)
+		r, err := rs.get(ranks)
 		if err != nil {
 			return 0, err
 		}
-		// The executor's rings run as net's default channels (one per
-		// rail across nodes), each carrying 1/channels of the bytes; the
-		// bound holds per channel even if they share the slowest hop.
-		perByte /= float64(net.DefaultChannels(t, ranks))
-		var total float64
-		for _, c := range colls {
-			steps := 1.0
-			if c.Kind == model.AllReduce {
-				steps = 2
-			}
-			total += steps * c.Bytes * perByte
-		}
-		return total, nil
+		return r.timeS(colls)
 	}
 	for s := 0; s < P; s++ {
 		tpRanks := make([]int, par.TP)
@@ -145,6 +235,26 @@ func run(env scenario.Env, s *spec.ParallelSearch) (scenario.Result, error) {
 	if err != nil {
 		return scenario.Result{}, err
 	}
+	rows, cands, err := enumerate(env, s, m)
+	if err != nil {
+		return scenario.Result{}, err
+	}
+	cost := m.Cost
+	// Simulate in order of the lower bound.
+	sort.SliceStable(cands, func(i, j int) bool { return cands[i].lb < cands[j].lb })
+	sims, err := simulateAll(env, s, cands, cost, m.Kernel)
+	if err != nil {
+		return scenario.Result{}, err
+	}
+	for _, c := range sims {
+		rows = append(rows, c.row)
+	}
+	return rank(rows), nil
+}
+
+// enumerate lists every layout: the rows that need no simulation (invalid,
+// dominated, too big) and the candidates, each with its lower bound.
+func enumerate(env scenario.Env, s *spec.ParallelSearch, m *exec.Machine) ([]ConfigRow, []*candidate, error) {
 	gpus := m.Fabric.Topology().NumRanks()
 	cfg, _ := s.Model.Resolve()
 	hbm := float64(m.GPU.HBMBytes)
@@ -175,6 +285,7 @@ func run(env scenario.Env, s *spec.ParallelSearch) (scenario.Result, error) {
 	}
 	var rows []ConfigRow
 	var cands []*candidate
+	rs := &rings{t: m.Fabric.Topology()}
 	// fitsAt records, per (tp, pp, mb, zero), the least recomputation that fits.
 	fitsAt := map[[5]int]string{}
 	for _, tp := range s.TP {
@@ -184,7 +295,7 @@ func run(env scenario.Env, s *spec.ParallelSearch) (scenario.Result, error) {
 					for _, zero := range s.ZeRO {
 						for _, rc := range recomputes {
 							if err := env.Canceled(); err != nil {
-								return scenario.Result{}, err
+								return nil, nil, err
 							}
 							row := ConfigRow{TP: tp, PP: pp, EP: ep, MicroBatch: mb, Recompute: rc, ZeRO: zero,
 								SequenceParallel: tp > 1 && !s.NoSequenceParallel}
@@ -218,7 +329,7 @@ func run(env scenario.Env, s *spec.ParallelSearch) (scenario.Result, error) {
 							}
 							sz, err := tr.Size(cost)
 							if err != nil {
-								return scenario.Result{}, err
+								return nil, nil, err
 							}
 							peak, stage := 0.0, 0
 							for i, mem := range sz.Memory {
@@ -237,9 +348,9 @@ func run(env scenario.Env, s *spec.ParallelSearch) (scenario.Result, error) {
 								continue
 							}
 							fitsAt[key] = rc
-							lb, err := bound(tr, sz, m)
+							lb, err := bound(tr, sz, rs)
 							if err != nil {
-								return scenario.Result{}, err
+								return nil, nil, err
 							}
 							c := &candidate{row: row, tr: tr, lb: lb}
 							c.row.BoundS = &lb
@@ -251,16 +362,12 @@ func run(env scenario.Env, s *spec.ParallelSearch) (scenario.Result, error) {
 		}
 	}
 
-	// Simulate in order of the lower bound.
-	sort.SliceStable(cands, func(i, j int) bool { return cands[i].lb < cands[j].lb })
-	sims, err := simulateAll(env, s, cands, cost, m.Kernel)
-	if err != nil {
-		return scenario.Result{}, err
-	}
-	for _, c := range sims {
-		rows = append(rows, c.row)
-	}
+	return rows, cands, nil
+}
 
+// rank sorts the rows (simulated fastest first, then bounded by their bound,
+// then the others) and numbers the simulated ones.
+func rank(rows []ConfigRow) scenario.Result {
 	order := map[string]int{Simulated: 0, Bounded: 1, Dominated: 2, DoesNotFit: 3, Invalid: 4}
 	sort.SliceStable(rows, func(i, j int) bool {
 		a, b := rows[i], rows[j]
@@ -285,7 +392,7 @@ func run(env scenario.Env, s *spec.ParallelSearch) (scenario.Result, error) {
 	}
 	var r scenario.Result
 	r.Add("configs", rows)
-	return r, nil
+	return r
 }
 
 const gib = 1 << 30
