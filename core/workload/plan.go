@@ -260,18 +260,13 @@ func (b *progBuilder) ops(prefix string, list []model.Op, mb int32, after []int3
 			start = i + 1
 			continue
 		}
-		if overlap {
-			w := len(seg)
-			for w > 0 && isWgrad(seg[w-1]) {
-				w--
-			}
-			if w < len(seg) && w > 0 {
-				a := b.compute(prefix+segName(seg[:w]), seg[:w], mb, first()...)
-				b.compute(prefix+segName(seg[w:]), seg[w:], mb, a)
-				last = b.collective(prefix+o.Name, StreamTP, SlotTP, o.Kind, o.Bytes, mb, a)
-				start = i + 1
-				continue
-			}
+		if overlap && hidesBehindWgrad(seg) {
+			w := wgradStart(seg)
+			a := b.compute(prefix+segName(seg[:w]), seg[:w], mb, first()...)
+			b.compute(prefix+segName(seg[w:]), seg[w:], mb, a)
+			last = b.collective(prefix+o.Name, StreamTP, SlotTP, o.Kind, o.Bytes, mb, a)
+			start = i + 1
+			continue
 		}
 		if len(seg) > 0 {
 			last = b.compute(prefix+segName(seg), seg, mb, first()...)
@@ -288,6 +283,23 @@ func (b *progBuilder) ops(prefix string, list []model.Op, mb int32, after []int3
 		return after[0]
 	}
 	return last
+}
+
+// wgradStart is where a compute segment's trailing weight-gradient GEMMs
+// begin; hidesBehindWgrad reports whether the collective after the segment
+// overlaps them (there are some, after some other work that produces its
+// payload), as OverlapTPComm runs it.
+func wgradStart(seg []model.Op) int {
+	w := len(seg)
+	for w > 0 && isWgrad(seg[w-1]) {
+		w--
+	}
+	return w
+}
+
+func hidesBehindWgrad(seg []model.Op) bool {
+	w := wgradStart(seg)
+	return w < len(seg) && w > 0
 }
 
 func isWgrad(o model.Op) bool {

@@ -578,12 +578,24 @@ func (t Training) Size(cost func(model.Op) (float64, error)) (*Sizing, error) {
 				if par.EP > 1 {
 					expert += g.Blocks[bi].ExpertParams
 				}
-				for _, list := range [][]model.Op{g.Blocks[bi].Forward, g.Blocks[bi].Backward} {
-					for _, o := range list {
-						// The all-to-alls are left out: the bound stays a lower bound.
-						if o.IsComm() && o.Kind != model.AllToAll {
+				for k, list := range [][]model.Op{g.Blocks[bi].Forward, g.Blocks[bi].Backward} {
+					start, hiding := 0, false
+					for i, o := range list {
+						if !o.IsComm() {
+							continue
+						}
+						// The all-to-alls are left out, and so are the backward's
+						// collectives that overlap the weight-gradient GEMMs
+						// (OverlapTPComm, as the program builder runs them: the
+						// one after the GEMMs' segment and those queued right
+						// behind it on the TP stream): the bound stays a lower bound.
+						if seg := list[start:i]; len(seg) > 0 {
+							hiding = k == 1 && par.OverlapTPComm && hidesBehindWgrad(seg)
+						}
+						if o.Kind != model.AllToAll && !hiding {
 							tp = append(tp, Coll{o.Kind, o.Bytes})
 						}
+						start = i + 1
 					}
 				}
 				n := g.Blocks[bi].Params
