@@ -41,9 +41,9 @@ var layers = map[string][]string{
 	"core/workload":  {"core/hw", "core/model", "core/rng"},
 	"core/seedflood": {"core/rng"},
 	"core/eidola":    {"core/hw", "core/net", "core/rng", "core/sim"},
-	"core/exec":      {"core/compute", "core/hw", "core/model", "core/net", "core/sim", "core/topo", "core/workload", "core/spec"}, // (spec below the models)
-	"core/serving":   {"core/compute", "core/exec", "core/hw", "core/model", "core/topo", "core/workload", "core/spec"},            // (spec below the models)
-	"core/catalog":   {"core/hw", "core/model", "core/topo", "core/spec"},                                                          // (spec below the models)
+	"core/exec":      {"core/compute", "core/hw", "core/model", "core/net", "core/sim", "core/topo", "core/workload", "core/spec"},  // (spec below the models)
+	"core/serving":   {"core/compute", "core/exec", "core/hw", "core/model", "core/rng", "core/topo", "core/workload", "core/spec"}, // (spec below the models)
+	"core/catalog":   {"core/hw", "core/model", "core/topo", "core/spec"},                                                           // (spec below the models)
 	"core/scenario":  {"core/spec"},
 	"core/job":       {"core/exec", "core/hw", "core/model", "core/scenario", "core/spec", "core/workload"},
 	"core/scenario/all": {"core/scenario", "core/spec", "core/scenario/collective", "core/scenario/eidola", "core/scenario/faultsweep",

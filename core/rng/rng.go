@@ -4,6 +4,7 @@ package rng
 
 import (
 	"hash/fnv"
+	"math"
 	"math/rand/v2"
 )
 
@@ -30,4 +31,29 @@ func splitmix(x uint64) uint64 {
 	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
 	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
 	return x ^ (x >> 31)
+}
+
+// Gamma draws Gamma(shape, 1) by Marsaglia and Tsang (2000, "A simple
+// method for generating gamma variables"), with the boost
+// Gamma(a) = Gamma(a+1)·U^(1/a) for shape < 1. Shape must be > 0.
+func Gamma(r *rand.Rand, shape float64) float64 {
+	if shape < 1 {
+		return Gamma(r, shape+1) * math.Pow(r.Float64(), 1/shape)
+	}
+	d := shape - 1.0/3
+	c := 1 / math.Sqrt(9*d)
+	for {
+		x := r.NormFloat64()
+		v := 1 + c*x
+		if v <= 0 {
+			continue
+		}
+		v = v * v * v
+		u := r.Float64()
+		// The squeeze accepts most draws without the logarithm; the log
+		// test decides the rest.
+		if u < 1-0.0331*x*x*x*x || math.Log(u) < 0.5*x*x+d*(1-v+math.Log(v)) {
+			return d * v
+		}
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+
+	"github.com/eidolon-sim/eidolon/core/rng"
 )
 
 // Dataset is a classification table: X is row-major Samples×Features,
@@ -227,7 +229,7 @@ func PartitionDirichlet(r *rand.Rand, d *Dataset, n int, alpha float64) [][]int 
 	for _, rows := range byClass {
 		sum := 0.0
 		for k := range p {
-			p[k] = gamma(r, alpha)
+			p[k] = rng.Gamma(r, alpha)
 			sum += p[k]
 		}
 		start, cum := 0, 0.0
@@ -259,26 +261,4 @@ func PartitionDirichlet(r *rand.Rand, d *Dataset, n int, alpha float64) [][]int 
 		sort.Ints(s)
 	}
 	return shards
-}
-
-// gamma draws Gamma(shape, 1) by Marsaglia and Tsang (2000), with the
-// shape < 1 boost Gamma(a) = Gamma(a+1)·U^(1/a).
-func gamma(r *rand.Rand, shape float64) float64 {
-	if shape < 1 {
-		return gamma(r, shape+1) * math.Pow(r.Float64(), 1/shape)
-	}
-	d := shape - 1.0/3
-	c := 1 / math.Sqrt(9*d)
-	for {
-		x := r.NormFloat64()
-		v := 1 + c*x
-		if v <= 0 {
-			continue
-		}
-		v = v * v * v
-		u := r.Float64()
-		if math.Log(u) < 0.5*x*x+d-d*v+d*math.Log(v) {
-			return d * v
-		}
-	}
 }

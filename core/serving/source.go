@@ -3,6 +3,8 @@ package serving
 import (
 	"math"
 	"math/rand/v2"
+
+	"github.com/eidolon-sim/eidolon/core/rng"
 )
 
 // Lengths draws token counts: "fixed" (Tokens), "uniform" on [Min, Max],
@@ -47,29 +49,7 @@ func (a Arrivals) Gap(r *rand.Rand) float64 {
 	if a.Burstiness == 1 {
 		return r.ExpFloat64() / a.RatePerS
 	}
-	return gamma(r, a.Burstiness) / (a.RatePerS * a.Burstiness)
-}
-
-// gamma draws Gamma(k, 1) by Marsaglia and Tsang (2000), with the k < 1
-// boost Gamma(k) = Gamma(k+1)·U^(1/k).
-func gamma(r *rand.Rand, k float64) float64 {
-	if k < 1 {
-		return gamma(r, k+1) * math.Pow(r.Float64(), 1/k)
-	}
-	d := k - 1.0/3
-	c := 1 / math.Sqrt(9*d)
-	for {
-		x := r.NormFloat64()
-		v := 1 + c*x
-		if v <= 0 {
-			continue
-		}
-		v = v * v * v
-		u := r.Float64()
-		if u < 1-0.0331*x*x*x*x || math.Log(u) < 0.5*x*x+d*(1-v+math.Log(v)) {
-			return d * v
-		}
-	}
+	return rng.Gamma(r, a.Burstiness) / (a.RatePerS * a.Burstiness)
 }
 
 // Shared prefixes: every request draws one of Groups prefixes of Tokens
