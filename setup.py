@@ -33,7 +33,7 @@ class GopyBuild(build_ext):
             cwd=ROOT, env=env, check=True,
         )
         for old in NATIVE.glob("*"):
-            if old.name != "__init__.py":
+            if old.name != "__init__.py" and old.suffix != ".pyi":  # the .pyi stubs are committed
                 old.unlink()
         files = [GEN / n for n in KEEP] + list(GEN.glob("_native*.so"))
         for f in files:

@@ -41,6 +41,9 @@ func TestErrorsAreClassified(t *testing.T) {
 	_, err = Start(`{"kind":"selftest","iterations":-1}`, 0)
 	require.EqualError(t, err, "SpecError: invalid spec: iterations: must be in [1, 1e15], got -1"+ProblemsMark+
 		`[{"path":"iterations","message":"must be in [1, 1e15], got -1","allowed":"[1, 1e15]"}]`)
+	// A range problem beside a type error keeps its allowed values.
+	_, err = Start(`{"kind":"selftest","iterations":-1,"seed":"x"}`, 0)
+	require.ErrorContains(t, err, `{"path":"iterations","message":"must be in [1, 1e15], got -1","allowed":"[1, 1e15]"}`)
 	h, err := Start(`{"kind":"selftest","fail":"partitioned"}`, 0)
 	require.NoError(t, err)
 	_, err = Result(h)

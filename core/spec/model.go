@@ -141,7 +141,8 @@ func (m Model) Validate(p *Problems, path string) {
 			if dp.Path != "" {
 				at = Field(path, dp.Path)
 			}
-			p.Addf(at, "%s", dp.Message)
+			dp.Path = at
+			p.Add(dp)
 		}
 		return
 	}

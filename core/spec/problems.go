@@ -56,6 +56,10 @@ func (p *Problems) addAllowed(path, allowed, format string, args ...any) {
 	p.list = append(p.list, Problem{Path: path, Message: fmt.Sprintf(format, args...), Allowed: allowed})
 }
 
+// Add records a problem as it is (its Allowed kept), e.g. one from another
+// Problems moved under a parent path.
+func (p *Problems) Add(q Problem) { p.list = append(p.list, q) }
+
 // List is the problems so far, in order.
 func (p *Problems) List() []Problem { return append([]Problem(nil), p.list...) }
 

@@ -202,11 +202,9 @@ def sweep(
         # rest go back to the full pool.
         serial = False
         while todo:
-            if own:
-                pool = _default_executor(1 if serial else None)
-            else:
-                pool = executor
-            futures = {i: pool.submit(_run_point, spec_list[i]) for i in todo}
+            active = executor if executor is not None else _default_executor(1 if serial else None)
+            pool = active
+            futures = {i: active.submit(_run_point, spec_list[i]) for i in todo}
             broken = False
             order = {f: i for i, f in futures.items()}
             for fut in as_completed(order):
@@ -222,7 +220,7 @@ def sweep(
                 except Exception as exc:  # the worker itself failed
                     finish(i, (None, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=1)}", 0.0))
             if own:
-                pool.shutdown(wait=False, cancel_futures=True)
+                active.shutdown(wait=False, cancel_futures=True)
                 pool = None
             todo = [i for i in todo if i not in results]
             if not broken:
