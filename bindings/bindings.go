@@ -29,7 +29,11 @@ import (
 	"github.com/eidolon-sim/eidolon/core/table"
 )
 
-// Version is the eidolon version written into every table's metadata.
+// Version is the eidolon version written into every table's metadata, and
+// the project's one version: setup.py reads this line for the Python
+// package's version (pyproject.toml declares it dynamic) and
+// eidolon.__version__ is that package version (python/tests/test_version.py
+// checks that the three agree). Keep it on one line, as a string literal.
 const Version = "0.1.0"
 
 // ProblemsMark separates a SpecError's text from its problems' JSON: an

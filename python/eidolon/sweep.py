@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import pyarrow as pa
 
-from .api import Result, SpecLike, load_spec
+from .api import SpecLike, SweepResult, load_spec
 
 POINTS = "points"
 
@@ -143,8 +143,8 @@ def sweep(
     progress: bool = True,
     store: str | os.PathLike[str] | None = None,
     _run_point: Callable[[dict[str, Any]], Any] = run_point,
-) -> Result:
-    """Run every spec and concatenate their tables.
+) -> SweepResult:
+    """Run every spec and concatenate their tables, as a :class:`SweepResult`.
 
     Each output table gains a ``point`` column (the spec's index) and one
     column per parameter that varies between specs (dotted paths such as
@@ -255,7 +255,14 @@ def _points_row(i: int, flat: dict[str, Any], params: list[str], err: str, wall:
     return pa.table(row)
 
 
-def _collect(spec_list, flat, params, keys, results, st) -> Result:
+def _collect(
+    spec_list: list[dict[str, Any]],
+    flat: list[dict[str, Any]],
+    params: list[str],
+    keys: list[str],
+    results: dict[int, tuple[dict[str, pa.Table] | None, str, float]],
+    st: _Store | None,
+) -> SweepResult:
     per_table: dict[str, list[pa.Table]] = {}
     points = []
     for i in range(len(spec_list)):
@@ -271,7 +278,7 @@ def _collect(spec_list, flat, params, keys, results, st) -> Result:
             per_table.setdefault(name, []).append(_with_params(t, i, p))
     out = {name: pa.concat_tables(ts, promote_options="permissive") for name, ts in per_table.items()}
     out[POINTS] = pa.concat_tables(points, promote_options="permissive")
-    return Result({"sweep": spec_list}, out)
+    return SweepResult({"sweep": spec_list}, out)
 
 
 def _terminate(pool: Executor) -> None:
