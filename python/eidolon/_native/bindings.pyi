@@ -7,7 +7,7 @@ reverse. gopy maps Go's int64 to ``int``, float64 to ``float``, []byte to
 :class:`go.Slice_byte`, and a returned non-nil ``error`` to a raised
 ``RuntimeError`` whose text starts with the error's class (see
 ``eidolon.errors.from_native``); a function whose only result is an error
-returns ``None``.
+returns ``""`` (the nil error's text) when it succeeds.
 """
 
 from . import go
@@ -21,8 +21,8 @@ def Wait(handle: int, timeoutMs: int) -> bool:
 def Progress(handle: int) -> float:
     """The fraction of the run done, in [0, 1]."""
 
-def Cancel(handle: int) -> None:
-    """Ask a run to stop."""
+def Cancel(handle: int) -> str:
+    """Ask a run to stop; returns ""."""
 
 def Result(handle: int) -> go.Slice_byte:
     """Wait for the run, forget its handle; its tables as a bundle of Arrow IPC streams."""
@@ -45,5 +45,5 @@ def EngineVersion() -> str:
 def DefaultMaxMemoryBytes() -> float:
     """Half of this machine's memory (or of RLIMIT_AS); 0 when unknown."""
 
-def ForcePanic() -> None:
-    """Panic inside an exported function (tests: the recovery keeps Python alive)."""
+def ForcePanic() -> str:
+    """Panic inside an exported function (tests: the recovery keeps Python alive); always raises."""
