@@ -53,6 +53,7 @@ go-test: tools lint
 	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./core/spec
 
 py-test: dev
+	$(PY) -m mypy --strict python/eidolon
 	cd python && ../$(PY) -m pytest -q -c ../pyproject.toml --rootdir .. tests eidolon
 
 # Formatting (goimports) and unreachable code (deadcode, with the tests as

@@ -6,6 +6,7 @@ python/eidolon/_native/ (git-ignored) and, for a wheel, into the build tree.
 """
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -33,7 +34,7 @@ class GopyBuild(build_ext):
             cwd=ROOT, env=env, check=True,
         )
         for old in NATIVE.glob("*"):
-            if old.name != "__init__.py":
+            if old.name != "__init__.py" and old.suffix != ".pyi":  # the .pyi stubs are committed
                 old.unlink()
         files = [GEN / n for n in KEEP] + list(GEN.glob("_native*.so"))
         for f in files:
@@ -45,9 +46,19 @@ class GopyBuild(build_ext):
                 shutil.copy2(f, dest / f.name)
 
 
+def go_version() -> str:
+    """The project's version: the Version constant in bindings/bindings.go,
+    which the engine writes into every table's metadata."""
+    src = (ROOT / "bindings" / "bindings.go").read_text()
+    m = re.search(r'^const Version = "([^"]+)"$', src, re.M)
+    if m is None:
+        raise RuntimeError('bindings/bindings.go has no line `const Version = "..."`')
+    return m.group(1)
+
+
 class BinaryDistribution(Distribution):
     def has_ext_modules(self):
         return True
 
 
-setup(cmdclass={"build_ext": GopyBuild}, distclass=BinaryDistribution)
+setup(version=go_version(), cmdclass={"build_ext": GopyBuild}, distclass=BinaryDistribution)

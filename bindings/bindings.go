@@ -5,6 +5,10 @@
 //
 // Errors carry a class prefix that the Python package maps to exceptions in
 // one place: "SpecError: ", "SimulationError: ", "Canceled: ", "InternalError: ".
+// A SpecError's text is followed by ProblemsMark and its problems as a JSON
+// list of {"path", "message", "allowed"}, so Python receives them
+// structured instead of parsing the text (gopy passes only the string of
+// an error).
 package bindings
 
 import (
@@ -14,6 +18,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,8 +29,39 @@ import (
 	"github.com/eidolon-sim/eidolon/core/table"
 )
 
-// Version is the eidolon version written into every table's metadata.
+// Version is the eidolon version written into every table's metadata, and
+// the project's one version: setup.py reads this line for the Python
+// package's version (pyproject.toml declares it dynamic) and
+// eidolon.__version__ is that package version (python/tests/test_version.py
+// checks that the three agree). Keep it on one line, as a string literal.
 const Version = "0.1.0"
+
+// ProblemsMark separates a SpecError's text from its problems' JSON: an
+// ASCII record separator, which no message contains.
+const ProblemsMark = "\x1e"
+
+// problem is a spec.Problem as Python receives it.
+type problem struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
+	Allowed string `json:"allowed"`
+}
+
+// problemsJSON is a JSON list of problems ("[]" for none).
+func problemsJSON(ps []spec.Problem) string {
+	out := make([]problem, len(ps))
+	for i, p := range ps {
+		out[i] = problem{p.Path, p.Message, p.Allowed}
+	}
+	var buf strings.Builder
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // "> 0" stays readable
+	if err := enc.Encode(out); err != nil {
+		// strings always encode
+		return "[]"
+	}
+	return strings.TrimSuffix(buf.String(), "\n")
+}
 
 // classify prefixes an error with its class for the Python side.
 func classify(err error) error {
@@ -37,7 +73,7 @@ func classify(err error) error {
 	case errors.As(err, &pe):
 		return fmt.Errorf("InternalError: %s", err.Error())
 	case errors.As(err, &se):
-		return fmt.Errorf("SpecError: %s", err.Error())
+		return fmt.Errorf("SpecError: %s%s%s", err.Error(), ProblemsMark, problemsJSON(se.Problems))
 	case errors.Is(err, context.Canceled):
 		return errors.New("Canceled: run interrupted")
 	default:
@@ -213,27 +249,20 @@ func Result(handle int64) (bundle []byte, err error) {
 }
 
 // Validate decodes, defaults and validates a spec without running it. It
-// returns a JSON list of {"path", "message"} problems ("[]" when valid).
+// returns a JSON list of {"path", "message", "allowed"} problems ("[]" when
+// valid).
 //
 // maxMemoryBytes is as for Start.
 func Validate(specJSON string, maxMemoryBytes float64) (problems string, err error) {
 	defer guard(&err)
-	type problem struct {
-		Path    string `json:"path"`
-		Message string `json:"message"`
-	}
-	out := []problem{}
 	verr := all.Validate([]byte(specJSON), memoryLimit(maxMemoryBytes))
 	var se *spec.Error
 	if errors.As(verr, &se) {
-		for _, p := range se.Problems {
-			out = append(out, problem{p.Path, p.Message})
-		}
+		return problemsJSON(se.Problems), nil
 	} else if verr != nil {
 		return "", classify(verr)
 	}
-	b, _ := json.Marshal(out)
-	return string(b), nil
+	return "[]", nil
 }
 
 // Kinds lists the scenario kinds as JSON [{"name", "doc"}].

@@ -30,6 +30,20 @@ func TestRunSelftest(t *testing.T) {
 func TestErrorsAreClassified(t *testing.T) {
 	_, err := Start(`{"kind":"selftest","iteratons":5,"seed":"x"}`, 0)
 	require.ErrorContains(t, err, "SpecError: invalid spec, 2 problems")
+	// The text, then the problems as JSON after ProblemsMark.
+	text, js, ok := strings.Cut(err.Error(), ProblemsMark)
+	require.True(t, ok)
+	require.NotContains(t, text, ProblemsMark)
+	require.Equal(t, `[{"path":"iteratons","message":"unknown field (did you mean \"iterations\"?); `+
+		`allowed here: fail, iterations, kind, max_memory_bytes, name, panic, seed",`+
+		`"allowed":"a field of [\"fail\", \"iterations\", \"kind\", \"max_memory_bytes\", \"name\", \"panic\", \"seed\"]"},`+
+		`{"path":"seed","message":"must be an integer, got a string","allowed":""}]`, js)
+	_, err = Start(`{"kind":"selftest","iterations":-1}`, 0)
+	require.EqualError(t, err, "SpecError: invalid spec: iterations: must be in [1, 1e15], got -1"+ProblemsMark+
+		`[{"path":"iterations","message":"must be in [1, 1e15], got -1","allowed":"[1, 1e15]"}]`)
+	// A range problem beside a type error keeps its allowed values.
+	_, err = Start(`{"kind":"selftest","iterations":-1,"seed":"x"}`, 0)
+	require.ErrorContains(t, err, `{"path":"iterations","message":"must be in [1, 1e15], got -1","allowed":"[1, 1e15]"}`)
 	h, err := Start(`{"kind":"selftest","fail":"partitioned"}`, 0)
 	require.NoError(t, err)
 	_, err = Result(h)
@@ -52,7 +66,7 @@ func TestCancel(t *testing.T) {
 func TestValidateAndCatalogs(t *testing.T) {
 	v, err := Validate(`{"kind":"selftest","iterations":-2}`, 0)
 	require.NoError(t, err)
-	require.Equal(t, `[{"path":"iterations","message":"must be in [1, 1e15], got -2"}]`, v)
+	require.Equal(t, `[{"path":"iterations","message":"must be in [1, 1e15], got -2","allowed":"[1, 1e15]"}]`, v)
 	v, err = Validate(`{"kind":"selftest"}`, 0)
 	require.NoError(t, err)
 	require.Equal(t, `[]`, v)

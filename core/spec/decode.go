@@ -134,7 +134,7 @@ func checkValue(p *Problems, path string, v any, t reflect.Type) bool {
 				if s := Suggest(k, names); s != "" {
 					msg += fmt.Sprintf(" (did you mean %q?)", s)
 				}
-				p.Addf(Field(path, k), "%s; allowed here: %s", msg, strings.Join(names, ", "))
+				p.addAllowed(Field(path, k), "a field of "+quoteAll(names), "%s; allowed here: %s", msg, strings.Join(names, ", "))
 				delete(obj, k)
 				continue
 			}
@@ -213,7 +213,7 @@ func checkInteger(p *Problems, path string, v any, lo, hi float64) bool {
 		return false
 	}
 	if f < lo || f >= hi {
-		p.Addf(path, "must be an integer in [%.0f, %.0f), got %s", lo, hi, n.String())
+		p.addAllowed(path, fmt.Sprintf("an integer in [%.0f, %.0f)", lo, hi), "must be an integer in [%.0f, %.0f), got %s", lo, hi, n.String())
 		return false
 	}
 	return true

@@ -104,6 +104,21 @@ func TestProblemHelpers(t *testing.T) {
 	require.Len(t, ps, 5)
 	require.Equal(t, "a: must be > 0, got -5", ps[0].String())
 	require.Contains(t, ps[4].Message, `did you mean "ring"?`)
+	// Allowed states each helper's bound on its own, for programs.
+	allowed := make([]string, len(ps))
+	for i, q := range ps {
+		allowed[i] = q.Allowed
+	}
+	require.Equal(t, []string{"> 0", ">= 0", "[0, 1]", "[0, 8]", `one of ["ring", "tree"]`}, allowed)
+	var other Problems
+	other.Addf("h", "free text")
+	other.Duration("i", -1)
+	other.Bandwidth("j", 25)
+	require.Equal(t, []Problem{
+		{Path: "h", Message: "free text"},
+		{Path: "i", Message: "must be a duration in [0, 1e+06] s (simulated time ends after about 106.75 days), got -1", Allowed: "[0, 1e+06]"},
+		{Path: "j", Message: "must be a bandwidth in bytes/s, at least 1e+06 (1 MB/s; 25 GB/s is 25e9), got 25", Allowed: ">= 1e+06"},
+	}, other.List())
 	require.Equal(t, "cluster.links[3]", Index(Field("cluster", "links"), 3))
 	var none Problems
 	require.NoError(t, none.Err())

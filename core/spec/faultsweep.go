@@ -134,7 +134,8 @@ func (s *FaultSweep) Validate(p *Problems) {
 			if pr.Path != "" {
 				path = Field(kind, pr.Path)
 			}
-			p.Addf(path, "%s", pr.Message)
+			pr.Path = path
+			p.Add(pr)
 		}
 	}
 	if p.OneOf("mode", s.Mode, FaultSweepModes()) && s.Mode == "sample" {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strconv"
 
 	"github.com/eidolon-sim/eidolon/core/model"
 )
@@ -140,14 +141,15 @@ func (m Model) Validate(p *Problems, path string) {
 			if dp.Path != "" {
 				at = Field(path, dp.Path)
 			}
-			p.Addf(at, "%s", dp.Message)
+			dp.Path = at
+			p.Add(dp)
 		}
 		return
 	}
 	n := p.Len()
 	for _, b := range modelBounds {
 		if v := b.value(&m.Config); v < 0 || v > b.max {
-			p.Addf(Field(path, b.field), "must be in [1, %d], got %d", b.max, v)
+			p.addAllowed(Field(path, b.field), "[1, "+strconv.Itoa(b.max)+"]", "must be in [1, %d], got %d", b.max, v)
 		}
 	}
 	if len(m.Pattern) > 1<<14 {

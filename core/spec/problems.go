@@ -7,10 +7,15 @@ import (
 )
 
 // Problem is one thing wrong with a spec: where (a field path such as
-// "cluster.links[3].bandwidth_bytes_per_s") and what is allowed.
+// "cluster.links[3].bandwidth_bytes_per_s") and what is wrong. Allowed,
+// where the check knows it, states the values the field may take on its
+// own ("> 0", "[1, 16384]", `one of ["ring", "tree"]`); it is "" otherwise.
+// The message already says it in words: Allowed is for programs (the
+// Python tier exposes it as SpecError.problems[i].allowed).
 type Problem struct {
 	Path    string
 	Message string
+	Allowed string
 }
 
 func (p Problem) String() string {
@@ -46,6 +51,15 @@ func (p *Problems) Addf(path, format string, args ...any) {
 	p.list = append(p.list, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
 }
 
+// addAllowed records a problem at path whose allowed values are known.
+func (p *Problems) addAllowed(path, allowed, format string, args ...any) {
+	p.list = append(p.list, Problem{Path: path, Message: fmt.Sprintf(format, args...), Allowed: allowed})
+}
+
+// Add records a problem as it is (its Allowed kept), e.g. one from another
+// Problems moved under a parent path.
+func (p *Problems) Add(q Problem) { p.list = append(p.list, q) }
+
 // List is the problems so far, in order.
 func (p *Problems) List() []Problem { return append([]Problem(nil), p.list...) }
 
@@ -75,14 +89,14 @@ func (p *Problems) Merge(path string, err error) {
 // Positive requires v > 0 (and finite).
 func (p *Problems) Positive(path string, v float64) {
 	if !(v > 0) || math.IsInf(v, 0) {
-		p.Addf(path, "must be > 0, got %v", v)
+		p.addAllowed(path, "> 0", "must be > 0, got %v", v)
 	}
 }
 
 // NonNegative requires v >= 0 (and finite).
 func (p *Problems) NonNegative(path string, v float64) {
 	if !(v >= 0) || math.IsInf(v, 0) {
-		p.Addf(path, "must be >= 0, got %v", v)
+		p.addAllowed(path, ">= 0", "must be >= 0, got %v", v)
 	}
 }
 
@@ -95,7 +109,7 @@ const MaxDurationS = 1e6
 // Duration requires 0 <= v <= MaxDurationS.
 func (p *Problems) Duration(path string, v float64) {
 	if !(v >= 0 && v <= MaxDurationS) {
-		p.Addf(path, "must be a duration in [0, %g] s (simulated time ends after about 106.75 days), got %v", MaxDurationS, v)
+		p.addAllowed(path, fmt.Sprintf("[0, %g]", MaxDurationS), "must be a duration in [0, %g] s (simulated time ends after about 106.75 days), got %v", MaxDurationS, v)
 	}
 }
 
@@ -107,21 +121,21 @@ const MinBandwidthBytesPerS = 1e6
 // Bandwidth requires MinBandwidthBytesPerS <= v < +Inf.
 func (p *Problems) Bandwidth(path string, v float64) {
 	if !(v >= MinBandwidthBytesPerS) || math.IsInf(v, 0) {
-		p.Addf(path, "must be a bandwidth in bytes/s, at least %g (1 MB/s; 25 GB/s is 25e9), got %v", MinBandwidthBytesPerS, v)
+		p.addAllowed(path, fmt.Sprintf(">= %g", MinBandwidthBytesPerS), "must be a bandwidth in bytes/s, at least %g (1 MB/s; 25 GB/s is 25e9), got %v", MinBandwidthBytesPerS, v)
 	}
 }
 
 // InRange requires lo <= v <= hi.
 func (p *Problems) InRange(path string, v, lo, hi float64) {
 	if !(v >= lo && v <= hi) {
-		p.Addf(path, "must be in [%v, %v], got %v", lo, hi, v)
+		p.addAllowed(path, fmt.Sprintf("[%v, %v]", lo, hi), "must be in [%v, %v], got %v", lo, hi, v)
 	}
 }
 
 // IntInRange requires lo <= v <= hi for integers.
 func (p *Problems) IntInRange(path string, v, lo, hi int) {
 	if v < lo || v > hi {
-		p.Addf(path, "must be in [%d, %d], got %d", lo, hi, v)
+		p.addAllowed(path, fmt.Sprintf("[%d, %d]", lo, hi), "must be in [%d, %d], got %d", lo, hi, v)
 	}
 }
 
@@ -132,11 +146,12 @@ func (p *Problems) OneOf(path, v string, allowed []string) bool {
 			return true
 		}
 	}
-	msg := fmt.Sprintf("must be one of %s, got %q", quoteAll(allowed), v)
+	choices := quoteAll(allowed)
+	msg := fmt.Sprintf("must be one of %s, got %q", choices, v)
 	if s := Suggest(v, allowed); s != "" {
 		msg += fmt.Sprintf(" (did you mean %q?)", s)
 	}
-	p.Addf(path, "%s", msg)
+	p.addAllowed(path, "one of "+choices, "%s", msg)
 	return false
 }
 

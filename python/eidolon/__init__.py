@@ -8,21 +8,28 @@ A Go simulation core, driven from Python; results are Arrow tables.
 ['summary']
 """
 
+from importlib import metadata as _metadata
+
 from . import datasets, models, presets
-from .api import Result, kinds, load_spec, run, validate
+from .api import Result, SweepResult, kinds, load_spec, run, validate
 from .perfetto import write_perfetto
 from .search import search_parallel
 from .sweep import sweep
-from .errors import EidolonError, InternalError, SimulationError, SpecError
+from .errors import EidolonError, InternalError, Problem, SimulationError, SpecError
 
-__version__ = "0.1.0"
+try:  # the installed package's version, which setup.py took from the engine's (bindings.Version)
+    __version__ = _metadata.version("eidolon")
+except _metadata.PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "EidolonError",
     "InternalError",
+    "Problem",
     "Result",
     "SimulationError",
     "SpecError",
+    "SweepResult",
     "kinds",
     "load_spec",
     "models",

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING, Any
 
 from . import api, presets
 from .errors import EidolonError, SpecError
 
+if TYPE_CHECKING:
+    import pyarrow as pa
 
-def _cell(v) -> str:
+
+def _cell(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.6g}"
     if v is None:
@@ -17,7 +21,7 @@ def _cell(v) -> str:
     return str(v)
 
 
-def _show(name: str, table, rows: int) -> None:
+def _show(name: str, table: pa.Table, rows: int) -> None:
     """Print a table's first rows as aligned text (pyarrow only: no pandas import, so the command starts fast)."""
     head = table.slice(0, rows).to_pylist()
     cols = table.column_names
@@ -56,8 +60,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"wrote {path}")
         elif args.command == "validate":
             problems = api.validate(args.spec)
-            for path, message in problems:
-                print(f"{path}: {message}" if path else message)
+            for where, message in problems:
+                print(f"{where}: {message}" if where else message)
             if problems:
                 return 1
             print("valid")

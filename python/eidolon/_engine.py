@@ -4,37 +4,33 @@ from __future__ import annotations
 
 import json
 import struct
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import pyarrow as pa
 import pyarrow.ipc
 
 from . import errors
 
+if TYPE_CHECKING:  # the extension is imported when first called
+    from ._native import go
+
+T = TypeVar("T")
+
 _MAGIC = b"EIDOLON1"
 _POLL_MS = 100  # how often Python regains control to see Ctrl-C and update progress
 
 
-def _native():
-    try:
-        from ._native import bindings  # type: ignore[attr-defined]
-    except ImportError as exc:  # pragma: no cover - only without a build
-        raise ImportError(
-            "eidolon's native extension is not built; run `make dev` in the source tree"
-        ) from exc
-    return bindings
-
-
-def call(fn_name: str, *args: Any) -> Any:
-    """Call a native function, mapping its errors to Eidolon exceptions."""
-    fn = getattr(_native(), fn_name)
+def call(fn: Callable[..., T], *args: Any) -> T:
+    """Call a native function (``bindings.Start``, typed by bindings.pyi),
+    mapping its errors to Eidolon exceptions. Each caller imports
+    ``bindings`` where it needs it, so ``import eidolon`` loads no Go runtime."""
     try:
         return fn(*args)
     except RuntimeError as exc:
         raise errors.from_native(exc) from None
 
 
-def decode_bundle(slice_: Any) -> dict[str, pa.Table]:
+def decode_bundle(slice_: go.Slice_byte | bytes) -> dict[str, pa.Table]:
     """Decode the bytes of a table bundle (see core/table/bundle.go)."""
     data = bytes(slice_)
     view = memoryview(data)
@@ -64,19 +60,21 @@ def run_json(
     ``max_memory_bytes`` caps the run's estimated memory (None: the spec's
     ``max_memory_bytes``, else half of this machine's memory).
     """
-    handle = call("Start", spec_json, _limit(max_memory_bytes))
+    from ._native import bindings
+
+    handle = call(bindings.Start, spec_json, _limit(max_memory_bytes))
     try:
-        while not call("Wait", handle, _POLL_MS):
+        while not call(bindings.Wait, handle, _POLL_MS):
             if progress is not None:
-                progress(call("Progress", handle))
+                progress(call(bindings.Progress, handle))
     except KeyboardInterrupt:
-        call("Cancel", handle)
+        call(bindings.Cancel, handle)
         try:
-            call("Result", handle)
+            call(bindings.Result, handle)
         except (KeyboardInterrupt, errors.EidolonError):
             pass
         raise
-    result = call("Result", handle)
+    result = call(bindings.Result, handle)
     if progress is not None:
         progress(1.0)
     return decode_bundle(result)
@@ -89,28 +87,40 @@ def _limit(max_memory_bytes: float | None) -> float:
     if not value > 0 or value == float("inf"):
         raise errors.SpecError(
             f"max_memory_bytes must be > 0 bytes, got {max_memory_bytes!r}",
-            [("max_memory_bytes", f"must be > 0 bytes, got {max_memory_bytes!r}")],
+            [errors.Problem("max_memory_bytes", f"must be > 0 bytes, got {max_memory_bytes!r}", "> 0")],
         )
     return value
 
 
-def validate_json(spec_json: str, max_memory_bytes: float | None = None) -> list[tuple[str, str]]:
-    problems = json.loads(call("Validate", spec_json, _limit(max_memory_bytes)))
-    return [(p["path"], p["message"]) for p in problems]
+def validate_json(spec_json: str, max_memory_bytes: float | None = None) -> list[errors.Problem]:
+    """The spec's problems, structured as the engine reports them."""
+    from ._native import bindings
+
+    return errors.problems_from_json(call(bindings.Validate, spec_json, _limit(max_memory_bytes)))
 
 
 def canonical_json(spec_json: str) -> str:
     """The spec after defaults, as the engine records it (SpecError if invalid)."""
-    return call("Canonical", spec_json)
+    from ._native import bindings
+
+    return call(bindings.Canonical, spec_json)
 
 
 def engine_version() -> str:
-    return call("EngineVersion")
+    """The engine's version: the one version of the project (bindings.Version)."""
+    from ._native import bindings
+
+    return call(bindings.EngineVersion)
 
 
 def presets(name: str) -> pa.Table:
-    return decode_bundle(call("Presets", name))[name]
+    from ._native import bindings
+
+    return decode_bundle(call(bindings.Presets, name))[name]
 
 
 def kinds() -> list[dict[str, str]]:
-    return json.loads(call("Kinds"))
+    from ._native import bindings
+
+    out: list[dict[str, str]] = json.loads(call(bindings.Kinds))
+    return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import os
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Union
 import pyarrow as pa
 
 from . import _engine
-from .errors import SpecError
+from .errors import Problem, SpecError
 
 if TYPE_CHECKING:  # pandas is imported lazily
     import pandas as pd
@@ -93,7 +94,13 @@ class Result:
 
     def to_pandas(self, name: str = "summary") -> "pd.DataFrame":
         """One table as a pandas DataFrame."""
-        return self[name].to_pandas()
+        df: pd.DataFrame = self[name].to_pandas()
+        return df
+
+    @property
+    def kind(self) -> str:
+        """The scenario kind run (``"sweep"`` for a :class:`SweepResult`)."""
+        return str(self.spec.get("kind", ""))
 
     @property
     def metadata(self) -> dict[str, str]:
@@ -126,6 +133,118 @@ class Result:
     def __repr__(self) -> str:
         parts = ", ".join(f"{n}: {t.num_rows} rows" for n, t in self.tables.items())
         return f"<eidolon.Result kind={self.spec.get('kind')!r} {parts}>"
+
+    def key_numbers(self) -> dict[str, Any]:
+        """The run's headline figures: the first row of its ``summary`` table
+        (every kind has one), numbers and strings only, in column order.
+
+        >>> run({"kind": "selftest", "iterations": 10, "seed": 1}, progress=False).key_numbers()["iterations"]
+        10
+        """
+        if "summary" not in self.tables or self.tables["summary"].num_rows == 0:
+            return {}
+        row = self.tables["summary"].slice(0, 1).to_pylist()[0]
+        return {k: v for k, v in row.items() if isinstance(v, (int, float, str))}
+
+    _numbers_from = "summary"  # the table key_numbers reads
+
+    def _heading(self) -> str:
+        meta = self.metadata
+        facts = [f"kind <b>{html.escape(self.kind)}</b>"]
+        facts += [f"{k} {html.escape(meta[k])}" for k in ("seed", "eidolon_version", "wall_s") if k in meta]
+        return "eidolon.Result: " + ", ".join(facts)
+
+    def _repr_html_(self) -> str:
+        """The notebook view: the kind and run facts, the key numbers of the
+        summary, and each table with its rows and columns."""
+        out = [f"<div class='eidolon-result'><p>{self._heading()}</p>"]
+        numbers = self.key_numbers()
+        if numbers:
+            out.append(f"<table><thead><tr><th colspan='2'>key numbers ({self._numbers_from})</th></tr></thead><tbody>")
+            for name, value in list(numbers.items())[:_HTML_MAX_NUMBERS]:
+                out.append(f"<tr><td>{html.escape(name)}</td><td>{html.escape(_fmt(value))}</td></tr>")
+            if len(numbers) > _HTML_MAX_NUMBERS:
+                more = len(numbers) - _HTML_MAX_NUMBERS
+                out.append(f"<tr><td colspan='2'>... {more} more in result[{self._numbers_from!r}]</td></tr>")
+            out.append("</tbody></table>")
+        out.append("<table><thead><tr><th>table</th><th>rows</th><th>columns</th></tr></thead><tbody>")
+        for name, t in self.tables.items():
+            cols = t.column_names
+            shown = ", ".join(cols[:_HTML_MAX_COLUMNS]) + (f", ... ({len(cols)} in all)" if len(cols) > _HTML_MAX_COLUMNS else "")
+            out.append(f"<tr><td>{html.escape(name)}</td><td>{t.num_rows}</td><td>{html.escape(shown)}</td></tr>")
+        out.append("</tbody></table></div>")
+        return "".join(out)
+
+
+_HTML_MAX_NUMBERS = 16  # summary columns shown in the notebook view
+_HTML_MAX_COLUMNS = 12  # column names listed per table
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+class SweepResult(Result):
+    """The tables of a sweep (:func:`eidolon.sweep`): each table
+    concatenated over the points, plus ``points`` (one row per spec: its
+    varying parameters, ``ok``, ``error``, ``wall_s``).
+
+    ``spec`` is ``{"sweep": [spec, ...]}``; ``specs`` is that list, ``kind``
+    is ``"sweep"`` and ``metadata`` describes the sweep, not one point.
+    """
+
+    _numbers_from = "points"
+
+    @property
+    def specs(self) -> list[dict[str, Any]]:
+        specs: list[dict[str, Any]] = self.spec["sweep"]
+        return specs
+
+    @property
+    def kind(self) -> str:
+        return "sweep"
+
+    @property
+    def point_kinds(self) -> list[str]:
+        """The kinds the points run, sorted."""
+        return sorted({str(s.get("kind", "")) for s in self.specs})
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        """kind ("sweep"), points, point_kinds (comma-separated), failed,
+        eidolon_version, and spec (the list of specs as JSON)."""
+        return {
+            "kind": "sweep",
+            "points": str(len(self.specs)),
+            "point_kinds": ",".join(self.point_kinds),
+            "failed": str(self._failed()),
+            "eidolon_version": _engine.engine_version(),
+            "spec": json.dumps(self.specs),
+        }
+
+    def _failed(self) -> int:
+        points = self.tables.get("points")
+        return 0 if points is None else sum(1 for ok in points.column("ok").to_pylist() if not ok)
+
+    def key_numbers(self) -> dict[str, Any]:
+        """points, failed and the wall seconds summed over the points.
+
+        >>> from eidolon import sweep
+        >>> sweep([{"kind": "selftest", "iterations": n} for n in (10, 20)], executor=None, progress=False).key_numbers()["points"]
+        2
+        """
+        out: dict[str, Any] = {"points": len(self.specs), "failed": self._failed()}
+        if "points" in self.tables:
+            out["wall_s_total"] = float(sum(self.tables["points"].column("wall_s").to_pylist()))
+        return out
+
+    def _heading(self) -> str:
+        kinds = html.escape(", ".join(self.point_kinds))
+        return f"eidolon.SweepResult: <b>sweep</b> of {len(self.specs)} points of kind {kinds}, {self._failed()} failed"
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{n}: {t.num_rows} rows" for n, t in self.tables.items())
+        return f"<eidolon.SweepResult points={len(self.specs)} kinds={self.point_kinds!r} {parts}>"
 
 
 class _Progress:
@@ -174,13 +293,16 @@ def run(spec: SpecLike, progress: bool = True, max_memory_bytes: float | None = 
     return Result(data, tables)
 
 
-def validate(spec: SpecLike, max_memory_bytes: float | None = None) -> list[tuple[str, str]]:
-    """Return every (field path, problem) of a spec without running it.
+def validate(spec: SpecLike, max_memory_bytes: float | None = None) -> list[Problem]:
+    """Return every problem of a spec without running it: (field path,
+    message) pairs with an ``allowed`` attribute (see :class:`eidolon.errors.Problem`).
 
     It reports what :func:`run` would reject: the checks that need the
     cluster built (GPU counts, device names, ranks) and the memory budget.
 
     >>> validate({"kind": "selftest", "iterations": -1})
+    [Problem(path='iterations', message='must be in [1, 1e15], got -1', allowed='[1, 1e15]')]
+    >>> [(path, message) for path, message in validate({"kind": "selftest", "iterations": -1})]
     [('iterations', 'must be in [1, 1e15], got -1')]
     >>> validate({"kind": "selftest"})
     []

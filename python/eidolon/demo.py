@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -21,7 +21,7 @@ def show(title: str, df: pd.DataFrame, rows: int = 12) -> None:
         print(df.head(rows).to_string(index=False))
 
 
-def _plt():
+def _plt() -> Any:  # matplotlib.pyplot, imported only when a demo plots
     import matplotlib
 
     matplotlib.use("Agg")
@@ -167,8 +167,10 @@ def demo_fault_sweep(out: Path) -> None:
                 "cluster": {"preset": "dgx-a100", "nodes": 4},
                 "parallel": {"tp": 8, "pp": 2, "dp": 2, "global_batch": 16}, "timeline_ranks": [-1]}
     rows = []
-    for fault, extra in [("one cable at 25%", {"link_degradations": 1, "degraded_health": 0.25}),
-                         ("one cable failed", {"link_failures": 1})]:
+    faults: list[tuple[str, dict[str, Any]]] = [
+        ("one cable at 25%", {"link_degradations": 1, "degraded_health": 0.25}),
+        ("one cable failed", {"link_failures": 1})]
+    for fault, extra in faults:
         r = eidolon.run({"kind": "fault_sweep", "seed": 1, "training": training, "samples": 40, **extra}, progress=False)
         rows.append(r.to_pandas("summary").assign(fault=fault))
     show("fault_sweep: 40 random single-cable faults of a training step on 32 A100s (TP 8, PP 2, DP 2)",

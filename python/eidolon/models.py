@@ -20,7 +20,7 @@ __all__ = ["from_hf_config", "expert_loads"]
 ConfigLike = Union[Mapping[str, Any], str, "os.PathLike[str]"]
 
 
-def from_hf_config(config: ConfigLike, **overrides: Any) -> dict:
+def from_hf_config(config: ConfigLike, **overrides: Any) -> dict[str, Any]:
     """A spec ``model`` from a Hugging Face ``config.json``.
 
     ``config`` is the decoded dict, a path to the file, or its JSON text.

@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import pyarrow as pa
 
-from .api import Result, SpecLike, load_spec
+from .api import SpecLike, SweepResult, load_spec
 
 POINTS = "points"
 
@@ -143,8 +143,8 @@ def sweep(
     progress: bool = True,
     store: str | os.PathLike[str] | None = None,
     _run_point: Callable[[dict[str, Any]], Any] = run_point,
-) -> Result:
-    """Run every spec and concatenate their tables.
+) -> SweepResult:
+    """Run every spec and concatenate their tables, as a :class:`SweepResult`.
 
     Each output table gains a ``point`` column (the spec's index) and one
     column per parameter that varies between specs (dotted paths such as
@@ -202,11 +202,9 @@ def sweep(
         # rest go back to the full pool.
         serial = False
         while todo:
-            if own:
-                pool = _default_executor(1 if serial else None)
-            else:
-                pool = executor
-            futures = {i: pool.submit(_run_point, spec_list[i]) for i in todo}
+            active = executor if executor is not None else _default_executor(1 if serial else None)
+            pool = active
+            futures = {i: active.submit(_run_point, spec_list[i]) for i in todo}
             broken = False
             order = {f: i for i, f in futures.items()}
             for fut in as_completed(order):
@@ -222,7 +220,7 @@ def sweep(
                 except Exception as exc:  # the worker itself failed
                     finish(i, (None, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=1)}", 0.0))
             if own:
-                pool.shutdown(wait=False, cancel_futures=True)
+                active.shutdown(wait=False, cancel_futures=True)
                 pool = None
             todo = [i for i in todo if i not in results]
             if not broken:
@@ -257,7 +255,14 @@ def _points_row(i: int, flat: dict[str, Any], params: list[str], err: str, wall:
     return pa.table(row)
 
 
-def _collect(spec_list, flat, params, keys, results, st) -> Result:
+def _collect(
+    spec_list: list[dict[str, Any]],
+    flat: list[dict[str, Any]],
+    params: list[str],
+    keys: list[str],
+    results: dict[int, tuple[dict[str, pa.Table] | None, str, float]],
+    st: _Store | None,
+) -> SweepResult:
     per_table: dict[str, list[pa.Table]] = {}
     points = []
     for i in range(len(spec_list)):
@@ -273,7 +278,7 @@ def _collect(spec_list, flat, params, keys, results, st) -> Result:
             per_table.setdefault(name, []).append(_with_params(t, i, p))
     out = {name: pa.concat_tables(ts, promote_options="permissive") for name, ts in per_table.items()}
     out[POINTS] = pa.concat_tables(points, promote_options="permissive")
-    return Result({"sweep": spec_list}, out)
+    return SweepResult({"sweep": spec_list}, out)
 
 
 def _terminate(pool: Executor) -> None:

@@ -14,6 +14,7 @@ import pytest
 
 import eidolon
 from eidolon import _engine
+from eidolon._native import bindings
 
 
 def test_run_returns_arrow_tables_with_metadata():
@@ -63,7 +64,7 @@ def test_simulation_error():
 
 def test_forced_panic_is_recovered_and_interpreter_survives():
     with pytest.raises(eidolon.InternalError, match="nil map"):
-        _engine.call("ForcePanic")
+        _engine.call(bindings.ForcePanic)
     with pytest.raises(eidolon.EidolonError, match="panic requested"):
         eidolon.run({"kind": "selftest", "panic": True})
     assert eidolon.run({"kind": "selftest", "iterations": 10})["summary"].num_rows == 1

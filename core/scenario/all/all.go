@@ -70,7 +70,7 @@ func Decode(data []byte) (scenario.Kind, scenario.Spec, error) {
 			p.Merge("", err)
 			for _, vp := range v.List() {
 				if !overlapsAny(vp.Path, se.Problems) {
-					p.Addf(vp.Path, "%s", vp.Message)
+					p.Add(vp)
 				}
 			}
 			return k, nil, p.Err()
