@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/eidolon-sim/eidolon/bench/fidelity"
 
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/scenario/all"
@@ -19,28 +20,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// sharedFile finds a file of /work/shared: ../shared relative to the
-// module root, else /work/shared.
 func sharedFile(t testing.TB, rel string) string {
-	dir, err := os.Getwd()
-	require.NoError(t, err)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			break
-		}
-		dir = parent
+	p := fidelity.SharedPath(rel)
+	if p == "" {
+		t.Skipf("reference data %s not found under ../shared or /work/shared", rel)
 	}
-	for _, p := range []string{filepath.Join(dir, "..", "shared", rel), filepath.Join("/work/shared", rel)} {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	t.Skipf("reference data %s not found under ../shared or /work/shared", rel)
-	return ""
+	return p
 }
 
 type nimRow struct {

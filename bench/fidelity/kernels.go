@@ -58,16 +58,34 @@ func VidurGPU(sku string) (hw.GPU, error) {
 	return g, nil
 }
 
-// KernelRefDir finds ../shared/reference/kernels from the module root
-// (given), falling back to /work/shared/reference/kernels.
-func KernelRefDir(root string) (string, bool) {
-	for _, d := range []string{filepath.Join(root, "..", "shared", "reference", "kernels"), "/work/shared/reference/kernels"} {
-		if _, err := os.Stat(filepath.Join(d, "vidur_compute_ops.csv")); err == nil {
-			return d, true
+// SharedPath finds rel under the project's shared/ folder: ../shared/rel
+// beside the module root (found from the working directory upwards), else
+// /work/shared/rel (the path of this workplace's copy); "" if absent. Tests
+// and benchmarks skip when it is.
+func SharedPath(rel string) string {
+	var tries []string
+	if dir, err := os.Getwd(); err == nil {
+		for d := dir; ; d = filepath.Dir(d) {
+			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+				tries = append(tries, filepath.Join(d, "..", "shared", rel))
+				break
+			}
+			if filepath.Dir(d) == d {
+				break
+			}
 		}
 	}
-	return "", false
+	for _, p := range append(tries, filepath.Join("/work/shared", rel)) {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return ""
 }
+
+// KernelsDir is the folder of the public kernel tables
+// (shared/reference/kernels), or "" when absent.
+func KernelsDir() string { return SharedPath(filepath.Join("reference", "kernels")) }
 
 type vidurModel struct {
 	hidden, ffn, heads, kvHeads, headDim int64

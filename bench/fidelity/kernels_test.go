@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,10 +15,8 @@ import (
 var fit = flag.Bool("fit", false, "fit the per-GPU kernel parameters on the training split and print them")
 
 func loadKernels(t *testing.T) []KernelRow {
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	require.NoError(t, err)
-	dir, ok := KernelRefDir(root)
-	if !ok {
+	dir := KernelsDir()
+	if dir == "" {
 		t.Skip("kernel reference tables (../shared/reference/kernels) not found")
 	}
 	rows, err := LoadVidur(dir)
@@ -87,10 +84,7 @@ func TestKernelFit(t *testing.T) {
 
 func kernelReport(t *testing.T) ([]KernelRow, string) {
 	rows := loadKernels(t)
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	require.NoError(t, err)
-	dir, _ := KernelRefDir(root)
-	cook, err := LoadCookbook(dir)
+	cook, err := LoadCookbook(KernelsDir())
 	require.NoError(t, err)
 	rep, err := KernelReport(rows, cook)
 	require.NoError(t, err)

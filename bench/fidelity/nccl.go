@@ -19,31 +19,6 @@ import (
 	"github.com/eidolon-sim/eidolon/core/topo"
 )
 
-// KernelsDir finds the public kernel tables: ../shared/reference/kernels
-// from the module root, else /work/shared/reference/kernels; "" if absent.
-func KernelsDir() string {
-	dir, err := os.Getwd()
-	if err == nil {
-		for d := dir; ; d = filepath.Dir(d) {
-			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-				p := filepath.Join(d, "..", "shared", "reference", "kernels")
-				if _, err := os.Stat(filepath.Join(p, "vidur_collectives.csv")); err == nil {
-					return p
-				}
-				break
-			}
-			if filepath.Dir(d) == d {
-				break
-			}
-		}
-	}
-	p := "/work/shared/reference/kernels"
-	if _, err := os.Stat(filepath.Join(p, "vidur_collectives.csv")); err == nil {
-		return p
-	}
-	return ""
-}
-
 // Timing says what a measurement timed, and so how its number is made.
 type Timing string
 
