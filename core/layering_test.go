@@ -1,9 +1,9 @@
 package core_test
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -101,19 +101,10 @@ func layeringViolations(pkgs map[string][]string) []string {
 func corePackages(t *testing.T) map[string][]string {
 	fset := token.NewFileSet()
 	pkgs := map[string][]string{}
-	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
-		require.NoError(t, err)
-		if d.IsDir() && d.Name() == "testdata" {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
-		require.NoError(t, err, path)
-		pkg := filepath.ToSlash(filepath.Join("core", filepath.Dir(path)))
-		if pkg == "core/." {
-			pkg = "core"
+	sourceFiles(t, fset, ".", parser.ImportsOnly, func(path string, f *ast.File) {
+		pkg := "core"
+		if dir := filepath.ToSlash(filepath.Dir(path)); dir != "." {
+			pkg = "core/" + dir
 		}
 		if _, ok := pkgs[pkg]; !ok {
 			pkgs[pkg] = nil
@@ -124,9 +115,7 @@ func corePackages(t *testing.T) map[string][]string {
 				pkgs[pkg] = append(pkgs[pkg], rest)
 			}
 		}
-		return nil
 	})
-	require.NoError(t, err)
 	return pkgs
 }
 

@@ -39,10 +39,10 @@ var forbiddenCalls = map[string]map[string]string{
 // allowedRandV2 are the math/rand/v2 constructors that take an explicit source.
 var allowedRandV2 = map[string]bool{"New": true, "NewPCG": true, "NewChaCha8": true, "NewZipf": true}
 
-func TestCoreIsPure(t *testing.T) {
-	fset := token.NewFileSet()
-	var violations []string
-	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+// sourceFiles parses every non-test Go file below root (testdata left
+// out) and hands it to each, with its slash-separated path.
+func sourceFiles(t *testing.T, fset *token.FileSet, root string, mode parser.Mode, each func(path string, f *ast.File)) {
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		require.NoError(t, err)
 		if d.IsDir() && d.Name() == "testdata" {
 			return filepath.SkipDir
@@ -50,12 +50,20 @@ func TestCoreIsPure(t *testing.T) {
 		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 			return nil
 		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		f, err := parser.ParseFile(fset, path, nil, mode)
 		require.NoError(t, err, path)
-		violations = append(violations, lint(fset, f)...)
+		each(filepath.ToSlash(path), f)
 		return nil
 	})
 	require.NoError(t, err)
+}
+
+func TestCoreIsPure(t *testing.T) {
+	fset := token.NewFileSet()
+	var violations []string
+	sourceFiles(t, fset, ".", parser.SkipObjectResolution, func(_ string, f *ast.File) {
+		violations = append(violations, lint(fset, f)...)
+	})
 	require.Empty(t, violations, "core/ must stay pure:\n%s", strings.Join(violations, "\n"))
 }
 
@@ -150,17 +158,7 @@ func TestGoStatementsOnlyWhereListed(t *testing.T) {
 	var violations []string
 	found := map[string]bool{}
 	for _, root := range []string{".", "../bindings"} {
-		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-			require.NoError(t, err)
-			if d.IsDir() && d.Name() == "testdata" {
-				return filepath.SkipDir
-			}
-			if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-				return nil
-			}
-			f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-			require.NoError(t, err, path)
-			rel := filepath.ToSlash(path)
+		sourceFiles(t, fset, root, parser.SkipObjectResolution, func(rel string, f *ast.File) {
 			for _, pos := range goStatements(f) {
 				if goAllowed[rel] {
 					found[rel] = true
@@ -168,9 +166,7 @@ func TestGoStatementsOnlyWhereListed(t *testing.T) {
 				}
 				violations = append(violations, fset.Position(pos).String()+": go statement outside the listed files (see goAllowed)")
 			}
-			return nil
 		})
-		require.NoError(t, err)
 	}
 	require.Empty(t, violations, "goroutines must recover their panics:\n%s", strings.Join(violations, "\n"))
 	for f := range goAllowed {
