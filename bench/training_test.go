@@ -100,12 +100,9 @@ func BenchmarkTrainingScale(b *testing.B) {
 	})
 }
 
-// BenchmarkParallelSearch: every layout of GPT-3 175B on 1,024 A100s for a
-// global batch of 1,536 (the top 10 simulated exactly).
-// Run: go test ./bench -run '^$' -bench ParallelSearch -benchtime 1x
-func BenchmarkParallelSearch(b *testing.B) {
-	js := `{"kind":"parallel_search","model":"gpt3-175b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":128},
-		"global_batch":1536,"seq_len":2048}`
+// searchBench runs one layout search per iteration and reports its layouts,
+// how many were simulated (and did not fit) and the best step.
+func searchBench(b *testing.B, js string) {
 	var rows []parallelsearch.ConfigRow
 	for i := 0; i < b.N; i++ {
 		_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
@@ -126,35 +123,25 @@ func BenchmarkParallelSearch(b *testing.B) {
 	}
 }
 
+// BenchmarkParallelSearch: every layout of GPT-3 175B on 1,024 A100s for a
+// global batch of 1,536 (the top 10 simulated exactly).
+// Run: go test ./bench -run '^$' -bench ParallelSearch -benchtime 1x
+func BenchmarkParallelSearch(b *testing.B) {
+	searchBench(b, `{"kind":"parallel_search","model":"gpt3-175b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":128},
+		"global_batch":1536,"seq_len":2048}`)
+}
+
 // BenchmarkParallelSearchScale: the layout search on 8,192 GPUs for GPT-3
 // 175B (A100, 12,288 sequences of 2,048) and Llama 3.1 405B (H100, 1,024
 // sequences of 8,192).
 // Run: go test ./bench -run '^$' -bench ParallelSearchScale -benchtime 1x
 func BenchmarkParallelSearchScale(b *testing.B) {
-	for _, tc := range []struct{ name, js string }{
-		{"gpt3/gpus=8192", `{"kind":"parallel_search","model":"gpt3-175b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1024},
-			"global_batch":12288,"seq_len":2048}`},
-		{"llama3-405b/gpus=8192", `{"kind":"parallel_search","model":"llama3-405b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1024},
-			"global_batch":1024,"seq_len":8192,"dtype":"bf16"}`},
-	} {
-		b.Run(tc.name, func(b *testing.B) {
-			var rows []parallelsearch.ConfigRow
-			for i := 0; i < b.N; i++ {
-				_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(tc.js))
-				if err != nil {
-					b.Fatal(err)
-				}
-				rows = res.Tables[0].Rows.([]parallelsearch.ConfigRow)
-			}
-			count := map[string]int{}
-			for _, r := range rows {
-				count[r.Status]++
-			}
-			b.ReportMetric(float64(len(rows)), "layouts")
-			b.ReportMetric(float64(count[parallelsearch.Simulated]), "simulated")
-			if len(rows) > 0 && rows[0].StepTimeS != nil {
-				b.ReportMetric(*rows[0].StepTimeS, "best_step_s")
-			}
-		})
-	}
+	b.Run("gpt3/gpus=8192", func(b *testing.B) {
+		searchBench(b, `{"kind":"parallel_search","model":"gpt3-175b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1024},
+			"global_batch":12288,"seq_len":2048}`)
+	})
+	b.Run("llama3-405b/gpus=8192", func(b *testing.B) {
+		searchBench(b, `{"kind":"parallel_search","model":"llama3-405b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1024},
+			"global_batch":1024,"seq_len":8192,"dtype":"bf16"}`)
+	})
 }
