@@ -442,21 +442,8 @@ func (in Inference) layout(pl *Plan) {
 		// one communicator per TP index.
 		for s := 0; s < P; s++ {
 			for r0 := 0; r0 < R; r0 += ep {
-				grp := Group{}
-				for r := r0; r < r0+ep; r++ {
-					grp.Units = append(grp.Units, r*P+s)
-				}
-				for k := 0; k < T; k++ {
-					var ranks []int
-					for r := r0; r < r0+ep; r++ {
-						ranks = append(ranks, in.Rank(k, s, r))
-					}
-					grp.Comms = append(grp.Comms, ranks)
-				}
-				pl.Groups = append(pl.Groups, grp)
-				for _, u := range grp.Units {
-					pl.Units[u].Groups[SlotEP] = len(pl.Groups) - 1
-				}
+				pl.replicaGroup(span(r0, r0+ep, 1), T, SlotEP, func(r int) int { return r*P + s },
+					func(k, r int) int { return in.Rank(k, s, r) })
 			}
 		}
 	}

@@ -345,44 +345,27 @@ func (t Training) expertGroups(pl *Plan, unit func(dp, pp int) int) {
 	par := t.Par
 	P, D, T, EP := par.PP, par.DP, par.TP, max(par.EP, 1)
 	for pp := 0; pp < P; pp++ {
+		u := func(dp int) int { return unit(dp, pp) }
+		rank := func(k, dp int) int { return par.Rank(k, dp, pp) }
 		for g0 := 0; g0 < D; g0 += EP {
-			grp := Group{}
-			for dp := g0; dp < g0+EP; dp++ {
-				grp.Units = append(grp.Units, unit(dp, pp))
-			}
-			for k := 0; k < T; k++ {
-				var ranks []int
-				for dp := g0; dp < g0+EP; dp++ {
-					ranks = append(ranks, par.Rank(k, dp, pp))
-				}
-				grp.Comms = append(grp.Comms, ranks)
-			}
-			pl.Groups = append(pl.Groups, grp)
-			for _, u := range grp.Units {
-				pl.Units[u].Groups[SlotEP] = len(pl.Groups) - 1
-			}
+			pl.replicaGroup(span(g0, g0+EP, 1), T, SlotEP, u, rank)
 		}
 		if D/EP < 2 {
 			continue
 		}
 		for k0 := 0; k0 < EP; k0++ {
-			grp := Group{}
-			for dp := k0; dp < D; dp += EP {
-				grp.Units = append(grp.Units, unit(dp, pp))
-			}
-			for k := 0; k < T; k++ {
-				var ranks []int
-				for dp := k0; dp < D; dp += EP {
-					ranks = append(ranks, par.Rank(k, dp, pp))
-				}
-				grp.Comms = append(grp.Comms, ranks)
-			}
-			pl.Groups = append(pl.Groups, grp)
-			for _, u := range grp.Units {
-				pl.Units[u].Groups[SlotEDP] = len(pl.Groups) - 1
-			}
+			pl.replicaGroup(span(k0, D, EP), T, SlotEDP, u, rank)
 		}
 	}
+}
+
+// span is from, from+step, ... below to.
+func span(from, to, step int) []int {
+	var out []int
+	for i := from; i < to; i += step {
+		out = append(out, i)
+	}
+	return out
 }
 
 // expertMemory shards expert optimizer state (ZeRO ≥ 1) and gradients

@@ -153,22 +153,9 @@ func (t Training) layout(pl *Plan, perStage int) {
 			pl.Units = append(pl.Units, u)
 		}
 	}
+	replicas := span(0, D, 1)
 	for pp := 0; pp < P; pp++ {
-		grp := Group{}
-		for dp := 0; dp < D; dp++ {
-			grp.Units = append(grp.Units, unit(dp, pp))
-		}
-		for k := 0; k < T; k++ {
-			var ranks []int
-			for dp := 0; dp < D; dp++ {
-				ranks = append(ranks, par.Rank(k, dp, pp))
-			}
-			grp.Comms = append(grp.Comms, ranks)
-		}
-		pl.Groups = append(pl.Groups, grp)
-		for _, u := range grp.Units {
-			pl.Units[u].Groups[SlotDP] = len(pl.Groups) - 1
-		}
+		pl.replicaGroup(replicas, T, SlotDP, func(dp int) int { return unit(dp, pp) }, func(k, dp int) int { return par.Rank(k, dp, pp) })
 	}
 	if EP > 1 {
 		t.expertGroups(pl, unit)
@@ -218,6 +205,27 @@ func (t Training) layout(pl *Plan, perStage int) {
 // stage) share the word embedding, whose gradients Megatron all-reduces
 // between the two stages after the data-parallel reduction.
 func (t Training) tiedAcrossStages() bool { return t.Model.TiedEmbeddings && t.Par.PP > 1 }
+
+// replicaGroup adds a group over the units of replicas reps (one stage's
+// unit of each), with one communicator per TP index (k = 0..tp-1: the
+// replicas' ranks of that index), and points each unit's slot at it.
+func (pl *Plan) replicaGroup(reps []int, tp int, slot Slot, unit func(r int) int, rank func(k, r int) int) {
+	grp := Group{}
+	for _, r := range reps {
+		grp.Units = append(grp.Units, unit(r))
+	}
+	for k := 0; k < tp; k++ {
+		var ranks []int
+		for _, r := range reps {
+			ranks = append(ranks, rank(k, r))
+		}
+		grp.Comms = append(grp.Comms, ranks)
+	}
+	pl.Groups = append(pl.Groups, grp)
+	for _, u := range grp.Units {
+		pl.Units[u].Groups[slot] = len(pl.Groups) - 1
+	}
+}
 
 // link adds a point-to-point group from unit a (sending on slot out) to unit
 // b (receiving on slot in): one transfer per TP index.
