@@ -2,11 +2,9 @@ package fidelity
 
 import (
 	"context"
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -108,34 +106,25 @@ const (
 
 // CollGroups reads the all-reduce tables of dir.
 func CollGroups(dir string) ([]CollGroup, error) {
-	f, err := os.Open(filepath.Join(dir, "vidur_collectives.csv"))
+	recs, err := readCSV(filepath.Join(dir, "vidur_collectives.csv"))
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		return nil, err
-	}
-	col := map[string]int{}
-	for i, h := range recs[0] {
-		col[h] = i
 	}
 	type gk struct {
 		dev     string
 		n, node int
 	}
 	pts := map[gk][]Point{}
-	for _, r := range recs[1:] {
-		if r[col["collective"]] != "all_reduce" {
+	for _, r := range recs {
+		if r["collective"] != "all_reduce" {
 			continue
 		}
-		n, _ := strconv.Atoi(r[col["num_gpus"]])
-		ppn, _ := strconv.Atoi(r[col["gpus_per_node"]])
-		s, _ := strconv.ParseFloat(r[col["size_bytes"]], 64)
-		med, _ := strconv.ParseFloat(r[col["time_ms_median"]], 64)
-		mn, _ := strconv.ParseFloat(r[col["time_ms_min"]], 64)
-		k := gk{r[col["network_device"]], n, ppn}
+		n, _ := strconv.Atoi(r["num_gpus"])
+		ppn, _ := strconv.Atoi(r["gpus_per_node"])
+		s, _ := strconv.ParseFloat(r["size_bytes"], 64)
+		med, _ := strconv.ParseFloat(r["time_ms_median"], 64)
+		mn, _ := strconv.ParseFloat(r["time_ms_min"], 64)
+		k := gk{r["network_device"], n, ppn}
 		pts[k] = append(pts[k], Point{SizeBytes: s, MedianS: med * 1e-3, MinS: mn * 1e-3})
 	}
 	ranks := func(n, ppn int) []int {
@@ -182,19 +171,14 @@ func CollGroups(dir string) ([]CollGroup, error) {
 		add("a100_dgx", "dgx-a100", dgx("dgx-a100", 2), np[0], np[1], false)
 	}
 	// nccl-tests.
-	g, err := os.Open(filepath.Join(dir, "nccltests_allreduce_8xa100.csv"))
-	if err != nil {
-		return nil, err
-	}
-	defer g.Close()
-	nt, err := csv.NewReader(g).ReadAll()
+	nt, err := readCSV(filepath.Join(dir, "nccltests_allreduce_8xa100.csv"))
 	if err != nil {
 		return nil, err
 	}
 	var p []Point
-	for i, r := range nt[1:] {
-		s, _ := strconv.ParseFloat(r[0], 64)
-		us, _ := strconv.ParseFloat(r[1], 64)
+	for i, r := range nt {
+		s, _ := strconv.ParseFloat(r["size_bytes"], 64)
+		us, _ := strconv.ParseFloat(r["time_us"], 64)
 		p = append(p, Point{SizeBytes: s, MedianS: us * 1e-6, MinS: us * 1e-6, Train: i%2 == 0})
 	}
 	groups = append(groups, CollGroup{Name: "nccl-tests 8×A100", Source: ncclTestSrc, Timing: HostTimedG8,
