@@ -221,13 +221,6 @@ func kernelsPerOp(o model.Op) int {
 	return 1
 }
 
-// Issued is the op's time on a stream whose host issues its kernels one
-// at a time, dispatchS apart: a stream cannot run kernels faster than the
-// host dispatches them, so each kernel takes at least dispatchS.
-func (c Cost) Issued(dispatchS float64) float64 {
-	return max(c.TimeS, float64(max(c.Kernels, 1))*dispatchS)
-}
-
 func safeDiv(a, b float64) float64 {
 	if b <= 0 {
 		return math.Inf(1)

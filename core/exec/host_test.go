@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/eidolon-sim/eidolon/core/compute"
+	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
 	"github.com/eidolon-sim/eidolon/core/workload"
 	"github.com/stretchr/testify/assert"
@@ -206,4 +208,27 @@ func TestHostWaitExposesIssue(t *testing.T) {
 	}
 	assert.InEpsilon(t, 1e-3+h+n*h+1e-6, runChain(t, build(true), k, Host{Mode: Eager}), 1e-6)
 	assert.InEpsilon(t, h+1e-3+n*1e-6, runChain(t, build(false), k, Host{Mode: Eager}), 1e-6)
+}
+
+// The host's cost of issuing one operator exceeds every preset's device
+// launch cost, so a tiny kernel issued eagerly waits on the host: it ends
+// after the host's cost plus its own device time (moved here from compute
+// and hw, which no longer hold a host dispatch interval).
+func TestTinyKernelWaitsOnTheHost(t *testing.T) {
+	for _, g := range hw.GPUPresets() {
+		require.Greater(t, HostForwardOpS, g.KernelLaunchS, g.Name)
+	}
+	g, ok := hw.GPUByName("h100-sxm")
+	require.True(t, ok)
+	o := model.NewGEMM("tiny", hw.BF16, 1, 16, 16, 16)
+	c, err := compute.NewEvaluator(g).Op(o)
+	require.NoError(t, err)
+	h := Host{Mode: Eager}
+	x := h.KernelIssue(o, KernelOf(g, c), false, false)
+	assert.InDelta(t, HostForwardOpS, x.HostS, 1e-12)
+	assert.InDelta(t, HostForwardOpS+c.TimeS, x.EndS, 1e-12)
+	assert.Greater(t, x.EndS, 2*c.TimeS, "host-bound")
+	// Replayed from a graph, only the gap between kernels replaces the launch.
+	gx := h.KernelIssue(o, KernelOf(g, c), true, false)
+	assert.InDelta(t, c.TimeS-g.KernelLaunchS+GraphGapS, gx.EndS, 1e-12)
 }

@@ -95,12 +95,6 @@ type GPU struct {
 	// starting and draining a grid: what a profiler's kernel timer shows
 	// for an empty kernel), added to its work.
 	KernelLaunchS float64 `json:"kernel_launch_s" arrow:"kernel_launch_s"`
-	// HostDispatchS is the host's time to issue one kernel (framework
-	// dispatch plus the driver call). Kernels are issued one after another,
-	// so a stream cannot run kernels faster than this: a kernel occupies it
-	// for max(launch + work, HostDispatchS). It bounds small kernels only
-	// (batch-1 decode), never a large GEMM.
-	HostDispatchS float64 `json:"host_dispatch_s" arrow:"host_dispatch_s"`
 }
 
 // TensorPeak is the sustained tensor rate for a data type: the dense peak

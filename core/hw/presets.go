@@ -21,15 +21,6 @@ const (
 // Vidur's tables give a residual add of one token).
 const launchS = 4e-6
 
-// dispatchS is the host's time to issue one kernel from an eager framework,
-// 10 µs: the CPU-side path of one PyTorch operator (Python, binding,
-// autograd and ATen dispatch, BLAS heuristics, cudaLaunchKernel) totals
-// 5–25 µs (J. Lin, "From PyTorch op to kernel launch", GPU kernel serving
-// lessons, 2025, per-layer cost table); our operators are fused (one kernel
-// each) where an eager model issues several. Estimate within that range,
-// shared by all presets: it is the host's, not the GPU's.
-const dispatchS = 10e-6
-
 // Measured matmul efficiency, the best large BF16 matmul's throughput over
 // the dense peak: S. Bekman, "Machine Learning Engineering", chapter
 // compute/accelerator, "Maximum Achievable Matmul FLOPS comparison table"
@@ -140,7 +131,6 @@ func basePresets() []GPU {
 			GEMMTileOverheadCycles: h100Fit.tileOverheadClk, RowKernelBandwidthFraction: h100Fit.rowFrac,
 			GatherBandwidthFraction: h100Fit.gatherFrac, MemoryLatencyS: h100Fit.latencyS, GEMMBandwidthFraction: h100Fit.gemmFrac,
 			KernelLaunchS: h100Fit.launchS,
-			HostDispatchS: dispatchS,
 		},
 		{
 			// NVIDIA H100 Tensor Core GPU datasheet (2023), "H100 PCIe" column.
@@ -163,7 +153,6 @@ func basePresets() []GPU {
 			GEMMTileOverheadCycles: h100Fit.tileOverheadClk, RowKernelBandwidthFraction: h100Fit.rowFrac,
 			GatherBandwidthFraction: h100Fit.gatherFrac, MemoryLatencyS: h100Fit.latencyS, GEMMBandwidthFraction: h100Fit.gemmFrac,
 			KernelLaunchS: h100Fit.launchS,
-			HostDispatchS: dispatchS,
 		},
 		{
 			// NVIDIA H200 Tensor Core GPU datasheet (2024), "H200 SXM": the H100
@@ -185,7 +174,6 @@ func basePresets() []GPU {
 			GEMMTileOverheadCycles: h100Fit.tileOverheadClk, RowKernelBandwidthFraction: h100Fit.rowFrac,
 			GatherBandwidthFraction: h100Fit.gatherFrac, MemoryLatencyS: h100Fit.latencyS, GEMMBandwidthFraction: h100Fit.gemmFrac,
 			KernelLaunchS: h100Fit.launchS,
-			HostDispatchS: dispatchS,
 		},
 		{
 			// NVIDIA HGX B200 datasheet (2024), per GPU = 8-GPU figure / 8,
@@ -211,7 +199,6 @@ func basePresets() []GPU {
 			TensorEfficiency: mamfB200,
 			HBMEfficiency:    hbmEfficiency,
 			KernelLaunchS:    launchS,
-			HostDispatchS:    dispatchS,
 		},
 		{
 			// AMD Instinct MI300X data sheet (2023): dense matrix peaks FP32
@@ -238,7 +225,6 @@ func basePresets() []GPU {
 			TensorEfficiency: mamfMI300X,
 			HBMEfficiency:    hbmEfficiency,
 			KernelLaunchS:    launchS,
-			HostDispatchS:    dispatchS,
 		},
 		{
 			// NVIDIA RTX A6000 datasheet (2021): FP32 38.7 TFLOPS, tensor
@@ -264,7 +250,6 @@ func basePresets() []GPU {
 			// CUDA C++ Programming Guide, compute capabilities 8.6 and 8.9:
 			// 1,536 resident threads per SM (2,048 on 8.0 and 9.0).
 			MaxThreadsPerSM: 1536,
-			HostDispatchS:   dispatchS,
 		},
 		{
 			// NVIDIA L40S datasheet (2023): FP32 91.6 TFLOPS; dense tensor
@@ -290,7 +275,6 @@ func basePresets() []GPU {
 			// CUDA C++ Programming Guide, compute capabilities 8.6 and 8.9:
 			// 1,536 resident threads per SM (2,048 on 8.0 and 9.0).
 			MaxThreadsPerSM: 1536,
-			HostDispatchS:   dispatchS,
 		},
 	}
 }
@@ -319,7 +303,7 @@ func a100(name string, hbmBytes int64, hbmBW float64) GPU {
 		TensorEfficiency: a100Fit.tensorEff, HBMEfficiency: a100Fit.hbmEff,
 		GEMMTileOverheadCycles: a100Fit.tileOverheadClk, RowKernelBandwidthFraction: a100Fit.rowFrac,
 		GatherBandwidthFraction: a100Fit.gatherFrac, MemoryLatencyS: a100Fit.latencyS, GEMMBandwidthFraction: a100Fit.gemmFrac,
-		KernelLaunchS: a100Fit.launchS, HostDispatchS: dispatchS,
+		KernelLaunchS: a100Fit.launchS,
 	}
 }
 

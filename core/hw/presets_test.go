@@ -41,8 +41,6 @@ func TestGPUPresetsSane(t *testing.T) {
 			assert.InDelta(t, 0.75, g.TensorEfficiency, 0.25)
 			assert.InDelta(t, 0.75, g.HBMEfficiency, 0.25)
 			assert.Less(t, g.TensorPeak(BF16), g.Peak(BF16))
-			// The host's dispatch interval exceeds the device launch cost.
-			assert.Greater(t, g.HostDispatchS, g.KernelLaunchS)
 			// Ridge points of current GPUs for bf16 lie between 100 and 600 FLOP/B.
 			r := g.RidgeFlopsPerByte(BF16)
 			assert.Greater(t, r, 100.0)

@@ -26,7 +26,6 @@ func computeCosts(g hw.GPU) eidola.CostModel {
 	twin.L2BandwidthBytesPerS = math.Inf(1)
 	twin.HBMBandwidthBytesPerS = math.Inf(1)
 	twin.KernelLaunchS = 0
-	twin.HostDispatchS = 0
 	return &costs{sms: g.SMCount, real: compute.NewEvaluator(g), onChip: compute.NewEvaluator(twin)}
 }
 
