@@ -3,7 +3,7 @@
 // traffic at each level derived from how the kernel tiles its work, plus the
 // kernel launch cost. TimeS is the device's kernel time (what a profiler's
 // kernel timer measures); the host's cost of issuing kernels is not here
-// (see Cost.Issued and package exec).
+// (package exec models the host: exec.Host).
 // The rates are fitted per GPU on measured kernel times where a table
 // exists (hw presets; bench/fidelity/KERNELS.md gives the held-out error):
 // a GEMM searches its tile shape (memoized per shape in an Evaluator the
@@ -57,7 +57,7 @@ type Cost struct {
 	// TimeS is the device time of the kernels including their launch;
 	// each level's time is its bytes over its bandwidth, the math's its
 	// FLOPs over the sustained peak, and the kernel takes the slowest of
-	// them. The host's issue cost is not included (Issued adds it).
+	// them. The host's issue cost is not included (exec.Host adds it).
 	TimeS float64
 	// AchievedFLOPsPerS is the op's own (unpadded) FLOPs over TimeS.
 	AchievedFLOPsPerS float64
