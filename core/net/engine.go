@@ -32,6 +32,7 @@ type Comms struct {
 	shapes map[string]checkedShape
 	// tuners holds NCCL's model of each communicator (by its ranks).
 	tuners map[string]*NCCLTuner
+	key    []byte // Start's scratch for shapeKey
 }
 
 type checkedShape struct {
@@ -41,12 +42,19 @@ type checkedShape struct {
 	// part of its latency the links do not already charge.
 	choice *NCCLChoice
 	delay  sim.Time
+	// devs is each rank's device (read only: shared by the shape's runs).
+	devs []int
 }
 
 // shapeKey is what a collective's checks and program depend on: the
 // operation, algorithm, payload, root, chunks, channels and ranks.
 func shapeKey(col *Collective) string {
-	b := make([]byte, 0, 32+len(col.Op)+len(col.Algorithm)+2*len(col.Ranks))
+	return string(appendShapeKey(make([]byte, 0, 32+len(col.Op)+len(col.Algorithm)+2*len(col.Ranks)), col))
+}
+
+// appendShapeKey appends shapeKey's bytes to b (Start looks shapes up
+// without allocating a key).
+func appendShapeKey(b []byte, col *Collective) []byte {
 	b = append(b, col.Op...)
 	b = append(b, 0)
 	b = append(b, col.Algorithm...)
@@ -58,7 +66,7 @@ func shapeKey(col *Collective) string {
 	for _, r := range col.Ranks {
 		b = binary.AppendVarint(b, int64(r))
 	}
-	return string(b)
+	return b
 }
 
 // NewComms attaches a collective engine to a fabric; it registers a stall
@@ -76,8 +84,8 @@ func NewComms(f Fabric) *Comms {
 // (unknown algorithm, ranks out of range, non-power-of-two halving-doubling,
 // unequal nodes for hierarchical, unreachable peers).
 func (c *Comms) Start(col Collective, done func(Result)) (int, error) {
-	key := shapeKey(&col)
-	shape, ok := c.shapes[key]
+	c.key = appendShapeKey(c.key[:0], &col)
+	shape, ok := c.shapes[string(c.key)] // no allocation for the look-up
 	if ok {
 		col.Algorithm, col.Channels, col.Chunks = shape.col.Algorithm, shape.col.Channels, shape.col.Chunks
 		if shape.choice != nil {
@@ -92,7 +100,7 @@ func (c *Comms) Start(col Collective, done func(Result)) (int, error) {
 		if shape, err = c.checkShape(&col); err != nil {
 			return 0, err
 		}
-		c.shapes[key] = shape
+		c.shapes[string(c.key)] = shape
 	}
 	prog := shape.prog
 	n := len(col.Ranks)
@@ -100,10 +108,7 @@ func (c *Comms) Start(col Collective, done func(Result)) (int, error) {
 		inst: prog.instances(), perGroup: prog.groupSize(), serialize: prog.pipelined(), choice: shape.choice}
 	r.ring, _ = prog.(*ringProg)
 	c.nextID++
-	r.devs = make([]int, n)
-	for i, rk := range col.Ranks {
-		r.devs[i] = c.t.RankDevice(rk)
-	}
+	r.devs = shape.devs
 	c.active[r.id] = r
 	if shape.delay > 0 {
 		c.f.Kernel().After(shape.delay, r.begin)
@@ -140,6 +145,10 @@ func (c *Comms) checkShape(col *Collective) (checkedShape, error) {
 		return shape, err
 	}
 	shape.col, shape.prog = *col, prog
+	shape.devs = make([]int, len(col.Ranks))
+	for i, rk := range col.Ranks {
+		shape.devs[i] = c.t.RankDevice(rk)
+	}
 	return shape, nil
 }
 

@@ -1,6 +1,7 @@
 package net
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 
@@ -37,6 +38,8 @@ type FlowNet struct {
 	compLinks []int32
 	compFlows []int32
 	heap      shareHeap
+	// memo holds the rates of large components already filled (fillmemo.go).
+	memo fillMemo
 
 	records []FlowRecord       // kept only if KeepRecords
 	last    []lastRoute        // routeWays per source device, way-major (see route)
@@ -46,6 +49,9 @@ type FlowNet struct {
 	// noFast sends every flow through max-min (tests compare the fast path
 	// against it).
 	noFast bool
+	// memoMinLinks is the least component (in links) whose filling is
+	// memoized; 0 means memoMinLinks (tests set it to 1, or to -1 for none).
+	memoMinLinks int
 }
 
 // flow is laid out by use, in three 64-byte lines (the allocator places
@@ -243,6 +249,10 @@ type ringInfo struct {
 	lat     sim.Time
 	rate    float64
 	version uint64
+	// memoID is path's id in the fill memo while its epoch is memoEpoch
+	// (fillmemo.go).
+	memoID    uint32
+	memoEpoch uint64
 }
 
 // launch starts a flow on path (whose links, hops, may be a copy held in
@@ -638,7 +648,11 @@ func (n *FlowNet) settle() {
 	if len(flows) == 0 {
 		return
 	}
-	n.fill(links, flows)
+	if least := cmp.Or(n.memoMinLinks, memoMinLinks); least > 0 && len(links) >= least {
+		n.fillMemoized(links, flows)
+	} else {
+		n.fill(links, flows)
+	}
 	now := n.k.Now()
 	for _, i := range flows {
 		f := &n.flows[i]
@@ -713,7 +727,7 @@ func (n *FlowNet) rerouteBroken() {
 			// The shared route stays with the streams that keep it.
 			r := *f.ring
 			path, lat, r.rate, r.dup, err = ringRoute(n.t, r.hops, r.steps)
-			r.path, r.lat, r.version = path, lat, 0
+			r.path, r.lat, r.version, r.memoEpoch = path, lat, 0, 0
 			f.ring = &r
 		} else if path, err = n.t.Route(int(f.src), int(f.dst)); err == nil {
 			lat = pathLatency(n.t, path)
