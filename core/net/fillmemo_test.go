@@ -76,3 +76,61 @@ func TestFillMemoMatchesFill(t *testing.T) {
 	}
 	require.Greater(t, hits, 100, "the memo answered")
 }
+
+// TestComponentSearch: settle's search (which skips the entries of a link
+// that carries only the flow whose path reached it) finds, in the same
+// order, the links and flows of a plain breadth-first search over every
+// link's entries, on random contending collectives.
+func TestComponentSearch(t *testing.T) {
+	checked := 0
+	for seed := uint64(1); seed <= 30; seed++ {
+		r := rng.Stream(seed, "component")
+		tp := randomTopology(t, r)
+		k := sim.New()
+		f := NewFlowNet(k, tp)
+		f.onComponent = func(dirty, links, flows []int32) {
+			seen := map[int32]bool{}
+			got := map[int32]bool{}
+			wantLinks, wantFlows := []int32{}, []int32{}
+			for _, l := range dirty {
+				if !seen[l] {
+					seen[l] = true
+					wantLinks = append(wantLinks, l)
+				}
+			}
+			for h := 0; h < len(wantLinks); h++ {
+				for _, e := range f.slow[wantLinks[h]].entries {
+					if got[e.flow] {
+						continue
+					}
+					got[e.flow] = true
+					wantFlows = append(wantFlows, e.flow)
+					for _, l2 := range f.flows[e.flow].path {
+						if !seen[l2] {
+							seen[l2] = true
+							wantLinks = append(wantLinks, l2)
+						}
+					}
+				}
+			}
+			require.Equal(t, wantLinks, append([]int32{}, links...), "seed %d", seed)
+			require.Equal(t, wantFlows, append([]int32{}, flows...), "seed %d", seed)
+			if len(flows) > 1 {
+				checked++
+			}
+		}
+		c := NewComms(f)
+		n := tp.NumRanks()
+		for j := 0; j < 2+r.IntN(4); j++ {
+			op := []Op{AllReduce, AllGather, AllToAll}[r.IntN(3)]
+			col := Collective{Op: op, Bytes: float64(1 + r.IntN(8<<20)), Ranks: r.Perm(n)[:2+r.IntN(n-1)], Channels: 1 + r.IntN(2),
+				Stream: r.IntN(2) == 0}
+			k.At(sim.Time(r.IntN(100))*sim.Microsecond, func() {
+				_, err := c.Start(col, nil)
+				require.NoError(t, err)
+			})
+		}
+		require.NoError(t, k.Run(context.Background()))
+	}
+	require.Greater(t, checked, 50)
+}

@@ -33,6 +33,9 @@ type FlowNet struct {
 	capVersion uint64
 	settling   bool
 	gen        uint32 // visit stamp for component searches
+	// stamp is each link's visit stamp, dense (four bytes a link) so that
+	// a search along long paths stays in the core's cache.
+	stamp []uint32
 
 	// scratch for the component search and the filling heap
 	compLinks []int32
@@ -52,6 +55,8 @@ type FlowNet struct {
 	// memoMinLinks is the least component (in links) whose filling is
 	// memoized; 0 means memoMinLinks (tests set it to 1, or to -1 for none).
 	memoMinLinks int
+	// onComponent, if set, sees every component settle found (tests).
+	onComponent func(dirty, links, flows []int32)
 }
 
 // flow is laid out by use, in three 64-byte lines (the allocator places
@@ -131,7 +136,6 @@ type linkSlow struct {
 	capacity float64
 	rem      float64 // progressive filling: capacity not yet given out
 	unfixed  int32
-	stamp    uint32
 	dirty    uint32
 	// private: every entry is one flow's (fill's scratch; see there).
 	private bool
@@ -140,6 +144,7 @@ type linkSlow struct {
 	// or becomes ordinary at once, so peak is read as at least 1 when busy
 	// > 0 (linkCounter).
 	peak int32
+	_    [8]byte // pads linkSlow to one 64-byte line
 }
 
 // enter records an ordinary flow joining link l at now.
@@ -179,7 +184,7 @@ const (
 
 // NewFlowNet builds the max-min model over a topology on kernel k.
 func NewFlowNet(k *sim.Kernel, t *topo.Topology) *FlowNet {
-	n := &FlowNet{links: make([]linkState, len(t.Links)), slow: make([]linkSlow, len(t.Links))}
+	n := &FlowNet{links: make([]linkState, len(t.Links)), slow: make([]linkSlow, len(t.Links)), stamp: make([]uint32, len(t.Links))}
 	n.counters = newCounters(k, t, n.linkCounter)
 	for i := range n.slow {
 		n.slow[i].capacity = t.Capacity(i)
@@ -612,24 +617,31 @@ func (n *FlowNet) settle() {
 	n.settling = false
 	n.gen++
 	if n.gen == 0 {
-		for i := range n.slow {
-			n.slow[i].stamp = 0
-		}
+		clear(n.stamp)
 		for i := range n.flows {
 			n.flows[i].stamp = 0
 		}
 		n.gen = 1
 	}
 	links, flows := n.compLinks[:0], n.compFlows[:0]
+	stamp := n.stamp
 	for _, l := range n.dirty {
-		if n.slow[l].stamp != n.gen {
-			n.slow[l].stamp = n.gen
+		if stamp[l] != n.gen {
+			stamp[l] = n.gen
 			links = append(links, l)
 		}
 	}
-	// Breadth-first over links and the flows on them.
+	// Breadth-first over links and the flows on them. A link reached
+	// through a flow's path and carrying one flow carries only that one,
+	// found already: its entries need no look (a ring stream's path is
+	// thousands of links, mostly its own).
+	seeded := len(links)
 	for h := 0; h < len(links); h++ {
-		for _, e := range n.slow[links[h]].entries {
+		l := links[h]
+		if h >= seeded && n.links[l].active == 1 {
+			continue
+		}
+		for _, e := range n.slow[l].entries {
 			f := &n.flows[e.flow]
 			if f.stamp == n.gen {
 				continue
@@ -637,14 +649,17 @@ func (n *FlowNet) settle() {
 			f.stamp = n.gen
 			flows = append(flows, e.flow)
 			for _, l2 := range f.path {
-				if n.slow[l2].stamp != n.gen {
-					n.slow[l2].stamp = n.gen
+				if stamp[l2] != n.gen {
+					stamp[l2] = n.gen
 					links = append(links, l2)
 				}
 			}
 		}
 	}
 	n.compLinks, n.compFlows = links, flows
+	if n.onComponent != nil {
+		n.onComponent(n.dirty, links, flows)
+	}
 	if len(flows) == 0 {
 		return
 	}
