@@ -8,11 +8,12 @@ package net
 // live in algo_*.go, one file per algorithm family.
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math"
 	"math/bits"
-	"sort"
+	"slices"
 
 	"github.com/eidolon-sim/eidolon/core/sim"
 	"github.com/eidolon-sim/eidolon/core/topo"
@@ -24,7 +25,14 @@ type Comms struct {
 	f      Fabric
 	fn     *FlowNet // f, when it is one: called directly on the hot path
 	t      *topo.Topology
-	active map[int]*run
+	// active holds the unfinished runs (run.at is each one's index).
+	active []*run
+	// later holds the runs with a begin or a completion scheduled (a
+	// kernel event on c, the slot in its argument: no closure per run);
+	// free lists its empty slots, and spare the finished runs to reuse.
+	later []*run
+	free  []int32
+	spare []*run
 	nextID int
 	// shapes holds the requests already checked, by shapeKey, with their
 	// defaults filled in and their programs: a training step starts the
@@ -72,7 +80,7 @@ func appendShapeKey(b []byte, col *Collective) []byte {
 // NewComms attaches a collective engine to a fabric; it registers a stall
 // describer on the kernel naming ranks of unfinished collectives.
 func NewComms(f Fabric) *Comms {
-	c := &Comms{f: f, t: f.Topology(), active: map[int]*run{}, shapes: map[string]checkedShape{}, tuners: map[string]*NCCLTuner{}}
+	c := &Comms{f: f, t: f.Topology(), shapes: map[string]checkedShape{}, tuners: map[string]*NCCLTuner{}}
 	c.fn, _ = f.(*FlowNet)
 	f.Kernel().OnStall(c.describeStalls)
 	return c
@@ -104,18 +112,65 @@ func (c *Comms) Start(col Collective, done func(Result)) (int, error) {
 	}
 	prog := shape.prog
 	n := len(col.Ranks)
-	r := &run{c: c, id: c.nextID, col: col, prog: prog, n: n, done: done, start: c.f.Kernel().Now(),
+	var r *run
+	if k := len(c.spare); k > 0 {
+		r = c.spare[k-1]
+		c.spare = c.spare[:k-1]
+	} else {
+		r = &run{}
+	}
+	*r = run{c: c, id: c.nextID, col: col, prog: prog, n: n, done: done, start: c.f.Kernel().Now(),
 		inst: prog.instances(), perGroup: prog.groupSize(), serialize: prog.pipelined(), choice: shape.choice}
 	r.ring, _ = prog.(*ringProg)
 	c.nextID++
 	r.devs = shape.devs
-	c.active[r.id] = r
+	r.at = len(c.active)
+	c.active = append(c.active, r)
 	if shape.delay > 0 {
-		c.f.Kernel().After(shape.delay, r.begin)
+		k := c.f.Kernel()
+		k.AtHandler(sim.Add(k.Now(), shape.delay), c, c.schedule(r, evBegin))
 	} else {
 		r.begin()
 	}
 	return r.id, nil
+}
+
+// Kinds of the events Comms schedules on itself (the low bit of the
+// argument; the rest is the run's slot in later).
+const (
+	evBegin = 0
+	evDone  = 1
+)
+
+// schedule gives r a slot in later and returns the event argument.
+func (c *Comms) schedule(r *run, kind int) int {
+	var slot int32
+	if k := len(c.free); k > 0 {
+		slot = c.free[k-1]
+		c.free = c.free[:k-1]
+		c.later[slot] = r
+	} else {
+		slot = int32(len(c.later))
+		c.later = append(c.later, r)
+	}
+	return int(slot)<<1 | kind
+}
+
+// Handle implements sim.Handler: a run's delayed begin, or its completion
+// reported to its caller (after which the run is reused).
+func (c *Comms) Handle(arg int) {
+	slot := int32(arg >> 1)
+	r := c.later[slot]
+	c.later[slot] = nil
+	c.free = append(c.free, slot)
+	if arg&1 == evBegin {
+		r.begin()
+		return
+	}
+	r.done(Result{ID: r.id, Collective: r.col, Start: r.start, End: c.f.Kernel().Now(), Flows: r.flows, WireBytes: r.wire, NCCL: r.choice})
+	// Nothing refers to a reported run: every message was delivered.
+	*r = run{}
+	c.spare = append(c.spare, r)
 }
 
 // checkShape checks a new request and builds its program: the registry
@@ -192,14 +247,11 @@ func (c *Comms) Send(srcRank, dstRank int, bytes float64, done func()) error {
 }
 
 func (c *Comms) describeStalls() []string {
-	ids := make([]int, 0, len(c.active))
-	for id := range c.active {
-		ids = append(ids, id)
-	}
-	sort.Ints(ids)
+	runs := slices.Clone(c.active)
+	slices.SortFunc(runs, func(a, b *run) int { return cmp.Compare(a.id, b.id) })
 	var out []string
-	for _, id := range ids {
-		r := c.active[id]
+	for _, r := range runs {
+		id := r.id
 		if r.streaming > 0 {
 			out = append(out, fmt.Sprintf("collective %d (%s %s): %d ring stream(s) not delivered", id, r.col.Op, r.col.Algorithm, r.streaming))
 			continue
@@ -269,6 +321,7 @@ type run struct {
 	// flat, for a ring of one segment per channel and one chunk without
 	// quantization, is each channel's segment (ringDelivered).
 	flat []segment
+	at   int // index in Comms.active while unfinished
 }
 
 // rankState is an (instance, rank)'s progress and, in the first instance of
@@ -375,11 +428,13 @@ func (r *run) takeEarly(i int, st *rankState) {
 // (a one-rank or zero-step collective finishes at once): callers are not
 // re-entered.
 func (r *run) finish() {
-	delete(r.c.active, r.id)
+	c := r.c
+	last := c.active[len(c.active)-1]
+	c.active[r.at], last.at = last, r.at
+	c.active = c.active[:len(c.active)-1]
 	if r.done != nil {
-		k := r.c.f.Kernel()
-		res := Result{ID: r.id, Collective: r.col, Start: r.start, End: k.Now(), Flows: r.flows, WireBytes: r.wire, NCCL: r.choice}
-		k.After(0, func() { r.done(res) })
+		k := c.f.Kernel()
+		k.AtHandler(k.Now(), c, c.schedule(r, evDone))
 	}
 }
 
