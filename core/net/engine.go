@@ -22,17 +22,17 @@ import (
 // Comms runs collectives over a Fabric: several may be in flight at once
 // and contend for links. Create one per fabric with NewComms.
 type Comms struct {
-	f      Fabric
-	fn     *FlowNet // f, when it is one: called directly on the hot path
-	t      *topo.Topology
+	f  Fabric
+	fn *FlowNet // f, when it is one: called directly on the hot path
+	t  *topo.Topology
 	// active holds the unfinished runs (run.at is each one's index).
 	active []*run
 	// later holds the runs with a begin or a completion scheduled (a
 	// kernel event on c, the slot in its argument: no closure per run);
 	// free lists its empty slots, and spare the finished runs to reuse.
-	later []*run
-	free  []int32
-	spare []*run
+	later  []*run
+	free   []int32
+	spare  []*run
 	nextID int
 	// shapes holds the requests already checked, by shapeKey, with their
 	// defaults filled in and their programs: a training step starts the
