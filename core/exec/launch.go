@@ -79,6 +79,7 @@ func (e *engine) issue(g int, task *workload.Task, r *rendezvous) {
 		finishAll()
 	}
 	r.pending = 1 // held until every launch below is issued
+	var reportDone func(net.Result)
 	groups := append([]int{g}, e.mirror[g]...)
 	for gi, gg := range groups {
 		for c, ranks := range e.plan.Groups[gg].Comms {
@@ -134,12 +135,19 @@ func (e *engine) issue(g int, task *workload.Task, r *rendezvous) {
 					col.Algorithm = e.opt.TPQuantAlgorithm
 				}
 			}
-			if _, err := e.comms.Start(col, func(res net.Result) {
-				if isolated {
-					e.memo[key] = res.End - res.Start
+			report := reportDone
+			if report == nil || isolated {
+				report = func(res net.Result) {
+					if isolated {
+						e.memo[key] = res.End - res.Start
+					}
+					done()
 				}
-				done()
-			}); err != nil {
+				if !isolated {
+					reportDone = report // one closure for the mirrors' copies
+				}
+			}
+			if _, err := e.comms.Start(col, report); err != nil {
 				e.k.Fail(fmt.Errorf("exec: %s on ranks %v: %w", task.Name, ranks, err))
 				return
 			}

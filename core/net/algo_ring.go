@@ -121,8 +121,10 @@ type ringProg struct {
 	// on every message), built on first use.
 	byInst [][]segment
 	// hops of each channel's segments as ring streams, built on first use
-	// (a cached program serves one communicator: the devices are fixed).
-	hops [][][]Hop
+	// (a cached program serves one communicator: the devices are fixed),
+	// and their routes on a FlowNet (FlowNet.sendRing).
+	hops  [][][]Hop
+	route [][]*ringInfo
 }
 
 type segment struct {
@@ -186,6 +188,10 @@ func (r *run) stream(ch, seg int) {
 	}
 	if p.hops[ch] == nil {
 		p.hops[ch] = make([][]Hop, len(segs))
+		if p.route == nil {
+			p.route = make([][]*ringInfo, len(p.channels))
+		}
+		p.route[ch] = make([]*ringInfo, len(segs))
 		for k, g := range segs {
 			for i, to := range g.next {
 				if int(to) != i && g.steps > 0 {
@@ -204,7 +210,13 @@ func (r *run) stream(ch, seg int) {
 		bytes := float64(g.steps) * g.bytes * float64(r.ring.chunks) / r.col.ProtocolEfficiency
 		r.flows++
 		r.wire += bytes * float64(len(hops))
-		if err := r.c.f.SendRing(hops, g.steps, bytes, streamSink{r}, ch<<segBits|seg); err != nil {
+		var err error
+		if fn := r.c.fn; fn != nil {
+			err = fn.sendRing(&p.route[ch][seg], hops, g.steps, bytes, streamSink{r}, ch<<segBits|seg)
+		} else {
+			err = r.c.f.SendRing(hops, g.steps, bytes, streamSink{r}, ch<<segBits|seg)
+		}
+		if err != nil {
 			r.c.f.Kernel().Fail(fmt.Errorf("collective %d (%s %s): %w", r.id, r.col.Op, r.col.Algorithm, err))
 		}
 		return

@@ -222,13 +222,26 @@ func (n *FlowNet) Send(src, dst int, bytes float64, sink Sink, tag int) error {
 
 // SendRing implements Fabric.
 func (n *FlowNet) SendRing(hops []Hop, steps int, bytes float64, sink Sink, tag int) error {
+	return n.sendRing(nil, hops, steps, bytes, sink, tag)
+}
+
+// sendRing is SendRing with the caller's copy of the ring's route (a ring
+// program's channel segment keeps it): the same route as n.rings holds,
+// without the map look-up while it is current.
+func (n *FlowNet) sendRing(kept **ringInfo, hops []Hop, steps int, bytes float64, sink Sink, tag int) error {
 	if len(hops) == 0 {
 		return fmt.Errorf("a ring stream needs at least one hop")
 	}
 	// A ring's streams repeat with the same hops (a communicator's
 	// channel): its route is computed once per topology version.
 	v := n.t.CapacityVersion()
-	ring, ok := n.rings[&hops[0]]
+	var ring *ringInfo
+	ok := false
+	if kept != nil && *kept != nil && &(*kept).hops[0] == &hops[0] {
+		ring, ok = *kept, true
+	} else {
+		ring, ok = n.rings[&hops[0]]
+	}
 	if !ok || ring.version != v || ring.steps != steps || len(ring.hops) != len(hops) {
 		path, lat, rate, dup, err := ringRoute(n.t, hops, steps)
 		if err != nil {
@@ -239,6 +252,9 @@ func (n *FlowNet) SendRing(hops []Hop, steps int, bytes float64, sink Sink, tag 
 			n.rings = map[*Hop]*ringInfo{}
 		}
 		n.rings[&hops[0]] = ring
+	}
+	if kept != nil {
+		*kept = ring
 	}
 	n.launch(hops[0].Src, hops[len(hops)-1].Dst, ring.path, ring.path, ring.lat, ring.rate, bytes, sink, tag, ring)
 	return nil
