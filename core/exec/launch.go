@@ -147,7 +147,11 @@ func (e *engine) issue(g int, task *workload.Task, r *rendezvous) {
 					reportDone = report // one closure for the mirrors' copies
 				}
 			}
-			if _, err := e.comms.Start(col, report); err != nil {
+			sh, err := e.info[gg][c].shape(e.comms, col) // e.comm filled it
+			if err == nil {
+				_, err = e.comms.StartShape(sh, col, report)
+			}
+			if err != nil {
 				e.k.Fail(fmt.Errorf("exec: %s on ranks %v: %w", task.Name, ranks, err))
 				return
 			}
@@ -196,4 +200,29 @@ func RingTimeBound(t *topo.Topology, kind model.Kind, bytes float64, ranks []int
 		steps *= 2
 	}
 	return steps * bytes / float64(n) / slowest, nil
+}
+
+// shape is the communicator's checked shape of col (net.Comms.Shape), kept
+// by operation, algorithm and size: a step starts the same few again and
+// again (the executor's requests differ in nothing else).
+func (ci *commInfo) shape(c *net.Comms, col net.Collective) (*net.Shape, error) {
+	bits := math.Float64bits(col.Bytes)
+	for _, s := range ci.shapes {
+		if s.op == col.Op && s.alg == col.Algorithm && s.bytes == bits {
+			return s.sh, nil
+		}
+	}
+	sh, err := c.Shape(col)
+	if err != nil {
+		return nil, err
+	}
+	ci.shapes = append(ci.shapes, commShape{col.Op, col.Algorithm, bits, sh})
+	return sh, nil
+}
+
+type commShape struct {
+	op    net.Op
+	alg   net.Algorithm
+	bytes uint64
+	sh    *net.Shape
 }

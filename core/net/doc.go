@@ -10,7 +10,10 @@
 //     shortest paths, deterministic ECMP, dimension order on tori); flows
 //     share links by max-min fairness, computed by progressive filling. Rates
 //     are recomputed once per simulated instant in which something changed,
-//     and only over the connected component (links ↔ flows) of what changed.
+//     and only over the connected component (links ↔ flows) of what changed;
+//     a large component whose paths were filled before takes the rates
+//     found then, bit for bit (fillmemo.go: a training step repeats the same
+//     traffic every layer).
 //     A flow's bytes take bytes/rate; its last byte arrives one path latency
 //     (the sum of its links' latencies) later.
 //   - Unaware: each transfer alone on its path (latency + bytes over the

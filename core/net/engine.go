@@ -37,7 +37,7 @@ type Comms struct {
 	// shapes holds the requests already checked, by shapeKey, with their
 	// defaults filled in and their programs: a training step starts the
 	// same collective on the same communicator thousands of times.
-	shapes map[string]checkedShape
+	shapes map[string]*Shape
 	// tuners holds NCCL's model of each communicator (by its ranks).
 	tuners map[string]*NCCLTuner
 	key    []byte // Start's scratch for shapeKey
@@ -80,7 +80,7 @@ func appendShapeKey(b []byte, col *Collective) []byte {
 // NewComms attaches a collective engine to a fabric; it registers a stall
 // describer on the kernel naming ranks of unfinished collectives.
 func NewComms(f Fabric) *Comms {
-	c := &Comms{f: f, t: f.Topology(), shapes: map[string]checkedShape{}, tuners: map[string]*NCCLTuner{}}
+	c := &Comms{f: f, t: f.Topology(), shapes: map[string]*Shape{}, tuners: map[string]*NCCLTuner{}}
 	c.fn, _ = f.(*FlowNet)
 	f.Kernel().OnStall(c.describeStalls)
 	return c
@@ -95,21 +95,57 @@ func (c *Comms) Start(col Collective, done func(Result)) (int, error) {
 	c.key = appendShapeKey(c.key[:0], &col)
 	shape, ok := c.shapes[string(c.key)] // no allocation for the look-up
 	if ok {
-		col.Algorithm, col.Channels, col.Chunks = shape.col.Algorithm, shape.col.Channels, shape.col.Chunks
-		if shape.choice != nil {
-			col.ProtocolEfficiency = shape.col.ProtocolEfficiency
-		}
-		payloadDefaults(&col)
-		if err := validatePayload(&col); err != nil {
-			return 0, err
-		}
-	} else {
-		var err error
-		if shape, err = c.checkShape(&col); err != nil {
-			return 0, err
-		}
-		c.shapes[string(c.key)] = shape
+		return c.StartShape(shape, col, done)
 	}
+	shape = &Shape{}
+	var err error
+	if shape.checkedShape, err = c.checkShape(&col); err != nil {
+		return 0, err
+	}
+	c.shapes[string(c.key)] = shape
+	return c.start(shape, col, done), nil
+}
+
+// Shape is a collective request that Comms has checked, with its program:
+// what Start looks up by the request's operation, algorithm, bytes, root,
+// chunks, channels and ranks. A caller that starts the same request again
+// and again (the executor, at every layer) keeps it and calls StartShape.
+type Shape struct{ checkedShape }
+
+// Shape returns the checked shape of col (checking it the first time), or
+// the error Start would return.
+func (c *Comms) Shape(col Collective) (*Shape, error) {
+	c.key = appendShapeKey(c.key[:0], &col)
+	if shape, ok := c.shapes[string(c.key)]; ok {
+		return shape, nil
+	}
+	shape := &Shape{}
+	var err error
+	if shape.checkedShape, err = c.checkShape(&col); err != nil {
+		return nil, err
+	}
+	c.shapes[string(c.key)] = shape
+	return shape, nil
+}
+
+// StartShape is Start for a request whose shape (Comms.Shape of a
+// collective with the same operation, algorithm, bytes, root, chunks,
+// channels and ranks) is known: col takes the shape's defaults and choice,
+// as Start gives them.
+func (c *Comms) StartShape(shape *Shape, col Collective, done func(Result)) (int, error) {
+	col.Algorithm, col.Channels, col.Chunks = shape.col.Algorithm, shape.col.Channels, shape.col.Chunks
+	if shape.choice != nil {
+		col.ProtocolEfficiency = shape.col.ProtocolEfficiency
+	}
+	payloadDefaults(&col)
+	if err := validatePayload(&col); err != nil {
+		return 0, err
+	}
+	return c.start(shape, col, done), nil
+}
+
+// start runs a checked request (col with its defaults filled).
+func (c *Comms) start(shape *Shape, col Collective, done func(Result)) int {
 	prog := shape.prog
 	n := len(col.Ranks)
 	var r *run
@@ -132,7 +168,7 @@ func (c *Comms) Start(col Collective, done func(Result)) (int, error) {
 	} else {
 		r.begin()
 	}
-	return r.id, nil
+	return r.id
 }
 
 // Kinds of the events Comms schedules on itself (the low bit of the

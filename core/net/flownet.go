@@ -528,15 +528,13 @@ func (n *FlowNet) materialize(f *flow) {
 	if !f.lazy {
 		return
 	}
-	path, err := n.t.Route(int(f.src), int(f.dst))
+	// The route cache has it (the same path, latency and bottleneck as
+	// at the start) unless its source has sent elsewhere since.
+	c, err := n.route(int(f.src), int(f.dst))
 	if err != nil {
 		panic(fmt.Sprintf("net: the route of a started flow (%s to %s) is gone: %v", n.t.Devices[f.src].Name, n.t.Devices[f.dst].Name, err))
 	}
-	f.path, f.lat, f.ring = path, pathLatency(n.t, path), nil
-	f.rate = math.Inf(1)
-	for _, l := range path {
-		f.rate = min(f.rate, n.t.Capacity(int(l)))
-	}
+	f.path, f.lat, f.ring, f.rate = c.path, c.lat, nil, c.rate
 	f.lazy = false
 }
 
