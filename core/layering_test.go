@@ -32,13 +32,14 @@ var layers = map[string][]string{
 	"core/rng":       {},
 	"core/sim":       {},
 	"core/table":     {},
+	"core/problem":   {},
 	"core/quant":     {"core/rng"},
-	"core/model":     {"core/hw"},
+	"core/model":     {"core/hw", "core/problem"},
 	"core/compute":   {"core/hw", "core/model"},
-	"core/spec":      {"core/hw", "core/model"},
+	"core/spec":      {"core/hw", "core/model", "core/problem"},
 	"core/topo":      {"core/hw", "core/rng", "core/spec"},                          // (spec below the models)
 	"core/net":       {"core/hw", "core/rng", "core/sim", "core/topo", "core/spec"}, // (spec below the models)
-	"core/workload":  {"core/hw", "core/model", "core/rng"},
+	"core/workload":  {"core/hw", "core/model", "core/problem", "core/rng"},
 	"core/seedflood": {"core/rng"},
 	"core/eidola":    {"core/hw", "core/net", "core/rng", "core/sim"},
 	"core/exec":      {"core/compute", "core/hw", "core/model", "core/net", "core/sim", "core/topo", "core/workload", "core/spec"},  // (spec below the models)

@@ -67,7 +67,7 @@ func TrainingLayout(s *spec.Training, gpus int) (workload.Training, error) {
 			CapacityFactor: s.Routing.CapacityFactor, PadToCapacity: s.Routing.PadToCapacity, HierarchicalA2A: s.Routing.HierarchicalA2A,
 			NodeLimit: s.Routing.NodeLimit}}
 	for _, fp := range t.Check() {
-		path := fp.Field
+		path := fp.Path
 		switch {
 		case path == "seq_len", strings.HasPrefix(path, "routing."):
 		default:
@@ -94,7 +94,7 @@ func InferenceLayout(s *spec.Inference, gpus int) (workload.Inference, error) {
 		in.Requests = append(in.Requests, workload.Request{Count: r.Count, Prompt: r.PromptTokens, Output: r.OutputTokens})
 	}
 	for _, fp := range in.Check() {
-		p.Addf(fp.Field, "%s", fp.Message)
+		p.Addf(fp.Path, "%s", fp.Message)
 	}
 	return in, p.Err()
 }

@@ -171,8 +171,8 @@ func (s *SSMTP) checkSplit(p *Problems, c model.Config, path string, t int) {
 	r := model.Run{Phase: model.Decode, Batch: 1, TP: t, DType: hw.DType(s.DType)}
 	for _, fp := range c.CheckRun(r) {
 		msg := fp.Message
-		if fp.Field != "tp" {
-			msg = fmt.Sprintf("%s: %s", fp.Field, fp.Message)
+		if fp.Path != "tp" {
+			msg = fmt.Sprintf("%s: %s", fp.Path, fp.Message)
 		}
 		p.Addf(path, "%s", msg)
 	}

@@ -323,7 +323,7 @@ func enumerate(env scenario.Env, s *spec.ParallelSearch, m *exec.Machine) ([]Con
 									Recompute: model.Recompute(rc), ZeRO: zero, EP: ep,
 									OverlapTPComm: true}} // as Megatron-LM runs (spec.Parallel.OverlapTPComm)
 							if ps := tr.Check(); len(ps) > 0 {
-								row.Status, row.Reason = Invalid, ps[0].Field+": "+ps[0].Message
+								row.Status, row.Reason = Invalid, ps[0].Path+": "+ps[0].Message
 								rows = append(rows, row)
 								continue
 							}

@@ -172,7 +172,7 @@ func Build(s *spec.Serving) (*Setup, error) {
 	}
 	in := workload.Inference{Model: cfg, TP: s.TP, PP: s.PP, Replicas: 1, Batch: 1, Prompt: s.Engine.MaxNumBatchedTokens, Output: 1, DType: hw.DType(s.DType)}
 	for _, fp := range in.Check() {
-		field := fp.Field
+		field := fp.Path
 		if field == "prompt_tokens" {
 			field = "engine.max_num_batched_tokens"
 		}
