@@ -1,12 +1,13 @@
 // Package job is the job the plan-based scenario kinds share (training,
 // inference, and the fault sweeps over them): a validated spec compiled to a
 // workload layout and plan (layout.go), a machine built from its cluster,
-// GPU and faults (exec.NewMachine), the plan run on it by package exec, and
+// GPU and faults (compile.Machine), the plan run on it by package exec, and
 // the tables every such kind reports (ranks, timeline, memory). It sits
 // below the scenario drivers and above exec and workload.
 package job
 
 import (
+	"github.com/eidolon-sim/eidolon/core/compile"
 	"github.com/eidolon-sim/eidolon/core/exec"
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/spec"
@@ -16,6 +17,9 @@ import (
 // Job is a plan run on a simulated cluster, reported per rank, per stage's
 // memory and as a timeline: what the training and inference kinds share.
 type Job struct {
+	// Path is where the job's spec sits in the document ("" at the top,
+	// "training" as a fault sweep's base): compile errors carry it.
+	Path           string
 	Cluster        spec.Cluster
 	GPU            string
 	Faults         spec.Faults
@@ -65,7 +69,7 @@ func (j Job) Options(m *exec.Machine) exec.Options {
 // builds the plan for the cluster's GPU count and runs it.
 func (j Job) Run(env scenario.Env, modify func(m *exec.Machine) error,
 	build func(gpus int) (*workload.Plan, []workload.Memory, error)) (*Result, error) {
-	m, err := exec.NewMachine(j.Cluster, j.GPU, j.Faults, j.Seed)
+	m, err := compile.Machine(j.Path, j.Cluster, j.GPU, j.Faults, j.Seed)
 	if err != nil {
 		return nil, err
 	}

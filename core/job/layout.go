@@ -3,9 +3,11 @@ package job
 import (
 	"strings"
 
+	"github.com/eidolon-sim/eidolon/core/compile"
 	"github.com/eidolon-sim/eidolon/core/exec"
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
+	"github.com/eidolon-sim/eidolon/core/problem"
 	"github.com/eidolon-sim/eidolon/core/spec"
 	"github.com/eidolon-sim/eidolon/core/workload"
 )
@@ -109,4 +111,33 @@ func InferenceHost(s *spec.Inference) exec.Host {
 		host.Captured = func(t *workload.Task) bool { return int(t.MicroBatch) >= groups }
 	}
 	return host
+}
+
+// CheckTraining makes a training run's checks before it simulates, for a
+// validated spec at prefix: the machine compiled (cluster, GPU, fault
+// device names) and the layout on its GPU count. It returns the layout's
+// rank count.
+func CheckTraining(prefix string, s *spec.Training) (int, error) {
+	m, err := compile.Machine(prefix, s.Cluster, s.GPU, s.Faults, s.Seed)
+	if err != nil {
+		return 0, err
+	}
+	t, err := TrainingLayout(s, m.Fabric.Topology().NumRanks())
+	if err != nil {
+		return 0, problem.Under(prefix, err)
+	}
+	return t.Par.TP * t.Par.PP * t.Par.DP, nil
+}
+
+// CheckInference is CheckTraining for an inference spec.
+func CheckInference(prefix string, s *spec.Inference) (int, error) {
+	m, err := compile.Machine(prefix, s.Cluster, s.GPU, s.Faults, s.Seed)
+	if err != nil {
+		return 0, err
+	}
+	in, err := InferenceLayout(s, m.Fabric.Topology().NumRanks())
+	if err != nil {
+		return 0, problem.Under(prefix, err)
+	}
+	return in.Ranks(), nil
 }

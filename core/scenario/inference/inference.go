@@ -21,15 +21,11 @@ func Kind() scenario.Kind {
 // Check makes a run's checks before it simulates: the machine (cluster,
 // GPU, fault device names), the layout on its GPU count, the timeline ranks.
 func Check(s *spec.Inference) error {
-	m, err := exec.NewMachine(s.Cluster, s.GPU, s.Faults, s.Seed)
+	ranks, err := job.CheckInference("", s)
 	if err != nil {
 		return err
 	}
-	in, err := job.InferenceLayout(s, m.Fabric.Topology().NumRanks())
-	if err != nil {
-		return err
-	}
-	return job.CheckTimelineRanks(s.TimelineRanks, in.Ranks())
+	return job.CheckTimelineRanks(s.TimelineRanks, ranks)
 }
 
 func kind() scenario.Kind {

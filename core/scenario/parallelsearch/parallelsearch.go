@@ -27,6 +27,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/eidolon-sim/eidolon/core/compile"
 	"github.com/eidolon-sim/eidolon/core/exec"
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
@@ -231,7 +232,7 @@ func bound(tr workload.Training, sz *workload.Sizing, rs *rings) (float64, error
 }
 
 func run(env scenario.Env, s *spec.ParallelSearch) (scenario.Result, error) {
-	m, err := exec.NewMachine(s.Cluster, s.GPU, spec.Faults{}, s.Seed)
+	m, err := compile.Machine("", s.Cluster, s.GPU, spec.Faults{}, s.Seed)
 	if err != nil {
 		return scenario.Result{}, err
 	}
@@ -560,7 +561,7 @@ func simulateGuarded(ctx context.Context, s *spec.ParallelSearch, c *candidate, 
 // simulate runs one layout's training step on a fresh machine.
 func simulate(ctx context.Context, s *spec.ParallelSearch, c *candidate, cost func(model.Op) (float64, error),
 	kernel func(model.Op) (exec.Kernel, error)) (step, mfu float64, err error) {
-	mm, err := exec.NewMachine(s.Cluster, s.GPU, spec.Faults{}, s.Seed)
+	mm, err := compile.Machine("", s.Cluster, s.GPU, spec.Faults{}, s.Seed)
 	if err != nil {
 		return 0, 0, err
 	}

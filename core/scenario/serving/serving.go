@@ -9,6 +9,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/eidolon-sim/eidolon/core/compile"
 	"github.com/eidolon-sim/eidolon/core/exec"
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
@@ -162,7 +163,7 @@ type Setup struct {
 func Build(s *spec.Serving) (*Setup, error) {
 	cfg, _ := s.Model.Resolve()
 	g, _ := hw.GPUByName(s.GPU)
-	t, err := topo.FromSpec(s.Cluster)
+	t, err := compile.Topology("", s.Cluster)
 	if err != nil {
 		return nil, err
 	}
@@ -187,8 +188,12 @@ func Build(s *spec.Serving) (*Setup, error) {
 	if err := p.Err(); err != nil {
 		return nil, err
 	}
-	// Apply the time-0 faults to the topology once (NewMachineOn does).
-	if _, err := exec.NewMachineOn(t, g, s.Faults, s.Seed); err != nil {
+	faults, err := compile.Faults("", s.Faults, t)
+	if err != nil {
+		return nil, err
+	}
+	// Apply the time-0 faults to the topology once (NewMachine does).
+	if _, err := exec.NewMachine(t, g, faults, s.Seed); err != nil {
 		return nil, err
 	}
 	st := &Setup{Topo: t, GPU: g}
@@ -201,7 +206,7 @@ func Build(s *spec.Serving) (*Setup, error) {
 	// The host issues kernels as the inference kind's (no autograd).
 	host := exec.Host{Mode: s.Execution, ForwardOpS: s.Host.ForwardOpS, BackwardOpS: s.Host.BackwardOpS, CollectiveS: s.Host.CollectiveS}
 	for r := 0; r < s.Replicas; r++ {
-		pr, err := sv.NewPricer(t, g, s.Faults, s.Seed, cfg, s.TP, s.PP, hw.DType(s.DType), r, host)
+		pr, err := sv.NewPricer(t, g, faults, s.Seed, cfg, s.TP, s.PP, hw.DType(s.DType), r, host)
 		if err != nil {
 			return nil, err
 		}
@@ -265,11 +270,11 @@ func Build(s *spec.Serving) (*Setup, error) {
 	st.Transfer = func(a, b, tokens int) (float64, error) {
 		f, ok := fits[[2]int{a, b}]
 		if !ok {
-			t1, err := sv.Transfer(t, g, s.Faults, s.Seed, s.TP, s.PP, a, b, b1)
+			t1, err := sv.Transfer(t, g, faults, s.Seed, s.TP, s.PP, a, b, b1)
 			if err != nil {
 				return 0, err
 			}
-			t2, err := sv.Transfer(t, g, s.Faults, s.Seed, s.TP, s.PP, a, b, b2)
+			t2, err := sv.Transfer(t, g, faults, s.Seed, s.TP, s.PP, a, b, b2)
 			if err != nil {
 				return 0, err
 			}

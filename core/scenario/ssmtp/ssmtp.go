@@ -30,6 +30,7 @@ package ssmtp
 import (
 	"fmt"
 
+	"github.com/eidolon-sim/eidolon/core/compile"
 	"github.com/eidolon-sim/eidolon/core/exec"
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
@@ -189,7 +190,7 @@ func Simulate(env scenario.Env, s *spec.SSMTP) (*Outcome, error) {
 		p.OneOf("gpu", s.GPU, hw.GPUNames())
 		return nil, p.Err()
 	}
-	probe, err := exec.NewMachine(s.Cluster, s.GPU, spec.Faults{}, s.Seed)
+	probe, err := compile.Machine("", s.Cluster, s.GPU, spec.Faults{}, s.Seed)
 	if err != nil {
 		return nil, err
 	}
@@ -395,7 +396,7 @@ func Host(s *spec.SSMTP) exec.Host {
 
 // simulateOne runs one configuration on a fresh machine.
 func simulateOne(env scenario.Env, s *spec.SSMTP, in workload.Inference, q quant.Format, kern string) (run, error) {
-	m, err := exec.NewMachine(s.Cluster, s.GPU, spec.Faults{}, s.Seed)
+	m, err := compile.Machine("", s.Cluster, s.GPU, spec.Faults{}, s.Seed)
 	if err != nil {
 		return run{}, err
 	}

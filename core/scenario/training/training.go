@@ -19,15 +19,11 @@ func Kind() scenario.Kind {
 // Check makes a run's checks before it simulates: the machine (cluster,
 // GPU, fault device names), the layout on its GPU count, the timeline ranks.
 func Check(s *spec.Training) error {
-	m, err := exec.NewMachine(s.Cluster, s.GPU, s.Faults, s.Seed)
+	ranks, err := job.CheckTraining("", s)
 	if err != nil {
 		return err
 	}
-	t, err := job.TrainingLayout(s, m.Fabric.Topology().NumRanks())
-	if err != nil {
-		return err
-	}
-	return job.CheckTimelineRanks(s.TimelineRanks, t.Par.TP*t.Par.PP*t.Par.DP)
+	return job.CheckTimelineRanks(s.TimelineRanks, ranks)
 }
 
 func kind() scenario.Kind {
