@@ -111,6 +111,38 @@ func (j Job) Run(env scenario.Env, modify func(m *exec.Machine) error,
 	return r, nil
 }
 
+// MemoryColumns are the memory columns of the training and inference
+// summaries (embedded in both, so their names and meaning are one).
+type MemoryColumns struct {
+	// MemoryPeakBytes is the largest per-GPU memory; Fits whether it fits
+	// in the GPU's HBM (HBMBytes).
+	MemoryPeakBytes float64 `arrow:"memory_peak_bytes"`
+	HBMBytes        float64 `arrow:"hbm_bytes"`
+	Fits            bool    `arrow:"fits"`
+}
+
+// SimulationColumns are the training and inference summaries' account of
+// what was simulated.
+type SimulationColumns struct {
+	// SimulatedRanks ran their own tasks; the others mirrored a symmetric
+	// replica. NetCollectives ran on the network; ReusedCollectives reused
+	// the simulated time of an identical collective on an isolated
+	// communicator.
+	SimulatedRanks    int `arrow:"simulated_ranks"`
+	NetCollectives    int `arrow:"net_collectives"`
+	ReusedCollectives int `arrow:"reused_collectives"`
+}
+
+// MemoryColumns are the run's summary memory columns.
+func (r *Result) MemoryColumns() MemoryColumns {
+	return MemoryColumns{MemoryPeakBytes: r.PeakBytes, HBMBytes: r.HBMBytes, Fits: r.PeakBytes <= r.HBMBytes}
+}
+
+// SimulationColumns are the run's summary simulation columns.
+func (r *Result) SimulationColumns() SimulationColumns {
+	return SimulationColumns{SimulatedRanks: r.SimulatedRanks, NetCollectives: r.Exec.Collectives, ReusedCollectives: r.Exec.Reused}
+}
+
 // MemoryRows lists each stage's memory by category.
 func MemoryRows(mems []workload.Memory, hbm float64) []MemoryRow {
 	var rows []MemoryRow

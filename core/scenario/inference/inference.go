@@ -51,18 +51,14 @@ type SummaryRow struct {
 	E2ES  float64 `arrow:"e2e_s"`
 	// TokensPerS is generated tokens of all replicas over E2ES.
 	TokensPerS float64 `arrow:"tokens_per_s"`
-	// MemoryPeakBytes is the largest per-GPU memory; Fits whether it fits
-	// in HBMBytes.
-	MemoryPeakBytes float64 `arrow:"memory_peak_bytes"`
-	HBMBytes        float64 `arrow:"hbm_bytes"`
-	Fits            bool    `arrow:"fits"`
+	// Memory: memory_peak_bytes, hbm_bytes, fits.
+	job.MemoryColumns
 	// LongestPromptTokens is the longest prompt that fits with the same
 	// batch and output length (0: none does).
 	LongestPromptTokens int `arrow:"longest_prompt_tokens"`
 	GPUs                int `arrow:"gpus"`
-	SimulatedRanks      int `arrow:"simulated_ranks"`
-	NetCollectives      int `arrow:"net_collectives"`
-	ReusedCollectives   int `arrow:"reused_collectives"`
+	// simulated_ranks, net_collectives, reused_collectives.
+	job.SimulationColumns
 }
 
 // RequestRow is one request group ("requests" table); every request of a
@@ -123,9 +119,8 @@ func Simulate(env scenario.Env, s *spec.Inference, modify func(m *exec.Machine) 
 	if err != nil {
 		return nil, err
 	}
-	sum := SummaryRow{E2ES: res.End.Seconds(), MemoryPeakBytes: run.PeakBytes, HBMBytes: run.HBMBytes,
-		Fits: run.PeakBytes <= run.HBMBytes, LongestPromptTokens: longest, GPUs: plan.Ranks,
-		SimulatedRanks: run.SimulatedRanks, NetCollectives: res.Collectives, ReusedCollectives: res.Reused}
+	sum := SummaryRow{E2ES: res.End.Seconds(), MemoryColumns: run.MemoryColumns(), LongestPromptTokens: longest, GPUs: plan.Ranks,
+		SimulationColumns: run.SimulationColumns()}
 	// Per request group: its first token leaves the last stage of each
 	// replica at its prefill's end, its last at decode step output−1.
 	groups := in.Groups()

@@ -55,8 +55,9 @@ func Kind() scenario.Kind {
 		})
 }
 
-// ThroughputRow is one configuration's inference times (table "throughput").
-type ThroughputRow struct {
+// ConfigColumns name a configuration: the columns the throughput and comm
+// tables start with.
+type ConfigColumns struct {
 	Model string `arrow:"model"`
 	// TP degree (GPUs of the group), SSM strategy, all-reduce quantization.
 	TP           int    `arrow:"tp"`
@@ -64,6 +65,12 @@ type ThroughputRow struct {
 	Quantization string `arrow:"quantization"`
 	// AllReduceKernel: "nccl" (unquantized), "fused" or "unfused".
 	AllReduceKernel string `arrow:"allreduce_kernel"`
+}
+
+// ThroughputRow is one configuration's inference times (table "throughput").
+type ThroughputRow struct {
+	// model, tp, strategy, quantization, allreduce_kernel.
+	ConfigColumns
 	// Batch of requests (spec batch, or with largest_batch the largest that
 	// fits this TP degree), prompt and generated tokens per request.
 	Batch        int `arrow:"batch"`
@@ -113,13 +120,9 @@ type MemoryRow struct {
 
 // CommRow is a configuration's tensor-parallel communication (table "comm").
 type CommRow struct {
-	Model        string `arrow:"model"`
-	TP           int    `arrow:"tp"`
-	Strategy     string `arrow:"strategy"`
-	Quantization string `arrow:"quantization"`
-	// AllReduceKernel as in ThroughputRow.
-	AllReduceKernel string `arrow:"allreduce_kernel"`
-	PromptTokens    int    `arrow:"prompt_tokens"`
+	// model, tp, strategy, quantization, allreduce_kernel.
+	ConfigColumns
+	PromptTokens int `arrow:"prompt_tokens"`
 	// Algorithm of the TP all-reduces: NCCL's ring (unquantized and fused),
 	// or the two-shot (direct reduce-scatter + all-gather) the unfused
 	// quantized all-reduce composes.
@@ -173,6 +176,11 @@ type config struct {
 	q        quant.Format
 	kern     string
 	prompt   int
+}
+
+// columns name the configuration in the tables.
+func (cf config) columns(model string) ConfigColumns {
+	return ConfigColumns{Model: model, TP: cf.tp, Strategy: cf.strategy, Quantization: string(cf.q), AllReduceKernel: cf.kern}
 }
 
 // run is a simulated configuration's outcome.
@@ -313,7 +321,7 @@ func Simulate(env scenario.Env, s *spec.SSMTP) (*Outcome, error) {
 		if err != nil {
 			return nil, err
 		}
-		tr := ThroughputRow{Model: c.Name, TP: cf.tp, Strategy: cf.strategy, Quantization: string(cf.q), AllReduceKernel: cf.kern,
+		tr := ThroughputRow{ConfigColumns: cf.columns(c.Name),
 			Batch: batch, PromptTokens: cf.prompt, OutputTokens: s.OutputLength, Fits: fits[[2]int{cf.tp, cf.prompt}]}
 		cr, err := commRow(c, s, cf, max(batch, 1))
 		if err != nil {
@@ -538,7 +546,7 @@ func memoryRow(in workload.Inference, hbm float64) (MemoryRow, error) {
 // commRow counts a configuration's all-reduces from the model's decode
 // graph on one rank and sizes their payload on the wire.
 func commRow(c model.Config, s *spec.SSMTP, cf config, batch int) (CommRow, error) {
-	row := CommRow{TP: cf.tp, Strategy: cf.strategy, Quantization: string(cf.q), AllReduceKernel: cf.kern,
+	row := CommRow{ConfigColumns: cf.columns(""),
 		PromptTokens: cf.prompt, Algorithm: string(net.Ring)}
 	if cf.q != quant.None && cf.tp > 1 && cf.kern == KernelUnfused {
 		row.Algorithm = string(net.Direct)

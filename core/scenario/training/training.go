@@ -58,22 +58,14 @@ type SummaryRow struct {
 	ComputeS     float64 `arrow:"compute_s"`
 	ExposedCommS float64 `arrow:"exposed_comm_s"`
 	BubbleS      float64 `arrow:"bubble_s"`
-	// MemoryPeakBytes is the largest per-GPU memory; Fits whether it fits
-	// in the GPU's HBM (HBMBytes).
-	MemoryPeakBytes float64 `arrow:"memory_peak_bytes"`
-	HBMBytes        float64 `arrow:"hbm_bytes"`
-	Fits            bool    `arrow:"fits"`
+	// Memory: memory_peak_bytes, hbm_bytes, fits.
+	job.MemoryColumns
 	// ModelFLOPs per step (all GPUs); GPUs used; micro-batches per replica.
 	ModelFLOPs   float64 `arrow:"model_flops"`
 	GPUs         int     `arrow:"gpus"`
 	MicroBatches int     `arrow:"micro_batches"`
-	// SimulatedRanks ran their own tasks; the others mirrored a symmetric
-	// replica. NetCollectives ran on the network; ReusedCollectives reused
-	// the simulated time of an identical collective on an isolated
-	// communicator.
-	SimulatedRanks    int `arrow:"simulated_ranks"`
-	NetCollectives    int `arrow:"net_collectives"`
-	ReusedCollectives int `arrow:"reused_collectives"`
+	// simulated_ranks, net_collectives, reused_collectives.
+	job.SimulationColumns
 	// Mixture of experts (1, 0, 0 for dense models): the most loaded EP
 	// rank's expert tokens over the mean, and the fractions of routed
 	// tokens dropped over capacity and of processed slots that are padding.
@@ -125,9 +117,8 @@ func Simulate(env scenario.Env, s *spec.Training, modify func(m *exec.Machine) e
 	step := run.Exec.End.Seconds()
 	gpus := plan.Ranks
 	peakFlops := run.Machine.GPU.Peak(t.DType) * float64(gpus)
-	sum := SummaryRow{StepTimeS: step, MemoryPeakBytes: run.PeakBytes, HBMBytes: run.HBMBytes, Fits: run.PeakBytes <= run.HBMBytes,
-		ModelFLOPs: plan.ModelFLOPs, GPUs: gpus, MicroBatches: t.MicroBatches(), SimulatedRanks: run.SimulatedRanks,
-		NetCollectives: run.Exec.Collectives, ReusedCollectives: run.Exec.Reused, ExpertLoadMax: 1}
+	sum := SummaryRow{StepTimeS: step, MemoryColumns: run.MemoryColumns(),
+		ModelFLOPs: plan.ModelFLOPs, GPUs: gpus, MicroBatches: t.MicroBatches(), SimulationColumns: run.SimulationColumns(), ExpertLoadMax: 1}
 	if a := plan.Routing; a != nil {
 		sum.ExpertLoadMax, sum.TokensDropped, sum.TokensPadded = a.MaxLoad(), a.Dropped, a.Padded
 	}
