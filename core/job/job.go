@@ -31,6 +31,22 @@ type Job struct {
 	Host exec.Host
 }
 
+// Define is a plan-based kind: check makes its run's checks before it
+// simulates (Kind.Check), and a run is simulate's outcome as tables.
+func Define[T any, S interface {
+	*T
+	scenario.Spec
+}, O interface{ Result() scenario.Result }](name, doc string,
+	simulate func(env scenario.Env, s S, modify func(m *exec.Machine) error) (O, error), check func(s S) error) scenario.Kind {
+	return scenario.Checked(scenario.Define(name, doc, func(env scenario.Env, s S) (scenario.Result, error) {
+		out, err := simulate(env, s, nil)
+		if err != nil {
+			return scenario.Result{}, err
+		}
+		return out.Result(), nil
+	}), check)
+}
+
 // HostOf is the exec host model for a spec's execution mode and host-cost
 // overrides; autograd is true in training. In training, cuda_graphs
 // replays every task from graphs (one per micro-batch's pass).
@@ -42,8 +58,8 @@ func HostOf(mode string, c spec.HostCosts, autograd bool) exec.Host {
 		CollectiveS: c.CollectiveS}
 }
 
-// Result is a finished Job with its shared tables.
-type Result struct {
+// Finished is a finished Job with its shared tables.
+type Finished struct {
 	Machine  *exec.Machine
 	Exec     *exec.Result
 	Ranks    []RankRow
@@ -68,7 +84,7 @@ func (j Job) Options(m *exec.Machine) exec.Options {
 // Run builds the machine, lets modify change it (a fault sweep's faults),
 // builds the plan for the cluster's GPU count and runs it.
 func (j Job) Run(env scenario.Env, modify func(m *exec.Machine) error,
-	build func(gpus int) (*workload.Plan, []workload.Memory, error)) (*Result, error) {
+	build func(gpus int) (*workload.Plan, []workload.Memory, error)) (*Finished, error) {
 	m, err := compile.Machine(j.Path, j.Cluster, j.GPU, j.Faults, j.Seed)
 	if err != nil {
 		return nil, err
@@ -96,7 +112,7 @@ func (j Job) Run(env scenario.Env, modify func(m *exec.Machine) error,
 	}
 	env.Report(1)
 	hbm := float64(m.GPU.HBMBytes)
-	r := &Result{Machine: m, Exec: res, Memory: MemoryRows(mems, hbm), HBMBytes: hbm}
+	r := &Finished{Machine: m, Exec: res, Memory: MemoryRows(mems, hbm), HBMBytes: hbm}
 	for _, mem := range mems {
 		r.PeakBytes = max(r.PeakBytes, mem.Total())
 	}
@@ -133,13 +149,24 @@ type SimulationColumns struct {
 	ReusedCollectives int `arrow:"reused_collectives"`
 }
 
+// Tables are the run's tables with its kind's summary row first: summary,
+// ranks, timeline, memory.
+func (r *Finished) Tables(summary any) scenario.Result {
+	var out scenario.Result
+	out.Add("summary", summary)
+	out.Add("ranks", r.Ranks)
+	out.Add("timeline", r.Timeline)
+	out.Add("memory", r.Memory)
+	return out
+}
+
 // MemoryColumns are the run's summary memory columns.
-func (r *Result) MemoryColumns() MemoryColumns {
+func (r *Finished) MemoryColumns() MemoryColumns {
 	return MemoryColumns{MemoryPeakBytes: r.PeakBytes, HBMBytes: r.HBMBytes, Fits: r.PeakBytes <= r.HBMBytes}
 }
 
 // SimulationColumns are the run's summary simulation columns.
-func (r *Result) SimulationColumns() SimulationColumns {
+func (r *Finished) SimulationColumns() SimulationColumns {
 	return SimulationColumns{SimulatedRanks: r.SimulatedRanks, NetCollectives: r.Exec.Collectives, ReusedCollectives: r.Exec.Reused}
 }
 

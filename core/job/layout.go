@@ -113,31 +113,38 @@ func InferenceHost(s *spec.Inference) exec.Host {
 	return host
 }
 
-// CheckTraining makes a training run's checks before it simulates, for a
-// validated spec at prefix: the machine compiled (cluster, GPU, fault
-// device names) and the layout on its GPU count. It returns the layout's
-// rank count.
-func CheckTraining(prefix string, s *spec.Training) (int, error) {
-	m, err := compile.Machine(prefix, s.Cluster, s.GPU, s.Faults, s.Seed)
+// Check makes a plan-based run's checks before it simulates, for a
+// validated spec at the job's Path: the machine compiled (cluster, GPU,
+// fault device names), the layout on its GPU count (layout returns the
+// layout's rank count) and, with timeline, the timeline ranks against it.
+func (j Job) Check(layout func(gpus int) (int, error), timeline bool) error {
+	m, err := compile.Machine(j.Path, j.Cluster, j.GPU, j.Faults, j.Seed)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	t, err := TrainingLayout(s, m.Fabric.Topology().NumRanks())
-	if err != nil {
-		return 0, problem.Under(prefix, err)
+	ranks, err := layout(m.Fabric.Topology().NumRanks())
+	if err == nil && timeline {
+		err = CheckTimelineRanks(j.TimelineRanks, ranks)
 	}
-	return t.Par.TP * t.Par.PP * t.Par.DP, nil
+	return problem.Under(j.Path, err)
 }
 
-// CheckInference is CheckTraining for an inference spec.
-func CheckInference(prefix string, s *spec.Inference) (int, error) {
-	m, err := compile.Machine(prefix, s.Cluster, s.GPU, s.Faults, s.Seed)
-	if err != nil {
-		return 0, err
-	}
-	in, err := InferenceLayout(s, m.Fabric.Topology().NumRanks())
-	if err != nil {
-		return 0, problem.Under(prefix, err)
-	}
-	return in.Ranks(), nil
+// CheckTraining is Job.Check for a validated training spec at prefix.
+func CheckTraining(prefix string, s *spec.Training, timeline bool) error {
+	j := Training(s)
+	j.Path = prefix
+	return j.Check(func(gpus int) (int, error) {
+		t, err := TrainingLayout(s, gpus)
+		return t.Par.TP * t.Par.PP * t.Par.DP, err
+	}, timeline)
+}
+
+// CheckInference is Job.Check for a validated inference spec at prefix.
+func CheckInference(prefix string, s *spec.Inference, timeline bool) error {
+	j := Inference(s)
+	j.Path = prefix
+	return j.Check(func(gpus int) (int, error) {
+		in, err := InferenceLayout(s, gpus)
+		return in.Ranks(), err
+	}, timeline)
 }

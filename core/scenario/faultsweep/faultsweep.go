@@ -43,10 +43,10 @@ func Check(s *spec.FaultSweep) error {
 	var err error
 	switch kind {
 	case "training":
-		_, err = job.CheckTraining(kind, s.Training)
+		err = job.CheckTraining(kind, s.Training, false)
 		c = s.Training.Cluster
 	case "inference":
-		_, err = job.CheckInference(kind, s.Inference)
+		err = job.CheckInference(kind, s.Inference, false)
 		c = s.Inference.Cluster
 	case "collective":
 		err = job.CheckCollective(kind, s.Collective)

@@ -15,30 +15,14 @@ import (
 
 // Kind registers the scenario.
 func Kind() scenario.Kind {
-	return scenario.Checked(kind(), Check)
+	return job.Define("inference",
+		"prefill + decode of a request batch on TP/PP replicas: TTFT, TPOT, end to end, memory, longest prompt that fits",
+		Simulate, Check)
 }
 
 // Check makes a run's checks before it simulates: the machine (cluster,
 // GPU, fault device names), the layout on its GPU count, the timeline ranks.
-func Check(s *spec.Inference) error {
-	ranks, err := job.CheckInference("", s)
-	if err != nil {
-		return err
-	}
-	return job.CheckTimelineRanks(s.TimelineRanks, ranks)
-}
-
-func kind() scenario.Kind {
-	return scenario.Define("inference",
-		"prefill + decode of a request batch on TP/PP replicas: TTFT, TPOT, end to end, memory, longest prompt that fits",
-		func(env scenario.Env, s *spec.Inference) (scenario.Result, error) {
-			out, err := Simulate(env, s, nil)
-			if err != nil {
-				return scenario.Result{}, err
-			}
-			return out.Result(), nil
-		})
-}
+func Check(s *spec.Inference) error { return job.CheckInference("", s, true) }
 
 // SummaryRow is the one row of the inference "summary" table.
 type SummaryRow struct {
@@ -75,25 +59,18 @@ type RequestRow struct {
 	E2ES  float64 `arrow:"e2e_s"`
 }
 
-// Outcome is a simulated inference run.
+// Outcome is a simulated inference run: the job's run (machine, exec
+// result, ranks, timeline, memory), the plan, the summary and the requests.
 type Outcome struct {
+	*job.Finished
 	Summary  SummaryRow
 	Requests []RequestRow
-	Ranks    []job.RankRow
-	Timeline []job.TimelineRow
-	Memory   []job.MemoryRow
 	Plan     *workload.InferencePlan
-	Exec     *exec.Result
-	Machine  *exec.Machine
 }
 
 // Result packs the tables.
 func (o *Outcome) Result() scenario.Result {
-	var r scenario.Result
-	r.Add("summary", []SummaryRow{o.Summary})
-	r.Add("ranks", o.Ranks)
-	r.Add("timeline", o.Timeline)
-	r.Add("memory", o.Memory)
+	r := o.Tables([]SummaryRow{o.Summary})
 	r.Add("requests", o.Requests)
 	return r
 }
@@ -114,7 +91,7 @@ func Simulate(env scenario.Env, s *spec.Inference, modify func(m *exec.Machine) 
 		return nil, err
 	}
 	res := run.Exec
-	o := &Outcome{Plan: plan, Exec: res, Machine: run.Machine, Ranks: run.Ranks, Timeline: run.Timeline, Memory: run.Memory}
+	o := &Outcome{Finished: run, Plan: plan}
 	longest, err := in.LongestPrompt(run.HBMBytes)
 	if err != nil {
 		return nil, err

@@ -13,30 +13,14 @@ import (
 
 // Kind registers the scenario.
 func Kind() scenario.Kind {
-	return scenario.Checked(kind(), Check)
+	return job.Define("training",
+		"one training step (DP/ZeRO, TP, SP, PP schedules, recompute) on compute + network: step time, MFU, timeline, memory",
+		Simulate, Check)
 }
 
 // Check makes a run's checks before it simulates: the machine (cluster,
 // GPU, fault device names), the layout on its GPU count, the timeline ranks.
-func Check(s *spec.Training) error {
-	ranks, err := job.CheckTraining("", s)
-	if err != nil {
-		return err
-	}
-	return job.CheckTimelineRanks(s.TimelineRanks, ranks)
-}
-
-func kind() scenario.Kind {
-	return scenario.Define("training",
-		"one training step (DP/ZeRO, TP, SP, PP schedules, recompute) on compute + network: step time, MFU, timeline, memory",
-		func(env scenario.Env, s *spec.Training) (scenario.Result, error) {
-			out, err := Simulate(env, s, nil)
-			if err != nil {
-				return scenario.Result{}, err
-			}
-			return out.Result(), nil
-		})
-}
+func Check(s *spec.Training) error { return job.CheckTraining("", s, true) }
 
 // SummaryRow is the one row of the training "summary" table. Times are of
 // the rank that finishes last (the critical path), whose compute_s +
@@ -74,26 +58,16 @@ type SummaryRow struct {
 	TokensPadded  float64 `arrow:"tokens_padded"`
 }
 
-// Outcome is a simulated training step.
+// Outcome is a simulated training step: the job's run (machine, exec
+// result, ranks, timeline, memory), the plan and the summary.
 type Outcome struct {
-	Summary  SummaryRow
-	Ranks    []job.RankRow
-	Timeline []job.TimelineRow
-	Memory   []job.MemoryRow
-	Plan     *workload.TrainingPlan
-	Exec     *exec.Result
-	Machine  *exec.Machine
+	*job.Finished
+	Summary SummaryRow
+	Plan    *workload.TrainingPlan
 }
 
 // Result packs the tables.
-func (o *Outcome) Result() scenario.Result {
-	var r scenario.Result
-	r.Add("summary", []SummaryRow{o.Summary})
-	r.Add("ranks", o.Ranks)
-	r.Add("timeline", o.Timeline)
-	r.Add("memory", o.Memory)
-	return r
-}
+func (o *Outcome) Result() scenario.Result { return o.Tables([]SummaryRow{o.Summary}) }
 
 // Simulate runs a validated spec (job.Training). modify, if set, changes the machine
 // (link health, failed devices, stragglers on m.Fabric) after the spec's
@@ -111,7 +85,7 @@ func Simulate(env scenario.Env, s *spec.Training, modify func(m *exec.Machine) e
 	if err != nil {
 		return nil, err
 	}
-	o := &Outcome{Plan: plan, Exec: run.Exec, Machine: run.Machine, Ranks: run.Ranks, Timeline: run.Timeline, Memory: run.Memory}
+	o := &Outcome{Finished: run, Plan: plan}
 	stats := run.Exec.Ranks()
 	crit := critical(stats)
 	step := run.Exec.End.Seconds()
