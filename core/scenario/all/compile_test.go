@@ -56,3 +56,29 @@ func TestFaultSweepBaseProblemsCarryTheBasePath(t *testing.T) {
 	coll = []byte(`{"kind":"fault_sweep","samples":1,"nic_failures":1,"collective":{"cluster":{"topology":"ring","gpus":4},"sizes_bytes":[1e6]}}`)
 	require.Equal(t, []string{"nic_failures"}, paths(all.Validate(coll, 0)))
 }
+
+// Every kind that builds a cluster compiles it in its Check: validation
+// rejects what a run would, with the same problems.
+func TestValidateRejectsWhatRunRejects(t *testing.T) {
+	for _, tc := range []struct{ name, doc, path string }{
+		{"ssm_tp", `{"kind":"ssm_tp","model":{"preset":"mamba-2.8b","layers":2},"gpu":"a100-80gb-sxm",
+			"cluster":{"topology":"switch","gpus":2,"link":"nvlink3"},"tp_degrees":[1,4],"batch":2,"prompt_lengths":[128],"output_length":2}`,
+			"tp_degrees[1]"},
+		{"parallel_search", `{"kind":"parallel_search","model":{"preset":"gpt-22b","layers":4},"gpu":"a100-80gb-sxm",
+			"cluster":{"preset":"dgx-a100","nodes":1,"ranks":[0,1,2,3,4,5,6,8]},"global_batch":8,"seq_len":512}`, "cluster.ranks[7]"},
+		{"serving", `{"kind":"serving","model":{"preset":"llama3-8b","layers":2},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},
+			"faults":{"devices":[{"device":"n0.nic9"}]},"workload":{"rate_per_s":10,"requests":4}}`, "faults.devices[0].device"},
+		{"collective", `{"kind":"collective","cluster":{"topology":"ring","gpus":4},"faults":{"stragglers":[{"device":"gpu4","slowdown":2}]},
+			"sizes_bytes":[1e6]}`, "faults.stragglers[0].device"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := all.Validate([]byte(tc.doc), 0)
+			var se *spec.Error
+			require.ErrorAs(t, err, &se)
+			require.Equal(t, tc.path, se.Problems[0].Path)
+			_, _, runErr := all.Run(scenario.Env{Ctx: context.Background()}, []byte(tc.doc))
+			require.Error(t, runErr)
+			require.Equal(t, err.Error(), runErr.Error())
+		})
+	}
+}

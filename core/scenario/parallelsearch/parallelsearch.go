@@ -40,9 +40,12 @@ import (
 
 // Kind registers the scenario.
 func Kind() scenario.Kind {
-	return scenario.Define("parallel_search",
+	return scenario.Checked(scenario.Define("parallel_search",
 		"enumerate (tp, pp, dp, micro-batch, recompute, zero) for a model, cluster and batch; rank by simulated step time, with why the others do not fit",
-		run)
+		run), func(s *spec.ParallelSearch) error {
+		_, err := compile.Machine("", s.Cluster, s.GPU, spec.Faults{}, s.Seed) // the cluster and GPU compiled
+		return err
+	})
 }
 
 // Status of a layout.

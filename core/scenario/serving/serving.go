@@ -13,6 +13,7 @@ import (
 	"github.com/eidolon-sim/eidolon/core/exec"
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
+	"github.com/eidolon-sim/eidolon/core/net"
 	"github.com/eidolon-sim/eidolon/core/rng"
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	sv "github.com/eidolon-sim/eidolon/core/serving"
@@ -23,7 +24,7 @@ import (
 
 // Kind registers the scenario.
 func Kind() scenario.Kind {
-	return scenario.Define("serving",
+	return scenario.Checked(scenario.Define("serving",
 		"requests over time on continuously batching replicas (chunked prefill, paged KV cache, preemption, prefix caching, P/D disaggregation): TTFT, ITL, end to end percentiles, goodput",
 		func(env scenario.Env, s *spec.Serving) (scenario.Result, error) {
 			if s.Search != nil {
@@ -40,7 +41,7 @@ func Kind() scenario.Kind {
 				return scenario.Result{}, err
 			}
 			return o.Result(), nil
-		})
+		}), check)
 }
 
 // RequestRow is one request ("requests" table).
@@ -159,13 +160,36 @@ type Setup struct {
 	GPU      hw.GPU
 }
 
-// Build prepares a validated spec's replicas.
-func Build(s *spec.Serving) (*Setup, error) {
+// check makes a run's checks before it simulates: the cluster, GPU and
+// faults compiled and, without a search (which varies the layout), the
+// layout against them.
+func check(s *spec.Serving) error {
+	if s.Search != nil {
+		if _, err := compile.GPU("", s.GPU); err != nil {
+			return err
+		}
+		t, err := compile.Topology("", s.Cluster)
+		if err != nil {
+			return err
+		}
+		_, err = compile.Faults("", s.Faults, t)
+		return err
+	}
+	_, _, _, err := compileSpec(s)
+	return err
+}
+
+// compileSpec compiles a validated spec's cluster, GPU and faults and
+// checks its layout against them.
+func compileSpec(s *spec.Serving) (*topo.Topology, hw.GPU, net.FaultPlan, error) {
 	cfg, _ := s.Model.Resolve()
-	g, _ := hw.GPUByName(s.GPU)
+	g, err := compile.GPU("", s.GPU)
+	if err != nil {
+		return nil, g, net.FaultPlan{}, err
+	}
 	t, err := compile.Topology("", s.Cluster)
 	if err != nil {
-		return nil, err
+		return nil, g, net.FaultPlan{}, err
 	}
 	var p spec.Problems
 	if n := s.TP * s.PP * s.Replicas; n > t.NumRanks() {
@@ -186,9 +210,16 @@ func Build(s *spec.Serving) (*Setup, error) {
 		}
 	}
 	if err := p.Err(); err != nil {
-		return nil, err
+		return nil, g, net.FaultPlan{}, err
 	}
 	faults, err := compile.Faults("", s.Faults, t)
+	return t, g, faults, err
+}
+
+// Build prepares a validated spec's replicas.
+func Build(s *spec.Serving) (*Setup, error) {
+	cfg, _ := s.Model.Resolve()
+	t, g, faults, err := compileSpec(s)
 	if err != nil {
 		return nil, err
 	}

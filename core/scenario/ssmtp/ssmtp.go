@@ -44,7 +44,7 @@ import (
 
 // Kind registers the scenario.
 func Kind() scenario.Kind {
-	return scenario.Define("ssm_tp",
+	return scenario.Checked(scenario.Define("ssm_tp",
 		"SSM tensor parallelism (Mamba, Mamba-2, hybrids): speed-up, memory and communication by TP degree, strategy and all-reduce quantization",
 		func(env scenario.Env, s *spec.SSMTP) (scenario.Result, error) {
 			out, err := Simulate(env, s)
@@ -52,7 +52,10 @@ func Kind() scenario.Kind {
 				return scenario.Result{}, err
 			}
 			return out.Result(), nil
-		})
+		}), func(s *spec.SSMTP) error {
+		_, err := check(s)
+		return err
+	})
 }
 
 // ConfigColumns name a configuration: the columns the throughput and comm
@@ -189,30 +192,32 @@ type run struct {
 	comm, exposedCom float64
 }
 
-// Simulate runs every configuration of a validated spec.
-func Simulate(env scenario.Env, s *spec.SSMTP) (*Outcome, error) {
-	c, _ := s.Model.Resolve()
-	g, ok := hw.GPUByName(s.GPU)
-	if !ok {
-		var p spec.Problems
-		p.OneOf("gpu", s.GPU, hw.GPUNames())
-		return nil, p.Err()
-	}
-	probe, err := compile.Machine("", s.Cluster, s.GPU, spec.Faults{}, s.Seed)
+// check makes a run's checks before it simulates: the machine compiled
+// (cluster, GPU), every TP degree against its GPUs.
+func check(s *spec.SSMTP) (*exec.Machine, error) {
+	m, err := compile.Machine("", s.Cluster, s.GPU, spec.Faults{}, s.Seed)
 	if err != nil {
 		return nil, err
 	}
-	gpus := probe.Fabric.Topology().NumRanks()
-	hbm := float64(g.HBMBytes)
+	gpus := m.Fabric.Topology().NumRanks()
 	var p spec.Problems
 	for i, t := range s.TPDegrees {
 		if t > gpus {
 			p.Addf(spec.Index("tp_degrees", i), "a TP degree of %d needs %d GPUs, but the cluster has %d", t, t, gpus)
 		}
 	}
-	if err := p.Err(); err != nil {
+	return m, p.Err()
+}
+
+// Simulate runs every configuration of a validated spec.
+func Simulate(env scenario.Env, s *spec.SSMTP) (*Outcome, error) {
+	c, _ := s.Model.Resolve()
+	probe, err := check(s)
+	if err != nil {
 		return nil, err
 	}
+	hbm := float64(probe.GPU.HBMBytes)
+	var p spec.Problems
 	layoutB := func(t, prompt, batch int, local bool) workload.Inference {
 		return workload.Inference{Model: c, TP: t, PP: 1, Replicas: 1, Batch: batch, Prompt: prompt,
 			Output: s.OutputLength, DType: hw.DType(s.DType), LocalSSMProjections: local}
