@@ -2,8 +2,10 @@
 // inference, and the fault sweeps over them): a validated spec compiled to a
 // workload layout and plan (layout.go), a machine built from its cluster,
 // GPU and faults (compile.Machine), the plan run on it by package exec, and
-// the tables every such kind reports (ranks, timeline, memory). It sits
-// below the scenario drivers and above exec and workload.
+// the tables every such kind reports (ranks, timeline, memory); and the
+// collective run (collective.go) the collective kind and a fault sweep over
+// a collective share. It sits below the scenario drivers (which must not
+// import each other) and above compile, exec and workload.
 package job
 
 import (
