@@ -12,8 +12,9 @@ from sigint import interrupt
 A100 = "a100-80gb-sxm"
 LONG = {
     "selftest": {"kind": "selftest", "iterations": 10**14},
+    # one channel: with NCCL's eight the stepped ring's 3e9 events are over max_events
     "collective": {"kind": "collective", "cluster": {"preset": "dgx-h100", "nodes": 1024},
-                   "collective": "all_reduce", "sizes_bytes": [1e9]},
+                   "collective": "all_reduce", "sizes_bytes": [1e9], "channels": 1},
     # the set-up run of 1,024 GPUs: 14 s, and used to be uncancellable
     "eidola": {"kind": "eidola", "ghosts": 1023, "gemm": {"m": 16384, "n": 4096, "k": 4096}},
     "training": {"kind": "training", "model": "gpt3-175b", "gpu": A100, "cluster": {"preset": "dgx-a100", "nodes": 64},
@@ -40,6 +41,16 @@ def test_ctrl_c_within_two_seconds(kind):
     res = interrupt(LONG[kind], delay_s=0.5, timeout_s=90)
     assert res["outcome"] == "interrupted", f"{kind}: the run ended before the SIGINT: {res}"
     assert res["elapsed"] < 2, f"{kind}: {res['elapsed']:.2f} s from SIGINT to KeyboardInterrupt"
+
+
+def test_building_a_large_cluster_is_interrupted():
+    # 131,072 GPUs: the topology takes about a second to build and used to
+    # finish (5 s) before the run saw the Ctrl-C
+    spec = {"kind": "collective", "cluster": {"preset": "dgx-h100", "nodes": 16384},
+            "collective": "all_reduce", "sizes_bytes": [1e9], "ring": "stream"}
+    res = interrupt(spec, delay_s=0.3, timeout_s=90)
+    assert res["outcome"] == "interrupted", res
+    assert res["elapsed"] < 2
 
 
 def test_operators_is_too_short_to_interrupt():
