@@ -15,8 +15,9 @@ type Budget struct {
 	MemoryBytes float64
 	// Events is the estimated number of simulated events (0 if not known).
 	Events float64
-	// Fields are the spec fields the estimate grows with, for the message.
-	Fields []string
+	// Fields are the spec fields the estimate grows with, for the message;
+	// EventFields, if set, those the events grow with (default Fields).
+	Fields, EventFields []string
 	// Detail says how the estimate was made.
 	Detail string
 }
@@ -27,12 +28,13 @@ type Budgeted interface {
 }
 
 // DefaultMaxEvents is the events a run may be estimated to simulate when
-// its spec sets no max_events: about four minutes at the event kernel's
+// its spec sets no max_events: about 45 minutes at the event kernel's
 // 3.9 M events/s on a stepped ring of 256 GPUs (1.07 M events in 0.28 s on
-// this project's 2-core machine). Events price the work only roughly: an
+// this project's 2-core machine), so a run this long (with its progress bar
+// and Ctrl-C) must be asked for. Events price the work only roughly: an
 // event among many concurrent flows (a direct all-to-all over 256 GPUs,
 // 11 k events/s) costs more.
-const DefaultMaxEvents = 1e9
+const DefaultMaxEvents = 1e10
 
 // CheckBudget refuses a spec whose estimated memory exceeds memLimit bytes
 // (no limit when memLimit <= 0), or whose estimated events exceed
@@ -56,9 +58,16 @@ func CheckBudget(b Budget, memLimit, eventLimit float64) error {
 			"the run would need about %.3g GiB%s (%s; grows with %s), over the memory limit of %.3g GiB: make it smaller, or raise max_memory_bytes (in the spec, or eidolon.run(..., max_memory_bytes=...))",
 			b.MemoryBytes/(1<<30), events, b.Detail, strings.Join(b.Fields, ", "), memLimit/(1<<30))}}}
 	case b.Events > eventLimit:
+		fields := b.EventFields
+		if len(fields) == 0 {
+			fields = b.Fields
+		}
+		if len(fields) > 0 {
+			path = fields[0]
+		}
 		return &Error{Problems: []Problem{{Path: path, Message: fmt.Sprintf(
 			"the run would simulate about %.3g events (%s; grows with %s), over the limit of %.3g events: make it smaller, or raise max_events in the spec",
-			b.Events, b.Detail, strings.Join(b.Fields, ", "), eventLimit)}}}
+			b.Events, b.Detail, strings.Join(fields, ", "), eventLimit)}}}
 	}
 	return nil
 }
@@ -104,6 +113,12 @@ func (s *SeedFlood) Budget() Budget {
 	}
 }
 
+// inferenceEventsPerPass is the events of one pass per layer (plus 8 for
+// the embedding, head and the step's own tasks): measured (the kernel's
+// count, LLaMA-2 7B, 256 and 1,024 output tokens, tp 2, 8 and pp 1, 2)
+// 4.1 to 7.7; 16 here.
+const inferenceEventsPerPass = 16
+
 // Budget of an inference run: decode steps are tasks like prefill's, one
 // pass per output token, so the plan grows with the output length. Measured
 // (Go's TotalAlloc, LLaMA-2 7B at 8 and 32 layers, 512 and 2,048 output
@@ -126,6 +141,7 @@ func (s *Inference) Budget() Budget {
 	steps := float64(groups + max(out, 1) - 1)
 	return Budget{
 		MemoryBytes: 4096 * steps * (layers + 8),
+		Events:      inferenceEventsPerPass * steps * (layers + 8),
 		Fields:      []string{"output_tokens", "model.layers"},
 		Detail:      fmt.Sprintf("%.0f passes (a decode pass per output token) of %.0f layers", steps, layers),
 	}
@@ -324,7 +340,10 @@ func clusterGPUs(c *Cluster) int {
 // micro-batches, tp 1, 2, 8 and pp 1, 4 on one DGX A100): 1.7 to 2.3 KB per
 // micro-batch, layer of the stage and simulated rank at pp 1, and about
 // 16 KB more per micro-batch and rank with a pipeline (its sends, receives
-// and schedule); 4 KB and 32 KB here.
+// and schedule); 4 KB and 32 KB here. Events (the kernel's count, GPT-22B
+// at 8 and 32 layers, tp 2 and 8, pp 1, 2 and 4, mirrored and full): 1.9
+// to 2 per micro-batch, layer of the stage and simulated rank, and about
+// 11 more per micro-batch and rank with a pipeline; 4 and 32 here.
 func (s *Training) Budget() Budget {
 	par := s.Parallel
 	tp, pp, mb := max(par.TP, 1), max(par.PP, 1), max(par.MicroBatch, 1)
@@ -347,8 +366,14 @@ func (s *Training) Budget() Budget {
 		replicas = float64(dp)
 	}
 	ranks := float64(tp*pp) * replicas
+	stage := math.Ceil(layers/float64(pp)) + 1
+	events := 4 * stage
+	if pp > 1 {
+		events += 32
+	}
 	return Budget{
 		MemoryBytes: micro * ranks * trainingBytesPerMicroBatch(layers, pp),
+		Events:      micro * ranks * events,
 		Fields:      []string{"parallel.global_batch", "model.layers", "parallel.tp", "parallel.pp", "full_simulation"},
 		Detail:      fmt.Sprintf("%.0f micro-batches of %.0f layers on %.0f simulated ranks", micro, layers, ranks),
 	}
@@ -365,7 +390,9 @@ func trainingBytesPerMicroBatch(layers float64, pp int) float64 {
 }
 
 // Budget of a fault sweep: its samples run one after another, each one
-// step of the base spec.
+// run of the base spec: the memory of one, the events of all (in
+// "single_link" mode, whose cable count needs the cluster built, those of
+// one).
 func (s *FaultSweep) Budget() Budget {
 	var b Budget
 	var base string
@@ -374,11 +401,19 @@ func (s *FaultSweep) Budget() Budget {
 		b, base = s.Training.Budget(), "training"
 	case s.Inference != nil:
 		b, base = s.Inference.Budget(), "inference"
+	case s.Collective != nil:
+		b, base = s.Collective.Budget(), "collective"
 	default:
 		return Budget{}
 	}
 	for i, f := range b.Fields {
 		b.Fields[i] = Field(base, f)
+	}
+	if s.Mode == "sample" {
+		// the healthy run and every sample
+		b.Events *= float64(s.Samples + 1)
+		b.EventFields = append([]string{"samples"}, b.Fields...)
+		b.Detail += fmt.Sprintf(", %d samples", s.Samples)
 	}
 	return b
 }
@@ -400,7 +435,8 @@ func checkPassSize(p *Problems, path string, batch, seq, kv int, m *Model) {
 
 // Budget of an ssm_tp run: it builds an inference plan per TP degree and
 // prompt length, one at a time, each with a decode pass per output token
-// (see Inference.Budget for the measured 4 KB per pass and layer).
+// (see Inference.Budget for the measured 4 KB per pass and layer); its
+// events are every plan's.
 func (s *SSMTP) Budget() Budget {
 	m, ok := s.Model.Resolve()
 	layers := 128.0
@@ -408,10 +444,12 @@ func (s *SSMTP) Budget() Budget {
 		layers = float64(m.Layers)
 	}
 	steps := float64(max(s.OutputLength, 1))
+	plans := float64(max(len(s.TPDegrees), 1) * max(len(s.PromptLengths), 1))
 	return Budget{
 		MemoryBytes: 4096 * steps * (layers + 8),
-		Fields:      []string{"output_length", "model.layers"},
-		Detail:      fmt.Sprintf("%.0f decode passes of %.0f layers per plan", steps, layers),
+		Events:      inferenceEventsPerPass * steps * (layers + 8) * plans,
+		Fields:      []string{"output_length", "model.layers", "tp_degrees", "prompt_lengths"},
+		Detail:      fmt.Sprintf("%.0f decode passes of %.0f layers per plan, %.0f plans", steps, layers, plans),
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/eidolon-sim/eidolon/core/scenario"
@@ -22,15 +23,18 @@ func TestBudgetRefusesWithTheFields(t *testing.T) {
 		js, path, what string
 		limit          float64
 	}{
-		// a stepped ring over 8,192 GPUs, 8 channels: 1.1e9 transfers
-		{`{"kind":"collective","cluster":{"preset":"dgx-h100","nodes":1024},"sizes_bytes":[1e9]}`, "cluster", "events", 0},
+		// a stepped ring over 32,768 GPUs, 8 channels: 1.7e10 transfers
+		{`{"kind":"collective","cluster":{"preset":"dgx-h100","nodes":4096},"sizes_bytes":[1e9]}`, "cluster", "events", 0},
 		// a direct all-to-all keeps its 1.7e7 flows in flight: 31 GiB
 		{`{"kind":"collective","cluster":{"preset":"dgx-h100","nodes":512},"collective":"all_to_all","sizes_bytes":[1e9]}`, "cluster", "GiB", 2 * gib},
 		{`{"kind":"collective","cluster":{"preset":"dgx-a100","nodes":32},"flows":true,"sizes_bytes":[1e6,1e9]}`, "cluster", "GiB", 0.25 * gib},
 		{`{"kind":"operators","gpu":"h100-sxm","model":{"preset":"llama2-7b","layers":16384}}`, "model.layers", "GiB", 1 << 20},
 		{`{"kind":"eidola","script_source":"generator","generator":{"interval_s":1e-6},"gemm":{"m":262144,"n":65536,"k":4096},"seeds":10}`, "gemm", "GiB", 2 * gib},
-		{`{"kind":"eidola","script_source":"generator","generator":{"interval_s":1e-6},"gemm":{"m":262144,"n":65536,"k":4096},"seeds":1000}`, "gemm", "events", 0},
+		{`{"kind":"eidola","script_source":"generator","generator":{"interval_s":1e-6},"gemm":{"m":262144,"n":65536,"k":4096},"seeds":10000}`, "gemm", "events", 0},
 		{`{"kind":"eidola","kernel":"allreduce","script_source":"table","script":[{"time_s":0,"source_gpu":1,"chunk":0,"bytes":1}],"ghosts":7,"gemm":{"m":65536,"n":65536},"seeds":1000}`, "script", "GiB", 2 * gib},
+		// the task-graph kinds count their events too
+		{`{"kind":"fault_sweep","samples":1000000,"link_failures":1,"training":{"model":{"preset":"gpt-22b","layers":48},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":16},"parallel":{"tp":8,"pp":4,"global_batch":512}}}`, "samples", "events", 0},
+		{`{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"output_tokens":64,"max_events":1000}`, "output_tokens", "events", 0},
 	} {
 		_, _, err := all.Admit([]byte(c.js), c.limit)
 		var se *spec.Error
@@ -41,7 +45,7 @@ func TestBudgetRefusesWithTheFields(t *testing.T) {
 			require.Contains(t, msg, "the run would simulate about", c.js)
 			require.Contains(t, msg, "raise max_events", c.js)
 			// the spec's max_events lets it through
-			js := c.js[:len(c.js)-1] + `,"max_events":1e15}`
+			js := strings.Replace(c.js[:len(c.js)-1], `,"max_events":1000`, "", 1) + `,"max_events":1e15}`
 			_, _, err = all.Admit([]byte(js), c.limit)
 			require.NoError(t, err, js)
 		} else {
