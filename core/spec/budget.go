@@ -121,9 +121,11 @@ const inferenceEventsPerPass = 16
 
 // Budget of an inference run: decode steps are tasks like prefill's, one
 // pass per output token, so the plan grows with the output length. Measured
-// (Go's TotalAlloc, LLaMA-2 7B at 8 and 32 layers, 512 and 2,048 output
-// tokens, pp 1 and 4): 1.6 to 3.4 KB per output token and layer; 4 KB here,
-// per layer plus 8 for the embedding, head and the step's own tasks.
+// (Go's TotalAlloc, LLaMA-2 7B at 8 and 32 layers, 256 to 2,048 output
+// tokens, tp 2 and 8, pp 1 and 2, with the default timeline): 3.3 to 7 KB
+// per output token and layer, garbage included; the heap's peak (its growth
+// with GOGC=10) about 2.6 KB at 4,096 tokens; 4 KB here, per layer plus 8
+// for the embedding, head and the step's own tasks.
 func (s *Inference) Budget() Budget {
 	out, groups := s.OutputTokens, 1
 	if len(s.Requests) > 0 {

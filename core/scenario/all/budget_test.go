@@ -81,6 +81,9 @@ func TestBudgetEstimatesTheAllocation(t *testing.T) {
 		`{"kind":"eidola","kernel":"allreduce","script_source":"generator","generator":{"interval_s":1e-6},"ghosts":31,"gemm":{"m":32768,"n":8192}}`,
 		`{"kind":"eidola","kernel":"gemm_reducescatter","script_source":"generator","generator":{"interval_s":1e-6},"ghosts":15,"gemm":{"m":32768,"n":8192,"k":4096},"seeds":2}`,
 		`{"kind":"eidola","script_source":"table","script":` + script(7, 1) + `,"gemm":{"m":16384,"n":8192,"k":4096}}`,
+		`{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"tp":2,"batch":4,"prompt_tokens":128,"output_tokens":256}`,
+		`{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"tp":2,"pp":2,"batch":4,"prompt_tokens":128,"output_tokens":1024}`,
+		`{"kind":"inference","model":{"preset":"llama2-7b","layers":8},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"tp":8,"batch":1,"prompt_tokens":128,"output_tokens":2048,"timeline_ranks":[-1]}`,
 	} {
 		_, s, err := all.Decode([]byte(js))
 		require.NoError(t, err, js)
