@@ -165,7 +165,7 @@ func TestSetUpWorkIsCancellable(t *testing.T) {
 	cancel()
 	for _, js := range []string{
 		`{"kind":"eidola","ghosts":2047,"gemm":{"m":16384,"n":4096,"k":4096}}`,
-		`{"kind":"collective","cluster":{"preset":"dgx-h100","nodes":1024},"collective":"all_reduce","sizes_bytes":[1e9],"ring":"stream"}`,
+		`{"kind":"collective","cluster":{"preset":"dgx-h100","nodes":1024},"collective":"all_reduce","sizes_bytes":[1e9]}`,
 	} {
 		_, _, err := all.Run(scenario.Env{Ctx: ctx}, []byte(js))
 		require.ErrorIs(t, err, context.Canceled, js)
