@@ -14,6 +14,8 @@
 package compile
 
 import (
+	"context"
+
 	"github.com/eidolon-sim/eidolon/core/exec"
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/net"
@@ -56,7 +58,13 @@ func Description(c spec.Cluster) topo.Description {
 // Topology builds the cluster of a validated spec at prefix, its ranks
 // mapped (a rank on a missing GPU: a problem at prefix.cluster.ranks[i]).
 func Topology(prefix string, c spec.Cluster) (*topo.Topology, error) {
-	t, err := topo.Build(Description(c))
+	return TopologyContext(context.Background(), prefix, c)
+}
+
+// TopologyContext is Topology stopping with ctx's error when ctx is
+// canceled while a large cluster is built (topo.BuildContext).
+func TopologyContext(ctx context.Context, prefix string, c spec.Cluster) (*topo.Topology, error) {
+	t, err := topo.BuildContext(ctx, Description(c))
 	return t, problem.Under(spec.Field(prefix, "cluster"), err)
 }
 

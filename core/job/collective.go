@@ -58,9 +58,11 @@ func CheckCollective(prefix string, cs *spec.Collective) error {
 // collective spec at prefix, on a fresh cluster with the spec's faults and
 // then extra ones (of the same cluster's ids): Concurrent copies on every
 // group, all started at time 0. flows records the delivered transfers.
+// Building a large cluster and starting a collective over many ranks are
+// long: both poll ctx.
 func RunCollective(ctx context.Context, prefix string, cs *spec.Collective, alg string, size float64,
 	extra net.FaultPlan, flows bool) (*CollectiveRun, error) {
-	t, err := compile.Topology(prefix, cs.Cluster)
+	t, err := compile.TopologyContext(ctx, prefix, cs.Cluster)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +75,7 @@ func RunCollective(ctx context.Context, prefix string, cs *spec.Collective, alg 
 		return nil, err
 	}
 	k := f.Kernel()
-	k.Watch(ctx) // starting a collective over many ranks is long: it polls the context
+	k.Watch(ctx)
 	groups, err := CollectiveGroups(prefix, cs, t)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package topo
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/eidolon-sim/eidolon/core/hw"
@@ -64,8 +65,13 @@ type Description struct {
 
 // Build builds the topology d describes, with its rank mapping. A rank on
 // a GPU the cluster does not have is a *problem.Error at "ranks[i]".
-func Build(d Description) (*Topology, error) {
-	t, err := d.build()
+func Build(d Description) (*Topology, error) { return BuildContext(context.Background(), d) }
+
+// BuildContext is Build stopping with ctx's error when ctx is canceled
+// while a composed or preset cluster is built (131,072 GPUs take about a
+// second; see ClusterConfig.Canceled).
+func BuildContext(ctx context.Context, d Description) (*Topology, error) {
+	t, err := d.build(ctx.Err)
 	if err != nil {
 		return nil, err
 	}
@@ -90,9 +96,9 @@ func Build(d Description) (*Topology, error) {
 	return t, nil
 }
 
-func (d Description) build() (*Topology, error) {
+func (d Description) build(canceled func() error) (*Topology, error) {
 	if d.Preset != "" {
-		return Preset(d.Preset, d.Nodes)
+		return presetPolled(d.Preset, d.Nodes, canceled)
 	}
 	switch d.Kind {
 	case KindRing:
@@ -113,6 +119,7 @@ func (d Description) build() (*Topology, error) {
 			Nodes: d.Nodes, GPUsPerNode: d.GPUsPerNode, Intra: d.Intra, IntraLink: d.IntraLink,
 			NICsPerNode: d.NICsPerNode, NICLink: d.NICLink, HostLink: d.HostLink,
 			GPUsPerPCIeSwitch: d.GPUsPerPCIeSwitch, Fabric: d.Fabric, Radix: d.Radix, Oversubscription: d.Oversubscription,
+			Canceled: canceled,
 		})
 	case KindEdges:
 		return EdgeList(d.GPUs, d.Switches, d.Edges)
