@@ -49,9 +49,12 @@
 // tokenization); latencies count from the send, as client-side benchmark
 // tools time them. A closed-loop client sends its next request when its
 // previous one's last token is sampled. The scheduler admits new requests
-// only when it forms an iteration, so a request sent while an iteration
-// runs waits for that iteration's end anyway: a frontend time that ends
-// before the iteration does changes nothing.
+// only when it forms an iteration, as TensorRT-LLM's executor loop does
+// (Executor::Impl::executionLoop: wait for the running iteration, send its
+// responses, fetch the queued requests, launch the next iteration), so a
+// request its client sends on a response arrives while the next iteration
+// runs and waits for its end; a frontend time that ends before that
+// iteration does changes nothing.
 //
 // # Replicas, routing, disaggregation
 //
