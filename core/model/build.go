@@ -60,9 +60,13 @@ type Run struct {
 	// EP is the expert-parallel degree: each rank holds experts/EP routed
 	// experts of every MoE block; 0 means 1.
 	EP int
+	// ExpertTP is the expert tensor-parallel degree (0 means TP): 1 or TP.
+	// With 1 (training under sequence parallelism) each TP rank dispatches
+	// its own sequence shard and holds whole experts: no gather over TP.
+	ExpertTP int
 	// ExpertTokens is the tokens each of this rank's experts processes in
-	// one MoE block (after the TP gather), from the routing; nil is the
-	// balanced share batch·seq_len·k/experts·EP each.
+	// one MoE block (after the expert-TP gather), from the routing; nil is
+	// the balanced share batch·seq_len·k/experts·EP·ExpertTP/TP each.
 	ExpertTokens []int64
 }
 

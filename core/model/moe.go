@@ -154,10 +154,26 @@ func (c Config) checkMoE() []FieldProblem {
 	return ps
 }
 
+// expertTP is the run's expert tensor-parallel degree.
+func (r Run) expertTP() int64 {
+	if r.ExpertTP > 0 {
+		return int64(r.ExpertTP)
+	}
+	return int64(max(r.TP, 1))
+}
+
 // checkMoERun returns the problems of a run for the MoE and MLA blocks.
 func (c Config) checkMoERun(r Run, bad func(field, format string, args ...any)) {
 	t := max(r.TP, 1)
 	ep := max(r.EP, 1)
+	et := int(r.expertTP())
+	if et != 1 && et != t {
+		bad("expert_tp", "must be 1 or tp (%d), got %d", t, r.ExpertTP)
+		return
+	}
+	if et < t && !r.SequenceParallel {
+		bad("expert_tp", "expert_tp < tp needs sequence parallelism (each TP rank dispatches its own tokens), got expert_tp = %d", et)
+	}
 	if r.EP < 0 {
 		bad("ep", "must be >= 1, got %d", r.EP)
 	}
@@ -170,8 +186,8 @@ func (c Config) checkMoERun(r Run, bad func(field, format string, args ...any)) 
 	if c.Experts%ep != 0 {
 		bad("ep", "must divide experts (%d), got %d", c.Experts, ep)
 	}
-	if c.ExpertFFNHidden%t != 0 {
-		bad("tp", "must divide expert_ffn_hidden (%d), got %d", c.ExpertFFNHidden, t)
+	if c.ExpertFFNHidden%et != 0 {
+		bad("tp", "must divide expert_ffn_hidden (%d), got %d", c.ExpertFFNHidden, et)
 	}
 	if c.SharedExperts > 0 && (c.SharedExperts*c.SharedExpertFFNHidden)%t != 0 {
 		bad("tp", "must divide the shared experts' width (%d), got %d", c.SharedExperts*c.SharedExpertFFNHidden, t)
@@ -267,14 +283,15 @@ func (b *builder) moeParams() int64 {
 	if c.Router == RouterSigmoid {
 		router += int64(c.Experts)
 	}
-	b.expert = int64(c.Experts) / ep * 3 * h * int64(c.ExpertFFNHidden) / b.t
+	b.expert = int64(c.Experts) / ep * 3 * h * int64(c.ExpertFFNHidden) / b.r.expertTP()
 	shared := 3 * h * int64(c.SharedExperts*c.SharedExpertFFNHidden) / b.t
 	return router + b.expert + shared
 }
 
 // expertTokens is the tokens each local expert processes in this pass (after
-// the tensor-parallel gather): Run.ExpertTokens, or the balanced share
-// T·k/E·ep of the expert-parallel group's tokens.
+// the expert-TP gather): Run.ExpertTokens, or the balanced share
+// T·k/E·ep·et/t of the expert-parallel group's tokens (the group's ep
+// members each route T·et/t tokens).
 func (b *builder) expertTokens() []int64 {
 	c := b.c
 	loc := c.Experts / max(b.r.EP, 1)
@@ -282,7 +299,7 @@ func (b *builder) expertTokens() []int64 {
 		return b.r.ExpertTokens
 	}
 	out := make([]int64, loc)
-	total := b.T * int64(c.ExpertsPerToken)
+	total := b.T * int64(c.ExpertsPerToken) * b.r.expertTP() / b.t
 	for i := range out {
 		out[i] = total / int64(loc)
 		if int64(i) < total%int64(loc) {
@@ -292,11 +309,14 @@ func (b *builder) expertTokens() []int64 {
 	return out
 }
 
-// DispatchBytesPerToken is the size of one routed token in the dispatch
-// all-to-all: hidden elements in the activation type, or with fp8 math
-// DeepSeek-V3's fp8 dispatch (§3.3.2: activations quantized to fp8 before
-// the dispatch, 1×128 tiles with one fp32 scale each); the combine and the
-// backward's transfers carry bf16.
+// DispatchBytesPerToken is the size of one routed token in a dispatch
+// all-to-all (the forward's, and the backward's transfer of the output
+// gradients to the experts): hidden elements in the activation type, or
+// with fp8 math DeepSeek-V3's fp8 dispatch (§3.3.2: "we quantize the
+// activation before MoE up-projections into FP8 and then apply dispatch
+// components ... A similar strategy is applied to the activation gradient
+// before MoE down-projections", 1×128 tiles with one fp32 scale each); the
+// forward and backward combines carry bf16.
 func DispatchBytesPerToken(c Config, d hw.DType) float64 {
 	h := float64(c.Hidden)
 	if d.Bytes() == 1 {
@@ -307,16 +327,17 @@ func DispatchBytesPerToken(c Config, d hw.DType) float64 {
 
 // moeFFN is the mixture-of-experts FFN (Megatron-Core MoELayer with the
 // all-to-all token dispatcher): router on this rank's tokens, permute into
-// expert order, dispatch all-to-all over the expert-parallel group, (tp > 1)
-// all-gather of the received tokens over the TP group, grouped SwiGLU
-// expert GEMMs over the rank's experts with their token counts,
-// reduce-scatter, combine all-to-all, unpermute weighted by the scores;
+// expert order, dispatch all-to-all over the expert-parallel group, (expert
+// TP > 1) all-gather of the received tokens over the TP group, grouped
+// SwiGLU expert GEMMs over the rank's experts (each split over the expert
+// TP ranks) with their token counts, reduce-scatter, combine all-to-all, unpermute weighted by the scores;
 // then the shared experts as a dense TP MLP (not overlapped with the
 // dispatch: Megatron-Core's default moe_shared_expert_overlap = false).
 func (b *builder) moeFFN() {
 	c := b.c
 	h, E, k := int64(c.Hidden), int64(c.Experts), int64(c.ExpertsPerToken)
-	fe := int64(c.ExpertFFNHidden) / b.t
+	et := b.r.expertTP()
+	fe := int64(c.ExpertFFNHidden) / et
 	Tn := b.Tn
 	R := Tn * k // routed (token, expert) slots leaving this rank
 	b.gemm("moe.router", Tn, E, h)
@@ -336,7 +357,7 @@ func (b *builder) moeFFN() {
 		recv += g
 	}
 	full := float64(recv*h) * b.e
-	if b.t > 1 && b.sp {
+	if et > 1 && b.sp {
 		b.add(step{
 			fwd: []Op{NewComm("moe.tp.all_gather", AllGather, full)},
 			bwd: []Op{NewComm("moe.tp.reduce_scatter", ReduceScatter, full)},
@@ -351,7 +372,7 @@ func (b *builder) moeFFN() {
 		// the row-parallel down projection's partial sums are all-reduced.
 		b.add(step{fwd: []Op{NewComm("moe.tp.all_reduce", AllReduce, full)}, bwd: []Op{NewComm("moe.tp.bwd_all_reduce", AllReduce, full)}})
 	}
-	if b.t > 1 && b.sp {
+	if et > 1 && b.sp {
 		b.add(step{
 			fwd: []Op{NewComm("moe.tp.reduce_scatter", ReduceScatter, full)},
 			bwd: []Op{NewComm("moe.tp.all_gather", AllGather, full)},
@@ -359,7 +380,7 @@ func (b *builder) moeFFN() {
 	}
 	b.add(step{
 		fwd: []Op{{Name: "moe.combine.all_to_all", Kind: AllToAll, M: R, Bytes: float64(R*h) * 2, Return: true}},
-		bwd: []Op{{Name: "moe.combine.all_to_all.bwd", Kind: AllToAll, M: R, Bytes: float64(R*h) * 2}},
+		bwd: []Op{{Name: "moe.combine.all_to_all.bwd", Kind: AllToAll, M: R, Bytes: float64(R) * wd}},
 	})
 	// Weighted sum of each token's k expert outputs (2 FLOPs per element);
 	// keeps the expert outputs for the scores' gradient.
