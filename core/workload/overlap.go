@@ -39,12 +39,23 @@ func overlapPair(order []Pass, i int) bool {
 	return i+1 < len(order) && !order[i].Forward && order[i+1].Forward && order[i].MB != order[i+1].MB
 }
 
-// interleave reorders the program's tasks [from, mid) (one pass) and
-// [mid, end) (the next) by alternating their segments, each ending after an
-// expert-parallel all-to-all, and returns where each old index in
-// [from, end) went. Dependencies and host waits are renumbered.
+// interleave merges the builder's last two passes ([from, mid) and
+// [mid, end)), renumbering its pending host waits too.
 func (b *progBuilder) interleave(from, mid int32) func(int32) int32 {
-	tasks := b.p.Tasks
+	remap := Interleave(b.p, from, mid)
+	for i, s := range b.sync {
+		b.sync[i] = remap(s)
+	}
+	return remap
+}
+
+// Interleave reorders a program's tasks [from, mid) (one pass) and
+// [mid, end) (the next, the program's last tasks) by alternating their
+// segments, each ending after a task on the expert-parallel stream, and
+// returns where each old index in [from, end) went. Dependencies and host
+// waits are renumbered. Tasks before from are not moved.
+func Interleave(p *Program, from, mid int32) func(int32) int32 {
+	tasks := p.Tasks
 	end := int32(len(tasks))
 	segments := func(lo, hi int32) [][2]int32 {
 		var out [][2]int32
@@ -89,9 +100,6 @@ func (b *progBuilder) interleave(from, mid int32) func(int32) int32 {
 		moved[n] = t
 	}
 	copy(tasks[from:], moved)
-	for i, s := range b.sync {
-		b.sync[i] = remap(s)
-	}
 	return remap
 }
 
