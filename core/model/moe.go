@@ -452,15 +452,35 @@ func ActiveParams(c Config) int64 {
 }
 
 // MoEPreset is a mixture-of-experts preset with the active parameter count
-// its source states.
+// its source states, and how the source counts it.
 type MoEPreset struct {
 	Preset
 	PublishedActiveParams float64
-	// ActiveStep, when set, is the step the source truncates its active
-	// count to: DeepSeek-V3's "37B" is 37.55B counted (embeddings
-	// included, as every preset here counts them), Qwen3-30B-A3B's "3.3B"
-	// is 3.353B; the count then lies in [published, published + step).
-	ActiveStep float64
+	// ActiveExcludesInputEmbedding: the source's activated parameters leave
+	// out the input embedding (a table lookup that does no math) and keep
+	// the output head. DeepSeek counts so: DeepSeek-V2-Lite's config
+	// (27 layers, hidden 2048, 64 routed experts of 1408 + 2 shared, top-6,
+	// vocab 102400) counts 2.45B activated that way, published "2.4B";
+	// with both embeddings it would be 2.66B, with neither 2.24B.
+	ActiveExcludesInputEmbedding bool
+	// ActiveStep, when set, is the resolution of a published active count
+	// given to fewer digits than the 1% check needs: the count then lies
+	// within the figure's interval, [published − step/2, published +
+	// step/2) for a rounded figure, [published, published + step) for a
+	// truncated one (ActiveTruncated).
+	ActiveStep      float64
+	ActiveTruncated bool
+}
+
+// PublishedActive is the preset's active parameter count under its
+// source's convention (ActiveParams, without the input embedding where the
+// source leaves it out).
+func (p MoEPreset) PublishedActive(c Config) int64 {
+	n := ActiveParams(c)
+	if p.ActiveExcludesInputEmbedding {
+		n -= int64(c.Vocab) * int64(c.Hidden)
+	}
+	return n
 }
 
 // MoEPresets are the mixture-of-experts presets, as published (before
@@ -472,13 +492,13 @@ func MoEPresets() []MoEPreset {
 		// num_local_experts 8, num_experts_per_tok 2, vocab 32000, untied.
 		// Mistral AI, "Mixtral of experts" (2023-12-11): 46.7B total, 12.9B per token.
 		{Preset{Config{Name: "mixtral-8x7b", Family: LLaMA, Layers: 32, Hidden: 4096, Heads: 32, KVHeads: 8, FFNHidden: 14336, Vocab: 32000,
-			MoE: MoE{Experts: 8, ExpertsPerToken: 2}}, 46.7e9, "mistralai/Mixtral-8x7B-v0.1 config.json; Mistral AI, Mixtral of experts (46.7B total, 12.9B active)"}, 12.9e9, 0},
+			MoE: MoE{Experts: 8, ExpertsPerToken: 2}}, 46.7e9, "mistralai/Mixtral-8x7B-v0.1 config.json; Mistral AI, Mixtral of experts (46.7B total, 12.9B active)"}, 12.9e9, false, 0, false},
 		// mistralai/Mixtral-8x22B-v0.1 config.json: hidden_size 6144,
 		// intermediate_size 16384, 56 layers, 48 heads, 8 KV heads, 8
 		// experts, top-2, vocab 32000, untied. Mistral AI, "Cheaper,
 		// Better, Faster, Stronger" (2024-04-17): 141B total, 39B active.
 		{Preset{Config{Name: "mixtral-8x22b", Family: LLaMA, Layers: 56, Hidden: 6144, Heads: 48, KVHeads: 8, FFNHidden: 16384, Vocab: 32000,
-			MoE: MoE{Experts: 8, ExpertsPerToken: 2}}, 141e9, "mistralai/Mixtral-8x22B-v0.1 config.json; Mistral AI (141B total, 39B active)"}, 39e9, 0},
+			MoE: MoE{Experts: 8, ExpertsPerToken: 2}}, 141e9, "mistralai/Mixtral-8x22B-v0.1 config.json; Mistral AI (141B total, 39B active)"}, 39e9, false, 0, false},
 		// deepseek-ai/DeepSeek-V3 config.json: hidden_size 7168, 61 layers,
 		// first_k_dense_replace 3 (intermediate_size 18432),
 		// moe_intermediate_size 2048, n_routed_experts 256, n_shared_experts
@@ -491,18 +511,20 @@ func MoEPresets() []MoEPreset {
 		{Preset{Config{Name: "deepseek-v3", Family: LLaMA, Layers: 61, Hidden: 7168, Heads: 128, FFNHidden: 18432, Vocab: 129280,
 			MoE: MoE{Experts: 256, ExpertsPerToken: 8, SharedExperts: 1, ExpertFFNHidden: 2048, DenseLayers: 3, Router: RouterSigmoid,
 				QLoRARank: 1536, KVLoRARank: 512, QKRopeHeadDim: 64, QKNopeHeadDim: 128, VHeadDim: 128}}, 671e9,
-			"deepseek-ai/DeepSeek-V3 config.json; DeepSeek-AI 2024, arXiv 2412.19437 (671B total, 37B active)"}, 37e9, 1e9},
+			"deepseek-ai/DeepSeek-V3 config.json; DeepSeek-AI 2024, arXiv 2412.19437 (671B total, 37B active)"}, 37e9, true, 1e9, false},
 		// Qwen/Qwen3-30B-A3B config.json: hidden_size 2048, 48 layers, 32
 		// heads, 4 KV heads, head_dim 128, num_experts 128,
 		// num_experts_per_tok 8, moe_intermediate_size 768, vocab 151936,
-		// untied. Model card: 30.5B total, 3.3B activated.
+		// untied. Model card: 30.5B total, 3.3B activated, 29.9B
+		// non-embedding (so its counts include both embeddings). The
+		// activated count is 3.353B: the card's "3.3B" truncates it.
 		{Preset{Config{Name: "qwen3-30b-a3b", Family: LLaMA, Layers: 48, Hidden: 2048, Heads: 32, KVHeads: 4, HeadDim: 128, FFNHidden: 6144, Vocab: 151936,
-			MoE: MoE{Experts: 128, ExpertsPerToken: 8, ExpertFFNHidden: 768}}, 30.5e9, "Qwen/Qwen3-30B-A3B config.json and model card (30.5B total, 3.3B active)"}, 3.3e9, 0.1e9},
+			MoE: MoE{Experts: 128, ExpertsPerToken: 8, ExpertFFNHidden: 768}}, 30.5e9, "Qwen/Qwen3-30B-A3B config.json and model card (30.5B total, 3.3B active)"}, 3.3e9, false, 0.1e9, true},
 		// Qwen/Qwen3-235B-A22B config.json: hidden_size 4096, 94 layers, 64
 		// heads, 4 KV heads, head_dim 128, 128 experts, top-8,
 		// moe_intermediate_size 1536, vocab 151936, untied. Model card:
 		// 235B total, 22B activated.
 		{Preset{Config{Name: "qwen3-235b-a22b", Family: LLaMA, Layers: 94, Hidden: 4096, Heads: 64, KVHeads: 4, HeadDim: 128, FFNHidden: 12288, Vocab: 151936,
-			MoE: MoE{Experts: 128, ExpertsPerToken: 8, ExpertFFNHidden: 1536}}, 235e9, "Qwen/Qwen3-235B-A22B config.json and model card (235B total, 22B active)"}, 22e9, 0},
+			MoE: MoE{Experts: 128, ExpertsPerToken: 8, ExpertFFNHidden: 1536}}, 235e9, "Qwen/Qwen3-235B-A22B config.json and model card (235B total, 22B active)"}, 22e9, false, 0, false},
 	}
 }
