@@ -73,8 +73,10 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	// selective: DeepSeek recomputes RMSNorm and the MLA up-projections
 	// only, not the MoE (§3.3.3); its FP8 activation caching, which makes
 	// that fit in 80 GB, is not modelled, so the memory column exceeds the
-	// HBM. The multi-token-prediction module it trains with is not modelled.
-	js = `{"kind":"training","model":"deepseek-v3","gpu":"h800","cluster":{"preset":"dgx-h800","nodes":256},
+	// HBM. It trains with one multi-token-prediction module (§2.2, §4.2:
+	// depth 1), which runs after the output head on the last stage (as
+	// Megatron-Core's DeepSeek-V3 layout "Et|(tt|)*30mL" also places it).
+	js = `{"kind":"training","model":{"preset":"deepseek-v3","mtp_layers":1},"gpu":"h800","cluster":{"preset":"dgx-h800","nodes":256},
 		"parallel":{"tp":1,"pp":16,"dp":128,"ep":64,"micro_batch":1,"global_batch":15360,"zero":1,"recompute":"selective","overlap_ep_comm":true},
 		"seq_len":4096,"dtype":"fp8","routing":{"hierarchical_a2a":true,"node_limit":4},"timeline_ranks":[-1]}`
 	if res, err = run(ctx, js); err != nil {
@@ -83,7 +85,7 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	s = res.Tables[0].Rows.([]training.SummaryRow)[0]
 	tokens := 15360.0 * 4096
 	gpuHours := s.StepTimeS * 2048 / 3600 * 1e12 / tokens
-	note = fmt.Sprintf("step %.1f s (critical rank, stage 0 with the 3 dense layers: compute %.1f s + exposed comm %.1f s + waiting %.1f s); EP overlap as DualPipe's, 1F1B bubble; memory %.0f GB (fp8 activation caching not modelled)",
+	note = fmt.Sprintf("step %.1f s (critical rank, stage 0 with the 3 dense layers: compute %.1f s + exposed comm %.1f s + waiting %.1f s); EP overlap as DualPipe's, 1F1B bubble, MTP on the last stage; memory %.0f GB (fp8 activation caching not modelled)",
 		s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS, s.MemoryPeakBytes/1e9)
 	rows = append(rows, row("DeepSeek-V3, 2,048 H800, PP16 EP64", "gpu_hours_per_trillion_tokens", 180e3, gpuHours, deepseekSrc, note))
 	return rows, nil

@@ -48,6 +48,13 @@ type MoE struct {
 	// scores for the top-k choice). Default softmax.
 	Router string `json:"router,omitempty"`
 
+	// MTPLayers is the multi-token-prediction modules a training step runs
+	// after the output head (DeepSeek-V3, arXiv 2412.19437 §2.2, trains with
+	// depth 1; config.json num_nextn_predict_layers). They are not part of
+	// the main model: inference and the parameter counts leave them out,
+	// and the presets leave them 0 (set mtp_layers to train as DeepSeek did).
+	MTPLayers int `json:"mtp_layers,omitempty"`
+
 	// Multi-head latent attention (KVLoRARank > 0).
 	QLoRARank     int `json:"q_lora_rank,omitempty"`
 	KVLoRARank    int `json:"kv_lora_rank,omitempty"`
@@ -113,7 +120,7 @@ func (c Config) checkMoE() []FieldProblem {
 		n string
 		v int
 	}{{"experts", c.Experts}, {"experts_per_token", c.ExpertsPerToken}, {"shared_experts", c.SharedExperts},
-		{"dense_layers", c.DenseLayers}, {"moe_every", c.MoEEvery}, {"q_lora_rank", c.QLoRARank},
+		{"dense_layers", c.DenseLayers}, {"moe_every", c.MoEEvery}, {"mtp_layers", c.MTPLayers}, {"q_lora_rank", c.QLoRARank},
 		{"kv_lora_rank", c.KVLoRARank}, {"qk_rope_head_dim", c.QKRopeHeadDim}, {"qk_nope_head_dim", c.QKNopeHeadDim}, {"v_head_dim", c.VHeadDim}} {
 		if f.v < 0 {
 			bad(f.n, "must be >= 0, got %d", f.v)
@@ -270,6 +277,30 @@ func (b *builder) mla() {
 	b.add(step{fwd: []Op{fa}, bwd: []Op{flashBackward(fa)}, saved: 2*qk + float64(T*hs*v)*b.e + 4*float64(B*hs*s)})
 	b.gemm("attn.out", T, h, hs*v)
 	b.exit("attn", h)
+}
+
+// mtp is one multi-token-prediction module in a training step (DeepSeek-V3
+// §2.2): the embedding of each next token and the main model's last hidden
+// state, each RMS-normalized, are concatenated and projected 2h → h, run
+// through one transformer block of the model's last kind (an MoE block for
+// DeepSeek-V3), then through the output head and its cross-entropy. The
+// embedding and the output head are the main model's (no parameters of
+// their own here); the projection is replicated over TP and runs on the
+// rank's sequence shard.
+func (b *builder) mtp() {
+	c := b.c
+	h := int64(c.Hidden)
+	n := float64(b.Tn * h)
+	b.stream("mtp.embed.lookup", Embedding, 0, 4*float64(b.Tn)+2*n*b.e, n, n*b.e+8*n, 0)
+	b.norm("mtp.hidden_norm", b.Tn, h)
+	b.norm("mtp.embed_norm", b.Tn, h)
+	b.gemm("mtp.proj", b.Tn, h, 2*h)
+	own := 2*h + 2*h*h
+	b.moe = c.Pattern != "" && rune(c.Pattern[len(c.Pattern)-1]) == PatMoE
+	b.transformer(false)
+	own += b.params
+	b.lmHead()
+	b.params = own
 }
 
 // moeParams is the FFN parameters of one MoE block on this rank: the

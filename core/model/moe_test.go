@@ -152,3 +152,34 @@ func TestDeepSeekActiveConvention(t *testing.T) {
 		require.Less(t, math.Abs(without-tc.published), math.Abs(with-tc.published), tc.c.Name)
 	}
 }
+
+// DeepSeek-V3's multi-token-prediction module runs in training only: one
+// block after the LM head with its own projection and transformer block
+// (the head and the embedding are shared), and it is left out of the
+// parameter count.
+func TestMTPModule(t *testing.T) {
+	c, ok := ByName("deepseek-v3")
+	require.True(t, ok)
+	c.Layers, c.Pattern = 5, ""
+	plain := c
+	c.MTPLayers = 1
+	c.Defaults()
+	plain.Defaults()
+	require.Equal(t, Params(plain), Params(c), "the main model's parameters")
+	run := Run{Phase: Training, Batch: 1, SeqLen: 256, TP: 1, DType: hw.BF16}
+	g, err := Build(c, run)
+	require.NoError(t, err)
+	require.Equal(t, 2, g.Tail())
+	mtp, ok := g.Block(BlockMTP)
+	require.True(t, ok)
+	moe, ok := g.Block(BlockMoE)
+	require.True(t, ok)
+	h := int64(c.Hidden)
+	require.Equal(t, moe.Params+2*h+2*h*h, mtp.Params)
+	require.Equal(t, moe.ExpertParams, mtp.ExpertParams)
+	inf, err := Build(c, Run{Phase: Prefill, Batch: 1, SeqLen: 256, TP: 1, DType: hw.BF16})
+	require.NoError(t, err)
+	_, ok = inf.Block(BlockMTP)
+	require.False(t, ok, "inference runs the main model only")
+	require.Equal(t, 1, inf.Tail())
+}

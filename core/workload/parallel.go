@@ -197,11 +197,12 @@ func (t Training) microRun() model.Run {
 }
 
 // chunkPositions splits the model's positions (model.Graph.Order) into n
-// contiguous chunks: the embedding joins the first, the LM head the last,
-// and the pattern's blocks are spread as evenly as possible (earlier chunks
-// take the remainder).
-func chunkPositions(order []int, n int) [][]int {
-	body := order[1 : len(order)-1]
+// contiguous chunks: the embedding joins the first, the LM head and what
+// follows it (Graph.Tail) the last, and the pattern's blocks are spread as
+// evenly as possible (earlier chunks take the remainder).
+func chunkPositions(g model.Graph, n int) [][]int {
+	order, tail := g.Order, g.Tail()
+	body := order[1 : len(order)-tail]
 	out := make([][]int, n)
 	per, rem := len(body)/n, len(body)%n
 	at := 0
@@ -216,6 +217,6 @@ func chunkPositions(order []int, n int) [][]int {
 		at += k
 	}
 	out[0] = append([]int{order[0]}, out[0]...)
-	out[n-1] = append(out[n-1], order[len(order)-1])
+	out[n-1] = append(out[n-1], order[len(order)-tail:]...)
 	return out
 }
