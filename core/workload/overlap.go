@@ -1,13 +1,15 @@
 package workload
 
 // Expert-parallel communication overlap (Parallel.OverlapEPComm), as
-// Megatron-Core's --overlap-moe-expert-parallel-comm runs it in its 1F1B
-// and interleaved schedules: in the steady state a backward pass and the
-// next forward pass of another micro-batch are merged into one, and their
-// layers are interleaved so that one pass's dispatch or combine all-to-all
-// is in flight while the other pass computes (the "combined 1F1B" of
-// Megatron-Core, after DeepSeek-V3's DualPipe overlap of a forward and a
-// backward chunk, arXiv 2412.19437 §3.2.1). The pipeline schedule itself
+// Megatron-Core's --overlap-moe-expert-parallel-comm runs it (its
+// "combined 1F1B", megatron/core/pipeline_parallel/combined_1f1b.py): in
+// the steady state a backward pass and the next forward pass of another
+// micro-batch are merged into one, and their layers are interleaved so
+// that one pass's dispatch or combine all-to-all is in flight while the
+// other pass computes, the pairing of DeepSeek-V3's DualPipe (arXiv
+// 2412.19437 §3.2.1): the forward's attention hides the backward's
+// combine, the backward's MLP the forward's dispatch, the forward's MLP
+// the backward's dispatch, the backward's attention the forward's combine. The pipeline schedule itself
 // (its order of passes, its bubble) is unchanged; DualPipe's bidirectional
 // schedule, which also shrinks the bubble, is not modelled.
 //
@@ -23,10 +25,15 @@ package workload
 // backward's gradient to the previous stage and the forward's activations
 // to the next only at its end: with 1F1B's warm-up (neighbours one forward
 // apart) a stage's pair would wait for its neighbour's pair and the two
-// would alternate. Merged schedules warm up further, as DualPipe and
-// Megatron-Core's combined schedules do (more activations in flight, which
-// the memory model counts): 1F1B with the interleaved schedule's spacing
-// of two forwards between neighbours, plus one.
+// would alternate. Merged schedules warm up further (more activations in
+// flight, which the memory model counts). Megatron-Core runs the merge
+// only without pipelining or with the interleaved schedule, whose warm-up
+// already spaces neighbours two forwards apart, and adds one warm-up
+// forward (megatron/core/pipeline_parallel/schedules.py:
+// num_warmup_microbatches += 1 under overlap_moe_expert_parallel_comm).
+// Under plain 1F1B, which Megatron-Core rejects with pipelining, the merge
+// stands for DualPipe's chunk pairs: the warm-up takes the interleaved
+// spacing, 2(p−s−1) forwards, plus one.
 func (t Training) stageOrder(s, m int) []Pass {
 	par := t.Par
 	merge := par.OverlapEPComm && max(par.EP, 1) > 1 && t.Model.IsMoE()
