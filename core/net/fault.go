@@ -155,9 +155,10 @@ func (e FaultEvent) Describe(t *topo.Topology) string {
 // FromSpec builds a fabric on kernel k from a validated cluster spec
 // ("flow" model = FlowNet, "unaware" = Unaware), applies the faults
 // (sampled ones from seed) and attaches a collective engine: everything an
-// executor needs in one call.
+// executor needs in one call. The topology's build polls the context k
+// watches (sim.Kernel.Watch).
 func FromSpec(k *sim.Kernel, cluster spec.Cluster, faults spec.Faults, seed uint64, model string) (Fabric, *Comms, []FaultEvent, error) {
-	tp, err := topo.FromSpec(cluster)
+	tp, err := topo.FromSpecContext(k.Watched(), cluster)
 	if err != nil {
 		return nil, nil, nil, err
 	}

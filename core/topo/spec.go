@@ -1,6 +1,7 @@
 package topo
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/eidolon-sim/eidolon/core/hw"
@@ -10,7 +11,13 @@ import (
 // FromSpec builds the topology a validated cluster spec describes, with its
 // rank mapping.
 func FromSpec(c spec.Cluster) (*Topology, error) {
-	t, err := build(c)
+	return FromSpecContext(context.Background(), c)
+}
+
+// FromSpecContext is FromSpec stopping with ctx's error when ctx is
+// canceled while a composed or preset cluster is built.
+func FromSpecContext(ctx context.Context, c spec.Cluster) (*Topology, error) {
+	t, err := build(c, ctx.Err)
 	if err != nil {
 		return nil, err
 	}
@@ -35,9 +42,9 @@ func FromSpec(c spec.Cluster) (*Topology, error) {
 	return t, nil
 }
 
-func build(c spec.Cluster) (*Topology, error) {
+func build(c spec.Cluster, canceled func() error) (*Topology, error) {
 	if c.Preset != "" {
-		return Preset(c.Preset, c.Nodes)
+		return presetPolled(c.Preset, c.Nodes, canceled)
 	}
 	link := func(name string) hw.Link {
 		l, _ := hw.LinkByName(name)
@@ -73,6 +80,7 @@ func build(c spec.Cluster) (*Topology, error) {
 			Nodes: c.Nodes, GPUsPerNode: c.GPUsPerNode, Intra: c.Intra, IntraLink: link(c.IntraLink),
 			NICsPerNode: nics, NICLink: link(c.NICLink), HostLink: link(c.HostLink),
 			GPUsPerPCIeSwitch: c.GPUsPerPCIeSwitch, Fabric: c.Fabric, Radix: c.Radix, Oversubscription: c.Oversubscription,
+			Canceled: canceled,
 		})
 	case "edges":
 		edges := make([]Edge, len(c.Edges))

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
@@ -231,6 +232,12 @@ func BuildInference(in Inference) (*InferencePlan, error) {
 				b.p2pAfter(pre+"send_tokens", Send, SlotFwdOut, int32(step+1), float64(4*passes[step+1].batch), int32(step), last)
 			}
 			b.p.Marks[fmt.Sprintf("step.%d", step)] = last
+			if step == G {
+				// Every decode step has the first one's tasks: reserve
+				// them once rather than regrow (and copy) the slice.
+				perStep := len(b.p.Tasks) - int(b.p.Marks[fmt.Sprintf("step.%d", G-1)]) - 1
+				b.p.Tasks = slices.Grow(b.p.Tasks, perStep*(len(passes)-step-1))
+			}
 			if step == G-1 {
 				b.p.Marks["prefill_end"] = last
 			}

@@ -35,7 +35,7 @@ def test_one_of_lists_the_choices_and_nested_paths_keep_allowed():
     (layers,) = eidolon.validate({"kind": "fault_sweep", "training": TRAINING, "link_failures": 1})
     assert (layers.path, layers.allowed) == ("training.model.layers", "[1, 16384]")
     (unknown,) = eidolon.validate({"kind": "selftest", "iteratons": 5})
-    assert unknown.allowed == 'a field of ["fail", "iterations", "kind", "max_memory_bytes", "name", "panic", "seed"]'
+    assert unknown.allowed == 'a field of ["fail", "iterations", "kind", "max_events", "max_memory_bytes", "name", "panic", "seed"]'
 
 
 def test_validate_and_run_report_the_same_problems():

@@ -185,13 +185,15 @@ func railAligned(tp *topo.Topology) []int {
 }
 
 func runOne(env scenario.Env, cs *spec.Collective, alg string, size float64, out *tables) error {
-	f, comms, faults, err := net.FromSpec(sim.New(), cs.Cluster, cs.Faults, cs.Seed, cs.Model)
+	k := sim.New()
+	// Building a large cluster and starting a collective over many ranks
+	// are long: both poll the run's context.
+	k.Watch(env.Context())
+	f, comms, faults, err := net.FromSpec(k, cs.Cluster, cs.Faults, cs.Seed, cs.Model)
 	if err != nil {
 		return err
 	}
 	tp := f.Topology()
-	k := f.Kernel()
-	k.Watch(env.Context()) // starting a collective over many ranks is long: it polls the context
 	groups, err := checkGroups(cs, tp)
 	if err != nil {
 		return err
