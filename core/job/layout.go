@@ -64,7 +64,8 @@ func TrainingLayout(s *spec.Training, gpus int) (workload.Training, error) {
 		Par: workload.Parallel{TP: par.TP, PP: par.PP, DP: par.DP, MicroBatch: par.MicroBatch, GlobalBatch: par.GlobalBatch,
 			Schedule: workload.Schedule(par.Schedule), VirtualStages: par.VirtualStages, SequenceParallel: par.SequenceParallel,
 			Recompute: model.Recompute(par.Recompute), ZeRO: par.ZeRO, OverlapGradReduce: par.OverlapGradReduce,
-			BucketParams: par.BucketParams, OverlapTPComm: *par.OverlapTPComm, EP: par.EP},
+			BucketParams: par.BucketParams, OverlapTPComm: *par.OverlapTPComm, EP: par.EP,
+			ExpertTP: par.ExpertTP, OverlapEPComm: par.OverlapEPComm},
 		Routing: workload.Routing{Distribution: s.Routing.Distribution, Skew: s.Routing.Skew, Loads: s.Routing.Loads, Seed: s.Routing.Seed,
 			CapacityFactor: s.Routing.CapacityFactor, PadToCapacity: s.Routing.PadToCapacity, HierarchicalA2A: s.Routing.HierarchicalA2A,
 			NodeLimit: s.Routing.NodeLimit}}

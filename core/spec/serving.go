@@ -82,6 +82,10 @@ type ServingEngine struct {
 	// true. PrefixHitRate instead takes that share of every prompt as cached.
 	PrefixCaching *bool   `json:"prefix_caching,omitempty"`
 	PrefixHitRate float64 `json:"prefix_hit_rate,omitempty"`
+	// FrontendS is the API server's time per request before the scheduler
+	// sees it (HTTP, chat template, tokenization); default 0. It counts in
+	// TTFT and end to end, which client-side tools time from the send.
+	FrontendS float64 `json:"frontend_s,omitempty"`
 }
 
 // ServingWorkload is how requests arrive.
@@ -312,6 +316,7 @@ func (s *Serving) Validate(p *Problems) {
 	p.IntInRange("engine.kv_blocks", e.KVBlocks, 0, 1<<30)
 	p.OneOf("engine.preemption", e.Preemption, []string{"recompute", "swap"})
 	p.Positive("engine.swap_bandwidth_bytes_per_s", e.SwapBandwidthBytesPerS)
+	p.Duration("engine.frontend_s", e.FrontendS)
 	if e.PrefixHitRate < 0 || e.PrefixHitRate >= 1 {
 		p.Addf("engine.prefix_hit_rate", "must be in [0, 1), got %g", e.PrefixHitRate)
 	}

@@ -187,7 +187,7 @@ func BuildInference(in Inference) (*InferencePlan, error) {
 		passes = append(passes, pass{g, batch, 1, fmt.Sprintf("decode%d.", k)})
 	}
 	P, T := in.PP, in.TP
-	chunks := chunkPositions(passes[0].g.Order, P)
+	chunks := chunkPositions(passes[0].g, P)
 	ip := &InferencePlan{Plan: &Plan{Ranks: in.Ranks()}}
 	e := max(in.DType.Bytes(), 2)
 	var cache *a2aCache
@@ -350,7 +350,7 @@ func (in Inference) PeakMemory(prompt int) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	chunks := chunkPositions(g.Order, in.PP)
+	chunks := chunkPositions(g, in.PP)
 	peak := 0.0
 	for s := range chunks {
 		peak = max(peak, in.stageMemory(g, chunks[s], prompt).Total())
