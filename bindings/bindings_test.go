@@ -35,8 +35,8 @@ func TestErrorsAreClassified(t *testing.T) {
 	require.True(t, ok)
 	require.NotContains(t, text, ProblemsMark)
 	require.Equal(t, `[{"path":"iteratons","message":"unknown field (did you mean \"iterations\"?); `+
-		`allowed here: fail, iterations, kind, max_memory_bytes, name, panic, seed",`+
-		`"allowed":"a field of [\"fail\", \"iterations\", \"kind\", \"max_memory_bytes\", \"name\", \"panic\", \"seed\"]"},`+
+		`allowed here: fail, iterations, kind, max_events, max_memory_bytes, name, panic, seed",`+
+		`"allowed":"a field of [\"fail\", \"iterations\", \"kind\", \"max_events\", \"max_memory_bytes\", \"name\", \"panic\", \"seed\"]"},`+
 		`{"path":"seed","message":"must be an integer, got a string","allowed":""}]`, js)
 	_, err = Start(`{"kind":"selftest","iterations":-1}`, 0)
 	require.EqualError(t, err, "SpecError: invalid spec: iterations: must be in [1, 1e15], got -1"+ProblemsMark+

@@ -8,13 +8,15 @@ import (
 )
 
 // Mixture-of-experts rows: published training throughput of MoE models,
-// run through the training scenario with the source's layout. The
-// mechanism is the one every row shares, plus the MoE model (grouped
+// run through the training scenario with the source's layout and flags.
+// The mechanism is the one every row shares, plus the MoE model (grouped
 // expert GEMMs at the tile model's efficiency per expert, all-to-all-v
-// dispatch and combine as flows, not overlapped with compute:
-// Megatron-Core's all-to-all token dispatcher).
+// dispatch and combine as flows: Megatron-Core's all-to-all token
+// dispatcher; overlapped with the other micro-batch's compute where the
+// source overlaps them, overlap_ep_comm).
 const (
 	qwenSrc     = "yanring/Megatron-MoE-ModelZoo, best_practice/Qwen3/readme.md (Megatron-Core, A2A dispatcher, H100)"
+	mixtralSrc  = "yanring/Megatron-MoE-ModelZoo, best_practice/mixtral/run_mixtral_8x22B.sh (Megatron-Core, alltoall dispatcher, forced balance, H100: ~465 TFLOPS)"
 	deepseekSrc = "DeepSeek-AI 2024 (arXiv 2412.19437), §1: 180K H800 GPU-hours per trillion tokens on 2,048 H800s"
 )
 
@@ -22,37 +24,60 @@ const (
 func MoERows(ctx context.Context) ([]Row, error) {
 	var rows []Row
 	// Qwen3-235B-A22B, 256 H100s, bf16, sequence 4,096, global batch
-	// 2,048, micro-batch 1, TP 2, PP 32, EP 8, A2A dispatcher, recompute
-	// "norm, act": 24.2 s per step, 200 TFLOP/s per GPU. Eidolon's expert
-	// TP is the TP degree and EP must divide DP (4): the run uses EP 4 with
-	// expert TP 2 (the same expert weights and FLOPs per GPU as EP 8,
-	// ETP 1), 2 virtual stages (94 layers do not fill 32·3 chunks evenly;
-	// the bubble is 3% either way) and selective recomputation.
+	// 2,048, micro-batch 1, TP 2, PP 32, EP 8, expert TP 1, A2A dispatcher
+	// without 1F1B overlap, recompute "norm, act": 24.2 s per step, 200
+	// TFLOP/s per GPU. model_configs/benchmarking/Qwen3-235B-A22B.yaml:
+	// distributed optimizer (ZeRO-1), overlapped gradient reduction,
+	// sequence parallelism, --expert-tensor-parallel-size 1. The source
+	// runs 3 virtual stages with the embedding and the loss counted as
+	// layers (96 = 32·3 chunks of one); Eidolon's chunks need a block
+	// each, so the run uses 2 virtual stages (the bubble is 3% either way)
+	// and selective recomputation.
 	js := `{"kind":"training","model":"qwen3-235b-a22b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":32},
-		"parallel":{"tp":2,"pp":32,"dp":4,"ep":4,"micro_batch":1,"global_batch":2048,"virtual_stages":2,
-		"sequence_parallel":true,"recompute":"selective","zero":1},"seq_len":4096,"timeline_ranks":[-1]}`
+		"parallel":{"tp":2,"pp":32,"dp":4,"ep":8,"expert_tp":1,"micro_batch":1,"global_batch":2048,"virtual_stages":2,
+		"sequence_parallel":true,"recompute":"selective","zero":1,"overlap_grad_reduce":true},"seq_len":4096,"timeline_ranks":[-1]}`
 	res, err := run(ctx, js)
 	if err != nil {
 		return nil, fmt.Errorf("qwen3-235b: %w", err)
 	}
 	s := res.Tables[0].Rows.([]training.SummaryRow)[0]
-	note := fmt.Sprintf("compute %.1f s + exposed comm %.1f s + bubble %.1f s; memory %.0f GB (fits %v); EP 4 × expert TP 2 for EP 8 × ETP 1",
+	note := fmt.Sprintf("compute %.1f s + exposed comm %.1f s + bubble %.1f s; memory %.0f GB (fits %v); EP 8 × ETP 1",
 		s.ComputeS, s.ExposedCommS, s.BubbleS, s.MemoryPeakBytes/1e9, s.Fits)
 	rows = append(rows, row("Qwen3-235B-A22B, 256 H100, TP2 PP32 EP8", "step_time_s", 24.2, s.StepTimeS, qwenSrc, note))
 	rows = append(rows, row("Qwen3-235B-A22B, 256 H100, TP2 PP32 EP8", "tflops_per_gpu", 200, s.ModelFLOPs/s.StepTimeS/float64(s.GPUs)/1e12, qwenSrc,
 		"model FLOPs (matmuls of the active parameters and attention) per second per GPU"))
 
+	// Mixtral-8x22B on 128 H100s (16 nodes), bf16, sequence 4,096, TP 2,
+	// PP 8, EP 8, expert TP 1, 7 virtual stages, micro-batch 1, global
+	// batch 256, alltoall dispatcher, distributed optimizer, overlapped
+	// gradient reduction, no recomputation (runtime_configs/benchmarking/
+	// runtime.conf and model_configs/benchmarking/Mixtral-8x22B.yaml);
+	// forced load balancing: ~465 TFLOP/s per GPU.
+	js = `{"kind":"training","model":"mixtral-8x22b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":16},
+		"parallel":{"tp":2,"pp":8,"dp":8,"ep":8,"expert_tp":1,"micro_batch":1,"global_batch":256,"virtual_stages":7,
+		"sequence_parallel":true,"zero":1,"overlap_grad_reduce":true},"seq_len":4096,"timeline_ranks":[-1]}`
+	if res, err = run(ctx, js); err != nil {
+		return nil, fmt.Errorf("mixtral-8x22b: %w", err)
+	}
+	s = res.Tables[0].Rows.([]training.SummaryRow)[0]
+	rows = append(rows, row("Mixtral-8x22B, 128 H100, TP2 PP8 VPP7 EP8", "tflops_per_gpu", 465, s.ModelFLOPs/s.StepTimeS/float64(s.GPUs)/1e12, mixtralSrc,
+		fmt.Sprintf("step %.2f s (compute %.2f s + exposed comm %.2f s + bubble %.2f s); memory %.0f GB", s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS, s.MemoryPeakBytes/1e9)))
+
 	// DeepSeek-V3 on 2,048 H800s: PP 16, EP 64 (8 nodes), ZeRO-1 DP, FP8
-	// GEMMs, sequence 4,096, batch 15,360, node-limited routing (≤ 4 nodes
-	// per token) with DeepEP-style hierarchical all-to-alls that send each
-	// token once per node (§3.2.2). Its DualPipe schedule, which overlaps
-	// dispatch and combine with another micro-batch's compute, is not
-	// modelled (1F1B). Recomputation is selective: DeepSeek recomputes
-	// RMSNorm and the MLA up-projections only, not the MoE (§3.3.3); its
-	// FP8 activation caching, which makes that fit in 80 GB, is not
-	// modelled, so the memory column exceeds the HBM.
-	js = `{"kind":"training","model":"deepseek-v3","gpu":"h800","cluster":{"preset":"dgx-h800","nodes":256},
-		"parallel":{"tp":1,"pp":16,"dp":128,"ep":64,"micro_batch":1,"global_batch":15360,"zero":1,"recompute":"selective"},
+	// GEMMs and fp8 dispatches, sequence 4,096, batch 15,360, node-limited
+	// routing (≤ 4 nodes per token) with DeepEP-style hierarchical
+	// all-to-alls that send each token once per node (§3.2.2). DualPipe's
+	// overlap of a forward chunk's all-to-alls with a backward chunk's
+	// compute (§3.2.1) is overlap_ep_comm, on the 1F1B order (DualPipe's
+	// smaller bidirectional bubble is not modelled). Recomputation is
+	// selective: DeepSeek recomputes RMSNorm and the MLA up-projections
+	// only, not the MoE (§3.3.3); its FP8 activation caching, which makes
+	// that fit in 80 GB, is not modelled, so the memory column exceeds the
+	// HBM. It trains with one multi-token-prediction module (§2.2, §4.2:
+	// depth 1), which runs after the output head on the last stage (as
+	// Megatron-Core's DeepSeek-V3 layout "Et|(tt|)*30mL" also places it).
+	js = `{"kind":"training","model":{"preset":"deepseek-v3","mtp_layers":1},"gpu":"h800","cluster":{"preset":"dgx-h800","nodes":256},
+		"parallel":{"tp":1,"pp":16,"dp":128,"ep":64,"micro_batch":1,"global_batch":15360,"zero":1,"recompute":"selective","overlap_ep_comm":true},
 		"seq_len":4096,"dtype":"fp8","routing":{"hierarchical_a2a":true,"node_limit":4},"timeline_ranks":[-1]}`
 	if res, err = run(ctx, js); err != nil {
 		return nil, fmt.Errorf("deepseek-v3: %w", err)
@@ -60,7 +85,7 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	s = res.Tables[0].Rows.([]training.SummaryRow)[0]
 	tokens := 15360.0 * 4096
 	gpuHours := s.StepTimeS * 2048 / 3600 * 1e12 / tokens
-	note = fmt.Sprintf("step %.1f s (compute %.1f s + exposed comm %.1f s + bubble %.1f s); no DualPipe overlap; memory %.0f GB (fp8 activation caching not modelled)",
+	note = fmt.Sprintf("step %.1f s (critical rank, stage 0 with the 3 dense layers: compute %.1f s + exposed comm %.1f s + waiting %.1f s); EP overlap as DualPipe's, 1F1B bubble, MTP on the last stage; memory %.0f GB (fp8 activation caching not modelled)",
 		s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS, s.MemoryPeakBytes/1e9)
 	rows = append(rows, row("DeepSeek-V3, 2,048 H800, PP16 EP64", "gpu_hours_per_trillion_tokens", 180e3, gpuHours, deepseekSrc, note))
 	return rows, nil

@@ -1,12 +1,15 @@
 // Package job is the job the plan-based scenario kinds share (training,
 // inference, and the fault sweeps over them): a validated spec compiled to a
 // workload layout and plan (layout.go), a machine built from its cluster,
-// GPU and faults (exec.NewMachine), the plan run on it by package exec, and
-// the tables every such kind reports (ranks, timeline, memory). It sits
-// below the scenario drivers and above exec and workload.
+// GPU and faults (compile.Machine), the plan run on it by package exec, and
+// the tables every such kind reports (ranks, timeline, memory); and the
+// collective run (collective.go) the collective kind and a fault sweep over
+// a collective share. It sits below the scenario drivers (which must not
+// import each other) and above compile, exec and workload.
 package job
 
 import (
+	"github.com/eidolon-sim/eidolon/core/compile"
 	"github.com/eidolon-sim/eidolon/core/exec"
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/spec"
@@ -16,6 +19,9 @@ import (
 // Job is a plan run on a simulated cluster, reported per rank, per stage's
 // memory and as a timeline: what the training and inference kinds share.
 type Job struct {
+	// Path is where the job's spec sits in the document ("" at the top,
+	// "training" as a fault sweep's base): compile errors carry it.
+	Path           string
 	Cluster        spec.Cluster
 	GPU            string
 	Faults         spec.Faults
@@ -25,6 +31,22 @@ type Job struct {
 	TimelineRanks  []int
 	// Host is how the ranks' hosts issue kernels (HostOf).
 	Host exec.Host
+}
+
+// Define is a plan-based kind: check makes its run's checks before it
+// simulates (Kind.Check), and a run is simulate's outcome as tables.
+func Define[T any, S interface {
+	*T
+	scenario.Spec
+}, O interface{ Result() scenario.Result }](name, doc string,
+	simulate func(env scenario.Env, s S, modify func(m *exec.Machine) error) (O, error), check func(s S) error) scenario.Kind {
+	return scenario.Checked(scenario.Define(name, doc, func(env scenario.Env, s S) (scenario.Result, error) {
+		out, err := simulate(env, s, nil)
+		if err != nil {
+			return scenario.Result{}, err
+		}
+		return out.Result(), nil
+	}), check)
 }
 
 // HostOf is the exec host model for a spec's execution mode and host-cost
@@ -38,8 +60,8 @@ func HostOf(mode string, c spec.HostCosts, autograd bool) exec.Host {
 		CollectiveS: c.CollectiveS}
 }
 
-// Result is a finished Job with its shared tables.
-type Result struct {
+// Finished is a finished Job with its shared tables.
+type Finished struct {
 	Machine  *exec.Machine
 	Exec     *exec.Result
 	Ranks    []RankRow
@@ -64,8 +86,8 @@ func (j Job) Options(m *exec.Machine) exec.Options {
 // Run builds the machine, lets modify change it (a fault sweep's faults),
 // builds the plan for the cluster's GPU count and runs it.
 func (j Job) Run(env scenario.Env, modify func(m *exec.Machine) error,
-	build func(gpus int) (*workload.Plan, []workload.Memory, error)) (*Result, error) {
-	m, err := exec.NewMachine(j.Cluster, j.GPU, j.Faults, j.Seed)
+	build func(gpus int) (*workload.Plan, []workload.Memory, error)) (*Finished, error) {
+	m, err := compile.Machine(j.Path, j.Cluster, j.GPU, j.Faults, j.Seed)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +114,7 @@ func (j Job) Run(env scenario.Env, modify func(m *exec.Machine) error,
 	}
 	env.Report(1)
 	hbm := float64(m.GPU.HBMBytes)
-	r := &Result{Machine: m, Exec: res, Memory: MemoryRows(mems, hbm), HBMBytes: hbm}
+	r := &Finished{Machine: m, Exec: res, Memory: MemoryRows(mems, hbm), HBMBytes: hbm}
 	for _, mem := range mems {
 		r.PeakBytes = max(r.PeakBytes, mem.Total())
 	}
@@ -105,6 +127,49 @@ func (j Job) Run(env scenario.Env, modify func(m *exec.Machine) error,
 	}
 	r.Timeline = TimelineRows(res, TimelineRanks(j.TimelineRanks, plan, m))
 	return r, nil
+}
+
+// MemoryColumns are the memory columns of the training and inference
+// summaries (embedded in both, so their names and meaning are one).
+type MemoryColumns struct {
+	// MemoryPeakBytes is the largest per-GPU memory; Fits whether it fits
+	// in the GPU's HBM (HBMBytes).
+	MemoryPeakBytes float64 `arrow:"memory_peak_bytes"`
+	HBMBytes        float64 `arrow:"hbm_bytes"`
+	Fits            bool    `arrow:"fits"`
+}
+
+// SimulationColumns are the training and inference summaries' account of
+// what was simulated.
+type SimulationColumns struct {
+	// SimulatedRanks ran their own tasks; the others mirrored a symmetric
+	// replica. NetCollectives ran on the network; ReusedCollectives reused
+	// the simulated time of an identical collective on an isolated
+	// communicator.
+	SimulatedRanks    int `arrow:"simulated_ranks"`
+	NetCollectives    int `arrow:"net_collectives"`
+	ReusedCollectives int `arrow:"reused_collectives"`
+}
+
+// Tables are the run's tables with its kind's summary row first: summary,
+// ranks, timeline, memory.
+func (r *Finished) Tables(summary any) scenario.Result {
+	var out scenario.Result
+	out.Add("summary", summary)
+	out.Add("ranks", r.Ranks)
+	out.Add("timeline", r.Timeline)
+	out.Add("memory", r.Memory)
+	return out
+}
+
+// MemoryColumns are the run's summary memory columns.
+func (r *Finished) MemoryColumns() MemoryColumns {
+	return MemoryColumns{MemoryPeakBytes: r.PeakBytes, HBMBytes: r.HBMBytes, Fits: r.PeakBytes <= r.HBMBytes}
+}
+
+// SimulationColumns are the run's summary simulation columns.
+func (r *Finished) SimulationColumns() SimulationColumns {
+	return SimulationColumns{SimulatedRanks: r.SimulatedRanks, NetCollectives: r.Exec.Collectives, ReusedCollectives: r.Exec.Reused}
 }
 
 // MemoryRows lists each stage's memory by category.

@@ -3,6 +3,8 @@ package model
 import (
 	"fmt"
 
+	"github.com/eidolon-sim/eidolon/core/problem"
+
 	"github.com/eidolon-sim/eidolon/core/hw"
 )
 
@@ -60,9 +62,13 @@ type Run struct {
 	// EP is the expert-parallel degree: each rank holds experts/EP routed
 	// experts of every MoE block; 0 means 1.
 	EP int
+	// ExpertTP is the expert tensor-parallel degree (0 means TP): 1 or TP.
+	// With 1 (training under sequence parallelism) each TP rank dispatches
+	// its own sequence shard and holds whole experts: no gather over TP.
+	ExpertTP int
 	// ExpertTokens is the tokens each of this rank's experts processes in
-	// one MoE block (after the TP gather), from the routing; nil is the
-	// balanced share batch·seq_len·k/experts·EP each.
+	// one MoE block (after the expert-TP gather), from the routing; nil is
+	// the balanced share batch·seq_len·k/experts·EP·ExpertTP/TP each.
 	ExpertTokens []int64
 }
 
@@ -75,6 +81,7 @@ const (
 	BlockShared      = "shared_attention"
 	BlockMoE         = "moe_transformer"
 	BlockLMHead      = "lm_head"
+	BlockMTP         = "mtp"
 )
 
 // Block is one kind of block and its operators on one rank, for one instance.
@@ -111,8 +118,21 @@ type Graph struct {
 	Run    Run
 	Blocks []Block
 	// Order lists, first to last, the index in Blocks of each position of
-	// the model: embedding, the pattern's blocks, LM head.
+	// the model: embedding, the pattern's blocks, LM head, then (training)
+	// the multi-token-prediction modules.
 	Order []int
+}
+
+// Tail is the positions from the LM head on: the head and the
+// multi-token-prediction modules that follow it, which the last pipeline
+// stage runs.
+func (g Graph) Tail() int {
+	for i := len(g.Order) - 1; i >= 0; i-- {
+		if g.Blocks[g.Order[i]].Name == BlockLMHead {
+			return len(g.Order) - i
+		}
+	}
+	return 1
 }
 
 // Block returns the block with this name.
@@ -127,10 +147,10 @@ func (g Graph) Block(name string) (Block, bool) {
 
 // CheckRun returns every problem of a run for this (defaulted, valid) config,
 // with the Run field names as JSON spec fields.
-func (c Config) CheckRun(r Run) []FieldProblem {
-	var ps []FieldProblem
+func (c Config) CheckRun(r Run) []problem.Problem {
+	var ps []problem.Problem
 	bad := func(field, format string, args ...any) {
-		ps = append(ps, FieldProblem{field, fmt.Sprintf(format, args...)})
+		ps = append(ps, problem.Problem{Path: field, Message: fmt.Sprintf(format, args...)})
 	}
 	if r.Phase != Training && r.Phase != Prefill && r.Phase != Decode {
 		bad("phase", "must be one of training, prefill, decode, got %q", r.Phase)
@@ -190,7 +210,7 @@ func (c Config) CheckRun(r Run) []FieldProblem {
 // c must be defaulted and valid (Check), r valid for it (CheckRun).
 func Build(c Config, r Run) (Graph, error) {
 	if ps := append(c.Check(), c.CheckRun(r)...); len(ps) > 0 {
-		return Graph{}, fmt.Errorf("model %q: %s: %s", c.Name, ps[0].Field, ps[0].Message)
+		return Graph{}, fmt.Errorf("model %q: %s: %s", c.Name, ps[0].Path, ps[0].Message)
 	}
 	if r.TP == 0 {
 		r.TP = 1
@@ -233,6 +253,11 @@ func Build(c Config, r Run) (Graph, error) {
 		}
 	}
 	add(BlockLMHead, 1, (*builder).lmHead)
+	if r.Phase == Training {
+		for i := 0; i < c.MTPLayers; i++ {
+			add(BlockMTP, 1, (*builder).mtp)
+		}
+	}
 	return g, nil
 }
 

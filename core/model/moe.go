@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 
+	"github.com/eidolon-sim/eidolon/core/problem"
+
 	"github.com/eidolon-sim/eidolon/core/hw"
 )
 
@@ -47,6 +49,13 @@ type MoE struct {
 	// whose auxiliary-loss-free balancing adds a per-expert bias to the
 	// scores for the top-k choice). Default softmax.
 	Router string `json:"router,omitempty"`
+
+	// MTPLayers is the multi-token-prediction modules a training step runs
+	// after the output head (DeepSeek-V3, arXiv 2412.19437 §2.2, trains with
+	// depth 1; config.json num_nextn_predict_layers). They are not part of
+	// the main model: inference and the parameter counts leave them out,
+	// and the presets leave them 0 (set mtp_layers to train as DeepSeek did).
+	MTPLayers int `json:"mtp_layers,omitempty"`
 
 	// Multi-head latent attention (KVLoRARank > 0).
 	QLoRARank     int `json:"q_lora_rank,omitempty"`
@@ -104,16 +113,16 @@ func (c Config) moePattern() string {
 }
 
 // checkMoE returns the problems of the MoE and MLA fields.
-func (c Config) checkMoE() []FieldProblem {
-	var ps []FieldProblem
+func (c Config) checkMoE() []problem.Problem {
+	var ps []problem.Problem
 	bad := func(field, format string, args ...any) {
-		ps = append(ps, FieldProblem{field, fmt.Sprintf(format, args...)})
+		ps = append(ps, problem.Problem{Path: field, Message: fmt.Sprintf(format, args...)})
 	}
 	for _, f := range []struct {
 		n string
 		v int
 	}{{"experts", c.Experts}, {"experts_per_token", c.ExpertsPerToken}, {"shared_experts", c.SharedExperts},
-		{"dense_layers", c.DenseLayers}, {"moe_every", c.MoEEvery}, {"q_lora_rank", c.QLoRARank},
+		{"dense_layers", c.DenseLayers}, {"moe_every", c.MoEEvery}, {"mtp_layers", c.MTPLayers}, {"q_lora_rank", c.QLoRARank},
 		{"kv_lora_rank", c.KVLoRARank}, {"qk_rope_head_dim", c.QKRopeHeadDim}, {"qk_nope_head_dim", c.QKNopeHeadDim}, {"v_head_dim", c.VHeadDim}} {
 		if f.v < 0 {
 			bad(f.n, "must be >= 0, got %d", f.v)
@@ -154,10 +163,26 @@ func (c Config) checkMoE() []FieldProblem {
 	return ps
 }
 
+// expertTP is the run's expert tensor-parallel degree.
+func (r Run) expertTP() int64 {
+	if r.ExpertTP > 0 {
+		return int64(r.ExpertTP)
+	}
+	return int64(max(r.TP, 1))
+}
+
 // checkMoERun returns the problems of a run for the MoE and MLA blocks.
 func (c Config) checkMoERun(r Run, bad func(field, format string, args ...any)) {
 	t := max(r.TP, 1)
 	ep := max(r.EP, 1)
+	et := int(r.expertTP())
+	if et != 1 && et != t {
+		bad("expert_tp", "must be 1 or tp (%d), got %d", t, r.ExpertTP)
+		return
+	}
+	if et < t && !r.SequenceParallel {
+		bad("expert_tp", "expert_tp < tp needs sequence parallelism (each TP rank dispatches its own tokens), got expert_tp = %d", et)
+	}
 	if r.EP < 0 {
 		bad("ep", "must be >= 1, got %d", r.EP)
 	}
@@ -170,8 +195,8 @@ func (c Config) checkMoERun(r Run, bad func(field, format string, args ...any)) 
 	if c.Experts%ep != 0 {
 		bad("ep", "must divide experts (%d), got %d", c.Experts, ep)
 	}
-	if c.ExpertFFNHidden%t != 0 {
-		bad("tp", "must divide expert_ffn_hidden (%d), got %d", c.ExpertFFNHidden, t)
+	if c.ExpertFFNHidden%et != 0 {
+		bad("tp", "must divide expert_ffn_hidden (%d), got %d", c.ExpertFFNHidden, et)
 	}
 	if c.SharedExperts > 0 && (c.SharedExperts*c.SharedExpertFFNHidden)%t != 0 {
 		bad("tp", "must divide the shared experts' width (%d), got %d", c.SharedExperts*c.SharedExpertFFNHidden, t)
@@ -256,6 +281,30 @@ func (b *builder) mla() {
 	b.exit("attn", h)
 }
 
+// mtp is one multi-token-prediction module in a training step (DeepSeek-V3
+// §2.2): the embedding of each next token and the main model's last hidden
+// state, each RMS-normalized, are concatenated and projected 2h → h, run
+// through one transformer block of the model's last kind (an MoE block for
+// DeepSeek-V3), then through the output head and its cross-entropy. The
+// embedding and the output head are the main model's (no parameters of
+// their own here); the projection is replicated over TP and runs on the
+// rank's sequence shard.
+func (b *builder) mtp() {
+	c := b.c
+	h := int64(c.Hidden)
+	n := float64(b.Tn * h)
+	b.stream("mtp.embed.lookup", Embedding, 0, 4*float64(b.Tn)+2*n*b.e, n, n*b.e+8*n, 0)
+	b.norm("mtp.hidden_norm", b.Tn, h)
+	b.norm("mtp.embed_norm", b.Tn, h)
+	b.gemm("mtp.proj", b.Tn, h, 2*h)
+	own := 2*h + 2*h*h
+	b.moe = c.Pattern != "" && rune(c.Pattern[len(c.Pattern)-1]) == PatMoE
+	b.transformer(false)
+	own += b.params
+	b.lmHead()
+	b.params = own
+}
+
 // moeParams is the FFN parameters of one MoE block on this rank: the
 // router (replicated; a sigmoid router adds its per-expert balancing bias),
 // the rank's E/ep routed experts split over TP, and the shared experts.
@@ -267,14 +316,15 @@ func (b *builder) moeParams() int64 {
 	if c.Router == RouterSigmoid {
 		router += int64(c.Experts)
 	}
-	b.expert = int64(c.Experts) / ep * 3 * h * int64(c.ExpertFFNHidden) / b.t
+	b.expert = int64(c.Experts) / ep * 3 * h * int64(c.ExpertFFNHidden) / b.r.expertTP()
 	shared := 3 * h * int64(c.SharedExperts*c.SharedExpertFFNHidden) / b.t
 	return router + b.expert + shared
 }
 
 // expertTokens is the tokens each local expert processes in this pass (after
-// the tensor-parallel gather): Run.ExpertTokens, or the balanced share
-// T·k/E·ep of the expert-parallel group's tokens.
+// the expert-TP gather): Run.ExpertTokens, or the balanced share
+// T·k/E·ep·et/t of the expert-parallel group's tokens (the group's ep
+// members each route T·et/t tokens).
 func (b *builder) expertTokens() []int64 {
 	c := b.c
 	loc := c.Experts / max(b.r.EP, 1)
@@ -282,7 +332,7 @@ func (b *builder) expertTokens() []int64 {
 		return b.r.ExpertTokens
 	}
 	out := make([]int64, loc)
-	total := b.T * int64(c.ExpertsPerToken)
+	total := b.T * int64(c.ExpertsPerToken) * b.r.expertTP() / b.t
 	for i := range out {
 		out[i] = total / int64(loc)
 		if int64(i) < total%int64(loc) {
@@ -292,11 +342,14 @@ func (b *builder) expertTokens() []int64 {
 	return out
 }
 
-// DispatchBytesPerToken is the size of one routed token in the dispatch
-// all-to-all: hidden elements in the activation type, or with fp8 math
-// DeepSeek-V3's fp8 dispatch (§3.3.2: activations quantized to fp8 before
-// the dispatch, 1×128 tiles with one fp32 scale each); the combine and the
-// backward's transfers carry bf16.
+// DispatchBytesPerToken is the size of one routed token in a dispatch
+// all-to-all (the forward's, and the backward's transfer of the output
+// gradients to the experts): hidden elements in the activation type, or
+// with fp8 math DeepSeek-V3's fp8 dispatch (§3.3.2: "we quantize the
+// activation before MoE up-projections into FP8 and then apply dispatch
+// components ... A similar strategy is applied to the activation gradient
+// before MoE down-projections", 1×128 tiles with one fp32 scale each); the
+// forward and backward combines carry bf16.
 func DispatchBytesPerToken(c Config, d hw.DType) float64 {
 	h := float64(c.Hidden)
 	if d.Bytes() == 1 {
@@ -307,16 +360,17 @@ func DispatchBytesPerToken(c Config, d hw.DType) float64 {
 
 // moeFFN is the mixture-of-experts FFN (Megatron-Core MoELayer with the
 // all-to-all token dispatcher): router on this rank's tokens, permute into
-// expert order, dispatch all-to-all over the expert-parallel group, (tp > 1)
-// all-gather of the received tokens over the TP group, grouped SwiGLU
-// expert GEMMs over the rank's experts with their token counts,
-// reduce-scatter, combine all-to-all, unpermute weighted by the scores;
+// expert order, dispatch all-to-all over the expert-parallel group, (expert
+// TP > 1) all-gather of the received tokens over the TP group, grouped
+// SwiGLU expert GEMMs over the rank's experts (each split over the expert
+// TP ranks) with their token counts, reduce-scatter, combine all-to-all, unpermute weighted by the scores;
 // then the shared experts as a dense TP MLP (not overlapped with the
 // dispatch: Megatron-Core's default moe_shared_expert_overlap = false).
 func (b *builder) moeFFN() {
 	c := b.c
 	h, E, k := int64(c.Hidden), int64(c.Experts), int64(c.ExpertsPerToken)
-	fe := int64(c.ExpertFFNHidden) / b.t
+	et := b.r.expertTP()
+	fe := int64(c.ExpertFFNHidden) / et
 	Tn := b.Tn
 	R := Tn * k // routed (token, expert) slots leaving this rank
 	b.gemm("moe.router", Tn, E, h)
@@ -336,7 +390,7 @@ func (b *builder) moeFFN() {
 		recv += g
 	}
 	full := float64(recv*h) * b.e
-	if b.t > 1 && b.sp {
+	if et > 1 && b.sp {
 		b.add(step{
 			fwd: []Op{NewComm("moe.tp.all_gather", AllGather, full)},
 			bwd: []Op{NewComm("moe.tp.reduce_scatter", ReduceScatter, full)},
@@ -351,7 +405,7 @@ func (b *builder) moeFFN() {
 		// the row-parallel down projection's partial sums are all-reduced.
 		b.add(step{fwd: []Op{NewComm("moe.tp.all_reduce", AllReduce, full)}, bwd: []Op{NewComm("moe.tp.bwd_all_reduce", AllReduce, full)}})
 	}
-	if b.t > 1 && b.sp {
+	if et > 1 && b.sp {
 		b.add(step{
 			fwd: []Op{NewComm("moe.tp.reduce_scatter", ReduceScatter, full)},
 			bwd: []Op{NewComm("moe.tp.all_gather", AllGather, full)},
@@ -359,7 +413,7 @@ func (b *builder) moeFFN() {
 	}
 	b.add(step{
 		fwd: []Op{{Name: "moe.combine.all_to_all", Kind: AllToAll, M: R, Bytes: float64(R*h) * 2, Return: true}},
-		bwd: []Op{{Name: "moe.combine.all_to_all.bwd", Kind: AllToAll, M: R, Bytes: float64(R*h) * 2}},
+		bwd: []Op{{Name: "moe.combine.all_to_all.bwd", Kind: AllToAll, M: R, Bytes: float64(R) * wd}},
 	})
 	// Weighted sum of each token's k expert outputs (2 FLOPs per element);
 	// keeps the expert outputs for the scores' gradient.
@@ -431,15 +485,35 @@ func ActiveParams(c Config) int64 {
 }
 
 // MoEPreset is a mixture-of-experts preset with the active parameter count
-// its source states.
+// its source states, and how the source counts it.
 type MoEPreset struct {
 	Preset
 	PublishedActiveParams float64
-	// ActiveStep, when set, is the step the source truncates its active
-	// count to: DeepSeek-V3's "37B" is 37.55B counted (embeddings
-	// included, as every preset here counts them), Qwen3-30B-A3B's "3.3B"
-	// is 3.353B; the count then lies in [published, published + step).
-	ActiveStep float64
+	// ActiveExcludesInputEmbedding: the source's activated parameters leave
+	// out the input embedding (a table lookup that does no math) and keep
+	// the output head. DeepSeek counts so: DeepSeek-V2-Lite's config
+	// (27 layers, hidden 2048, 64 routed experts of 1408 + 2 shared, top-6,
+	// vocab 102400) counts 2.45B activated that way, published "2.4B";
+	// with both embeddings it would be 2.66B, with neither 2.24B.
+	ActiveExcludesInputEmbedding bool
+	// ActiveStep, when set, is the resolution of a published active count
+	// given to fewer digits than the 1% check needs: the count then lies
+	// within the figure's interval, [published − step/2, published +
+	// step/2) for a rounded figure, [published, published + step) for a
+	// truncated one (ActiveTruncated).
+	ActiveStep      float64
+	ActiveTruncated bool
+}
+
+// PublishedActive is the preset's active parameter count under its
+// source's convention (ActiveParams, without the input embedding where the
+// source leaves it out).
+func (p MoEPreset) PublishedActive(c Config) int64 {
+	n := ActiveParams(c)
+	if p.ActiveExcludesInputEmbedding {
+		n -= int64(c.Vocab) * int64(c.Hidden)
+	}
+	return n
 }
 
 // MoEPresets are the mixture-of-experts presets, as published (before
@@ -451,13 +525,13 @@ func MoEPresets() []MoEPreset {
 		// num_local_experts 8, num_experts_per_tok 2, vocab 32000, untied.
 		// Mistral AI, "Mixtral of experts" (2023-12-11): 46.7B total, 12.9B per token.
 		{Preset{Config{Name: "mixtral-8x7b", Family: LLaMA, Layers: 32, Hidden: 4096, Heads: 32, KVHeads: 8, FFNHidden: 14336, Vocab: 32000,
-			MoE: MoE{Experts: 8, ExpertsPerToken: 2}}, 46.7e9, "mistralai/Mixtral-8x7B-v0.1 config.json; Mistral AI, Mixtral of experts (46.7B total, 12.9B active)"}, 12.9e9, 0},
+			MoE: MoE{Experts: 8, ExpertsPerToken: 2}}, 46.7e9, "mistralai/Mixtral-8x7B-v0.1 config.json; Mistral AI, Mixtral of experts (46.7B total, 12.9B active)"}, 12.9e9, false, 0, false},
 		// mistralai/Mixtral-8x22B-v0.1 config.json: hidden_size 6144,
 		// intermediate_size 16384, 56 layers, 48 heads, 8 KV heads, 8
 		// experts, top-2, vocab 32000, untied. Mistral AI, "Cheaper,
 		// Better, Faster, Stronger" (2024-04-17): 141B total, 39B active.
 		{Preset{Config{Name: "mixtral-8x22b", Family: LLaMA, Layers: 56, Hidden: 6144, Heads: 48, KVHeads: 8, FFNHidden: 16384, Vocab: 32000,
-			MoE: MoE{Experts: 8, ExpertsPerToken: 2}}, 141e9, "mistralai/Mixtral-8x22B-v0.1 config.json; Mistral AI (141B total, 39B active)"}, 39e9, 0},
+			MoE: MoE{Experts: 8, ExpertsPerToken: 2}}, 141e9, "mistralai/Mixtral-8x22B-v0.1 config.json; Mistral AI (141B total, 39B active)"}, 39e9, false, 0, false},
 		// deepseek-ai/DeepSeek-V3 config.json: hidden_size 7168, 61 layers,
 		// first_k_dense_replace 3 (intermediate_size 18432),
 		// moe_intermediate_size 2048, n_routed_experts 256, n_shared_experts
@@ -470,18 +544,20 @@ func MoEPresets() []MoEPreset {
 		{Preset{Config{Name: "deepseek-v3", Family: LLaMA, Layers: 61, Hidden: 7168, Heads: 128, FFNHidden: 18432, Vocab: 129280,
 			MoE: MoE{Experts: 256, ExpertsPerToken: 8, SharedExperts: 1, ExpertFFNHidden: 2048, DenseLayers: 3, Router: RouterSigmoid,
 				QLoRARank: 1536, KVLoRARank: 512, QKRopeHeadDim: 64, QKNopeHeadDim: 128, VHeadDim: 128}}, 671e9,
-			"deepseek-ai/DeepSeek-V3 config.json; DeepSeek-AI 2024, arXiv 2412.19437 (671B total, 37B active)"}, 37e9, 1e9},
+			"deepseek-ai/DeepSeek-V3 config.json; DeepSeek-AI 2024, arXiv 2412.19437 (671B total, 37B active)"}, 37e9, true, 1e9, false},
 		// Qwen/Qwen3-30B-A3B config.json: hidden_size 2048, 48 layers, 32
 		// heads, 4 KV heads, head_dim 128, num_experts 128,
 		// num_experts_per_tok 8, moe_intermediate_size 768, vocab 151936,
-		// untied. Model card: 30.5B total, 3.3B activated.
+		// untied. Model card: 30.5B total, 3.3B activated, 29.9B
+		// non-embedding (so its counts include both embeddings). The
+		// activated count is 3.353B: the card's "3.3B" truncates it.
 		{Preset{Config{Name: "qwen3-30b-a3b", Family: LLaMA, Layers: 48, Hidden: 2048, Heads: 32, KVHeads: 4, HeadDim: 128, FFNHidden: 6144, Vocab: 151936,
-			MoE: MoE{Experts: 128, ExpertsPerToken: 8, ExpertFFNHidden: 768}}, 30.5e9, "Qwen/Qwen3-30B-A3B config.json and model card (30.5B total, 3.3B active)"}, 3.3e9, 0.1e9},
+			MoE: MoE{Experts: 128, ExpertsPerToken: 8, ExpertFFNHidden: 768}}, 30.5e9, "Qwen/Qwen3-30B-A3B config.json and model card (30.5B total, 3.3B active)"}, 3.3e9, false, 0.1e9, true},
 		// Qwen/Qwen3-235B-A22B config.json: hidden_size 4096, 94 layers, 64
 		// heads, 4 KV heads, head_dim 128, 128 experts, top-8,
 		// moe_intermediate_size 1536, vocab 151936, untied. Model card:
 		// 235B total, 22B activated.
 		{Preset{Config{Name: "qwen3-235b-a22b", Family: LLaMA, Layers: 94, Hidden: 4096, Heads: 64, KVHeads: 4, HeadDim: 128, FFNHidden: 12288, Vocab: 151936,
-			MoE: MoE{Experts: 128, ExpertsPerToken: 8, ExpertFFNHidden: 1536}}, 235e9, "Qwen/Qwen3-235B-A22B config.json and model card (235B total, 22B active)"}, 22e9, 0},
+			MoE: MoE{Experts: 128, ExpertsPerToken: 8, ExpertFFNHidden: 1536}}, 235e9, "Qwen/Qwen3-235B-A22B config.json and model card (235B total, 22B active)"}, 22e9, false, 0, false},
 	}
 }

@@ -35,6 +35,27 @@
 // instead takes a share of every prompt as cached (its blocks are counted
 // as the request's own).
 //
+// TensorRT-LLM's in-flight batcher packs an iteration the same way
+// (cpp/tensorrt_llm/batch_manager/microBatchScheduler.cpp): requests in
+// generation first, one token each, then context requests, each chunk as
+// much of its remaining prompt as the max_num_tokens budget left allows,
+// first come first served (ContextChunkingPolicy FIRST_COME_FIRST_SERVED,
+// its default), or whole prompts only when chunked context is off.
+//
+// # Requests reach the scheduler after the frontend
+//
+// A request sent at Request.ArrivalS joins its replica's waiting queue
+// Config.FrontendS later (the API server's HTTP, chat template and
+// tokenization); latencies count from the send, as client-side benchmark
+// tools time them. A closed-loop client sends its next request when its
+// previous one's last token is sampled. The scheduler admits new requests
+// only when it forms an iteration, as TensorRT-LLM's executor loop does
+// (Executor::Impl::executionLoop: wait for the running iteration, send its
+// responses, fetch the queued requests, launch the next iteration), so a
+// request its client sends on a response arrives while the next iteration
+// runs and waits for its end; a frontend time that ends before that
+// iteration does changes nothing.
+//
 // # Replicas, routing, disaggregation
 //
 // Arrivals go to a replica by round robin, least outstanding requests, or

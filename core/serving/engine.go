@@ -33,6 +33,12 @@ type Config struct {
 	// PrefixHitRate instead takes that share of every prompt as cached.
 	PrefixCaching bool
 	PrefixHitRate float64
+	// FrontendS is the API server's time per request before the scheduler
+	// sees it (HTTP, chat template, tokenization): a request sent at
+	// ArrivalS joins the waiting queue at ArrivalS + FrontendS. Client-side
+	// benchmark tools (genai-perf, vLLM's benchmark_serving) time TTFT
+	// from the send, so it counts in TTFT and end to end.
+	FrontendS float64
 }
 
 // Coster prices an iteration of one replica.
@@ -254,7 +260,7 @@ func (s *Sim) pull() {
 		id := int32(len(s.reqs))
 		s.reqs = append(s.reqs, RequestOut{Request: r, Replica: -1, DecodeReplica: -1})
 		s.st = append(s.st, rq{})
-		s.push(r.ArrivalS, evArrival, id)
+		s.push(r.ArrivalS+s.cfg.FrontendS, evArrival, id)
 		if r.Client < 0 {
 			// Open loop: one arrival ahead is enough (the next is pulled
 			// when this one arrives).

@@ -15,8 +15,9 @@ type Budget struct {
 	MemoryBytes float64
 	// Events is the estimated number of simulated events (0 if not known).
 	Events float64
-	// Fields are the spec fields the estimate grows with, for the message.
-	Fields []string
+	// Fields are the spec fields the estimate grows with, for the message;
+	// EventFields, if set, those the events grow with (default Fields).
+	Fields, EventFields []string
 	// Detail says how the estimate was made.
 	Detail string
 }
@@ -26,29 +27,58 @@ type Budgeted interface {
 	Budget() Budget
 }
 
-// CheckBudget refuses a spec whose estimated memory exceeds limit bytes (no
-// limit when limit <= 0), naming the fields and the estimate.
-func CheckBudget(b Budget, limit float64) error {
-	if limit <= 0 || !(b.MemoryBytes > limit) {
-		return nil
+// DefaultMaxEvents is the events a run may be estimated to simulate when
+// its spec sets no max_events: about 45 minutes at the event kernel's
+// 3.9 M events/s on a stepped ring of 256 GPUs (1.07 M events in 0.28 s on
+// this project's 2-core machine), so a run this long (with its progress bar
+// and Ctrl-C) must be asked for. Events price the work only roughly: an
+// event among many concurrent flows (a direct all-to-all over 256 GPUs,
+// 11 k events/s) costs more.
+const DefaultMaxEvents = 1e10
+
+// CheckBudget refuses a spec whose estimated memory exceeds memLimit bytes
+// (no limit when memLimit <= 0), or whose estimated events exceed
+// eventLimit (DefaultMaxEvents when eventLimit <= 0), naming the fields and
+// the estimate.
+func CheckBudget(b Budget, memLimit, eventLimit float64) error {
+	if eventLimit <= 0 {
+		eventLimit = DefaultMaxEvents
 	}
 	path := ""
 	if len(b.Fields) > 0 {
 		path = b.Fields[0]
 	}
-	events := ""
-	if b.Events > 0 {
-		events = fmt.Sprintf(" and about %.3g events", b.Events)
+	switch {
+	case memLimit > 0 && b.MemoryBytes > memLimit:
+		events := ""
+		if b.Events > 0 {
+			events = fmt.Sprintf(" and about %.3g events", b.Events)
+		}
+		return &Error{Problems: []Problem{{Path: path, Message: fmt.Sprintf(
+			"the run would need about %.3g GiB%s (%s; grows with %s), over the memory limit of %.3g GiB: make it smaller, or raise max_memory_bytes (in the spec, or eidolon.run(..., max_memory_bytes=...))",
+			b.MemoryBytes/(1<<30), events, b.Detail, strings.Join(b.Fields, ", "), memLimit/(1<<30))}}}
+	case b.Events > eventLimit:
+		fields := b.EventFields
+		if len(fields) == 0 {
+			fields = b.Fields
+		}
+		if len(fields) > 0 {
+			path = fields[0]
+		}
+		return &Error{Problems: []Problem{{Path: path, Message: fmt.Sprintf(
+			"the run would simulate about %.3g events (%s; grows with %s), over the limit of %.3g events: make it smaller, or raise max_events in the spec",
+			b.Events, b.Detail, strings.Join(fields, ", "), eventLimit)}}}
 	}
-	return &Error{Problems: []Problem{{Path: path, Message: fmt.Sprintf(
-		"the run would need about %.3g GiB%s (%s; grows with %s), over the memory limit of %.3g GiB: make it smaller, or raise max_memory_bytes (in the spec, or eidolon.run(..., max_memory_bytes=...))",
-		b.MemoryBytes/(1<<30), events, b.Detail, strings.Join(b.Fields, ", "), limit/(1<<30))}}}
+	return nil
 }
 
-// ValidateMaxMemory checks the header's max_memory_bytes.
-func (h *Header) ValidateMaxMemory(p *Problems) {
+// ValidateLimits checks the header's max_memory_bytes and max_events.
+func (h *Header) ValidateLimits(p *Problems) {
 	if h.MaxMemoryBytes != 0 && (!(h.MaxMemoryBytes > 0) || math.IsInf(h.MaxMemoryBytes, 0)) {
 		p.Addf("max_memory_bytes", "must be > 0 bytes (0 or absent: the default limit), got %v", h.MaxMemoryBytes)
+	}
+	if h.MaxEvents != 0 && (!(h.MaxEvents > 0) || math.IsInf(h.MaxEvents, 0)) {
+		p.Addf("max_events", "must be > 0 (0 or absent: the default limit, %g), got %v", float64(DefaultMaxEvents), h.MaxEvents)
 	}
 }
 
@@ -83,11 +113,19 @@ func (s *SeedFlood) Budget() Budget {
 	}
 }
 
+// inferenceEventsPerPass is the events of one pass per layer (plus 8 for
+// the embedding, head and the step's own tasks): measured (the kernel's
+// count, LLaMA-2 7B, 256 and 1,024 output tokens, tp 2, 8 and pp 1, 2)
+// 4.1 to 7.7; 16 here.
+const inferenceEventsPerPass = 16
+
 // Budget of an inference run: decode steps are tasks like prefill's, one
 // pass per output token, so the plan grows with the output length. Measured
-// (Go's TotalAlloc, LLaMA-2 7B at 8 and 32 layers, 512 and 2,048 output
-// tokens, pp 1 and 4): 1.6 to 3.4 KB per output token and layer; 4 KB here,
-// per layer plus 8 for the embedding, head and the step's own tasks.
+// (Go's TotalAlloc, LLaMA-2 7B at 8 and 32 layers, 256 to 2,048 output
+// tokens, tp 2 and 8, pp 1 and 2, with the default timeline): 3.3 to 7 KB
+// per output token and layer, garbage included; the heap's peak (its growth
+// with GOGC=10) about 2.6 KB at 4,096 tokens; 4 KB here, per layer plus 8
+// for the embedding, head and the step's own tasks.
 func (s *Inference) Budget() Budget {
 	out, groups := s.OutputTokens, 1
 	if len(s.Requests) > 0 {
@@ -105,31 +143,178 @@ func (s *Inference) Budget() Budget {
 	steps := float64(groups + max(out, 1) - 1)
 	return Budget{
 		MemoryBytes: 4096 * steps * (layers + 8),
+		Events:      inferenceEventsPerPass * steps * (layers + 8),
 		Fields:      []string{"output_tokens", "model.layers"},
 		Detail:      fmt.Sprintf("%.0f passes (a decode pass per output token) of %.0f layers", steps, layers),
 	}
 }
 
-// Budget of an eidola run: a set-up run simulates the whole group, P·(P−1)
-// flows for the all-gather; the issue that added this measured 4.5 GiB at
-// 2,048 GPUs, about 1.15 KB per flow (1.2 KB here). The detailed GPU alone
-// keeps its CTAs (a few hundred bytes each) and the script.
+// Budget of an eidola run. Every run (a delay, a replica and a sync mode)
+// simulates every CTA of the detailed GPU and keeps a row per CTA, and the
+// script table keeps its arrivals: measured (Go's TotalAlloc, generator
+// scripts, 8 to 256 GPUs, 3,072 to 786,432 CTA runs) 0.9 to 1.1 KB per CTA
+// and run, about 220 B per script row and run (an all-reduce's 47,616
+// rows); 1.5 KB and 512 B here. Events: 1.1 or fewer per CTA and run; 2
+// here. CTAs and script rows (a generator's or a set-up run's) are the
+// kernel's (core/eidola/kernel.go), with B = the tiles of one GPU's row
+// block: the all-gather GEMM runs every tile and expects one row block
+// from each ghost; the GEMM reduce-scatter adds B reduce CTAs and expects B
+// partials from each ghost; the all-reduce runs B reduce and one copy CTA
+// per ghost and expects 2B chunks from each.
+//
+// A set-up run simulates the whole group, P·(P−1) flows for the
+// all-gather; the issue that added this measured 4.5 GiB peak at 2,048
+// GPUs, about 1.15 KB per flow (1.2 KB here), and about 2 events per flow.
 func (s *Eidola) Budget() Budget {
 	p := float64(s.Ghosts + 1)
-	ctas := 1.0
+	ctas, rows := 1.0, p-1
 	if s.Tile.M > 0 && s.Tile.N > 0 {
-		ctas = math.Ceil(float64(s.GEMM.M)/float64(s.Tile.M)) * math.Ceil(float64(s.GEMM.N)/float64(s.Tile.N))
+		tm := float64(s.Tile.M)
+		if s.Kernel != "allgather_gemm" {
+			tm = max(min(tm, float64(s.GEMM.M)/p), 1)
+		}
+		tiles := math.Ceil(float64(s.GEMM.M)/tm) * math.Ceil(float64(s.GEMM.N)/float64(s.Tile.N))
+		block := math.Ceil(tiles / p)
+		switch s.Kernel {
+		case "allgather_gemm":
+			ctas = tiles
+		case "gemm_reducescatter":
+			ctas, rows = tiles+block, (p-1)*block
+		default:
+			ctas, rows = block+p-1, 2*(p-1)*block
+		}
 	}
 	runs := float64(max(len(s.InjectedDelaysS), 1) * max(s.Seeds, 1) * max(len(s.SyncModes), 1))
-	mem := 512 * ctas * runs
-	fields := []string{"gemm", "tile", "injected_delays_s", "seeds"}
-	detail := fmt.Sprintf("%.0f CTAs in %.0f runs", ctas, runs)
-	if s.ScriptSource == "setup_run" {
-		mem += 1200 * p * (p - 1)
-		fields = append([]string{"ghosts"}, fields...)
-		detail = fmt.Sprintf("a set-up run of %.0f GPUs, %.3g flows; ", p, p*(p-1)) + detail
+	if s.ScriptSource == "table" {
+		rows = float64(len(s.Script))
 	}
-	return Budget{MemoryBytes: mem, Fields: fields, Detail: detail}
+	b := Budget{
+		MemoryBytes: (1536*ctas + 512*rows) * runs,
+		Events:      2 * ctas * runs,
+		Fields:      []string{"gemm", "tile", "injected_delays_s", "seeds", "sync_modes"},
+		Detail:      fmt.Sprintf("%.0f CTAs and %.3g script rows in %.0f runs", ctas, rows, runs),
+	}
+	switch s.ScriptSource {
+	case "table":
+		b.Fields = append([]string{"script"}, b.Fields...)
+	case "setup_run":
+		flows := p * (p - 1)
+		b.MemoryBytes += 1200 * flows
+		b.Events += 2 * flows
+		b.Fields = append([]string{"ghosts"}, b.Fields...)
+		b.Detail = fmt.Sprintf("a set-up run of %.0f GPUs, %.3g flows; ", p, flows) + b.Detail
+	}
+	return b
+}
+
+// Budget of an operators run: one pass's operators, every repeated block
+// priced once. Measured (Go's TotalAlloc, LLaMA-2 7B at 8 to 256 layers,
+// GPT-22B at 1,024, DeepSeek-V3): 0.17 to 0.42 MB whatever the layer count;
+// 512 KB here, plus 64 B per layer (the model's block pattern). No events:
+// operators are priced one by one, not simulated.
+func (s *Operators) Budget() Budget {
+	m, ok := s.Model.Resolve()
+	layers := 128.0
+	if ok && m.Layers > 0 {
+		layers = float64(m.Layers)
+	}
+	return Budget{
+		MemoryBytes: 512<<10 + 64*layers,
+		Fields:      []string{"model.layers"},
+		Detail:      fmt.Sprintf("one pass of %.0f layers", layers),
+	}
+}
+
+// Budget of a collective run: each (algorithm, size) runs on its own
+// fabric, one after another. Measured (Go's TotalAlloc, dgx-a100 clusters
+// of 16 to 256 GPUs, net's collective alone): the topology and routes 7 to
+// 14 KB per GPU (16 KB here); a transfer in flight about 1.9 KB (a direct
+// all-to-all's flows are all in flight at once; 2 KB here); 1 to 3 events
+// per transfer (3 here). With flows, the table keeps a row per transfer
+// of every run (about 120 B, twice that while its slice grows; 512 B here).
+// Transfers per collective copy are collectiveTransfers'.
+func (s *Collective) Budget() Budget {
+	gpus := float64(max(clusterGPUs(&s.Cluster), 1))
+	groups := s.Groups
+	if len(groups) == 0 {
+		g := s.Group
+		if len(g) == 0 {
+			g = make([]int, int(gpus))
+		}
+		groups = [][]int{g}
+	}
+	copies := float64(max(s.Concurrent, 1))
+	var total, worstLive float64
+	for _, alg := range s.Algorithms {
+		for _, size := range s.SizesBytes {
+			var run, live float64
+			for _, g := range groups {
+				n, l := collectiveTransfers(s, alg, len(g), size)
+				run += n * copies
+				live += l * copies
+			}
+			total += run
+			worstLive = max(worstLive, live)
+		}
+	}
+	mem := 16384*gpus + 2048*worstLive
+	if s.Flows {
+		mem += 512 * total
+	}
+	return Budget{
+		MemoryBytes: mem,
+		Events:      3 * total,
+		Fields:      []string{"cluster", "group", "groups", "concurrent", "algorithms", "sizes_bytes", "channels", "chunks", "flows"},
+		Detail:      fmt.Sprintf("%.3g transfers in %d runs on %.0f GPUs", total, len(s.Algorithms)*len(s.SizesBytes), gpus),
+	}
+}
+
+// collectiveTransfers estimates one copy of the spec's collective on p
+// ranks: its transfers (flows) and how many are in flight at once. The
+// counts are net's algorithms' (core/net/algo_*.go), checked against
+// their flow counts on dgx-a100 clusters of 16 to 256 GPUs: a stepped
+// ring sends on every rank and channel at each of its 2(p−1) (all-reduce)
+// or p−1 steps; a streamed ring one flow per channel; a direct exchange
+// every ordered pair once (all-reduce: twice); halving-doubling 2·log2 p
+// rounds of p; a tree all-reduce 4(p−1) edges per chunk, a rooted tree or
+// chain p−1; hierarchical at most 4p·√p. NCCL's choice is bounded by the
+// stepped ring. Channels left automatic count as 8 (one per rail).
+func collectiveTransfers(s *Collective, alg string, p int, size float64) (transfers, live float64) {
+	n := float64(max(p, 1))
+	ch := float64(s.Channels)
+	if ch == 0 {
+		ch = 8
+	}
+	chunks := float64(s.Chunks)
+	if chunks == 0 {
+		chunks = float64(max(1, min(64, int(size/(1<<20))))) // net's chunksPerMiB
+	}
+	pairs := n * (n - 1)
+	twice := 1.0
+	if s.Collective == "all_reduce" {
+		twice = 2
+	}
+	switch {
+	case s.Collective == "send_recv":
+		return 1, 1
+	case alg == "direct":
+		return twice * pairs, twice * pairs
+	case alg == "ring" && s.Ring == "stream" && s.Quantization == nil &&
+		(s.Collective == "all_reduce" || s.Collective == "all_gather" || s.Collective == "reduce_scatter"):
+		return ch, ch
+	case alg == "ring" || alg == "nccl":
+		if s.Collective == "broadcast" || s.Collective == "reduce" {
+			return (n - 1) * chunks, n - 1
+		}
+		return twice * pairs * ch * max(float64(s.Chunks), 1), n * ch
+	case alg == "halving_doubling":
+		return 2 * n * math.Ceil(math.Log2(n)), n
+	case alg == "tree" && s.Collective == "all_reduce":
+		return 4 * (n - 1) * chunks, 4 * (n - 1)
+	case alg == "tree":
+		return (n - 1) * chunks, n - 1
+	}
+	return 4 * n * math.Sqrt(n), 4 * n * math.Sqrt(n) // hierarchical
 }
 
 // clusterGPUs is the GPU count a cluster spec describes, from its fields
@@ -157,7 +342,10 @@ func clusterGPUs(c *Cluster) int {
 // micro-batches, tp 1, 2, 8 and pp 1, 4 on one DGX A100): 1.7 to 2.3 KB per
 // micro-batch, layer of the stage and simulated rank at pp 1, and about
 // 16 KB more per micro-batch and rank with a pipeline (its sends, receives
-// and schedule); 4 KB and 32 KB here.
+// and schedule); 4 KB and 32 KB here. Events (the kernel's count, GPT-22B
+// at 8 and 32 layers, tp 2 and 8, pp 1, 2 and 4, mirrored and full): 1.9
+// to 2 per micro-batch, layer of the stage and simulated rank, and about
+// 11 more per micro-batch and rank with a pipeline; 4 and 32 here.
 func (s *Training) Budget() Budget {
 	par := s.Parallel
 	tp, pp, mb := max(par.TP, 1), max(par.PP, 1), max(par.MicroBatch, 1)
@@ -180,8 +368,14 @@ func (s *Training) Budget() Budget {
 		replicas = float64(dp)
 	}
 	ranks := float64(tp*pp) * replicas
+	stage := math.Ceil(layers/float64(pp)) + 1
+	events := 4 * stage
+	if pp > 1 {
+		events += 32
+	}
 	return Budget{
 		MemoryBytes: micro * ranks * trainingBytesPerMicroBatch(layers, pp),
+		Events:      micro * ranks * events,
 		Fields:      []string{"parallel.global_batch", "model.layers", "parallel.tp", "parallel.pp", "full_simulation"},
 		Detail:      fmt.Sprintf("%.0f micro-batches of %.0f layers on %.0f simulated ranks", micro, layers, ranks),
 	}
@@ -198,7 +392,9 @@ func trainingBytesPerMicroBatch(layers float64, pp int) float64 {
 }
 
 // Budget of a fault sweep: its samples run one after another, each one
-// step of the base spec.
+// run of the base spec: the memory of one, the events of all (in
+// "single_link" mode, whose cable count needs the cluster built, those of
+// one).
 func (s *FaultSweep) Budget() Budget {
 	var b Budget
 	var base string
@@ -207,11 +403,19 @@ func (s *FaultSweep) Budget() Budget {
 		b, base = s.Training.Budget(), "training"
 	case s.Inference != nil:
 		b, base = s.Inference.Budget(), "inference"
+	case s.Collective != nil:
+		b, base = s.Collective.Budget(), "collective"
 	default:
 		return Budget{}
 	}
 	for i, f := range b.Fields {
 		b.Fields[i] = Field(base, f)
+	}
+	if s.Mode == "sample" {
+		// the healthy run and every sample
+		b.Events *= float64(s.Samples + 1)
+		b.EventFields = append([]string{"samples"}, b.Fields...)
+		b.Detail += fmt.Sprintf(", %d samples", s.Samples)
 	}
 	return b
 }
@@ -233,7 +437,8 @@ func checkPassSize(p *Problems, path string, batch, seq, kv int, m *Model) {
 
 // Budget of an ssm_tp run: it builds an inference plan per TP degree and
 // prompt length, one at a time, each with a decode pass per output token
-// (see Inference.Budget for the measured 4 KB per pass and layer).
+// (see Inference.Budget for the measured 4 KB per pass and layer); its
+// events are every plan's.
 func (s *SSMTP) Budget() Budget {
 	m, ok := s.Model.Resolve()
 	layers := 128.0
@@ -241,10 +446,12 @@ func (s *SSMTP) Budget() Budget {
 		layers = float64(m.Layers)
 	}
 	steps := float64(max(s.OutputLength, 1))
+	plans := float64(max(len(s.TPDegrees), 1) * max(len(s.PromptLengths), 1))
 	return Budget{
 		MemoryBytes: 4096 * steps * (layers + 8),
-		Fields:      []string{"output_length", "model.layers"},
-		Detail:      fmt.Sprintf("%.0f decode passes of %.0f layers per plan", steps, layers),
+		Events:      inferenceEventsPerPass * steps * (layers + 8) * plans,
+		Fields:      []string{"output_length", "model.layers", "tp_degrees", "prompt_lengths"},
+		Detail:      fmt.Sprintf("%.0f decode passes of %.0f layers per plan, %.0f plans", steps, layers, plans),
 	}
 }
 

@@ -19,6 +19,10 @@ type Header struct {
 	// over it is refused before the run starts. 0 (default): the limit the
 	// caller passes (the bindings: half of this machine's memory).
 	MaxMemoryBytes float64 `json:"max_memory_bytes,omitempty"`
+	// MaxEvents caps the run's estimated simulated events (spec.Budget,
+	// the run's work): a spec over it is refused before the run starts.
+	// 0 (default): DefaultMaxEvents.
+	MaxEvents float64 `json:"max_events,omitempty"`
 }
 
 // Head returns the header, so scenario code can read it through an interface.

@@ -34,9 +34,21 @@ type Parallel struct {
 	// §6.2: "all-reduce is overlapped with the weight-gradient GEMM").
 	OverlapTPComm *bool `json:"overlap_tp_comm,omitempty"`
 	// EP is the expert-parallel degree of a mixture-of-experts model
-	// (default 1): it must divide dp and the experts; expert tensor
-	// parallelism is tp.
+	// (default 1). It must divide the experts, and ep·expert_tp must
+	// divide tp·dp (Megatron-Core folds the expert layers' TP, EP and
+	// expert-data-parallel groups over the same tp·dp ranks).
 	EP int `json:"ep,omitempty"`
+	// ExpertTP is the expert tensor-parallel degree (Megatron-Core
+	// --expert-tensor-parallel-size): 0 (default) is tp; 1 keeps every
+	// expert whole on its rank, and the tp ranks of a replica then hold
+	// different experts (ep must be a multiple of tp).
+	ExpertTP int `json:"expert_tp,omitempty"`
+	// OverlapEPComm overlaps the expert-parallel dispatch and combine with
+	// the other micro-batch's compute in the steady state of the pipeline
+	// schedule, where a forward and a backward alternate (Megatron-Core
+	// --overlap-moe-expert-parallel-comm; DeepSeek-V3's DualPipe overlaps
+	// its chunk pairs the same way).
+	OverlapEPComm bool `json:"overlap_ep_comm,omitempty"`
 }
 
 // Schedules are the pipeline schedules.
@@ -95,6 +107,7 @@ func (p *Parallel) Validate(probs *Problems, path string) {
 	probs.OneOf(f("recompute"), p.Recompute, []string{"none", "selective", "full"})
 	probs.IntInRange(f("zero"), p.ZeRO, 0, 3)
 	probs.IntInRange(f("ep"), p.EP, 1, 1<<16)
+	probs.IntInRange(f("expert_tp"), p.ExpertTP, 0, 1<<16)
 	if p.BucketParams < 0 {
 		probs.Addf(f("bucket_params"), "must be >= 0, got %d", p.BucketParams)
 	}

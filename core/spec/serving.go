@@ -12,9 +12,8 @@ import (
 // decode pools. Tables: requests, iterations, summary.
 type Serving struct {
 	Header
-	Model   Model   `json:"model"`
-	GPU     string  `json:"gpu"`
-	Cluster Cluster `json:"cluster"`
+	// Target: the model, the GPU preset and the cluster (see Target).
+	Target
 	// TP and PP of a replica (default 1); Replicas engines (default 1).
 	TP       int `json:"tp,omitempty"`
 	PP       int `json:"pp,omitempty"`
@@ -82,6 +81,10 @@ type ServingEngine struct {
 	// true. PrefixHitRate instead takes that share of every prompt as cached.
 	PrefixCaching *bool   `json:"prefix_caching,omitempty"`
 	PrefixHitRate float64 `json:"prefix_hit_rate,omitempty"`
+	// FrontendS is the API server's time per request before the scheduler
+	// sees it (HTTP, chat template, tokenization); default 0. It counts in
+	// TTFT and end to end, which client-side tools time from the send.
+	FrontendS float64 `json:"frontend_s,omitempty"`
 }
 
 // ServingWorkload is how requests arrive.
@@ -294,7 +297,7 @@ func (s *Serving) Validate(p *Problems) {
 			p.Addf("slo", "a search needs at least one SLO (ttft_s, itl_s or e2e_s)")
 		}
 	}
-	validateRun(p, s.GPU, s.DType, &s.Model, &s.Cluster, &s.Faults)
+	s.Target.validate(p, s.DType, &s.Faults)
 	p.IntInRange("tp", s.TP, 1, 1<<16)
 	p.IntInRange("pp", s.PP, 1, 1<<16)
 	p.IntInRange("replicas", s.Replicas, 1, 1<<20)
@@ -312,6 +315,7 @@ func (s *Serving) Validate(p *Problems) {
 	p.IntInRange("engine.kv_blocks", e.KVBlocks, 0, 1<<30)
 	p.OneOf("engine.preemption", e.Preemption, []string{"recompute", "swap"})
 	p.Positive("engine.swap_bandwidth_bytes_per_s", e.SwapBandwidthBytesPerS)
+	p.Duration("engine.frontend_s", e.FrontendS)
 	if e.PrefixHitRate < 0 || e.PrefixHitRate >= 1 {
 		p.Addf("engine.prefix_hit_rate", "must be in [0, 1), got %g", e.PrefixHitRate)
 	}

@@ -207,6 +207,17 @@ type ClusterConfig struct {
 	// leaf's down:up port ratio (1 = non-blocking).
 	Radix            int
 	Oversubscription float64
+	// Canceled, if set, is polled while the topology is built (131,072
+	// GPUs take about a second); its error stops the build.
+	Canceled func() error
+}
+
+// canceled polls c.Canceled at every 64th node n.
+func (c ClusterConfig) canceled(n int) error {
+	if c.Canceled == nil || n%64 != 0 {
+		return nil
+	}
+	return c.Canceled()
 }
 
 // Cluster builds the composed topology.
@@ -217,12 +228,18 @@ func Cluster(c ClusterConfig) (*Topology, error) {
 	t := New(c.Name)
 	gpu := func(n, i int) int { return n*c.GPUsPerNode + i }
 	for n := 0; n < c.Nodes; n++ {
+		if err := c.canceled(n); err != nil {
+			return nil, err
+		}
 		for i := 0; i < c.GPUsPerNode; i++ {
 			t.AddDevice(GPU, fmt.Sprintf("n%d.gpu%d", n, i), n, i)
 		}
 	}
 	il := c.IntraLink
 	for n := 0; n < c.Nodes; n++ {
+		if err := c.canceled(n); err != nil {
+			return nil, err
+		}
 		switch c.Intra {
 		case IntraNVSwitch:
 			s := t.AddDevice(Switch, fmt.Sprintf("n%d.nvswitch", n), n, -1)
@@ -291,6 +308,9 @@ func addPCIe(t *Topology, c ClusterConfig, gpu func(n, i int) int) ([]pcieSwitch
 	split := c.Intra != IntraNone && c.Intra != ""
 	out := make([]pcieSwitch, 0, c.Nodes*s)
 	for n := 0; n < c.Nodes; n++ {
+		if err := c.canceled(n); err != nil {
+			return nil, err
+		}
 		cpu := t.AddDevice(CPU, fmt.Sprintf("n%d.cpu", n), n, -1)
 		for j := 0; j < s; j++ {
 			var sw pcieSwitch
@@ -370,6 +390,9 @@ func addFabric(t *Topology, c ClusterConfig, gpu func(n, i int) int, pcie []pcie
 	}
 	perNode := len(pcie) / c.Nodes // PCIe switches per node, 0 without
 	for n := 0; n < c.Nodes; n++ {
+		if err := c.canceled(n); err != nil {
+			return err
+		}
 		for i := 0; i < c.NICsPerNode; i++ {
 			nic := gpu(n, i%c.GPUsPerNode)
 			if perNode > 0 {
@@ -394,7 +417,10 @@ func addFabric(t *Topology, c ClusterConfig, gpu func(n, i int) int, pcie []pcie
 		spines[s] = t.AddDevice(Switch, fmt.Sprintf("spine%d", s), -1, -1)
 	}
 	for _, ls := range leaves {
-		for _, l := range ls {
+		for j, l := range ls {
+			if err := c.canceled(j); err != nil {
+				return err
+			}
 			for _, s := range spines {
 				t.Connect(l, s, nl.BandwidthBytesPerS, nl.LatencyS/2, nl.Name)
 			}
@@ -479,10 +505,17 @@ func PresetConfig(name string, nodes int) (ClusterConfig, error) {
 
 // Preset builds a cluster preset of `nodes` nodes.
 func Preset(name string, nodes int) (*Topology, error) {
+	return presetPolled(name, nodes, nil)
+}
+
+// presetPolled is Preset polling canceled while it builds (see
+// ClusterConfig.Canceled).
+func presetPolled(name string, nodes int, canceled func() error) (*Topology, error) {
 	c, err := PresetConfig(name, nodes)
 	if err != nil {
 		return nil, err
 	}
+	c.Canceled = canceled
 	return Cluster(c)
 }
 

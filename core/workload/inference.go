@@ -2,6 +2,9 @@ package workload
 
 import (
 	"fmt"
+	"slices"
+
+	"github.com/eidolon-sim/eidolon/core/problem"
 
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
@@ -59,11 +62,11 @@ type InferencePlan struct {
 }
 
 // Check returns every problem with the spec field it concerns.
-func (in Inference) Check() []model.FieldProblem {
-	var ps []model.FieldProblem
+func (in Inference) Check() []problem.Problem {
+	var ps []problem.Problem
 	for i, g := range in.Groups() {
 		if g.Count < 1 || g.Prompt < 1 || g.Output < 1 {
-			ps = append(ps, model.FieldProblem{Field: fmt.Sprintf("requests[%d]", i),
+			ps = append(ps, problem.Problem{Path: fmt.Sprintf("requests[%d]", i),
 				Message: fmt.Sprintf("count, prompt_tokens and output_tokens must be >= 1, got %d, %d, %d", g.Count, g.Prompt, g.Output)})
 		}
 	}
@@ -78,7 +81,7 @@ func (in Inference) Check() []model.FieldProblem {
 	}
 	for _, r := range runs {
 		for _, fp := range in.Model.CheckRun(r) {
-			field := fp.Field
+			field := fp.Path
 			switch field {
 			case "tp", "batch", "ep":
 			case "seq_len":
@@ -86,17 +89,17 @@ func (in Inference) Check() []model.FieldProblem {
 			default:
 				field = "model." + field
 			}
-			ps = append(ps, model.FieldProblem{Field: field, Message: fp.Message})
+			ps = append(ps, problem.Problem{Path: field, Message: fp.Message})
 		}
 		if len(ps) > 0 {
 			break
 		}
 	}
 	if ep := max(in.EP, 1); in.EP < 0 || in.Replicas%ep != 0 {
-		ps = append(ps, model.FieldProblem{Field: "ep", Message: fmt.Sprintf("must be >= 1 and divide replicas (%d), got %d", in.Replicas, in.EP)})
+		ps = append(ps, problem.Problem{Path: "ep", Message: fmt.Sprintf("must be >= 1 and divide replicas (%d), got %d", in.Replicas, in.EP)})
 	}
 	if n := len(in.Model.Pattern); in.PP > n {
-		ps = append(ps, model.FieldProblem{Field: "pp", Message: fmt.Sprintf("must not exceed the model's blocks (%d), got %d", n, in.PP)})
+		ps = append(ps, problem.Problem{Path: "pp", Message: fmt.Sprintf("must not exceed the model's blocks (%d), got %d", n, in.PP)})
 	}
 	return ps
 }
@@ -141,7 +144,7 @@ func (in Inference) Steps() int {
 // the active sequences, exact for attention's cost, linear in it).
 func BuildInference(in Inference) (*InferencePlan, error) {
 	if ps := in.Check(); len(ps) > 0 {
-		return nil, fmt.Errorf("%s: %s", ps[0].Field, ps[0].Message)
+		return nil, fmt.Errorf("%s: %s", ps[0].Path, ps[0].Message)
 	}
 	groups := in.Groups()
 	G := len(groups)
@@ -184,7 +187,7 @@ func BuildInference(in Inference) (*InferencePlan, error) {
 		passes = append(passes, pass{g, batch, 1, fmt.Sprintf("decode%d.", k)})
 	}
 	P, T := in.PP, in.TP
-	chunks := chunkPositions(passes[0].g.Order, P)
+	chunks := chunkPositions(passes[0].g, P)
 	ip := &InferencePlan{Plan: &Plan{Ranks: in.Ranks()}}
 	e := max(in.DType.Bytes(), 2)
 	var cache *a2aCache
@@ -231,6 +234,12 @@ func BuildInference(in Inference) (*InferencePlan, error) {
 				b.p2pAfter(pre+"send_tokens", Send, SlotFwdOut, int32(step+1), float64(4*passes[step+1].batch), int32(step), last)
 			}
 			b.p.Marks[fmt.Sprintf("step.%d", step)] = last
+			if step == G {
+				// Every decode step has the first one's tasks: reserve
+				// them once rather than regrow (and copy) the slice.
+				perStep := len(b.p.Tasks) - int(b.p.Marks[fmt.Sprintf("step.%d", G-1)]) - 1
+				b.p.Tasks = slices.Grow(b.p.Tasks, perStep*(len(passes)-step-1))
+			}
 			if step == G-1 {
 				b.p.Marks["prefill_end"] = last
 			}
@@ -341,7 +350,7 @@ func (in Inference) PeakMemory(prompt int) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	chunks := chunkPositions(g.Order, in.PP)
+	chunks := chunkPositions(g, in.PP)
 	peak := 0.0
 	for s := range chunks {
 		peak = max(peak, in.stageMemory(g, chunks[s], prompt).Total())

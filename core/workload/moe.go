@@ -5,21 +5,27 @@ import (
 	"math"
 	"sort"
 
+	"github.com/eidolon-sim/eidolon/core/problem"
+
 	"github.com/eidolon-sim/eidolon/core/model"
 	"github.com/eidolon-sim/eidolon/core/rng"
 )
 
-// Expert parallelism, as Megatron-Core lays it out: the EP ranks of an
-// expert-parallel group are EP consecutive data-parallel replicas at one
-// pipeline stage (and one TP index); each holds experts/EP routed experts of
-// every MoE block, and the dense weights as before. Expert tensor
-// parallelism is the TP degree (Megatron-Core's default
-// expert_tensor_parallel_size = tensor_model_parallel_size): experts are
-// split like a dense MLP over the TP group, whose ranks all-gather the
-// tokens they received before the expert GEMMs and reduce-scatter after.
-// Dense gradients are reduced over the data-parallel group; expert
-// gradients over the expert-data-parallel group (the DP/EP ranks with the
-// same EP index), and ZeRO shards expert optimizer state over it.
+// Expert parallelism, as Megatron-Core lays it out: the expert layers fold
+// their own groups over a stage's TP·DP ranks, expert TP fastest, then EP,
+// then expert data parallelism (expertGroups). Each EP rank holds
+// experts/EP routed experts of every MoE block, and the dense weights as
+// before. With expert TP = TP (Megatron-Core's default
+// expert_tensor_parallel_size = tensor_model_parallel_size) the EP ranks of
+// a group are EP consecutive replicas at one TP index, experts are split
+// like a dense MLP over the TP group, whose ranks all-gather the tokens they
+// received before the expert GEMMs and reduce-scatter after. With expert
+// TP = 1 (--expert-tensor-parallel-size 1) every TP rank is its own EP rank
+// holding whole experts and dispatching its own sequence shard: a group
+// spans EP/TP replicas and no TP collective runs in the MoE layer. Dense
+// gradients are reduced over the data-parallel group; expert gradients
+// over the expert-data-parallel group (the ranks holding the same experts),
+// and ZeRO shards expert optimizer state over it.
 //
 // The dispatch and combine are all-to-all-v collectives over the EP group
 // (one per TP index, each carrying that rank's sequence shard) whose
@@ -79,10 +85,10 @@ type Routing struct {
 
 // CheckRouting returns the problems of a routing for a model (fields
 // relative to the routing spec).
-func CheckRouting(r Routing, c model.Config) []model.FieldProblem {
-	var ps []model.FieldProblem
+func CheckRouting(r Routing, c model.Config) []problem.Problem {
+	var ps []problem.Problem
 	bad := func(field, format string, args ...any) {
-		ps = append(ps, model.FieldProblem{Field: field, Message: fmt.Sprintf(format, args...)})
+		ps = append(ps, problem.Problem{Path: field, Message: fmt.Sprintf(format, args...)})
 	}
 	switch r.Distribution {
 	case "", RouteBalanced, RouteUniform:
@@ -168,6 +174,23 @@ func (a *Assignment) MaxLoad() float64 {
 		return 1
 	}
 	return worst / (sum / float64(len(a.ExpertTokens)))
+}
+
+// unitLoad is the expert tokens of unit k, which holds EP ranks k·f …
+// k·f+f−1 (f = TP/ExpertTP): its TP ranks run in lockstep, so the unit
+// runs at the pace of its most loaded EP rank.
+func (a *Assignment) unitLoad(k, f int) []int64 {
+	best, most := k*f, int64(-1)
+	for d := k * f; d < (k+1)*f; d++ {
+		var n int64
+		for _, v := range a.ExpertTokens[d] {
+			n += v
+		}
+		if n > most {
+			best, most = d, n
+		}
+	}
+	return a.ExpertTokens[best]
 }
 
 // Route draws an assignment: each of ep ranks routes tokens tokens
@@ -338,23 +361,44 @@ func (b *progBuilder) allToAll(name string, o model.Op, mb int32, after ...int32
 		TopK: b.topK, NodeLimit: b.limit})
 }
 
-// expertGroups adds, per stage, the expert-parallel groups (EP consecutive
-// replicas; one communicator per TP index) and the expert-data-parallel
-// groups (the replicas with the same EP index).
+// expertGroups adds, per stage, the expert-parallel groups and the
+// expert-data-parallel groups. Megatron-Core folds the expert layers'
+// groups over the stage's ranks in (tp, dp) order, expert TP fastest, then
+// EP, then expert DP: an EP group is EP·ExpertTP/TP consecutive replicas,
+// with one communicator per expert-TP index holding, replica by replica,
+// the TP ranks of that index (with ExpertTP = TP: one communicator per TP
+// index over the replicas; with ExpertTP = 1: one over all their ranks).
+// The expert-data-parallel groups are the replicas with the same position
+// in their EP group, one communicator per TP index.
 func (t Training) expertGroups(pl *Plan, unit func(dp, pp int) int) {
 	par := t.Par
-	P, D, T, EP := par.PP, par.DP, par.TP, max(par.EP, 1)
+	P, D, T, etp, EPu := par.PP, par.DP, par.TP, par.expertTP(), par.epReplicas()
 	for pp := 0; pp < P; pp++ {
-		u := func(dp int) int { return unit(dp, pp) }
-		rank := func(k, dp int) int { return par.Rank(k, dp, pp) }
-		for g0 := 0; g0 < D; g0 += EP {
-			pl.replicaGroup(span(g0, g0+EP, 1), T, SlotEP, u, rank)
+		for g0 := 0; g0 < D; g0 += EPu {
+			grp := Group{}
+			for dp := g0; dp < g0+EPu; dp++ {
+				grp.Units = append(grp.Units, unit(dp, pp))
+			}
+			for j := 0; j < etp; j++ {
+				var ranks []int
+				for dp := g0; dp < g0+EPu; dp++ {
+					for k := j; k < T; k += etp {
+						ranks = append(ranks, par.Rank(k, dp, pp))
+					}
+				}
+				grp.Comms = append(grp.Comms, ranks)
+			}
+			pl.Groups = append(pl.Groups, grp)
+			for _, u := range grp.Units {
+				pl.Units[u].Groups[SlotEP] = len(pl.Groups) - 1
+			}
 		}
-		if D/EP < 2 {
+		if D/EPu < 2 {
 			continue
 		}
-		for k0 := 0; k0 < EP; k0++ {
-			pl.replicaGroup(span(k0, D, EP), T, SlotEDP, u, rank)
+		for k0 := 0; k0 < EPu; k0++ {
+			pl.replicaGroup(span(k0, D, EPu), T, SlotEDP, func(dp int) int { return unit(dp, pp) },
+				func(k, dp int) int { return par.Rank(k, dp, pp) })
 		}
 	}
 }
@@ -375,7 +419,7 @@ func (t Training) expertMemory(mem *Memory, dense, expert int64, gradBytes float
 		return
 	}
 	D := float64(t.Par.DP)
-	EDP := D / float64(max(t.Par.EP, 1))
+	EDP := D / float64(t.Par.epReplicas())
 	shard := float64(dense)/D + float64(expert)/EDP
 	if t.Par.ZeRO >= 1 {
 		mem.Optimizer = shard * optimizerBytes(t.DType)

@@ -3,6 +3,8 @@ package workload
 import (
 	"fmt"
 
+	"github.com/eidolon-sim/eidolon/core/problem"
+
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
 )
@@ -50,10 +52,31 @@ type Parallel struct {
 	// OverlapTPComm runs the backward's input-gradient all-reduce (or
 	// reduce-scatter) while the weight-gradient GEMM computes.
 	OverlapTPComm bool
-	// EP is the expert-parallel degree (moe.go): it divides DP and the
-	// model's experts; 0 means 1.
+	// EP is the expert-parallel degree (moe.go): it divides the model's
+	// experts, and EP·ExpertTP/TP (the replicas an expert-parallel group
+	// spans) divides DP; 0 means 1.
 	EP int
+	// ExpertTP is the expert tensor-parallel degree (Megatron-Core
+	// --expert-tensor-parallel-size): 0 means TP; 1 keeps each expert whole,
+	// and the TP ranks of a replica then are TP/1 different EP ranks.
+	ExpertTP int
+	// OverlapEPComm runs each steady-state forward and backward pair of the
+	// pipeline schedule interleaved, so one pass's dispatch and combine
+	// overlap the other pass's compute (overlap.go).
+	OverlapEPComm bool
 }
+
+// expertTP is the expert tensor-parallel degree.
+func (p Parallel) expertTP() int {
+	if p.ExpertTP > 0 {
+		return p.ExpertTP
+	}
+	return p.TP
+}
+
+// epReplicas is the data-parallel replicas one expert-parallel group spans:
+// EP·ExpertTP/TP (each replica holds TP/ExpertTP of its EP ranks).
+func (p Parallel) epReplicas() int { return max(p.EP, 1) * p.expertTP() / p.TP }
 
 // Training is a training step to lay out.
 type Training struct {
@@ -85,10 +108,10 @@ func (p Parallel) Rank(tp, dp, pp int) int { return tp + p.TP*(dp+p.DP*pp) }
 
 // Check returns every problem of a training layout with the spec field it
 // concerns (relative to the parallelism spec, or "model" / "seq_len").
-func (t Training) Check() []model.FieldProblem {
-	var ps []model.FieldProblem
+func (t Training) Check() []problem.Problem {
+	var ps []problem.Problem
 	bad := func(field, format string, args ...any) {
-		ps = append(ps, model.FieldProblem{Field: field, Message: fmt.Sprintf(format, args...)})
+		ps = append(ps, problem.Problem{Path: field, Message: fmt.Sprintf(format, args...)})
 	}
 	p := t.Par
 	for _, f := range []struct {
@@ -127,9 +150,23 @@ func (t Training) Check() []model.FieldProblem {
 	if p.BucketParams < 0 {
 		bad("bucket_params", "must be >= 0, got %d", p.BucketParams)
 	}
-	ep := max(p.EP, 1)
-	if p.EP < 0 || p.DP%ep != 0 {
-		bad("ep", "must be >= 1 and divide dp (%d), got %d", p.DP, p.EP)
+	ep, etp := max(p.EP, 1), p.expertTP()
+	if p.ExpertTP < 0 || (etp != 1 && etp != p.TP) {
+		// An expert TP between 1 and TP would need a sub-group of the TP
+		// group for the experts' gather and scatter: not modelled.
+		bad("expert_tp", "must be 1 or tp (%d), got %d", p.TP, p.ExpertTP)
+		return ps
+	}
+	if f := p.TP / etp; p.EP < 0 || ep%f != 0 {
+		bad("ep", "must be a multiple of tp/expert_tp = %d (each TP rank holds its own experts), got %d", f, p.EP)
+		return ps
+	}
+	if p.DP%p.epReplicas() != 0 {
+		if etp == p.TP {
+			bad("ep", "must be >= 1 and divide dp (%d), got %d", p.DP, p.EP)
+		} else {
+			bad("ep", "ep·expert_tp/tp = %d replicas must divide dp (%d), got ep %d", p.epReplicas(), p.DP, p.EP)
+		}
 		return ps
 	}
 	if ep > 1 && p.ZeRO == 3 {
@@ -137,20 +174,20 @@ func (t Training) Check() []model.FieldProblem {
 	}
 	if t.Model.IsMoE() {
 		for _, fp := range CheckRouting(t.Routing, t.Model) {
-			ps = append(ps, model.FieldProblem{Field: "routing." + fp.Field, Message: fp.Message})
+			ps = append(ps, problem.Problem{Path: "routing." + fp.Path, Message: fp.Message})
 		}
 	}
 	run := t.microRun()
 	for _, fp := range t.Model.CheckRun(run) {
-		field := fp.Field
+		field := fp.Path
 		switch field {
 		case "batch":
 			field = "micro_batch"
-		case "recompute", "tp", "sequence_parallel", "ep":
+		case "recompute", "tp", "sequence_parallel", "ep", "expert_tp":
 		default:
 			field = "model." + field
 		}
-		ps = append(ps, model.FieldProblem{Field: field, Message: fp.Message})
+		ps = append(ps, problem.Problem{Path: field, Message: fp.Message})
 	}
 	return ps
 }
@@ -158,15 +195,16 @@ func (t Training) Check() []model.FieldProblem {
 func (t Training) microRun() model.Run {
 	return model.Run{Phase: model.Training, Batch: t.Par.MicroBatch, SeqLen: t.SeqLen, TP: t.Par.TP,
 		SequenceParallel: t.Par.SequenceParallel, Recompute: t.Par.Recompute, DType: t.DType,
-		UnfusedAttention: t.UnfusedAttention, EP: t.Par.EP}
+		UnfusedAttention: t.UnfusedAttention, EP: t.Par.EP, ExpertTP: t.Par.ExpertTP}
 }
 
 // chunkPositions splits the model's positions (model.Graph.Order) into n
-// contiguous chunks: the embedding joins the first, the LM head the last,
-// and the pattern's blocks are spread as evenly as possible (earlier chunks
-// take the remainder).
-func chunkPositions(order []int, n int) [][]int {
-	body := order[1 : len(order)-1]
+// contiguous chunks: the embedding joins the first, the LM head and what
+// follows it (Graph.Tail) the last, and the pattern's blocks are spread as
+// evenly as possible (earlier chunks take the remainder).
+func chunkPositions(g model.Graph, n int) [][]int {
+	order, tail := g.Order, g.Tail()
+	body := order[1 : len(order)-tail]
 	out := make([][]int, n)
 	per, rem := len(body)/n, len(body)%n
 	at := 0
@@ -181,6 +219,6 @@ func chunkPositions(order []int, n int) [][]int {
 		at += k
 	}
 	out[0] = append([]int{order[0]}, out[0]...)
-	out[n-1] = append(out[n-1], order[len(order)-1])
+	out[n-1] = append(out[n-1], order[len(order)-tail:]...)
 	return out
 }

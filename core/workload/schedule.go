@@ -11,6 +11,21 @@ type Pass struct {
 // StageOrder is the order in which stage s (of p) runs its passes over m
 // micro-batches and v model chunks.
 func StageOrder(kind Schedule, p, s, m, v int) []Pass {
+	return stageOrder(kind, p, s, m, v, false)
+}
+
+// stageOrder is StageOrder with extra warm-up forwards: with merge set, 1F1B
+// warms up with 2(p−s−1)+1 forwards (the interleaved schedule's 2(p−s−1)
+// spacing between neighbours, plus one) and the interleaved schedule with
+// one more than its own.
+func stageOrder(kind Schedule, p, s, m, v int, merge bool) []Pass {
+	extra := 0
+	if merge {
+		extra = 1
+		if kind == OneFOneB {
+			extra += p - s - 1
+		}
+	}
 	var out []Pass
 	f := func(mb, c int) { out = append(out, Pass{true, mb, c}) }
 	b := func(mb, c int) { out = append(out, Pass{false, mb, c}) }
@@ -23,7 +38,7 @@ func StageOrder(kind Schedule, p, s, m, v int) []Pass {
 			b(i, 0)
 		}
 	case OneFOneB:
-		warm := min(p-s-1, m)
+		warm := min(p-s-1+extra, m)
 		for i := 0; i < warm; i++ {
 			f(i, 0)
 		}
@@ -46,7 +61,7 @@ func StageOrder(kind Schedule, p, s, m, v int) []Pass {
 			}
 			return (k/(p*v))*p + k%p, c
 		}
-		warm := min((p-s-1)*2+(v-1)*p, total)
+		warm := min((p-s-1)*2+(v-1)*p+extra, total)
 		for k := 0; k < warm; k++ {
 			f(at(k, true))
 		}

@@ -53,7 +53,7 @@ type TrainingPlan struct {
 // BuildTraining lays out one training step. t must pass Check.
 func BuildTraining(t Training) (*TrainingPlan, error) {
 	if ps := t.Check(); len(ps) > 0 {
-		return nil, fmt.Errorf("%s: %s", ps[0].Field, ps[0].Message)
+		return nil, fmt.Errorf("%s: %s", ps[0].Path, ps[0].Message)
 	}
 	if t.GradDType == "" {
 		t.GradDType = hw.FP32
@@ -65,7 +65,7 @@ func BuildTraining(t Training) (*TrainingPlan, error) {
 	par := t.Par
 	P, V, D, T := par.PP, par.VirtualStages, par.DP, par.TP
 	m := t.MicroBatches()
-	chunks := chunkPositions(g.Order, P*V)
+	chunks := chunkPositions(g, P*V)
 	tp := &TrainingPlan{Plan: &Plan{Ranks: par.Ranks()}, Tokens: float64(par.GlobalBatch * t.SeqLen)}
 
 	// The same graph without recomputation sizes the activations a
@@ -79,15 +79,18 @@ func BuildTraining(t Training) (*TrainingPlan, error) {
 		}
 	}
 
-	EP := max(par.EP, 1)
+	// EP ranks are the members of an expert-parallel group; each unit (a
+	// replica's TP group) holds f = TP/ExpertTP of them, each member
+	// routing its ExpertTP ranks' sequence shards (MB·S/f tokens).
+	EP, f := max(par.EP, 1), T/par.expertTP()
 	tp.ProgramsPerStage = 1
 	var cache *a2aCache
 	if t.Model.IsMoE() {
-		tp.Routing = Route(t.Routing, t.Model, EP, int64(par.MicroBatch*t.SeqLen))
+		tp.Routing = Route(t.Routing, t.Model, EP, int64(par.MicroBatch*t.SeqLen/f))
 		if EP > 1 {
 			cache = &a2aCache{a: tp.Routing, mats: map[[3]uint64]int32{}}
 			if !tp.Routing.Balanced() {
-				tp.ProgramsPerStage = EP
+				tp.ProgramsPerStage = par.epReplicas()
 			}
 		}
 	}
@@ -98,7 +101,7 @@ func BuildTraining(t Training) (*TrainingPlan, error) {
 			gk, pk := g, plain
 			if tp.Routing != nil {
 				r := t.microRun()
-				r.ExpertTokens = tp.Routing.ExpertTokens[k]
+				r.ExpertTokens = tp.Routing.unitLoad(k, f)
 				if gk, err = model.Build(t.Model, r); err != nil {
 					return nil, err
 				}
@@ -137,7 +140,7 @@ func BuildTraining(t Training) (*TrainingPlan, error) {
 func (t Training) layout(pl *Plan, perStage int) {
 	par := t.Par
 	P, V, D, T := par.PP, par.VirtualStages, par.DP, par.TP
-	EP := max(par.EP, 1)
+	EP, EPu := max(par.EP, 1), par.epReplicas()
 	unit := func(dp, pp int) int { return dp + D*pp }
 	for pp := 0; pp < P; pp++ {
 		for dp := 0; dp < D; dp++ {
@@ -167,11 +170,11 @@ func (t Training) layout(pl *Plan, perStage int) {
 				rep = append(rep, unit(dp, pp))
 			}
 			pl.Replicas = append(pl.Replicas, rep)
-		} else if dp%EP == 0 {
+		} else if dp%EPu == 0 {
 			// Unequal EP ranks: the grain of symmetry is an EP group.
 			var rep []int
 			for pp := 0; pp < P; pp++ {
-				for k := 0; k < EP; k++ {
+				for k := 0; k < EPu; k++ {
 					rep = append(rep, unit(dp+k, pp))
 				}
 			}
@@ -277,7 +280,7 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 	// expert: routed-expert parameters, reduced over the expert-data-
 	// parallel group instead of the data-parallel one (EP > 1).
 	EP := max(par.EP, 1)
-	EDP := D / EP
+	EDP := D / par.epReplicas()
 	var expert int64
 	for c := 0; c < V; c++ {
 		for _, bi := range chunks[c*P+s] {
@@ -294,7 +297,7 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 	}
 	dense := params - expert
 
-	order := StageOrder(par.Schedule, P, s, m, V)
+	order := t.stageOrder(s, m)
 	lastBwd := map[int]int{} // chunk -> index in order of its last backward
 	for i, ps := range order {
 		if !ps.Forward {
@@ -318,7 +321,13 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 	}
 
 	lastCompute := int32(-1)
+	merge := par.OverlapEPComm && a2a != nil
+	var passStart, mergeFrom int32 = 0, -1
 	for i, ps := range order {
+		passStart = int32(len(b.p.Tasks))
+		if merge && overlapPair(order, i) {
+			mergeFrom = passStart
+		}
 		vs := ps.Chunk*P + s
 		mb := int32(ps.MB)
 		blocks := chunks[vs]
@@ -379,6 +388,10 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 			}
 		}
 		lastCompute = last
+		if mergeFrom >= 0 && ps.Forward {
+			lastCompute = b.interleave(mergeFrom, passStart)(lastCompute)
+			mergeFrom = -1
+		}
 	}
 	if D > 1 && par.OverlapGradReduce && pending > 0 {
 		b.collective(fmt.Sprintf("grad_%s.bucket", reduce), StreamDP, SlotDP, reduce, float64(pending)*gradBytes, -1, lastCompute)
@@ -548,7 +561,7 @@ func (t Training) Size(cost func(model.Op) (float64, error)) (*Sizing, error) {
 	m := t.MicroBatches()
 	e := max(t.DType.Bytes(), 2)
 	gradBytes := t.GradDType.Bytes()
-	chunks := chunkPositions(g.Order, P*V)
+	chunks := chunkPositions(g, P*V)
 	priced := map[int][2]float64{}
 	price := func(bi int) ([2]float64, error) {
 		if p, ok := priced[bi]; ok {
@@ -631,7 +644,7 @@ func (t Training) Size(cost func(model.Op) (float64, error)) (*Sizing, error) {
 				colls = append(colls, Coll{model.ReduceScatter, float64(dense) * gradBytes})
 			}
 		}
-		EDP := D / max(par.EP, 1)
+		EDP := D / par.epReplicas()
 		shard := params
 		if par.ZeRO >= 1 {
 			shard = (dense+int64(D)-1)/int64(D) + (expert+int64(EDP)-1)/int64(EDP)
@@ -644,7 +657,7 @@ func (t Training) Size(cost func(model.Op) (float64, error)) (*Sizing, error) {
 			}
 			opt += c
 		}
-		order := StageOrder(par.Schedule, P, s, m, V)
+		order := t.stageOrder(s, m)
 		mem := t.stageMemory(g, plain, chunks, s, order, params, e, gradBytes)
 		t.expertMemory(&mem, dense, expert, gradBytes)
 		sz.Memory = append(sz.Memory, mem)

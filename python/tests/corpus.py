@@ -41,6 +41,12 @@ BASES: dict[str, dict[str, Any]] = {
     "eidola": {"kind": "eidola", "ghosts": 3, "script_source": "generator", "generator": {"interval_s": 1e-6},
                "gemm": {"m": 1024, "n": 1024, "k": 1024}, "sync_modes": ["spin_wait", "syncmon"],
                "injected_delays_s": [0, 1e-5]},
+    "eidola_table": {"kind": "eidola", "kernel": "gemm_reducescatter", "ghosts": 3, "script_source": "table",
+                     "script": [{"time_s": 1e-6 * g, "source_gpu": g, "chunk": c, "bytes": 65536}
+                                for g in (1, 2, 3) for c in range(8)],
+                     "gemm": {"m": 1024, "n": 1024, "k": 1024}, "seeds": 2},
+    "collective_a2a": {"kind": "collective", "cluster": {"preset": "dgx-a100", "nodes": 2}, "collective": "all_to_all",
+                       "sizes_bytes": [1e6], "flows": True, "concurrent": 2},
     "eidola_setup": {"kind": "eidola", "ghosts": 3, "gemm": {"m": 1024, "n": 1024, "k": 1024},
                      "cluster": {"topology": "switch", "gpus": 4, "link": "nvlink4"}},
     "training": {"kind": "training", "model": {"preset": "gpt-22b", "layers": 2}, "gpu": A100,

@@ -42,6 +42,16 @@ def test_ctrl_c_within_two_seconds(kind):
     assert res["elapsed"] < 2, f"{kind}: {res['elapsed']:.2f} s from SIGINT to KeyboardInterrupt"
 
 
+def test_building_a_large_cluster_is_interrupted():
+    # 131,072 GPUs: the topology takes about a second to build and used to
+    # finish (5 s) before the run saw the Ctrl-C
+    spec = {"kind": "collective", "cluster": {"preset": "dgx-h100", "nodes": 16384},
+            "collective": "all_reduce", "sizes_bytes": [1e9], "ring": "stream"}
+    res = interrupt(spec, delay_s=0.3, timeout_s=90)
+    assert res["outcome"] == "interrupted", res
+    assert res["elapsed"] < 2
+
+
 def test_operators_is_too_short_to_interrupt():
     # one pass of one model on one GPU takes milliseconds (operators repeat:
     # the evaluator prices each shape once); it checks cancellation per

@@ -77,7 +77,7 @@ func Decode(data []byte) (scenario.Kind, scenario.Spec, error) {
 		}
 		s.Defaults()
 		s.Validate(&p)
-		s.Head().ValidateMaxMemory(&p)
+		s.Head().ValidateLimits(&p)
 		return k, s, p.Err()
 	}
 	var p spec.Problems
@@ -124,7 +124,8 @@ func Admit(data []byte, maxMemoryBytes float64) (scenario.Kind, scenario.Spec, e
 }
 
 // checkBudget refuses a spec whose estimated memory (spec.Budget) exceeds
-// its max_memory_bytes, or limit when it sets none.
+// its max_memory_bytes, or limit when it sets none, or whose estimated
+// events exceed its max_events (default spec.DefaultMaxEvents).
 func checkBudget(s scenario.Spec, limit float64) error {
 	b, ok := s.(spec.Budgeted)
 	if !ok {
@@ -133,7 +134,7 @@ func checkBudget(s scenario.Spec, limit float64) error {
 	if m := s.Head().MaxMemoryBytes; m > 0 {
 		limit = m
 	}
-	return spec.CheckBudget(b.Budget(), limit)
+	return spec.CheckBudget(b.Budget(), limit, s.Head().MaxEvents)
 }
 
 // Run decodes and simulates a spec document.

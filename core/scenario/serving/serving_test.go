@@ -9,6 +9,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/eidolon-sim/eidolon/core/net"
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/scenario/all"
 	"github.com/eidolon-sim/eidolon/core/scenario/inference"
@@ -58,6 +59,29 @@ func TestVanishingLoadIsOnePrefill(t *testing.T) {
 			assert.InDelta(t, want.TTFTS, r.TTFTS, 0.01*want.TTFTS, layout)
 			assert.InDelta(t, want.TPOTS, r.ITLSMean, 0.01*want.TPOTS, layout)
 			assert.InDelta(t, want.E2ES, r.E2ES, 0.01*want.E2ES, layout)
+		}
+	}
+}
+
+// The API server's time per request (engine.frontend_s) delays when the
+// scheduler sees a request, not when its client sent it: with one
+// closed-loop client the engine is idle at every arrival, so each request
+// is scheduled exactly frontend_s after it was sent, its TTFT and end to
+// end grow by exactly that, its inter-token latency not at all, and the
+// client sends its next request when the previous one finishes.
+func TestFrontendDelaysEveryRequestByItsTime(t *testing.T) {
+	const f = 0.037
+	w := `"workload":{"arrival":"closed_loop","concurrency":1,"requests":6,"prompt_tokens":{"tokens":900},"output_tokens":{"tokens":12}}`
+	base := table[serving.RequestRow](run(t, `,`+w), "requests")
+	rows := table[serving.RequestRow](run(t, fmt.Sprintf(`,"engine":{"frontend_s":%g},%s`, f, w)), "requests")
+	require.Len(t, rows, len(base))
+	for i, r := range rows {
+		assert.InDelta(t, f, r.ScheduledS-r.ArrivalS, 1e-12, "request %d waits only for the frontend", i)
+		assert.InDelta(t, base[i].TTFTS+f, r.TTFTS, 1e-9, "TTFT of request %d", i)
+		assert.InDelta(t, base[i].E2ES+f, r.E2ES, 1e-9, "end to end of request %d", i)
+		assert.InDelta(t, base[i].ITLSMean, r.ITLSMean, 1e-12, "ITL of request %d", i)
+		if i > 0 {
+			assert.Equal(t, rows[i-1].FinishS, r.ArrivalS, "request %d is sent when the previous one finishes", i)
 		}
 	}
 }
@@ -191,6 +215,7 @@ func TestSpecErrors(t *testing.T) {
 		{`,"workload":{"rate_per_s":1},"slo":{"ttft":0.2}`, "slo.ttft"},
 		{`,"workload":{"rate_per_s":1},"slo":{"itl_ms":20}`, "slo.itl_ms"},
 		{`,"workload":{"arrival":"closed_loop"}`, "workload.concurrency"},
+		{`,"workload":{"rate_per_s":1},"engine":{"frontend_s":-0.01}`, "engine.frontend_s"},
 		{`,"workload":{"arrival":"trace","trace":{"arrival_s":[0,1],"prompt_tokens":[5],"output_tokens":[3,3]}}`, "workload.trace.prompt_tokens"},
 		{`,"replicas":2,"disaggregation":{"prefill_replicas":2},"workload":{"rate_per_s":1}`, "disaggregation.prefill_replicas"},
 		{`,"workload":{"rate_per_s":1,"prompt_tokens":{"tokens":9000}},"engine":{"chunked_prefill":false}`, "workload.prompt_tokens"},
@@ -284,7 +309,7 @@ func TestDisaggregation(t *testing.T) {
 	require.NoError(t, err)
 	// The affine fit matches a direct simulation of the transfer.
 	bytes := 2000 * st.Pricers[0].KVBytesPerToken(0)
-	direct, err := sv.Transfer(st.Topo, st.GPU, spec.Faults{}, 0, 2, 1, 0, 2, bytes)
+	direct, err := sv.Transfer(st.Topo, st.GPU, net.FaultPlan{}, 0, 2, 1, 0, 2, bytes)
 	require.NoError(t, err)
 	fit, err := st.Transfer(0, 2, 2000)
 	require.NoError(t, err)

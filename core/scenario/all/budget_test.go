@@ -1,0 +1,113 @@
+package all_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/eidolon-sim/eidolon/core/scenario"
+	"github.com/eidolon-sim/eidolon/core/scenario/all"
+	"github.com/eidolon-sim/eidolon/core/spec"
+	"github.com/stretchr/testify/require"
+)
+
+// The budgets of the collective, operators and eidola kinds (every script
+// source): a spec over the memory or the event limit is a SpecError naming
+// the field the estimate grows with and the estimate; max_events and
+// max_memory_bytes raise the limits.
+func TestBudgetRefusesWithTheFields(t *testing.T) {
+	const gib = 1 << 30
+	for _, c := range []struct {
+		js, path, what string
+		limit          float64
+	}{
+		// a stepped ring over 32,768 GPUs, 8 channels: 1.7e10 transfers
+		{`{"kind":"collective","cluster":{"preset":"dgx-h100","nodes":4096},"sizes_bytes":[1e9]}`, "cluster", "events", 0},
+		// a direct all-to-all keeps its 1.7e7 flows in flight: 31 GiB
+		{`{"kind":"collective","cluster":{"preset":"dgx-h100","nodes":512},"collective":"all_to_all","sizes_bytes":[1e9]}`, "cluster", "GiB", 2 * gib},
+		{`{"kind":"collective","cluster":{"preset":"dgx-a100","nodes":32},"flows":true,"sizes_bytes":[1e6,1e9]}`, "cluster", "GiB", 0.25 * gib},
+		{`{"kind":"operators","gpu":"h100-sxm","model":{"preset":"llama2-7b","layers":16384}}`, "model.layers", "GiB", 1 << 20},
+		{`{"kind":"eidola","script_source":"generator","generator":{"interval_s":1e-6},"gemm":{"m":262144,"n":65536,"k":4096},"seeds":10}`, "gemm", "GiB", 2 * gib},
+		{`{"kind":"eidola","script_source":"generator","generator":{"interval_s":1e-6},"gemm":{"m":262144,"n":65536,"k":4096},"seeds":10000}`, "gemm", "events", 0},
+		{`{"kind":"eidola","kernel":"allreduce","script_source":"table","script":[{"time_s":0,"source_gpu":1,"chunk":0,"bytes":1}],"ghosts":7,"gemm":{"m":65536,"n":65536},"seeds":1000}`, "script", "GiB", 2 * gib},
+		// the task-graph kinds count their events too
+		{`{"kind":"fault_sweep","samples":1000000,"link_failures":1,"training":{"model":{"preset":"gpt-22b","layers":48},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":16},"parallel":{"tp":8,"pp":4,"global_batch":512}}}`, "samples", "events", 0},
+		{`{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"output_tokens":64,"max_events":1000}`, "output_tokens", "events", 0},
+	} {
+		_, _, err := all.Admit([]byte(c.js), c.limit)
+		var se *spec.Error
+		require.ErrorAs(t, err, &se, c.js)
+		require.Equal(t, c.path, se.Problems[0].Path, c.js)
+		msg := se.Problems[0].Message
+		if c.what == "events" {
+			require.Contains(t, msg, "the run would simulate about", c.js)
+			require.Contains(t, msg, "raise max_events", c.js)
+			// the spec's max_events lets it through
+			js := strings.Replace(c.js[:len(c.js)-1], `,"max_events":1000`, "", 1) + `,"max_events":1e15}`
+			_, _, err = all.Admit([]byte(js), c.limit)
+			require.NoError(t, err, js)
+		} else {
+			require.Contains(t, msg, "the run would need about", c.js)
+			require.Contains(t, msg, "raise max_memory_bytes", c.js)
+			js := c.js[:len(c.js)-1] + `,"max_memory_bytes":1e15}`
+			_, _, err = all.Admit([]byte(js), c.limit)
+			require.NoError(t, err, js)
+		}
+		require.Contains(t, msg, "grows with "+c.path, c.js)
+	}
+	_, _, err := all.Admit([]byte(`{"kind":"selftest","max_events":-1}`), 0)
+	require.ErrorContains(t, err, "max_events: must be > 0")
+}
+
+// The estimates are within a factor of four of what the runs allocate
+// (Go's TotalAlloc over the run: an upper bound of its peak), above or
+// below, for a few sizes of each.
+func TestBudgetEstimatesTheAllocation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a few seconds of simulations")
+	}
+	for _, js := range []string{
+		`{"kind":"collective","cluster":{"preset":"dgx-a100","nodes":2},"collective":"all_to_all","sizes_bytes":[1e9]}`,
+		`{"kind":"collective","cluster":{"preset":"dgx-a100","nodes":16},"collective":"all_to_all","sizes_bytes":[1e9]}`,
+		`{"kind":"collective","cluster":{"preset":"dgx-a100","nodes":2},"flows":true,"sizes_bytes":[1e9]}`,
+		`{"kind":"collective","cluster":{"preset":"dgx-a100","nodes":8},"flows":true,"sizes_bytes":[1e9]}`,
+		`{"kind":"collective","cluster":{"preset":"dgx-a100","nodes":32},"ring":"stream","sizes_bytes":[1e9]}`,
+		`{"kind":"operators","gpu":"h100-sxm","model":{"preset":"llama2-7b","layers":8}}`,
+		`{"kind":"operators","gpu":"h100-sxm","model":{"preset":"gpt-22b","layers":1024},"phase":"prefill"}`,
+		`{"kind":"eidola","script_source":"generator","generator":{"interval_s":1e-6}}`,
+		`{"kind":"eidola","script_source":"generator","generator":{"interval_s":1e-6},"ghosts":63,"gemm":{"m":16384,"n":8192,"k":4096}}`,
+		`{"kind":"eidola","kernel":"allreduce","script_source":"generator","generator":{"interval_s":1e-6},"ghosts":31,"gemm":{"m":32768,"n":8192}}`,
+		`{"kind":"eidola","kernel":"gemm_reducescatter","script_source":"generator","generator":{"interval_s":1e-6},"ghosts":15,"gemm":{"m":32768,"n":8192,"k":4096},"seeds":2}`,
+		`{"kind":"eidola","script_source":"table","script":` + script(7, 1) + `,"gemm":{"m":16384,"n":8192,"k":4096}}`,
+		`{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"tp":2,"batch":4,"prompt_tokens":128,"output_tokens":256}`,
+		`{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"tp":2,"pp":2,"batch":4,"prompt_tokens":128,"output_tokens":1024}`,
+		`{"kind":"inference","model":{"preset":"llama2-7b","layers":8},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"tp":8,"batch":1,"prompt_tokens":128,"output_tokens":2048,"timeline_ranks":[-1]}`,
+	} {
+		_, s, err := all.Decode([]byte(js))
+		require.NoError(t, err, js)
+		est := s.(spec.Budgeted).Budget().MemoryBytes
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		_, _, err = all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
+		runtime.ReadMemStats(&after)
+		require.NoError(t, err, js)
+		got := float64(after.TotalAlloc - before.TotalAlloc)
+		t.Logf("estimate %.3g MB, allocated %.3g MB (%.2fx): %s", est/1e6, got/1e6, est/got, js)
+		require.True(t, est/got >= 0.25 && est/got <= 4, "estimate %.3g B, allocated %.3g B: %s", est, got, js)
+	}
+}
+
+// script is a table script: every ghost's row block of the all-gather GEMM.
+func script(ghosts int, bytes float64) string {
+	out := "["
+	for g := 1; g <= ghosts; g++ {
+		if g > 1 {
+			out += ","
+		}
+		out += fmt.Sprintf(`{"time_s":%g,"source_gpu":%d,"chunk":%d,"bytes":%g}`, float64(g)*1e-6, g, g, bytes)
+	}
+	return out + "]"
+}
