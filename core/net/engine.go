@@ -92,18 +92,11 @@ func NewComms(f Fabric) *Comms {
 // (unknown algorithm, ranks out of range, non-power-of-two halving-doubling,
 // unequal nodes for hierarchical, unreachable peers).
 func (c *Comms) Start(col Collective, done func(Result)) (int, error) {
-	c.key = appendShapeKey(c.key[:0], &col)
-	shape, ok := c.shapes[string(c.key)] // no allocation for the look-up
-	if ok {
-		return c.StartShape(shape, col, done)
-	}
-	shape = &Shape{}
-	var err error
-	if shape.checkedShape, err = c.checkShape(&col); err != nil {
+	shape, err := c.Shape(col)
+	if err != nil {
 		return 0, err
 	}
-	c.shapes[string(c.key)] = shape
-	return c.start(shape, col, done), nil
+	return c.StartShape(shape, col, done)
 }
 
 // Shape is a collective request that Comms has checked, with its program:
