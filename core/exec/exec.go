@@ -253,9 +253,16 @@ func NewSession(plan *workload.Plan, opt Options) (*Session, error) {
 	return &Session{e: e}, nil
 }
 
-// Simulated reports which units the session simulates (the others mirror
-// one of them).
-func (s *Session) Simulated() []bool { return s.e.simul }
+// SetProgress replaces the run option Progress for the session's next runs.
+func (s *Session) SetProgress(f func(fraction float64)) { s.e.opt.Progress = f }
+
+// Simulated reports which units of plan a run with opt simulates (the
+// others mirror one of them).
+func Simulated(plan *workload.Plan, opt Options) []bool {
+	e := &engine{opt: opt, topo: opt.Fabric.Topology(), plan: plan, res: &Result{Units: make([]UnitResult, len(plan.Units))}}
+	e.pickSimulated()
+	return e.simul
+}
 
 // Run executes plan (shaped like the session's) until every task has
 // finished, from the clock's current time.

@@ -9,6 +9,7 @@ package job
 import (
 	"github.com/eidolon-sim/eidolon/core/exec"
 	"github.com/eidolon-sim/eidolon/core/scenario"
+	"github.com/eidolon-sim/eidolon/core/sim"
 	"github.com/eidolon-sim/eidolon/core/spec"
 	"github.com/eidolon-sim/eidolon/core/workload"
 )
@@ -25,6 +26,9 @@ type Job struct {
 	TimelineRanks  []int
 	// Host is how the ranks' hosts issue kernels (HostOf).
 	Host exec.Host
+	// SegmentSteps is the steps per segment of a stepped run (RunStepped):
+	// 0 is the package's SegmentSteps, −1 runs the whole plan at once.
+	SegmentSteps int
 }
 
 // HostOf is the exec host model for a spec's execution mode and host-cost
@@ -40,14 +44,30 @@ func HostOf(mode string, c spec.HostCosts, autograd bool) exec.Host {
 
 // Result is a finished Job with its shared tables.
 type Result struct {
-	Machine  *exec.Machine
-	Exec     *exec.Result
+	Machine *exec.Machine
+	// Exec is the run's result (nil for a run in segments: RunStepped).
+	Exec *exec.Result
+	// End is when the last task finished; Collectives and Reused count
+	// the collectives launched on the network and those that reused a
+	// memoized duration (exec.Result).
+	End                 sim.Time
+	Collectives, Reused int
+	// Segments is the number of plans run one after another (1: the
+	// whole plan at once).
+	Segments int
 	Ranks    []RankRow
 	Timeline []TimelineRow
 	Memory   []MemoryRow
 	// PeakBytes is the largest stage's memory per GPU, HBMBytes one GPU's.
 	PeakBytes, HBMBytes float64
 	SimulatedRanks      int
+	mems                []workload.Memory
+	marks               map[markKey]sim.Time
+}
+
+type markKey struct {
+	unit int
+	name string
 }
 
 // Options are the run options of the job on machine m: the machine's
@@ -65,6 +85,19 @@ func (j Job) Options(m *exec.Machine) exec.Options {
 // builds the plan for the cluster's GPU count and runs it.
 func (j Job) Run(env scenario.Env, modify func(m *exec.Machine) error,
 	build func(gpus int) (*workload.Plan, []workload.Memory, error)) (*Result, error) {
+	m, err := j.machine(modify)
+	if err != nil {
+		return nil, err
+	}
+	plan, mems, err := build(m.Fabric.Topology().NumRanks())
+	if err != nil {
+		return nil, err
+	}
+	return j.runWhole(env, m, plan, mems)
+}
+
+// machine builds the job's machine and lets modify change it.
+func (j Job) machine(modify func(m *exec.Machine) error) (*exec.Machine, error) {
 	m, err := exec.NewMachine(j.Cluster, j.GPU, j.Faults, j.Seed)
 	if err != nil {
 		return nil, err
@@ -74,10 +107,11 @@ func (j Job) Run(env scenario.Env, modify func(m *exec.Machine) error,
 			return nil, err
 		}
 	}
-	plan, mems, err := build(m.Fabric.Topology().NumRanks())
-	if err != nil {
-		return nil, err
-	}
+	return m, nil
+}
+
+// runWhole runs a whole plan on m.
+func (j Job) runWhole(env scenario.Env, m *exec.Machine, plan *workload.Plan, mems []workload.Memory) (*Result, error) {
 	if err := CheckTimelineRanks(j.TimelineRanks, plan.Ranks); err != nil {
 		return nil, err
 	}
@@ -91,20 +125,41 @@ func (j Job) Run(env scenario.Env, modify func(m *exec.Machine) error,
 		return nil, err
 	}
 	env.Report(1)
+	r := j.result(m, mems)
+	r.Exec, r.End, r.Collectives, r.Reused, r.Segments = res, res.End, res.Collectives, res.Reused, 1
+	r.setRanks(plan, res.Ranks())
+	r.Timeline = TimelineRows(res, TimelineRanks(j.TimelineRanks, plan, m))
+	return r, nil
+}
+
+// result is a Result with the machine's and the memory's fields.
+func (j Job) result(m *exec.Machine, mems []workload.Memory) *Result {
 	hbm := float64(m.GPU.HBMBytes)
-	r := &Result{Machine: m, Exec: res, Memory: MemoryRows(mems, hbm), HBMBytes: hbm}
+	r := &Result{Machine: m, Memory: MemoryRows(mems, hbm), HBMBytes: hbm, mems: mems}
 	for _, mem := range mems {
 		r.PeakBytes = max(r.PeakBytes, mem.Total())
 	}
-	stats := res.Ranks()
-	r.Ranks = RankRows(plan, stats, m, func(stage int) float64 { return mems[stage].Total() }, hbm)
+	return r
+}
+
+// setRanks sets the ranks table from the ranks' statistics.
+func (r *Result) setRanks(plan *workload.Plan, stats []exec.RankStats) {
+	r.Ranks = RankRows(plan, stats, r.Machine, func(stage int) float64 { return r.mems[stage].Total() }, r.HBMBytes)
 	for _, st := range stats {
 		if st.Simulated {
 			r.SimulatedRanks++
 		}
 	}
-	r.Timeline = TimelineRows(res, TimelineRanks(j.TimelineRanks, plan, m))
-	return r, nil
+}
+
+// MarkEnd is when the task unit u's program marks with name ended (see
+// exec.Result.MarkEnd); a stepped run knows the marks it was asked for.
+func (r *Result) MarkEnd(u int, name string) (sim.Time, bool) {
+	if r.Exec != nil {
+		return r.Exec.MarkEnd(u, name)
+	}
+	t, ok := r.marks[markKey{u, name}]
+	return t, ok
 }
 
 // MemoryRows lists each stage's memory by category.

@@ -145,7 +145,7 @@ func BuildInference(in Inference) (*InferencePlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	pl, err := ib.Steps(0, in.Steps())
+	pl, err := ib.Range(0, in.Steps())
 	if err != nil {
 		return nil, err
 	}
@@ -224,11 +224,28 @@ func (ib *InferenceBuilder) decodeShape(k int) (batch, kv int) {
 	return batch, (kv + batch/2) / batch
 }
 
-// Steps is the plan of steps [from, to) (Inference.Steps numbers them);
+// Steps is the run's number of steps (Inference.Steps).
+func (ib *InferenceBuilder) Steps() int { return ib.in.Steps() }
+
+// Shape is the run's units, groups and replicas (no programs).
+func (ib *InferenceBuilder) Shape() *Plan { return &ib.shape }
+
+// Stages is the memory of each stage.
+func (ib *InferenceBuilder) Stages() []Memory { return ib.Memory }
+
+// Segmentable reports whether every step of the run ends with all its
+// work done on every stage and begins with the host's synchronisation on
+// it, so that a range of steps may run after the one before has left
+// nothing in flight: one stage (with pipeline stages, the last stage's
+// tokens cross to the first between steps), no expert parallelism (its
+// all-to-alls couple replicas).
+func (ib *InferenceBuilder) Segmentable() bool { return ib.in.PP == 1 && ib.in.EP <= 1 }
+
+// Range is the plan of steps [from, to) (Inference.Steps numbers them);
 // marks "step.i" keep the run's step numbers. A range that does not start
 // at 0 begins without the host's synchronisation on the step before: it
 // is for a run that starts it when every earlier task has finished.
-func (ib *InferenceBuilder) Steps(from, to int) (*Plan, error) {
+func (ib *InferenceBuilder) Range(from, to int) (*Plan, error) {
 	in := ib.in
 	G := len(ib.groups)
 	total := in.Steps()
