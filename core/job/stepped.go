@@ -4,6 +4,7 @@ import (
 	"github.com/eidolon-sim/eidolon/core/exec"
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/sim"
+	"github.com/eidolon-sim/eidolon/core/spec"
 	"github.com/eidolon-sim/eidolon/core/workload"
 )
 
@@ -24,7 +25,7 @@ type Stepped interface {
 
 // SegmentSteps is how many steps a run in segments builds and runs at a
 // time: its memory is that of SegmentSteps steps, whatever the run's length.
-const SegmentSteps = 64
+const SegmentSteps = spec.InferenceSegmentSteps
 
 // RunStepped runs a stepped plan. When the run's boundaries between steps
 // are quiescent — a segmentable plan (one stage, no expert parallelism)
@@ -91,7 +92,8 @@ func (j Job) runSegments(env scenario.Env, m *exec.Machine, st Stepped, seg int,
 	ranks := TimelineRanks(j.TimelineRanks, shape, m)
 	r = j.result(m, st.Stages())
 	r.marks = map[markKey]sim.Time{}
-	timeline := make([][]TimelineRow, len(ranks))
+	// timeline[i] is rank ranks[i]'s rows, a slice per segment.
+	timeline := make([][][]TimelineRow, len(ranks))
 	var stats []exec.RankStats
 	var sess *exec.Session
 	k := m.Fabric.Kernel()
@@ -145,7 +147,7 @@ func (j Job) runSegments(env scenario.Env, m *exec.Machine, st Stepped, seg int,
 			}
 		}
 		for i, rk := range ranks {
-			timeline[i] = append(timeline[i], TimelineRows(res, []int{rk})...)
+			timeline[i] = append(timeline[i], TimelineRows(res, []int{rk}))
 		}
 	}
 	env.Report(1)
@@ -154,9 +156,17 @@ func (j Job) runSegments(env scenario.Env, m *exec.Machine, st Stepped, seg int,
 		s.Idle = max(0, s.End-s.Compute-s.ExposedComm)
 	}
 	r.setRanks(shape, stats)
-	r.Timeline = []TimelineRow{}
-	for _, rows := range timeline {
-		r.Timeline = append(r.Timeline, rows...)
+	n := 0
+	for _, segs := range timeline {
+		for _, rows := range segs {
+			n += len(rows)
+		}
+	}
+	r.Timeline = make([]TimelineRow, 0, n)
+	for _, segs := range timeline {
+		for _, rows := range segs {
+			r.Timeline = append(r.Timeline, rows...)
+		}
 	}
 	return r, true, nil
 }

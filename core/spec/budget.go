@@ -119,13 +119,29 @@ func (s *SeedFlood) Budget() Budget {
 // 4.1 to 7.7; 16 here.
 const inferenceEventsPerPass = 16
 
-// Budget of an inference run: decode steps are tasks like prefill's, one
-// pass per output token, so the plan grows with the output length. Measured
-// (Go's TotalAlloc, LLaMA-2 7B at 8 and 32 layers, 256 to 2,048 output
-// tokens, tp 2 and 8, pp 1 and 2, with the default timeline): 3.3 to 7 KB
-// per output token and layer, garbage included; the heap's peak (its growth
-// with GOGC=10) about 2.6 KB at 4,096 tokens; 4 KB here, per layer plus 8
-// for the embedding, head and the step's own tasks.
+// InferenceSegmentSteps is how many steps a long inference run builds and
+// runs at a time where its step boundaries are quiescent (core/job's
+// RunStepped): its working set is that of one segment, whatever the
+// output length.
+const InferenceSegmentSteps = 64
+
+// timelineRowBytes is one timeline row with its task's name: measured
+// (Go's live heap, LLaMA-2 7B, 16,384 output tokens, the default timeline)
+// 125 B; 128 here. A decode step lists about 5 tasks per layer on a rank
+// (attention, its all-reduce, the MLP, its all-reduce, the residual).
+const (
+	timelineRowBytes    = 128
+	timelineRowsPerPass = 5
+)
+
+// Budget of an inference run. Measured (Go's TotalAlloc, LLaMA-2 7B at 8
+// and 32 layers, 256 to 2,048 output tokens, tp 2 and 8, pp 1 and 2, with
+// the default timeline): a plan built whole takes 3.3 to 7 KB per output
+// token and layer, garbage included; the heap's peak (its growth with
+// GOGC=10) about 2.6 KB at 4,096 tokens; 4 KB here, per layer plus 8 for
+// the embedding, head and the step's own tasks. A run in segments
+// (inferenceSegmented) holds one segment of InferenceSegmentSteps steps
+// at that rate and, per output token, only the timeline's rows.
 func (s *Inference) Budget() Budget {
 	out, groups := s.OutputTokens, 1
 	if len(s.Requests) > 0 {
@@ -141,12 +157,48 @@ func (s *Inference) Budget() Budget {
 		layers = float64(m.Layers)
 	}
 	steps := float64(groups + max(out, 1) - 1)
+	mem := 4096 * steps * (layers + 8)
+	detail := fmt.Sprintf("%.0f passes (a decode pass per output token) of %.0f layers", steps, layers)
+	if s.segmented(steps) {
+		ranks := float64(len(s.TimelineRanks))
+		switch {
+		case len(s.TimelineRanks) == 1 && s.TimelineRanks[0] == -1:
+			ranks = 0
+		case len(s.TimelineRanks) == 0:
+			ranks = float64(1 + len(s.Faults.Stragglers))
+		}
+		mem = 4096*InferenceSegmentSteps*(layers+8) + timelineRowBytes*timelineRowsPerPass*(layers+8)*steps*ranks
+		detail = fmt.Sprintf("%.0f passes (a decode pass per output token) of %.0f layers, %.0f timeline ranks", steps, layers, ranks)
+	}
 	return Budget{
-		MemoryBytes: 4096 * steps * (layers + 8),
+		MemoryBytes: mem,
 		Events:      inferenceEventsPerPass * steps * (layers + 8),
 		Fields:      []string{"output_tokens", "model.layers"},
-		Detail:      fmt.Sprintf("%.0f passes (a decode pass per output token) of %.0f layers", steps, layers),
+		Detail:      detail,
 	}
+}
+
+// segmented reports whether a run of steps passes runs in segments (see
+// core/job's RunStepped: one stage, no expert parallelism, one simulated
+// replica, no fault after time 0); where the spec cannot tell cheaply (a
+// fault with several replicas), it says no, the larger estimate.
+func (s *Inference) segmented(steps float64) bool {
+	if steps <= 2*InferenceSegmentSteps || s.PP > 1 || s.EP > 1 {
+		return false
+	}
+	f := s.Faults
+	faulted := len(f.Links) > 0 || len(f.Devices) > 0 || len(f.Stragglers) > 0 || f.Sample != nil
+	for _, l := range f.Links {
+		if l.AtS > 0 || l.UntilS > 0 {
+			return false
+		}
+	}
+	for _, d := range f.Devices {
+		if d.AtS > 0 || d.UntilS > 0 {
+			return false
+		}
+	}
+	return s.Replicas <= 1 || !(faulted || s.FullSimulation)
 }
 
 // Budget of an eidola run. Every run (a delay, a replica and a sync mode)
