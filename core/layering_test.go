@@ -21,41 +21,41 @@ const module = "github.com/eidolon-sim/eidolon/"
 // downward, and scenario drivers do not import each other. A package that is
 // not in the table fails the test until it is placed.
 //
-// Marked "(spec below the models)": topo, net, exec, catalog and serving
-// still take spec structs where they should take plain values compiled from
-// a validated spec; marked "(driver as library)": the fault sweep, which
-// reruns the collective kind for its collective base (its training and
-// inference bases share core/job with those kinds). Both are issue 20's to
-// remove; the table keeps them from spreading.
+// The input language (spec) asks the models below it for its vocabularies
+// (GPU, link, model, cluster presets, topology kinds, collective
+// algorithms); the models never see a spec: compile turns a validated spec
+// into their plain values.
 var layers = map[string][]string{
 	"core/hw":        {},
 	"core/rng":       {},
 	"core/sim":       {},
 	"core/table":     {},
+	"core/problem":   {},
 	"core/quant":     {"core/rng"},
-	"core/model":     {"core/hw"},
+	"core/model":     {"core/hw", "core/problem"},
 	"core/compute":   {"core/hw", "core/model"},
-	"core/spec":      {"core/hw", "core/model"},
-	"core/topo":      {"core/hw", "core/rng", "core/spec"},                          // (spec below the models)
-	"core/net":       {"core/hw", "core/rng", "core/sim", "core/topo", "core/spec"}, // (spec below the models)
-	"core/workload":  {"core/hw", "core/model", "core/rng"},
+	"core/topo":      {"core/hw", "core/problem", "core/rng"},
+	"core/net":       {"core/hw", "core/rng", "core/sim", "core/topo"},
+	"core/workload":  {"core/hw", "core/model", "core/problem", "core/rng"},
 	"core/seedflood": {"core/rng"},
 	"core/eidola":    {"core/hw", "core/net", "core/rng", "core/sim"},
-	"core/exec":      {"core/compute", "core/hw", "core/model", "core/net", "core/sim", "core/topo", "core/workload", "core/spec"},  // (spec below the models)
-	"core/serving":   {"core/compute", "core/exec", "core/hw", "core/model", "core/rng", "core/topo", "core/workload", "core/spec"}, // (spec below the models)
-	"core/catalog":   {"core/hw", "core/model", "core/topo", "core/spec"},                                                           // (spec below the models)
+	"core/exec":      {"core/compute", "core/hw", "core/model", "core/net", "core/sim", "core/topo", "core/workload"},
+	"core/serving":   {"core/compute", "core/exec", "core/hw", "core/model", "core/net", "core/rng", "core/topo", "core/workload"},
+	"core/catalog":   {"core/hw", "core/model", "core/problem", "core/topo"},
+	"core/spec":      {"core/hw", "core/model", "core/net", "core/problem", "core/topo"},
+	"core/compile":   {"core/exec", "core/hw", "core/net", "core/problem", "core/sim", "core/spec", "core/topo"},
 	"core/scenario":  {"core/spec"},
-	"core/job":       {"core/exec", "core/hw", "core/model", "core/scenario", "core/spec", "core/workload"},
+	"core/job": {"core/compile", "core/exec", "core/hw", "core/model", "core/net", "core/problem", "core/scenario", "core/sim",
+		"core/spec", "core/topo", "core/workload"},
 	"core/scenario/all": {"core/scenario", "core/spec", "core/scenario/collective", "core/scenario/eidola", "core/scenario/faultsweep",
 		"core/scenario/inference", "core/scenario/operators", "core/scenario/parallelsearch", "core/scenario/seedflood",
 		"core/scenario/selftest", "core/scenario/serving", "core/scenario/ssmtp", "core/scenario/training"},
-	"core/scenario/faultsweep": {"core/scenario/collective"}, // (driver as library)
 }
 
 // driverBase is what every scenario driver (core/scenario/<kind>) may
-// import besides its own entry in layers: the models, the spec and the
-// scenario seam.
-var driverBase = []string{"core/scenario", "core/spec", "core/hw", "core/model", "core/compute", "core/rng", "core/sim",
+// import besides its own entry in layers: the models, the spec, the
+// compile step and the scenario seam.
+var driverBase = []string{"core/scenario", "core/spec", "core/compile", "core/problem", "core/hw", "core/model", "core/compute", "core/rng", "core/sim",
 	"core/topo", "core/net", "core/workload", "core/exec", "core/quant", "core/seedflood", "core/eidola", "core/serving", "core/table", "core/job"}
 
 func allowedImports(pkg string) (map[string]bool, bool) {
@@ -127,23 +127,27 @@ func TestLayering(t *testing.T) {
 }
 
 // The checker itself: a model importing a driver, a model importing a
-// higher model, a driver importing another driver and an unplaced package
-// are each reported; allowed imports are not.
+// higher model, a model importing the spec, a driver importing another
+// driver and an unplaced package are each reported; allowed imports are not.
 func TestLayeringCatchesViolations(t *testing.T) {
 	v := layeringViolations(map[string][]string{
-		"core/compute":            {"core/hw", "core/exec"},
-		"core/model":              {"core/scenario/training"},
-		"core/scenario/ssmtp":     {"core/exec", "core/scenario/training"},
-		"core/scenario/inference": {"core/job", "core/scenario/training"},
-		"core/job":                {"core/exec", "core/scenario/training"},
-		"core/newthing":           {"core/hw"},
+		"core/compute":             {"core/hw", "core/exec"},
+		"core/model":               {"core/scenario/training"},
+		"core/scenario/ssmtp":      {"core/exec", "core/scenario/training"},
+		"core/scenario/inference":  {"core/job", "core/scenario/training"},
+		"core/job":                 {"core/exec", "core/scenario/training"},
+		"core/newthing":            {"core/hw"},
+		"core/topo":                {"core/hw", "core/spec"},
+		"core/scenario/faultsweep": {"core/job", "core/scenario/collective"},
 	})
 	assert.Equal(t, []string{
 		"core/compute imports core/exec, which the layering table does not allow",
 		"core/job imports core/scenario/training, which the layering table does not allow",
 		"core/model imports core/scenario/training, which the layering table does not allow",
 		"core/newthing: not in the layering table (core/layering_test.go, docs/ARCHITECTURE.md): place it",
+		"core/scenario/faultsweep imports core/scenario/collective, which the layering table does not allow",
 		"core/scenario/inference imports core/scenario/training, which the layering table does not allow",
 		"core/scenario/ssmtp imports core/scenario/training, which the layering table does not allow",
+		"core/topo imports core/spec, which the layering table does not allow",
 	}, v)
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/eidolon-sim/eidolon/core/compile"
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/net"
 	"github.com/eidolon-sim/eidolon/core/scenario/collective"
@@ -453,7 +454,7 @@ func topoFromJSON(cluster string) (*topo.Topology, error) {
 		return nil, err
 	}
 	c.Defaults()
-	return topo.FromSpec(c)
+	return compile.Topology("", c)
 }
 
 // Bimodal says how far apart a group's medians are where the host, not

@@ -4,7 +4,7 @@ package catalog
 import (
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
-	"github.com/eidolon-sim/eidolon/core/spec"
+	"github.com/eidolon-sim/eidolon/core/problem"
 	"github.com/eidolon-sim/eidolon/core/topo"
 )
 
@@ -38,7 +38,7 @@ func Rows(name string) (any, error) {
 			return e.rows(), nil
 		}
 	}
-	var p spec.Problems
+	var p problem.Problems
 	p.OneOf("catalog", name, Names())
 	return nil, p.Err()
 }

@@ -6,7 +6,6 @@ import (
 	"github.com/eidolon-sim/eidolon/core/model"
 	"github.com/eidolon-sim/eidolon/core/net"
 	"github.com/eidolon-sim/eidolon/core/sim"
-	"github.com/eidolon-sim/eidolon/core/spec"
 	"github.com/eidolon-sim/eidolon/core/topo"
 )
 
@@ -23,26 +22,12 @@ type Machine struct {
 	eval  *compute.Evaluator
 }
 
-// NewMachine builds the machine a validated spec describes. Faults at time
-// 0 are in force before the run starts; later ones are scheduled.
-func NewMachine(c spec.Cluster, gpu string, faults spec.Faults, seed uint64) (*Machine, error) {
-	g, ok := hw.GPUByName(gpu)
-	if !ok {
-		var p spec.Problems
-		p.OneOf("gpu", gpu, hw.GPUNames())
-		return nil, p.Err()
-	}
-	t, err := topo.FromSpec(c)
-	if err != nil {
-		return nil, err
-	}
-	return NewMachineOn(t, g, faults, seed)
-}
-
-// NewMachineOn is NewMachine on a topology already built (fault sweeps
-// reuse one topology and its cached routes across samples; they restore
-// its link health and failed devices between runs).
-func NewMachineOn(t *topo.Topology, g hw.GPU, faults spec.Faults, seed uint64) (*Machine, error) {
+// NewMachine builds the machine of a topology (its routes cached, so fault
+// sweeps reuse one across samples and restore its link health and failed
+// devices between runs), a GPU and a fault plan of that topology's ids
+// (package compile makes all three from a validated spec). Faults at time 0
+// are in force before the run starts; later ones are scheduled.
+func NewMachine(t *topo.Topology, g hw.GPU, faults net.FaultPlan, seed uint64) (*Machine, error) {
 	f := net.NewFlowNet(sim.New(), t)
 	evs, err := net.ApplyFaults(f, faults, seed)
 	if err != nil {

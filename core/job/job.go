@@ -1,12 +1,15 @@
 // Package job is the job the plan-based scenario kinds share (training,
 // inference, and the fault sweeps over them): a validated spec compiled to a
 // workload layout and plan (layout.go), a machine built from its cluster,
-// GPU and faults (exec.NewMachine), the plan run on it by package exec, and
-// the tables every such kind reports (ranks, timeline, memory). It sits
-// below the scenario drivers and above exec and workload.
+// GPU and faults (compile.Machine), the plan run on it by package exec, and
+// the tables every such kind reports (ranks, timeline, memory); and the
+// collective run (collective.go) the collective kind and a fault sweep over
+// a collective share. It sits below the scenario drivers (which must not
+// import each other) and above compile, exec and workload.
 package job
 
 import (
+	"github.com/eidolon-sim/eidolon/core/compile"
 	"github.com/eidolon-sim/eidolon/core/exec"
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/sim"
@@ -17,6 +20,9 @@ import (
 // Job is a plan run on a simulated cluster, reported per rank, per stage's
 // memory and as a timeline: what the training and inference kinds share.
 type Job struct {
+	// Path is where the job's spec sits in the document ("" at the top,
+	// "training" as a fault sweep's base): compile errors carry it.
+	Path           string
 	Cluster        spec.Cluster
 	GPU            string
 	Faults         spec.Faults
@@ -31,6 +37,22 @@ type Job struct {
 	SegmentSteps int
 }
 
+// Define is a plan-based kind: check makes its run's checks before it
+// simulates (Kind.Check), and a run is simulate's outcome as tables.
+func Define[T any, S interface {
+	*T
+	scenario.Spec
+}, O interface{ Result() scenario.Result }](name, doc string,
+	simulate func(env scenario.Env, s S, modify func(m *exec.Machine) error) (O, error), check func(s S) error) scenario.Kind {
+	return scenario.Checked(scenario.Define(name, doc, func(env scenario.Env, s S) (scenario.Result, error) {
+		out, err := simulate(env, s, nil)
+		if err != nil {
+			return scenario.Result{}, err
+		}
+		return out.Result(), nil
+	}), check)
+}
+
 // HostOf is the exec host model for a spec's execution mode and host-cost
 // overrides; autograd is true in training. In training, cuda_graphs
 // replays every task from graphs (one per micro-batch's pass).
@@ -42,8 +64,8 @@ func HostOf(mode string, c spec.HostCosts, autograd bool) exec.Host {
 		CollectiveS: c.CollectiveS}
 }
 
-// Result is a finished Job with its shared tables.
-type Result struct {
+// Finished is a finished Job with its shared tables.
+type Finished struct {
 	Machine *exec.Machine
 	// Exec is the run's result (nil for a run in segments: RunStepped).
 	Exec *exec.Result
@@ -84,7 +106,7 @@ func (j Job) Options(m *exec.Machine) exec.Options {
 // Run builds the machine, lets modify change it (a fault sweep's faults),
 // builds the plan for the cluster's GPU count and runs it.
 func (j Job) Run(env scenario.Env, modify func(m *exec.Machine) error,
-	build func(gpus int) (*workload.Plan, []workload.Memory, error)) (*Result, error) {
+	build func(gpus int) (*workload.Plan, []workload.Memory, error)) (*Finished, error) {
 	m, err := j.machine(modify)
 	if err != nil {
 		return nil, err
@@ -98,7 +120,7 @@ func (j Job) Run(env scenario.Env, modify func(m *exec.Machine) error,
 
 // machine builds the job's machine and lets modify change it.
 func (j Job) machine(modify func(m *exec.Machine) error) (*exec.Machine, error) {
-	m, err := exec.NewMachine(j.Cluster, j.GPU, j.Faults, j.Seed)
+	m, err := compile.Machine(j.Path, j.Cluster, j.GPU, j.Faults, j.Seed)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +133,7 @@ func (j Job) machine(modify func(m *exec.Machine) error) (*exec.Machine, error) 
 }
 
 // runWhole runs a whole plan on m.
-func (j Job) runWhole(env scenario.Env, m *exec.Machine, plan *workload.Plan, mems []workload.Memory) (*Result, error) {
+func (j Job) runWhole(env scenario.Env, m *exec.Machine, plan *workload.Plan, mems []workload.Memory) (*Finished, error) {
 	if err := CheckTimelineRanks(j.TimelineRanks, plan.Ranks); err != nil {
 		return nil, err
 	}
@@ -125,17 +147,17 @@ func (j Job) runWhole(env scenario.Env, m *exec.Machine, plan *workload.Plan, me
 		return nil, err
 	}
 	env.Report(1)
-	r := j.result(m, mems)
+	r := j.finished(m, mems)
 	r.Exec, r.End, r.Collectives, r.Reused, r.Segments = res, res.End, res.Collectives, res.Reused, 1
 	r.setRanks(plan, res.Ranks())
 	r.Timeline = TimelineRows(res, TimelineRanks(j.TimelineRanks, plan, m))
 	return r, nil
 }
 
-// result is a Result with the machine's and the memory's fields.
-func (j Job) result(m *exec.Machine, mems []workload.Memory) *Result {
+// finished is a Finished with the machine's and the memory's fields.
+func (j Job) finished(m *exec.Machine, mems []workload.Memory) *Finished {
 	hbm := float64(m.GPU.HBMBytes)
-	r := &Result{Machine: m, Memory: MemoryRows(mems, hbm), HBMBytes: hbm, mems: mems}
+	r := &Finished{Machine: m, Memory: MemoryRows(mems, hbm), HBMBytes: hbm, mems: mems}
 	for _, mem := range mems {
 		r.PeakBytes = max(r.PeakBytes, mem.Total())
 	}
@@ -143,7 +165,7 @@ func (j Job) result(m *exec.Machine, mems []workload.Memory) *Result {
 }
 
 // setRanks sets the ranks table from the ranks' statistics.
-func (r *Result) setRanks(plan *workload.Plan, stats []exec.RankStats) {
+func (r *Finished) setRanks(plan *workload.Plan, stats []exec.RankStats) {
 	r.Ranks = RankRows(plan, stats, r.Machine, func(stage int) float64 { return r.mems[stage].Total() }, r.HBMBytes)
 	for _, st := range stats {
 		if st.Simulated {
@@ -154,12 +176,55 @@ func (r *Result) setRanks(plan *workload.Plan, stats []exec.RankStats) {
 
 // MarkEnd is when the task unit u's program marks with name ended (see
 // exec.Result.MarkEnd); a stepped run knows the marks it was asked for.
-func (r *Result) MarkEnd(u int, name string) (sim.Time, bool) {
+func (r *Finished) MarkEnd(u int, name string) (sim.Time, bool) {
 	if r.Exec != nil {
 		return r.Exec.MarkEnd(u, name)
 	}
 	t, ok := r.marks[markKey{u, name}]
 	return t, ok
+}
+
+// MemoryColumns are the memory columns of the training and inference
+// summaries (embedded in both, so their names and meaning are one).
+type MemoryColumns struct {
+	// MemoryPeakBytes is the largest per-GPU memory; Fits whether it fits
+	// in the GPU's HBM (HBMBytes).
+	MemoryPeakBytes float64 `arrow:"memory_peak_bytes"`
+	HBMBytes        float64 `arrow:"hbm_bytes"`
+	Fits            bool    `arrow:"fits"`
+}
+
+// SimulationColumns are the training and inference summaries' account of
+// what was simulated.
+type SimulationColumns struct {
+	// SimulatedRanks ran their own tasks; the others mirrored a symmetric
+	// replica. NetCollectives ran on the network; ReusedCollectives reused
+	// the simulated time of an identical collective on an isolated
+	// communicator.
+	SimulatedRanks    int `arrow:"simulated_ranks"`
+	NetCollectives    int `arrow:"net_collectives"`
+	ReusedCollectives int `arrow:"reused_collectives"`
+}
+
+// Tables are the run's tables with its kind's summary row first: summary,
+// ranks, timeline, memory.
+func (r *Finished) Tables(summary any) scenario.Result {
+	var out scenario.Result
+	out.Add("summary", summary)
+	out.Add("ranks", r.Ranks)
+	out.Add("timeline", r.Timeline)
+	out.Add("memory", r.Memory)
+	return out
+}
+
+// MemoryColumns are the run's summary memory columns.
+func (r *Finished) MemoryColumns() MemoryColumns {
+	return MemoryColumns{MemoryPeakBytes: r.PeakBytes, HBMBytes: r.HBMBytes, Fits: r.PeakBytes <= r.HBMBytes}
+}
+
+// SimulationColumns are the run's summary simulation columns.
+func (r *Finished) SimulationColumns() SimulationColumns {
+	return SimulationColumns{SimulatedRanks: r.SimulatedRanks, NetCollectives: r.Collectives, ReusedCollectives: r.Reused}
 }
 
 // MemoryRows lists each stage's memory by category.

@@ -3,9 +3,11 @@ package job
 import (
 	"strings"
 
+	"github.com/eidolon-sim/eidolon/core/compile"
 	"github.com/eidolon-sim/eidolon/core/exec"
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
+	"github.com/eidolon-sim/eidolon/core/problem"
 	"github.com/eidolon-sim/eidolon/core/spec"
 	"github.com/eidolon-sim/eidolon/core/workload"
 )
@@ -81,7 +83,7 @@ func TrainingLayout(s *spec.Training, gpus int) (workload.Training, error) {
 			CapacityFactor: s.Routing.CapacityFactor, PadToCapacity: s.Routing.PadToCapacity, HierarchicalA2A: s.Routing.HierarchicalA2A,
 			NodeLimit: s.Routing.NodeLimit}}
 	for _, fp := range t.Check() {
-		path := fp.Field
+		path := fp.Path
 		switch {
 		case path == "seq_len", strings.HasPrefix(path, "routing."):
 		default:
@@ -108,7 +110,7 @@ func InferenceLayout(s *spec.Inference, gpus int) (workload.Inference, error) {
 		in.Requests = append(in.Requests, workload.Request{Count: r.Count, Prompt: r.PromptTokens, Output: r.OutputTokens})
 	}
 	for _, fp := range in.Check() {
-		p.Addf(fp.Field, "%s", fp.Message)
+		p.Addf(fp.Path, "%s", fp.Message)
 	}
 	return in, p.Err()
 }
@@ -123,4 +125,40 @@ func InferenceHost(s *spec.Inference) exec.Host {
 		host.Captured = func(t *workload.Task) bool { return int(t.MicroBatch) >= groups }
 	}
 	return host
+}
+
+// Check makes a plan-based run's checks before it simulates, for a
+// validated spec at the job's Path: the machine compiled (cluster, GPU,
+// fault device names), the layout on its GPU count (layout returns the
+// layout's rank count) and, with timeline, the timeline ranks against it.
+func (j Job) Check(layout func(gpus int) (int, error), timeline bool) error {
+	m, err := compile.Machine(j.Path, j.Cluster, j.GPU, j.Faults, j.Seed)
+	if err != nil {
+		return err
+	}
+	ranks, err := layout(m.Fabric.Topology().NumRanks())
+	if err == nil && timeline {
+		err = CheckTimelineRanks(j.TimelineRanks, ranks)
+	}
+	return problem.Under(j.Path, err)
+}
+
+// CheckTraining is Job.Check for a validated training spec at prefix.
+func CheckTraining(prefix string, s *spec.Training, timeline bool) error {
+	j := Training(s)
+	j.Path = prefix
+	return j.Check(func(gpus int) (int, error) {
+		t, err := TrainingLayout(s, gpus)
+		return t.Par.TP * t.Par.PP * t.Par.DP, err
+	}, timeline)
+}
+
+// CheckInference is Job.Check for a validated inference spec at prefix.
+func CheckInference(prefix string, s *spec.Inference, timeline bool) error {
+	j := Inference(s)
+	j.Path = prefix
+	return j.Check(func(gpus int) (int, error) {
+		in, err := InferenceLayout(s, gpus)
+		return in.Ranks(), err
+	}, timeline)
 }

@@ -40,9 +40,9 @@ const SegmentSteps = spec.InferenceSegmentSteps
 // the whole plan's run; a segment that ends otherwise (its last event not
 // its last task's end) makes the run start over with the whole plan.
 // Otherwise the whole plan is built and run. marks are the program marks
-// whose ends the caller reads (Result.MarkEnd), known once build has run.
+// whose ends the caller reads (Finished.MarkEnd), known once build has run.
 func (j Job) RunStepped(env scenario.Env, modify func(m *exec.Machine) error,
-	build func(gpus int) (Stepped, error), marks func() []string) (*Result, error) {
+	build func(gpus int) (Stepped, error), marks func() []string) (*Finished, error) {
 	m, err := j.machine(modify)
 	if err != nil {
 		return nil, err
@@ -51,7 +51,7 @@ func (j Job) RunStepped(env scenario.Env, modify func(m *exec.Machine) error,
 	if err != nil {
 		return nil, err
 	}
-	whole := func(m *exec.Machine) (*Result, error) {
+	whole := func(m *exec.Machine) (*Finished, error) {
 		pl, err := st.Range(0, st.Steps())
 		if err != nil {
 			return nil, err
@@ -85,12 +85,12 @@ func (j Job) RunStepped(env scenario.Env, modify func(m *exec.Machine) error,
 
 // runSegments runs st in segments on m; ok is false if a boundary was not
 // quiescent.
-func (j Job) runSegments(env scenario.Env, m *exec.Machine, st Stepped, seg int, marks []string) (r *Result, ok bool, err error) {
+func (j Job) runSegments(env scenario.Env, m *exec.Machine, st Stepped, seg int, marks []string) (r *Finished, ok bool, err error) {
 	shape := st.Shape()
 	steps := st.Steps()
 	opt := j.Options(m)
 	ranks := TimelineRanks(j.TimelineRanks, shape, m)
-	r = j.result(m, st.Stages())
+	r = j.finished(m, st.Stages())
 	r.marks = map[markKey]sim.Time{}
 	// timeline[i] is rank ranks[i]'s rows, a slice per segment.
 	timeline := make([][][]TimelineRow, len(ranks))

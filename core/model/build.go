@@ -3,6 +3,8 @@ package model
 import (
 	"fmt"
 
+	"github.com/eidolon-sim/eidolon/core/problem"
+
 	"github.com/eidolon-sim/eidolon/core/hw"
 )
 
@@ -145,10 +147,10 @@ func (g Graph) Block(name string) (Block, bool) {
 
 // CheckRun returns every problem of a run for this (defaulted, valid) config,
 // with the Run field names as JSON spec fields.
-func (c Config) CheckRun(r Run) []FieldProblem {
-	var ps []FieldProblem
+func (c Config) CheckRun(r Run) []problem.Problem {
+	var ps []problem.Problem
 	bad := func(field, format string, args ...any) {
-		ps = append(ps, FieldProblem{field, fmt.Sprintf(format, args...)})
+		ps = append(ps, problem.Problem{Path: field, Message: fmt.Sprintf(format, args...)})
 	}
 	if r.Phase != Training && r.Phase != Prefill && r.Phase != Decode {
 		bad("phase", "must be one of training, prefill, decode, got %q", r.Phase)
@@ -208,7 +210,7 @@ func (c Config) CheckRun(r Run) []FieldProblem {
 // c must be defaulted and valid (Check), r valid for it (CheckRun).
 func Build(c Config, r Run) (Graph, error) {
 	if ps := append(c.Check(), c.CheckRun(r)...); len(ps) > 0 {
-		return Graph{}, fmt.Errorf("model %q: %s: %s", c.Name, ps[0].Field, ps[0].Message)
+		return Graph{}, fmt.Errorf("model %q: %s: %s", c.Name, ps[0].Path, ps[0].Message)
 	}
 	if r.TP == 0 {
 		r.TP = 1

@@ -10,6 +10,8 @@ package model
 import (
 	"fmt"
 	"strings"
+
+	"github.com/eidolon-sim/eidolon/core/problem"
 )
 
 // Family is an architecture family.
@@ -151,16 +153,11 @@ func (c *Config) Defaults() {
 	}
 }
 
-// FieldProblem is one invalid hyper-parameter: the JSON field and what is allowed.
-type FieldProblem struct {
-	Field, Message string
-}
-
 // Check returns every problem of a defaulted config.
-func (c Config) Check() []FieldProblem {
-	var ps []FieldProblem
+func (c Config) Check() []problem.Problem {
+	var ps []problem.Problem
 	bad := func(field, format string, args ...any) {
-		ps = append(ps, FieldProblem{field, fmt.Sprintf(format, args...)})
+		ps = append(ps, problem.Problem{Path: field, Message: fmt.Sprintf(format, args...)})
 	}
 	pos := func(field string, v int) {
 		if v <= 0 {

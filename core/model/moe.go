@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 
+	"github.com/eidolon-sim/eidolon/core/problem"
+
 	"github.com/eidolon-sim/eidolon/core/hw"
 )
 
@@ -111,10 +113,10 @@ func (c Config) moePattern() string {
 }
 
 // checkMoE returns the problems of the MoE and MLA fields.
-func (c Config) checkMoE() []FieldProblem {
-	var ps []FieldProblem
+func (c Config) checkMoE() []problem.Problem {
+	var ps []problem.Problem
 	bad := func(field, format string, args ...any) {
-		ps = append(ps, FieldProblem{field, fmt.Sprintf(format, args...)})
+		ps = append(ps, problem.Problem{Path: field, Message: fmt.Sprintf(format, args...)})
 	}
 	for _, f := range []struct {
 		n string

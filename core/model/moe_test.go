@@ -88,11 +88,11 @@ func TestMoEBadSpecsNameField(t *testing.T) {
 	c, _ := FromPreset("mixtral-8x7b", Config{MoE: MoE{ExpertsPerToken: 9}})
 	ps := c.Check()
 	require.NotEmpty(t, ps)
-	assert.Equal(t, "experts_per_token", ps[0].Field)
+	assert.Equal(t, "experts_per_token", ps[0].Path)
 	c, _ = ByName("mixtral-8x7b")
 	ps = c.CheckRun(Run{Phase: Training, Batch: 1, SeqLen: 8, TP: 1, EP: 3, DType: hw.BF16})
 	require.NotEmpty(t, ps)
-	assert.Equal(t, "ep", ps[0].Field)
+	assert.Equal(t, "ep", ps[0].Path)
 }
 
 func TestOverridePresetKeepsMoEFields(t *testing.T) {

@@ -25,9 +25,11 @@
 // shares it:
 //
 //	k := sim.New()
-//	fab, comms, faults, err := net.FromSpec(k, clusterSpec, faultSpec, seed, "flow")
-//	// or by hand: tp, _ := topo.Preset("dgx-h100", nodes); fab := net.NewFlowNet(k, tp);
-//	// net.ApplyFaults(fab, faultSpec, seed); comms := net.NewComms(fab)
+//	tp, _ := topo.Preset("dgx-h100", nodes)      // or topo.Build(a topo.Description)
+//	fab, comms, faults, err := net.Build(k, tp, plan, seed, "flow")
+//	// plan is a net.FaultPlan of tp's link and device ids (package compile
+//	// resolves a spec's device names into one); by hand:
+//	// fab := net.NewFlowNet(k, tp); net.ApplyFaults(fab, plan, seed); comms := net.NewComms(fab)
 //	id, err := comms.Start(net.Collective{Op: net.AllReduce, Algorithm: net.Ring,
 //		Bytes: 64 << 20, Ranks: tpGroup}, func(r net.Result) { /* r.End */ })
 //	err = comms.Send(srcRank, dstRank, bytes, func() { /* delivered */ })

@@ -2,10 +2,10 @@ package net
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/eidolon-sim/eidolon/core/rng"
 	"github.com/eidolon-sim/eidolon/core/sim"
-	"github.com/eidolon-sim/eidolon/core/spec"
 	"github.com/eidolon-sim/eidolon/core/topo"
 )
 
@@ -19,66 +19,94 @@ type FaultEvent struct {
 	Health       float64
 }
 
-// ApplyFaults resolves a fault spec against the fabric's topology, draws the
-// sampled faults from the seed's "faults" stream, sets stragglers now and
-// schedules every health change on the kernel. It returns the schedule in
-// time order. Unknown device names or missing links are a *spec.Error.
-func ApplyFaults(f Fabric, fs spec.Faults, seed uint64) ([]FaultEvent, error) {
+// FaultPlan is a run's faults in plain values: link and device ids of one
+// topology (package compile resolves a validated spec's device names into
+// one, with the spec's paths in its problems).
+type FaultPlan struct {
+	Links      []LinkFault
+	Devices    []DeviceFault
+	Stragglers []Straggler
+	// Sample draws more faults with the run's seed.
+	Sample *FaultSample
+}
+
+// LinkFault sets one directed link's health (0 fails it) from AtS until
+// UntilS (0: never restored).
+type LinkFault struct {
+	Link                int
+	Health, AtS, UntilS float64
+}
+
+// DeviceFault fails a device and all its links from AtS until UntilS (0: never).
+type DeviceFault struct {
+	Device      int
+	AtS, UntilS float64
+}
+
+// Straggler slows a device's compute by Slowdown.
+type Straggler struct {
+	Device   int
+	Slowdown float64
+}
+
+// FaultSample draws faults independently per cable (a link and its
+// reverse) and per GPU: a cable fails with LinkFailureProbability or runs
+// at DegradedHealth with LinkDegradeProbability; a GPU straggles by
+// Slowdown with StragglerProbability.
+type FaultSample struct {
+	LinkFailureProbability, LinkDegradeProbability, DegradedHealth float64
+	StragglerProbability, Slowdown                                 float64
+}
+
+// With is the plan followed by extra's explicit faults (new slices: p's are
+// never appended to); p's sample stays.
+func (p FaultPlan) With(extra FaultPlan) FaultPlan {
+	return FaultPlan{
+		Links:      append(slices.Clip(p.Links), extra.Links...),
+		Devices:    append(slices.Clip(p.Devices), extra.Devices...),
+		Stragglers: append(slices.Clip(p.Stragglers), extra.Stragglers...),
+		Sample:     p.Sample,
+	}
+}
+
+// ApplyFaults draws the plan's sampled faults from the seed's "faults"
+// stream, sets stragglers now and schedules every health change on the
+// kernel. It returns the schedule in time order. An id the fabric's
+// topology does not have is an error (a plan compiled for another cluster).
+func ApplyFaults(f Fabric, fp FaultPlan, seed uint64) ([]FaultEvent, error) {
 	t := f.Topology()
-	var p spec.Problems
-	dev := func(path, name string) int {
-		d, ok := t.DeviceByName(name)
-		if !ok {
-			p.Addf(path, "no device named %q in cluster %q", name, t.Name)
-			return -1
-		}
-		return d
-	}
 	var evs []FaultEvent
-	linkChange := func(l int, h, at, until float64) {
-		evs = append(evs, FaultEvent{At: sim.Seconds(at), What: "link_health", Link: l, Device: -1, Health: h})
-		if until > 0 {
-			evs = append(evs, FaultEvent{At: sim.Seconds(until), What: "link_health", Link: l, Device: -1, Health: t.Links[l].Health})
+	for _, lf := range fp.Links {
+		if lf.Link < 0 || lf.Link >= len(t.Links) {
+			return nil, fmt.Errorf("fault on link %d: cluster %q has %d links", lf.Link, t.Name, len(t.Links))
+		}
+		evs = append(evs, FaultEvent{At: sim.Seconds(lf.AtS), What: "link_health", Link: lf.Link, Device: -1, Health: lf.Health})
+		if lf.UntilS > 0 {
+			evs = append(evs, FaultEvent{At: sim.Seconds(lf.UntilS), What: "link_health", Link: lf.Link, Device: -1, Health: t.Links[lf.Link].Health})
 		}
 	}
-	for i, lf := range fs.Links {
-		path := spec.Index("faults.links", i)
-		a, b := dev(spec.Field(path, "src"), lf.Src), dev(spec.Field(path, "dst"), lf.Dst)
-		if a < 0 || b < 0 {
-			continue
+	device := func(d int) error {
+		if d < 0 || d >= len(t.Devices) {
+			return fmt.Errorf("fault on device %d: cluster %q has %d devices", d, t.Name, len(t.Devices))
 		}
-		pairs := [][2]int{{a, b}}
-		if lf.BothDirections {
-			pairs = append(pairs, [2]int{b, a})
-		}
-		for _, pr := range pairs {
-			l, ok := t.LinkBetween(pr[0], pr[1])
-			if !ok {
-				p.Addf(path, "no link from %s to %s", t.Devices[pr[0]].Name, t.Devices[pr[1]].Name)
-				continue
-			}
-			linkChange(l, lf.Health, lf.AtS, lf.UntilS)
-		}
+		return nil
 	}
-	for i, df := range fs.Devices {
-		d := dev(spec.Field(spec.Index("faults.devices", i), "device"), df.Device)
-		if d < 0 {
-			continue
+	for _, df := range fp.Devices {
+		if err := device(df.Device); err != nil {
+			return nil, err
 		}
-		evs = append(evs, FaultEvent{At: sim.Seconds(df.AtS), What: "device_down", Link: -1, Device: d})
+		evs = append(evs, FaultEvent{At: sim.Seconds(df.AtS), What: "device_down", Link: -1, Device: df.Device})
 		if df.UntilS > 0 {
-			evs = append(evs, FaultEvent{At: sim.Seconds(df.UntilS), What: "device_up", Link: -1, Device: d})
+			evs = append(evs, FaultEvent{At: sim.Seconds(df.UntilS), What: "device_up", Link: -1, Device: df.Device})
 		}
 	}
-	for i, s := range fs.Stragglers {
-		if d := dev(spec.Field(spec.Index("faults.stragglers", i), "device"), s.Device); d >= 0 {
-			evs = append(evs, FaultEvent{What: "straggler", Link: -1, Device: d, Health: s.Slowdown})
+	for _, s := range fp.Stragglers {
+		if err := device(s.Device); err != nil {
+			return nil, err
 		}
+		evs = append(evs, FaultEvent{What: "straggler", Link: -1, Device: s.Device, Health: s.Slowdown})
 	}
-	if err := p.Err(); err != nil {
-		return nil, err
-	}
-	if s := fs.Sample; s != nil {
+	if s := fp.Sample; s != nil {
 		evs = append(evs, sampleFaults(t, s, seed)...)
 	}
 	sortEvents(evs)
@@ -100,7 +128,7 @@ func ApplyFaults(f Fabric, fs spec.Faults, seed uint64) ([]FaultEvent, error) {
 // sampleFaults draws, per cable (a link and its reverse, taken once from the
 // lower-numbered end) and per GPU, independent failures, degradations and
 // stragglers for the whole run.
-func sampleFaults(t *topo.Topology, s *spec.FaultSample, seed uint64) []FaultEvent {
+func sampleFaults(t *topo.Topology, s *FaultSample, seed uint64) []FaultEvent {
 	r := rng.Stream(seed, "faults")
 	var evs []FaultEvent
 	for l, lk := range t.Links {
@@ -152,22 +180,17 @@ func (e FaultEvent) Describe(t *topo.Topology) string {
 	return t.Devices[e.Device].Name
 }
 
-// FromSpec builds a fabric on kernel k from a validated cluster spec
-// ("flow" model = FlowNet, "unaware" = Unaware), applies the faults
-// (sampled ones from seed) and attaches a collective engine: everything an
-// executor needs in one call. The topology's build polls the context k
-// watches (sim.Kernel.Watch).
-func FromSpec(k *sim.Kernel, cluster spec.Cluster, faults spec.Faults, seed uint64, model string) (Fabric, *Comms, []FaultEvent, error) {
-	tp, err := topo.FromSpecContext(k.Watched(), cluster)
-	if err != nil {
-		return nil, nil, nil, err
-	}
+// Build makes a fabric on kernel k over topology t ("flow" model =
+// FlowNet, "unaware" = Unaware), applies the fault plan (sampled faults
+// from seed) and attaches a collective engine: everything an executor
+// needs in one call.
+func Build(k *sim.Kernel, t *topo.Topology, faults FaultPlan, seed uint64, model string) (Fabric, *Comms, []FaultEvent, error) {
 	var f Fabric
 	switch model {
 	case "", "flow":
-		f = NewFlowNet(k, tp)
+		f = NewFlowNet(k, t)
 	case "unaware":
-		f = NewUnaware(k, tp)
+		f = NewUnaware(k, t)
 	default:
 		return nil, nil, nil, fmt.Errorf("unknown network model %q (want \"flow\" or \"unaware\")", model)
 	}

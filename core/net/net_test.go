@@ -8,7 +8,6 @@ import (
 
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/sim"
-	"github.com/eidolon-sim/eidolon/core/spec"
 	"github.com/eidolon-sim/eidolon/core/topo"
 )
 
@@ -237,7 +236,7 @@ func TestTimeVaryingLinkFault(t *testing.T) {
 	tp, _ := topo.Ring(2, testLink)
 	k := sim.New()
 	f := NewFlowNet(k, tp)
-	_, err := ApplyFaults(f, spec.Faults{Links: []spec.LinkFault{{Src: "gpu0", Dst: "gpu1", Health: 0.5, AtS: 1e-3, UntilS: 3e-3}}}, 0)
+	_, err := ApplyFaults(f, FaultPlan{Links: []LinkFault{{Link: linkBetween(t, f.Topology(), "gpu0", "gpu1"), Health: 0.5, AtS: 1e-3, UntilS: 3e-3}}}, 0)
 	require.NoError(t, err)
 	var end sim.Time
 	require.NoError(t, f.Send(0, 1, 1e9, SinkFunc(func(int) { end = k.Now() }), 0))
@@ -251,7 +250,7 @@ func TestFailedLinkMidFlowReroutes(t *testing.T) {
 	tp, _ := topo.Ring(4, testLink)
 	k := sim.New()
 	f := NewFlowNet(k, tp)
-	_, err := ApplyFaults(f, spec.Faults{Links: []spec.LinkFault{{Src: "gpu0", Dst: "gpu1", Health: 0, AtS: 1e-3}}}, 0)
+	_, err := ApplyFaults(f, FaultPlan{Links: []LinkFault{{Link: linkBetween(t, f.Topology(), "gpu0", "gpu1"), Health: 0, AtS: 1e-3}}}, 0)
 	require.NoError(t, err)
 	var rec FlowRecord
 	f.OnDeliver(func(r FlowRecord) { rec = r })
@@ -400,4 +399,15 @@ func TestDefaultChannelsOneRingPerRail(t *testing.T) {
 	one := runOne(t, NewFlowNet(sim.New(), tp), Collective{Op: AllReduce, Bytes: S, Ranks: all(n), Channels: 1})
 	require.InEpsilon(t, B, S/one*BusBandwidthFactor(AllReduce, n), 0.01)
 	require.Greater(t, S/got*BusBandwidthFactor(AllReduce, n), 7.5*B)
+}
+
+// linkBetween is the id of the link from device a to device b, by name.
+func linkBetween(t *testing.T, tp *topo.Topology, a, b string) int {
+	da, ok := tp.DeviceByName(a)
+	require.True(t, ok, a)
+	db, ok := tp.DeviceByName(b)
+	require.True(t, ok, b)
+	l, ok := tp.LinkBetween(da, db)
+	require.True(t, ok, "%s -> %s", a, b)
+	return l
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/rng"
 	"github.com/eidolon-sim/eidolon/core/sim"
-	"github.com/eidolon-sim/eidolon/core/spec"
 	"github.com/eidolon-sim/eidolon/core/topo"
 )
 
@@ -116,7 +115,7 @@ func TestPropertiesRandomCollectives(t *testing.T) {
 			tp := randomTopology(t, r)
 			k := sim.New()
 			f := NewFlowNet(k, tp)
-			fs := spec.Faults{Sample: &spec.FaultSample{LinkDegradeProbability: 0.2, DegradedHealth: 0.5,
+			fs := FaultPlan{Sample: &FaultSample{LinkDegradeProbability: 0.2, DegradedHealth: 0.5,
 				LinkFailureProbability: 0.05 * float64(r.IntN(2))}}
 			_, err := ApplyFaults(f, fs, seed)
 			require.NoError(t, err)
@@ -157,22 +156,6 @@ func TestPropertiesRandomCollectives(t *testing.T) {
 			require.Equal(t, started, done)
 		})
 	}
-}
-
-// TestSpecAgreesWithNet ties the spec's collective vocabulary (which spec,
-// below net, cannot ask for) to the registry: the same operations in the
-// same order, and for each the same algorithms, default first.
-func TestSpecAgreesWithNet(t *testing.T) {
-	var ops []string
-	algs := map[string][]string{}
-	for _, op := range Ops() {
-		ops = append(ops, string(op))
-		for _, a := range Algorithms(op) {
-			algs[string(op)] = append(algs[string(op)], string(a))
-		}
-	}
-	require.Equal(t, ops, spec.CollectiveNames(), "spec.CollectiveNames must list net.Ops (core/net/registry.go)")
-	require.Equal(t, algs, spec.CollectiveAlgorithms(), "spec.CollectiveAlgorithms must list the registry's algorithms (core/net/registry.go)")
 }
 
 // TestFastPathMatchesMaxMin: flows that start alone on their links skip the

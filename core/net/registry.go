@@ -21,12 +21,11 @@ type algorithm struct {
 
 // registry is every collective the engine runs, grouped by operation in
 // the order of Ops, each operation's default algorithm first. Algorithms,
-// Ops, the engine's checks and (through TestSpecAgreesWithNet) the spec's
-// vocabulary derive from it.
+// Ops, the engine's checks and the spec's vocabulary
+// (spec.CollectiveAlgorithms) derive from it.
 //
 // A new algorithm is a builder (a program type in its family's algo_*.go,
-// or a new file) and a row here; then its name in spec.CollectiveAlgorithms
-// (the test says which) and the README's algorithm list.
+// or a new file) and a row here; then the README's algorithm list.
 var registry = []algorithm{
 	{op: AllReduce, alg: Ring, build: buildRing},
 	{op: AllReduce, alg: Tree, build: buildDoubleTree, chunks: chunksPerMiB},

@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/eidolon-sim/eidolon/core/sim"
-	"github.com/eidolon-sim/eidolon/core/spec"
 	"github.com/eidolon-sim/eidolon/core/topo"
 )
 
@@ -107,7 +106,7 @@ func TestRingStreamReroutesAroundAFailure(t *testing.T) {
 	tp2, _ := topo.Ring(4, testLink)
 	k := sim.New()
 	f := NewFlowNet(k, tp2)
-	_, err := ApplyFaults(f, spec.Faults{Links: []spec.LinkFault{{Src: "gpu0", Dst: "gpu1", Health: 0, AtS: healthy / 2}}}, 0)
+	_, err := ApplyFaults(f, FaultPlan{Links: []LinkFault{{Link: linkBetween(t, f.Topology(), "gpu0", "gpu1"), Health: 0, AtS: healthy / 2}}}, 0)
 	require.NoError(t, err)
 	var rec FlowRecord
 	f.OnDeliver(func(r FlowRecord) { rec = r })

@@ -9,7 +9,7 @@ import (
 	"github.com/eidolon-sim/eidolon/core/exec"
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
-	"github.com/eidolon-sim/eidolon/core/spec"
+	"github.com/eidolon-sim/eidolon/core/net"
 	"github.com/eidolon-sim/eidolon/core/topo"
 	"github.com/eidolon-sim/eidolon/core/workload"
 )
@@ -113,7 +113,7 @@ func ReplicaRanks(tp, pp, r int) [][]int {
 
 // NewPricer builds replica r's pricer on a topology (its link health
 // already holds the time-0 faults) with the spec's faults and seed.
-func NewPricer(t *topo.Topology, gpu hw.GPU, faults spec.Faults, seed uint64, cfg model.Config,
+func NewPricer(t *topo.Topology, gpu hw.GPU, faults net.FaultPlan, seed uint64, cfg model.Config,
 	tp, pp int, dtype hw.DType, r int, host exec.Host) (*Pricer, error) {
 	p := &Pricer{gpu: gpu, ev: compute.NewEvaluator(gpu), cfg: cfg, tp: tp, pp: pp, dtype: dtype, host: host,
 		dense: map[partKey]exec.Issue{}, denseComm: map[partKey]float64{}, head: map[partKey]exec.Issue{}, dec: map[[2]int]float64{}, pre: map[[2]int]float64{},
@@ -150,7 +150,7 @@ func NewPricer(t *topo.Topology, gpu hw.GPU, faults spec.Faults, seed uint64, cf
 		return nil, fmt.Errorf("replica %d needs rank %d but the cluster has %d GPUs", r, need-1, t.NumRanks())
 	}
 	// Stragglers: a stage computes at its slowest rank's pace (as exec runs a unit).
-	m, err := exec.NewMachineOn(t, gpu, faults, seed)
+	m, err := exec.NewMachine(t, gpu, faults, seed)
 	if err != nil {
 		return nil, err
 	}
@@ -193,9 +193,9 @@ func stagePositions(n, pp int) [][]int {
 
 // probe simulates one collective (or, p2p, one pipeline transfer from
 // stage−1 to stage) on a fresh machine with exec.Run and returns its time.
-func probe(t *topo.Topology, gpu hw.GPU, faults spec.Faults, seed uint64, ranks [][]int,
+func probe(t *topo.Topology, gpu hw.GPU, faults net.FaultPlan, seed uint64, ranks [][]int,
 	kind model.Kind, bytes float64, stage int, p2p bool) (float64, error) {
-	m, err := exec.NewMachineOn(t, gpu, faults, seed)
+	m, err := exec.NewMachine(t, gpu, faults, seed)
 	if err != nil {
 		return 0, err
 	}
@@ -543,8 +543,8 @@ func (p *Pricer) Breakdown(sh *Shape) (compute, comm, attention, head float64, e
 // Transfer is the time to move bytes from every rank of replica a's stage
 // to the same rank of replica b's (the KV cache of disaggregated serving:
 // each GPU holds its share of the heads and layers), all ranks at once.
-func Transfer(t *topo.Topology, gpu hw.GPU, faults spec.Faults, seed uint64, tp, pp, a, b int, bytesPerRank float64) (float64, error) {
-	m, err := exec.NewMachineOn(t, gpu, faults, seed)
+func Transfer(t *topo.Topology, gpu hw.GPU, faults net.FaultPlan, seed uint64, tp, pp, a, b int, bytesPerRank float64) (float64, error) {
+	m, err := exec.NewMachine(t, gpu, faults, seed)
 	if err != nil {
 		return 0, err
 	}

@@ -5,12 +5,13 @@ import (
 	"math"
 	"testing"
 
+	"github.com/eidolon-sim/eidolon/core/compile"
 	"github.com/eidolon-sim/eidolon/core/exec"
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
+	"github.com/eidolon-sim/eidolon/core/net"
 	"github.com/eidolon-sim/eidolon/core/rng"
 	"github.com/eidolon-sim/eidolon/core/spec"
-	"github.com/eidolon-sim/eidolon/core/topo"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -19,12 +20,12 @@ func pricer(t *testing.T, name string, tp int) *Pricer {
 	t.Helper()
 	c := spec.Cluster{Preset: "dgx-a100", Nodes: 1}
 	c.Defaults()
-	tpg, err := topo.FromSpec(c)
+	tpg, err := compile.Topology("", c)
 	require.NoError(t, err)
 	g, _ := hw.GPUByName("a100-80gb-sxm")
 	cfg, ok := model.FromPreset(name, model.Config{})
 	require.True(t, ok)
-	p, err := NewPricer(tpg, g, spec.Faults{}, 1, cfg, tp, 1, hw.BF16, 0, exec.Host{Mode: exec.CUDAGraphs})
+	p, err := NewPricer(tpg, g, net.FaultPlan{}, 1, cfg, tp, 1, hw.BF16, 0, exec.Host{Mode: exec.CUDAGraphs})
 	require.NoError(t, err)
 	return p
 }

@@ -414,15 +414,6 @@ func (k *Kernel) Fail(err error) {
 // collective over a million ranks) poll it.
 func (k *Kernel) Watch(ctx context.Context) { k.watch = ctx }
 
-// Watched is the context given to Watch (context.Background() without one),
-// for set-up work outside the kernel, such as building the topology.
-func (k *Kernel) Watched() context.Context {
-	if k.watch == nil {
-		return context.Background()
-	}
-	return k.watch
-}
-
 // Interrupted reports whether the run has failed or the watched context is
 // canceled (checked once every 256 calls, so it is cheap in a hot loop); a
 // cancellation fails the run, so Run then returns it at once.

@@ -2,11 +2,12 @@ package spec
 
 import (
 	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/topo"
 )
 
 // Cluster describes the machine: a DGX preset scaled to N nodes, a single-tier
 // topology of GPUs, a composed (intra-node × fabric) cluster, or an edge
-// list. Compiled by topo.FromSpec.
+// list. Compiled by compile.Description into a topo.Description.
 type Cluster struct {
 	// Preset: "dgx-a100", "dgx-h100", "dgx-h200", "dgx-h800" (NVSwitch inside
 	// the node, eight NICs per node into a rail-optimized fabric),
@@ -82,15 +83,12 @@ type EdgeSpec struct {
 	Tech string `json:"tech,omitempty"`
 }
 
-// ClusterPresets are the preset names (package topo builds them).
-func ClusterPresets() []string {
-	return []string{"dgx-a100", "dgx-h100", "dgx-h200", "dgx-h800", "gb200-nvl72", "aws-p4d"}
-}
+// ClusterPresets are the preset names: package topo's, which builds them.
+func ClusterPresets() []string { return topo.Presets() }
 
-// ClusterTopologies are the topology kinds without a preset.
-func ClusterTopologies() []string {
-	return []string{"ring", "fully_connected", "switch", "torus", "mesh", "leaf_spine", "composed", "edges"}
-}
+// ClusterTopologies are the topology kinds without a preset: package
+// topo's, which builds them.
+func ClusterTopologies() []string { return topo.Kinds() }
 
 // Defaults fills optional fields.
 func (c *Cluster) Defaults() {
@@ -178,8 +176,8 @@ func (c *Cluster) Validate(p *Problems, path string) {
 		}
 	case "composed":
 		p.IntInRange(f("gpus_per_node"), c.GPUsPerNode, 1, 1024)
-		p.OneOf(f("intra"), c.Intra, []string{"nvswitch", "ring", "fully_connected", "none"})
-		p.OneOf(f("fabric"), c.Fabric, []string{"rail_optimized", "leaf_spine"})
+		p.OneOf(f("intra"), c.Intra, topo.Intras())
+		p.OneOf(f("fabric"), c.Fabric, topo.Fabrics())
 		checkLink("intra_link", c.IntraLink)
 		checkLink("nic_link", c.NICLink)
 		checkLink("host_link", c.HostLink)

@@ -1,5 +1,7 @@
 package spec
 
+import "github.com/eidolon-sim/eidolon/core/net"
+
 // Collective is the "collective" kind: time one collective operation on a
 // cluster, over a sweep of sizes and algorithms, with congestion (several
 // communicators or copies at once) and faults.
@@ -73,28 +75,26 @@ type Quantization struct {
 }
 
 // CollectiveAlgorithms lists the algorithms of each collective, default
-// first: net's registry of collectives (core/net/registry.go) spelled out.
-// It cannot be asked of net: spec sits below the models and may import only
-// hw and model (core/layering_test.go), and validation must know the names
-// to refuse a misspelled one with its path before anything runs. Instead
-// net's TestSpecAgreesWithNet derives the same table from the registry and
-// fails, naming the difference, when this one does not match it.
+// first: net's registry of collectives (core/net/registry.go), asked of net
+// so that validation refuses a misspelled name with its path before
+// anything runs, and a new algorithm needs no edit here.
 func CollectiveAlgorithms() map[string][]string {
-	return map[string][]string{
-		"all_reduce":     {"ring", "tree", "halving_doubling", "direct", "hierarchical", "nccl"},
-		"all_gather":     {"ring", "direct", "nccl"},
-		"reduce_scatter": {"ring", "direct", "nccl"},
-		"all_to_all":     {"direct"},
-		"broadcast":      {"ring", "tree"},
-		"reduce":         {"ring", "tree"},
-		"send_recv":      {"direct"},
+	out := map[string][]string{}
+	for _, op := range net.Ops() {
+		for _, a := range net.Algorithms(op) {
+			out[string(op)] = append(out[string(op)], string(a))
+		}
 	}
+	return out
 }
 
-// CollectiveNames lists the collectives in a fixed order (net.Ops; the
-// same test ties them).
+// CollectiveNames lists the collectives in net's order (net.Ops).
 func CollectiveNames() []string {
-	return []string{"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "send_recv"}
+	var out []string
+	for _, op := range net.Ops() {
+		out = append(out, string(op))
+	}
+	return out
 }
 
 func (s *Collective) Defaults() {

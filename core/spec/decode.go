@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+
+	"github.com/eidolon-sim/eidolon/core/problem"
 )
 
 // Decode parses JSON into the struct pointed to by into, strictly: unknown
@@ -41,7 +43,7 @@ func Decode(data []byte, into any) error {
 	if err := json.Unmarshal(data, into); err != nil {
 		var se *Error
 		if errors.As(err, &se) { // a nested Unmarshaler (Model) with its paths
-			p.list = append(p.list, se.Problems...)
+			p.Merge("", se)
 		} else {
 			p.Addf("", "%v", err)
 		}
@@ -134,7 +136,7 @@ func checkValue(p *Problems, path string, v any, t reflect.Type) bool {
 				if s := Suggest(k, names); s != "" {
 					msg += fmt.Sprintf(" (did you mean %q?)", s)
 				}
-				p.addAllowed(Field(path, k), "a field of "+quoteAll(names), "%s; allowed here: %s", msg, strings.Join(names, ", "))
+				p.AddAllowed(Field(path, k), "a field of "+problem.Quoted(names), "%s; allowed here: %s", msg, strings.Join(names, ", "))
 				delete(obj, k)
 				continue
 			}
@@ -213,7 +215,7 @@ func checkInteger(p *Problems, path string, v any, lo, hi float64) bool {
 		return false
 	}
 	if f < lo || f >= hi {
-		p.addAllowed(path, fmt.Sprintf("an integer in [%.0f, %.0f)", lo, hi), "must be an integer in [%.0f, %.0f), got %s", lo, hi, n.String())
+		p.AddAllowed(path, fmt.Sprintf("an integer in [%.0f, %.0f)", lo, hi), "must be an integer in [%.0f, %.0f), got %s", lo, hi, n.String())
 		return false
 	}
 	return true

@@ -1,5 +1,7 @@
 package spec
 
+import "github.com/eidolon-sim/eidolon/core/problem"
+
 // FaultSweep is the "fault_sweep" kind: one base run (a training step, an
 // inference batch or a collective) simulated again under many fault sets,
 // each drawn with the sweep's seed or enumerated one cable at a time.
@@ -129,14 +131,7 @@ func (s *FaultSweep) Validate(p *Problems) {
 		}
 		var bp Problems
 		base.Validate(&bp)
-		for _, pr := range bp.list {
-			path := kind
-			if pr.Path != "" {
-				path = Field(kind, pr.Path)
-			}
-			pr.Path = path
-			p.Add(pr)
-		}
+		p.Merge("", problem.Under(kind, bp.Err()))
 	}
 	if p.OneOf("mode", s.Mode, FaultSweepModes()) && s.Mode == "sample" {
 		p.IntInRange("samples", s.Samples, 1, 1<<20)

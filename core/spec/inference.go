@@ -8,9 +8,8 @@ import "github.com/eidolon-sim/eidolon/core/hw"
 // summary, ranks, timeline, memory.
 type Inference struct {
 	Header
-	Model   Model   `json:"model"`
-	GPU     string  `json:"gpu"`
-	Cluster Cluster `json:"cluster"`
+	// Target: the model, the GPU preset and the cluster (see Target).
+	Target
 	// TP and PP degrees of one replica (default 1); Replicas serve
 	// independent shares of the batch (default 1).
 	TP       int `json:"tp,omitempty"`
@@ -82,7 +81,7 @@ func (s *Inference) Defaults() {
 
 // Validate reports every problem.
 func (s *Inference) Validate(p *Problems) {
-	validateRun(p, s.GPU, s.DType, &s.Model, &s.Cluster, &s.Faults)
+	s.Target.validate(p, s.DType, &s.Faults)
 	p.IntInRange("tp", s.TP, 1, 1<<16)
 	p.IntInRange("pp", s.PP, 1, 1<<16)
 	p.IntInRange("replicas", s.Replicas, 1, 1<<20)

@@ -149,7 +149,7 @@ func (m Model) Validate(p *Problems, path string) {
 	n := p.Len()
 	for _, b := range modelBounds {
 		if v := b.value(&m.Config); v < 0 || v > b.max {
-			p.addAllowed(Field(path, b.field), "[1, "+strconv.Itoa(b.max)+"]", "must be in [1, %d], got %d", b.max, v)
+			p.AddAllowed(Field(path, b.field), "[1, "+strconv.Itoa(b.max)+"]", "must be in [1, %d], got %d", b.max, v)
 		}
 	}
 	if len(m.Pattern) > 1<<14 {
@@ -183,7 +183,7 @@ func (m Model) Validate(p *Problems, path string) {
 		return
 	}
 	for _, fp := range c.Check() {
-		p.Addf(Field(path, fp.Field), "%s", fp.Message)
+		p.Addf(Field(path, fp.Path), "%s", fp.Message)
 	}
 }
 

@@ -87,7 +87,7 @@ func (s *Operators) Validate(p *Problems) {
 	c, _ := s.Model.Resolve()
 	n = p.Len()
 	for _, fp := range c.CheckRun(s.Run()) {
-		p.Addf(fp.Field, "%s", fp.Message)
+		p.Addf(fp.Path, "%s", fp.Message)
 	}
 	if p.Len() > n {
 		return

@@ -8,9 +8,8 @@ import "github.com/eidolon-sim/eidolon/core/hw"
 // simulate the promising ones and rank them by step time. Table: configs.
 type ParallelSearch struct {
 	Header
-	Model   Model   `json:"model"`
-	GPU     string  `json:"gpu"`
-	Cluster Cluster `json:"cluster"`
+	// Target: the model, the GPU preset and the cluster (see Target).
+	Target
 	// GlobalBatch is sequences per step (required); SeqLen tokens per sequence (default 2048).
 	GlobalBatch int `json:"global_batch"`
 	SeqLen      int `json:"seq_len,omitempty"`
@@ -77,7 +76,7 @@ func (s *ParallelSearch) Defaults() {
 // Validate reports every problem.
 func (s *ParallelSearch) Validate(p *Problems) {
 	var none Faults
-	validateRun(p, s.GPU, s.DType, &s.Model, &s.Cluster, &none)
+	s.Target.validate(p, s.DType, &none)
 	p.OneOf("grad_dtype", s.GradDType, []string{"fp32", "bf16", "fp16"})
 	p.IntInRange("global_batch", s.GlobalBatch, 1, 1<<30)
 	p.IntInRange("seq_len", s.SeqLen, 1, 1<<24)

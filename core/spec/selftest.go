@@ -22,6 +22,6 @@ func (s *Selftest) Defaults() {
 
 func (s *Selftest) Validate(p *Problems) {
 	if s.Iterations < 1 || s.Iterations > 1e15 {
-		p.addAllowed("iterations", "[1, 1e15]", "must be in [1, 1e15], got %d", s.Iterations)
+		p.AddAllowed("iterations", "[1, 1e15]", "must be in [1, 1e15], got %d", s.Iterations)
 	}
 }

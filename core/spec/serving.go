@@ -12,9 +12,8 @@ import (
 // decode pools. Tables: requests, iterations, summary.
 type Serving struct {
 	Header
-	Model   Model   `json:"model"`
-	GPU     string  `json:"gpu"`
-	Cluster Cluster `json:"cluster"`
+	// Target: the model, the GPU preset and the cluster (see Target).
+	Target
 	// TP and PP of a replica (default 1); Replicas engines (default 1).
 	TP       int `json:"tp,omitempty"`
 	PP       int `json:"pp,omitempty"`
@@ -298,7 +297,7 @@ func (s *Serving) Validate(p *Problems) {
 			p.Addf("slo", "a search needs at least one SLO (ttft_s, itl_s or e2e_s)")
 		}
 	}
-	validateRun(p, s.GPU, s.DType, &s.Model, &s.Cluster, &s.Faults)
+	s.Target.validate(p, s.DType, &s.Faults)
 	p.IntInRange("tp", s.TP, 1, 1<<16)
 	p.IntInRange("pp", s.PP, 1, 1<<16)
 	p.IntInRange("replicas", s.Replicas, 1, 1<<20)

@@ -14,13 +14,11 @@ import (
 // memory, comm.
 type SSMTP struct {
 	Header
-	Model Model `json:"model"`
-	// GPU preset of every device, e.g. "a100-80gb-sxm" or "rtx-a6000".
-	GPU string `json:"gpu"`
-	// Cluster the TP group runs in, e.g. {"topology": "switch", "gpus": 4,
-	// "link": "nvlink3"} or the same with "link": "pcie4-x16". Rank i of a
-	// TP group is GPU i.
-	Cluster Cluster `json:"cluster"`
+	// Target: the model, the GPU preset of every device (e.g.
+	// "a100-80gb-sxm" or "rtx-a6000") and the cluster the TP group runs
+	// in, e.g. {"topology": "switch", "gpus": 4, "link": "nvlink3"} or the
+	// same with "link": "pcie4-x16"; rank i of a TP group is GPU i.
+	Target
 	// TPDegrees to compare; default [1, 2, 4]. Each must fit the cluster
 	// and divide the model's split dimensions (Mamba-2: nheads and
 	// n_groups; attention: heads).
@@ -114,7 +112,7 @@ func (s *SSMTP) Defaults() {
 // by the driver as a spec error too.
 func (s *SSMTP) Validate(p *Problems) {
 	var none Faults
-	validateRun(p, s.GPU, s.DType, &s.Model, &s.Cluster, &none)
+	s.Target.validate(p, s.DType, &none)
 	for i, t := range s.TPDegrees {
 		p.IntInRange(Index("tp_degrees", i), t, 1, 1024)
 	}
@@ -171,8 +169,8 @@ func (s *SSMTP) checkSplit(p *Problems, c model.Config, path string, t int) {
 	r := model.Run{Phase: model.Decode, Batch: 1, TP: t, DType: hw.DType(s.DType)}
 	for _, fp := range c.CheckRun(r) {
 		msg := fp.Message
-		if fp.Field != "tp" {
-			msg = fmt.Sprintf("%s: %s", fp.Field, fp.Message)
+		if fp.Path != "tp" {
+			msg = fmt.Sprintf("%s: %s", fp.Path, fp.Message)
 		}
 		p.Addf(path, "%s", msg)
 	}

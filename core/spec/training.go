@@ -7,11 +7,8 @@ import "github.com/eidolon-sim/eidolon/core/hw"
 // network. Tables: summary, ranks, timeline, memory.
 type Training struct {
 	Header
-	// Model: a preset name or hyper-parameters (see Model).
-	Model Model `json:"model"`
-	// GPU preset name (eidolon.presets.gpus()), e.g. "a100-80gb-sxm".
-	GPU     string  `json:"gpu"`
-	Cluster Cluster `json:"cluster"`
+	// Target: the model, the GPU preset and the cluster (see Target).
+	Target
 	// Parallel is the layout; see Parallel.
 	Parallel Parallel `json:"parallel"`
 	// SeqLen is tokens per sequence; default 2048.
@@ -89,7 +86,7 @@ func (s *Training) Defaults() {
 
 // Validate reports every problem.
 func (s *Training) Validate(p *Problems) {
-	validateRun(p, s.GPU, s.DType, &s.Model, &s.Cluster, &s.Faults)
+	s.Target.validate(p, s.DType, &s.Faults)
 	p.OneOf("grad_dtype", s.GradDType, []string{"fp32", "bf16", "fp16"})
 	p.IntInRange("seq_len", s.SeqLen, 1, 1<<24)
 	s.Parallel.Validate(p, "parallel")
@@ -99,19 +96,31 @@ func (s *Training) Validate(p *Problems) {
 }
 
 // validateRun checks the fields training and inference share.
-func validateRun(p *Problems, gpu, dtype string, m *Model, c *Cluster, f *Faults) {
-	g, ok := hw.GPUByName(gpu)
+// Target is what a run is of and on: the model, the GPU preset and the
+// cluster. The kinds that simulate a model on a cluster embed it first, so
+// its fields keep their place in the spec's JSON.
+type Target struct {
+	// Model: a preset name or hyper-parameters (see Model).
+	Model Model `json:"model"`
+	// GPU preset name (eidolon.presets.gpus()), e.g. "a100-80gb-sxm".
+	GPU     string  `json:"gpu"`
+	Cluster Cluster `json:"cluster"`
+}
+
+// validate checks the target with the run's math type and faults.
+func (t *Target) validate(p *Problems, dtype string, f *Faults) {
+	g, ok := hw.GPUByName(t.GPU)
 	if !ok {
-		p.OneOf("gpu", gpu, hw.GPUNames())
+		p.OneOf("gpu", t.GPU, hw.GPUNames())
 	}
 	dtypes := make([]string, len(hw.DTypes))
 	for i, d := range hw.DTypes {
 		dtypes[i] = string(d)
 	}
 	if p.OneOf("dtype", dtype, dtypes) && ok && g.Peak(hw.DType(dtype)) == 0 {
-		p.Addf("dtype", "%s has no %s math units; choose one of its types", gpu, dtype)
+		p.Addf("dtype", "%s has no %s math units; choose one of its types", t.GPU, dtype)
 	}
-	m.Validate(p, "model")
-	c.Validate(p, "cluster")
+	t.Model.Validate(p, "model")
+	t.Cluster.Validate(p, "cluster")
 	f.Validate(p, "faults")
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/eidolon-sim/eidolon/core/spec"
 	"github.com/stretchr/testify/require"
 )
 
@@ -39,19 +38,20 @@ func TestClusterBuildPollsCancellation(t *testing.T) {
 	require.GreaterOrEqual(t, polls, 3*2048/64)
 }
 
-// A canceled context stops preset and composed clusters from the spec.
-func TestFromSpecContextCanceled(t *testing.T) {
+// A canceled context stops preset and composed clusters built from a
+// description.
+func TestBuildContextCanceled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	for _, c := range []spec.Cluster{
+	for _, d := range []Description{
 		{Preset: "dgx-h100", Nodes: 16384},
-		{Topology: "composed", Nodes: 4096, GPUsPerNode: 8, Intra: "nvswitch", IntraLink: "nvlink4", NICLink: "ib-ndr", Fabric: "rail_optimized", Radix: 64},
+		{Kind: KindComposed, Nodes: 4096, GPUsPerNode: 8, NICsPerNode: 8, Intra: IntraNVSwitch, IntraLink: link(t, "nvlink4"),
+			NICLink: link(t, "ib-ndr"), HostLink: link(t, "pcie5-x16"), Fabric: RailOptimized, Radix: 64, Oversubscription: 1},
 	} {
-		c.Defaults()
-		_, err := FromSpecContext(ctx, c)
-		require.ErrorIs(t, err, context.Canceled, c)
-		_, err = FromSpecContext(context.Background(), spec.Cluster{Preset: c.Preset, Nodes: 2, Topology: c.Topology,
-			GPUsPerNode: c.GPUsPerNode, Intra: c.Intra, IntraLink: c.IntraLink, NICLink: c.NICLink, Fabric: c.Fabric, Radix: c.Radix})
+		_, err := BuildContext(ctx, d)
+		require.ErrorIs(t, err, context.Canceled, d)
+		d.Nodes = 2
+		_, err = BuildContext(context.Background(), d)
 		require.NoError(t, err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/eidolon-sim/eidolon/core/compile"
 	"github.com/eidolon-sim/eidolon/core/net"
 	"github.com/eidolon-sim/eidolon/core/sim"
 	"github.com/eidolon-sim/eidolon/core/spec"
@@ -23,7 +24,8 @@ func sharedNICCluster(t *testing.T) *topo.Topology {
 	var p spec.Problems
 	c.Validate(&p, "cluster")
 	require.NoError(t, p.Err())
-	tp, err := topo.FromSpec(c)
+	require.Equal(t, 2, c.GPUsPerPCIeSwitch, "4 NICs for 8 GPUs: two GPUs share each NIC by default")
+	tp, err := compile.Topology("", c)
 	require.NoError(t, err)
 	return tp
 }

@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/eidolon-sim/eidolon/core/hw"
-	"github.com/eidolon-sim/eidolon/core/spec"
 )
 
 func link(t *testing.T, name string) hw.Link {
@@ -16,16 +15,21 @@ func link(t *testing.T, name string) hw.Link {
 	return l
 }
 
-// composedSpec is a validated composed cluster: `nodes` nodes of 8 GPUs on
-// NVSwitch with `nics` NICs each.
-func composedSpec(t *testing.T, nodes, nics int, intra string) spec.Cluster {
-	c := spec.Cluster{Topology: "composed", Nodes: nodes, NICsPerNode: &nics, Intra: intra,
-		IntraLink: "nvlink3", NICLink: "ib-hdr", HostLink: "pcie4-x16"}
-	c.Defaults()
-	var p spec.Problems
-	c.Validate(&p, "cluster")
-	require.NoError(t, p.Err())
-	return c
+// composed is a composed cluster as a spec's defaults describe it
+// (compile.Description): `nodes` nodes of 8 GPUs (nvlink3; NVSwitch unless
+// intra says otherwise) with `nics` HDR NICs each on PCIe Gen4, rail
+// optimized, and with fewer NICs than GPUs the GPUs 8/nics to a PCIe switch.
+func composed(t *testing.T, nodes, nics int, intra string) Description {
+	if intra == "" {
+		intra = IntraNVSwitch
+	}
+	d := Description{Kind: KindComposed, Nodes: nodes, GPUsPerNode: 8, NICsPerNode: nics, Intra: intra,
+		Fabric: RailOptimized, Radix: 64, Oversubscription: 1,
+		IntraLink: link(t, "nvlink3"), NICLink: link(t, "ib-hdr"), HostLink: link(t, "pcie4-x16")}
+	if nics < 8 {
+		d.GPUsPerPCIeSwitch = 8 / nics
+	}
+	return d
 }
 
 // pathNames lists the devices a route visits after its source.
@@ -38,9 +42,7 @@ func pathNames(tp *Topology, p []int32) []string {
 }
 
 func TestSharedNICsReachEveryGPU(t *testing.T) {
-	c := composedSpec(t, 2, 4, "")
-	require.Equal(t, 2, c.GPUsPerPCIeSwitch, "4 NICs for 8 GPUs: two GPUs share each NIC by default")
-	tp, err := FromSpec(c)
+	tp, err := Build(composed(t, 2, 4, ""))
 	require.NoError(t, err)
 	require.Equal(t, 16, tp.NumRanks())
 	require.Equal(t, 4, tp.NICsOnNode(0))
@@ -96,7 +98,7 @@ func TestSharedNICsReachEveryGPU(t *testing.T) {
 func TestSharedNICsWithoutNVLink(t *testing.T) {
 	// Intra "none": one device per PCIe switch, GPUs on it talk through it
 	// (PCIe peer-to-peer), GPUs on other switches through the fabric.
-	tp, err := FromSpec(composedSpec(t, 2, 4, "none"))
+	tp, err := Build(composed(t, 2, 4, "none"))
 	require.NoError(t, err)
 	g0, _ := tp.DeviceByName("n0.gpu0")
 	g1, _ := tp.DeviceByName("n0.gpu1")
@@ -193,8 +195,7 @@ func TestDGXPresetsKeepDirectNICs(t *testing.T) {
 	}
 }
 
-func TestPresetListsAgree(t *testing.T) {
-	require.Equal(t, spec.ClusterPresets(), Presets())
+func TestEveryPresetBuilds(t *testing.T) {
 	for _, name := range Presets() {
 		_, err := Preset(name, 3)
 		require.NoError(t, err, name)
@@ -206,7 +207,7 @@ func TestSharedNICsEveryIntraNetwork(t *testing.T) {
 	// and with an NVLink network (GPUs on one PCIe switch are ring
 	// neighbours here) GPU-to-GPU routes inside a node stay off PCIe.
 	for _, intra := range []string{"nvswitch", "ring", "fully_connected", "none"} {
-		tp, err := FromSpec(composedSpec(t, 3, 4, intra))
+		tp, err := Build(composed(t, 3, 4, intra))
 		require.NoError(t, err, intra)
 		var pairs [][2]int
 		for a := 0; a < tp.NumRanks(); a++ {

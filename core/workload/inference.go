@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/eidolon-sim/eidolon/core/problem"
+
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
 )
@@ -60,11 +62,11 @@ type InferencePlan struct {
 }
 
 // Check returns every problem with the spec field it concerns.
-func (in Inference) Check() []model.FieldProblem {
-	var ps []model.FieldProblem
+func (in Inference) Check() []problem.Problem {
+	var ps []problem.Problem
 	for i, g := range in.Groups() {
 		if g.Count < 1 || g.Prompt < 1 || g.Output < 1 {
-			ps = append(ps, model.FieldProblem{Field: fmt.Sprintf("requests[%d]", i),
+			ps = append(ps, problem.Problem{Path: fmt.Sprintf("requests[%d]", i),
 				Message: fmt.Sprintf("count, prompt_tokens and output_tokens must be >= 1, got %d, %d, %d", g.Count, g.Prompt, g.Output)})
 		}
 	}
@@ -79,7 +81,7 @@ func (in Inference) Check() []model.FieldProblem {
 	}
 	for _, r := range runs {
 		for _, fp := range in.Model.CheckRun(r) {
-			field := fp.Field
+			field := fp.Path
 			switch field {
 			case "tp", "batch", "ep":
 			case "seq_len":
@@ -87,17 +89,17 @@ func (in Inference) Check() []model.FieldProblem {
 			default:
 				field = "model." + field
 			}
-			ps = append(ps, model.FieldProblem{Field: field, Message: fp.Message})
+			ps = append(ps, problem.Problem{Path: field, Message: fp.Message})
 		}
 		if len(ps) > 0 {
 			break
 		}
 	}
 	if ep := max(in.EP, 1); in.EP < 0 || in.Replicas%ep != 0 {
-		ps = append(ps, model.FieldProblem{Field: "ep", Message: fmt.Sprintf("must be >= 1 and divide replicas (%d), got %d", in.Replicas, in.EP)})
+		ps = append(ps, problem.Problem{Path: "ep", Message: fmt.Sprintf("must be >= 1 and divide replicas (%d), got %d", in.Replicas, in.EP)})
 	}
 	if n := len(in.Model.Pattern); in.PP > n {
-		ps = append(ps, model.FieldProblem{Field: "pp", Message: fmt.Sprintf("must not exceed the model's blocks (%d), got %d", n, in.PP)})
+		ps = append(ps, problem.Problem{Path: "pp", Message: fmt.Sprintf("must not exceed the model's blocks (%d), got %d", n, in.PP)})
 	}
 	return ps
 }
@@ -177,7 +179,7 @@ type inferencePass struct {
 // their memory and the layout. in must pass Check.
 func NewInferenceBuilder(in Inference) (*InferenceBuilder, error) {
 	if ps := in.Check(); len(ps) > 0 {
-		return nil, fmt.Errorf("%s: %s", ps[0].Field, ps[0].Message)
+		return nil, fmt.Errorf("%s: %s", ps[0].Path, ps[0].Message)
 	}
 	ib := &InferenceBuilder{in: in, groups: in.Groups()}
 	G := len(ib.groups)

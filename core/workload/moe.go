@@ -5,6 +5,8 @@ import (
 	"math"
 	"sort"
 
+	"github.com/eidolon-sim/eidolon/core/problem"
+
 	"github.com/eidolon-sim/eidolon/core/model"
 	"github.com/eidolon-sim/eidolon/core/rng"
 )
@@ -83,10 +85,10 @@ type Routing struct {
 
 // CheckRouting returns the problems of a routing for a model (fields
 // relative to the routing spec).
-func CheckRouting(r Routing, c model.Config) []model.FieldProblem {
-	var ps []model.FieldProblem
+func CheckRouting(r Routing, c model.Config) []problem.Problem {
+	var ps []problem.Problem
 	bad := func(field, format string, args ...any) {
-		ps = append(ps, model.FieldProblem{Field: field, Message: fmt.Sprintf(format, args...)})
+		ps = append(ps, problem.Problem{Path: field, Message: fmt.Sprintf(format, args...)})
 	}
 	switch r.Distribution {
 	case "", RouteBalanced, RouteUniform:

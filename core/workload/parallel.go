@@ -3,6 +3,8 @@ package workload
 import (
 	"fmt"
 
+	"github.com/eidolon-sim/eidolon/core/problem"
+
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
 )
@@ -106,10 +108,10 @@ func (p Parallel) Rank(tp, dp, pp int) int { return tp + p.TP*(dp+p.DP*pp) }
 
 // Check returns every problem of a training layout with the spec field it
 // concerns (relative to the parallelism spec, or "model" / "seq_len").
-func (t Training) Check() []model.FieldProblem {
-	var ps []model.FieldProblem
+func (t Training) Check() []problem.Problem {
+	var ps []problem.Problem
 	bad := func(field, format string, args ...any) {
-		ps = append(ps, model.FieldProblem{Field: field, Message: fmt.Sprintf(format, args...)})
+		ps = append(ps, problem.Problem{Path: field, Message: fmt.Sprintf(format, args...)})
 	}
 	p := t.Par
 	for _, f := range []struct {
@@ -172,12 +174,12 @@ func (t Training) Check() []model.FieldProblem {
 	}
 	if t.Model.IsMoE() {
 		for _, fp := range CheckRouting(t.Routing, t.Model) {
-			ps = append(ps, model.FieldProblem{Field: "routing." + fp.Field, Message: fp.Message})
+			ps = append(ps, problem.Problem{Path: "routing." + fp.Path, Message: fp.Message})
 		}
 	}
 	run := t.microRun()
 	for _, fp := range t.Model.CheckRun(run) {
-		field := fp.Field
+		field := fp.Path
 		switch field {
 		case "batch":
 			field = "micro_batch"
@@ -185,7 +187,7 @@ func (t Training) Check() []model.FieldProblem {
 		default:
 			field = "model." + field
 		}
-		ps = append(ps, model.FieldProblem{Field: field, Message: fp.Message})
+		ps = append(ps, problem.Problem{Path: field, Message: fp.Message})
 	}
 	return ps
 }

@@ -53,7 +53,7 @@ type TrainingPlan struct {
 // BuildTraining lays out one training step. t must pass Check.
 func BuildTraining(t Training) (*TrainingPlan, error) {
 	if ps := t.Check(); len(ps) > 0 {
-		return nil, fmt.Errorf("%s: %s", ps[0].Field, ps[0].Message)
+		return nil, fmt.Errorf("%s: %s", ps[0].Path, ps[0].Message)
 	}
 	if t.GradDType == "" {
 		t.GradDType = hw.FP32

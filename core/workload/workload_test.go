@@ -220,7 +220,7 @@ func TestCheckReportsFields(t *testing.T) {
 	bad := layout(c, Parallel{TP: 5, PP: 1, DP: 3, GlobalBatch: 4, MicroBatch: 1, ZeRO: 4})
 	fields := map[string]bool{}
 	for _, p := range bad.Check() {
-		fields[p.Field] = true
+		fields[p.Path] = true
 	}
 	require.True(t, fields["global_batch"], "4 is not a multiple of dp·micro_batch")
 	require.True(t, fields["zero"])

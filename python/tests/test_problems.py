@@ -78,3 +78,20 @@ def test_from_native_reads_the_json_not_the_text():
     # without the mark (never from bindings.classify) the text is kept whole
     e = errors.from_native(RuntimeError("SpecError: something"))
     assert e.problems == [("", "something")]
+
+
+def test_fault_sweep_base_is_compiled_at_validation_with_the_base_path():
+    # A misspelled device in a fault sweep's training base is refused by
+    # validate() (before any run), at the path the user wrote.
+    training = dict(TRAINING, model={"preset": "gpt-22b", "layers": 2}, parallel={"tp": 8, "global_batch": 2},
+                    faults={"links": [{"src": "n0.gpu9", "dst": "n0.nvswitch", "health": 0.5}]})
+    spec = {"kind": "fault_sweep", "training": training, "samples": 2, "link_failures": 1}
+    (p,) = eidolon.validate(spec)
+    assert p.path == "training.faults.links[0].src"
+    assert 'no device named "n0.gpu9"' in p.message
+    with pytest.raises(eidolon.SpecError) as info:
+        eidolon.run(spec, progress=False)
+    assert [(q.path, q.message) for q in info.value.problems] == [(p.path, p.message)]
+    # the same training spec on its own reports the path without the prefix
+    (top,) = eidolon.validate(dict(training, kind="training"))
+    assert (top.path, top.message) == ("faults.links[0].src", p.message)

@@ -3,11 +3,10 @@
 package collective
 
 import (
+	"github.com/eidolon-sim/eidolon/core/job"
 	"github.com/eidolon-sim/eidolon/core/net"
 	"github.com/eidolon-sim/eidolon/core/scenario"
-	"github.com/eidolon-sim/eidolon/core/sim"
 	"github.com/eidolon-sim/eidolon/core/spec"
-	"github.com/eidolon-sim/eidolon/core/topo"
 )
 
 // SummaryRow is one (size, algorithm) run of the "summary" table.
@@ -97,41 +96,8 @@ func Kind() scenario.Kind {
 }
 
 // check makes a run's checks before it simulates: the cluster and faults
-// built, the groups' ranks against it.
-func check(cs *spec.Collective) error {
-	f, _, _, err := net.FromSpec(sim.New(), cs.Cluster, cs.Faults, cs.Seed, cs.Model)
-	if err != nil {
-		return err
-	}
-	_, err = checkGroups(cs, f.Topology())
-	return err
-}
-
-// checkGroups returns the groups to run (the spec's, or one rail-aligned
-// group of every rank), each rank checked against the cluster's.
-func checkGroups(cs *spec.Collective, tp *topo.Topology) ([][]int, error) {
-	groups := cs.Groups
-	if groups == nil {
-		g := cs.Group
-		if len(g) == 0 {
-			g = railAligned(tp)
-		}
-		groups = [][]int{g}
-	}
-	var p spec.Problems
-	for gi, g := range groups {
-		for i, r := range g {
-			if r >= tp.NumRanks() {
-				path := spec.Index("group", i)
-				if cs.Groups != nil {
-					path = spec.Index(spec.Index("groups", gi), i)
-				}
-				p.Addf(path, "rank must be < %d (the cluster's rank count), got %d", tp.NumRanks(), r)
-			}
-		}
-	}
-	return groups, p.Err()
-}
+// compiled, the groups' ranks against it.
+func check(cs *spec.Collective) error { return job.CheckCollective("", cs) }
 
 func run(env scenario.Env, cs *spec.Collective) (scenario.Result, error) {
 	var out tables
@@ -163,81 +129,24 @@ type tables struct {
 	timeline []TimelineRow
 }
 
-// railAligned lists every rank node by node, every other node backwards, so
-// a ring in this order crosses between nodes on GPUs of the same local index
-// (one rail: no spine hop on a rail-optimized fabric), as NCCL orders its
-// rings. Ranks outside nodes keep their order.
-func railAligned(tp *topo.Topology) []int {
-	all := make([]int, tp.NumRanks())
-	for i := range all {
-		all[i] = i
-	}
-	var order []int
-	for gi, g := range tp.NodesOfRanks(all) {
-		for j := range g {
-			if gi%2 == 1 {
-				j = len(g) - 1 - j
-			}
-			order = append(order, g[j])
-		}
-	}
-	return order
-}
-
 func runOne(env scenario.Env, cs *spec.Collective, alg string, size float64, out *tables) error {
-	k := sim.New()
-	// Building a large cluster and starting a collective over many ranks
-	// are long: both poll the run's context.
-	k.Watch(env.Context())
-	f, comms, faults, err := net.FromSpec(k, cs.Cluster, cs.Faults, cs.Seed, cs.Model)
+	run, err := job.RunCollective(env.Context(), "", cs, alg, size, net.FaultPlan{}, cs.Flows)
 	if err != nil {
 		return err
 	}
-	tp := f.Topology()
-	groups, err := checkGroups(cs, tp)
-	if err != nil {
-		return err
-	}
-	var q *net.Quantization
-	if sq := cs.Quantization; sq != nil {
-		q = &net.Quantization{ElemBytes: sq.ElemBytes, WireElemBytes: 1, BlockElems: sq.BlockElems, ScaleBytes: sq.ScaleBytes}
-	}
-	var flows []FlowRow
-	if cs.Flows {
-		f.OnDeliver(func(r net.FlowRecord) {
-			flows = append(flows, FlowRow{Algorithm: alg, SizeBytes: size, Flow: r.ID,
-				Src: tp.Devices[r.Src].Name, Dst: tp.Devices[r.Dst].Name, Bytes: r.Bytes,
-				StartS: r.Start.Seconds(), TxEndS: r.TxEnd.Seconds(), DeliveredS: r.Delivered.Seconds(), Hops: r.Hops})
-		})
-	}
-	var results []net.Result
+	tp, f := run.Topology, run.Fabric
 	var timeline []TimelineRow
-	for _, e := range faults {
+	for _, e := range run.Faults {
 		timeline = append(timeline, TimelineRow{Algorithm: alg, SizeBytes: size, TimeS: e.At.Seconds(),
 			Event: e.What, Collective: -1, Detail: e.Describe(tp)})
 	}
-	for _, g := range groups {
-		for c := 0; c < cs.Concurrent; c++ {
-			col := net.Collective{Op: net.Op(cs.Collective), Algorithm: net.Algorithm(alg), Bytes: size,
-				Ranks: g, Root: cs.Root, Chunks: cs.Chunks, Channels: cs.Channels, Quant: q, ProtocolEfficiency: cs.ProtocolEfficiency,
-				Stream: cs.Ring == "stream"}
-			id, err := comms.Start(col, func(r net.Result) { results = append(results, r) })
-			if err != nil {
-				return err
-			}
-			timeline = append(timeline, TimelineRow{Algorithm: alg, SizeBytes: size, TimeS: k.Now().Seconds(),
-				Event: "start", Collective: id, Detail: cs.Collective + " " + alg})
-		}
+	for _, st := range run.Started {
+		timeline = append(timeline, TimelineRow{Algorithm: alg, SizeBytes: size, TimeS: st.At.Seconds(),
+			Event: "start", Collective: st.ID, Detail: cs.Collective + " " + alg})
 	}
-	// Check cancellation between events (every CheckEvery events).
-	if err := k.Run(env.Ctx); err != nil {
-		return err
-	}
-	var end sim.Time
 	row := SummaryRow{Collective: cs.Collective, Algorithm: alg, Model: cs.Model, SizeBytes: size,
-		Ranks: len(groups[0]), Communicators: len(groups), Concurrent: cs.Concurrent}
-	for _, r := range results {
-		end = max(end, r.End)
+		Ranks: len(run.Groups[0]), Communicators: len(run.Groups), Concurrent: cs.Concurrent}
+	for _, r := range run.Results {
 		row.Flows += r.Flows
 		row.WireBytes += r.WireBytes
 		if c := r.NCCL; c != nil {
@@ -246,7 +155,7 @@ func runOne(env scenario.Env, cs *spec.Collective, alg string, size float64, out
 		timeline = append(timeline, TimelineRow{Algorithm: alg, SizeBytes: size, TimeS: r.End.Seconds(),
 			Event: "end", Collective: r.ID, Detail: cs.Collective + " " + alg})
 	}
-	row.TimeS = end.Seconds()
+	row.TimeS = run.End().Seconds()
 	if row.TimeS > 0 {
 		row.AlgbwBytesPerS = size / row.TimeS
 		row.BusbwBytesPerS = row.AlgbwBytesPerS * net.BusBandwidthFactor(net.Op(cs.Collective), row.Ranks)
@@ -266,7 +175,11 @@ func runOne(env scenario.Env, cs *spec.Collective, alg string, size float64, out
 			BandwidthBytesPerS: st.BandwidthBytesPerS, Health: l.Health, Bytes: st.Bytes,
 			BusyS: st.Busy.Seconds(), Utilization: util, PeakFlows: st.PeakFlows})
 	}
-	out.flows = append(out.flows, flows...)
+	for _, r := range run.Flows {
+		out.flows = append(out.flows, FlowRow{Algorithm: alg, SizeBytes: size, Flow: r.ID,
+			Src: tp.Devices[r.Src].Name, Dst: tp.Devices[r.Dst].Name, Bytes: r.Bytes,
+			StartS: r.Start.Seconds(), TxEndS: r.TxEnd.Seconds(), DeliveredS: r.Delivered.Seconds(), Hops: r.Hops})
+	}
 	out.timeline = append(out.timeline, timeline...)
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/eidolon-sim/eidolon/core/compile"
 	"github.com/eidolon-sim/eidolon/core/eidola"
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/net"
@@ -15,7 +16,6 @@ import (
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/sim"
 	"github.com/eidolon-sim/eidolon/core/spec"
-	"github.com/eidolon-sim/eidolon/core/topo"
 )
 
 // SummaryRow is one kernel run: one sync mode, one injected delay, one replica.
@@ -226,7 +226,7 @@ func baseScript(ctx context.Context, s *spec.Eidola, k *eidola.Kernel, c eidola.
 // network builds the set-up run's flow-level network over the cluster's
 // first ghosts+1 ranks.
 func network(s *spec.Eidola) (net.Fabric, error) {
-	t, err := topo.FromSpec(s.Cluster)
+	t, err := compile.Topology("", s.Cluster)
 	if err != nil {
 		return nil, err
 	}

@@ -1,15 +1,16 @@
 package faultsweep
 
 import (
-	"errors"
 	"fmt"
 
+	"github.com/eidolon-sim/eidolon/core/compile"
 	"github.com/eidolon-sim/eidolon/core/exec"
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/job"
 	"github.com/eidolon-sim/eidolon/core/model"
+	"github.com/eidolon-sim/eidolon/core/net"
+	"github.com/eidolon-sim/eidolon/core/problem"
 	"github.com/eidolon-sim/eidolon/core/scenario"
-	"github.com/eidolon-sim/eidolon/core/scenario/collective"
 	"github.com/eidolon-sim/eidolon/core/spec"
 	"github.com/eidolon-sim/eidolon/core/topo"
 	"github.com/eidolon-sim/eidolon/core/workload"
@@ -23,52 +24,41 @@ type outcome struct {
 
 // base is the run a sweep repeats under faults.
 type base interface {
-	// run simulates the base with extra faults on top of its own.
-	run(env scenario.Env, extra spec.Faults) (outcome, error)
+	// run simulates the base with extra faults (of the topology's ids) on
+	// top of its own.
+	run(env scenario.Env, extra net.FaultPlan) (outcome, error)
 	// topology names devices and links (the state of its health is the
 	// base's between runs).
 	topology() *topo.Topology
 }
 
-// underBase moves a spec error's paths under the base's field
-// ("parallel.tp" -> "training.parallel.tp"); other errors pass unchanged.
-func underBase(kind string, err error) error {
-	var se *spec.Error
-	if !errors.As(err, &se) {
-		return err
-	}
-	out := &spec.Error{}
-	for _, p := range se.Problems {
-		if p.Path == "" {
-			p.Path = kind
-		} else {
-			p.Path = spec.Field(kind, p.Path)
-		}
-		out.Problems = append(out.Problems, p)
-	}
-	return out
-}
-
+// newBase compiles the sweep's base run with its path prefix ("training",
+// "inference", "collective"): its cluster, faults and layout are checked
+// here, so every problem carries the path the user wrote.
 func newBase(s *spec.FaultSweep) (base, error) {
-	switch s.BaseKind() {
+	kind := s.BaseKind()
+	switch kind {
 	case "training":
-		return newPlanBase(sweepJob(job.Training(s.Training)), func(ranks int) (*workload.Plan, error) {
+		return newPlanBase(sweepJob(kind, job.Training(s.Training)), func(ranks int) (*workload.Plan, error) {
 			_, p, err := job.TrainingPlan(s.Training, ranks)
 			if err != nil {
-				return nil, err
+				return nil, problem.Under(kind, err)
 			}
 			return p.Plan, nil
 		})
 	case "inference":
-		return newPlanBase(sweepJob(job.Inference(s.Inference)), func(ranks int) (*workload.Plan, error) {
+		return newPlanBase(sweepJob(kind, job.Inference(s.Inference)), func(ranks int) (*workload.Plan, error) {
 			_, p, err := job.InferencePlan(s.Inference, ranks, nil)
 			if err != nil {
-				return nil, err
+				return nil, problem.Under(kind, err)
 			}
 			return p.Plan, nil
 		})
 	case "collective":
-		t, err := topo.FromSpec(s.Collective.Cluster)
+		if err := job.CheckCollective(kind, s.Collective); err != nil {
+			return nil, err
+		}
+		t, err := compile.Topology(kind, s.Collective.Cluster)
 		if err != nil {
 			return nil, err
 		}
@@ -77,9 +67,10 @@ func newBase(s *spec.FaultSweep) (base, error) {
 	return nil, fmt.Errorf("fault_sweep: no base run")
 }
 
-// sweepJob is the base kind's job as a sweep runs it: with ring streams
-// (a sweep does not take the base's ring_steps).
-func sweepJob(j job.Job) job.Job {
+// sweepJob is the base kind's job as a sweep runs it: under the base's
+// path, with ring streams (a sweep does not take the base's ring_steps).
+func sweepJob(kind string, j job.Job) job.Job {
+	j.Path = kind
 	j.RingSteps = false
 	return j
 }
@@ -91,6 +82,7 @@ type planBase struct {
 	job    job.Job
 	t      *topo.Topology
 	gpu    hw.GPU
+	faults net.FaultPlan // the base's own, compiled on t
 	plan   *workload.Plan
 	cost   func(model.Op) (float64, error)
 	kernel func(model.Op) (exec.Kernel, error)
@@ -104,20 +96,24 @@ func newPlanBase(j job.Job, build func(ranks int) (*workload.Plan, error)) (*pla
 	// The machine without the base's faults: its topology is the one every
 	// run faults and restores, and its operator costs serve every run (they
 	// do not depend on faults; stragglers scale them inside exec).
-	m, err := exec.NewMachine(j.Cluster, j.GPU, spec.Faults{}, j.Seed)
+	m, err := compile.Machine(j.Path, j.Cluster, j.GPU, spec.Faults{}, j.Seed)
 	if err != nil {
 		return nil, err
 	}
 	t := m.Fabric.Topology()
+	faults, err := compile.Faults(j.Path, j.Faults, t)
+	if err != nil {
+		return nil, err
+	}
 	plan, err := build(t.NumRanks())
 	if err != nil {
 		return nil, err
 	}
-	ref, err := topo.FromSpec(j.Cluster)
+	ref, err := compile.Topology(j.Path, j.Cluster)
 	if err != nil {
 		return nil, err
 	}
-	b := &planBase{job: j, t: t, gpu: m.GPU, plan: plan, cost: m.Cost, kernel: m.Kernel, ref: ref}
+	b := &planBase{job: j, t: t, gpu: m.GPU, faults: faults, plan: plan, cost: m.Cost, kernel: m.Kernel, ref: ref}
 	for _, l := range t.Links {
 		b.health = append(b.health, l.Health)
 	}
@@ -126,9 +122,9 @@ func newPlanBase(j job.Job, build func(ranks int) (*workload.Plan, error)) (*pla
 
 func (b *planBase) topology() *topo.Topology { return b.t }
 
-func (b *planBase) run(env scenario.Env, extra spec.Faults) (outcome, error) {
+func (b *planBase) run(env scenario.Env, extra net.FaultPlan) (outcome, error) {
 	defer b.restore()
-	m, err := exec.NewMachineOn(b.t, b.gpu, mergeFaults(b.job.Faults, extra), b.job.Seed)
+	m, err := exec.NewMachine(b.t, b.gpu, b.faults.With(extra), b.job.Seed)
 	if err != nil {
 		return outcome{}, err
 	}
@@ -163,7 +159,8 @@ func (b *planBase) restore() {
 	}
 }
 
-// collectiveBase reruns the collective scenario with the extra faults.
+// collectiveBase reruns the collective spec's one (algorithm, size) with
+// the extra faults, on a fresh cluster each time (job.RunCollective).
 type collectiveBase struct {
 	s *spec.Collective
 	t *topo.Topology
@@ -171,23 +168,14 @@ type collectiveBase struct {
 
 func (b *collectiveBase) topology() *topo.Topology { return b.t }
 
-func (b *collectiveBase) run(env scenario.Env, extra spec.Faults) (outcome, error) {
-	cs := *b.s
-	cs.Faults = mergeFaults(b.s.Faults, extra)
-	res, err := collective.Kind().Run(scenario.Env{Ctx: env.Context()}, &cs)
+func (b *collectiveBase) run(env scenario.Env, extra net.FaultPlan) (outcome, error) {
+	run, err := job.RunCollective(env.Context(), "collective", b.s, b.s.Algorithms[0], b.s.SizesBytes[0], extra, false)
 	if err != nil {
 		return outcome{}, err
 	}
-	out := outcome{bytes: make([]float64, len(b.t.Links))}
-	for _, tb := range res.Tables {
-		switch rows := tb.Rows.(type) {
-		case []collective.SummaryRow:
-			out.timeS = rows[0].TimeS
-		case []collective.LinkRow:
-			for _, r := range rows {
-				out.bytes[r.Link] += r.Bytes
-			}
-		}
+	out := outcome{timeS: run.End().Seconds(), bytes: make([]float64, len(b.t.Links))}
+	for _, st := range run.Fabric.LinkStats() {
+		out.bytes[st.Link] += st.Bytes
 	}
 	return out, nil
 }

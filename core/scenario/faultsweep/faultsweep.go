@@ -15,10 +15,12 @@ package faultsweep
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 
+	"github.com/eidolon-sim/eidolon/core/compile"
+	"github.com/eidolon-sim/eidolon/core/job"
+	"github.com/eidolon-sim/eidolon/core/net"
 	"github.com/eidolon-sim/eidolon/core/rng"
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/spec"
@@ -27,9 +29,40 @@ import (
 
 // Kind registers the scenario.
 func Kind() scenario.Kind {
-	return scenario.Define("fault_sweep",
+	return scenario.Checked(scenario.Define("fault_sweep",
 		"a training/inference/collective run under many sampled or enumerated fault sets: slowdown per sample, link criticality, percentiles",
-		Run)
+		Run), Check)
+}
+
+// Check makes a sweep's checks before it simulates: its base compiled
+// under the base's path (cluster, GPU, fault device names, then the layout
+// or the groups), and the fault counts against the cluster.
+func Check(s *spec.FaultSweep) error {
+	kind := s.BaseKind()
+	var c spec.Cluster
+	var err error
+	switch kind {
+	case "training":
+		err = job.CheckTraining(kind, s.Training, false)
+		c = s.Training.Cluster
+	case "inference":
+		err = job.CheckInference(kind, s.Inference, false)
+		c = s.Inference.Cluster
+	case "collective":
+		err = job.CheckCollective(kind, s.Collective)
+		c = s.Collective.Cluster
+	default:
+		return fmt.Errorf("fault_sweep: no base run")
+	}
+	if err != nil {
+		return err
+	}
+	t, err := compile.Topology(kind, c)
+	if err != nil {
+		return err
+	}
+	_, err = faultSets(s, t, eligible(t, s))
+	return err
 }
 
 // SampleRow is one fault set ("samples" table).
@@ -144,11 +177,11 @@ type faultSet struct {
 func Run(env scenario.Env, s *spec.FaultSweep) (scenario.Result, error) {
 	b, err := newBase(s)
 	if err != nil {
-		return scenario.Result{}, underBase(s.BaseKind(), err)
+		return scenario.Result{}, err
 	}
-	healthy, err := b.run(env, spec.Faults{})
+	healthy, err := b.run(env, net.FaultPlan{})
 	if err != nil {
-		if err := underBase(s.BaseKind(), err); errors.As(err, new(*spec.Error)) {
+		if errors.As(err, new(*spec.Error)) {
 			return scenario.Result{}, err
 		}
 		return scenario.Result{}, fmt.Errorf("the healthy base run fails: %w", err)
@@ -192,7 +225,7 @@ func Run(env scenario.Env, s *spec.FaultSweep) (scenario.Result, error) {
 // runSample simulates one fault set; a run that cannot complete is a failed
 // sample, cancellation and spec errors end the sweep.
 func runSample(env scenario.Env, b base, t *topo.Topology, cables []cable, i int, fs faultSet, healthyS float64) (SampleRow, error) {
-	faults, desc := fs.spec(t, cables)
+	faults, desc := fs.plan(t, cables)
 	row := SampleRow{Sample: i, Faults: desc, DeviceFailures: len(fs.devices), Stragglers: len(fs.stragglers)}
 	for _, h := range fs.health {
 		if h == 0 {
@@ -217,15 +250,25 @@ func runSample(env scenario.Env, b base, t *topo.Topology, cables []cable, i int
 	return row, nil
 }
 
-// spec converts a fault set to explicit faults by device name, and describes it.
-func (fs faultSet) spec(t *topo.Topology, cables []cable) (spec.Faults, string) {
-	var f spec.Faults
+// plan converts a fault set to a fault plan of t's ids (a cable's link
+// and its reverse as the spec's both_directions would resolve them), and
+// describes it.
+func (fs faultSet) plan(t *topo.Topology, cables []cable) (net.FaultPlan, string) {
+	var f net.FaultPlan
 	var parts []string
 	for k, ci := range fs.cables {
 		c := cables[ci]
 		h := fs.health[k]
+		pairs := [][2]int{{c.a, c.b}}
+		if c.rev >= 0 {
+			pairs = append(pairs, [2]int{c.b, c.a})
+		}
+		for _, pr := range pairs {
+			if l, ok := t.LinkBetween(pr[0], pr[1]); ok {
+				f.Links = append(f.Links, net.LinkFault{Link: l, Health: h})
+			}
+		}
 		a, b := t.Devices[c.a].Name, t.Devices[c.b].Name
-		f.Links = append(f.Links, spec.LinkFault{Src: a, Dst: b, Health: h, BothDirections: c.rev >= 0})
 		if h == 0 {
 			parts = append(parts, a+"<->"+b+" failed")
 		} else {
@@ -233,25 +276,14 @@ func (fs faultSet) spec(t *topo.Topology, cables []cable) (spec.Faults, string) 
 		}
 	}
 	for _, d := range fs.devices {
-		f.Devices = append(f.Devices, spec.DeviceFault{Device: t.Devices[d].Name})
+		f.Devices = append(f.Devices, net.DeviceFault{Device: d})
 		parts = append(parts, t.Devices[d].Name+" failed")
 	}
 	for _, g := range fs.stragglers {
-		f.Stragglers = append(f.Stragglers, spec.Straggler{Device: t.Devices[g].Name, Slowdown: fs.slowdown})
+		f.Stragglers = append(f.Stragglers, net.Straggler{Device: g, Slowdown: fs.slowdown})
 		parts = append(parts, fmt.Sprintf("%s slowdown %.3g", t.Devices[g].Name, fs.slowdown))
 	}
 	return f, strings.Join(parts, "; ")
-}
-
-// mergeFaults returns the base's faults followed by extra ones (new slices:
-// the base's are never appended to).
-func mergeFaults(base, extra spec.Faults) spec.Faults {
-	return spec.Faults{
-		Links:      append(slices.Clip(base.Links), extra.Links...),
-		Devices:    append(slices.Clip(base.Devices), extra.Devices...),
-		Stragglers: append(slices.Clip(base.Stragglers), extra.Stragglers...),
-		Sample:     base.Sample,
-	}
 }
 
 // cablesOf lists the topology's connections in link order: a link and its

@@ -15,34 +15,14 @@ import (
 
 // Kind registers the scenario.
 func Kind() scenario.Kind {
-	return scenario.Checked(kind(), Check)
+	return job.Define("inference",
+		"prefill + decode of a request batch on TP/PP replicas: TTFT, TPOT, end to end, memory, longest prompt that fits",
+		Simulate, Check)
 }
 
 // Check makes a run's checks before it simulates: the machine (cluster,
 // GPU, fault device names), the layout on its GPU count, the timeline ranks.
-func Check(s *spec.Inference) error {
-	m, err := exec.NewMachine(s.Cluster, s.GPU, s.Faults, s.Seed)
-	if err != nil {
-		return err
-	}
-	in, err := job.InferenceLayout(s, m.Fabric.Topology().NumRanks())
-	if err != nil {
-		return err
-	}
-	return job.CheckTimelineRanks(s.TimelineRanks, in.Ranks())
-}
-
-func kind() scenario.Kind {
-	return scenario.Define("inference",
-		"prefill + decode of a request batch on TP/PP replicas: TTFT, TPOT, end to end, memory, longest prompt that fits",
-		func(env scenario.Env, s *spec.Inference) (scenario.Result, error) {
-			out, err := Simulate(env, s, nil)
-			if err != nil {
-				return scenario.Result{}, err
-			}
-			return out.Result(), nil
-		})
-}
+func Check(s *spec.Inference) error { return job.CheckInference("", s, true) }
 
 // SummaryRow is the one row of the inference "summary" table.
 type SummaryRow struct {
@@ -55,18 +35,14 @@ type SummaryRow struct {
 	E2ES  float64 `arrow:"e2e_s"`
 	// TokensPerS is generated tokens of all replicas over E2ES.
 	TokensPerS float64 `arrow:"tokens_per_s"`
-	// MemoryPeakBytes is the largest per-GPU memory; Fits whether it fits
-	// in HBMBytes.
-	MemoryPeakBytes float64 `arrow:"memory_peak_bytes"`
-	HBMBytes        float64 `arrow:"hbm_bytes"`
-	Fits            bool    `arrow:"fits"`
+	// Memory: memory_peak_bytes, hbm_bytes, fits.
+	job.MemoryColumns
 	// LongestPromptTokens is the longest prompt that fits with the same
 	// batch and output length (0: none does).
 	LongestPromptTokens int `arrow:"longest_prompt_tokens"`
 	GPUs                int `arrow:"gpus"`
-	SimulatedRanks      int `arrow:"simulated_ranks"`
-	NetCollectives      int `arrow:"net_collectives"`
-	ReusedCollectives   int `arrow:"reused_collectives"`
+	// simulated_ranks, net_collectives, reused_collectives.
+	job.SimulationColumns
 }
 
 // RequestRow is one request group ("requests" table); every request of a
@@ -83,20 +59,17 @@ type RequestRow struct {
 	E2ES  float64 `arrow:"e2e_s"`
 }
 
-// Outcome is a simulated inference run.
+// Outcome is a simulated inference run: the job's run (machine, exec
+// result, ranks, timeline, memory), the plan, the summary and the requests.
 type Outcome struct {
+	*job.Finished
 	Summary  SummaryRow
 	Requests []RequestRow
-	Ranks    []job.RankRow
-	Timeline []job.TimelineRow
-	Memory   []job.MemoryRow
-	// Shape is the run's units, groups and replicas; Stages each stage's memory.
-	Shape   *workload.Plan
-	Stages  []workload.Memory
-	Machine *exec.Machine
-	// Segments is the number of plans the run ran one after another (1:
-	// the whole plan; see job.Job.RunStepped).
-	Segments int
+	// Shape is the run's units, groups and replicas; Stages each stage's
+	// memory (a long decode runs in segments: job.Job.RunStepped, whose
+	// Finished.Segments counts them).
+	Shape  *workload.Plan
+	Stages []workload.Memory
 }
 
 // marks are the program marks the requests table reads: each request
@@ -115,11 +88,7 @@ func marks(in workload.Inference) []string {
 
 // Result packs the tables.
 func (o *Outcome) Result() scenario.Result {
-	var r scenario.Result
-	r.Add("summary", []SummaryRow{o.Summary})
-	r.Add("ranks", o.Ranks)
-	r.Add("timeline", o.Timeline)
-	r.Add("memory", o.Memory)
+	r := o.Tables([]SummaryRow{o.Summary})
 	r.Add("requests", o.Requests)
 	return r
 }
@@ -149,14 +118,13 @@ func SimulateSegments(env scenario.Env, s *spec.Inference, modify func(m *exec.M
 		return nil, err
 	}
 	plan := ib.Shape()
-	o := &Outcome{Shape: plan, Stages: ib.Stages(), Machine: run.Machine, Segments: run.Segments, Ranks: run.Ranks, Timeline: run.Timeline, Memory: run.Memory}
+	o := &Outcome{Finished: run, Shape: plan, Stages: ib.Stages()}
 	longest, err := in.LongestPrompt(run.HBMBytes)
 	if err != nil {
 		return nil, err
 	}
-	sum := SummaryRow{E2ES: run.End.Seconds(), MemoryPeakBytes: run.PeakBytes, HBMBytes: run.HBMBytes,
-		Fits: run.PeakBytes <= run.HBMBytes, LongestPromptTokens: longest, GPUs: plan.Ranks,
-		SimulatedRanks: run.SimulatedRanks, NetCollectives: run.Collectives, ReusedCollectives: run.Reused}
+	sum := SummaryRow{E2ES: run.End.Seconds(), MemoryColumns: run.MemoryColumns(), LongestPromptTokens: longest, GPUs: plan.Ranks,
+		SimulationColumns: run.SimulationColumns()}
 	// Per request group: its first token leaves the last stage of each
 	// replica at its prefill's end, its last at decode step output−1.
 	groups := in.Groups()

@@ -27,6 +27,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/eidolon-sim/eidolon/core/compile"
 	"github.com/eidolon-sim/eidolon/core/exec"
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
@@ -39,9 +40,12 @@ import (
 
 // Kind registers the scenario.
 func Kind() scenario.Kind {
-	return scenario.Define("parallel_search",
+	return scenario.Checked(scenario.Define("parallel_search",
 		"enumerate (tp, pp, dp, micro-batch, recompute, zero) for a model, cluster and batch; rank by simulated step time, with why the others do not fit",
-		run)
+		run), func(s *spec.ParallelSearch) error {
+		_, err := compile.Machine("", s.Cluster, s.GPU, spec.Faults{}, s.Seed) // the cluster and GPU compiled
+		return err
+	})
 }
 
 // Status of a layout.
@@ -231,7 +235,7 @@ func bound(tr workload.Training, sz *workload.Sizing, rs *rings) (float64, error
 }
 
 func run(env scenario.Env, s *spec.ParallelSearch) (scenario.Result, error) {
-	m, err := exec.NewMachine(s.Cluster, s.GPU, spec.Faults{}, s.Seed)
+	m, err := compile.Machine("", s.Cluster, s.GPU, spec.Faults{}, s.Seed)
 	if err != nil {
 		return scenario.Result{}, err
 	}
@@ -323,7 +327,7 @@ func enumerate(env scenario.Env, s *spec.ParallelSearch, m *exec.Machine) ([]Con
 									Recompute: model.Recompute(rc), ZeRO: zero, EP: ep,
 									OverlapTPComm: true}} // as Megatron-LM runs (spec.Parallel.OverlapTPComm)
 							if ps := tr.Check(); len(ps) > 0 {
-								row.Status, row.Reason = Invalid, ps[0].Field+": "+ps[0].Message
+								row.Status, row.Reason = Invalid, ps[0].Path+": "+ps[0].Message
 								rows = append(rows, row)
 								continue
 							}
@@ -560,7 +564,7 @@ func simulateGuarded(ctx context.Context, s *spec.ParallelSearch, c *candidate, 
 // simulate runs one layout's training step on a fresh machine.
 func simulate(ctx context.Context, s *spec.ParallelSearch, c *candidate, cost func(model.Op) (float64, error),
 	kernel func(model.Op) (exec.Kernel, error)) (step, mfu float64, err error) {
-	mm, err := exec.NewMachine(s.Cluster, s.GPU, spec.Faults{}, s.Seed)
+	mm, err := compile.Machine("", s.Cluster, s.GPU, spec.Faults{}, s.Seed)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -9,9 +9,11 @@ import (
 	"math"
 	"sort"
 
+	"github.com/eidolon-sim/eidolon/core/compile"
 	"github.com/eidolon-sim/eidolon/core/exec"
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
+	"github.com/eidolon-sim/eidolon/core/net"
 	"github.com/eidolon-sim/eidolon/core/rng"
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	sv "github.com/eidolon-sim/eidolon/core/serving"
@@ -22,7 +24,7 @@ import (
 
 // Kind registers the scenario.
 func Kind() scenario.Kind {
-	return scenario.Define("serving",
+	return scenario.Checked(scenario.Define("serving",
 		"requests over time on continuously batching replicas (chunked prefill, paged KV cache, preemption, prefix caching, P/D disaggregation): TTFT, ITL, end to end percentiles, goodput",
 		func(env scenario.Env, s *spec.Serving) (scenario.Result, error) {
 			if s.Search != nil {
@@ -39,7 +41,7 @@ func Kind() scenario.Kind {
 				return scenario.Result{}, err
 			}
 			return o.Result(), nil
-		})
+		}), check)
 }
 
 // RequestRow is one request ("requests" table).
@@ -158,13 +160,36 @@ type Setup struct {
 	GPU      hw.GPU
 }
 
-// Build prepares a validated spec's replicas.
-func Build(s *spec.Serving) (*Setup, error) {
+// check makes a run's checks before it simulates: the cluster, GPU and
+// faults compiled and, without a search (which varies the layout), the
+// layout against them.
+func check(s *spec.Serving) error {
+	if s.Search != nil {
+		if _, err := compile.GPU("", s.GPU); err != nil {
+			return err
+		}
+		t, err := compile.Topology("", s.Cluster)
+		if err != nil {
+			return err
+		}
+		_, err = compile.Faults("", s.Faults, t)
+		return err
+	}
+	_, _, _, err := compileSpec(s)
+	return err
+}
+
+// compileSpec compiles a validated spec's cluster, GPU and faults and
+// checks its layout against them.
+func compileSpec(s *spec.Serving) (*topo.Topology, hw.GPU, net.FaultPlan, error) {
 	cfg, _ := s.Model.Resolve()
-	g, _ := hw.GPUByName(s.GPU)
-	t, err := topo.FromSpec(s.Cluster)
+	g, err := compile.GPU("", s.GPU)
 	if err != nil {
-		return nil, err
+		return nil, g, net.FaultPlan{}, err
+	}
+	t, err := compile.Topology("", s.Cluster)
+	if err != nil {
+		return nil, g, net.FaultPlan{}, err
 	}
 	var p spec.Problems
 	if n := s.TP * s.PP * s.Replicas; n > t.NumRanks() {
@@ -172,7 +197,7 @@ func Build(s *spec.Serving) (*Setup, error) {
 	}
 	in := workload.Inference{Model: cfg, TP: s.TP, PP: s.PP, Replicas: 1, Batch: 1, Prompt: s.Engine.MaxNumBatchedTokens, Output: 1, DType: hw.DType(s.DType)}
 	for _, fp := range in.Check() {
-		field := fp.Field
+		field := fp.Path
 		if field == "prompt_tokens" {
 			field = "engine.max_num_batched_tokens"
 		}
@@ -185,10 +210,21 @@ func Build(s *spec.Serving) (*Setup, error) {
 		}
 	}
 	if err := p.Err(); err != nil {
+		return nil, g, net.FaultPlan{}, err
+	}
+	faults, err := compile.Faults("", s.Faults, t)
+	return t, g, faults, err
+}
+
+// Build prepares a validated spec's replicas.
+func Build(s *spec.Serving) (*Setup, error) {
+	cfg, _ := s.Model.Resolve()
+	t, g, faults, err := compileSpec(s)
+	if err != nil {
 		return nil, err
 	}
-	// Apply the time-0 faults to the topology once (NewMachineOn does).
-	if _, err := exec.NewMachineOn(t, g, s.Faults, s.Seed); err != nil {
+	// Apply the time-0 faults to the topology once (NewMachine does).
+	if _, err := exec.NewMachine(t, g, faults, s.Seed); err != nil {
 		return nil, err
 	}
 	st := &Setup{Topo: t, GPU: g}
@@ -201,7 +237,7 @@ func Build(s *spec.Serving) (*Setup, error) {
 	// The host issues kernels as the inference kind's (no autograd).
 	host := exec.Host{Mode: s.Execution, ForwardOpS: s.Host.ForwardOpS, BackwardOpS: s.Host.BackwardOpS, CollectiveS: s.Host.CollectiveS}
 	for r := 0; r < s.Replicas; r++ {
-		pr, err := sv.NewPricer(t, g, s.Faults, s.Seed, cfg, s.TP, s.PP, hw.DType(s.DType), r, host)
+		pr, err := sv.NewPricer(t, g, faults, s.Seed, cfg, s.TP, s.PP, hw.DType(s.DType), r, host)
 		if err != nil {
 			return nil, err
 		}
@@ -266,11 +302,11 @@ func Build(s *spec.Serving) (*Setup, error) {
 	st.Transfer = func(a, b, tokens int) (float64, error) {
 		f, ok := fits[[2]int{a, b}]
 		if !ok {
-			t1, err := sv.Transfer(t, g, s.Faults, s.Seed, s.TP, s.PP, a, b, b1)
+			t1, err := sv.Transfer(t, g, faults, s.Seed, s.TP, s.PP, a, b, b1)
 			if err != nil {
 				return 0, err
 			}
-			t2, err := sv.Transfer(t, g, s.Faults, s.Seed, s.TP, s.PP, a, b, b2)
+			t2, err := sv.Transfer(t, g, faults, s.Seed, s.TP, s.PP, a, b, b2)
 			if err != nil {
 				return 0, err
 			}

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/eidolon-sim/eidolon/core/net"
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/scenario/all"
 	"github.com/eidolon-sim/eidolon/core/scenario/inference"
@@ -308,7 +309,7 @@ func TestDisaggregation(t *testing.T) {
 	require.NoError(t, err)
 	// The affine fit matches a direct simulation of the transfer.
 	bytes := 2000 * st.Pricers[0].KVBytesPerToken(0)
-	direct, err := sv.Transfer(st.Topo, st.GPU, spec.Faults{}, 0, 2, 1, 0, 2, bytes)
+	direct, err := sv.Transfer(st.Topo, st.GPU, net.FaultPlan{}, 0, 2, 1, 0, 2, bytes)
 	require.NoError(t, err)
 	fit, err := st.Transfer(0, 2, 2000)
 	require.NoError(t, err)

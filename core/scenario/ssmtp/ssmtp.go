@@ -30,6 +30,7 @@ package ssmtp
 import (
 	"fmt"
 
+	"github.com/eidolon-sim/eidolon/core/compile"
 	"github.com/eidolon-sim/eidolon/core/exec"
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
@@ -43,7 +44,7 @@ import (
 
 // Kind registers the scenario.
 func Kind() scenario.Kind {
-	return scenario.Define("ssm_tp",
+	return scenario.Checked(scenario.Define("ssm_tp",
 		"SSM tensor parallelism (Mamba, Mamba-2, hybrids): speed-up, memory and communication by TP degree, strategy and all-reduce quantization",
 		func(env scenario.Env, s *spec.SSMTP) (scenario.Result, error) {
 			out, err := Simulate(env, s)
@@ -51,11 +52,15 @@ func Kind() scenario.Kind {
 				return scenario.Result{}, err
 			}
 			return out.Result(), nil
-		})
+		}), func(s *spec.SSMTP) error {
+		_, err := check(s)
+		return err
+	})
 }
 
-// ThroughputRow is one configuration's inference times (table "throughput").
-type ThroughputRow struct {
+// ConfigColumns name a configuration: the columns the throughput and comm
+// tables start with.
+type ConfigColumns struct {
 	Model string `arrow:"model"`
 	// TP degree (GPUs of the group), SSM strategy, all-reduce quantization.
 	TP           int    `arrow:"tp"`
@@ -63,6 +68,12 @@ type ThroughputRow struct {
 	Quantization string `arrow:"quantization"`
 	// AllReduceKernel: "nccl" (unquantized), "fused" or "unfused".
 	AllReduceKernel string `arrow:"allreduce_kernel"`
+}
+
+// ThroughputRow is one configuration's inference times (table "throughput").
+type ThroughputRow struct {
+	// model, tp, strategy, quantization, allreduce_kernel.
+	ConfigColumns
 	// Batch of requests (spec batch, or with largest_batch the largest that
 	// fits this TP degree), prompt and generated tokens per request.
 	Batch        int `arrow:"batch"`
@@ -112,13 +123,9 @@ type MemoryRow struct {
 
 // CommRow is a configuration's tensor-parallel communication (table "comm").
 type CommRow struct {
-	Model        string `arrow:"model"`
-	TP           int    `arrow:"tp"`
-	Strategy     string `arrow:"strategy"`
-	Quantization string `arrow:"quantization"`
-	// AllReduceKernel as in ThroughputRow.
-	AllReduceKernel string `arrow:"allreduce_kernel"`
-	PromptTokens    int    `arrow:"prompt_tokens"`
+	// model, tp, strategy, quantization, allreduce_kernel.
+	ConfigColumns
+	PromptTokens int `arrow:"prompt_tokens"`
 	// Algorithm of the TP all-reduces: NCCL's ring (unquantized and fused),
 	// or the two-shot (direct reduce-scatter + all-gather) the unfused
 	// quantized all-reduce composes.
@@ -174,36 +181,43 @@ type config struct {
 	prompt   int
 }
 
+// columns name the configuration in the tables.
+func (cf config) columns(model string) ConfigColumns {
+	return ConfigColumns{Model: model, TP: cf.tp, Strategy: cf.strategy, Quantization: string(cf.q), AllReduceKernel: cf.kern}
+}
+
 // run is a simulated configuration's outcome.
 type run struct {
 	ttft, e2e        float64
 	comm, exposedCom float64
 }
 
-// Simulate runs every configuration of a validated spec.
-func Simulate(env scenario.Env, s *spec.SSMTP) (*Outcome, error) {
-	c, _ := s.Model.Resolve()
-	g, ok := hw.GPUByName(s.GPU)
-	if !ok {
-		var p spec.Problems
-		p.OneOf("gpu", s.GPU, hw.GPUNames())
-		return nil, p.Err()
-	}
-	probe, err := exec.NewMachine(s.Cluster, s.GPU, spec.Faults{}, s.Seed)
+// check makes a run's checks before it simulates: the machine compiled
+// (cluster, GPU), every TP degree against its GPUs.
+func check(s *spec.SSMTP) (*exec.Machine, error) {
+	m, err := compile.Machine("", s.Cluster, s.GPU, spec.Faults{}, s.Seed)
 	if err != nil {
 		return nil, err
 	}
-	gpus := probe.Fabric.Topology().NumRanks()
-	hbm := float64(g.HBMBytes)
+	gpus := m.Fabric.Topology().NumRanks()
 	var p spec.Problems
 	for i, t := range s.TPDegrees {
 		if t > gpus {
 			p.Addf(spec.Index("tp_degrees", i), "a TP degree of %d needs %d GPUs, but the cluster has %d", t, t, gpus)
 		}
 	}
-	if err := p.Err(); err != nil {
+	return m, p.Err()
+}
+
+// Simulate runs every configuration of a validated spec.
+func Simulate(env scenario.Env, s *spec.SSMTP) (*Outcome, error) {
+	c, _ := s.Model.Resolve()
+	probe, err := check(s)
+	if err != nil {
 		return nil, err
 	}
+	hbm := float64(probe.GPU.HBMBytes)
+	var p spec.Problems
 	layoutB := func(t, prompt, batch int, local bool) workload.Inference {
 		return workload.Inference{Model: c, TP: t, PP: 1, Replicas: 1, Batch: batch, Prompt: prompt,
 			Output: s.OutputLength, DType: hw.DType(s.DType), LocalSSMProjections: local}
@@ -312,7 +326,7 @@ func Simulate(env scenario.Env, s *spec.SSMTP) (*Outcome, error) {
 		if err != nil {
 			return nil, err
 		}
-		tr := ThroughputRow{Model: c.Name, TP: cf.tp, Strategy: cf.strategy, Quantization: string(cf.q), AllReduceKernel: cf.kern,
+		tr := ThroughputRow{ConfigColumns: cf.columns(c.Name),
 			Batch: batch, PromptTokens: cf.prompt, OutputTokens: s.OutputLength, Fits: fits[[2]int{cf.tp, cf.prompt}]}
 		cr, err := commRow(c, s, cf, max(batch, 1))
 		if err != nil {
@@ -395,7 +409,7 @@ func Host(s *spec.SSMTP) exec.Host {
 
 // simulateOne runs one configuration on a fresh machine.
 func simulateOne(env scenario.Env, s *spec.SSMTP, in workload.Inference, q quant.Format, kern string) (run, error) {
-	m, err := exec.NewMachine(s.Cluster, s.GPU, spec.Faults{}, s.Seed)
+	m, err := compile.Machine("", s.Cluster, s.GPU, spec.Faults{}, s.Seed)
 	if err != nil {
 		return run{}, err
 	}
@@ -537,7 +551,7 @@ func memoryRow(in workload.Inference, hbm float64) (MemoryRow, error) {
 // commRow counts a configuration's all-reduces from the model's decode
 // graph on one rank and sizes their payload on the wire.
 func commRow(c model.Config, s *spec.SSMTP, cf config, batch int) (CommRow, error) {
-	row := CommRow{TP: cf.tp, Strategy: cf.strategy, Quantization: string(cf.q), AllReduceKernel: cf.kern,
+	row := CommRow{ConfigColumns: cf.columns(""),
 		PromptTokens: cf.prompt, Algorithm: string(net.Ring)}
 	if cf.q != quant.None && cf.tp > 1 && cf.kern == KernelUnfused {
 		row.Algorithm = string(net.Direct)

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/eidolon-sim/eidolon/core/compile"
 	"github.com/eidolon-sim/eidolon/core/exec"
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
@@ -226,7 +227,7 @@ func TestFusedQuantizedAllReduceBandwidth(t *testing.T) {
 	c.Defaults()
 	const payload = 1 << 30
 	timeOf := func(kern string, quantized bool) float64 {
-		m, err := exec.NewMachine(c, "a100-80gb-sxm", spec.Faults{}, 1)
+		m, err := compile.Machine("", c, "a100-80gb-sxm", spec.Faults{}, 1)
 		require.NoError(t, err)
 		col := net.Collective{Op: net.AllReduce, Bytes: payload, Ranks: []int{0, 1, 2, 3}}
 		if quantized {

@@ -13,34 +13,14 @@ import (
 
 // Kind registers the scenario.
 func Kind() scenario.Kind {
-	return scenario.Checked(kind(), Check)
+	return job.Define("training",
+		"one training step (DP/ZeRO, TP, SP, PP schedules, recompute) on compute + network: step time, MFU, timeline, memory",
+		Simulate, Check)
 }
 
 // Check makes a run's checks before it simulates: the machine (cluster,
 // GPU, fault device names), the layout on its GPU count, the timeline ranks.
-func Check(s *spec.Training) error {
-	m, err := exec.NewMachine(s.Cluster, s.GPU, s.Faults, s.Seed)
-	if err != nil {
-		return err
-	}
-	t, err := job.TrainingLayout(s, m.Fabric.Topology().NumRanks())
-	if err != nil {
-		return err
-	}
-	return job.CheckTimelineRanks(s.TimelineRanks, t.Par.TP*t.Par.PP*t.Par.DP)
-}
-
-func kind() scenario.Kind {
-	return scenario.Define("training",
-		"one training step (DP/ZeRO, TP, SP, PP schedules, recompute) on compute + network: step time, MFU, timeline, memory",
-		func(env scenario.Env, s *spec.Training) (scenario.Result, error) {
-			out, err := Simulate(env, s, nil)
-			if err != nil {
-				return scenario.Result{}, err
-			}
-			return out.Result(), nil
-		})
-}
+func Check(s *spec.Training) error { return job.CheckTraining("", s, true) }
 
 // SummaryRow is the one row of the training "summary" table. Times are of
 // the rank that finishes last (the critical path), whose compute_s +
@@ -62,22 +42,14 @@ type SummaryRow struct {
 	ComputeS     float64 `arrow:"compute_s"`
 	ExposedCommS float64 `arrow:"exposed_comm_s"`
 	BubbleS      float64 `arrow:"bubble_s"`
-	// MemoryPeakBytes is the largest per-GPU memory; Fits whether it fits
-	// in the GPU's HBM (HBMBytes).
-	MemoryPeakBytes float64 `arrow:"memory_peak_bytes"`
-	HBMBytes        float64 `arrow:"hbm_bytes"`
-	Fits            bool    `arrow:"fits"`
+	// Memory: memory_peak_bytes, hbm_bytes, fits.
+	job.MemoryColumns
 	// ModelFLOPs per step (all GPUs); GPUs used; micro-batches per replica.
 	ModelFLOPs   float64 `arrow:"model_flops"`
 	GPUs         int     `arrow:"gpus"`
 	MicroBatches int     `arrow:"micro_batches"`
-	// SimulatedRanks ran their own tasks; the others mirrored a symmetric
-	// replica. NetCollectives ran on the network; ReusedCollectives reused
-	// the simulated time of an identical collective on an isolated
-	// communicator.
-	SimulatedRanks    int `arrow:"simulated_ranks"`
-	NetCollectives    int `arrow:"net_collectives"`
-	ReusedCollectives int `arrow:"reused_collectives"`
+	// simulated_ranks, net_collectives, reused_collectives.
+	job.SimulationColumns
 	// Mixture of experts (1, 0, 0 for dense models): the most loaded EP
 	// rank's expert tokens over the mean, and the fractions of routed
 	// tokens dropped over capacity and of processed slots that are padding.
@@ -86,26 +58,16 @@ type SummaryRow struct {
 	TokensPadded  float64 `arrow:"tokens_padded"`
 }
 
-// Outcome is a simulated training step.
+// Outcome is a simulated training step: the job's run (machine, exec
+// result, ranks, timeline, memory), the plan and the summary.
 type Outcome struct {
-	Summary  SummaryRow
-	Ranks    []job.RankRow
-	Timeline []job.TimelineRow
-	Memory   []job.MemoryRow
-	Plan     *workload.TrainingPlan
-	Exec     *exec.Result
-	Machine  *exec.Machine
+	*job.Finished
+	Summary SummaryRow
+	Plan    *workload.TrainingPlan
 }
 
 // Result packs the tables.
-func (o *Outcome) Result() scenario.Result {
-	var r scenario.Result
-	r.Add("summary", []SummaryRow{o.Summary})
-	r.Add("ranks", o.Ranks)
-	r.Add("timeline", o.Timeline)
-	r.Add("memory", o.Memory)
-	return r
-}
+func (o *Outcome) Result() scenario.Result { return o.Tables([]SummaryRow{o.Summary}) }
 
 // Simulate runs a validated spec (job.Training). modify, if set, changes the machine
 // (link health, failed devices, stragglers on m.Fabric) after the spec's
@@ -123,15 +85,14 @@ func Simulate(env scenario.Env, s *spec.Training, modify func(m *exec.Machine) e
 	if err != nil {
 		return nil, err
 	}
-	o := &Outcome{Plan: plan, Exec: run.Exec, Machine: run.Machine, Ranks: run.Ranks, Timeline: run.Timeline, Memory: run.Memory}
+	o := &Outcome{Finished: run, Plan: plan}
 	stats := run.Exec.Ranks()
 	crit := critical(stats)
 	step := run.Exec.End.Seconds()
 	gpus := plan.Ranks
 	peakFlops := run.Machine.GPU.Peak(t.DType) * float64(gpus)
-	sum := SummaryRow{StepTimeS: step, MemoryPeakBytes: run.PeakBytes, HBMBytes: run.HBMBytes, Fits: run.PeakBytes <= run.HBMBytes,
-		ModelFLOPs: plan.ModelFLOPs, GPUs: gpus, MicroBatches: t.MicroBatches(), SimulatedRanks: run.SimulatedRanks,
-		NetCollectives: run.Exec.Collectives, ReusedCollectives: run.Exec.Reused, ExpertLoadMax: 1}
+	sum := SummaryRow{StepTimeS: step, MemoryColumns: run.MemoryColumns(),
+		ModelFLOPs: plan.ModelFLOPs, GPUs: gpus, MicroBatches: t.MicroBatches(), SimulationColumns: run.SimulationColumns(), ExpertLoadMax: 1}
 	if a := plan.Routing; a != nil {
 		sum.ExpertLoadMax, sum.TokensDropped, sum.TokensPadded = a.MaxLoad(), a.Dropped, a.Padded
 	}

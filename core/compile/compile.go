@@ -1,0 +1,166 @@
+// Package compile is the one step between the input language and the
+// models: it turns a validated spec's cluster, GPU and faults into the plain
+// values topo, net and exec take (a topo.Description, a built topology, an
+// hw.GPU, a net.FaultPlan of link and device ids). Every name and rank is
+// resolved here, before a run, and what does not resolve is a
+// *problem.Error at the path the user wrote: each function takes the path
+// prefix of the spec it compiles ("" for a top-level spec, "training" for
+// the training base of a fault sweep), so a misspelled device in a fault
+// sweep's training base is "training.faults.links[0].src".
+//
+// Drivers call it from their Check (run by validation, so validate()
+// rejects what run() would) and again at the start of a run; the models
+// below it never see a spec.
+package compile
+
+import (
+	"context"
+
+	"github.com/eidolon-sim/eidolon/core/exec"
+	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/net"
+	"github.com/eidolon-sim/eidolon/core/problem"
+	"github.com/eidolon-sim/eidolon/core/sim"
+	"github.com/eidolon-sim/eidolon/core/spec"
+	"github.com/eidolon-sim/eidolon/core/topo"
+)
+
+// Description is a validated cluster spec as topo describes a cluster:
+// link names resolved to their figures, with the spec's bandwidth and
+// latency overrides applied to the single-tier link, and defaults such as
+// nics_per_node (= gpus_per_node) filled.
+func Description(c spec.Cluster) topo.Description {
+	link := func(name string) hw.Link {
+		l, _ := hw.LinkByName(name) // validated: a known preset
+		return l
+	}
+	d := topo.Description{Preset: c.Preset, Kind: c.Topology, Nodes: c.Nodes, GPUs: c.GPUs, Dims: c.Dims,
+		Link: link(c.Link), Radix: c.Radix, Oversubscription: c.Oversubscription,
+		GPUsPerNode: c.GPUsPerNode, NICsPerNode: c.GPUsPerNode, GPUsPerPCIeSwitch: c.GPUsPerPCIeSwitch,
+		Intra: c.Intra, Fabric: c.Fabric, IntraLink: link(c.IntraLink), NICLink: link(c.NICLink), HostLink: link(c.HostLink),
+		Switches: c.Switches, Ranks: c.Ranks}
+	if c.BandwidthBytesPerS > 0 {
+		d.Link.BandwidthBytesPerS = c.BandwidthBytesPerS
+	}
+	if c.LatencyS != nil {
+		d.Link.LatencyS = *c.LatencyS
+	}
+	if c.NICsPerNode != nil {
+		d.NICsPerNode = *c.NICsPerNode
+	}
+	for _, e := range c.Edges {
+		d.Edges = append(d.Edges, topo.Edge{A: e.A, B: e.B, BandwidthBytesPerS: e.BandwidthBytesPerS, LatencyS: e.LatencyS,
+			Directed: e.Directed, Tech: e.Tech})
+	}
+	return d
+}
+
+// Topology builds the cluster of a validated spec at prefix, its ranks
+// mapped (a rank on a missing GPU: a problem at prefix.cluster.ranks[i]).
+func Topology(prefix string, c spec.Cluster) (*topo.Topology, error) {
+	return TopologyContext(context.Background(), prefix, c)
+}
+
+// TopologyContext is Topology stopping with ctx's error when ctx is
+// canceled while a large cluster is built (topo.BuildContext).
+func TopologyContext(ctx context.Context, prefix string, c spec.Cluster) (*topo.Topology, error) {
+	t, err := topo.BuildContext(ctx, Description(c))
+	return t, problem.Under(spec.Field(prefix, "cluster"), err)
+}
+
+// Faults resolves a validated fault spec at prefix against topology t:
+// device names to device ids, a link fault to the ids of the link between
+// its ends (and of the reverse with both_directions). Every name that is
+// not a device of t and every pair without a link is a problem at its path
+// (prefix.faults.links[i].src, ...).
+func Faults(prefix string, fs spec.Faults, t *topo.Topology) (net.FaultPlan, error) {
+	path := spec.Field(prefix, "faults")
+	var p problem.Problems
+	dev := func(at, name string) int {
+		d, ok := t.DeviceByName(name)
+		if !ok {
+			p.Addf(at, "no device named %q in cluster %q", name, t.Name)
+			return -1
+		}
+		return d
+	}
+	var plan net.FaultPlan
+	for i, lf := range fs.Links {
+		at := spec.Index(spec.Field(path, "links"), i)
+		a, b := dev(spec.Field(at, "src"), lf.Src), dev(spec.Field(at, "dst"), lf.Dst)
+		if a < 0 || b < 0 {
+			continue
+		}
+		pairs := [][2]int{{a, b}}
+		if lf.BothDirections {
+			pairs = append(pairs, [2]int{b, a})
+		}
+		for _, pr := range pairs {
+			l, ok := t.LinkBetween(pr[0], pr[1])
+			if !ok {
+				p.Addf(at, "no link from %s to %s", t.Devices[pr[0]].Name, t.Devices[pr[1]].Name)
+				continue
+			}
+			plan.Links = append(plan.Links, net.LinkFault{Link: l, Health: lf.Health, AtS: lf.AtS, UntilS: lf.UntilS})
+		}
+	}
+	for i, df := range fs.Devices {
+		if d := dev(spec.Field(spec.Index(spec.Field(path, "devices"), i), "device"), df.Device); d >= 0 {
+			plan.Devices = append(plan.Devices, net.DeviceFault{Device: d, AtS: df.AtS, UntilS: df.UntilS})
+		}
+	}
+	for i, s := range fs.Stragglers {
+		if d := dev(spec.Field(spec.Index(spec.Field(path, "stragglers"), i), "device"), s.Device); d >= 0 {
+			plan.Stragglers = append(plan.Stragglers, net.Straggler{Device: d, Slowdown: s.Slowdown})
+		}
+	}
+	if s := fs.Sample; s != nil {
+		plan.Sample = &net.FaultSample{LinkFailureProbability: s.LinkFailureProbability, LinkDegradeProbability: s.LinkDegradeProbability,
+			DegradedHealth: s.DegradedHealth, StragglerProbability: s.StragglerProbability, Slowdown: s.Slowdown}
+	}
+	return plan, p.Err()
+}
+
+// GPU resolves a GPU preset name at prefix.gpu.
+func GPU(prefix, name string) (hw.GPU, error) {
+	g, ok := hw.GPUByName(name)
+	if !ok {
+		var p problem.Problems
+		p.OneOf(spec.Field(prefix, "gpu"), name, hw.GPUNames())
+		return g, p.Err()
+	}
+	return g, nil
+}
+
+// Machine compiles a validated spec's cluster, GPU and faults at prefix and
+// builds the exec machine on them (a fresh topology each call).
+func Machine(prefix string, c spec.Cluster, gpu string, fs spec.Faults, seed uint64) (*exec.Machine, error) {
+	g, err := GPU(prefix, gpu)
+	if err != nil {
+		return nil, err
+	}
+	t, err := Topology(prefix, c)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := Faults(prefix, fs, t)
+	if err != nil {
+		return nil, err
+	}
+	return exec.NewMachine(t, g, plan, seed)
+}
+
+// Fabric compiles a validated spec's cluster and faults at prefix and
+// builds a fabric of the network model ("flow" or "unaware") on a new
+// kernel, with its collective engine and fault schedule (net.Build).
+func Fabric(prefix string, c spec.Cluster, fs spec.Faults, seed uint64, model string) (net.Fabric, *net.Comms, []net.FaultEvent, error) {
+	t, err := Topology(prefix, c)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	plan, err := Faults(prefix, fs, t)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return net.Build(sim.New(), t, plan, seed, model)
+}

@@ -1,0 +1,92 @@
+package compile
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/net"
+	"github.com/eidolon-sim/eidolon/core/spec"
+)
+
+func validCluster(t *testing.T, c spec.Cluster) spec.Cluster {
+	c.Defaults()
+	var p spec.Problems
+	c.Validate(&p, "cluster")
+	require.NoError(t, p.Err())
+	return c
+}
+
+// Link names become their figures, with the overrides on the single-tier
+// link; nics_per_node defaults to gpus_per_node.
+func TestDescription(t *testing.T) {
+	lat := 2e-6
+	d := Description(validCluster(t, spec.Cluster{Topology: "ring", GPUs: 4, Link: "nvlink3", BandwidthBytesPerS: 1e11, LatencyS: &lat}))
+	nv3, _ := hw.LinkByName("nvlink3")
+	require.Equal(t, "ring", d.Kind)
+	require.Equal(t, 1e11, d.Link.BandwidthBytesPerS)
+	require.Equal(t, lat, d.Link.LatencyS)
+	require.NotEqual(t, nv3.BandwidthBytesPerS, d.Link.BandwidthBytesPerS)
+	require.Equal(t, nv3.Name, d.Link.Name)
+
+	d = Description(validCluster(t, spec.Cluster{Topology: "composed", Nodes: 2, GPUsPerNode: 4}))
+	require.Equal(t, 4, d.NICsPerNode)
+	ndr, _ := hw.LinkByName("ib-ndr")
+	require.Equal(t, ndr, d.NICLink)
+}
+
+// Names resolve to the ids of the built topology: a cable fault to both
+// directions' links, devices and stragglers to device ids; every name that
+// does not resolve is a problem at its path under the prefix.
+func TestFaults(t *testing.T) {
+	c := validCluster(t, spec.Cluster{Topology: "ring", GPUs: 4})
+	tp, err := Topology("", c)
+	require.NoError(t, err)
+	fs := spec.Faults{
+		Links:      []spec.LinkFault{{Src: "gpu0", Dst: "gpu1", Health: 0.5, AtS: 1, UntilS: 2, BothDirections: true}},
+		Devices:    []spec.DeviceFault{{Device: "gpu2", AtS: 3}},
+		Stragglers: []spec.Straggler{{Device: "gpu3", Slowdown: 1.5}},
+		Sample:     &spec.FaultSample{LinkFailureProbability: 0.1},
+	}
+	fs.Defaults()
+	plan, err := Faults("", fs, tp)
+	require.NoError(t, err)
+	fwd, _ := tp.LinkBetween(0, 1)
+	rev, _ := tp.LinkBetween(1, 0)
+	require.Equal(t, []net.LinkFault{{Link: fwd, Health: 0.5, AtS: 1, UntilS: 2}, {Link: rev, Health: 0.5, AtS: 1, UntilS: 2}}, plan.Links)
+	require.Equal(t, []net.DeviceFault{{Device: 2, AtS: 3}}, plan.Devices)
+	require.Equal(t, []net.Straggler{{Device: 3, Slowdown: 1.5}}, plan.Stragglers)
+	require.Equal(t, &net.FaultSample{LinkFailureProbability: 0.1, DegradedHealth: 0.5, Slowdown: 1.5}, plan.Sample)
+
+	bad := spec.Faults{Links: []spec.LinkFault{{Src: "gpu0", Dst: "gpu2", Health: 0}, {Src: "gpu9", Dst: "gpu1"}},
+		Devices: []spec.DeviceFault{{Device: "nic0"}}}
+	_, err = Faults("training", bad, tp)
+	var se *spec.Error
+	require.ErrorAs(t, err, &se)
+	var paths []string
+	for _, p := range se.Problems {
+		paths = append(paths, p.Path)
+	}
+	require.Equal(t, []string{"training.faults.links[0]", "training.faults.links[1].src", "training.faults.devices[0].device"}, paths)
+	require.ErrorContains(t, err, "no link from gpu0 to gpu2")
+
+	_, err = Topology("inference", validCluster(t, spec.Cluster{Topology: "ring", GPUs: 4, Ranks: []int{3, 2, 1, 7}}))
+	require.ErrorContains(t, err, "inference.cluster.ranks[3]: GPU index must be < 4")
+	_, err = GPU("training", "h10")
+	require.ErrorContains(t, err, `training.gpu: must be one of`)
+}
+
+// A plan applied to a fabric: a link fault lasts from at_s to until_s and
+// the plan's ids outside the topology are an error.
+func TestMachineAppliesThePlan(t *testing.T) {
+	c := validCluster(t, spec.Cluster{Topology: "ring", GPUs: 4})
+	m, err := Machine("", c, "a100-80gb-sxm", spec.Faults{Links: []spec.LinkFault{{Src: "gpu0", Dst: "gpu1", Health: 0.25}}}, 1)
+	require.NoError(t, err)
+	l, _ := m.Fabric.Topology().LinkBetween(0, 1)
+	require.Equal(t, 0.25, m.Fabric.Topology().Links[l].Health, "a time-0 fault is in force before the run")
+	tp, err := Topology("", c)
+	require.NoError(t, err)
+	_, err = net.ApplyFaults(net.NewFlowNet(m.Fabric.Kernel(), tp), net.FaultPlan{Devices: []net.DeviceFault{{Device: 99}}}, 1)
+	require.ErrorContains(t, err, "fault on device 99")
+}
