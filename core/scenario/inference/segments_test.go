@@ -3,6 +3,7 @@ package inference_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/eidolon-sim/eidolon/core/scenario"
@@ -32,8 +33,14 @@ func TestSegmentsGiveTheWholeRunsTables(t *testing.T) {
 		{`"tp":2,"requests":[{"count":2,"prompt_tokens":300,"output_tokens":30},{"count":1,"prompt_tokens":50,"output_tokens":41}]`, true},
 		{`"model":{"preset":"mixtral-8x7b","layers":4},"tp":2,"replicas":4,"ep":4`, false},
 		{`"model":{"preset":"mixtral-8x7b","layers":4},"tp":2,"replicas":2`, true},
+		{`"model":{"preset":"deepseek-v3","layers":4},"tp":8,"execution":"eager"`, true},
+		{`"model":{"preset":"mamba-370m","layers":6},"tp":2,"faults":{"devices":[{"device":"n0.gpu7"}]}`, true},
 	} {
-		js := fmt.Sprintf(`{"kind":"inference","model":{"preset":"llama2-7b","layers":4},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"batch":3,"prompt_tokens":100,"output_tokens":40,%s}`, c.extra)
+		extra := c.extra
+		if !strings.Contains(extra, `"model"`) {
+			extra += `,"model":{"preset":"llama2-7b","layers":4}`
+		}
+		js := fmt.Sprintf(`{"kind":"inference","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"batch":3,"prompt_tokens":100,"output_tokens":40,%s}`, extra)
 		_, s, err := all.Decode([]byte(js))
 		require.NoError(t, err, js)
 		env := scenario.Env{Ctx: context.Background()}
