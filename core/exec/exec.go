@@ -167,6 +167,9 @@ type UnitResult struct {
 	Slowdown []float64
 	// Nominal is each task's compute time on a healthy GPU (0 for communication).
 	Nominal []sim.Time
+	// Host is the unit's host clock when it issued its last task
+	// (simulated units with a host model).
+	Host sim.Time
 }
 
 type opsKey struct {
@@ -203,6 +206,19 @@ type engine struct {
 	wire []float64
 	// mirrorOf is each unit's representative (pickSimulated).
 	mirrorOf []int
+	// resume continues the session's plan before (nil: none).
+	resume *Resume
+}
+
+// Resume is what a session's plan continues from the plan before it.
+type Resume struct {
+	// Host is each unit's host clock when it reaches the plan's first task:
+	// where the plan before left it (UnitResult.Host), or later, up to the
+	// end of the task it would have synchronised on.
+	Host []sim.Time
+	// Last is each program's task before its first (nil: none): whether a
+	// captured graph continues across the plans.
+	Last []*workload.Task
 }
 
 // Run executes the plan until every task has finished.
@@ -211,7 +227,7 @@ func Run(ctx context.Context, plan *workload.Plan, opt Options) (*Result, error)
 	if err != nil {
 		return nil, err
 	}
-	return s.Run(ctx, plan)
+	return s.Run(ctx, plan, nil)
 }
 
 // Session runs plans that share their units, groups and ranks one after
@@ -265,9 +281,11 @@ func Simulated(plan *workload.Plan, opt Options) []bool {
 }
 
 // Run executes plan (shaped like the session's) until every task has
-// finished, from the clock's current time.
-func (s *Session) Run(ctx context.Context, plan *workload.Plan) (*Result, error) {
+// finished, from the clock's current time; from, if set, continues the
+// plan before (each host's clock and each program's task before).
+func (s *Session) Run(ctx context.Context, plan *workload.Plan, from *Resume) (*Result, error) {
 	e := s.e
+	e.resume = from
 	opt := e.opt
 	if len(plan.Units) != len(e.simul) || len(plan.Groups) != len(e.info) {
 		return nil, fmt.Errorf("exec: a session's plans must share their units and groups")
@@ -297,9 +315,13 @@ func (s *Session) Run(ctx context.Context, plan *workload.Plan) (*Result, error)
 	}
 	for u := range plan.Units {
 		if e.simul[u] {
+			if from != nil && u < len(from.Host) {
+				e.units[u].host.at, e.units[u].host.resumed = from.Host[u], true
+			}
 			e.startUnit(u)
 		}
 	}
+	e.resume = nil
 	if err := e.k.Run(ctx); err != nil {
 		return nil, err
 	}
@@ -382,7 +404,11 @@ func (e *engine) price() error {
 			}
 			info.streams[task.Stream] = append(info.streams[task.Stream], int32(i))
 		}
-		hp, err := e.planHost(p, kernel, cache)
+		var prev *workload.Task
+		if e.resume != nil && pi < len(e.resume.Last) {
+			prev = e.resume.Last[pi]
+		}
+		hp, err := e.planHost(p, kernel, cache, prev)
 		if err != nil {
 			return err
 		}

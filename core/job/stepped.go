@@ -16,9 +16,13 @@ type Stepped interface {
 	Steps() int
 	Shape() *workload.Plan
 	Stages() []workload.Memory
-	// Segmentable reports whether every step ends with all its work done
-	// on every stage and begins with the host's synchronisation on it.
+	// Segmentable reports whether a range starting at SegmentFrom or later
+	// may run once the range before has left nothing in flight. Each
+	// program of a range that the run does not end marks "resume": the
+	// task whose end the next range's host waits for before its first
+	// task.
 	Segmentable() bool
+	SegmentFrom() int
 	// Range is the plan of steps [from, to).
 	Range(from, to int) (*workload.Plan, error)
 }
@@ -28,19 +32,19 @@ type Stepped interface {
 const SegmentSteps = spec.InferenceSegmentSteps
 
 // RunStepped runs a stepped plan. When the run's boundaries between steps
-// are quiescent — a segmentable plan (one stage, no expert parallelism)
-// with one simulated replica (and more than two segments' steps) (the others mirror it) and no fault later
-// than time 0 — it runs in segments of SegmentSteps steps on one
-// exec.Session: each segment is built, run from where the one before left
-// the clock, folded into the ranks' statistics (times are integer
-// picoseconds, so the sums are exact), the timeline rows and the marks
-// asked for, and released. At such a boundary the step before has ended
-// with every task done and nothing in flight, and the host resumes at its
-// end as the synchronisation on it makes it, so the tables are those of
-// the whole plan's run; a segment that ends otherwise (its last event not
-// its last task's end) makes the run start over with the whole plan.
-// Otherwise the whole plan is built and run. marks are the program marks
-// whose ends the caller reads (Finished.MarkEnd), known once build has run.
+// are quiescent — a segmentable plan (no expert parallelism) with one
+// simulated replica (the others mirror it), no fault later than time 0 and
+// more than two segments' steps — it runs in segments of Job.SegmentSteps
+// steps on one exec.Session: each segment is built, run from where the one
+// before left the clock (each host's clock carried over: exec.Resume),
+// folded into the ranks' statistics (times are integer picoseconds, so the
+// sums are exact), the timeline rows and the marks asked for, and released.
+// At such a boundary every task before it has ended and nothing is in
+// flight, so the tables are those of the whole plan's run; a segment whose
+// last event is not its last task's end makes the run start over with the
+// whole plan. Otherwise the whole plan is built and run. marks are the
+// program marks whose ends the caller reads (Finished.MarkEnd), known once
+// build has run.
 func (j Job) RunStepped(env scenario.Env, modify func(m *exec.Machine) error,
 	build func(gpus int) (Stepped, error), marks func() []string) (*Finished, error) {
 	m, err := j.machine(modify)
@@ -64,7 +68,8 @@ func (j Job) RunStepped(env scenario.Env, modify func(m *exec.Machine) error,
 	if seg == 0 {
 		seg = SegmentSteps
 	}
-	if seg < 0 || !st.Segmentable() || m.Timed || st.Steps() <= 2*seg || count(exec.Simulated(shape, opt)) != 1 {
+	if seg < 0 || !st.Segmentable() || m.Timed || st.Steps() <= max(2*seg, st.SegmentFrom()+seg) ||
+		!oneReplica(shape, exec.Simulated(shape, opt)) {
 		return whole(m)
 	}
 	if err := CheckTimelineRanks(j.TimelineRanks, shape.Ranks); err != nil {
@@ -83,8 +88,28 @@ func (j Job) RunStepped(env scenario.Env, modify func(m *exec.Machine) error,
 	return whole(m)
 }
 
-// runSegments runs st in segments on m; ok is false if a boundary was not
-// quiescent.
+// oneReplica reports whether the simulated units are those of one replica.
+func oneReplica(pl *workload.Plan, simulated []bool) bool {
+	n := 0
+	for _, b := range simulated {
+		if b {
+			n++
+		}
+	}
+	for _, rep := range pl.Replicas {
+		all := len(rep) == n
+		for _, u := range rep {
+			all = all && simulated[u]
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+// runSegments runs st in segments of seg steps on m; ok is false if a
+// boundary was not quiescent.
 func (j Job) runSegments(env scenario.Env, m *exec.Machine, st Stepped, seg int, marks []string) (r *Finished, ok bool, err error) {
 	shape := st.Shape()
 	steps := st.Steps()
@@ -96,10 +121,11 @@ func (j Job) runSegments(env scenario.Env, m *exec.Machine, st Stepped, seg int,
 	timeline := make([][][]TimelineRow, len(ranks))
 	var stats []exec.RankStats
 	var sess *exec.Session
+	var from *exec.Resume
 	k := m.Fabric.Kernel()
-	for from := 0; from < steps; from += seg {
-		to := min(from+seg, steps)
-		pl, err := st.Range(from, to)
+	for lo := 0; lo < steps; {
+		hi := min(max(lo+seg, st.SegmentFrom()), steps)
+		pl, err := st.Range(lo, hi)
 		if err != nil {
 			return nil, false, err
 		}
@@ -109,19 +135,15 @@ func (j Job) runSegments(env scenario.Env, m *exec.Machine, st Stepped, seg int,
 			}
 		}
 		if env.Progress != nil {
-			lo, n := float64(from), float64(to-from)
-			sess.SetProgress(func(f float64) { env.Progress((lo + f*n) / float64(steps)) })
+			a, n := float64(lo), float64(hi-lo)
+			sess.SetProgress(func(f float64) { env.Progress((a + f*n) / float64(steps)) })
 		}
-		res, err := sess.Run(env.Context(), pl)
+		res, err := sess.Run(env.Context(), pl, from)
 		if err != nil {
 			return nil, false, err
 		}
-		for u, ur := range res.Units {
-			if ur.Simulated {
-				if end, _ := res.MarkEnd(u, "end"); end != res.End || k.Now() != res.End || k.Pending() != 0 {
-					return nil, false, nil
-				}
-			}
+		if k.Now() != res.End || k.Pending() != 0 {
+			return nil, false, nil
 		}
 		r.End = res.End
 		r.Segments++
@@ -134,11 +156,11 @@ func (j Job) runSegments(env scenario.Env, m *exec.Machine, st Stepped, seg int,
 				}
 			}
 		}
-		seg := res.Ranks()
+		part := res.Ranks()
 		if stats == nil {
-			stats = seg
+			stats = part
 		} else {
-			for i, s := range seg {
+			for i, s := range part {
 				a := &stats[i]
 				a.End = max(a.End, s.End)
 				a.Compute += s.Compute
@@ -149,6 +171,10 @@ func (j Job) runSegments(env scenario.Env, m *exec.Machine, st Stepped, seg int,
 		for i, rk := range ranks {
 			timeline[i] = append(timeline[i], TimelineRows(res, []int{rk}))
 		}
+		if hi < steps {
+			from = resume(pl, res)
+		}
+		lo = hi
 	}
 	env.Report(1)
 	for i := range stats {
@@ -171,12 +197,27 @@ func (j Job) runSegments(env scenario.Env, m *exec.Machine, st Stepped, seg int,
 	return r, true, nil
 }
 
-func count(bs []bool) int {
-	n := 0
-	for _, b := range bs {
-		if b {
-			n++
+// resume is where the next segment continues after plan pl's run res:
+// each simulated unit's host at its clock or, if later, the end of the
+// task its program marks "resume" (the host waits for it as the whole
+// plan's host synchronises on it); each program's last task.
+func resume(pl *workload.Plan, res *exec.Result) *exec.Resume {
+	from := &exec.Resume{Host: make([]sim.Time, len(pl.Units)), Last: make([]*workload.Task, len(pl.Programs))}
+	for u := range pl.Units {
+		if !res.Units[u].Simulated {
+			continue
+		}
+		from.Host[u] = res.Units[u].Host
+		if t, ok := res.MarkEnd(u, "resume"); ok {
+			from.Host[u] = max(from.Host[u], t)
 		}
 	}
-	return n
+	for p, prog := range pl.Programs {
+		if n := len(prog.Tasks); n > 0 {
+			last := prog.Tasks[n-1]
+			last.Ops, last.Deps, last.HostWait = nil, nil, nil
+			from.Last[p] = &last
+		}
+	}
+	return from
 }

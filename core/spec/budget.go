@@ -165,7 +165,7 @@ func (s *Inference) Budget() Budget {
 		case len(s.TimelineRanks) == 1 && s.TimelineRanks[0] == -1:
 			ranks = 0
 		case len(s.TimelineRanks) == 0:
-			ranks = float64(1 + len(s.Faults.Stragglers))
+			ranks = float64(max(s.PP, 1) + len(s.Faults.Stragglers))
 		}
 		mem = 4096*InferenceSegmentSteps*(layers+8) + timelineRowBytes*timelineRowsPerPass*(layers+8)*steps*ranks
 		detail = fmt.Sprintf("%.0f passes (a decode pass per output token) of %.0f layers, %.0f timeline ranks", steps, layers, ranks)
@@ -179,11 +179,11 @@ func (s *Inference) Budget() Budget {
 }
 
 // segmented reports whether a run of steps passes runs in segments (see
-// core/job's RunStepped: one stage, no expert parallelism, one simulated
-// replica, no fault after time 0); where the spec cannot tell cheaply (a
-// fault with several replicas), it says no, the larger estimate.
+// core/job's RunStepped: no expert parallelism, one simulated replica, no
+// fault after time 0); where the spec cannot tell cheaply (a fault with
+// several replicas), it says no, the larger estimate.
 func (s *Inference) segmented(steps float64) bool {
-	if steps <= 2*InferenceSegmentSteps || s.PP > 1 || s.EP > 1 {
+	if steps <= 2*InferenceSegmentSteps+float64(max(len(s.Requests), 1)) || s.EP > 1 {
 		return false
 	}
 	f := s.Faults

@@ -235,18 +235,25 @@ func (ib *InferenceBuilder) Shape() *Plan { return &ib.shape }
 // Stages is the memory of each stage.
 func (ib *InferenceBuilder) Stages() []Memory { return ib.Memory }
 
-// Segmentable reports whether every step of the run ends with all its
-// work done on every stage and begins with the host's synchronisation on
-// it, so that a range of steps may run after the one before has left
-// nothing in flight: one stage (with pipeline stages, the last stage's
-// tokens cross to the first between steps), no expert parallelism (its
-// all-to-alls couple replicas).
-func (ib *InferenceBuilder) Segmentable() bool { return ib.in.PP == 1 && ib.in.EP <= 1 }
+// Segmentable reports whether a range of steps from a decode step on
+// (SegmentFrom) may run after the range before has left nothing in
+// flight: every decode step waits for the one before on every stage — a
+// host synchronisation on it and, with pipeline stages, the last stage's
+// tokens, which the range before receives on stage 0 — and no expert
+// parallelism couples replicas with its all-to-alls.
+func (ib *InferenceBuilder) Segmentable() bool { return ib.in.EP <= 1 }
+
+// SegmentFrom is the first step a range may start at after another: the
+// first decode step (prefills of request groups pipeline across stages).
+func (ib *InferenceBuilder) SegmentFrom() int { return len(ib.groups) }
 
 // Range is the plan of steps [from, to) (Inference.Steps numbers them);
 // marks "step.i" keep the run's step numbers. A range that does not start
-// at 0 begins without the host's synchronisation on the step before: it
-// is for a run that starts it when every earlier task has finished.
+// at 0 begins without the host's synchronisation on the step before (and
+// on stage 0 of a pipeline without receiving its tokens: the range before
+// does); it is for a run that starts it when every earlier task has
+// finished (from ≥ SegmentFrom), its hosts' clocks at the end of the task
+// each program's mark "resume" of the range before names.
 func (ib *InferenceBuilder) Range(from, to int) (*Plan, error) {
 	in := ib.in
 	G := len(ib.groups)
@@ -299,9 +306,10 @@ func (ib *InferenceBuilder) Range(from, to int) (*Plan, error) {
 				if gather {
 					last = b.collective(pre+"pp.all_gather", StreamTP, SlotTP, model.AllGather, act, int32(step), last)
 				}
-			} else if step >= G && P > 1 {
-				// The last stage's sampled token ids come back to stage 0.
-				last = b.p2p(pre+"recv_tokens", Recv, SlotFwdIn, int32(step), float64(4*ps.batch), int32(step))
+			} else if step >= G && P > 1 && j > 0 {
+				// The last stage's sampled token ids come back to stage 0
+				// (a range's first step received them in the range before).
+				last = b.recvTokens(pre, step, ps.batch)
 			}
 			for _, bi := range ib.chunks[s] {
 				if r := b.ops(pre, ps.g.Blocks[bi].Forward, int32(step), deps(last), false); r >= 0 {
@@ -329,9 +337,26 @@ func (ib *InferenceBuilder) Range(from, to int) (*Plan, error) {
 			}
 			b.p.Marks["end"] = last
 		}
+		if to < total {
+			// "resume" is the task the next range's host waits for first;
+			// stage 0 of a pipeline receives the next step's tokens here,
+			// so that the range ends with nothing in flight.
+			b.p.Marks["resume"] = b.p.Marks[fmt.Sprintf("step.%d", to-1)]
+			if s == 0 && P > 1 {
+				b.hostSync(b.p.Marks["resume"])
+				batch, _ := ib.decodeShape(to - G + 1)
+				b.p.Marks["resume"] = b.recvTokens(fmt.Sprintf("decode%d.", to-G+1), to, batch)
+			}
+		}
 		pl.Programs = append(pl.Programs, *b.p)
 	}
 	return &pl, nil
+}
+
+// recvTokens appends stage 0's receipt of the sampled token ids of batch
+// sequences for step (prefix pre).
+func (b *progBuilder) recvTokens(pre string, step, batch int) int32 {
+	return b.p2p(pre+"recv_tokens", Recv, SlotFwdIn, int32(step), float64(4*batch), int32(step))
 }
 
 // kvTokens is the tokens every request caches by its end; with prompt > 0

@@ -46,13 +46,15 @@ func TestDecodeMemoryIndependentOfOutputLength(t *testing.T) {
 	if testing.Short() {
 		t.Skip("simulates 17,000 decode steps")
 	}
-	spec := func(out int) string {
-		return fmt.Sprintf(`{"kind":"inference","model":{"preset":"llama2-7b","layers":4},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"tp":2,"batch":4,"prompt_tokens":128,"output_tokens":%d,"timeline_ranks":[-1]}`, out)
+	for _, layout := range []string{`"tp":2`, `"tp":2,"pp":2`} {
+		spec := func(out int) string {
+			return fmt.Sprintf(`{"kind":"inference","model":{"preset":"llama2-7b","layers":4},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},%s,"batch":4,"prompt_tokens":128,"output_tokens":%d,"timeline_ranks":[-1]}`, layout, out)
+		}
+		short, rs := peakLive(t, spec(1024), 0)
+		long, rl := peakLive(t, spec(16384), 0)
+		t.Logf("%s: peak live heap %d B at 1,024 output tokens, %d B at 16,384", layout, short, long)
+		require.Equal(t, rs, rl, "the same tables")
+		require.Positive(t, short)
+		require.LessOrEqual(t, float64(long), 1.5*float64(short), layout)
 	}
-	short, rs := peakLive(t, spec(1024), 0)
-	long, rl := peakLive(t, spec(16384), 0)
-	t.Logf("peak live heap: %d B at 1,024 output tokens, %d B at 16,384", short, long)
-	require.Equal(t, rs, rl, "the same tables")
-	require.Positive(t, short)
-	require.LessOrEqual(t, float64(long), 1.5*float64(short))
 }

@@ -15,7 +15,8 @@ import (
 
 // A decode run in segments (job.Job.RunStepped) gives exactly the tables
 // of the whole plan's run, and runs in segments where its boundaries are
-// quiescent: one stage, one simulated replica, no fault after time 0.
+// quiescent: one simulated replica, no expert parallelism, no fault after
+// time 0.
 func TestSegmentsGiveTheWholeRunsTables(t *testing.T) {
 	for _, c := range []struct {
 		extra     string
@@ -29,7 +30,12 @@ func TestSegmentsGiveTheWholeRunsTables(t *testing.T) {
 		{`"tp":4,"faults":{"links":[{"src":"n0.gpu2","dst":"n0.nvswitch","health":0.5}]}`, true},
 		{`"tp":2,"replicas":2,"faults":{"links":[{"src":"n0.gpu2","dst":"n0.nvswitch","health":0.5}]}`, false},
 		{`"tp":2,"faults":{"links":[{"src":"n0.gpu1","dst":"n0.nvswitch","health":0.5,"at_s":0.01}]}`, false},
-		{`"tp":2,"pp":2,"timeline_ranks":[-1]`, false},
+		{`"tp":2,"pp":2,"timeline_ranks":[-1]`, true},
+		{`"tp":2,"pp":2,"execution":"eager"`, true},
+		{`"tp":1,"pp":4,"replicas":2,"execution":"cuda_graphs","timeline_ranks":[0,1,2,3,4]`, true},
+		{`"tp":2,"pp":2,"requests":[{"count":2,"prompt_tokens":300,"output_tokens":30},{"count":1,"prompt_tokens":50,"output_tokens":41}]`, true},
+		{`"tp":2,"pp":2,"faults":{"stragglers":[{"device":"n0.gpu3","slowdown":1.3}]}`, true},
+		{`"tp":2,"pp":2,"replicas":2,"faults":{"stragglers":[{"device":"n0.gpu3","slowdown":1.3}]}`, false},
 		{`"tp":2,"requests":[{"count":2,"prompt_tokens":300,"output_tokens":30},{"count":1,"prompt_tokens":50,"output_tokens":41}]`, true},
 		{`"model":{"preset":"mixtral-8x7b","layers":4},"tp":2,"replicas":4,"ep":4`, false},
 		{`"model":{"preset":"mixtral-8x7b","layers":4},"tp":2,"replicas":2`, true},
