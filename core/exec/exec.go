@@ -245,8 +245,10 @@ type Session struct {
 	e *engine
 }
 
-// NewSession prepares a session for plans shaped like plan (its units,
-// groups, replicas and ranks; its programs are not used).
+// NewSession prepares a session for plans shaped like plan: its units,
+// groups, replicas and ranks, and (from its programs) which data-parallel
+// groups reduce only after their members' tensor-parallel work, which must
+// hold for every plan the session runs.
 func NewSession(plan *workload.Plan, opt Options) (*Session, error) {
 	if opt.Fabric == nil || (opt.Cost == nil && opt.Kernel == nil) {
 		return nil, fmt.Errorf("exec: Options needs a Fabric and a Kernel or Cost")
