@@ -16,12 +16,11 @@ type Stepped interface {
 	Steps() int
 	Shape() *workload.Plan
 	Stages() []workload.Memory
-	// Segmentable reports whether a range starting at SegmentFrom or later
-	// may run once the range before has left nothing in flight. Each
-	// program of a range that the run does not end marks "resume": the
-	// task whose end the next range's host waits for before its first
+	// SegmentFrom is the first step a range may start at after another:
+	// from there on, a replica has nothing in flight between two ranges.
+	// Each program of a range that the run does not end marks "resume":
+	// the task whose end the next range's host waits for before its first
 	// task.
-	Segmentable() bool
 	SegmentFrom() int
 	// Range is the plan of steps [from, to).
 	Range(from, to int) (*workload.Plan, error)
@@ -32,9 +31,10 @@ type Stepped interface {
 const SegmentSteps = spec.InferenceSegmentSteps
 
 // RunStepped runs a stepped plan. When the run's boundaries between steps
-// are quiescent — a segmentable plan (no expert parallelism) with one
-// simulated replica (the others mirror it), no fault later than time 0 and
-// more than two segments' steps — it runs in segments of Job.SegmentSteps
+// are quiescent — one simulated replica (the others mirror it: replicas
+// simulated on their own drift apart, and with expert parallelism their
+// all-to-alls couple them), no fault later than time 0 — and it has more
+// than two segments' steps, it runs in segments of Job.SegmentSteps
 // steps on one exec.Session: each segment is built, run from where the one
 // before left the clock (each host's clock carried over: exec.Resume),
 // folded into the ranks' statistics (times are integer picoseconds, so the
@@ -68,7 +68,7 @@ func (j Job) RunStepped(env scenario.Env, modify func(m *exec.Machine) error,
 	if seg == 0 {
 		seg = SegmentSteps
 	}
-	if seg < 0 || !st.Segmentable() || m.Timed || st.Steps() <= max(2*seg, st.SegmentFrom()+seg) ||
+	if seg < 0 || m.Timed || st.Steps() <= max(2*seg, st.SegmentFrom()+seg) ||
 		!oneReplica(shape, exec.Simulated(shape, opt)) {
 		return whole(m)
 	}

@@ -179,11 +179,11 @@ func (s *Inference) Budget() Budget {
 }
 
 // segmented reports whether a run of steps passes runs in segments (see
-// core/job's RunStepped: no expert parallelism, one simulated replica, no
-// fault after time 0); where the spec cannot tell cheaply (a fault with
-// several replicas), it says no, the larger estimate.
+// core/job's RunStepped: one simulated replica, no fault after time 0);
+// where the spec cannot tell cheaply (a fault with several replicas), it
+// says no, the larger estimate.
 func (s *Inference) segmented(steps float64) bool {
-	if steps <= 2*InferenceSegmentSteps+float64(max(len(s.Requests), 1)) || s.EP > 1 {
+	if steps <= 2*InferenceSegmentSteps+float64(max(len(s.Requests), 1)) {
 		return false
 	}
 	f := s.Faults

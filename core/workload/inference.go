@@ -235,16 +235,12 @@ func (ib *InferenceBuilder) Shape() *Plan { return &ib.shape }
 // Stages is the memory of each stage.
 func (ib *InferenceBuilder) Stages() []Memory { return ib.Memory }
 
-// Segmentable reports whether a range of steps from a decode step on
-// (SegmentFrom) may run after the range before has left nothing in
-// flight: every decode step waits for the one before on every stage — a
-// host synchronisation on it and, with pipeline stages, the last stage's
-// tokens, which the range before receives on stage 0 — and no expert
-// parallelism couples replicas with its all-to-alls.
-func (ib *InferenceBuilder) Segmentable() bool { return ib.in.EP <= 1 }
-
 // SegmentFrom is the first step a range may start at after another: the
 // first decode step (prefills of request groups pipeline across stages).
+// Every decode step waits for the one before on every stage — a host
+// synchronisation on it and, with pipeline stages, the last stage's
+// tokens, which the range before receives on stage 0 — so a replica has
+// nothing in flight between two ranges from there on.
 func (ib *InferenceBuilder) SegmentFrom() int { return len(ib.groups) }
 
 // Range is the plan of steps [from, to) (Inference.Steps numbers them);

@@ -15,8 +15,7 @@ import (
 
 // A decode run in segments (job.Job.RunStepped) gives exactly the tables
 // of the whole plan's run, and runs in segments where its boundaries are
-// quiescent: one simulated replica, no expert parallelism, no fault after
-// time 0.
+// quiescent: one simulated replica, no fault after time 0.
 func TestSegmentsGiveTheWholeRunsTables(t *testing.T) {
 	for _, c := range []struct {
 		extra     string
@@ -37,7 +36,9 @@ func TestSegmentsGiveTheWholeRunsTables(t *testing.T) {
 		{`"tp":2,"pp":2,"faults":{"stragglers":[{"device":"n0.gpu3","slowdown":1.3}]}`, true},
 		{`"tp":2,"pp":2,"replicas":2,"faults":{"stragglers":[{"device":"n0.gpu3","slowdown":1.3}]}`, false},
 		{`"tp":2,"requests":[{"count":2,"prompt_tokens":300,"output_tokens":30},{"count":1,"prompt_tokens":50,"output_tokens":41}]`, true},
-		{`"model":{"preset":"mixtral-8x7b","layers":4},"tp":2,"replicas":4,"ep":4`, false},
+		{`"model":{"preset":"mixtral-8x7b","layers":4},"tp":2,"replicas":4,"ep":4`, true},
+		{`"model":{"preset":"deepseek-v3","layers":4},"tp":1,"pp":2,"replicas":4,"ep":2,"execution":"eager"`, true},
+		{`"model":{"preset":"mixtral-8x7b","layers":4},"tp":2,"replicas":4,"ep":2,"faults":{"stragglers":[{"device":"n0.gpu5","slowdown":1.2}]}`, false},
 		{`"model":{"preset":"mixtral-8x7b","layers":4},"tp":2,"replicas":2`, true},
 		{`"model":{"preset":"deepseek-v3","layers":4},"tp":8,"execution":"eager"`, true},
 		{`"model":{"preset":"mamba-370m","layers":6},"tp":2,"faults":{"devices":[{"device":"n0.gpu7"}]}`, true},
