@@ -124,6 +124,9 @@ func (j Job) runSegments(env scenario.Env, m *exec.Machine, st Stepped, seg int,
 	var from *exec.Resume
 	k := m.Fabric.Kernel()
 	for lo := 0; lo < steps; {
+		if err := env.Canceled(); err != nil {
+			return nil, false, err
+		}
 		hi := min(max(lo+seg, st.SegmentFrom()), steps)
 		pl, err := st.Range(lo, hi)
 		if err != nil {
@@ -175,8 +178,8 @@ func (j Job) runSegments(env scenario.Env, m *exec.Machine, st Stepped, seg int,
 			from = resume(pl, res)
 		}
 		lo = hi
+		env.Report(float64(lo) / float64(steps))
 	}
-	env.Report(1)
 	for i := range stats {
 		s := &stats[i]
 		s.Idle = max(0, s.End-s.Compute-s.ExposedComm)

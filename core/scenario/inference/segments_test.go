@@ -64,3 +64,29 @@ func TestSegmentsGiveTheWholeRunsTables(t *testing.T) {
 		require.Equal(t, whole.Result(), seg.Result(), js)
 	}
 }
+
+// A run in segments reports progress that only grows, and stops with the
+// context's error when canceled in the middle of its decode.
+func TestSegmentsReportProgressAndCancel(t *testing.T) {
+	js := `{"kind":"inference","model":{"preset":"llama2-7b","layers":4},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"tp":2,"output_tokens":2000}`
+	_, s, err := all.Decode([]byte(js))
+	require.NoError(t, err)
+	var seen []float64
+	env := scenario.Env{Ctx: context.Background(), Progress: func(f float64) { seen = append(seen, f) }}
+	out, err := inference.SimulateSegments(env, s.(*spec.Inference), nil, 0)
+	require.NoError(t, err)
+	require.Greater(t, out.Segments, 1)
+	require.Greater(t, len(seen), 3)
+	require.IsNonDecreasing(t, seen)
+	require.Equal(t, 1.0, seen[len(seen)-1])
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	env = scenario.Env{Ctx: ctx, Progress: func(f float64) {
+		if f > 0.5 {
+			cancel()
+		}
+	}}
+	_, err = inference.SimulateSegments(env, s.(*spec.Inference), nil, 0)
+	require.ErrorIs(t, err, context.Canceled)
+}
