@@ -22,8 +22,10 @@ type Stepped interface {
 	// the task whose end the next range's host waits for before its first
 	// task.
 	SegmentFrom() int
-	// Range is the plan of steps [from, to).
+	// Range is the plan of steps [from, to); Release hands a plan back
+	// once done with it (its storage may serve the next Range).
 	Range(from, to int) (*workload.Plan, error)
+	Release(pl *workload.Plan)
 }
 
 // SegmentSteps is how many steps a run in segments builds and runs at a
@@ -177,6 +179,7 @@ func (j Job) runSegments(env scenario.Env, m *exec.Machine, st Stepped, seg int,
 		if hi < steps {
 			from = resume(pl, res)
 		}
+		st.Release(pl)
 		lo = hi
 		env.Report(float64(lo) / float64(steps))
 	}

@@ -165,6 +165,8 @@ type InferenceBuilder struct {
 	chunks  [][]int
 	a2a     *a2aCache
 	shape   Plan
+	// spare is each stage's task storage handed back by Release.
+	spare [][]Task
 	// Memory is each stage's memory.
 	Memory []Memory
 }
@@ -278,7 +280,11 @@ func (ib *InferenceBuilder) Range(from, to int) (*Plan, error) {
 	pl.Programs = nil
 	e := max(in.DType.Bytes(), 2)
 	for s := 0; s < P; s++ {
-		b := &progBuilder{p: &Program{Name: fmt.Sprintf("stage%d", s), Marks: map[string]int32{}}, a2a: ib.a2a, hierarchical: in.HierarchicalA2A,
+		var tasks []Task
+		if s < len(ib.spare) {
+			tasks = ib.spare[s]
+		}
+		b := &progBuilder{p: &Program{Name: fmt.Sprintf("stage%d", s), Marks: map[string]int32{}, Tasks: tasks}, a2a: ib.a2a, hierarchical: in.HierarchicalA2A,
 			topK: int32(in.Model.ExpertsPerToken)}
 		for j, ps := range passes {
 			step := from + j
@@ -347,6 +353,17 @@ func (ib *InferenceBuilder) Range(from, to int) (*Plan, error) {
 		pl.Programs = append(pl.Programs, *b.p)
 	}
 	return &pl, nil
+}
+
+// Release hands a plan from Range back: its task storage serves the next
+// Range (a run in segments allocates it once). The caller must be done
+// with the plan.
+func (ib *InferenceBuilder) Release(pl *Plan) {
+	ib.spare = ib.spare[:0]
+	for _, p := range pl.Programs {
+		clear(p.Tasks) // drop the operators and dependencies they hold
+		ib.spare = append(ib.spare, p.Tasks[:0])
+	}
 }
 
 // recvTokens appends stage 0's receipt of the sampled token ids of batch
