@@ -92,7 +92,6 @@ func (s *Training) Validate(p *Problems) {
 	s.Routing.Validate(p, "routing")
 }
 
-// validateRun checks the fields training and inference share.
 // Target is what a run is of and on: the model, the GPU preset, the
 // cluster and the number type. The kinds that simulate a model on a
 // cluster embed it first.
