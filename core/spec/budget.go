@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/model"
 )
 
 // Budget is a run's size estimated from its spec alone, cheaply (closed
@@ -543,4 +546,95 @@ func orOne(xs []int) []int {
 		return []int{1}
 	}
 	return xs
+}
+
+// Budget of a serving run: every request keeps its state and its row of
+// the requests table, every engine iteration its row of the iterations
+// table. Measured (the 100,000-request benchmark of bench/serving_test.go:
+// 112 MB resident for 100,000 requests and 103,553 iterations): 1 KB per
+// request and 128 B per iteration bound them. Without a request count
+// (duration_s), open-loop arrivals are rate × duration (with a margin for
+// the draw); a closed loop sends at most one request per client per
+// request's shortest time. Iterations are at most the output tokens over
+// the fewest sequences an iteration can hold: by Little's law a replica
+// holds its arrival rate times a request's time, and no request is faster
+// than its output tokens times the decode floor (a replica's weights read
+// once from HBM per iteration), so that count is a lower bound on the
+// batch and the iterations an upper bound. A search runs its
+// configurations up to four at a time.
+func (s *Serving) Budget() Budget {
+	w := s.Workload
+	out := lengthsMean(w.OutputTokens)
+	prompt := lengthsMean(w.PromptTokens)
+	replicas := float64(max(s.Replicas, 1))
+	floor := s.decodeFloorS()
+	n := float64(w.Requests)
+	rate := w.RatePerS
+	switch {
+	case w.Arrival == "trace" && w.Trace != nil:
+		n = float64(len(w.Trace.ArrivalS))
+		if last := len(w.Trace.ArrivalS) - 1; last > 0 && w.Trace.ArrivalS[last] > 0 {
+			rate = n / w.Trace.ArrivalS[last]
+		}
+	case w.Arrival == "closed_loop":
+		if n == 0 {
+			n = float64(w.Concurrency) * (w.DurationS/(out*floor) + 1)
+		}
+		rate = float64(w.Concurrency) / (out * floor)
+	case n == 0:
+		n = 1.2*rate*w.DurationS + 1000
+	}
+	batch := 1.0
+	if rate > 0 {
+		batch = rate / replicas * out * floor
+	}
+	batch = math.Max(1, math.Min(batch, float64(max(s.Engine.MaxNumSeqs, 1))))
+	chunks := math.Ceil(prompt / float64(max(s.Engine.MaxNumBatchedTokens, 1)))
+	iterations := n * (out + chunks) / batch
+	mem := 1024*n + 128*iterations
+	if s.Search != nil {
+		mem *= 4
+	}
+	fields := []string{"workload.requests", "workload.output_tokens"}
+	if w.DurationS > 0 {
+		fields[0] = "workload.duration_s"
+	} else if w.Arrival == "trace" {
+		fields[0] = "workload.trace"
+	}
+	return Budget{
+		MemoryBytes: mem,
+		Events:      iterations,
+		Fields:      fields,
+		Detail:      fmt.Sprintf("about %.3g requests and at most %.3g engine iterations", n, iterations),
+	}
+}
+
+// lengthsMean is the mean of a length distribution (after defaults).
+func lengthsMean(l Lengths) float64 {
+	switch l.Dist {
+	case "uniform":
+		return float64(l.MinTokens+l.MaxTokens) / 2
+	case "lognormal":
+		return math.Min(float64(l.Tokens)*math.Exp(l.Sigma*l.Sigma/2), float64(max(l.MaxTokens, l.Tokens)))
+	case "table":
+		t := 0.0
+		for _, v := range l.Values {
+			t += float64(v)
+		}
+		return math.Max(t/float64(max(len(l.Values), 1)), 1)
+	}
+	return float64(max(l.Tokens, 1))
+}
+
+// decodeFloorS is the shortest a decode iteration can be: one TP·PP
+// replica reading its model's weights once from HBM at the GPU's peak
+// bandwidth (1 µs when the model or GPU is unknown).
+func (s *Serving) decodeFloorS() float64 {
+	m, ok := s.Model.Resolve()
+	g, gok := hw.GPUByName(s.GPU)
+	if !ok || !gok || g.HBMBandwidth() <= 0 {
+		return 1e-6
+	}
+	bytes := float64(model.Params(m)) * hw.DType(s.DType).Bytes()
+	return math.Max(bytes/(float64(max(s.TP*s.PP, 1))*g.HBMBandwidth()), 1e-6)
 }
