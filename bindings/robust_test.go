@@ -179,7 +179,10 @@ func TestMemoryBudget(t *testing.T) {
 	for _, c := range []struct{ js, path string }{
 		{`{"kind":"seedflood","topology":{"kind":"ring","clients":16},"model":{"kind":"mlp","hidden":[1000000]}}`, "model.hidden"},
 		{`{"kind":"seedflood","topology":{"kind":"ring","clients":4},"dataset":{"samples":10000000,"n_features":1048576}}`, "model.hidden"},
-		{`{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"output_tokens":65536}`, "output_tokens"},
+		// a decode in segments keeps only its timeline rows (6.7 GB here); one
+		// built whole (a fault after time 0) its plan (2.7 GB)
+		{`{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"output_tokens":262144}`, "output_tokens"},
+		{`{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"pp":2,"output_tokens":16384,"faults":{"links":[{"src":"n0.gpu1","dst":"n0.nvswitch","health":0.5,"at_s":1}]}}`, "output_tokens"},
 		{`{"kind":"eidola","ghosts":4095,"gemm":{"m":16384,"n":4096,"k":4096}}`, "ghosts"},
 		{`{"kind":"training","model":{"preset":"gpt-22b","layers":2},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"parallel":{"tp":8,"global_batch":2000000}}`, "parallel.global_batch"},
 		{`{"kind":"ssm_tp","model":"mamba-2.8b","gpu":"a100-80gb-sxm","cluster":{"topology":"switch","gpus":4,"link":"nvlink3"},"tp_degrees":[1,2],"batch":2,"prompt_lengths":[256],"output_length":64000}`, "output_length"},

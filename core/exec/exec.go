@@ -167,6 +167,9 @@ type UnitResult struct {
 	Slowdown []float64
 	// Nominal is each task's compute time on a healthy GPU (0 for communication).
 	Nominal []sim.Time
+	// Host is the unit's host clock when it issued its last task
+	// (simulated units with a host model).
+	Host sim.Time
 }
 
 type opsKey struct {
@@ -201,10 +204,52 @@ type engine struct {
 	sigs map[string]int32
 	// wire is each group's per-GPU collective send rate (interference).
 	wire []float64
+	// mirrorOf is each unit's representative (pickSimulated).
+	mirrorOf []int
+	// resume continues the session's plan before (nil: none).
+	resume *Resume
+}
+
+// Resume is what a session's plan continues from the plan before it.
+type Resume struct {
+	// Host is each unit's host clock when it reaches the plan's first task:
+	// where the plan before left it (UnitResult.Host), or later, up to the
+	// end of the task it would have synchronised on.
+	Host []sim.Time
+	// Last is each program's task before its first (nil: none): whether a
+	// captured graph continues across the plans.
+	Last []*workload.Task
 }
 
 // Run executes the plan until every task has finished.
 func Run(ctx context.Context, plan *workload.Plan, opt Options) (*Result, error) {
+	s, err := NewSession(plan, opt)
+	if err != nil {
+		return nil, err
+	}
+	return s.Run(ctx, plan, nil)
+}
+
+// Session runs plans that share their units, groups and ranks one after
+// another on the same fabric and clock, each from where the one before
+// left off: a long decode run in segments of steps (core/job), so that
+// only one segment's tasks are held at a time. What holds across plans is
+// kept — the simulated units and mirrors, the communicators' isolation and
+// signatures, the memoized collective durations — and each plan's tasks,
+// times and host state are released when the next one runs. A plan must
+// start when the one before it has left nothing in flight (no transfer, no
+// rendezvous, no queued launch: every task done, as when each plan ends in
+// a host synchronisation on all its work); its tasks then see exactly what
+// they would have seen as the continuation of one plan.
+type Session struct {
+	e *engine
+}
+
+// NewSession prepares a session for plans shaped like plan: its units,
+// groups, replicas and ranks, and (from its programs) which data-parallel
+// groups reduce only after their members' tensor-parallel work, which must
+// hold for every plan the session runs.
+func NewSession(plan *workload.Plan, opt Options) (*Session, error) {
 	if opt.Fabric == nil || (opt.Cost == nil && opt.Kernel == nil) {
 		return nil, fmt.Errorf("exec: Options needs a Fabric and a Kernel or Cost")
 	}
@@ -221,10 +266,42 @@ func Run(ctx context.Context, plan *workload.Plan, opt Options) (*Result, error)
 		info: make([][]*commInfo, len(plan.Groups)), memo: map[memoKey]sim.Time{}, sigs: map[string]int32{}}
 	e.comms = net.NewComms(opt.Fabric)
 	e.res = &Result{Plan: plan, Units: make([]UnitResult, len(plan.Units))}
+	e.setup()
+	e.k.OnStall(e.describeStalls)
+	return &Session{e: e}, nil
+}
+
+// SetProgress replaces the run option Progress for the session's next runs.
+func (s *Session) SetProgress(f func(fraction float64)) { s.e.opt.Progress = f }
+
+// Simulated reports which units of plan a run with opt simulates (the
+// others mirror one of them).
+func Simulated(plan *workload.Plan, opt Options) []bool {
+	e := &engine{opt: opt, topo: opt.Fabric.Topology(), plan: plan, res: &Result{Units: make([]UnitResult, len(plan.Units))}}
+	e.pickSimulated()
+	return e.simul
+}
+
+// Run executes plan (shaped like the session's) until every task has
+// finished, from the clock's current time; from, if set, continues the
+// plan before (each host's clock and each program's task before).
+func (s *Session) Run(ctx context.Context, plan *workload.Plan, from *Resume) (*Result, error) {
+	e := s.e
+	e.resume = from
+	opt := e.opt
+	if len(plan.Units) != len(e.simul) || len(plan.Groups) != len(e.info) {
+		return nil, fmt.Errorf("exec: a session's plans must share their units and groups")
+	}
+	e.plan = plan
+	e.progs = nil
+	e.res = &Result{Plan: plan, Units: make([]UnitResult, len(plan.Units))}
+	for u := range plan.Units {
+		e.res.Units[u].Mirror = e.mirrorOf[u]
+	}
 	if err := e.prepare(); err != nil {
 		return nil, err
 	}
-	e.k.OnStall(e.describeStalls)
+	e.k.Progress = nil
 	if opt.Progress != nil {
 		total := 0
 		for u := range plan.Units {
@@ -240,9 +317,13 @@ func Run(ctx context.Context, plan *workload.Plan, opt Options) (*Result, error)
 	}
 	for u := range plan.Units {
 		if e.simul[u] {
+			if from != nil && u < len(from.Host) {
+				e.units[u].host.at, e.units[u].host.resumed = from.Host[u], true
+			}
 			e.startUnit(u)
 		}
 	}
+	e.resume = nil
 	if err := e.k.Run(ctx); err != nil {
 		return nil, err
 	}
@@ -254,14 +335,23 @@ func Run(ctx context.Context, plan *workload.Plan, opt Options) (*Result, error)
 	return e.res, nil
 }
 
-// prepare prices the programs, picks the simulated units and the mirror
-// groups, and finds isolated communicators.
+// setup picks the simulated units and the mirror groups, and finds
+// isolated communicators: what holds for every plan of a session.
+func (e *engine) setup() {
+	e.pickSimulated()
+	e.linkUsage()
+	e.mirrorOf = make([]int, len(e.plan.Units))
+	for u := range e.plan.Units {
+		e.mirrorOf[u] = e.res.Units[u].Mirror
+	}
+}
+
+// prepare prices the programs and sets up the simulated units' state.
 func (e *engine) prepare() error {
 	if err := e.price(); err != nil {
 		return err
 	}
 	pl := e.plan
-	e.pickSimulated()
 	e.units = make([]unitState, len(pl.Units))
 	for u, unit := range pl.Units {
 		r := &e.res.Units[u]
@@ -292,7 +382,6 @@ func (e *engine) prepare() error {
 		r.End = make([]sim.Time, len(p.Tasks))
 		r.Nominal = e.progs[unit.Program].nominal
 	}
-	e.linkUsage()
 	return nil
 }
 
@@ -317,7 +406,11 @@ func (e *engine) price() error {
 			}
 			info.streams[task.Stream] = append(info.streams[task.Stream], int32(i))
 		}
-		hp, err := e.planHost(p, kernel, cache)
+		var prev *workload.Task
+		if e.resume != nil && pi < len(e.resume.Last) {
+			prev = e.resume.Last[pi]
+		}
+		hp, err := e.planHost(p, kernel, cache, prev)
 		if err != nil {
 			return err
 		}

@@ -262,25 +262,35 @@ type hostPlan struct {
 	queueWait []int32
 }
 
-// planHost prices a program's host schedule from its operators' kernels.
-func (e *engine) planHost(p *workload.Program, kernel func(model.Op) (Kernel, error), cache map[opsKey]taskCost) (hostPlan, error) {
+// planHost prices a program's host schedule from its operators' kernels;
+// prev, if set, is the task before the program's first (a session's plan
+// continuing the one before: Resume).
+func (e *engine) planHost(p *workload.Program, kernel func(model.Op) (Kernel, error), cache map[opsKey]taskCost, prev *workload.Task) (hostPlan, error) {
 	h := &e.opt.Host
 	hp := hostPlan{cost: make([]taskCost, len(p.Tasks)), issue: make([]sim.Time, len(p.Tasks)), queueWait: make([]int32, len(p.Tasks))}
 	// Graph boundaries: a captured task starts a new graph unless the task
 	// before it in program order is captured and of the same step.
-	captured := func(i int) bool {
+	capturedTask := func(t *workload.Task) bool {
 		if h.Mode != CUDAGraphs {
 			return false
 		}
-		return h.Captured == nil || h.Captured(&p.Tasks[i])
+		return h.Captured == nil || h.Captured(t)
 	}
+	captured := func(i int) bool { return capturedTask(&p.Tasks[i]) }
 	var costs []Kernel
 	// cum[i] is the number of kernels issued before task i.
 	cum := make([]int64, len(p.Tasks)+1)
 	for i := range p.Tasks {
 		task := &p.Tasks[i]
 		graph := captured(i)
-		launch := graph && (i == 0 || !captured(i-1) || p.Tasks[i-1].MicroBatch != task.MicroBatch)
+		var launch bool
+		switch {
+		case !graph:
+		case i > 0:
+			launch = !captured(i-1) || p.Tasks[i-1].MicroBatch != task.MicroBatch
+		default:
+			launch = prev == nil || !capturedTask(prev) || prev.MicroBatch != task.MicroBatch
+		}
 		switch {
 		case task.Kind == workload.Compute && len(task.Ops) > 0:
 			key := opsKey{&task.Ops[0], len(task.Ops)<<2 | b2i(graph)<<1 | b2i(launch)}
@@ -346,6 +356,9 @@ type hostState struct {
 	issued []sim.Time
 	// waitFor is the task the host is blocked on (−1: running).
 	waitFor int32
+	// resumed: at is the host's clock carried from the plan before
+	// (Resume), not to be moved to the first advance's time.
+	resumed bool
 }
 
 // advance runs unit u's host thread as far as it can: it issues tasks in
@@ -361,9 +374,10 @@ func (e *engine) advance(u int) {
 	hp := &e.progs[prog].host
 	now := e.k.Now()
 	hs.waitFor = -1
-	if hs.at < now {
+	if hs.at < now && !hs.resumed {
 		hs.at = now
 	}
+	hs.resumed = false
 	for int(hs.next) < len(p.Tasks) {
 		i := hs.next
 		if w := hp.queueWait[i]; w >= 0 && !e.done(u, w) {
@@ -382,6 +396,7 @@ func (e *engine) advance(u int) {
 		hs.next++
 		e.tryStart(u, i)
 	}
+	e.res.Units[u].Host = hs.at
 }
 
 // done reports whether task i of unit u has finished.

@@ -123,7 +123,7 @@ func TestLaunchQueueBoundsRunAhead(t *testing.T) {
 	assert.InEpsilon(t, HostForwardOpS+tasks*per*10e-6, got, 1e-6)
 	// Where the host waits for the queue: the same program's plan.
 	e := &engine{opt: Options{Host: Host{Mode: Eager}}, plan: p}
-	hp, err := e.planHost(&p.Programs[0], kernelOf(1e-6, 0), map[opsKey]taskCost{})
+	hp, err := e.planHost(&p.Programs[0], kernelOf(1e-6, 0), map[opsKey]taskCost{}, nil)
 	require.NoError(t, err)
 	// Task i ends after 10(i+1) kernels; it waits for the last task whose
 	// end leaves ≤ 1,024 kernels pending: task i − 103 (10·103 = 1,030).

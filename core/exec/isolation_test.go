@@ -43,6 +43,7 @@ func TestCommSignatureIsItsData(t *testing.T) {
 		if setup != nil {
 			setup(e)
 		}
+		e.setup()
 		require.NoError(t, e.prepare())
 		a, b := e.comm(0, 0), e.comm(1, 0)
 		assert.True(t, a.isolated)

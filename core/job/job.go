@@ -12,6 +12,7 @@ import (
 	"github.com/eidolon-sim/eidolon/core/compile"
 	"github.com/eidolon-sim/eidolon/core/exec"
 	"github.com/eidolon-sim/eidolon/core/scenario"
+	"github.com/eidolon-sim/eidolon/core/sim"
 	"github.com/eidolon-sim/eidolon/core/spec"
 	"github.com/eidolon-sim/eidolon/core/workload"
 )
@@ -31,6 +32,9 @@ type Job struct {
 	TimelineRanks  []int
 	// Host is how the ranks' hosts issue kernels (HostOf).
 	Host exec.Host
+	// SegmentSteps is the steps per segment of a stepped run (RunStepped):
+	// 0 is the package's SegmentSteps, −1 runs the whole plan at once.
+	SegmentSteps int
 }
 
 // Define is a plan-based kind: check makes its run's checks before it
@@ -62,14 +66,30 @@ func HostOf(mode string, c spec.HostCosts, autograd bool) exec.Host {
 
 // Finished is a finished Job with its shared tables.
 type Finished struct {
-	Machine  *exec.Machine
-	Exec     *exec.Result
+	Machine *exec.Machine
+	// Exec is the run's result (nil for a run in segments: RunStepped).
+	Exec *exec.Result
+	// End is when the last task finished; Collectives and Reused count
+	// the collectives launched on the network and those that reused a
+	// memoized duration (exec.Result).
+	End                 sim.Time
+	Collectives, Reused int
+	// Segments is the number of plans run one after another (1: the
+	// whole plan at once).
+	Segments int
 	Ranks    []RankRow
 	Timeline []TimelineRow
 	Memory   []MemoryRow
 	// PeakBytes is the largest stage's memory per GPU, HBMBytes one GPU's.
 	PeakBytes, HBMBytes float64
 	SimulatedRanks      int
+	mems                []workload.Memory
+	marks               map[markKey]sim.Time
+}
+
+type markKey struct {
+	unit int
+	name string
 }
 
 // Options are the run options of the job on machine m: the machine's
@@ -87,6 +107,19 @@ func (j Job) Options(m *exec.Machine) exec.Options {
 // builds the plan for the cluster's GPU count and runs it.
 func (j Job) Run(env scenario.Env, modify func(m *exec.Machine) error,
 	build func(gpus int) (*workload.Plan, []workload.Memory, error)) (*Finished, error) {
+	m, err := j.machine(modify)
+	if err != nil {
+		return nil, err
+	}
+	plan, mems, err := build(m.Fabric.Topology().NumRanks())
+	if err != nil {
+		return nil, err
+	}
+	return j.runWhole(env, m, plan, mems)
+}
+
+// machine builds the job's machine and lets modify change it.
+func (j Job) machine(modify func(m *exec.Machine) error) (*exec.Machine, error) {
 	m, err := compile.Machine(j.Path, j.Cluster, j.GPU, j.Faults, j.Seed)
 	if err != nil {
 		return nil, err
@@ -96,10 +129,11 @@ func (j Job) Run(env scenario.Env, modify func(m *exec.Machine) error,
 			return nil, err
 		}
 	}
-	plan, mems, err := build(m.Fabric.Topology().NumRanks())
-	if err != nil {
-		return nil, err
-	}
+	return m, nil
+}
+
+// runWhole runs a whole plan on m.
+func (j Job) runWhole(env scenario.Env, m *exec.Machine, plan *workload.Plan, mems []workload.Memory) (*Finished, error) {
 	if err := CheckTimelineRanks(j.TimelineRanks, plan.Ranks); err != nil {
 		return nil, err
 	}
@@ -113,20 +147,41 @@ func (j Job) Run(env scenario.Env, modify func(m *exec.Machine) error,
 		return nil, err
 	}
 	env.Report(1)
+	r := j.finished(m, mems)
+	r.Exec, r.End, r.Collectives, r.Reused, r.Segments = res, res.End, res.Collectives, res.Reused, 1
+	r.setRanks(plan, res.Ranks())
+	r.Timeline = TimelineRows(res, TimelineRanks(j.TimelineRanks, plan, m))
+	return r, nil
+}
+
+// finished is a Finished with the machine's and the memory's fields.
+func (j Job) finished(m *exec.Machine, mems []workload.Memory) *Finished {
 	hbm := float64(m.GPU.HBMBytes)
-	r := &Finished{Machine: m, Exec: res, Memory: MemoryRows(mems, hbm), HBMBytes: hbm}
+	r := &Finished{Machine: m, Memory: MemoryRows(mems, hbm), HBMBytes: hbm, mems: mems}
 	for _, mem := range mems {
 		r.PeakBytes = max(r.PeakBytes, mem.Total())
 	}
-	stats := res.Ranks()
-	r.Ranks = RankRows(plan, stats, m, func(stage int) float64 { return mems[stage].Total() }, hbm)
+	return r
+}
+
+// setRanks sets the ranks table from the ranks' statistics.
+func (r *Finished) setRanks(plan *workload.Plan, stats []exec.RankStats) {
+	r.Ranks = RankRows(plan, stats, r.Machine, func(stage int) float64 { return r.mems[stage].Total() }, r.HBMBytes)
 	for _, st := range stats {
 		if st.Simulated {
 			r.SimulatedRanks++
 		}
 	}
-	r.Timeline = TimelineRows(res, TimelineRanks(j.TimelineRanks, plan, m))
-	return r, nil
+}
+
+// MarkEnd is when the task unit u's program marks with name ended (see
+// exec.Result.MarkEnd); a stepped run knows the marks it was asked for.
+func (r *Finished) MarkEnd(u int, name string) (sim.Time, bool) {
+	if r.Exec != nil {
+		return r.Exec.MarkEnd(u, name)
+	}
+	t, ok := r.marks[markKey{u, name}]
+	return t, ok
 }
 
 // MemoryColumns are the memory columns of the training and inference
@@ -169,7 +224,7 @@ func (r *Finished) MemoryColumns() MemoryColumns {
 
 // SimulationColumns are the run's summary simulation columns.
 func (r *Finished) SimulationColumns() SimulationColumns {
-	return SimulationColumns{SimulatedRanks: r.SimulatedRanks, NetCollectives: r.Exec.Collectives, ReusedCollectives: r.Exec.Reused}
+	return SimulationColumns{SimulatedRanks: r.SimulatedRanks, NetCollectives: r.Collectives, ReusedCollectives: r.Reused}
 }
 
 // MemoryRows lists each stage's memory by category.

@@ -49,6 +49,19 @@ func InferencePlan(s *spec.Inference, gpus int, canceled func() error) (workload
 	return in, plan, err
 }
 
+// InferenceBuilder lays out a validated inference spec on gpus GPUs and
+// prepares its plan's builder (workload.InferenceBuilder: a range of steps
+// at a time).
+func InferenceBuilder(s *spec.Inference, gpus int, canceled func() error) (workload.Inference, *workload.InferenceBuilder, error) {
+	in, err := InferenceLayout(s, gpus)
+	if err != nil {
+		return in, nil, err
+	}
+	in.Canceled = canceled
+	ib, err := workload.NewInferenceBuilder(in)
+	return in, ib, err
+}
+
 // TrainingLayout converts a validated training spec to the workload's layout; gpus
 // is the cluster's GPU count (DP and the global batch default from it).
 func TrainingLayout(s *spec.Training, gpus int) (workload.Training, error) {

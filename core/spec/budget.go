@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/model"
 )
 
 // Budget is a run's size estimated from its spec alone, cheaply (closed
@@ -119,13 +122,31 @@ func (s *SeedFlood) Budget() Budget {
 // 4.1 to 7.7; 16 here.
 const inferenceEventsPerPass = 16
 
-// Budget of an inference run: decode steps are tasks like prefill's, one
-// pass per output token, so the plan grows with the output length. Measured
-// (Go's TotalAlloc, LLaMA-2 7B at 8 and 32 layers, 256 to 2,048 output
-// tokens, tp 2 and 8, pp 1 and 2, with the default timeline): 3.3 to 7 KB
-// per output token and layer, garbage included; the heap's peak (its growth
-// with GOGC=10) about 2.6 KB at 4,096 tokens; 4 KB here, per layer plus 8
-// for the embedding, head and the step's own tasks.
+// InferenceSegmentSteps is how many steps a long inference run builds and
+// runs at a time where its step boundaries are quiescent (core/job's
+// RunStepped): its working set is that of one segment, whatever the
+// output length.
+const InferenceSegmentSteps = 64
+
+// timelineRowBytes is one timeline row with its task's name: measured
+// (Go's live heap, LLaMA-2 7B, 16,384 output tokens, the default timeline)
+// 125 B; 128 here. A decode step lists about 5 tasks per layer on a rank
+// (attention, its all-reduce, the MLP, its all-reduce, the residual).
+const (
+	timelineRowBytes    = 128
+	timelineRowsPerPass = 5
+)
+
+// Budget of an inference run. Measured (Go's TotalAlloc, LLaMA-2 7B at 8
+// and 32 layers, 256 to 2,048 output tokens, tp 2 and 8, pp 1 and 2, with
+// the default timeline): a plan built whole takes 3.3 to 7 KB per output
+// token and layer, garbage included; the heap's peak (its growth with
+// GOGC=10) about 2.6 KB at 4,096 tokens; 4 KB here, per layer plus 8 for
+// the embedding, head and the step's own tasks. A run in segments
+// (segmented) holds one segment of InferenceSegmentSteps steps — measured
+// (Go's live heap after a collection, LLaMA-2 7B at 8 and 32 layers, no
+// timeline, flat from 1,024 to 16,384 output tokens) 1 to 1.7 KB per pass
+// and layer, 2 KB here — and, per output token, only the timeline's rows.
 func (s *Inference) Budget() Budget {
 	out, groups := s.OutputTokens, 1
 	if len(s.Requests) > 0 {
@@ -141,12 +162,48 @@ func (s *Inference) Budget() Budget {
 		layers = float64(m.Layers)
 	}
 	steps := float64(groups + max(out, 1) - 1)
+	mem := 4096 * steps * (layers + 8)
+	detail := fmt.Sprintf("%.0f passes (a decode pass per output token) of %.0f layers", steps, layers)
+	if s.segmented(steps) {
+		ranks := float64(len(s.TimelineRanks))
+		switch {
+		case len(s.TimelineRanks) == 1 && s.TimelineRanks[0] == -1:
+			ranks = 0
+		case len(s.TimelineRanks) == 0:
+			ranks = float64(max(s.PP, 1) + len(s.Faults.Stragglers))
+		}
+		mem = 2048*InferenceSegmentSteps*(layers+8) + timelineRowBytes*timelineRowsPerPass*(layers+8)*steps*ranks
+		detail = fmt.Sprintf("%.0f passes (a decode pass per output token) of %.0f layers, %.0f timeline ranks", steps, layers, ranks)
+	}
 	return Budget{
-		MemoryBytes: 4096 * steps * (layers + 8),
+		MemoryBytes: mem,
 		Events:      inferenceEventsPerPass * steps * (layers + 8),
 		Fields:      []string{"output_tokens", "model.layers"},
-		Detail:      fmt.Sprintf("%.0f passes (a decode pass per output token) of %.0f layers", steps, layers),
+		Detail:      detail,
 	}
+}
+
+// segmented reports whether a run of steps passes runs in segments (see
+// core/job's RunStepped: one simulated replica, no fault after time 0);
+// where the spec cannot tell cheaply (a fault with several replicas), it
+// says no, the larger estimate.
+func (s *Inference) segmented(steps float64) bool {
+	if steps <= 2*InferenceSegmentSteps+float64(max(len(s.Requests), 1)) {
+		return false
+	}
+	f := s.Faults
+	faulted := len(f.Links) > 0 || len(f.Devices) > 0 || len(f.Stragglers) > 0 || f.Sample != nil
+	for _, l := range f.Links {
+		if l.AtS > 0 || l.UntilS > 0 {
+			return false
+		}
+	}
+	for _, d := range f.Devices {
+		if d.AtS > 0 || d.UntilS > 0 {
+			return false
+		}
+	}
+	return s.Replicas <= 1 || !(faulted || s.FullSimulation)
 }
 
 // Budget of an eidola run. Every run (a delay, a replica and a sync mode)
@@ -489,4 +546,95 @@ func orOne(xs []int) []int {
 		return []int{1}
 	}
 	return xs
+}
+
+// Budget of a serving run: every request keeps its state and its row of
+// the requests table, every engine iteration its row of the iterations
+// table. Measured (the 100,000-request benchmark of bench/serving_test.go:
+// 112 MB resident for 100,000 requests and 103,553 iterations): 1 KB per
+// request and 128 B per iteration bound them. Without a request count
+// (duration_s), open-loop arrivals are rate × duration (with a margin for
+// the draw); a closed loop sends at most one request per client per
+// request's shortest time. Iterations are at most the output tokens over
+// the fewest sequences an iteration can hold: by Little's law a replica
+// holds its arrival rate times a request's time, and no request is faster
+// than its output tokens times the decode floor (a replica's weights read
+// once from HBM per iteration), so that count is a lower bound on the
+// batch and the iterations an upper bound. A search runs its
+// configurations up to four at a time.
+func (s *Serving) Budget() Budget {
+	w := s.Workload
+	out := lengthsMean(w.OutputTokens)
+	prompt := lengthsMean(w.PromptTokens)
+	replicas := float64(max(s.Replicas, 1))
+	floor := s.decodeFloorS()
+	n := float64(w.Requests)
+	rate := w.RatePerS
+	switch {
+	case w.Arrival == "trace" && w.Trace != nil:
+		n = float64(len(w.Trace.ArrivalS))
+		if last := len(w.Trace.ArrivalS) - 1; last > 0 && w.Trace.ArrivalS[last] > 0 {
+			rate = n / w.Trace.ArrivalS[last]
+		}
+	case w.Arrival == "closed_loop":
+		if n == 0 {
+			n = float64(w.Concurrency) * (w.DurationS/(out*floor) + 1)
+		}
+		rate = float64(w.Concurrency) / (out * floor)
+	case n == 0:
+		n = 1.2*rate*w.DurationS + 1000
+	}
+	batch := 1.0
+	if rate > 0 {
+		batch = rate / replicas * out * floor
+	}
+	batch = math.Max(1, math.Min(batch, float64(max(s.Engine.MaxNumSeqs, 1))))
+	chunks := math.Ceil(prompt / float64(max(s.Engine.MaxNumBatchedTokens, 1)))
+	iterations := n * (out + chunks) / batch
+	mem := 1024*n + 128*iterations
+	if s.Search != nil {
+		mem *= 4
+	}
+	fields := []string{"workload.requests", "workload.output_tokens"}
+	if w.DurationS > 0 {
+		fields[0] = "workload.duration_s"
+	} else if w.Arrival == "trace" {
+		fields[0] = "workload.trace"
+	}
+	return Budget{
+		MemoryBytes: mem,
+		Events:      iterations,
+		Fields:      fields,
+		Detail:      fmt.Sprintf("about %.3g requests and at most %.3g engine iterations", n, iterations),
+	}
+}
+
+// lengthsMean is the mean of a length distribution (after defaults).
+func lengthsMean(l Lengths) float64 {
+	switch l.Dist {
+	case "uniform":
+		return float64(l.MinTokens+l.MaxTokens) / 2
+	case "lognormal":
+		return math.Min(float64(l.Tokens)*math.Exp(l.Sigma*l.Sigma/2), float64(max(l.MaxTokens, l.Tokens)))
+	case "table":
+		t := 0.0
+		for _, v := range l.Values {
+			t += float64(v)
+		}
+		return math.Max(t/float64(max(len(l.Values), 1)), 1)
+	}
+	return float64(max(l.Tokens, 1))
+}
+
+// decodeFloorS is the shortest a decode iteration can be: one TP·PP
+// replica reading its model's weights once from HBM at the GPU's peak
+// bandwidth (1 µs when the model or GPU is unknown).
+func (s *Serving) decodeFloorS() float64 {
+	m, ok := s.Model.Resolve()
+	g, gok := hw.GPUByName(s.GPU)
+	if !ok || !gok || g.HBMBandwidth() <= 0 {
+		return 1e-6
+	}
+	bytes := float64(model.Params(m)) * hw.DType(s.DType).Bytes()
+	return math.Max(bytes/(float64(max(s.TP*s.PP, 1))*g.HBMBandwidth()), 1e-6)
 }

@@ -1,7 +1,5 @@
 package spec
 
-import "github.com/eidolon-sim/eidolon/core/hw"
-
 // Inference is the "inference" kind: a batch of requests served by
 // tensor- and pipeline-parallel replicas: prefill of the prompts, then
 // decode one token per step against the KV cache / SSM state. Tables:
@@ -29,12 +27,10 @@ type Inference struct {
 	// Requests, if set, replaces batch, prompt_tokens and output_tokens with
 	// groups of requests of different lengths (static batching: one
 	// prefill per group, then decode steps over the unfinished requests).
-	Requests []RequestGroup `json:"requests,omitempty"`
-	// DType of math, weights, KV cache and SSM state; default "bf16".
-	DType            string `json:"dtype,omitempty"`
-	UnfusedAttention bool   `json:"unfused_attention,omitempty"`
-	Faults           Faults `json:"faults,omitempty"`
-	FullSimulation   bool   `json:"full_simulation,omitempty"`
+	Requests         []RequestGroup `json:"requests,omitempty"`
+	UnfusedAttention bool           `json:"unfused_attention,omitempty"`
+	Faults           Faults         `json:"faults,omitempty"`
+	FullSimulation   bool           `json:"full_simulation,omitempty"`
 	// RingSteps as in Training.
 	RingSteps bool `json:"ring_steps,omitempty"`
 	// TimelineRanks as in Training; default the first rank of each stage of
@@ -72,16 +68,14 @@ func (s *Inference) Defaults() {
 	if s.OutputTokens == 0 {
 		s.OutputTokens = 128
 	}
-	if s.DType == "" {
-		s.DType = string(hw.BF16)
-	}
+	s.Target.defaults()
 	s.Cluster.Defaults()
 	s.Faults.Defaults()
 }
 
 // Validate reports every problem.
 func (s *Inference) Validate(p *Problems) {
-	s.Target.validate(p, s.DType, &s.Faults)
+	s.Target.validate(p, &s.Faults)
 	p.IntInRange("tp", s.TP, 1, 1<<16)
 	p.IntInRange("pp", s.PP, 1, 1<<16)
 	p.IntInRange("replicas", s.Replicas, 1, 1<<20)

@@ -13,8 +13,7 @@ type ParallelSearch struct {
 	// GlobalBatch is sequences per step (required); SeqLen tokens per sequence (default 2048).
 	GlobalBatch int `json:"global_batch"`
 	SeqLen      int `json:"seq_len,omitempty"`
-	// DType, GradDType, UnfusedAttention as in Training.
-	DType            string `json:"dtype,omitempty"`
+	// GradDType, UnfusedAttention as in Training.
 	GradDType        string `json:"grad_dtype,omitempty"`
 	UnfusedAttention bool   `json:"unfused_attention,omitempty"`
 	// Candidate values; defaults: tp [1, 2, 4, 8], pp every power of two
@@ -45,9 +44,7 @@ func (s *ParallelSearch) Defaults() {
 	if s.SeqLen == 0 {
 		s.SeqLen = 2048
 	}
-	if s.DType == "" {
-		s.DType = string(hw.BF16)
-	}
+	s.Target.defaults()
 	if s.GradDType == "" {
 		s.GradDType = string(hw.FP32)
 	}
@@ -76,7 +73,7 @@ func (s *ParallelSearch) Defaults() {
 // Validate reports every problem.
 func (s *ParallelSearch) Validate(p *Problems) {
 	var none Faults
-	s.Target.validate(p, s.DType, &none)
+	s.Target.validate(p, &none)
 	p.OneOf("grad_dtype", s.GradDType, []string{"fp32", "bf16", "fp16"})
 	p.IntInRange("global_batch", s.GlobalBatch, 1, 1<<30)
 	p.IntInRange("seq_len", s.SeqLen, 1, 1<<24)

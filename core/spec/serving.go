@@ -15,12 +15,10 @@ type Serving struct {
 	// Target: the model, the GPU preset and the cluster (see Target).
 	Target
 	// TP and PP of a replica (default 1); Replicas engines (default 1).
-	TP       int `json:"tp,omitempty"`
-	PP       int `json:"pp,omitempty"`
-	Replicas int `json:"replicas,omitempty"`
-	// DType of math, weights and KV cache; default "bf16".
-	DType  string `json:"dtype,omitempty"`
-	Faults Faults `json:"faults,omitempty"`
+	TP       int    `json:"tp,omitempty"`
+	PP       int    `json:"pp,omitempty"`
+	Replicas int    `json:"replicas,omitempty"`
+	Faults   Faults `json:"faults,omitempty"`
 	// Routing of arrivals to replicas: "round_robin", "least_outstanding"
 	// (default) or "kv_aware" (a replica holding the request's prefix
 	// first, then least outstanding, then least KV used).
@@ -215,9 +213,7 @@ func (s *Serving) Defaults() {
 			*f = 1
 		}
 	}
-	if s.DType == "" {
-		s.DType = string(hw.BF16)
-	}
+	s.Target.defaults()
 	if s.Routing == "" {
 		s.Routing = "least_outstanding"
 	}
@@ -297,7 +293,7 @@ func (s *Serving) Validate(p *Problems) {
 			p.Addf("slo", "a search needs at least one SLO (ttft_s, itl_s or e2e_s)")
 		}
 	}
-	s.Target.validate(p, s.DType, &s.Faults)
+	s.Target.validate(p, &s.Faults)
 	p.IntInRange("tp", s.TP, 1, 1<<16)
 	p.IntInRange("pp", s.PP, 1, 1<<16)
 	p.IntInRange("replicas", s.Replicas, 1, 1<<20)

@@ -48,8 +48,6 @@ type SSMTP struct {
 	LargestBatch  bool  `json:"largest_batch,omitempty"`
 	PromptLengths []int `json:"prompt_lengths,omitempty"`
 	OutputLength  int   `json:"output_length,omitempty"`
-	// DType of math, weights, KV cache and SSM state; default "bf16".
-	DType string `json:"dtype,omitempty"`
 	// SkipUnfit reports a configuration whose memory exceeds a GPU as a
 	// row with fits = false and no times; otherwise it is a spec error.
 	SkipUnfit bool `json:"skip_unfit,omitempty"`
@@ -101,9 +99,7 @@ func (s *SSMTP) Defaults() {
 	if s.OutputLength == 0 {
 		s.OutputLength = 32
 	}
-	if s.DType == "" {
-		s.DType = string(hw.BF16)
-	}
+	s.Target.defaults()
 	s.Cluster.Defaults()
 }
 
@@ -112,7 +108,7 @@ func (s *SSMTP) Defaults() {
 // by the driver as a spec error too.
 func (s *SSMTP) Validate(p *Problems) {
 	var none Faults
-	s.Target.validate(p, s.DType, &none)
+	s.Target.validate(p, &none)
 	for i, t := range s.TPDegrees {
 		p.IntInRange(Index("tp_degrees", i), t, 1, 1024)
 	}

@@ -13,9 +13,8 @@ type Training struct {
 	Parallel Parallel `json:"parallel"`
 	// SeqLen is tokens per sequence; default 2048.
 	SeqLen int `json:"seq_len,omitempty"`
-	// DType of the math and weights (default "bf16"); GradDType of the
-	// accumulated and reduced gradients (default "fp32", Megatron's main grads).
-	DType     string `json:"dtype,omitempty"`
+	// GradDType of the accumulated and reduced gradients (default "fp32",
+	// Megatron's main grads); the math's is Target's DType.
 	GradDType string `json:"grad_dtype,omitempty"`
 	// UnfusedAttention uses Megatron's unfused attention (no FlashAttention).
 	UnfusedAttention bool `json:"unfused_attention,omitempty"`
@@ -72,9 +71,7 @@ func (s *Training) Defaults() {
 	if s.SeqLen == 0 {
 		s.SeqLen = 2048
 	}
-	if s.DType == "" {
-		s.DType = string(hw.BF16)
-	}
+	s.Target.defaults()
 	if s.GradDType == "" {
 		s.GradDType = string(hw.FP32)
 	}
@@ -86,7 +83,7 @@ func (s *Training) Defaults() {
 
 // Validate reports every problem.
 func (s *Training) Validate(p *Problems) {
-	s.Target.validate(p, s.DType, &s.Faults)
+	s.Target.validate(p, &s.Faults)
 	p.OneOf("grad_dtype", s.GradDType, []string{"fp32", "bf16", "fp16"})
 	p.IntInRange("seq_len", s.SeqLen, 1, 1<<24)
 	s.Parallel.Validate(p, "parallel")
@@ -95,20 +92,29 @@ func (s *Training) Validate(p *Problems) {
 	s.Routing.Validate(p, "routing")
 }
 
-// validateRun checks the fields training and inference share.
-// Target is what a run is of and on: the model, the GPU preset and the
-// cluster. The kinds that simulate a model on a cluster embed it first, so
-// its fields keep their place in the spec's JSON.
+// Target is what a run is of and on: the model, the GPU preset, the
+// cluster and the number type. The kinds that simulate a model on a
+// cluster embed it first.
 type Target struct {
 	// Model: a preset name or hyper-parameters (see Model).
 	Model Model `json:"model"`
 	// GPU preset name (eidolon.presets.gpus()), e.g. "a100-80gb-sxm".
 	GPU     string  `json:"gpu"`
 	Cluster Cluster `json:"cluster"`
+	// DType of the math, weights, activations and KV cache or SSM state;
+	// default "bf16".
+	DType string `json:"dtype,omitempty"`
 }
 
-// validate checks the target with the run's math type and faults.
-func (t *Target) validate(p *Problems, dtype string, f *Faults) {
+func (t *Target) defaults() {
+	if t.DType == "" {
+		t.DType = string(hw.BF16)
+	}
+}
+
+// validate checks the target with the run's faults.
+func (t *Target) validate(p *Problems, f *Faults) {
+	dtype := t.DType
 	g, ok := hw.GPUByName(t.GPU)
 	if !ok {
 		p.OneOf("gpu", t.GPU, hw.GPUNames())

@@ -143,18 +143,49 @@ func (in Inference) Steps() int {
 // each sequence's cache (the decode graph's cache length is the mean over
 // the active sequences, exact for attention's cost, linear in it).
 func BuildInference(in Inference) (*InferencePlan, error) {
+	ib, err := NewInferenceBuilder(in)
+	if err != nil {
+		return nil, err
+	}
+	pl, err := ib.Range(0, in.Steps())
+	if err != nil {
+		return nil, err
+	}
+	return &InferencePlan{Plan: pl, Memory: ib.Memory}, nil
+}
+
+// InferenceBuilder builds an inference run's plan whole or a range of
+// steps at a time (a long decode run in segments holds one segment's
+// tasks at a time): every range has the same units and groups.
+type InferenceBuilder struct {
+	in     Inference
+	groups []Request
+	// prefill is each request group's prefill pass.
+	prefill []inferencePass
+	chunks  [][]int
+	a2a     *a2aCache
+	shape   Plan
+	// spare is each stage's task storage handed back by Release.
+	spare [][]Task
+	// Memory is each stage's memory.
+	Memory []Memory
+}
+
+type inferencePass struct {
+	g             model.Graph
+	batch, tokens int
+	name          string
+}
+
+// NewInferenceBuilder prepares the prefill passes, the stages' blocks,
+// their memory and the layout. in must pass Check.
+func NewInferenceBuilder(in Inference) (*InferenceBuilder, error) {
 	if ps := in.Check(); len(ps) > 0 {
 		return nil, fmt.Errorf("%s: %s", ps[0].Path, ps[0].Message)
 	}
-	groups := in.Groups()
-	G := len(groups)
-	type pass struct {
-		g             model.Graph
-		batch, tokens int
-		name          string
-	}
-	var passes []pass
-	for i, r := range groups {
+	ib := &InferenceBuilder{in: in, groups: in.Groups()}
+	G := len(ib.groups)
+	for i, r := range ib.groups {
 		run := in.run(model.Prefill, 0)
 		run.Batch, run.SeqLen = r.Count, r.Prompt
 		g, err := model.Build(in.Model, run)
@@ -165,40 +196,98 @@ func BuildInference(in Inference) (*InferencePlan, error) {
 		if G > 1 {
 			name = fmt.Sprintf("prefill%d.", i)
 		}
-		passes = append(passes, pass{g, r.Count, r.Prompt, name})
+		ib.prefill = append(ib.prefill, inferencePass{g, r.Count, r.Prompt, name})
 	}
-	for k := 1; len(passes) < in.Steps(); k++ {
+	ib.chunks = chunkPositions(ib.prefill[0].g, in.PP)
+	if in.Model.IsMoE() && in.EP > 1 {
+		// Balanced: each expert receives k slots per E drawn tokens.
+		ib.a2a = &a2aCache{a: Route(Routing{}, in.Model, in.EP, int64(in.Model.Experts)), mats: map[[3]uint64]int32{}}
+	}
+	for s := range ib.chunks {
+		var mem Memory
+		for i := range ib.groups {
+			if m := in.memory(ib.prefill[i].g, ib.chunks[s], in.kvTokens(0), in.sequences()); m.Total() > mem.Total() {
+				mem = m
+			}
+		}
+		ib.Memory = append(ib.Memory, mem)
+	}
+	ib.shape.Ranks = in.Ranks()
+	in.layout(&ib.shape)
+	return ib, nil
+}
+
+// decodeShape is decode step k's batch and mean cache length.
+func (ib *InferenceBuilder) decodeShape(k int) (batch, kv int) {
+	for _, r := range ib.groups {
+		if r.Output > k {
+			batch += r.Count
+			kv += r.Count * (r.Prompt + k - 1)
+		}
+	}
+	return batch, (kv + batch/2) / batch
+}
+
+// Steps is the run's number of steps (Inference.Steps).
+func (ib *InferenceBuilder) Steps() int { return ib.in.Steps() }
+
+// Shape is the run's units, groups and replicas (no programs).
+func (ib *InferenceBuilder) Shape() *Plan { return &ib.shape }
+
+// Stages is the memory of each stage.
+func (ib *InferenceBuilder) Stages() []Memory { return ib.Memory }
+
+// SegmentFrom is the first step a range may start at after another: the
+// first decode step (prefills of request groups pipeline across stages).
+// Every decode step waits for the one before on every stage — a host
+// synchronisation on it and, with pipeline stages, the last stage's
+// tokens, which the range before receives on stage 0 — so a replica has
+// nothing in flight between two ranges from there on.
+func (ib *InferenceBuilder) SegmentFrom() int { return len(ib.groups) }
+
+// Range is the plan of steps [from, to) (Inference.Steps numbers them);
+// marks "step.i" keep the run's step numbers. A range that does not start
+// at 0 begins without the host's synchronisation on the step before (and
+// on stage 0 of a pipeline without receiving its tokens: the range before
+// does); it is for a run that starts it when every earlier task has
+// finished (from ≥ SegmentFrom), its hosts' clocks at the end of the task
+// each program's mark "resume" of the range before names.
+func (ib *InferenceBuilder) Range(from, to int) (*Plan, error) {
+	in := ib.in
+	G := len(ib.groups)
+	total := in.Steps()
+	var passes []inferencePass
+	for step := from; step < to; step++ {
+		if step < G {
+			passes = append(passes, ib.prefill[step])
+			continue
+		}
+		k := step - G + 1
 		if err := in.canceled(k); err != nil {
 			return nil, err
 		}
-		batch, kv := 0, 0
-		for _, r := range groups {
-			if r.Output > k {
-				batch += r.Count
-				kv += r.Count * (r.Prompt + k - 1)
-			}
-		}
-		run := in.run(model.Decode, (kv+batch/2)/batch)
+		batch, kv := ib.decodeShape(k)
+		run := in.run(model.Decode, kv)
 		run.Batch = batch
 		g, err := model.Build(in.Model, run)
 		if err != nil {
 			return nil, err
 		}
-		passes = append(passes, pass{g, batch, 1, fmt.Sprintf("decode%d.", k)})
+		passes = append(passes, inferencePass{g, batch, 1, fmt.Sprintf("decode%d.", k)})
 	}
 	P, T := in.PP, in.TP
-	chunks := chunkPositions(passes[0].g, P)
-	ip := &InferencePlan{Plan: &Plan{Ranks: in.Ranks()}}
+	pl := ib.shape
+	pl.Programs = nil
 	e := max(in.DType.Bytes(), 2)
-	var cache *a2aCache
-	if in.Model.IsMoE() && in.EP > 1 {
-		// Balanced: each expert receives k slots per E drawn tokens.
-		cache = &a2aCache{a: Route(Routing{}, in.Model, in.EP, int64(in.Model.Experts)), mats: map[[3]uint64]int32{}}
-	}
 	for s := 0; s < P; s++ {
-		b := &progBuilder{p: &Program{Name: fmt.Sprintf("stage%d", s), Marks: map[string]int32{}}, a2a: cache, hierarchical: in.HierarchicalA2A,
+		var tasks []Task
+		if s < len(ib.spare) {
+			tasks = ib.spare[s]
+		}
+		b := &progBuilder{p: &Program{Name: fmt.Sprintf("stage%d", s), Marks: map[string]int32{}, Tasks: tasks}, a2a: ib.a2a, hierarchical: in.HierarchicalA2A,
 			topK: int32(in.Model.ExpertsPerToken)}
-		for step, ps := range passes {
+		for j, ps := range passes {
+			step := from + j
 			if err := in.canceled(step); err != nil {
 				return nil, err
 			}
@@ -209,7 +298,7 @@ func BuildInference(in Inference) (*InferencePlan, error) {
 				msg, gather = act/float64(T), true
 			}
 			last := int32(-1)
-			if step > 0 {
+			if j > 0 {
 				// The host reads the previous step's sampled tokens back
 				// (to schedule the next step) before it issues this one.
 				b.hostSync(b.p.Marks[fmt.Sprintf("step.%d", step-1)])
@@ -219,43 +308,68 @@ func BuildInference(in Inference) (*InferencePlan, error) {
 				if gather {
 					last = b.collective(pre+"pp.all_gather", StreamTP, SlotTP, model.AllGather, act, int32(step), last)
 				}
-			} else if step >= G && P > 1 {
-				// The last stage's sampled token ids come back to stage 0.
-				last = b.p2p(pre+"recv_tokens", Recv, SlotFwdIn, int32(step), float64(4*ps.batch), int32(step))
+			} else if step >= G && P > 1 && j > 0 {
+				// The last stage's sampled token ids come back to stage 0
+				// (a range's first step received them in the range before).
+				last = b.recvTokens(pre, step, ps.batch)
 			}
-			for _, bi := range chunks[s] {
+			for _, bi := range ib.chunks[s] {
 				if r := b.ops(pre, ps.g.Blocks[bi].Forward, int32(step), deps(last), false); r >= 0 {
 					last = r
 				}
 			}
 			if s < P-1 {
 				b.p2pAfter(pre+"send_activations", Send, SlotFwdOut, int32(step), msg, int32(step), last)
-			} else if P > 1 && step >= G-1 && step+1 < len(passes) {
-				b.p2pAfter(pre+"send_tokens", Send, SlotFwdOut, int32(step+1), float64(4*passes[step+1].batch), int32(step), last)
+			} else if P > 1 && step >= G-1 && step+1 < total {
+				batch, _ := ib.decodeShape(step + 1 - G + 1)
+				b.p2pAfter(pre+"send_tokens", Send, SlotFwdOut, int32(step+1), float64(4*batch), int32(step), last)
 			}
 			b.p.Marks[fmt.Sprintf("step.%d", step)] = last
-			if step == G {
+			if step == G || (j == 0 && step > G) {
 				// Every decode step has the first one's tasks: reserve
 				// them once rather than regrow (and copy) the slice.
-				perStep := len(b.p.Tasks) - int(b.p.Marks[fmt.Sprintf("step.%d", G-1)]) - 1
-				b.p.Tasks = slices.Grow(b.p.Tasks, perStep*(len(passes)-step-1))
+				perStep := len(b.p.Tasks)
+				if j > 0 {
+					perStep -= int(b.p.Marks[fmt.Sprintf("step.%d", step-1)]) + 1
+				}
+				b.p.Tasks = slices.Grow(b.p.Tasks, perStep*(len(passes)-j-1))
 			}
 			if step == G-1 {
 				b.p.Marks["prefill_end"] = last
 			}
 			b.p.Marks["end"] = last
 		}
-		ip.Programs = append(ip.Programs, *b.p)
-		var mem Memory
-		for i := range groups {
-			if m := in.memory(passes[i].g, chunks[s], in.kvTokens(0), in.sequences()); m.Total() > mem.Total() {
-				mem = m
+		if to < total {
+			// "resume" is the task the next range's host waits for first;
+			// stage 0 of a pipeline receives the next step's tokens here,
+			// so that the range ends with nothing in flight.
+			b.p.Marks["resume"] = b.p.Marks[fmt.Sprintf("step.%d", to-1)]
+			if s == 0 && P > 1 {
+				b.hostSync(b.p.Marks["resume"])
+				batch, _ := ib.decodeShape(to - G + 1)
+				b.p.Marks["resume"] = b.recvTokens(fmt.Sprintf("decode%d.", to-G+1), to, batch)
 			}
 		}
-		ip.Memory = append(ip.Memory, mem)
+		pl.Programs = append(pl.Programs, *b.p)
 	}
-	in.layout(ip.Plan)
-	return ip, nil
+	return &pl, nil
+}
+
+// Release hands a plan from Range back: its task storage serves the next
+// Range (a run in segments allocates it once). The caller must be done
+// with the plan.
+func (ib *InferenceBuilder) Release(pl *Plan) {
+	ib.spare = ib.spare[:0]
+	for _, p := range pl.Programs {
+		clear(p.Tasks) // drop the operators and dependencies they hold
+		ib.spare = append(ib.spare, p.Tasks[:0])
+	}
+}
+
+// recvTokens appends stage 0's receipt of the sampled token ids of batch
+// sequences for step (prefix pre).
+func (b *progBuilder) recvTokens(pre string, step, batch int) int32 {
+	return b.p2p(pre+"recv_tokens", Recv, SlotFwdIn, int32(step), float64(4*batch), int32(step))
 }
 
 // kvTokens is the tokens every request caches by its end; with prompt > 0

@@ -71,6 +71,10 @@ def test_memory_budget_refuses_before_the_run():
     assert eidolon.validate(dict(spec, output_tokens=16), max_memory_bytes=2**30) == []
     with pytest.raises(eidolon.SpecError, match="max_memory_bytes"):
         eidolon.run(spec, progress=False, max_memory_bytes=-5)
+    serving = {"kind": "serving", "model": {"preset": "llama3-8b", "layers": 2}, "gpu": "a100-80gb-sxm",
+               "cluster": {"preset": "dgx-a100", "nodes": 1}, "workload": {"rate_per_s": 1e6, "duration_s": 1e6}}
+    with pytest.raises(eidolon.SpecError, match=r"workload.duration_s: the run would need about .* GiB"):
+        eidolon.run(serving, progress=False)
     seed = {"kind": "seedflood", "topology": {"kind": "ring", "clients": 16},
             "model": {"kind": "mlp", "hidden": [1000000]}}
     with pytest.raises(eidolon.SpecError, match="model.hidden"):

@@ -3,6 +3,7 @@ package all_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -35,6 +36,10 @@ func TestBudgetRefusesWithTheFields(t *testing.T) {
 		// the task-graph kinds count their events too
 		{`{"kind":"fault_sweep","samples":1000000,"link_failures":1,"training":{"model":{"preset":"gpt-22b","layers":48},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":16},"parallel":{"tp":8,"pp":4,"global_batch":512}}}`, "samples", "events", 0},
 		{`{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"output_tokens":64,"max_events":1000}`, "output_tokens", "events", 0},
+		// serving: a million requests a second for a million seconds, and
+		// a closed loop as long
+		{`{"kind":"serving","model":{"preset":"llama3-8b","layers":2},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"workload":{"rate_per_s":1e4,"duration_s":1e4}}`, "workload.duration_s", "GiB", 8 * gib},
+		{`{"kind":"serving","model":{"preset":"llama3-8b","layers":2},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"workload":{"arrival":"closed_loop","concurrency":64,"duration_s":1e6}}`, "workload.duration_s", "GiB", 8 * gib},
 	} {
 		_, _, err := all.Admit([]byte(c.js), c.limit)
 		var se *spec.Error
@@ -81,9 +86,13 @@ func TestBudgetEstimatesTheAllocation(t *testing.T) {
 		`{"kind":"eidola","kernel":"allreduce","script_source":"generator","generator":{"interval_s":1e-6},"ghosts":31,"gemm":{"m":32768,"n":8192}}`,
 		`{"kind":"eidola","kernel":"gemm_reducescatter","script_source":"generator","generator":{"interval_s":1e-6},"ghosts":15,"gemm":{"m":32768,"n":8192,"k":4096},"seeds":2}`,
 		`{"kind":"eidola","script_source":"table","script":` + script(7, 1) + `,"gemm":{"m":16384,"n":8192,"k":4096}}`,
+		`{"kind":"serving","model":{"preset":"llama3-8b","layers":4},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"workload":{"rate_per_s":20,"requests":20000}}`,
+		`{"kind":"serving","model":"llama3-70b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"tp":8,"workload":{"arrival":"closed_loop","concurrency":16,"requests":2000}}`,
 		`{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"tp":2,"batch":4,"prompt_tokens":128,"output_tokens":256}`,
 		`{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"tp":2,"pp":2,"batch":4,"prompt_tokens":128,"output_tokens":1024}`,
 		`{"kind":"inference","model":{"preset":"llama2-7b","layers":8},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"tp":8,"batch":1,"prompt_tokens":128,"output_tokens":2048,"timeline_ranks":[-1]}`,
+		`{"kind":"inference","model":{"preset":"llama2-7b","layers":8},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"tp":2,"batch":4,"prompt_tokens":128,"output_tokens":8192}`,
+		`{"kind":"inference","model":{"preset":"llama2-7b","layers":8},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"tp":2,"replicas":2,"batch":4,"prompt_tokens":128,"output_tokens":2048,"faults":{"stragglers":[{"device":"n0.gpu1","slowdown":1.5}]}}`,
 	} {
 		_, s, err := all.Decode([]byte(js))
 		require.NoError(t, err, js)
@@ -91,11 +100,30 @@ func TestBudgetEstimatesTheAllocation(t *testing.T) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		_, _, err = all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
+		env := scenario.Env{Ctx: context.Background()}
+		// A long decode runs in segments and releases each (core/job's
+		// RunStepped): its allocation grows with the output length but its
+		// heap does not, so its estimate is of the live heap's peak, seen
+		// after a collection at the run's progress reports. A serving run's
+		// estimate is of its peak too (its tables and requests' state).
+		var peak uint64
+		live := strings.Contains(js, `"kind":"inference"`) || strings.Contains(js, `"kind":"serving"`)
+		if live {
+			env.Progress = func(float64) {
+				var ms runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&ms)
+				peak = max(peak, ms.HeapAlloc-min(ms.HeapAlloc, before.HeapAlloc))
+			}
+		}
+		_, _, err = all.Run(env, []byte(js))
 		runtime.ReadMemStats(&after)
 		require.NoError(t, err, js)
-		got := float64(after.TotalAlloc - before.TotalAlloc)
-		t.Logf("estimate %.3g MB, allocated %.3g MB (%.2fx): %s", est/1e6, got/1e6, est/got, js)
+		got, what := float64(after.TotalAlloc-before.TotalAlloc), "allocated"
+		if live {
+			got, what = float64(peak), "live at most"
+		}
+		t.Logf("estimate %.3g MB, %s %.3g MB (%.2fx): %s", est/1e6, what, got/1e6, est/got, js)
 		require.True(t, est/got >= 0.25 && est/got <= 4, "estimate %.3g B, allocated %.3g B: %s", est, got, js)
 	}
 }
@@ -111,3 +139,33 @@ func script(ghosts int, bytes float64) string {
 	}
 	return out + "]"
 }
+
+// A serving run given by its duration is estimated from the fastest a
+// request can be (its output tokens at the decode floor), so its request
+// count, and so the estimate, bound what the run holds.
+func TestServingDurationBudgetIsAnUpperBound(t *testing.T) {
+	for _, js := range []string{
+		`{"kind":"serving","model":"llama3-70b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"tp":8,"workload":{"arrival":"closed_loop","concurrency":16,"duration_s":600}}`,
+		`{"kind":"serving","model":{"preset":"llama3-8b","layers":4},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"workload":{"rate_per_s":50,"duration_s":200}}`,
+	} {
+		_, s, err := all.Decode([]byte(js))
+		require.NoError(t, err, js)
+		b := s.(spec.Budgeted).Budget()
+		_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
+		require.NoError(t, err, js)
+		var requests, iterations int
+		for _, tb := range res.Tables {
+			switch tb.Name {
+			case "requests":
+				requests = reflectLen(tb.Rows)
+			case "iterations":
+				iterations = reflectLen(tb.Rows)
+			}
+		}
+		require.Positive(t, requests, js)
+		require.GreaterOrEqual(t, b.Events, float64(iterations), js)
+		require.GreaterOrEqual(t, b.MemoryBytes, 1024*float64(requests)+128*float64(iterations), js)
+	}
+}
+
+func reflectLen(rows any) int { return reflect.ValueOf(rows).Len() }

@@ -70,6 +70,7 @@ func TestValidateRejectsWhatRunRejects(t *testing.T) {
 			"faults":{"devices":[{"device":"n0.nic9"}]},"workload":{"rate_per_s":10,"requests":4}}`, "faults.devices[0].device"},
 		{"collective", `{"kind":"collective","cluster":{"topology":"ring","gpus":4},"faults":{"stragglers":[{"device":"gpu4","slowdown":2}]},
 			"sizes_bytes":[1e6]}`, "faults.stragglers[0].device"},
+		{"eidola", `{"kind":"eidola","ghosts":7,"cluster":{"topology":"switch","gpus":4,"link":"nvlink3"}}`, "cluster"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := all.Validate([]byte(tc.doc), 0)

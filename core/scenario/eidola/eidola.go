@@ -97,11 +97,21 @@ type SetupRow struct {
 
 // Kind registers the scenario.
 func Kind() scenario.Kind {
-	return scenario.Define("eidola",
+	return scenario.Checked(scenario.Define("eidola",
 		"one GPU in detail running a fused kernel, peers as ghost scripts; spin-wait vs SyncMon",
 		func(env scenario.Env, s *spec.Eidola) (scenario.Result, error) {
 			return Run(env, s, computeCosts)
-		})
+		}), check)
+}
+
+// check compiles the set-up run's cluster (names, links, the group's size)
+// without running it, so validate() rejects what run() would.
+func check(s *spec.Eidola) error {
+	if s.ScriptSource != "setup_run" {
+		return nil
+	}
+	_, err := network(s)
+	return err
 }
 
 // Run simulates a validated spec; costs prices the CTAs' work on a GPU.

@@ -65,7 +65,25 @@ type Outcome struct {
 	*job.Finished
 	Summary  SummaryRow
 	Requests []RequestRow
-	Plan     *workload.InferencePlan
+	// Shape is the run's units, groups and replicas; Stages each stage's
+	// memory (a long decode runs in segments: job.Job.RunStepped, whose
+	// Finished.Segments counts them).
+	Shape  *workload.Plan
+	Stages []workload.Memory
+}
+
+// marks are the program marks the requests table reads: each request
+// group's first and last token.
+func marks(in workload.Inference) []string {
+	groups := in.Groups()
+	var out []string
+	for gi, g := range groups {
+		out = append(out, fmt.Sprintf("step.%d", gi))
+		if g.Output > 1 {
+			out = append(out, fmt.Sprintf("step.%d", len(groups)-1+g.Output-1))
+		}
+	}
+	return out
 }
 
 // Result packs the tables.
@@ -78,25 +96,34 @@ func (o *Outcome) Result() scenario.Result {
 // Simulate runs a validated spec (job.Inference); modify, if set, changes
 // the machine after the spec's faults and before the run.
 func Simulate(env scenario.Env, s *spec.Inference, modify func(m *exec.Machine) error) (*Outcome, error) {
+	return SimulateSegments(env, s, modify, 0)
+}
+
+// SimulateSegments is Simulate with segment steps per segment of a long
+// decode (job.Job.SegmentSteps: 0 the default, −1 the whole plan at once);
+// the tables are the same whatever it is.
+func SimulateSegments(env scenario.Env, s *spec.Inference, modify func(m *exec.Machine) error, segment int) (*Outcome, error) {
+	j := job.Inference(s)
+	j.SegmentSteps = segment
 	var in workload.Inference
-	var plan *workload.InferencePlan
-	run, err := job.Inference(s).Run(env, modify, func(gpus int) (*workload.Plan, []workload.Memory, error) {
+	var ib *workload.InferenceBuilder
+	run, err := j.RunStepped(env, modify, func(gpus int) (job.Stepped, error) {
 		var err error
-		if in, plan, err = job.InferencePlan(s, gpus, env.Canceled); err != nil {
-			return nil, nil, err
+		if in, ib, err = job.InferenceBuilder(s, gpus, env.Canceled); err != nil {
+			return nil, err
 		}
-		return plan.Plan, plan.Memory, nil
-	})
+		return ib, nil
+	}, func() []string { return marks(in) })
 	if err != nil {
 		return nil, err
 	}
-	res := run.Exec
-	o := &Outcome{Finished: run, Plan: plan}
+	plan := ib.Shape()
+	o := &Outcome{Finished: run, Shape: plan, Stages: ib.Stages()}
 	longest, err := in.LongestPrompt(run.HBMBytes)
 	if err != nil {
 		return nil, err
 	}
-	sum := SummaryRow{E2ES: res.End.Seconds(), MemoryColumns: run.MemoryColumns(), LongestPromptTokens: longest, GPUs: plan.Ranks,
+	sum := SummaryRow{E2ES: run.End.Seconds(), MemoryColumns: run.MemoryColumns(), LongestPromptTokens: longest, GPUs: plan.Ranks,
 		SimulationColumns: run.SimulationColumns()}
 	// Per request group: its first token leaves the last stage of each
 	// replica at its prefill's end, its last at decode step output−1.
@@ -106,10 +133,10 @@ func Simulate(env scenario.Env, s *spec.Inference, modify func(m *exec.Machine) 
 		row := RequestRow{Group: gi, Count: g.Count, PromptTokens: g.Prompt, OutputTokens: g.Output}
 		for _, rep := range plan.Replicas {
 			last := rep[len(rep)-1]
-			first, _ := res.MarkEnd(last, fmt.Sprintf("step.%d", gi))
+			first, _ := run.MarkEnd(last, fmt.Sprintf("step.%d", gi))
 			end := first
 			if g.Output > 1 {
-				end, _ = res.MarkEnd(last, fmt.Sprintf("step.%d", len(groups)-1+g.Output-1))
+				end, _ = run.MarkEnd(last, fmt.Sprintf("step.%d", len(groups)-1+g.Output-1))
 			}
 			row.TTFTS = max(row.TTFTS, first.Seconds())
 			row.E2ES = max(row.E2ES, end.Seconds())
