@@ -119,13 +119,14 @@ func (e *engine) shares(g, c int, other int64) bool {
 }
 
 // comm returns whether communicator c of group g is isolated, and the
-// signature of its links and ranks' speeds (equal signatures, equal times).
-func (e *engine) comm(g, c int) commInfo {
+// signature of its links and ranks' speeds (equal signatures, equal times),
+// computed once; the caller reads it and does not write it.
+func (e *engine) comm(g, c int) *commInfo {
 	if e.info[g] == nil {
 		e.info[g] = make([]*commInfo, len(e.plan.Groups[g].Comms))
 	}
 	if ci := e.info[g][c]; ci != nil {
-		return *ci
+		return ci
 	}
 	ranks := e.plan.Groups[g].Comms[c]
 	var data []byte
@@ -160,7 +161,7 @@ func (e *engine) comm(g, c int) commInfo {
 	}
 	ci.sig = sig
 	e.info[g][c] = &ci
-	return ci
+	return &ci
 }
 
 // linkEfficiency is a link technology's collective efficiency (1 if

@@ -80,18 +80,25 @@ func (e *engine) issue(g int, task *workload.Task, r *rendezvous) {
 	}
 	r.pending = 1 // held until every launch below is issued
 	var reportDone func(net.Result)
-	groups := append([]int{g}, e.mirror[g]...)
-	for gi, gg := range groups {
+	// The driver group g, then its mirrors (without building their list:
+	// issue runs for every collective of every simulated unit).
+	mirrors := e.mirror[g]
+	driverComms := len(e.plan.Groups[g].Comms)
+	for gi := 0; gi <= len(mirrors); gi++ {
+		gg := g
+		if gi > 0 {
+			gg = mirrors[gi-1]
+		}
 		for c, ranks := range e.plan.Groups[gg].Comms {
 			if task.Bytes <= 0 || len(ranks) < 2 {
 				continue
 			}
 			ci := e.comm(gg, c)
-			if gi > 0 && ci.isolated && ci.sig == e.comm(g, min(c, len(e.plan.Groups[g].Comms)-1)).sig {
+			if gi > 0 && ci.isolated && ci.sig == e.comm(g, min(c, driverComms-1)).sig {
 				continue // a mirror's isolated copy takes exactly the driver's time
 			}
 			if task.Coll == workload.AllToAllV {
-				if err := e.allToAllV(ci, ranks, task, &r.pending, done); err != nil {
+				if err := e.allToAllV(*ci, ranks, task, &r.pending, done); err != nil {
 					e.k.Fail(err)
 					return
 				}
@@ -147,7 +154,7 @@ func (e *engine) issue(g int, task *workload.Task, r *rendezvous) {
 					reportDone = report // one closure for the mirrors' copies
 				}
 			}
-			sh, err := e.info[gg][c].shape(e.comms, col) // e.comm filled it
+			sh, err := ci.shape(e.comms, col)
 			if err == nil {
 				_, err = e.comms.StartShape(sh, col, report)
 			}
