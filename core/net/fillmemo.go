@@ -30,7 +30,10 @@ type fillMemo struct {
 	epoch uint64
 	// ids numbers the paths seen (holding them: a path's storage is not
 	// reused while it is a key).
-	ids    map[pathRef]uint32
+	ids map[pathRef]uint32
+	// refs is ids inverted (by id): a flow's cached id (flow.memoID) is
+	// its path's while refs[id] is still that path.
+	refs   []pathRef
 	byHash map[uint64][]*fillEntry
 	stored int // path ids held by the entries
 	hits   int // look-ups answered (tests)
@@ -72,7 +75,7 @@ const (
 func (n *FlowNet) fillMemoized(links, flows []int32) {
 	m := &n.memo
 	if v := n.t.CapacityVersion(); m.ids == nil || v != m.version || m.stored > memoMaxStored || len(m.ids) > memoMaxStored {
-		*m = fillMemo{version: v, epoch: m.epoch + 1, hits: m.hits, ids: map[pathRef]uint32{}, byHash: map[uint64][]*fillEntry{}, order: m.order[:0], key: m.key[:0]}
+		*m = fillMemo{version: v, epoch: m.epoch + 1, hits: m.hits, ids: map[pathRef]uint32{}, refs: m.refs[:0], byHash: map[uint64][]*fillEntry{}, order: m.order[:0], key: m.key[:0]}
 	}
 	m.order = m.order[:0]
 	for _, i := range flows {
@@ -82,20 +85,27 @@ func (n *FlowNet) fillMemoized(links, flows []int32) {
 			return
 		}
 		// A ring stream's path is its ring's (shared by its streams): its
-		// id is kept there, for the memo's epoch.
+		// id is kept there, for the memo's epoch. Any other flow keeps its
+		// path's id itself, checked against refs (its path may have been
+		// set anew since: a reroute, a lazy flow's route written).
 		var id uint32
-		if ri := n.flows[i].ring; ri != nil && ri.memoEpoch == m.epoch {
+		f := &n.flows[i]
+		r := pathRef{&p[0], len(p)}
+		if ri := f.ring; ri != nil && ri.memoEpoch == m.epoch {
 			id = ri.memoID
+		} else if f.memoEpoch == m.epoch && m.refs[f.memoID] == r {
+			id = f.memoID
 		} else {
-			r := pathRef{&p[0], len(p)}
 			var ok bool
 			if id, ok = m.ids[r]; !ok {
 				id = uint32(len(m.ids))
 				m.ids[r] = id
+				m.refs = append(m.refs, r)
 			}
 			if ri != nil && &ri.path[0] == &p[0] && len(ri.path) == len(p) {
 				ri.memoEpoch, ri.memoID = m.epoch, id
 			}
+			f.memoEpoch, f.memoID = m.epoch, id
 		}
 		m.order = append(m.order, memoFlow{id, i})
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/eidolon-sim/eidolon/core/sim"
 	"github.com/eidolon-sim/eidolon/core/topo"
@@ -96,7 +97,11 @@ type flow struct {
 	// are kept or hooked (FlowRecord.ID), so a fast flow's start does not
 	// write this line.
 	id int64
-	_  [16]byte // pads flow to 192 bytes (see above)
+	// memoID is the fill memo's id of path while memoEpoch is the memo's
+	// epoch and the memo's refs[memoID] is path (fillmemo.go).
+	memoEpoch uint64
+	memoID    uint32
+	_         [4]byte // pads flow to 192 bytes (see above)
 }
 
 type linkEntry struct {
@@ -352,13 +357,17 @@ func (n *FlowNet) launch(src, dst int32, path, hops []int32, lat sim.Time, rate,
 func (n *FlowNet) attach(i int32) {
 	f := &n.flows[i]
 	now := n.k.Now()
-	f.pos = f.pos[:0]
-	for h, l := range f.path {
+	// pos in a local slice, sized once: a ring stream's path is
+	// thousands of links, and f's fields need not be written back per hop.
+	path := f.path
+	pos := slices.Grow(f.pos[:0], len(path))[:len(path)]
+	for h, l := range path {
 		ls := &n.slow[l]
-		f.pos = append(f.pos, int32(len(ls.entries)))
+		pos[h] = int32(len(ls.entries))
 		ls.entries = append(ls.entries, linkEntry{flow: i, hop: int32(h)})
 		n.enter(l, now)
 	}
+	f.pos = pos
 }
 
 // routeWays is how many destinations each source remembers: a ring
@@ -649,13 +658,17 @@ func (n *FlowNet) settle() {
 	// through a flow's path and carrying one flow carries only that one,
 	// found already: its entries need no look (a ring stream's path is
 	// thousands of links, mostly its own).
+	// The count is read from the entries (len equals linkState.active:
+	// attach and enter, detach and leave go in pairs), on the line the
+	// walk reads next, not from linkState's: one cache line a link less.
 	seeded := len(links)
 	for h := 0; h < len(links); h++ {
 		l := links[h]
-		if h >= seeded && n.links[l].active == 1 {
+		entries := n.slow[l].entries
+		if h >= seeded && len(entries) == 1 {
 			continue
 		}
-		for _, e := range n.slow[l].entries {
+		for _, e := range entries {
 			f := &n.flows[e.flow]
 			if f.stamp == n.gen {
 				continue
