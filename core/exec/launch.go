@@ -80,6 +80,7 @@ func (e *engine) issue(g int, task *workload.Task, r *rendezvous) {
 	}
 	r.pending = 1 // held until every launch below is issued
 	var reportDone func(net.Result)
+	var sendDone net.SinkFunc
 	// The driver group g, then its mirrors (without building their list:
 	// issue runs for every collective of every simulated unit).
 	mirrors := e.mirror[g]
@@ -118,13 +119,19 @@ func (e *engine) issue(g int, task *workload.Task, r *rendezvous) {
 			isolated := ci.isolated
 			if task.Coll == workload.SendRecv {
 				// One flow, as net's send_recv makes, without its machinery.
-				start := now
-				sink := net.SinkFunc(func(int) {
-					if isolated {
-						e.memo[key] = e.k.Now() - start
+				sink := sendDone
+				if sink == nil || isolated {
+					start := now
+					sink = net.SinkFunc(func(int) {
+						if isolated {
+							e.memo[key] = e.k.Now() - start
+						}
+						done()
+					})
+					if !isolated {
+						sendDone = sink // one closure for the mirrors' copies
 					}
-					done()
-				})
+				}
 				if err := e.opt.Fabric.Send(e.topo.RankDevice(ranks[0]), e.topo.RankDevice(ranks[1]), task.Bytes/ci.eff, sink, 0); err != nil {
 					e.k.Fail(fmt.Errorf("exec: %s from rank %d to %d: %w", task.Name, ranks[0], ranks[1], err))
 					return
