@@ -34,9 +34,10 @@ type FlowNet struct {
 	capVersion uint64
 	settling   bool
 	gen        uint32 // visit stamp for component searches
-	// stamp is each link's visit stamp, dense (four bytes a link) so that
-	// a search along long paths stays in the core's cache.
-	stamp []uint32
+	// walk is each link's visit stamp and ordinary flow count, dense
+	// (eight bytes a link) so that a search along long paths stays in the
+	// core's cache and reads a private link's linkSlow line not at all.
+	walk []linkWalk
 
 	// scratch for the component search and the filling heap
 	compLinks []int32
@@ -102,6 +103,13 @@ type flow struct {
 	memoEpoch uint64
 	memoID    uint32
 	_         [4]byte // pads flow to 192 bytes (see above)
+}
+
+// linkWalk is what a component search reads of a link: its visit stamp
+// and its number of ordinary flows (len of linkSlow.entries).
+type linkWalk struct {
+	stamp uint32
+	flows int32
 }
 
 type linkEntry struct {
@@ -189,7 +197,7 @@ const (
 
 // NewFlowNet builds the max-min model over a topology on kernel k.
 func NewFlowNet(k *sim.Kernel, t *topo.Topology) *FlowNet {
-	n := &FlowNet{links: make([]linkState, len(t.Links)), slow: make([]linkSlow, len(t.Links)), stamp: make([]uint32, len(t.Links))}
+	n := &FlowNet{links: make([]linkState, len(t.Links)), slow: make([]linkSlow, len(t.Links)), walk: make([]linkWalk, len(t.Links))}
 	n.counters = newCounters(k, t, n.linkCounter)
 	for i := range n.slow {
 		n.slow[i].capacity = t.Capacity(i)
@@ -365,6 +373,7 @@ func (n *FlowNet) attach(i int32) {
 		ls := &n.slow[l]
 		pos[h] = int32(len(ls.entries))
 		ls.entries = append(ls.entries, linkEntry{flow: i, hop: int32(h)})
+		n.walk[l].flows = int32(len(ls.entries))
 		n.enter(l, now)
 	}
 	f.pos = pos
@@ -601,6 +610,7 @@ func (n *FlowNet) detach(l int32, p int32) {
 		n.flows[e.flow].pos[e.hop] = p
 	}
 	ls.entries = ls.entries[:last]
+	n.walk[l].flows = last
 }
 
 // credit moves a flow's progress up to now into its remaining bytes and
@@ -640,17 +650,19 @@ func (n *FlowNet) settle() {
 	n.settling = false
 	n.gen++
 	if n.gen == 0 {
-		clear(n.stamp)
+		for l := range n.walk {
+			n.walk[l].stamp = 0
+		}
 		for i := range n.flows {
 			n.flows[i].stamp = 0
 		}
 		n.gen = 1
 	}
 	links, flows := n.compLinks[:0], n.compFlows[:0]
-	stamp := n.stamp
+	walk := n.walk
 	for _, l := range n.dirty {
-		if stamp[l] != n.gen {
-			stamp[l] = n.gen
+		if walk[l].stamp != n.gen {
+			walk[l].stamp = n.gen
 			links = append(links, l)
 		}
 	}
@@ -658,17 +670,15 @@ func (n *FlowNet) settle() {
 	// through a flow's path and carrying one flow carries only that one,
 	// found already: its entries need no look (a ring stream's path is
 	// thousands of links, mostly its own).
-	// The count is read from the entries (len equals linkState.active:
-	// attach and enter, detach and leave go in pairs), on the line the
-	// walk reads next, not from linkState's: one cache line a link less.
+	// The count is the dense walk's (linkWalk.flows), beside the stamp:
+	// a private link costs no read of its linkSlow or linkState line.
 	seeded := len(links)
 	for h := 0; h < len(links); h++ {
 		l := links[h]
-		entries := n.slow[l].entries
-		if h >= seeded && len(entries) == 1 {
+		if h >= seeded && walk[l].flows == 1 {
 			continue
 		}
-		for _, e := range entries {
+		for _, e := range n.slow[l].entries {
 			f := &n.flows[e.flow]
 			if f.stamp == n.gen {
 				continue
@@ -676,8 +686,8 @@ func (n *FlowNet) settle() {
 			f.stamp = n.gen
 			flows = append(flows, e.flow)
 			for _, l2 := range f.path {
-				if stamp[l2] != n.gen {
-					stamp[l2] = n.gen
+				if w := &walk[l2]; w.stamp != n.gen {
+					w.stamp = n.gen
 					links = append(links, l2)
 				}
 			}
