@@ -1,9 +1,7 @@
 package net
 
 import (
-	"cmp"
 	"context"
-	"slices"
 	"testing"
 
 	"github.com/eidolon-sim/eidolon/core/rng"
@@ -19,13 +17,8 @@ import (
 // and every link the same counters, as never memoizing, and the memo must
 // have answered.
 func TestFillMemoMatchesFill(t *testing.T) {
-	type key struct {
-		src, dst                int
-		bytes                   float64
-		start, txEnd, delivered sim.Time
-	}
 	hits := 0
-	run := func(seed uint64, least int) ([]key, []LinkStat) {
+	run := func(seed uint64, least int) ([]recordKey, []LinkStat) {
 		r := rng.Stream(seed, "fillmemo")
 		tp := randomTopology(t, r)
 		k := sim.New()
@@ -58,15 +51,7 @@ func TestFillMemoMatchesFill(t *testing.T) {
 		if least > 0 {
 			hits += f.memo.hits
 		}
-		var out []key
-		for _, rec := range f.Records() {
-			out = append(out, key{rec.Src, rec.Dst, rec.Bytes, rec.Start, rec.TxEnd, rec.Delivered})
-		}
-		slices.SortFunc(out, func(a, b key) int {
-			return cmp.Or(cmp.Compare(a.start, b.start), cmp.Compare(a.src, b.src), cmp.Compare(a.dst, b.dst),
-				cmp.Compare(a.delivered, b.delivered), cmp.Compare(a.bytes, b.bytes))
-		})
-		return out, f.LinkStats()
+		return sortedRecords(f), f.LinkStats()
 	}
 	for seed := uint64(1); seed <= 40; seed++ {
 		memo, memoLinks := run(seed, 1)

@@ -165,12 +165,7 @@ func TestPropertiesRandomCollectives(t *testing.T) {
 // transmission and delivery as sending every flow through progressive
 // filling.
 func TestFastPathMatchesMaxMin(t *testing.T) {
-	type key struct {
-		src, dst                int
-		bytes                   float64
-		start, txEnd, delivered sim.Time
-	}
-	run := func(seed uint64, noFast bool) ([]key, []LinkStat) {
+	run := func(seed uint64, noFast bool) ([]recordKey, []LinkStat) {
 		r := rng.Stream(seed, "fastpath")
 		tp := randomTopology(t, r)
 		k := sim.New()
@@ -192,15 +187,7 @@ func TestFastPathMatchesMaxMin(t *testing.T) {
 		l, h := r.IntN(len(tp.Links)), 0.3+0.7*r.Float64()
 		k.At(sim.Time(r.IntN(500))*sim.Microsecond, func() { f.SetLinkHealth(l, h) })
 		require.NoError(t, k.Run(context.Background()))
-		var out []key
-		for _, rec := range f.Records() {
-			out = append(out, key{rec.Src, rec.Dst, rec.Bytes, rec.Start, rec.TxEnd, rec.Delivered})
-		}
-		slices.SortFunc(out, func(a, b key) int {
-			return cmp.Or(cmp.Compare(a.start, b.start), cmp.Compare(a.src, b.src), cmp.Compare(a.dst, b.dst),
-				cmp.Compare(a.delivered, b.delivered), cmp.Compare(a.bytes, b.bytes))
-		})
-		return out, f.LinkStats()
+		return sortedRecords(f), f.LinkStats()
 	}
 	for seed := uint64(1); seed <= 40; seed++ {
 		fast, fastLinks := run(seed, false)
@@ -212,4 +199,25 @@ func TestFastPathMatchesMaxMin(t *testing.T) {
 			require.Equal(t, refLinks[l].PeakFlows, fastLinks[l].PeakFlows, "seed %d link %d", seed, l)
 		}
 	}
+}
+
+// recordKey is a delivered transfer as the equivalence tests compare them.
+type recordKey struct {
+	src, dst                int
+	bytes                   float64
+	start, txEnd, delivered sim.Time
+}
+
+// sortedRecords are f's transfers in a fixed order (start, ends, then
+// endpoints), so that runs whose event order differs compare equal.
+func sortedRecords(f *FlowNet) []recordKey {
+	var out []recordKey
+	for _, rec := range f.Records() {
+		out = append(out, recordKey{rec.Src, rec.Dst, rec.Bytes, rec.Start, rec.TxEnd, rec.Delivered})
+	}
+	slices.SortFunc(out, func(a, b recordKey) int {
+		return cmp.Or(cmp.Compare(a.start, b.start), cmp.Compare(a.src, b.src), cmp.Compare(a.dst, b.dst),
+			cmp.Compare(a.delivered, b.delivered), cmp.Compare(a.bytes, b.bytes))
+	})
+	return out
 }
