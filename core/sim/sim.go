@@ -159,8 +159,9 @@ type Kernel struct {
 	// successive events of one kind come in time order: such an event is
 	// appended to a run in O(1) instead of sifting through the heap, and the
 	// earliest event is the least of the heap top and the run heads. Order
-	// is still exactly (time, sequence).
-	runs      [numRuns]run
+	// is still exactly (time, sequence). The last run holds the events
+	// scheduled at now.
+	runs      [numRuns + 1]run // the last holds events at now (see push)
 	slab      []func() // closures, by slot
 	free      []uint32
 	handlers  []Handler // registered by AtHandler, by id
@@ -181,7 +182,7 @@ type Kernel struct {
 }
 
 // numRuns is small: a pop compares every run head.
-const numRuns = 4
+const numRuns = 8
 
 // run is a FIFO of entries in (time, seq) order.
 type run struct {
@@ -190,6 +191,16 @@ type run struct {
 }
 
 func (r *run) len() int { return len(r.items) - r.head }
+
+// add appends x, which is not before the run's tail.
+func (r *run) add(x entry) {
+	if r.head > 0 && r.head >= len(r.items)/2 {
+		// Reclaim the consumed prefix (amortized O(1) per entry).
+		n := copy(r.items, r.items[r.head:])
+		r.items, r.head = r.items[:n], 0
+	}
+	r.items = append(r.items, x)
+}
 
 // New returns a kernel at time 0 with an empty queue.
 func New() *Kernel {
@@ -282,11 +293,20 @@ func (k *Kernel) push(t Time, slot uint64, arg int) {
 	}
 	x := entry{t: t, key: k.seq<<slotBits | slot, arg: arg}
 	k.seq++
+	if t == k.now {
+		// An event at now (a callback's follow-up in the same instant)
+		// goes to the last run, which holds only such events: every
+		// pending event is at now or later and x's sequence number is the
+		// largest yet, so x is its tail in (time, sequence) order. It
+		// empties before the clock moves (its events are the earliest).
+		k.runs[numRuns].add(x)
+		return
+	}
 	// Its sequence number is the largest yet, so x goes after a run's tail
 	// whenever its time is not earlier. Take the run with the latest such
 	// tail (an empty run if none), which keeps runs apart by delay.
 	best, bestT, empty := -1, Time(-1), -1
-	for i := range k.runs {
+	for i := range k.runs[:numRuns] {
 		r := &k.runs[i]
 		if r.len() == 0 {
 			if empty < 0 {
@@ -302,13 +322,7 @@ func (k *Kernel) push(t Time, slot uint64, arg int) {
 		best = empty
 	}
 	if best >= 0 {
-		r := &k.runs[best]
-		if r.head > 0 && r.head >= len(r.items)/2 {
-			// Reclaim the consumed prefix (amortized O(1) per entry).
-			n := copy(r.items, r.items[r.head:])
-			r.items, r.head = r.items[:n], 0
-		}
-		r.items = append(r.items, x)
+		k.runs[best].add(x)
 		return
 	}
 	k.queue = append(k.queue, x)
