@@ -37,6 +37,13 @@ type fillMemo struct {
 	byHash map[uint64][]*fillEntry
 	stored int // path ids held by the entries
 	hits   int // look-ups answered (tests)
+	// byEnds caches a point-to-point path's id by its ends, before ids:
+	// a flow slot is reused by other transfers, so its own cached id
+	// (flow.memoID) rarely holds, while a pipeline's mirrored sends go
+	// between the same devices again and again. An entry counts only for
+	// its epoch and its path's identity (ref), so a collision or a
+	// rerouted pair falls through to ids.
+	byEnds []endsID
 	// scratch
 	order []memoFlow
 	key   []uint32
@@ -47,6 +54,16 @@ type pathRef struct {
 	first *int32
 	n     int
 }
+
+type endsID struct {
+	src, dst int32
+	id       uint32
+	ref      pathRef
+	epoch    uint64
+}
+
+// byEndsSize is the number of byEnds entries (a power of two).
+const byEndsSize = 1 << 12
 
 type memoFlow struct {
 	id   uint32
@@ -75,7 +92,7 @@ const (
 func (n *FlowNet) fillMemoized(links, flows []int32) {
 	m := &n.memo
 	if v := n.t.CapacityVersion(); m.ids == nil || v != m.version || m.stored > memoMaxStored || len(m.ids) > memoMaxStored {
-		*m = fillMemo{version: v, epoch: m.epoch + 1, hits: m.hits, ids: map[pathRef]uint32{}, refs: m.refs[:0], byHash: map[uint64][]*fillEntry{}, order: m.order[:0], key: m.key[:0]}
+		*m = fillMemo{version: v, epoch: m.epoch + 1, hits: m.hits, ids: map[pathRef]uint32{}, refs: m.refs[:0], byHash: map[uint64][]*fillEntry{}, order: m.order[:0], key: m.key[:0], byEnds: m.byEnds}
 	}
 	m.order = m.order[:0]
 	for _, i := range flows {
@@ -96,11 +113,25 @@ func (n *FlowNet) fillMemoized(links, flows []int32) {
 		} else if f.memoEpoch == m.epoch && m.refs[f.memoID] == r {
 			id = f.memoID
 		} else {
-			var ok bool
-			if id, ok = m.ids[r]; !ok {
-				id = uint32(len(m.ids))
-				m.ids[r] = id
-				m.refs = append(m.refs, r)
+			var ends *endsID
+			if ri == nil {
+				if m.byEnds == nil {
+					m.byEnds = make([]endsID, byEndsSize)
+				}
+				ends = &m.byEnds[(uint32(f.src)*0x9e3779b1^uint32(f.dst))&(byEndsSize-1)]
+			}
+			if ends != nil && ends.epoch == m.epoch && ends.src == f.src && ends.dst == f.dst && ends.ref == r {
+				id = ends.id
+			} else {
+				var ok bool
+				if id, ok = m.ids[r]; !ok {
+					id = uint32(len(m.ids))
+					m.ids[r] = id
+					m.refs = append(m.refs, r)
+				}
+				if ends != nil {
+					*ends = endsID{src: f.src, dst: f.dst, id: id, ref: r, epoch: m.epoch}
+				}
 			}
 			if ri != nil && &ri.path[0] == &p[0] && len(ri.path) == len(p) {
 				ri.memoEpoch, ri.memoID = m.epoch, id
