@@ -38,6 +38,10 @@ type FlowNet struct {
 	// (eight bytes a link) so that a search along long paths stays in the
 	// core's cache and reads a private link's linkSlow line not at all.
 	walk []linkWalk
+	// flowStamp is each flow's visit stamp (by slot), dense for the same
+	// reason: a component search looks at every entry of a shared link,
+	// and most of those flows were found already.
+	flowStamp []uint32
 
 	// scratch for the component search and the filling heap
 	compLinks []int32
@@ -91,9 +95,8 @@ type flow struct {
 	remaining float64
 	updated   sim.Time
 	// line 3: max-min only
-	pos   []int32 // index of this flow in slow[path[h]].entries
-	next  float64 // rate computed by fill
-	stamp uint32
+	pos  []int32 // index of this flow in slow[path[h]].entries
+	next float64 // rate computed by fill
 	// id numbers flows in the order they were sent; set only when records
 	// are kept or hooked (FlowRecord.ID), so a fast flow's start does not
 	// write this line.
@@ -102,7 +105,7 @@ type flow struct {
 	// epoch and the memo's refs[memoID] is path (fillmemo.go).
 	memoEpoch uint64
 	memoID    uint32
-	_         [4]byte // pads flow to 192 bytes (see above)
+	_         [12]byte // pads flow to 192 bytes (see above)
 }
 
 // linkWalk is what a component search reads of a link: its visit stamp
@@ -296,9 +299,9 @@ func (n *FlowNet) launch(src, dst int32, path, hops []int32, lat sim.Time, rate,
 	f := &n.flows[i]
 	now := n.k.Now()
 	// Field by field rather than a composite literal: the max-min line
-	// (pos, next, stamp) is left alone, so a fast flow's start does not
+	// (pos, next) is left alone, so a fast flow's start does not
 	// write it. pos is reset by attach; next is set by fill before use;
-	// a stale stamp is from an earlier search generation.
+	// a stale flowStamp is from an earlier search generation.
 	f.sink, f.tag, f.start, f.bytes = sink, tag, now, bytes
 	f.gen++
 	f.src, f.dst = src, dst
@@ -452,6 +455,7 @@ func (n *FlowNet) alloc() int32 {
 		return i
 	}
 	n.flows = append(n.flows, flow{})
+	n.flowStamp = append(n.flowStamp, 0)
 	return int32(len(n.flows) - 1)
 }
 
@@ -653,9 +657,7 @@ func (n *FlowNet) settle() {
 		for l := range n.walk {
 			n.walk[l].stamp = 0
 		}
-		for i := range n.flows {
-			n.flows[i].stamp = 0
-		}
+		clear(n.flowStamp)
 		n.gen = 1
 	}
 	links, flows := n.compLinks[:0], n.compFlows[:0]
@@ -679,13 +681,13 @@ func (n *FlowNet) settle() {
 			continue
 		}
 		for _, e := range n.slow[l].entries {
-			f := &n.flows[e.flow]
-			if f.stamp == n.gen {
+			if st := &n.flowStamp[e.flow]; *st != n.gen {
+				*st = n.gen
+			} else {
 				continue
 			}
-			f.stamp = n.gen
 			flows = append(flows, e.flow)
-			for _, l2 := range f.path {
+			for _, l2 := range n.flows[e.flow].path {
 				if w := &walk[l2]; w.stamp != n.gen {
 					w.stamp = n.gen
 					links = append(links, l2)
