@@ -113,7 +113,14 @@ func BuildTraining(t Training) (*TrainingPlan, error) {
 					}
 				}
 			}
-			prog, mem, params := t.stageProgram(gk, pk, chunks, s, m, cache)
+			// The stages' programs differ little in length: the last one's
+			// sizes the next one's tasks (growing a slice of thousands of
+			// tasks copies each several times).
+			hint := 0
+			if n := len(tp.Programs); n > 0 {
+				hint = len(tp.Programs[n-1].Tasks) * 9 / 8
+			}
+			prog, mem, params := t.stageProgram(gk, pk, chunks, s, m, cache, hint)
 			if tp.ProgramsPerStage > 1 {
 				prog.Name = fmt.Sprintf("stage%d.ep%d", s, k)
 			}
@@ -242,11 +249,12 @@ func (pl *Plan) link(a, b int, out, in Slot) {
 	pl.Units[b].Groups[in] = len(pl.Groups) - 1
 }
 
-// stageProgram builds stage s's program, its memory and its parameters.
-func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a2a *a2aCache) (Program, Memory, int64) {
+// stageProgram builds stage s's program, its memory and its parameters;
+// tasks is the capacity its task list starts with.
+func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a2a *a2aCache, tasks int) (Program, Memory, int64) {
 	par := t.Par
 	P, V, D, T := par.PP, par.VirtualStages, par.DP, par.TP
-	b := &progBuilder{p: &Program{Name: fmt.Sprintf("stage%d", s)}, a2a: a2a, hierarchical: t.Routing.HierarchicalA2A,
+	b := &progBuilder{p: &Program{Name: fmt.Sprintf("stage%d", s), Tasks: make([]Task, 0, tasks)}, a2a: a2a, hierarchical: t.Routing.HierarchicalA2A,
 		topK: int32(t.Model.ExpertsPerToken), limit: int32(t.Routing.NodeLimit)}
 	e := hw.DType(t.DType).Bytes()
 	if e < 2 {
