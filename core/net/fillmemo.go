@@ -40,9 +40,10 @@ type fillMemo struct {
 	// byEnds caches a point-to-point path's id by its ends, before ids:
 	// a flow slot is reused by other transfers, so its own cached id
 	// (flow.memoID) rarely holds, while a pipeline's mirrored sends go
-	// between the same devices again and again. An entry counts only for
-	// its epoch and its path's identity (ref), so a collision or a
-	// rerouted pair falls through to ids.
+	// between the same devices again and again. It holds endsWays
+	// destinations per source device (a pipeline rank sends forward and
+	// back), the newest first. An entry counts only for its epoch and its
+	// path's identity (ref), so a rerouted pair falls through to ids.
 	byEnds []endsID
 	// scratch
 	order []memoFlow
@@ -56,14 +57,14 @@ type pathRef struct {
 }
 
 type endsID struct {
-	src, dst int32
-	id       uint32
-	ref      pathRef
-	epoch    uint64
+	dst   int32
+	id    uint32
+	ref   pathRef
+	epoch uint64
 }
 
-// byEndsSize is the number of byEnds entries (a power of two).
-const byEndsSize = 1 << 12
+// endsWays is how many destinations byEnds keeps per source.
+const endsWays = 2
 
 type memoFlow struct {
 	id   uint32
@@ -114,13 +115,25 @@ func (n *FlowNet) fillMemoized(links, flows []int32) {
 			id = f.memoID
 		} else {
 			var ends *endsID
-			if ri == nil {
-				if m.byEnds == nil {
-					m.byEnds = make([]endsID, byEndsSize)
-				}
-				ends = &m.byEnds[(uint32(f.src)*0x9e3779b1^uint32(f.dst))&(byEndsSize-1)]
+			if m.byEnds == nil {
+				m.byEnds = make([]endsID, endsWays*len(n.t.Devices))
 			}
-			if ends != nil && ends.epoch == m.epoch && ends.src == f.src && ends.dst == f.dst && ends.ref == r {
+			if ri == nil && endsWays*int(f.src) < len(m.byEnds) {
+				ways := m.byEnds[endsWays*int(f.src):][:endsWays]
+				ends = &ways[0]
+				for w := range ways {
+					if e := &ways[w]; e.epoch == m.epoch && e.dst == f.dst && e.ref == r {
+						ends = e
+						break
+					}
+				}
+				if ends == &ways[0] && ends.dst != f.dst {
+					// A new destination: the oldest falls off.
+					copy(ways[1:], ways[:endsWays-1])
+					ways[0] = endsID{}
+				}
+			}
+			if ends != nil && ends.epoch == m.epoch && ends.dst == f.dst && ends.ref == r {
 				id = ends.id
 			} else {
 				var ok bool
@@ -130,7 +143,7 @@ func (n *FlowNet) fillMemoized(links, flows []int32) {
 					m.refs = append(m.refs, r)
 				}
 				if ends != nil {
-					*ends = endsID{src: f.src, dst: f.dst, id: id, ref: r, epoch: m.epoch}
+					*ends = endsID{dst: f.dst, id: id, ref: r, epoch: m.epoch}
 				}
 			}
 			if ri != nil && &ri.path[0] == &p[0] && len(ri.path) == len(p) {
