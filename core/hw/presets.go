@@ -311,6 +311,11 @@ const (
 	rdmaCollEff = 47.0 / 50
 )
 
+// linkPresets is LinkPresets built once for LinkByName, which the NCCL
+// tuner calls per link of every communicator (a value copy is returned, so
+// the table is never written).
+var linkPresets = LinkPresets()
+
 // LinkPresets returns every link preset, in a fixed order. Bandwidth is per
 // direction; latency is one hop's one-way latency.
 func LinkPresets() []Link {
@@ -397,7 +402,7 @@ func GPUByName(name string) (GPU, bool) {
 
 // LinkByName returns the link preset with this name.
 func LinkByName(name string) (Link, bool) {
-	for _, l := range LinkPresets() {
+	for _, l := range linkPresets {
 		if l.Name == name {
 			return l, true
 		}
