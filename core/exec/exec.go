@@ -188,9 +188,11 @@ type engine struct {
 	res     *Result
 	simul   []bool
 	rv      map[uint64]*rendezvous
-	mirror  [][]int            // group -> mirror groups launched with it
-	driven  []int              // group -> number of simulated member units
-	info    [][]*commInfo      // group -> communicator -> info, filled on first use
+	mirror  [][]int       // group -> mirror groups launched with it
+	driven  []int         // group -> number of simulated member units
+	info    [][]*commInfo // group -> communicator -> info, filled on first use
+	copies  [][]issueCopy // driver group -> its collectives' copies (copiesOf)
+	shapes  map[shapeKey][]*net.Shape
 	techEff map[string]float64 // link technology -> collective efficiency
 	users   [][]int64          // link -> communicators using it (group<<20 | index)
 	// quiet[h] is true for a data-parallel group whose collectives all
@@ -291,6 +293,9 @@ func (s *Session) Run(ctx context.Context, plan *workload.Plan, from *Resume) (*
 	opt := e.opt
 	if len(plan.Units) != len(e.simul) || len(plan.Groups) != len(e.info) {
 		return nil, fmt.Errorf("exec: a session's plans must share their units and groups")
+	}
+	if plan != e.plan {
+		e.copies = nil // they hold the plan's ranks
 	}
 	e.plan = plan
 	e.progs = nil

@@ -81,8 +81,130 @@ func (e *engine) issue(g int, task *workload.Task, r *rendezvous) {
 	r.pending = 1 // held until every launch below is issued
 	var reportDone func(net.Result)
 	var sendDone net.SinkFunc
-	// The driver group g, then its mirrors (without building their list:
-	// issue runs for every collective of every simulated unit).
+	// The collective's request, but for its ranks and efficiency: the
+	// same on every copy.
+	alg, quant := e.opt.Algorithm, (*net.Quantization)(nil)
+	if e.tuned(task) {
+		alg = net.NCCL
+	}
+	if q := e.opt.TPQuant; q != nil && task.Coll == model.AllReduce && task.Slot == workload.SlotTP {
+		quant = q
+		if e.opt.TPQuantAlgorithm != "" {
+			alg = e.opt.TPQuantAlgorithm
+		}
+	}
+	var copies []issueCopy
+	var shapes []*net.Shape
+	if task.Bytes > 0 {
+		copies = e.copiesOf(g)
+		if task.Coll != workload.SendRecv && task.Coll != workload.AllToAllV {
+			shapes = e.shapesOf(g, net.Op(task.Coll), alg, task.Bytes, len(copies))
+		}
+	}
+	for i := range copies {
+		cp := &copies[i]
+		if cp.skip {
+			continue // a mirror's isolated copy takes exactly the driver's time
+		}
+		ranks, ci := cp.ranks, cp.ci
+		if task.Coll == workload.AllToAllV {
+			if err := e.allToAllV(*ci, ranks, task, &r.pending, done); err != nil {
+				e.k.Fail(err)
+				return
+			}
+			continue
+		}
+		key := memoKey{sig: ci.sig, coll: task.Coll, bytes: math.Float64bits(task.Bytes), pairs: -1}
+		if ci.isolated {
+			if d, ok := e.memo[key]; ok {
+				r.pending++
+				e.res.Reused++
+				e.k.After(d, done)
+				continue
+			}
+		}
+		r.pending++
+		e.res.Collectives++
+		isolated := ci.isolated
+		if task.Coll == workload.SendRecv {
+			// One flow, as net's send_recv makes, without its machinery.
+			sink := sendDone
+			if sink == nil || isolated {
+				start := now
+				sink = net.SinkFunc(func(int) {
+					if isolated {
+						e.memo[key] = e.k.Now() - start
+					}
+					done()
+				})
+				if !isolated {
+					sendDone = sink // one closure for the mirrors' copies
+				}
+			}
+			if err := e.opt.Fabric.Send(e.topo.RankDevice(ranks[0]), e.topo.RankDevice(ranks[1]), task.Bytes/ci.eff, sink, 0); err != nil {
+				e.k.Fail(fmt.Errorf("exec: %s from rank %d to %d: %w", task.Name, ranks[0], ranks[1], err))
+				return
+			}
+			continue
+		}
+		col := net.Collective{Op: net.Op(task.Coll), Bytes: task.Bytes, Ranks: ranks, Label: task.Name, Algorithm: alg,
+			ProtocolEfficiency: ci.eff, Stream: !e.opt.RingSteps, Quant: quant}
+		if e.tuned(task) {
+			col.ProtocolEfficiency = 0
+		}
+		report := reportDone
+		if report == nil || isolated {
+			report = func(res net.Result) {
+				if isolated {
+					e.memo[key] = res.End - res.Start
+				}
+				done()
+			}
+			if !isolated {
+				reportDone = report // one closure for the mirrors' copies
+			}
+		}
+		sh := shapes[i]
+		var err error
+		if sh == nil {
+			if sh, err = ci.shape(e.comms, col); err == nil {
+				shapes[i] = sh
+			}
+		}
+		if err == nil {
+			_, err = e.comms.StartShape(sh, col, report)
+		}
+		if err != nil {
+			e.k.Fail(fmt.Errorf("exec: %s on ranks %v: %w", task.Name, ranks, err))
+			return
+		}
+	}
+	done()
+}
+
+// issueCopy is one communicator a collective on a driver group is issued
+// on: the group's own, then its mirror groups' (pickSimulated), in that
+// order.
+type issueCopy struct {
+	ranks []int
+	ci    *commInfo
+	// skip: a mirror's isolated copy with the driver's signature takes
+	// exactly the driver's time, so it is not issued.
+	skip bool
+}
+
+// copiesOf lists the communicators of driver group g and of its mirrors
+// that a collective is issued on (those of two ranks or more), found once:
+// issue runs for every collective of every simulated unit, and a dense
+// list spares it the groups' and their infos' look-ups per copy.
+func (e *engine) copiesOf(g int) []issueCopy {
+	if e.copies == nil {
+		e.copies = make([][]issueCopy, len(e.plan.Groups))
+	}
+	if cs := e.copies[g]; cs != nil {
+		return cs
+	}
+	cs := []issueCopy{}
 	mirrors := e.mirror[g]
 	driverComms := len(e.plan.Groups[g].Comms)
 	for gi := 0; gi <= len(mirrors); gi++ {
@@ -91,87 +213,39 @@ func (e *engine) issue(g int, task *workload.Task, r *rendezvous) {
 			gg = mirrors[gi-1]
 		}
 		for c, ranks := range e.plan.Groups[gg].Comms {
-			if task.Bytes <= 0 || len(ranks) < 2 {
+			if len(ranks) < 2 {
 				continue
 			}
 			ci := e.comm(gg, c)
-			if gi > 0 && ci.isolated && ci.sig == e.comm(g, min(c, driverComms-1)).sig {
-				continue // a mirror's isolated copy takes exactly the driver's time
-			}
-			if task.Coll == workload.AllToAllV {
-				if err := e.allToAllV(*ci, ranks, task, &r.pending, done); err != nil {
-					e.k.Fail(err)
-					return
-				}
-				continue
-			}
-			key := memoKey{sig: ci.sig, coll: task.Coll, bytes: math.Float64bits(task.Bytes), pairs: -1}
-			if ci.isolated {
-				if d, ok := e.memo[key]; ok {
-					r.pending++
-					e.res.Reused++
-					e.k.After(d, done)
-					continue
-				}
-			}
-			r.pending++
-			e.res.Collectives++
-			isolated := ci.isolated
-			if task.Coll == workload.SendRecv {
-				// One flow, as net's send_recv makes, without its machinery.
-				sink := sendDone
-				if sink == nil || isolated {
-					start := now
-					sink = net.SinkFunc(func(int) {
-						if isolated {
-							e.memo[key] = e.k.Now() - start
-						}
-						done()
-					})
-					if !isolated {
-						sendDone = sink // one closure for the mirrors' copies
-					}
-				}
-				if err := e.opt.Fabric.Send(e.topo.RankDevice(ranks[0]), e.topo.RankDevice(ranks[1]), task.Bytes/ci.eff, sink, 0); err != nil {
-					e.k.Fail(fmt.Errorf("exec: %s from rank %d to %d: %w", task.Name, ranks[0], ranks[1], err))
-					return
-				}
-				continue
-			}
-			col := net.Collective{Op: net.Op(task.Coll), Bytes: task.Bytes, Ranks: ranks, Label: task.Name, Algorithm: e.opt.Algorithm,
-				ProtocolEfficiency: ci.eff, Stream: !e.opt.RingSteps}
-			if e.tuned(task) {
-				col.Algorithm, col.ProtocolEfficiency = net.NCCL, 0
-			}
-			if q := e.opt.TPQuant; q != nil && task.Coll == model.AllReduce && task.Slot == workload.SlotTP {
-				col.Quant = q
-				if e.opt.TPQuantAlgorithm != "" {
-					col.Algorithm = e.opt.TPQuantAlgorithm
-				}
-			}
-			report := reportDone
-			if report == nil || isolated {
-				report = func(res net.Result) {
-					if isolated {
-						e.memo[key] = res.End - res.Start
-					}
-					done()
-				}
-				if !isolated {
-					reportDone = report // one closure for the mirrors' copies
-				}
-			}
-			sh, err := ci.shape(e.comms, col)
-			if err == nil {
-				_, err = e.comms.StartShape(sh, col, report)
-			}
-			if err != nil {
-				e.k.Fail(fmt.Errorf("exec: %s on ranks %v: %w", task.Name, ranks, err))
-				return
-			}
+			skip := gi > 0 && ci.isolated && ci.sig == e.comm(g, min(c, driverComms-1)).sig
+			cs = append(cs, issueCopy{ranks: ranks, ci: ci, skip: skip})
 		}
 	}
-	done()
+	e.copies[g] = cs
+	return cs
+}
+
+// shapeKey is a collective request on a driver group's copies.
+type shapeKey struct {
+	g     int
+	op    net.Op
+	alg   net.Algorithm
+	bytes uint64
+}
+
+// shapesOf holds the checked shapes (commInfo.shape) of a request on each
+// of driver group g's n copies, by copy, each filled at its first start.
+func (e *engine) shapesOf(g int, op net.Op, alg net.Algorithm, bytes float64, n int) []*net.Shape {
+	k := shapeKey{g, op, alg, math.Float64bits(bytes)}
+	sh, ok := e.shapes[k]
+	if !ok {
+		if e.shapes == nil {
+			e.shapes = map[shapeKey][]*net.Shape{}
+		}
+		sh = make([]*net.Shape, n)
+		e.shapes[k] = sh
+	}
+	return sh
 }
 
 // tuned reports whether NCCL's tuner prices a communication task: with
