@@ -102,55 +102,7 @@ func (n *FlowNet) fillMemoized(links, flows []int32) {
 			n.fill(links, flows) // not an ordinary flow's path (never the case)
 			return
 		}
-		// A ring stream's path is its ring's (shared by its streams): its
-		// id is kept there, for the memo's epoch. Any other flow keeps its
-		// path's id itself, checked against refs (its path may have been
-		// set anew since: a reroute, a lazy flow's route written).
-		var id uint32
-		f := &n.flows[i]
-		r := pathRef{&p[0], len(p)}
-		if ri := f.ring; ri != nil && ri.memoEpoch == m.epoch {
-			id = ri.memoID
-		} else if f.memoEpoch == m.epoch && m.refs[f.memoID] == r {
-			id = f.memoID
-		} else {
-			var ends *endsID
-			if m.byEnds == nil {
-				m.byEnds = make([]endsID, endsWays*len(n.t.Devices))
-			}
-			if ri == nil && endsWays*int(f.src) < len(m.byEnds) {
-				ways := m.byEnds[endsWays*int(f.src):][:endsWays]
-				ends = &ways[0]
-				for w := range ways {
-					if e := &ways[w]; e.epoch == m.epoch && e.dst == f.dst && e.ref == r {
-						ends = e
-						break
-					}
-				}
-				if ends == &ways[0] && ends.dst != f.dst {
-					// A new destination: the oldest falls off.
-					copy(ways[1:], ways[:endsWays-1])
-					ways[0] = endsID{}
-				}
-			}
-			if ends != nil && ends.epoch == m.epoch && ends.dst == f.dst && ends.ref == r {
-				id = ends.id
-			} else {
-				var ok bool
-				if id, ok = m.ids[r]; !ok {
-					id = uint32(len(m.ids))
-					m.ids[r] = id
-					m.refs = append(m.refs, r)
-				}
-				if ends != nil {
-					*ends = endsID{dst: f.dst, id: id, ref: r, epoch: m.epoch}
-				}
-			}
-			if ri != nil && &ri.path[0] == &p[0] && len(ri.path) == len(p) {
-				ri.memoEpoch, ri.memoID = m.epoch, id
-			}
-			f.memoEpoch, f.memoID = m.epoch, id
-		}
+		id := n.pathID(&n.flows[i], p)
 		m.order = append(m.order, memoFlow{id, i})
 	}
 	slices.SortFunc(m.order, func(a, b memoFlow) int { return cmp.Compare(a.id, b.id) })
@@ -177,4 +129,58 @@ func (n *FlowNet) fillMemoized(links, flows []int32) {
 	}
 	m.byHash[h] = append(m.byHash[h], e)
 	m.stored += len(e.key)
+}
+
+// pathID is the memo's id of flow f's path p (non-empty) in the memo's
+// epoch. A ring stream's path is its ring's (shared by its streams): its
+// id is kept there. Any other flow keeps its path's id itself, checked
+// against refs (its path may have been set anew since: a reroute, a lazy
+// flow's route written); failing that, byEnds, then ids.
+func (n *FlowNet) pathID(f *flow, p []int32) uint32 {
+	m := &n.memo
+	var id uint32
+	r := pathRef{&p[0], len(p)}
+	if ri := f.ring; ri != nil && ri.memoEpoch == m.epoch {
+		id = ri.memoID
+	} else if f.memoEpoch == m.epoch && m.refs[f.memoID] == r {
+		id = f.memoID
+	} else {
+		var ends *endsID
+		if m.byEnds == nil {
+			m.byEnds = make([]endsID, endsWays*len(n.t.Devices))
+		}
+		if ri == nil && endsWays*int(f.src) < len(m.byEnds) {
+			ways := m.byEnds[endsWays*int(f.src):][:endsWays]
+			ends = &ways[0]
+			for w := range ways {
+				if e := &ways[w]; e.epoch == m.epoch && e.dst == f.dst && e.ref == r {
+					ends = e
+					break
+				}
+			}
+			if ends == &ways[0] && ends.dst != f.dst {
+				// A new destination: the oldest falls off.
+				copy(ways[1:], ways[:endsWays-1])
+				ways[0] = endsID{}
+			}
+		}
+		if ends != nil && ends.epoch == m.epoch && ends.dst == f.dst && ends.ref == r {
+			id = ends.id
+		} else {
+			var ok bool
+			if id, ok = m.ids[r]; !ok {
+				id = uint32(len(m.ids))
+				m.ids[r] = id
+				m.refs = append(m.refs, r)
+			}
+			if ends != nil {
+				*ends = endsID{dst: f.dst, id: id, ref: r, epoch: m.epoch}
+			}
+		}
+		if ri != nil && &ri.path[0] == &p[0] && len(ri.path) == len(p) {
+			ri.memoEpoch, ri.memoID = m.epoch, id
+		}
+		f.memoEpoch, f.memoID = m.epoch, id
+	}
+	return id
 }

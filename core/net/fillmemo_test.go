@@ -4,8 +4,10 @@ import (
 	"context"
 	"testing"
 
+	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/rng"
 	"github.com/eidolon-sim/eidolon/core/sim"
+	"github.com/eidolon-sim/eidolon/core/topo"
 	"github.com/stretchr/testify/require"
 )
 
@@ -118,4 +120,52 @@ func TestComponentSearch(t *testing.T) {
 		require.NoError(t, k.Run(context.Background()))
 	}
 	require.Greater(t, checked, 50)
+}
+
+// TestPathIDByEnds: a point-to-point flow's path id (pathID) is the one
+// the memo's map gives its path, however its flow slot was used before and
+// however many destinations its source sends to (more than byEnds keeps per
+// source), across a change of epoch; and byEnds holds the epoch's ends.
+func TestPathIDByEnds(t *testing.T) {
+	r := rng.Stream(1, "pathid")
+	tp, err := topo.LeafSpineHosts(16, 4, 2, hw.Link{Name: "x", BandwidthBytesPerS: 10e9, LatencyS: 1e-6})
+	require.NoError(t, err)
+	n := NewFlowNet(sim.New(), tp)
+	m := &n.memo
+	hosts := tp.GPUs()
+	dsts := make([][]int, len(hosts)) // each source's destinations
+	for i := range hosts {
+		for _, j := range r.Perm(len(hosts))[:endsWays+3] {
+			if j != i {
+				dsts[i] = append(dsts[i], hosts[j])
+			}
+		}
+	}
+	slots := make([]flow, 5) // reused by other transfers, as FlowNet's are
+	for epoch := uint64(1); epoch <= 2; epoch++ {
+		*m = fillMemo{epoch: epoch, ids: map[pathRef]uint32{}, byEnds: m.byEnds}
+		for step := 0; step < 2000; step++ {
+			i := r.IntN(len(hosts))
+			src, dst := hosts[i], dsts[i][r.IntN(len(dsts[i]))]
+			p, err := tp.Route(src, dst)
+			require.NoError(t, err)
+			f := &slots[r.IntN(len(slots))]
+			if f.src != int32(src) || f.dst != int32(dst) {
+				*f = flow{src: int32(src), dst: int32(dst), memoEpoch: f.memoEpoch, memoID: f.memoID}
+			}
+			id := n.pathID(f, p)
+			want, ok := m.ids[pathRef{&p[0], len(p)}]
+			require.True(t, ok)
+			require.Equal(t, want, id, "step %d: %d to %d", step, src, dst)
+			require.Equal(t, epoch, f.memoEpoch)
+			require.Equal(t, id, f.memoID, "the flow keeps its path's id")
+		}
+		held := 0
+		for _, e := range m.byEnds {
+			if e.epoch == epoch {
+				held++
+			}
+		}
+		require.Greater(t, held, len(hosts), "epoch %d: byEnds holds several destinations per source", epoch)
+	}
 }
