@@ -162,7 +162,7 @@ type Kernel struct {
 	// is still exactly (time, sequence). The last run holds the events
 	// scheduled at now.
 	runs      [numRuns + 1]run // the last holds events at now (see push)
-	slab      []func() // closures, by slot
+	slab      []func()         // closures, by slot
 	free      []uint32
 	handlers  []Handler // registered by AtHandler, by id
 	handlerID map[Handler]int
