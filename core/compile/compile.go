@@ -135,11 +135,20 @@ func GPU(prefix, name string) (hw.GPU, error) {
 // Machine compiles a validated spec's cluster, GPU and faults at prefix and
 // builds the exec machine on them (a fresh topology each call).
 func Machine(prefix string, c spec.Cluster, gpu string, fs spec.Faults, seed uint64) (*exec.Machine, error) {
-	g, err := GPU(prefix, gpu)
-	if err != nil {
+	if _, err := GPU(prefix, gpu); err != nil {
 		return nil, err
 	}
 	t, err := Topology(prefix, c)
+	if err != nil {
+		return nil, err
+	}
+	return MachineOn(prefix, t, gpu, fs, seed)
+}
+
+// MachineOn is Machine on a topology already compiled (a caller that
+// simulates many runs on one cluster builds it once).
+func MachineOn(prefix string, t *topo.Topology, gpu string, fs spec.Faults, seed uint64) (*exec.Machine, error) {
+	g, err := GPU(prefix, gpu)
 	if err != nil {
 		return nil, err
 	}

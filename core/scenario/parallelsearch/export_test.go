@@ -12,13 +12,13 @@ import (
 // degree tp panic, until the returned function restores it.
 func PanicInLayout(tp int) (restore func()) {
 	prev := simulateLayout
-	simulateLayout = func(ctx context.Context, s *spec.ParallelSearch, c *candidate, cost func(model.Op) (float64, error),
+	simulateLayout = func(ctx context.Context, s *spec.ParallelSearch, w *worker, c *candidate, cost func(model.Op) (float64, error),
 		kernel func(model.Op) (exec.Kernel, error)) (float64, float64, error) {
 		if c.row.TP == tp {
 			var m map[string]int
 			m["boom"]++ // a real runtime panic: assignment to a nil map
 		}
-		return prev(ctx, s, c, cost, kernel)
+		return prev(ctx, s, w, c, cost, kernel)
 	}
 	return func() { simulateLayout = prev }
 }

@@ -471,6 +471,7 @@ func simulateAll(env scenario.Env, s *spec.ParallelSearch, cands []*candidate, c
 				}
 			}()
 			defer scenario.Recover(&werr)
+			w := &worker{}
 			for {
 				mu.Lock()
 				i := next
@@ -485,7 +486,7 @@ func simulateAll(env scenario.Env, s *spec.ParallelSearch, cands []*candidate, c
 				claimed[g] = true
 				mu.Unlock()
 				if !skip {
-					o.step, o.mfu, o.err = simulateGuarded(ctx, s, c, lockedCost, lockedKernel)
+					o.step, o.mfu, o.err = simulateGuarded(ctx, s, w, c, lockedCost, lockedKernel)
 					o.simulated = true
 				}
 				close(o.done)
@@ -555,16 +556,38 @@ var simulateLayout = simulate
 // simulateGuarded runs simulateLayout, recovering a panic into a
 // *scenario.PanicError: a worker goroutine's panic would otherwise abort the
 // host process (the Python interpreter) instead of failing the search.
-func simulateGuarded(ctx context.Context, s *spec.ParallelSearch, c *candidate, cost func(model.Op) (float64, error),
+func simulateGuarded(ctx context.Context, s *spec.ParallelSearch, w *worker, c *candidate, cost func(model.Op) (float64, error),
 	kernel func(model.Op) (exec.Kernel, error)) (step, mfu float64, err error) {
 	defer scenario.Recover(&err)
-	return simulateLayout(ctx, s, c, cost, kernel)
+	return simulateLayout(ctx, s, w, c, cost, kernel)
 }
 
-// simulate runs one layout's training step on a fresh machine.
-func simulate(ctx context.Context, s *spec.ParallelSearch, c *candidate, cost func(model.Op) (float64, error),
+// worker is what a worker's simulations share: the cluster's topology,
+// built once per worker rather than per layout. The search sets no
+// faults, so a simulation changes nothing in it but its route cache, whose
+// routes are a function of the topology alone.
+type worker struct {
+	t *topo.Topology
+}
+
+// machine is a fresh machine (kernel, fabric, evaluator) on the worker's
+// topology.
+func (w *worker) machine(s *spec.ParallelSearch) (*exec.Machine, error) {
+	if w.t == nil {
+		t, err := compile.Topology("", s.Cluster)
+		if err != nil {
+			return nil, err
+		}
+		w.t = t
+	}
+	return compile.MachineOn("", w.t, s.GPU, spec.Faults{}, s.Seed)
+}
+
+// simulate runs one layout's training step on a fresh machine (on the
+// worker's topology).
+func simulate(ctx context.Context, s *spec.ParallelSearch, w *worker, c *candidate, cost func(model.Op) (float64, error),
 	kernel func(model.Op) (exec.Kernel, error)) (step, mfu float64, err error) {
-	mm, err := compile.Machine("", s.Cluster, s.GPU, spec.Faults{}, s.Seed)
+	mm, err := w.machine(s)
 	if err != nil {
 		return 0, 0, err
 	}
