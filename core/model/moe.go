@@ -342,6 +342,12 @@ func (b *builder) expertTokens() []int64 {
 	return out
 }
 
+// OpPermute names the permutation of a rank's routed tokens into dispatch
+// order, the last operator before the dispatch all-to-all: a training
+// step's host waits for the work before it (the router and the token
+// counts) to learn the all-to-all's sizes (workload's dispatch sync).
+const OpPermute = "moe.permute"
+
 // DispatchBytesPerToken is the size of one routed token in a dispatch
 // all-to-all (the forward's, and the backward's transfer of the output
 // gradients to the experts): hidden elements in the activation type, or
@@ -378,7 +384,7 @@ func (b *builder) moeFFN() {
 	topk := 5 + math.Log2(float64(k)+1)
 	b.stream("moe.router.topk", Softmax, topk*ne, ne*b.e+8*float64(R), 4*ne, 2*ne*b.e+8*float64(R), 4*ne)
 	hr := float64(R * h)
-	b.stream("moe.permute", Elementwise, 0, float64(Tn*h)*b.e+hr*b.e+8*float64(R), hr, hr*b.e+float64(Tn*h)*b.e, 0)
+	b.stream(OpPermute, Elementwise, 0, float64(Tn*h)*b.e+hr*b.e+8*float64(R), hr, hr*b.e+float64(Tn*h)*b.e, 0)
 	wd := DispatchBytesPerToken(c, b.d)
 	b.add(step{
 		fwd: []Op{{Name: "moe.dispatch.all_to_all", Kind: AllToAll, M: R, Bytes: float64(R) * wd}},
@@ -396,6 +402,7 @@ func (b *builder) moeFFN() {
 			bwd: []Op{NewComm("moe.tp.reduce_scatter", ReduceScatter, full)},
 		})
 	}
+	b.sortChunks("moe.sort_chunks", groups, wd)
 	b.grouped("moe.experts.gate_up", groups, 2*fe, h)
 	n := float64(recv * fe)
 	b.stream("moe.experts.swiglu", Elementwise, 6*n, 3*n*b.e, 12*n, 5*n*b.e, 2*n*b.e)
@@ -411,6 +418,7 @@ func (b *builder) moeFFN() {
 			bwd: []Op{NewComm("moe.tp.all_gather", AllGather, full)},
 		})
 	}
+	b.sortChunks("moe.unsort_chunks", groups, b.e*float64(h))
 	b.add(step{
 		fwd: []Op{{Name: "moe.combine.all_to_all", Kind: AllToAll, M: R, Bytes: float64(R*h) * 2, Return: true}},
 		bwd: []Op{{Name: "moe.combine.all_to_all.bwd", Kind: AllToAll, M: R, Bytes: float64(R) * wd}},
@@ -429,6 +437,31 @@ func (b *builder) moeFFN() {
 		m := float64(Tn * h)
 		b.stream("moe.shared.add", Elementwise, m, 3*m*b.e, 0, 0, 0)
 	}
+}
+
+// sortChunks is Megatron-Core's second permutation (training with more
+// than one local expert): the all-to-all delivers the received tokens
+// grouped by source rank, and the experts need them grouped by expert, so
+// the dispatcher copies them into expert order after the dispatch
+// (MoEAlltoAllTokenDispatcher.dispatch_postprocess, sort_chunks_by_idxs,
+// with their routing probabilities) and back into rank order before the
+// combine (combine_preprocess); the backward of each is the inverse copy
+// of the gradients, in the activation type. Each reads and writes every
+// received token: wd bytes per token forward (the dispatched type for the
+// first, the activation type for the second). Inference engines gather
+// the rows inside their fused expert kernels instead, so only training
+// pays it.
+func (b *builder) sortChunks(name string, groups []int64, wd float64) {
+	if !b.training() || len(groups) < 2 {
+		return
+	}
+	var recv int64
+	for _, g := range groups {
+		recv += g
+	}
+	r := float64(recv)
+	h := float64(b.c.Hidden)
+	b.stream(name, Elementwise, 0, 2*r*wd+2*4*r+8*r, 0, 2*r*h*b.e+8*r, 0)
 }
 
 // grouped adds a grouped GEMM over the local experts: expert i multiplies

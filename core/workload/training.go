@@ -246,7 +246,7 @@ func (pl *Plan) link(a, b int, out, in Slot) {
 func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a2a *a2aCache) (Program, Memory, int64) {
 	par := t.Par
 	P, V, D, T := par.PP, par.VirtualStages, par.DP, par.TP
-	b := &progBuilder{p: &Program{Name: fmt.Sprintf("stage%d", s)}, a2a: a2a, hierarchical: t.Routing.HierarchicalA2A,
+	b := &progBuilder{p: &Program{Name: fmt.Sprintf("stage%d", s)}, a2a: a2a, dispatchSync: true, hierarchical: t.Routing.HierarchicalA2A,
 		topK: int32(t.Model.ExpertsPerToken), limit: int32(t.Routing.NodeLimit)}
 	e := hw.DType(t.DType).Bytes()
 	if e < 2 {

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/eidolon-sim/eidolon/core/hw"
@@ -298,4 +299,59 @@ func TestHostSyncPoints(t *testing.T) {
 		first := prev + 1
 		assert.Equal(t, []int32{prev}, p.Tasks[first].HostWait, "step %d", step)
 	}
+}
+
+// The dispatch's host synchronisation: in a training step with expert
+// parallelism the host waits, before each forward dispatch all-to-all, for
+// the router's task (the token counts it copies to the host), having
+// issued the permutation before the wait; the combine and the backward's
+// all-to-alls reuse the sizes, and a full recomputation waits again.
+func TestDispatchHostSync(t *testing.T) {
+	c, ok := model.FromPreset("mixtral-8x7b", model.Config{Layers: 2})
+	require.True(t, ok)
+	for _, rc := range []model.Recompute{model.RecomputeNone, model.RecomputeFull} {
+		tr := layout(c, Parallel{TP: 1, PP: 1, DP: 4, EP: 4, ExpertTP: 1, MicroBatch: 1, GlobalBatch: 8, Recompute: rc})
+		tr.SeqLen, tr.DType, tr.UnfusedAttention = 512, hw.BF16, false
+		plan, err := BuildTraining(tr)
+		require.NoError(t, err)
+		p := plan.Programs[0]
+		var dispatches, waits int
+		for i, task := range p.Tasks {
+			if task.Coll != AllToAllV {
+				continue
+			}
+			fwd := strings.HasSuffix(task.Name, "moe.dispatch.all_to_all")
+			if !fwd {
+				assert.Empty(t, task.HostWait, task.Name)
+				continue
+			}
+			dispatches++
+			// dispatch ← permute ← router segment; the host waits for the router.
+			perm := p.Tasks[i-1]
+			require.Equal(t, []model.Op{perm.Ops[0]}, perm.Ops, perm.Name)
+			assert.Equal(t, model.OpPermute, perm.Ops[0].Name)
+			assert.Empty(t, perm.HostWait)
+			assert.Equal(t, []int32{int32(i - 2)}, task.HostWait, task.Name)
+			assert.Equal(t, "moe.router.topk", p.Tasks[i-2].Ops[len(p.Tasks[i-2].Ops)-1].Name)
+			waits++
+		}
+		// 2 micro-batches × 2 MoE layers, forward (and recomputed).
+		want := 4
+		if rc == model.RecomputeFull {
+			want = 8
+		}
+		assert.Equal(t, want, dispatches, rc)
+		assert.Equal(t, want, waits)
+	}
+	in := Inference{Model: c, TP: 1, PP: 1, EP: 4, Replicas: 4, Batch: 4, Prompt: 16, Output: 2, DType: hw.BF16}
+	ip, err := BuildInference(in)
+	require.NoError(t, err)
+	var a2a int
+	for _, task := range ip.Programs[0].Tasks {
+		if task.Coll == AllToAllV {
+			a2a++
+			assert.Empty(t, task.HostWait, "inference engines do not wait: %s", task.Name)
+		}
+	}
+	assert.Positive(t, a2a)
 }
