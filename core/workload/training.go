@@ -277,6 +277,7 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 		return n
 	}
 	posParams := make([][]int64, V)
+	posExpert := make([][]int64, V)
 	// expert: routed-expert parameters, reduced over the expert-data-
 	// parallel group instead of the data-parallel one (EP > 1).
 	EP := max(par.EP, 1)
@@ -290,6 +291,7 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 				x = g.Blocks[bi].ExpertParams
 			}
 			posParams[c] = append(posParams[c], n-x)
+			posExpert[c] = append(posExpert[c], x)
 			chunkParams[c] += n
 			params += n
 			expert += x
@@ -314,7 +316,12 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 	if par.ZeRO >= 1 {
 		reduce = model.ReduceScatter
 	}
-	var pending int64 // gradient parameters not yet in a bucket
+	// Gradient parameters not yet in a bucket: dense ones (reduced over
+	// the DP group) and routed-expert ones (over the expert-DP group, in
+	// buckets of their own: Megatron-Core's DistributedDataParallel keeps
+	// expert_parallel_buffers beside its buffers, with the same bucket
+	// size, and launches both as their gradients become ready).
+	var pending, pendingExpert int64
 	zeroGather := func(bi int, mb int32, after int32) int32 {
 		n := g.Blocks[bi].Params + g.Blocks[bi].SharedParams
 		return b.collective(g.Blocks[bi].Name+".zero3_all_gather", StreamDP, SlotDP, model.AllGather, float64(n)*e, mb, after)
@@ -382,6 +389,13 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 						pending = 0
 					}
 				}
+				if par.OverlapGradReduce && EDP > 1 && lastBwd[ps.Chunk] == i {
+					pendingExpert += posExpert[ps.Chunk][k]
+					if pendingExpert >= bucket {
+						b.collective(fmt.Sprintf("expert_grad_%s.bucket", reduce), StreamDP, SlotEDP, reduce, float64(pendingExpert)*gradBytes, -1, last)
+						pendingExpert = 0
+					}
+				}
 			}
 			if vs > 0 {
 				b.p2pAfter("send_gradients", Send, SlotBwdOut, int32(ps.MB*V+(vs-1)/P), msg, mb, last)
@@ -399,7 +413,10 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 	if D > 1 && !par.OverlapGradReduce {
 		b.collective(fmt.Sprintf("grad_%s", reduce), StreamDP, SlotDP, reduce, float64(dense)*gradBytes, -1, lastCompute)
 	}
-	if EDP > 1 && expert > 0 {
+	if EDP > 1 && par.OverlapGradReduce && pendingExpert > 0 {
+		b.collective(fmt.Sprintf("expert_grad_%s.bucket", reduce), StreamDP, SlotEDP, reduce, float64(pendingExpert)*gradBytes, -1, lastCompute)
+	}
+	if EDP > 1 && expert > 0 && !par.OverlapGradReduce {
 		b.collective(fmt.Sprintf("expert_grad_%s", reduce), StreamDP, SlotEDP, reduce, float64(expert)*gradBytes, -1, lastCompute)
 	}
 	if t.tiedAcrossStages() && (s == 0 || s == P-1) {

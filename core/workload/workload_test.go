@@ -355,3 +355,56 @@ func TestDispatchHostSync(t *testing.T) {
 	}
 	assert.Positive(t, a2a)
 }
+
+// With overlapped gradient reduction the routed experts' gradients are
+// reduce-scattered over the expert-DP group in buckets of their own as the
+// backward produces them (Megatron-Core's expert_parallel_buffers), not in
+// one collective after the backward; the buckets carry every expert
+// gradient once.
+func TestExpertGradientBuckets(t *testing.T) {
+	c, ok := model.FromPreset("mixtral-8x7b", model.Config{Layers: 4})
+	require.True(t, ok)
+	for _, overlap := range []bool{false, true} {
+		tr := layout(c, Parallel{TP: 1, PP: 1, DP: 8, EP: 4, ExpertTP: 1, MicroBatch: 1, GlobalBatch: 16, ZeRO: 1,
+			OverlapGradReduce: overlap, BucketParams: 100_000_000})
+		tr.SeqLen, tr.DType, tr.UnfusedAttention = 512, hw.BF16, false
+		plan, err := BuildTraining(tr)
+		require.NoError(t, err)
+		p := plan.Programs[0]
+		g, err := model.Build(c, tr.microRun())
+		require.NoError(t, err)
+		var expert int64
+		for _, blk := range g.Blocks {
+			expert += blk.ExpertParams * int64(max(blk.Count, 1))
+		}
+		lastCompute := int32(-1)
+		for i, task := range p.Tasks {
+			if task.Kind == Compute && task.MicroBatch >= 0 {
+				lastCompute = int32(i)
+			}
+		}
+		var bytes float64
+		var buckets, early int
+		for _, task := range p.Tasks {
+			if task.Slot != SlotEDP || task.Coll != model.ReduceScatter {
+				continue
+			}
+			buckets++
+			bytes += task.Bytes
+			if task.Deps[0] < lastCompute {
+				early++
+			}
+		}
+		assert.InDelta(t, float64(expert)*4, bytes, 1, "overlap %v", overlap)
+		if overlap {
+			// 4 layers of 8/4 experts of 3·4096·14336 parameters: 352M per
+			// layer, a bucket per layer, each starting during the backward
+			// (before the embedding's).
+			assert.Equal(t, 4, buckets)
+			assert.Equal(t, 4, early)
+		} else {
+			assert.Equal(t, 1, buckets)
+			assert.Zero(t, early)
+		}
+	}
+}
