@@ -369,7 +369,8 @@ func DispatchBytesPerToken(c Config, d hw.DType) float64 {
 // expert order, dispatch all-to-all over the expert-parallel group, (expert
 // TP > 1) all-gather of the received tokens over the TP group, grouped
 // SwiGLU expert GEMMs over the rank's experts (each split over the expert
-// TP ranks) with their token counts, reduce-scatter, combine all-to-all, unpermute weighted by the scores;
+// TP ranks) with their token counts, the activation scaled by the routing
+// probabilities, reduce-scatter, combine all-to-all, unpermute (a sum);
 // then the shared experts as a dense TP MLP (not overlapped with the
 // dispatch: Megatron-Core's default moe_shared_expert_overlap = false).
 func (b *builder) moeFFN() {
@@ -404,8 +405,12 @@ func (b *builder) moeFFN() {
 	}
 	b.sortChunks("moe.sort_chunks", groups, wd)
 	b.grouped("moe.experts.gate_up", groups, 2*fe, h)
-	n := float64(recv * fe)
-	b.stream("moe.experts.swiglu", Elementwise, 6*n, 3*n*b.e, 12*n, 5*n*b.e, 2*n*b.e)
+	// SwiGLU scaled by each slot's routing probability (Megatron-Core's
+	// experts apply the probabilities after the activation, so the
+	// unpermutation is a plain sum): keeps the gate/up output and the fp32
+	// probabilities; the backward also gives the probabilities' gradient.
+	n, r := float64(recv*fe), float64(recv)
+	b.stream("moe.experts.swiglu", Elementwise, 7*n, 3*n*b.e+4*r, 14*n, 5*n*b.e+8*r, 2*n*b.e+4*r)
 	b.grouped("moe.experts.down", groups, h, fe)
 	if b.t > 1 && !b.sp {
 		// Without sequence parallelism every TP rank holds all the tokens:
@@ -423,9 +428,11 @@ func (b *builder) moeFFN() {
 		fwd: []Op{{Name: "moe.combine.all_to_all", Kind: AllToAll, M: R, Bytes: float64(R*h) * 2, Return: true}},
 		bwd: []Op{{Name: "moe.combine.all_to_all.bwd", Kind: AllToAll, M: R, Bytes: float64(R) * wd}},
 	})
-	// Weighted sum of each token's k expert outputs (2 FLOPs per element);
-	// keeps the expert outputs for the scores' gradient.
-	b.stream("moe.unpermute", Elementwise, 2*hr, hr*b.e+4*float64(R)+float64(Tn*h)*b.e, 3*hr, 2*hr*b.e+float64(Tn*h)*b.e, hr*b.e)
+	// Sum of each token's k (already weighted) expert outputs through the
+	// row map (MoEAlltoAllTokenDispatcher.combine_postprocess: unpermute
+	// without probabilities); its backward gathers the output gradient
+	// back to the k slots, so it keeps nothing.
+	b.stream("moe.unpermute", Elementwise, hr, hr*b.e+4*float64(R)+float64(Tn*h)*b.e, 0, hr*b.e+4*float64(R)+float64(Tn*h)*b.e, 0)
 	if c.SharedExperts > 0 {
 		fs := int64(c.SharedExperts*c.SharedExpertFFNHidden) / b.t
 		b.enter("moe.shared", h)

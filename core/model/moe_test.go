@@ -237,3 +237,21 @@ func TestMoESortChunks(t *testing.T) {
 	_, ok = find(bi.Forward, "moe.sort_chunks")
 	assert.False(t, ok)
 }
+
+// What a training MoE block keeps per routed slot: the expert GEMMs'
+// inputs (h and f elements), the gate/up output the scaled SwiGLU needs
+// (2f) and the slot's fp32 probability; the unpermutation (a plain sum, the
+// probabilities being applied in the activation) keeps nothing. So one more
+// expert per token adds (h + 3f)·2 + 4 bytes per token.
+func TestMoESavedPerSlot(t *testing.T) {
+	act := func(k int) float64 {
+		c, _ := FromPreset("mixtral-8x7b", Config{Layers: 1, MoE: MoE{ExpertsPerToken: k}})
+		g, err := Build(c, Run{Phase: Training, Batch: 1, SeqLen: 1024, TP: 1, DType: hw.BF16})
+		require.NoError(t, err)
+		blk, ok := g.Block(BlockMoE)
+		require.True(t, ok)
+		return blk.ActivationBytes
+	}
+	h, f := 4096.0, 14336.0
+	assert.InDelta(t, 1024*((h+3*f)*2+4), act(2)-act(1), 1)
+}
