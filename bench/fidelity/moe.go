@@ -12,8 +12,10 @@ import (
 // The mechanism is the one every row shares, plus the MoE model (grouped
 // expert GEMMs at the tile model's efficiency per expert, all-to-all-v
 // dispatch and combine as flows: Megatron-Core's all-to-all token
-// dispatcher; overlapped with the other micro-batch's compute where the
-// source overlaps them, overlap_ep_comm).
+// dispatcher, with its copies into expert order and back where a rank
+// holds several experts and the host's wait for the router's token counts
+// before each dispatch; overlapped with the other micro-batch's compute
+// where the source overlaps them, overlap_ep_comm).
 const (
 	qwenSrc     = "yanring/Megatron-MoE-ModelZoo, best_practice/Qwen3/readme.md (Megatron-Core, A2A dispatcher, H100)"
 	mixtralSrc  = "yanring/Megatron-MoE-ModelZoo, best_practice/mixtral/run_mixtral_8x22B.sh (Megatron-Core, alltoall dispatcher, forced balance, H100: ~465 TFLOPS)"
