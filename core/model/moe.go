@@ -411,6 +411,7 @@ func (b *builder) moeFFN() {
 	// probabilities; the backward also gives the probabilities' gradient.
 	n, r := float64(recv*fe), float64(recv)
 	b.stream("moe.experts.swiglu", Elementwise, 7*n, 3*n*b.e+4*r, 14*n, 5*n*b.e+8*r, 2*n*b.e+4*r)
+	b.recomputable(ModuleMoEAct, n*b.e)
 	b.grouped("moe.experts.down", groups, h, fe)
 	if b.t > 1 && !b.sp {
 		// Without sequence parallelism every TP rank holds all the tokens:

@@ -255,3 +255,44 @@ func TestMoESavedPerSlot(t *testing.T) {
 	h, f := 4096.0, 14336.0
 	assert.InDelta(t, 1024*((h+3*f)*2+4), act(2)-act(1), 1)
 }
+
+// Megatron-Core's --recompute-modules layernorm moe_act: the layer's two
+// norm outputs and the experts' activation output are not kept (Tn·h·2
+// bytes each, and every received slot's f activations) and the three
+// operators rerun in the backward; an unknown module or modules without
+// "selective" are errors naming the field.
+func TestRecomputeModules(t *testing.T) {
+	c, _ := FromPreset("mixtral-8x7b", Config{Layers: 1})
+	run := Run{Phase: Training, Batch: 1, SeqLen: 1024, TP: 1, EP: 4, DType: hw.BF16, Recompute: RecomputeSelective}
+	build := func(mods []string) Block {
+		r := run
+		r.RecomputeModules = mods
+		g, err := Build(c, r)
+		require.NoError(t, err)
+		blk, ok := g.Block(BlockMoE)
+		require.True(t, ok)
+		return blk
+	}
+	base, rc := build(nil), build([]string{ModuleLayerNorm, ModuleMoEAct})
+	// Balanced over EP 4: 1,024·2 slots reach this rank's 2 experts.
+	h, f := 4096.0, 14336.0
+	assert.InDelta(t, 2*1024*h*2+2048*f*2, base.ActivationBytes-rc.ActivationBytes, 1)
+	var rerun []string
+	for _, o := range rc.Backward {
+		if o.Pass == Recomputed {
+			rerun = append(rerun, o.Name)
+		}
+	}
+	assert.Equal(t, []string{"attn.norm", "mlp.norm", "moe.experts.swiglu"}, rerun)
+	for _, o := range base.Backward {
+		assert.NotEqual(t, Recomputed, o.Pass, "flash attention: core_attn reruns nothing here")
+	}
+	for _, bad := range []Run{
+		{Phase: Training, Batch: 1, SeqLen: 8, DType: hw.BF16, Recompute: RecomputeSelective, RecomputeModules: []string{"mlp_act"}},
+		{Phase: Training, Batch: 1, SeqLen: 8, DType: hw.BF16, Recompute: RecomputeFull, RecomputeModules: []string{ModuleMoEAct}},
+	} {
+		ps := c.CheckRun(bad)
+		require.NotEmpty(t, ps)
+		assert.Equal(t, "recompute_modules", ps[0].Path)
+	}
+}

@@ -73,7 +73,7 @@ func BuildTraining(t Training) (*TrainingPlan, error) {
 	plain := g
 	if par.Recompute != model.RecomputeNone && par.Recompute != "" {
 		r := t.microRun()
-		r.Recompute = model.RecomputeNone
+		r.Recompute, r.RecomputeModules = model.RecomputeNone, nil
 		if plain, err = model.Build(t.Model, r); err != nil {
 			return nil, err
 		}
@@ -107,7 +107,7 @@ func BuildTraining(t Training) (*TrainingPlan, error) {
 				}
 				pk = gk
 				if par.Recompute != model.RecomputeNone && par.Recompute != "" {
-					r.Recompute = model.RecomputeNone
+					r.Recompute, r.RecomputeModules = model.RecomputeNone, nil
 					if pk, err = model.Build(t.Model, r); err != nil {
 						return nil, err
 					}
@@ -568,7 +568,7 @@ func (t Training) Size(cost func(model.Op) (float64, error)) (*Sizing, error) {
 	plain := g
 	if t.Par.Recompute != model.RecomputeNone && t.Par.Recompute != "" {
 		r := t.microRun()
-		r.Recompute = model.RecomputeNone
+		r.Recompute, r.RecomputeModules = model.RecomputeNone, nil
 		if plain, err = model.Build(t.Model, r); err != nil {
 			return nil, err
 		}
