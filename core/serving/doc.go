@@ -56,6 +56,17 @@
 // runs and waits for its end; a frontend time that ends before that
 // iteration does changes nothing.
 //
+// Closed-loop clients with fixed lengths are locked in iteration count: a
+// request that keeps its place in the batch finishes exactly output − 1
+// iterations after its first token, so the clients' next requests come in
+// the order and iteration spacing of their previous first tokens. The
+// frontend time, counted in decode steps, then decides which prefills
+// queue behind which. A delay of one decode step (about 21 ms for a 70B
+// model on 8 A100s) can move a request past a prefill iteration of about
+// 1 s, so with long prompts the mean TTFT moves in steps (on the 20,000-
+// token NVIDIA NIM row of bench's TestNIMServing, 0.65 to 0.85 s per
+// decode step of frontend time).
+//
 // # Replicas, routing, disaggregation
 //
 // Arrivals go to a replica by round robin, least outstanding requests, or
