@@ -12,8 +12,10 @@ import (
 // The mechanism is the one every row shares, plus the MoE model (grouped
 // expert GEMMs at the tile model's efficiency per expert, all-to-all-v
 // dispatch and combine as flows: Megatron-Core's all-to-all token
-// dispatcher; overlapped with the other micro-batch's compute where the
-// source overlaps them, overlap_ep_comm).
+// dispatcher, with its copies into expert order and back where a rank
+// holds several experts and the host's wait for the router's token counts
+// before each dispatch; overlapped with the other micro-batch's compute
+// where the source overlaps them, overlap_ep_comm).
 const (
 	qwenSrc     = "yanring/Megatron-MoE-ModelZoo, best_practice/Qwen3/readme.md (Megatron-Core, A2A dispatcher, H100)"
 	mixtralSrc  = "yanring/Megatron-MoE-ModelZoo, best_practice/mixtral/run_mixtral_8x22B.sh (Megatron-Core, alltoall dispatcher, forced balance, H100: ~465 TFLOPS)"
@@ -31,11 +33,12 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	// sequence parallelism, --expert-tensor-parallel-size 1. The source
 	// runs 3 virtual stages with the embedding and the loss counted as
 	// layers (96 = 32·3 chunks of one); Eidolon's chunks need a block
-	// each, so the run uses 2 virtual stages (the bubble is 3% either way)
-	// and selective recomputation.
+	// each, so the run uses 2 virtual stages (the bubble is 3% either way).
+	// Recomputation as the row's "norm, act": --recompute-granularity
+	// selective --recompute-modules layernorm moe_act.
 	js := `{"kind":"training","model":"qwen3-235b-a22b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":32},
 		"parallel":{"tp":2,"pp":32,"dp":4,"ep":8,"expert_tp":1,"micro_batch":1,"global_batch":2048,"virtual_stages":2,
-		"sequence_parallel":true,"recompute":"selective","zero":1,"overlap_grad_reduce":true},"seq_len":4096,"timeline_ranks":[-1]}`
+		"sequence_parallel":true,"recompute":"selective","recompute_modules":["layernorm","moe_act"],"zero":1,"overlap_grad_reduce":true},"seq_len":4096,"timeline_ranks":[-1]}`
 	res, err := run(ctx, js)
 	if err != nil {
 		return nil, fmt.Errorf("qwen3-235b: %w", err)
@@ -71,13 +74,15 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	// compute (§3.2.1) is overlap_ep_comm, on the 1F1B order (DualPipe's
 	// smaller bidirectional bubble is not modelled). Recomputation is
 	// selective: DeepSeek recomputes RMSNorm and the MLA up-projections
-	// only, not the MoE (§3.3.3); its FP8 activation caching, which makes
+	// only, not the MoE (§3.3.3): the layer norms here (recompute module
+	// layernorm; the up-projections' recompute is not modelled, which keeps
+	// their outputs in memory); its FP8 activation caching, which makes
 	// that fit in 80 GB, is not modelled, so the memory column exceeds the
 	// HBM. It trains with one multi-token-prediction module (§2.2, §4.2:
 	// depth 1), which runs after the output head on the last stage (as
 	// Megatron-Core's DeepSeek-V3 layout "Et|(tt|)*30mL" also places it).
 	js = `{"kind":"training","model":{"preset":"deepseek-v3","mtp_layers":1},"gpu":"h800","cluster":{"preset":"dgx-h800","nodes":256},
-		"parallel":{"tp":1,"pp":16,"dp":128,"ep":64,"micro_batch":1,"global_batch":15360,"zero":1,"recompute":"selective","overlap_ep_comm":true},
+		"parallel":{"tp":1,"pp":16,"dp":128,"ep":64,"micro_batch":1,"global_batch":15360,"zero":1,"recompute":"selective","recompute_modules":["layernorm"],"overlap_ep_comm":true},
 		"seq_len":4096,"dtype":"fp8","routing":{"hierarchical_a2a":true,"node_limit":4},"timeline_ranks":[-1]}`
 	if res, err = run(ctx, js); err != nil {
 		return nil, fmt.Errorf("deepseek-v3: %w", err)

@@ -111,6 +111,7 @@ func (b *builder) transformer(shared bool) {
 	}
 
 	b.norm("attn.norm", b.Tn, in)
+	b.recomputable(ModuleLayerNorm, float64(b.Tn*in)*b.e)
 	if c.IsMLA() {
 		b.mla()
 	} else {
@@ -119,6 +120,7 @@ func (b *builder) transformer(shared bool) {
 	b.residual("attn.residual", h)
 
 	b.norm("mlp.norm", b.Tn, h)
+	b.recomputable(ModuleLayerNorm, float64(b.Tn*h)*b.e)
 	if b.moe {
 		b.moeFFN()
 	} else {
@@ -219,19 +221,19 @@ func (b *builder) attentionCore(hs, kvs, hd int64) {
 		fwd: []Op{NewGEMM("attn.scores", b.d, bh, s, s, hd)},
 		// dQ = dS·K and dK = dSᵀ·Q, each [s×hd] over s.
 		bwd:   []Op{NewGEMM("attn.scores.dq", b.d, bh, s, hd, s), NewGEMM("attn.scores.dk", b.d, bh, s, hd, s)},
-		saved: qk, selective: true,
+		saved: qk, module: ModuleCoreAttn,
 	})
 	// Scale, causal mask and softmax: ≈5 FLOPs per score; keeps the probabilities.
 	b.add(step{
 		fwd:   []Op{NewStreaming("attn.softmax", Softmax, b.a, 5*p, 2*p*b.e)},
 		bwd:   []Op{NewStreaming("attn.softmax.bwd", Softmax, b.a, 4*p, 3*p*b.e)},
-		saved: p * b.e, dropped: p * b.e, selective: true,
+		saved: p * b.e, dropped: p * b.e, module: ModuleCoreAttn,
 	})
 	if b.c.Family == GPT {
 		b.add(step{
 			fwd:   []Op{NewStreaming("attn.dropout", Elementwise, b.a, 2*p, p*(2*b.e+1))},
 			bwd:   []Op{NewStreaming("attn.dropout.bwd", Elementwise, b.a, p, p*(2*b.e+1))},
-			saved: p, dropped: p, selective: true,
+			saved: p, dropped: p, module: ModuleCoreAttn,
 		})
 	}
 	b.add(step{
@@ -243,7 +245,7 @@ func (b *builder) attentionCore(hs, kvs, hd int64) {
 			NewStreaming("attn.context.permute", Elementwise, b.a, 0, 2*float64(b.T*hs*hd)*b.e)},
 		// dP = dO·Vᵀ [s×s] over hd, dV = Pᵀ·dO [s×hd] over s.
 		bwd:   []Op{NewGEMM("attn.context.dp", b.d, bh, s, s, hd), NewGEMM("attn.context.dv", b.d, bh, s, hd, s)},
-		saved: p*b.e + v, dropped: p * b.e, selective: true,
+		saved: p*b.e + v, dropped: p * b.e, module: ModuleCoreAttn,
 	})
 }
 

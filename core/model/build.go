@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/eidolon-sim/eidolon/core/problem"
 
@@ -32,6 +33,20 @@ const (
 	RecomputeFull Recompute = "full"
 )
 
+// Modules a selective recomputation reruns (Megatron-Core's
+// --recompute-modules): the attention core (the default), the layer's two
+// norms (input_layernorm and pre_mlp_layernorm: their outputs are not kept)
+// and the routed experts' activation (its output, the down projection's
+// input, is not kept).
+const (
+	ModuleCoreAttn  = "core_attn"
+	ModuleLayerNorm = "layernorm"
+	ModuleMoEAct    = "moe_act"
+)
+
+// RecomputeModules lists the modules a selective recomputation may name.
+func RecomputeModules() []string { return []string{ModuleCoreAttn, ModuleLayerNorm, ModuleMoEAct} }
+
 // Run is the work to generate operators for, on one tensor-parallel rank.
 type Run struct {
 	Phase Phase
@@ -47,6 +62,9 @@ type Run struct {
 	// along the sequence (all-gather / reduce-scatter instead of all-reduce).
 	SequenceParallel bool
 	Recompute        Recompute
+	// RecomputeModules are what a selective recomputation reruns (nil:
+	// ModuleCoreAttn only, Megatron-Core's default).
+	RecomputeModules []string
 	// DType is the math type of GEMMs and attention (activations are 16-bit
 	// when it is an 8-bit type).
 	DType hw.DType
@@ -172,6 +190,14 @@ func (c Config) CheckRun(r Run) []problem.Problem {
 	default:
 		bad("recompute", "must be one of none, selective, full, got %q", r.Recompute)
 	}
+	if len(r.RecomputeModules) > 0 && r.Recompute != RecomputeSelective {
+		bad("recompute_modules", "apply to recompute \"selective\" only, got recompute %q", r.Recompute)
+	}
+	for _, m := range r.RecomputeModules {
+		if !slices.Contains(RecomputeModules(), m) {
+			bad("recompute_modules", "must be among %v, got %q", RecomputeModules(), m)
+		}
+	}
 	t := max(r.TP, 1)
 	if r.TP < 0 {
 		bad("tp", "must be >= 1, got %d", r.TP)
@@ -267,9 +293,30 @@ type step struct {
 	fwd []Op
 	bwd []Op // in backward execution order
 	// saved bytes are kept for the backward; of those, `dropped` are not kept
-	// under selective recompute, where `selective` steps rerun in the backward.
+	// under a selective recompute of the step's module, where the step
+	// reruns in the backward ("" = never recomputed selectively). dropped
+	// may be kept by the next step (a norm's output is the next GEMM's
+	// saved input).
 	saved, dropped float64
-	selective      bool
+	module         string
+}
+
+// recomputable marks the last step as selective recomputation's module m,
+// dropping its output of out bytes (kept by the step that reads it).
+func (b *builder) recomputable(m string, out float64) {
+	s := &b.steps[len(b.steps)-1]
+	s.module, s.dropped = m, out
+}
+
+// recomputes reports whether selective recomputation reruns module m.
+func (r Run) recomputes(m string) bool {
+	if r.Recompute != RecomputeSelective || m == "" {
+		return false
+	}
+	if len(r.RecomputeModules) == 0 {
+		return m == ModuleCoreAttn
+	}
+	return slices.Contains(r.RecomputeModules, m)
 }
 
 type builder struct {
@@ -467,7 +514,6 @@ func (b *builder) block(name string, count int) Block {
 		return blk
 	}
 	full := b.r.Recompute == RecomputeFull && name != BlockEmbedding && name != BlockLMHead
-	sel := b.r.Recompute == RecomputeSelective
 	if full {
 		blk.ActivationBytes = float64(b.Tn*int64(b.c.Hidden)) * b.e
 		for _, s := range b.steps {
@@ -476,7 +522,7 @@ func (b *builder) block(name string, count int) Block {
 	} else {
 		for _, s := range b.steps {
 			blk.ActivationBytes += s.saved
-			if sel && s.selective {
+			if b.r.recomputes(s.module) {
 				blk.ActivationBytes -= s.dropped
 				blk.Backward = append(blk.Backward, recomputed(s.fwd)...)
 			}

@@ -342,6 +342,12 @@ func (b *builder) expertTokens() []int64 {
 	return out
 }
 
+// OpPermute names the permutation of a rank's routed tokens into dispatch
+// order, the last operator before the dispatch all-to-all: a training
+// step's host waits for the work before it (the router and the token
+// counts) to learn the all-to-all's sizes (workload's dispatch sync).
+const OpPermute = "moe.permute"
+
 // DispatchBytesPerToken is the size of one routed token in a dispatch
 // all-to-all (the forward's, and the backward's transfer of the output
 // gradients to the experts): hidden elements in the activation type, or
@@ -363,7 +369,8 @@ func DispatchBytesPerToken(c Config, d hw.DType) float64 {
 // expert order, dispatch all-to-all over the expert-parallel group, (expert
 // TP > 1) all-gather of the received tokens over the TP group, grouped
 // SwiGLU expert GEMMs over the rank's experts (each split over the expert
-// TP ranks) with their token counts, reduce-scatter, combine all-to-all, unpermute weighted by the scores;
+// TP ranks) with their token counts, the activation scaled by the routing
+// probabilities, reduce-scatter, combine all-to-all, unpermute (a sum);
 // then the shared experts as a dense TP MLP (not overlapped with the
 // dispatch: Megatron-Core's default moe_shared_expert_overlap = false).
 func (b *builder) moeFFN() {
@@ -378,7 +385,7 @@ func (b *builder) moeFFN() {
 	topk := 5 + math.Log2(float64(k)+1)
 	b.stream("moe.router.topk", Softmax, topk*ne, ne*b.e+8*float64(R), 4*ne, 2*ne*b.e+8*float64(R), 4*ne)
 	hr := float64(R * h)
-	b.stream("moe.permute", Elementwise, 0, float64(Tn*h)*b.e+hr*b.e+8*float64(R), hr, hr*b.e+float64(Tn*h)*b.e, 0)
+	b.stream(OpPermute, Elementwise, 0, float64(Tn*h)*b.e+hr*b.e+8*float64(R), hr, hr*b.e+float64(Tn*h)*b.e, 0)
 	wd := DispatchBytesPerToken(c, b.d)
 	b.add(step{
 		fwd: []Op{{Name: "moe.dispatch.all_to_all", Kind: AllToAll, M: R, Bytes: float64(R) * wd}},
@@ -396,9 +403,15 @@ func (b *builder) moeFFN() {
 			bwd: []Op{NewComm("moe.tp.reduce_scatter", ReduceScatter, full)},
 		})
 	}
+	b.sortChunks("moe.sort_chunks", groups, wd)
 	b.grouped("moe.experts.gate_up", groups, 2*fe, h)
-	n := float64(recv * fe)
-	b.stream("moe.experts.swiglu", Elementwise, 6*n, 3*n*b.e, 12*n, 5*n*b.e, 2*n*b.e)
+	// SwiGLU scaled by each slot's routing probability (Megatron-Core's
+	// experts apply the probabilities after the activation, so the
+	// unpermutation is a plain sum): keeps the gate/up output and the fp32
+	// probabilities; the backward also gives the probabilities' gradient.
+	n, r := float64(recv*fe), float64(recv)
+	b.stream("moe.experts.swiglu", Elementwise, 7*n, 3*n*b.e+4*r, 14*n, 5*n*b.e+8*r, 2*n*b.e+4*r)
+	b.recomputable(ModuleMoEAct, n*b.e)
 	b.grouped("moe.experts.down", groups, h, fe)
 	if b.t > 1 && !b.sp {
 		// Without sequence parallelism every TP rank holds all the tokens:
@@ -411,13 +424,16 @@ func (b *builder) moeFFN() {
 			bwd: []Op{NewComm("moe.tp.all_gather", AllGather, full)},
 		})
 	}
+	b.sortChunks("moe.unsort_chunks", groups, b.e*float64(h))
 	b.add(step{
 		fwd: []Op{{Name: "moe.combine.all_to_all", Kind: AllToAll, M: R, Bytes: float64(R*h) * 2, Return: true}},
 		bwd: []Op{{Name: "moe.combine.all_to_all.bwd", Kind: AllToAll, M: R, Bytes: float64(R) * wd}},
 	})
-	// Weighted sum of each token's k expert outputs (2 FLOPs per element);
-	// keeps the expert outputs for the scores' gradient.
-	b.stream("moe.unpermute", Elementwise, 2*hr, hr*b.e+4*float64(R)+float64(Tn*h)*b.e, 3*hr, 2*hr*b.e+float64(Tn*h)*b.e, hr*b.e)
+	// Sum of each token's k (already weighted) expert outputs through the
+	// row map (MoEAlltoAllTokenDispatcher.combine_postprocess: unpermute
+	// without probabilities); its backward gathers the output gradient
+	// back to the k slots, so it keeps nothing.
+	b.stream("moe.unpermute", Elementwise, hr, hr*b.e+4*float64(R)+float64(Tn*h)*b.e, 0, hr*b.e+4*float64(R)+float64(Tn*h)*b.e, 0)
 	if c.SharedExperts > 0 {
 		fs := int64(c.SharedExperts*c.SharedExpertFFNHidden) / b.t
 		b.enter("moe.shared", h)
@@ -429,6 +445,31 @@ func (b *builder) moeFFN() {
 		m := float64(Tn * h)
 		b.stream("moe.shared.add", Elementwise, m, 3*m*b.e, 0, 0, 0)
 	}
+}
+
+// sortChunks is Megatron-Core's second permutation (training with more
+// than one local expert): the all-to-all delivers the received tokens
+// grouped by source rank, and the experts need them grouped by expert, so
+// the dispatcher copies them into expert order after the dispatch
+// (MoEAlltoAllTokenDispatcher.dispatch_postprocess, sort_chunks_by_idxs,
+// with their routing probabilities) and back into rank order before the
+// combine (combine_preprocess); the backward of each is the inverse copy
+// of the gradients, in the activation type. Each reads and writes every
+// received token: wd bytes per token forward (the dispatched type for the
+// first, the activation type for the second). Inference engines gather
+// the rows inside their fused expert kernels instead, so only training
+// pays it.
+func (b *builder) sortChunks(name string, groups []int64, wd float64) {
+	if !b.training() || len(groups) < 2 {
+		return
+	}
+	var recv int64
+	for _, g := range groups {
+		recv += g
+	}
+	r := float64(recv)
+	h := float64(b.c.Hidden)
+	b.stream(name, Elementwise, 0, 2*r*wd+2*4*r+8*r, 0, 2*r*h*b.e+8*r, 0)
 }
 
 // grouped adds a grouped GEMM over the local experts: expert i multiplies

@@ -183,3 +183,116 @@ func TestMTPModule(t *testing.T) {
 	require.False(t, ok, "inference runs the main model only")
 	require.Equal(t, 1, inf.Tail())
 }
+
+// Megatron-Core's second permutation: with more than one local expert a
+// training MoE block copies the received tokens into expert order and back
+// (each reading and writing every received token, with its fp32
+// probability and the index map), and the backward copies the gradients
+// back; with one local expert, or in inference, there is no copy.
+func TestMoESortChunks(t *testing.T) {
+	c, _ := FromPreset("mixtral-8x7b", Config{Layers: 1})
+	find := func(ops []Op, name string) (Op, bool) {
+		for _, o := range ops {
+			if o.Name == name {
+				return o, true
+			}
+		}
+		return Op{}, false
+	}
+	// EP 4: 2 local experts, T·k = 4,096 received slots (balanced).
+	g, err := Build(c, Run{Phase: Training, Batch: 2, SeqLen: 1024, TP: 1, EP: 4, DType: hw.BF16})
+	require.NoError(t, err)
+	blk, _ := g.Block(BlockMoE)
+	r, h := 4096.0, 4096.0
+	sort, ok := find(blk.Forward, "moe.sort_chunks")
+	require.True(t, ok)
+	assert.InDelta(t, 2*r*h*2+2*4*r+8*r, sort.Bytes, 1)
+	unsort, ok := find(blk.Forward, "moe.unsort_chunks")
+	require.True(t, ok)
+	assert.InDelta(t, 2*r*h*2+2*4*r+8*r, unsort.Bytes, 1)
+	for _, n := range []string{"moe.sort_chunks.bwd", "moe.unsort_chunks.bwd"} {
+		o, ok := find(blk.Backward, n)
+		require.True(t, ok, n)
+		assert.InDelta(t, 2*r*h*2+8*r, o.Bytes, 1)
+	}
+	// The copies sit between the dispatch and the expert GEMMs, and between
+	// the expert GEMMs and the combine.
+	var order []string
+	for _, o := range blk.Forward {
+		if o.Kind == AllToAll || o.Kind == GroupedGEMM || o.Name == "moe.sort_chunks" || o.Name == "moe.unsort_chunks" {
+			order = append(order, o.Name)
+		}
+	}
+	assert.Equal(t, []string{"moe.dispatch.all_to_all", "moe.sort_chunks", "moe.experts.gate_up", "moe.experts.down",
+		"moe.unsort_chunks", "moe.combine.all_to_all"}, order)
+	// EP 8: one local expert, nothing to sort; inference never sorts.
+	g8, err := Build(c, Run{Phase: Training, Batch: 2, SeqLen: 1024, TP: 1, EP: 8, DType: hw.BF16})
+	require.NoError(t, err)
+	b8, _ := g8.Block(BlockMoE)
+	_, ok = find(b8.Forward, "moe.sort_chunks")
+	assert.False(t, ok)
+	gi, err := Build(c, Run{Phase: Prefill, Batch: 2, SeqLen: 1024, TP: 1, EP: 4, DType: hw.BF16})
+	require.NoError(t, err)
+	bi, _ := gi.Block(BlockMoE)
+	_, ok = find(bi.Forward, "moe.sort_chunks")
+	assert.False(t, ok)
+}
+
+// What a training MoE block keeps per routed slot: the expert GEMMs'
+// inputs (h and f elements), the gate/up output the scaled SwiGLU needs
+// (2f) and the slot's fp32 probability; the unpermutation (a plain sum, the
+// probabilities being applied in the activation) keeps nothing. So one more
+// expert per token adds (h + 3f)·2 + 4 bytes per token.
+func TestMoESavedPerSlot(t *testing.T) {
+	act := func(k int) float64 {
+		c, _ := FromPreset("mixtral-8x7b", Config{Layers: 1, MoE: MoE{ExpertsPerToken: k}})
+		g, err := Build(c, Run{Phase: Training, Batch: 1, SeqLen: 1024, TP: 1, DType: hw.BF16})
+		require.NoError(t, err)
+		blk, ok := g.Block(BlockMoE)
+		require.True(t, ok)
+		return blk.ActivationBytes
+	}
+	h, f := 4096.0, 14336.0
+	assert.InDelta(t, 1024*((h+3*f)*2+4), act(2)-act(1), 1)
+}
+
+// Megatron-Core's --recompute-modules layernorm moe_act: the layer's two
+// norm outputs and the experts' activation output are not kept (Tn·h·2
+// bytes each, and every received slot's f activations) and the three
+// operators rerun in the backward; an unknown module or modules without
+// "selective" are errors naming the field.
+func TestRecomputeModules(t *testing.T) {
+	c, _ := FromPreset("mixtral-8x7b", Config{Layers: 1})
+	run := Run{Phase: Training, Batch: 1, SeqLen: 1024, TP: 1, EP: 4, DType: hw.BF16, Recompute: RecomputeSelective}
+	build := func(mods []string) Block {
+		r := run
+		r.RecomputeModules = mods
+		g, err := Build(c, r)
+		require.NoError(t, err)
+		blk, ok := g.Block(BlockMoE)
+		require.True(t, ok)
+		return blk
+	}
+	base, rc := build(nil), build([]string{ModuleLayerNorm, ModuleMoEAct})
+	// Balanced over EP 4: 1,024·2 slots reach this rank's 2 experts.
+	h, f := 4096.0, 14336.0
+	assert.InDelta(t, 2*1024*h*2+2048*f*2, base.ActivationBytes-rc.ActivationBytes, 1)
+	var rerun []string
+	for _, o := range rc.Backward {
+		if o.Pass == Recomputed {
+			rerun = append(rerun, o.Name)
+		}
+	}
+	assert.Equal(t, []string{"attn.norm", "mlp.norm", "moe.experts.swiglu"}, rerun)
+	for _, o := range base.Backward {
+		assert.NotEqual(t, Recomputed, o.Pass, "flash attention: core_attn reruns nothing here")
+	}
+	for _, bad := range []Run{
+		{Phase: Training, Batch: 1, SeqLen: 8, DType: hw.BF16, Recompute: RecomputeSelective, RecomputeModules: []string{"mlp_act"}},
+		{Phase: Training, Batch: 1, SeqLen: 8, DType: hw.BF16, Recompute: RecomputeFull, RecomputeModules: []string{ModuleMoEAct}},
+	} {
+		ps := c.CheckRun(bad)
+		require.NotEmpty(t, ps)
+		assert.Equal(t, "recompute_modules", ps[0].Path)
+	}
+}

@@ -45,9 +45,12 @@
 // # Requests reach the scheduler after the frontend
 //
 // A request sent at Request.ArrivalS joins its replica's waiting queue
-// Config.FrontendS later (the API server's HTTP, chat template and
-// tokenization); latencies count from the send, as client-side benchmark
-// tools time them. A closed-loop client sends its next request when its
+// Config.FrontendS + Config.FrontendSPerToken·Prompt later (the API
+// server's HTTP and chat template, and tokenizing the prompt, which grows
+// with it: one CPU thread of Hugging Face tokenizers encodes 1.3–4.2 MB/s
+// with Llama 3.1's tokenizer, huggingface/tokenizers PRs #1582 and #1584,
+// about 1–3 µs per token at some 4 bytes a token); latencies count from
+// the send, as client-side benchmark tools time them. A closed-loop client sends its next request when its
 // previous one's last token is sampled. The scheduler admits new requests
 // only when it forms an iteration, as TensorRT-LLM's executor loop does
 // (Executor::Impl::executionLoop: wait for the running iteration, send its
@@ -55,6 +58,17 @@
 // request its client sends on a response arrives while the next iteration
 // runs and waits for its end; a frontend time that ends before that
 // iteration does changes nothing.
+//
+// Closed-loop clients with fixed lengths are locked in iteration count: a
+// request that keeps its place in the batch finishes exactly output − 1
+// iterations after its first token, so the clients' next requests come in
+// the order and iteration spacing of their previous first tokens. The
+// frontend time, counted in decode steps, then decides which prefills
+// queue behind which. A delay of one decode step (about 21 ms for a 70B
+// model on 8 A100s) can move a request past a prefill iteration of about
+// 1 s, so with long prompts the mean TTFT moves in steps (on the 20,000-
+// token NVIDIA NIM row of bench's TestNIMServing, 0.65 to 0.85 s per
+// decode step of frontend time).
 //
 // # Replicas, routing, disaggregation
 //

@@ -34,11 +34,13 @@ type Config struct {
 	PrefixCaching bool
 	PrefixHitRate float64
 	// FrontendS is the API server's time per request before the scheduler
-	// sees it (HTTP, chat template, tokenization): a request sent at
-	// ArrivalS joins the waiting queue at ArrivalS + FrontendS. Client-side
-	// benchmark tools (genai-perf, vLLM's benchmark_serving) time TTFT
-	// from the send, so it counts in TTFT and end to end.
-	FrontendS float64
+	// sees it (HTTP, chat template, tokenization), FrontendSPerToken its
+	// time per prompt token on top (tokenizing the prompt): a request sent
+	// at ArrivalS joins the waiting queue at ArrivalS + FrontendS +
+	// FrontendSPerToken·Prompt. Client-side benchmark tools (genai-perf,
+	// vLLM's benchmark_serving) time TTFT from the send, so it counts in
+	// TTFT and end to end.
+	FrontendS, FrontendSPerToken float64
 }
 
 // Coster prices an iteration of one replica.
@@ -172,7 +174,11 @@ type event struct {
 }
 
 const (
-	evArrival uint8 = iota
+	// evSend: an open-loop request is sent (the next one is drawn); it
+	// reaches the scheduler after its frontend time (evArrival), which
+	// varies with the prompt, so a later send can arrive first.
+	evSend uint8 = iota
+	evArrival
 	evIteration
 	evKV
 )
@@ -260,13 +266,19 @@ func (s *Sim) pull() {
 		id := int32(len(s.reqs))
 		s.reqs = append(s.reqs, RequestOut{Request: r, Replica: -1, DecodeReplica: -1})
 		s.st = append(s.st, rq{})
-		s.push(r.ArrivalS+s.cfg.FrontendS, evArrival, id)
 		if r.Client < 0 {
-			// Open loop: one arrival ahead is enough (the next is pulled
-			// when this one arrives).
+			// Open loop: one send ahead is enough (the next is pulled
+			// when this one is sent).
+			s.push(r.ArrivalS, evSend, id)
 			return
 		}
+		s.push(r.ArrivalS+s.frontend(&r), evArrival, id)
 	}
+}
+
+// frontend is the API server's time for request q.
+func (s *Sim) frontend(q *Request) float64 {
+	return s.cfg.FrontendS + s.cfg.FrontendSPerToken*float64(q.Prompt)
 }
 
 // Run simulates until every request has finished.
@@ -286,10 +298,10 @@ func (s *Sim) Run(ctx context.Context) (*Outcome, error) {
 		e := s.pop()
 		s.now = e.t
 		switch e.kind {
+		case evSend:
+			s.push(s.now+s.frontend(&s.reqs[e.id].Request), evArrival, e.id)
+			s.pull()
 		case evArrival:
-			if s.reqs[e.id].Client < 0 {
-				s.pull()
-			}
 			s.arrive(e.id)
 		case evIteration:
 			s.dirty = append(s.dirty, s.reps[e.id])

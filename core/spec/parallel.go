@@ -1,5 +1,7 @@
 package spec
 
+import "github.com/eidolon-sim/eidolon/core/model"
+
 // Parallel is how a training step is laid out over GPUs (see
 // workload.Parallel). Ranks are numbered TP fastest, then DP, then PP:
 // rank = tp + TP·(dp + DP·pp), so a TP group sits inside a node.
@@ -21,6 +23,10 @@ type Parallel struct {
 	SequenceParallel bool `json:"sequence_parallel,omitempty"`
 	// Recompute: "none" (default), "selective" or "full".
 	Recompute string `json:"recompute,omitempty"`
+	// RecomputeModules: what "selective" reruns, Megatron-Core's
+	// --recompute-modules: "core_attn" (the default), "layernorm" (the
+	// layer's two norms), "moe_act" (the routed experts' activation).
+	RecomputeModules []string `json:"recompute_modules,omitempty"`
 	// ZeRO stage 0-3 (Megatron's distributed optimizer is stage 1).
 	ZeRO int `json:"zero,omitempty"`
 	// OverlapGradReduce reduces gradients in buckets during the backward;
@@ -105,6 +111,12 @@ func (p *Parallel) Validate(probs *Problems, path string) {
 	probs.IntInRange(f("virtual_stages"), p.VirtualStages, 1, 1<<10)
 	probs.OneOf(f("schedule"), p.Schedule, Schedules)
 	probs.OneOf(f("recompute"), p.Recompute, []string{"none", "selective", "full"})
+	for _, m := range p.RecomputeModules {
+		probs.OneOf(f("recompute_modules"), m, model.RecomputeModules())
+	}
+	if len(p.RecomputeModules) > 0 && p.Recompute != "selective" {
+		probs.Addf(f("recompute_modules"), "apply to recompute \"selective\" only, got recompute %q", p.Recompute)
+	}
 	probs.IntInRange(f("zero"), p.ZeRO, 0, 3)
 	probs.IntInRange(f("ep"), p.EP, 1, 1<<16)
 	probs.IntInRange(f("expert_tp"), p.ExpertTP, 0, 1<<16)

@@ -83,6 +83,11 @@ type ServingEngine struct {
 	// sees it (HTTP, chat template, tokenization); default 0. It counts in
 	// TTFT and end to end, which client-side tools time from the send.
 	FrontendS float64 `json:"frontend_s,omitempty"`
+	// FrontendSPerToken is the API server's time per prompt token on top
+	// (tokenizing the prompt, which an OpenAI-compatible server does before
+	// the engine sees it); default 0. A request reaches the scheduler
+	// frontend_s + frontend_s_per_token · prompt tokens after it was sent.
+	FrontendSPerToken float64 `json:"frontend_s_per_token,omitempty"`
 }
 
 // ServingWorkload is how requests arrive.
@@ -312,6 +317,7 @@ func (s *Serving) Validate(p *Problems) {
 	p.OneOf("engine.preemption", e.Preemption, []string{"recompute", "swap"})
 	p.Positive("engine.swap_bandwidth_bytes_per_s", e.SwapBandwidthBytesPerS)
 	p.Duration("engine.frontend_s", e.FrontendS)
+	p.Duration("engine.frontend_s_per_token", e.FrontendSPerToken)
 	if e.PrefixHitRate < 0 || e.PrefixHitRate >= 1 {
 		p.Addf("engine.prefix_hit_rate", "must be in [0, 1), got %g", e.PrefixHitRate)
 	}

@@ -37,6 +37,9 @@ type Parallel struct {
 	VirtualStages    int
 	SequenceParallel bool
 	Recompute        model.Recompute
+	// RecomputeModules are what a selective recomputation reruns
+	// (model.Run.RecomputeModules; nil: the attention core).
+	RecomputeModules []string
 	// ZeRO stage: 0 plain data parallel (all-reduce of gradients), 1
 	// optimizer state sharded (reduce-scatter gradients, all-gather updated
 	// weights), 2 gradients sharded too, 3 weights sharded too (all-gather
@@ -183,7 +186,7 @@ func (t Training) Check() []problem.Problem {
 		switch field {
 		case "batch":
 			field = "micro_batch"
-		case "recompute", "tp", "sequence_parallel", "ep", "expert_tp":
+		case "recompute", "recompute_modules", "tp", "sequence_parallel", "ep", "expert_tp":
 		default:
 			field = "model." + field
 		}
@@ -194,7 +197,7 @@ func (t Training) Check() []problem.Problem {
 
 func (t Training) microRun() model.Run {
 	return model.Run{Phase: model.Training, Batch: t.Par.MicroBatch, SeqLen: t.SeqLen, TP: t.Par.TP,
-		SequenceParallel: t.Par.SequenceParallel, Recompute: t.Par.Recompute, DType: t.DType,
+		SequenceParallel: t.Par.SequenceParallel, Recompute: t.Par.Recompute, RecomputeModules: t.Par.RecomputeModules, DType: t.DType,
 		UnfusedAttention: t.UnfusedAttention, EP: t.Par.EP, ExpertTP: t.Par.ExpertTP}
 }
 

@@ -173,7 +173,10 @@ type progBuilder struct {
 	// sync are tasks the host waits for before it issues the next task.
 	sync []int32
 	// a2a sizes the expert-parallel all-to-alls (nil without EP).
-	a2a          *a2aCache
+	a2a *a2aCache
+	// dispatchSync: the host waits for the router before it issues each
+	// forward dispatch all-to-all (training; see ops).
+	dispatchSync bool
 	hierarchical bool
 	topK, limit  int32
 }
@@ -251,8 +254,32 @@ func (b *progBuilder) ops(prefix string, list []model.Op, mb int32, after []int3
 		}
 		seg := list[start:i]
 		if o.Kind == model.AllToAll {
+			// The dropless dispatch's sizes are known on the device only:
+			// Megatron-Core's all-to-all dispatcher copies the token counts
+			// to the host before the permutation and waits for that copy
+			// before it calls the all-to-all (MoEAlltoAllTokenDispatcher:
+			// cuda_dtoh_point "before_permutation_1", cuda_sync_point
+			// "before_ep_alltoall", d2h_event.synchronize(); again when a
+			// full recomputation reruns the forward), and DeepEP's normal
+			// dispatch has the host poll the received-token counter its
+			// notify kernel writes to host-mapped memory before it sizes the
+			// receive buffer. So the host issues nothing after the router
+			// until the GPU has run it: only the permutation, issued before
+			// the wait, is queued behind it. The backward reuses the sizes.
+			sync := b.dispatchSync && b.a2a != nil && !o.Return && o.Pass != model.Backward && len(seg) > 0
 			if len(seg) > 0 {
-				last = b.compute(prefix+segName(seg), seg, mb, first()...)
+				w := len(seg)
+				if sync && w > 1 && seg[w-1].Name == model.OpPermute {
+					w--
+				}
+				router := b.compute(prefix+segName(seg[:w]), seg[:w], mb, first()...)
+				last = router
+				if w < len(seg) {
+					last = b.compute(prefix+segName(seg[w:]), seg[w:], mb, router)
+				}
+				if sync {
+					b.hostSync(router)
+				}
 			}
 			if b.a2a != nil {
 				last = b.allToAll(prefix+o.Name, o, mb, first()...)

@@ -73,7 +73,7 @@ func BuildTraining(t Training) (*TrainingPlan, error) {
 	plain := g
 	if par.Recompute != model.RecomputeNone && par.Recompute != "" {
 		r := t.microRun()
-		r.Recompute = model.RecomputeNone
+		r.Recompute, r.RecomputeModules = model.RecomputeNone, nil
 		if plain, err = model.Build(t.Model, r); err != nil {
 			return nil, err
 		}
@@ -107,7 +107,7 @@ func BuildTraining(t Training) (*TrainingPlan, error) {
 				}
 				pk = gk
 				if par.Recompute != model.RecomputeNone && par.Recompute != "" {
-					r.Recompute = model.RecomputeNone
+					r.Recompute, r.RecomputeModules = model.RecomputeNone, nil
 					if pk, err = model.Build(t.Model, r); err != nil {
 						return nil, err
 					}
@@ -254,7 +254,7 @@ func (pl *Plan) link(a, b int, out, in Slot) {
 func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a2a *a2aCache, tasks int) (Program, Memory, int64) {
 	par := t.Par
 	P, V, D, T := par.PP, par.VirtualStages, par.DP, par.TP
-	b := &progBuilder{p: &Program{Name: fmt.Sprintf("stage%d", s), Tasks: make([]Task, 0, tasks)}, a2a: a2a, hierarchical: t.Routing.HierarchicalA2A,
+	b := &progBuilder{p: &Program{Name: fmt.Sprintf("stage%d", s), Tasks: make([]Task, 0, tasks)}, a2a: a2a, dispatchSync: true, hierarchical: t.Routing.HierarchicalA2A,
 		topK: int32(t.Model.ExpertsPerToken), limit: int32(t.Routing.NodeLimit)}
 	e := hw.DType(t.DType).Bytes()
 	if e < 2 {
@@ -285,6 +285,7 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 		return n
 	}
 	posParams := make([][]int64, V)
+	posExpert := make([][]int64, V)
 	// expert: routed-expert parameters, reduced over the expert-data-
 	// parallel group instead of the data-parallel one (EP > 1).
 	EP := max(par.EP, 1)
@@ -298,6 +299,7 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 				x = g.Blocks[bi].ExpertParams
 			}
 			posParams[c] = append(posParams[c], n-x)
+			posExpert[c] = append(posExpert[c], x)
 			chunkParams[c] += n
 			params += n
 			expert += x
@@ -322,7 +324,12 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 	if par.ZeRO >= 1 {
 		reduce = model.ReduceScatter
 	}
-	var pending int64 // gradient parameters not yet in a bucket
+	// Gradient parameters not yet in a bucket: dense ones (reduced over
+	// the DP group) and routed-expert ones (over the expert-DP group, in
+	// buckets of their own: Megatron-Core's DistributedDataParallel keeps
+	// expert_parallel_buffers beside its buffers, with the same bucket
+	// size, and launches both as their gradients become ready).
+	var pending, pendingExpert int64
 	zeroGather := func(bi int, mb int32, after int32) int32 {
 		n := g.Blocks[bi].Params + g.Blocks[bi].SharedParams
 		return b.collective(g.Blocks[bi].Name+".zero3_all_gather", StreamDP, SlotDP, model.AllGather, float64(n)*e, mb, after)
@@ -390,6 +397,13 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 						pending = 0
 					}
 				}
+				if par.OverlapGradReduce && EDP > 1 && lastBwd[ps.Chunk] == i {
+					pendingExpert += posExpert[ps.Chunk][k]
+					if pendingExpert >= bucket {
+						b.collective(fmt.Sprintf("expert_grad_%s.bucket", reduce), StreamDP, SlotEDP, reduce, float64(pendingExpert)*gradBytes, -1, last)
+						pendingExpert = 0
+					}
+				}
 			}
 			if vs > 0 {
 				b.p2pAfter("send_gradients", Send, SlotBwdOut, int32(ps.MB*V+(vs-1)/P), msg, mb, last)
@@ -407,7 +421,10 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 	if D > 1 && !par.OverlapGradReduce {
 		b.collective(fmt.Sprintf("grad_%s", reduce), StreamDP, SlotDP, reduce, float64(dense)*gradBytes, -1, lastCompute)
 	}
-	if EDP > 1 && expert > 0 {
+	if EDP > 1 && par.OverlapGradReduce && pendingExpert > 0 {
+		b.collective(fmt.Sprintf("expert_grad_%s.bucket", reduce), StreamDP, SlotEDP, reduce, float64(pendingExpert)*gradBytes, -1, lastCompute)
+	}
+	if EDP > 1 && expert > 0 && !par.OverlapGradReduce {
 		b.collective(fmt.Sprintf("expert_grad_%s", reduce), StreamDP, SlotEDP, reduce, float64(expert)*gradBytes, -1, lastCompute)
 	}
 	if t.tiedAcrossStages() && (s == 0 || s == P-1) {
@@ -559,7 +576,7 @@ func (t Training) Size(cost func(model.Op) (float64, error)) (*Sizing, error) {
 	plain := g
 	if t.Par.Recompute != model.RecomputeNone && t.Par.Recompute != "" {
 		r := t.microRun()
-		r.Recompute = model.RecomputeNone
+		r.Recompute, r.RecomputeModules = model.RecomputeNone, nil
 		if plain, err = model.Build(t.Model, r); err != nil {
 			return nil, err
 		}

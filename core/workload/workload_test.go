@@ -2,6 +2,7 @@ package workload
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/eidolon-sim/eidolon/core/hw"
@@ -297,5 +298,113 @@ func TestHostSyncPoints(t *testing.T) {
 		prev := p.Marks[fmt.Sprintf("step.%d", step-1)]
 		first := prev + 1
 		assert.Equal(t, []int32{prev}, p.Tasks[first].HostWait, "step %d", step)
+	}
+}
+
+// The dispatch's host synchronisation: in a training step with expert
+// parallelism the host waits, before each forward dispatch all-to-all, for
+// the router's task (the token counts it copies to the host), having
+// issued the permutation before the wait; the combine and the backward's
+// all-to-alls reuse the sizes, and a full recomputation waits again.
+func TestDispatchHostSync(t *testing.T) {
+	c, ok := model.FromPreset("mixtral-8x7b", model.Config{Layers: 2})
+	require.True(t, ok)
+	for _, rc := range []model.Recompute{model.RecomputeNone, model.RecomputeFull} {
+		tr := layout(c, Parallel{TP: 1, PP: 1, DP: 4, EP: 4, ExpertTP: 1, MicroBatch: 1, GlobalBatch: 8, Recompute: rc})
+		tr.SeqLen, tr.DType, tr.UnfusedAttention = 512, hw.BF16, false
+		plan, err := BuildTraining(tr)
+		require.NoError(t, err)
+		p := plan.Programs[0]
+		var dispatches, waits int
+		for i, task := range p.Tasks {
+			if task.Coll != AllToAllV {
+				continue
+			}
+			fwd := strings.HasSuffix(task.Name, "moe.dispatch.all_to_all")
+			if !fwd {
+				assert.Empty(t, task.HostWait, task.Name)
+				continue
+			}
+			dispatches++
+			// dispatch ← permute ← router segment; the host waits for the router.
+			perm := p.Tasks[i-1]
+			require.Equal(t, []model.Op{perm.Ops[0]}, perm.Ops, perm.Name)
+			assert.Equal(t, model.OpPermute, perm.Ops[0].Name)
+			assert.Empty(t, perm.HostWait)
+			assert.Equal(t, []int32{int32(i - 2)}, task.HostWait, task.Name)
+			assert.Equal(t, "moe.router.topk", p.Tasks[i-2].Ops[len(p.Tasks[i-2].Ops)-1].Name)
+			waits++
+		}
+		// 2 micro-batches × 2 MoE layers, forward (and recomputed).
+		want := 4
+		if rc == model.RecomputeFull {
+			want = 8
+		}
+		assert.Equal(t, want, dispatches, rc)
+		assert.Equal(t, want, waits)
+	}
+	in := Inference{Model: c, TP: 1, PP: 1, EP: 4, Replicas: 4, Batch: 4, Prompt: 16, Output: 2, DType: hw.BF16}
+	ip, err := BuildInference(in)
+	require.NoError(t, err)
+	var a2a int
+	for _, task := range ip.Programs[0].Tasks {
+		if task.Coll == AllToAllV {
+			a2a++
+			assert.Empty(t, task.HostWait, "inference engines do not wait: %s", task.Name)
+		}
+	}
+	assert.Positive(t, a2a)
+}
+
+// With overlapped gradient reduction the routed experts' gradients are
+// reduce-scattered over the expert-DP group in buckets of their own as the
+// backward produces them (Megatron-Core's expert_parallel_buffers), not in
+// one collective after the backward; the buckets carry every expert
+// gradient once.
+func TestExpertGradientBuckets(t *testing.T) {
+	c, ok := model.FromPreset("mixtral-8x7b", model.Config{Layers: 4})
+	require.True(t, ok)
+	for _, overlap := range []bool{false, true} {
+		tr := layout(c, Parallel{TP: 1, PP: 1, DP: 8, EP: 4, ExpertTP: 1, MicroBatch: 1, GlobalBatch: 16, ZeRO: 1,
+			OverlapGradReduce: overlap, BucketParams: 100_000_000})
+		tr.SeqLen, tr.DType, tr.UnfusedAttention = 512, hw.BF16, false
+		plan, err := BuildTraining(tr)
+		require.NoError(t, err)
+		p := plan.Programs[0]
+		g, err := model.Build(c, tr.microRun())
+		require.NoError(t, err)
+		var expert int64
+		for _, blk := range g.Blocks {
+			expert += blk.ExpertParams * int64(max(blk.Count, 1))
+		}
+		lastCompute := int32(-1)
+		for i, task := range p.Tasks {
+			if task.Kind == Compute && task.MicroBatch >= 0 {
+				lastCompute = int32(i)
+			}
+		}
+		var bytes float64
+		var buckets, early int
+		for _, task := range p.Tasks {
+			if task.Slot != SlotEDP || task.Coll != model.ReduceScatter {
+				continue
+			}
+			buckets++
+			bytes += task.Bytes
+			if task.Deps[0] < lastCompute {
+				early++
+			}
+		}
+		assert.InDelta(t, float64(expert)*4, bytes, 1, "overlap %v", overlap)
+		if overlap {
+			// 4 layers of 8/4 experts of 3·4096·14336 parameters: 352M per
+			// layer, a bucket per layer, each starting during the backward
+			// (before the embedding's).
+			assert.Equal(t, 4, buckets)
+			assert.Equal(t, 4, early)
+		} else {
+			assert.Equal(t, 1, buckets)
+			assert.Zero(t, early)
+		}
 	}
 }

@@ -63,27 +63,49 @@ func TestVanishingLoadIsOnePrefill(t *testing.T) {
 	}
 }
 
-// The API server's time per request (engine.frontend_s) delays when the
-// scheduler sees a request, not when its client sent it: with one
-// closed-loop client the engine is idle at every arrival, so each request
-// is scheduled exactly frontend_s after it was sent, its TTFT and end to
-// end grow by exactly that, its inter-token latency not at all, and the
-// client sends its next request when the previous one finishes.
+// The API server's time per request (engine.frontend_s) and per prompt
+// token (engine.frontend_s_per_token, tokenizing) delay when the scheduler
+// sees a request, not when its client sent it: with one closed-loop client
+// the engine is idle at every arrival, so each request is scheduled exactly
+// frontend_s + frontend_s_per_token · prompt after it was sent, its TTFT
+// and end to end grow by exactly that, its inter-token latency not at all,
+// and the client sends its next request when the previous one finishes.
 func TestFrontendDelaysEveryRequestByItsTime(t *testing.T) {
-	const f = 0.037
-	w := `"workload":{"arrival":"closed_loop","concurrency":1,"requests":6,"prompt_tokens":{"tokens":900},"output_tokens":{"tokens":12}}`
+	const f, k = 0.037, 2.5e-5
+	w := `"workload":{"arrival":"closed_loop","concurrency":1,"requests":6,"prompt_tokens":{"dist":"uniform","min_tokens":100,"max_tokens":3000},"output_tokens":{"tokens":12}}`
 	base := table[serving.RequestRow](run(t, `,`+w), "requests")
-	rows := table[serving.RequestRow](run(t, fmt.Sprintf(`,"engine":{"frontend_s":%g},%s`, f, w)), "requests")
-	require.Len(t, rows, len(base))
-	for i, r := range rows {
-		assert.InDelta(t, f, r.ScheduledS-r.ArrivalS, 1e-12, "request %d waits only for the frontend", i)
-		assert.InDelta(t, base[i].TTFTS+f, r.TTFTS, 1e-9, "TTFT of request %d", i)
-		assert.InDelta(t, base[i].E2ES+f, r.E2ES, 1e-9, "end to end of request %d", i)
-		assert.InDelta(t, base[i].ITLSMean, r.ITLSMean, 1e-12, "ITL of request %d", i)
-		if i > 0 {
-			assert.Equal(t, rows[i-1].FinishS, r.ArrivalS, "request %d is sent when the previous one finishes", i)
+	for _, c := range []struct {
+		engine string
+		perTok float64
+	}{{fmt.Sprintf(`{"frontend_s":%g}`, f), 0}, {fmt.Sprintf(`{"frontend_s":%g,"frontend_s_per_token":%g}`, f, k), k}} {
+		rows := table[serving.RequestRow](run(t, `,"engine":`+c.engine+`,`+w), "requests")
+		require.Len(t, rows, len(base))
+		for i, r := range rows {
+			require.Equal(t, base[i].PromptTokens, r.PromptTokens)
+			d := f + c.perTok*float64(r.PromptTokens)
+			assert.InDelta(t, d, r.ScheduledS-r.ArrivalS, 1e-12, "%s: request %d waits only for the frontend", c.engine, i)
+			assert.InDelta(t, base[i].TTFTS+d, r.TTFTS, 1e-9, "%s: TTFT of request %d", c.engine, i)
+			assert.InDelta(t, base[i].E2ES+d, r.E2ES, 1e-9, "%s: end to end of request %d", c.engine, i)
+			assert.InDelta(t, base[i].ITLSMean, r.ITLSMean, 1e-12, "%s: ITL of request %d", c.engine, i)
+			if i > 0 {
+				assert.Equal(t, rows[i-1].FinishS, r.ArrivalS, "%s: request %d is sent when the previous one finishes", c.engine, i)
+			}
 		}
 	}
+}
+
+// With a frontend time per prompt token, a short prompt sent after a long
+// one reaches the scheduler first: the 10-token request sent 1 ms after the
+// 4,000-token one is scheduled at its own send + frontend on an idle
+// engine, and the long one no earlier than its send + frontend (40 ms).
+func TestFrontendPerTokenLetsShortPromptsOvertake(t *testing.T) {
+	const k = 1e-5
+	rows := table[serving.RequestRow](run(t, fmt.Sprintf(`,"engine":{"frontend_s_per_token":%g},"workload":{"arrival":"trace","trace":{"arrival_s":[0,0.001],"prompt_tokens":[4000,10],"output_tokens":[4,4]}}`, k)), "requests")
+	require.Len(t, rows, 2)
+	long, short := rows[0], rows[1]
+	assert.InDelta(t, 0.001+10*k, short.ScheduledS, 1e-12)
+	assert.GreaterOrEqual(t, long.ScheduledS, 4000*k)
+	assert.Less(t, short.ScheduledS, long.ScheduledS)
 }
 
 // One replica with max_num_seqs 1 and fixed-size requests is an M/D/1
@@ -216,6 +238,7 @@ func TestSpecErrors(t *testing.T) {
 		{`,"workload":{"rate_per_s":1},"slo":{"itl_ms":20}`, "slo.itl_ms"},
 		{`,"workload":{"arrival":"closed_loop"}`, "workload.concurrency"},
 		{`,"workload":{"rate_per_s":1},"engine":{"frontend_s":-0.01}`, "engine.frontend_s"},
+		{`,"workload":{"rate_per_s":1},"engine":{"frontend_s_per_token":-1e-6}`, "engine.frontend_s_per_token"},
 		{`,"workload":{"arrival":"trace","trace":{"arrival_s":[0,1],"prompt_tokens":[5],"output_tokens":[3,3]}}`, "workload.trace.prompt_tokens"},
 		{`,"replicas":2,"disaggregation":{"prefill_replicas":2},"workload":{"rate_per_s":1}`, "disaggregation.prefill_replicas"},
 		{`,"workload":{"rate_per_s":1,"prompt_tokens":{"tokens":9000}},"engine":{"chunked_prefill":false}`, "workload.prompt_tokens"},

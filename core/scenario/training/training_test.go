@@ -131,10 +131,12 @@ func TestNotFittingIsReported(t *testing.T) {
 
 func TestSpecErrorsNameFields(t *testing.T) {
 	for js, path := range map[string]string{
-		small(1, `"tp":3`, ""):                         "parallel.tp",
-		small(1, `"tp":8,"pp":2`, ""):                  "parallel.dp",
-		small(1, `"tp":8,"schedule":"zigzag"`, ""):     "parallel.schedule",
-		small(1, `"tp":8,"global_batch":3,"dp":2`, ""): "parallel.dp",
+		small(1, `"tp":3`, ""):                                                         "parallel.tp",
+		small(1, `"tp":8,"pp":2`, ""):                                                  "parallel.dp",
+		small(1, `"tp":8,"schedule":"zigzag"`, ""):                                     "parallel.schedule",
+		small(1, `"tp":8,"global_batch":3,"dp":2`, ""):                                 "parallel.dp",
+		small(1, `"tp":8,"recompute":"selective","recompute_modules":["mlp_act"]`, ""): "parallel.recompute_modules",
+		small(1, `"tp":8,"recompute":"full","recompute_modules":["layernorm"]`, ""):    "parallel.recompute_modules",
 	} {
 		_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
 		var se *spec.Error
