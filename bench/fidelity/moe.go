@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/eidolon-sim/eidolon/core/model"
 	"github.com/eidolon-sim/eidolon/core/scenario/training"
 )
 
@@ -17,7 +18,7 @@ import (
 // before each dispatch; overlapped with the other micro-batch's compute
 // where the source overlaps them, overlap_ep_comm).
 const (
-	qwenSrc     = "yanring/Megatron-MoE-ModelZoo, best_practice/Qwen3/readme.md (Megatron-Core, A2A dispatcher, H100)"
+	qwenSrc     = "yanring/Megatron-MoE-ModelZoo, best_practice/Qwen3/readme.md (Megatron-Core, %s dispatcher, H100)"
 	mixtralSrc  = "yanring/Megatron-MoE-ModelZoo, best_practice/mixtral/run_mixtral_8x22B.sh (Megatron-Core, alltoall dispatcher, forced balance, H100: ~465 TFLOPS)"
 	deepseekSrc = "DeepSeek-AI 2024 (arXiv 2412.19437), §1: 180K H800 GPU-hours per trillion tokens on 2,048 H800s"
 )
@@ -25,6 +26,10 @@ const (
 // MoERows computes the MoE fidelity rows.
 func MoERows(ctx context.Context) ([]Row, error) {
 	var rows []Row
+	qwen, ok := model.ByName("qwen3-235b-a22b")
+	if !ok {
+		return nil, fmt.Errorf("no qwen3-235b-a22b preset")
+	}
 	// Qwen3-235B-A22B, 256 H100s, bf16, sequence 4,096, global batch
 	// 2,048, micro-batch 1, TP 2, PP 32, EP 8, expert TP 1, A2A dispatcher
 	// without 1F1B overlap, recompute "norm, act": 24.2 s per step, 200
@@ -36,19 +41,42 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	// each, so the run uses 2 virtual stages (the bubble is 3% either way).
 	// Recomputation as the row's "norm, act": --recompute-granularity
 	// selective --recompute-modules layernorm moe_act.
-	js := `{"kind":"training","model":"qwen3-235b-a22b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":32},
-		"parallel":{"tp":2,"pp":32,"dp":4,"ep":8,"expert_tp":1,"micro_batch":1,"global_batch":2048,"virtual_stages":2,
-		"sequence_parallel":true,"recompute":"selective","recompute_modules":["layernorm","moe_act"],"zero":1,"overlap_grad_reduce":true},"seq_len":4096,"timeline_ranks":[-1]}`
-	res, err := run(ctx, js)
-	if err != nil {
-		return nil, fmt.Errorf("qwen3-235b: %w", err)
+	// The readme's layout rows beside it (same model config and scripts,
+	// bf16, sequence 4,096, global batch 2,048, micro-batch 1, expert TP 1,
+	// DeepEP dispatcher, which runs within a node as the all-to-all does and
+	// sends each token once per node across nodes, hierarchical_a2a): TP 4,
+	// EP 8, PP 8, VPP 4 without recomputation (29.0 s), and TP 2, EP 32,
+	// PP 8, VPP 4 with "norm, act" (19.7 s).
+	for _, q := range []struct {
+		layout, dispatcher, par, routing string
+		pp                               int
+		// ref is the step time; tflops the per-GPU TFLOP/s, compared
+		// for the first row (the others' follow from their step times).
+		ref, tflops float64
+	}{
+		{"TP2 PP32 EP8", "A2A", `"tp":2,"pp":32,"dp":4,"ep":8,"virtual_stages":2,"recompute":"selective","recompute_modules":["layernorm","moe_act"]`, "", 32, 24.2, 200},
+		{"TP4 PP8 VPP4 EP8", "DeepEP", `"tp":4,"pp":8,"dp":8,"ep":8,"virtual_stages":4`, `,"routing":{"hierarchical_a2a":true}`, 8, 29.0, 0},
+		{"TP2 PP8 VPP4 EP32", "DeepEP", `"tp":2,"pp":8,"dp":16,"ep":32,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe_act"]`, `,"routing":{"hierarchical_a2a":true}`, 8, 19.7, 0},
+	} {
+		js := `{"kind":"training","model":"qwen3-235b-a22b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":32},
+		"parallel":{` + q.par + `,"expert_tp":1,"micro_batch":1,"global_batch":2048,
+		"sequence_parallel":true,"zero":1,"overlap_grad_reduce":true},"seq_len":4096,"timeline_ranks":[-1]` + q.routing + `}`
+		res, err := run(ctx, js)
+		if err != nil {
+			return nil, fmt.Errorf("qwen3-235b %s: %w", q.layout, err)
+		}
+		s := res.Tables[0].Rows.([]training.SummaryRow)[0]
+		// Layer passes per GPU: micro-batches × layers per stage.
+		passes := float64(s.MicroBatches) * float64(qwen.Layers) / float64(q.pp)
+		c, src := "Qwen3-235B-A22B, 256 H100, "+q.layout, fmt.Sprintf(qwenSrc, q.dispatcher)
+		note := fmt.Sprintf("compute %.1f s + exposed comm %.1f s + bubble %.1f s; %.0f layer passes per GPU (micro-batches × layers per stage): %.1f ms a pass against the reference's %.1f ms; memory %.0f GB (fits %v)",
+			s.ComputeS, s.ExposedCommS, s.BubbleS, passes, s.StepTimeS/passes*1e3, q.ref/passes*1e3, s.MemoryPeakBytes/1e9, s.Fits)
+		rows = append(rows, row(c, "step_time_s", q.ref, s.StepTimeS, src, note))
+		if q.tflops > 0 {
+			rows = append(rows, row(c, "tflops_per_gpu", q.tflops, s.ModelFLOPs/s.StepTimeS/float64(s.GPUs)/1e12, src,
+				"model FLOPs (matmuls of the active parameters and attention) per second per GPU"))
+		}
 	}
-	s := res.Tables[0].Rows.([]training.SummaryRow)[0]
-	note := fmt.Sprintf("compute %.1f s + exposed comm %.1f s + bubble %.1f s; memory %.0f GB (fits %v); EP 8 × ETP 1",
-		s.ComputeS, s.ExposedCommS, s.BubbleS, s.MemoryPeakBytes/1e9, s.Fits)
-	rows = append(rows, row("Qwen3-235B-A22B, 256 H100, TP2 PP32 EP8", "step_time_s", 24.2, s.StepTimeS, qwenSrc, note))
-	rows = append(rows, row("Qwen3-235B-A22B, 256 H100, TP2 PP32 EP8", "tflops_per_gpu", 200, s.ModelFLOPs/s.StepTimeS/float64(s.GPUs)/1e12, qwenSrc,
-		"model FLOPs (matmuls of the active parameters and attention) per second per GPU"))
 
 	// Mixtral-8x22B on 128 H100s (16 nodes), bf16, sequence 4,096, TP 2,
 	// PP 8, EP 8, expert TP 1, 7 virtual stages, micro-batch 1, global
@@ -56,13 +84,14 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	// gradient reduction, no recomputation (runtime_configs/benchmarking/
 	// runtime.conf and model_configs/benchmarking/Mixtral-8x22B.yaml);
 	// forced load balancing: ~465 TFLOP/s per GPU.
-	js = `{"kind":"training","model":"mixtral-8x22b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":16},
+	js := `{"kind":"training","model":"mixtral-8x22b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":16},
 		"parallel":{"tp":2,"pp":8,"dp":8,"ep":8,"expert_tp":1,"micro_batch":1,"global_batch":256,"virtual_stages":7,
 		"sequence_parallel":true,"zero":1,"overlap_grad_reduce":true},"seq_len":4096,"timeline_ranks":[-1]}`
-	if res, err = run(ctx, js); err != nil {
+	res, err := run(ctx, js)
+	if err != nil {
 		return nil, fmt.Errorf("mixtral-8x22b: %w", err)
 	}
-	s = res.Tables[0].Rows.([]training.SummaryRow)[0]
+	s := res.Tables[0].Rows.([]training.SummaryRow)[0]
 	rows = append(rows, row("Mixtral-8x22B, 128 H100, TP2 PP8 VPP7 EP8", "tflops_per_gpu", 465, s.ModelFLOPs/s.StepTimeS/float64(s.GPUs)/1e12, mixtralSrc,
 		fmt.Sprintf("step %.2f s (compute %.2f s + exposed comm %.2f s + bubble %.2f s); memory %.0f GB", s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS, s.MemoryPeakBytes/1e9)))
 
@@ -90,7 +119,7 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	s = res.Tables[0].Rows.([]training.SummaryRow)[0]
 	tokens := 15360.0 * 4096
 	gpuHours := s.StepTimeS * 2048 / 3600 * 1e12 / tokens
-	note = fmt.Sprintf("step %.1f s (critical rank, stage 0 with the 3 dense layers: compute %.1f s + exposed comm %.1f s + waiting %.1f s); EP overlap as DualPipe's, 1F1B bubble, MTP on the last stage; memory %.0f GB (fp8 activation caching not modelled)",
+	note := fmt.Sprintf("step %.1f s (critical rank, stage 0 with the 3 dense layers: compute %.1f s + exposed comm %.1f s + waiting %.1f s); EP overlap as DualPipe's, 1F1B bubble, MTP on the last stage; memory %.0f GB (fp8 activation caching not modelled)",
 		s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS, s.MemoryPeakBytes/1e9)
 	rows = append(rows, row("DeepSeek-V3, 2,048 H800, PP16 EP64", "gpu_hours_per_trillion_tokens", 180e3, gpuHours, deepseekSrc, note))
 	return rows, nil

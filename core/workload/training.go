@@ -39,7 +39,11 @@ type TrainingPlan struct {
 	// Params per GPU of each stage (this TP rank's share).
 	StageParams []int64
 	// ModelFLOPs is the matmul FLOPs of one step over all GPUs (the
-	// Megatron formula's count); HardwareFLOPs adds recomputation.
+	// Megatron formula's count), independent of the routing (matmulFLOPs).
+	// HardwareFLOPs is the matmul FLOPs the simulated programs run,
+	// recomputation included; under imbalanced routing each unit runs its
+	// most loaded EP rank's expert tokens (unitLoad), and capacity drops and
+	// padding change it.
 	ModelFLOPs, HardwareFLOPs float64
 	// Tokens per step.
 	Tokens float64
@@ -131,15 +135,37 @@ func BuildTraining(t Training) (*TrainingPlan, error) {
 			stageParams = params
 			n := float64(T*D) / float64(tp.ProgramsPerStage)
 			for _, task := range prog.Tasks {
-				tp.ModelFLOPs += n * task.MatmulFLOPs
 				tp.HardwareFLOPs += n * (task.MatmulFLOPs + task.RecomputeFLOPs)
 			}
 		}
 		tp.Memory = append(tp.Memory, stageMem)
 		tp.StageParams = append(tp.StageParams, stageParams)
 	}
+	tp.ModelFLOPs = float64(T*D*m) * matmulFLOPs(plain)
 	t.layout(tp.Plan, tp.ProgramsPerStage)
 	return tp, nil
+}
+
+// matmulFLOPs is the matmul FLOPs (GEMMs and attention, forward and
+// backward, no recomputation) of one micro-batch through every block of g,
+// on one rank. Built with the balanced expert share, it is the model FLOPs'
+// count, which does not depend on the routing: the matmuls of the active
+// parameters and the attention of every token, whichever experts and ranks
+// the tokens reach, and whether or not capacity drops or pads them (as
+// Megatron-LM's num_floating_point_operations counts them from the
+// config's top-k alone).
+func matmulFLOPs(g model.Graph) float64 {
+	var f float64
+	for _, bi := range g.Order {
+		for _, list := range [][]model.Op{g.Blocks[bi].Forward, g.Blocks[bi].Backward} {
+			for _, o := range list {
+				if o.IsMatmul() && o.Pass != model.Recomputed {
+					f += o.FLOPs
+				}
+			}
+		}
+	}
+	return f
 }
 
 // layout creates the units and groups: unit dp + D·pp is the TP group of

@@ -408,3 +408,41 @@ func TestExpertGradientBuckets(t *testing.T) {
 		}
 	}
 }
+
+// Model FLOPs do not depend on the routing: a skewed draw, with expert TP
+// 1 under TP 2 (each unit then runs at its most loaded TP rank's expert
+// tokens) or expert TP = TP, and capacity drops, all count the balanced
+// step's matmuls, which are the active parameters' and the attention's.
+func TestModelFLOPsIndependentOfRouting(t *testing.T) {
+	c, ok := model.FromPreset("mixtral-8x7b", model.Config{Layers: 2})
+	require.True(t, ok)
+	for _, etp := range []int{1, 2} {
+		par := Parallel{TP: 2, PP: 1, DP: 4, EP: 4, ExpertTP: etp, SequenceParallel: true, MicroBatch: 1, GlobalBatch: 8}
+		tr := layout(c, par)
+		tr.SeqLen, tr.DType, tr.UnfusedAttention = 1024, hw.BF16, false
+		balanced, err := BuildTraining(tr)
+		require.NoError(t, err)
+		require.Positive(t, balanced.ModelFLOPs)
+		for _, r := range []Routing{
+			{Distribution: RouteZipf, Skew: 0.6, Seed: 3},
+			{Distribution: RouteUniform, Seed: 3, CapacityFactor: 1},
+		} {
+			tr.Routing = r
+			p, err := BuildTraining(tr)
+			require.NoError(t, err)
+			require.False(t, p.Routing.Balanced(), "%+v", r)
+			require.InEpsilon(t, balanced.ModelFLOPs, p.ModelFLOPs, 1e-12, "expert TP %d, %+v", etp, r)
+			if r.CapacityFactor > 0 {
+				continue
+			}
+			if etp == 1 {
+				// Each unit runs its most loaded TP rank's expert tokens:
+				// the programs run more than the model's FLOPs.
+				require.Greater(t, p.HardwareFLOPs, p.ModelFLOPs)
+			} else {
+				// One program per EP rank: every routed slot runs once.
+				require.InEpsilon(t, p.ModelFLOPs, p.HardwareFLOPs, 1e-12)
+			}
+		}
+	}
+}

@@ -30,8 +30,10 @@ type SummaryRow struct {
 	StepTimeS float64 `arrow:"step_time_s"`
 	// TokensPerS is global batch × sequence length / step time.
 	TokensPerS float64 `arrow:"tokens_per_s"`
-	// MFU: model FLOPs (matmuls, the Megatron formula's count) per second
-	// over the GPUs' dense peak; HFU adds recomputed FLOPs.
+	// MFU: model FLOPs (matmuls, the Megatron formula's count, independent
+	// of the routing) per second over the GPUs' dense peak; HFU counts the
+	// matmuls the simulated ranks run: recomputation, and under imbalanced
+	// routing the expert tokens each rank's program processes.
 	MFU float64 `arrow:"mfu"`
 	HFU float64 `arrow:"hfu"`
 	// ComputeS: the critical rank's GPU busy time; ExposedCommS: time it
