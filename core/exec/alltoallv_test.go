@@ -1,0 +1,63 @@
+package exec
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/net"
+	"github.com/eidolon-sim/eidolon/core/topo"
+	"github.com/eidolon-sim/eidolon/core/workload"
+)
+
+// An expert-parallel all-to-all-v of b bytes per pair over the 8 GPUs of a
+// DGX A100, run with the options every scenario runs with
+// (Machine.Options), pays what a send/recv pays, by the same code
+// (engine.launch charges CollectiveLaunchS to every collective NCCL's
+// tuner does not price): the host's issue of the NCCL call, NCCL's base
+// latency, then its pairs at once as flows (NCCL's grouped
+// ncclSend/ncclRecv run in one kernel, the 7 peers of 8 ranks in one
+// batch of NCCL_MAX_DEV_WORK_P2P_PER_BATCH = 8 rounds per channel,
+// src/enqueue.cc addP2pToPlan / ncclAddWorkBatchToPlan). Every GPU's
+// NVLink port carries its 7 pairs at the links' protocol efficiency:
+// T = HostCollectiveS + NCCLBaseLatencyS + 7·b / (eff·B) + path latency.
+// Dropping the base latency takes 6.6 µs off the 46.7 µs and fails it.
+func TestAllToAllVPaysNCCLLatencyClosedForm(t *testing.T) {
+	const n, b = 8, 1 << 20
+	tp, err := topo.Preset("dgx-a100", 1)
+	require.NoError(t, err)
+	g, ok := hw.GPUByName("a100-80gb-sxm")
+	require.True(t, ok)
+	m, err := NewMachine(tp, g, net.FaultPlan{}, 1)
+	require.NoError(t, err)
+
+	pairs := make([]float64, n*n)
+	for i := range pairs {
+		pairs[i] = b
+	}
+	plan := onePlan(0, 0)
+	plan.Programs[0].Tasks = []workload.Task{{Name: "dispatch", Kind: workload.Collective, Stream: workload.StreamEP,
+		Coll: workload.AllToAllV, Bytes: n * n * b, Slot: workload.SlotEP, Pairs: pairs}}
+	plan.Units[0].Groups[workload.SlotTP] = -1
+	plan.Units[0].Groups[workload.SlotEP] = 0
+
+	path, err := tp.Route(tp.RankDevice(0), tp.RankDevice(1))
+	require.NoError(t, err)
+	var pathLat float64
+	bw := tp.Links[path[0]].BandwidthBytesPerS
+	for _, l := range path {
+		pathLat += tp.Links[l].LatencyS
+		bw = min(bw, tp.Links[l].BandwidthBytesPerS)
+	}
+	link, ok := hw.LinkByName("nvlink3")
+	require.True(t, ok)
+	want := HostCollectiveS + NCCLBaseLatencyS + (n-1)*b/(link.CollectiveEfficiency*bw) + pathLat
+
+	res, err := Run(context.Background(), plan, m.Options(false))
+	require.NoError(t, err)
+	require.InEpsilon(t, want, res.End.Seconds(), 1e-6)
+	require.InEpsilon(t, HostCollectiveS, res.Units[0].Start[0].Seconds(), 1e-6, "the host issues the call")
+	require.InEpsilon(t, want-HostCollectiveS, (res.Units[0].End[0] - res.Units[0].Start[0]).Seconds(), 1e-6)
+}
