@@ -1,11 +1,16 @@
 package spec
 
-import "github.com/eidolon-sim/eidolon/core/hw"
+import (
+	"slices"
+
+	"github.com/eidolon-sim/eidolon/core/hw"
+)
 
 // ParallelSearch is the "parallel_search" kind: enumerate the parallel
-// layouts (tp, pp, dp, micro-batch, recompute, zero) of a model on a
-// cluster for a global batch, check which are valid and fit in memory,
-// simulate the promising ones and rank them by step time. Table: configs.
+// layouts (tp, pp, dp, ep, expert tp, micro-batch, recompute, zero) of a
+// model on a cluster for a global batch, check which are valid and fit in
+// memory, simulate the promising ones and rank them by step time. Table:
+// configs.
 type ParallelSearch struct {
 	Header
 	// Target: the model, the GPU preset and the cluster (see Target).
@@ -25,9 +30,16 @@ type ParallelSearch struct {
 	Recompute  []string `json:"recompute,omitempty"`
 	ZeRO       []int    `json:"zero,omitempty"`
 	// EP: expert-parallel degrees of a mixture-of-experts model (default
-	// every power of two up to the experts; [1] for dense models). Expert
-	// tensor parallelism is each layout's tp. Routing is balanced.
+	// every power of two up to the experts; [1] for dense models). Routing
+	// is balanced.
 	EP []int `json:"ep,omitempty"`
+	// ExpertTP: expert tensor-parallel degrees (Parallel.ExpertTP), 0
+	// standing for each layout's tp as in a training spec; every layout
+	// takes each value, a value equal to another at its tp once. Default
+	// [0, 1] for a mixture-of-experts model (expert TP = tp, then 1: what
+	// Megatron-Core allows), [0] for a dense one. Values other than 0 and
+	// 1 must be one of the tp searched.
+	ExpertTP []int `json:"expert_tp,omitempty"`
 	// Schedule of every candidate (default "1f1b"). Sequence parallelism is
 	// on whenever tp > 1 unless NoSequenceParallel.
 	Schedule           string `json:"schedule,omitempty"`
@@ -83,6 +95,13 @@ func (s *ParallelSearch) Validate(p *Problems) {
 	}{{"tp", s.TP}, {"pp", s.PP}, {"micro_batch", s.MicroBatch}, {"ep", s.EP}} {
 		for i, v := range f.list {
 			p.IntInRange(Index(f.name, i), v, 1, 1<<20)
+		}
+	}
+	for i, v := range s.ExpertTP {
+		if v < 0 || v > 1<<16 {
+			p.IntInRange(Index("expert_tp", i), v, 0, 1<<16)
+		} else if v > 1 && !slices.Contains(s.TP, v) {
+			p.Addf(Index("expert_tp", i), "must be 0 (each layout's tp), 1 or one of the tp searched %v, got %d", s.TP, v)
 		}
 	}
 	for i, v := range s.ZeRO {

@@ -160,6 +160,10 @@ func (t Training) Check() []problem.Problem {
 		bad("expert_tp", "must be 1 or tp (%d), got %d", p.TP, p.ExpertTP)
 		return ps
 	}
+	if etp != p.TP && !t.Model.IsMoE() {
+		bad("expert_tp", "expert tensor parallelism needs a mixture-of-experts model: must be tp (%d), got %d", p.TP, etp)
+		return ps
+	}
 	if f := p.TP / etp; p.EP < 0 || ep%f != 0 {
 		bad("ep", "must be a multiple of tp/expert_tp = %d (each TP rank holds its own experts), got %d", f, p.EP)
 		return ps

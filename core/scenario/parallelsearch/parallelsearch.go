@@ -4,17 +4,18 @@
 // training scenario's executor, and rank them by step time.
 //
 // Two exact shortcuts keep it fast. A layout that fits with less
-// recomputation (same tp, pp, micro-batch, ZeRO stage) dominates the same
-// layout with more: recomputation only adds work. And with Keep = k, the
-// layouts are simulated in order of a lower bound on the step
-// (workload.Sizing.Bound: each stage's kernels and tensor-parallel
+// recomputation (same tp, pp, ep, expert tp, micro-batch, ZeRO stage)
+// dominates the same layout with more: recomputation only adds work. And
+// with Keep = k, the layouts are simulated in order of a lower bound on the
+// step (workload.Sizing.Bound: each stage's kernels and tensor-parallel
 // collectives back to back with the pipeline's fill and drain, or its
 // serial data-parallel stream; each collective at least what the executor
 // gives it alone, ring.timeS: NCCL's latency beyond the hops' and the
 // bytes over the protocol efficiency at the slowest hop); once k layouts
 // have been simulated, one whose lower bound exceeds the k-th best step
-// time cannot enter the top k and is reported as bounded. ZeRO-2 runs the same
-// task graph as ZeRO-1 (only memory differs), so it takes ZeRO-1's time.
+// time cannot enter the top k and is reported as bounded. ZeRO-2 runs the
+// same task graph as ZeRO-1 (only memory differs), so it takes ZeRO-1's
+// time.
 // Layouts are simulated on every core, ahead of these in-order decisions
 // (see simulateAll); the table does not depend on the number of cores.
 package parallelsearch
@@ -24,6 +25,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 
@@ -41,7 +43,7 @@ import (
 // Kind registers the scenario.
 func Kind() scenario.Kind {
 	return scenario.Checked(scenario.Define("parallel_search",
-		"enumerate (tp, pp, dp, micro-batch, recompute, zero) for a model, cluster and batch; rank by simulated step time, with why the others do not fit",
+		"enumerate (tp, pp, dp, ep, expert_tp, micro-batch, recompute, zero) for a model, cluster and batch; rank by simulated step time, with why the others do not fit",
 		run), func(s *spec.ParallelSearch) error {
 		_, err := compile.Machine("", s.Cluster, s.GPU, spec.Faults{}, s.Seed) // the cluster and GPU compiled
 		return err
@@ -66,7 +68,10 @@ type ConfigRow struct {
 	DP         int  `arrow:"dp"`
 	MicroBatch int  `arrow:"micro_batch"`
 	// EP is the expert-parallel degree (1 for dense models).
-	EP               int    `arrow:"ep"`
+	EP int `arrow:"ep"`
+	// ExpertTP is the expert tensor-parallel degree: tp or 1 (tp for dense
+	// models, which have no experts to split otherwise).
+	ExpertTP         int    `arrow:"expert_tp"`
 	Recompute        string `arrow:"recompute"`
 	ZeRO             int    `arrow:"zero"`
 	SequenceParallel bool   `arrow:"sequence_parallel"`
@@ -287,86 +292,118 @@ func enumerate(env scenario.Env, s *spec.ParallelSearch, m *exec.Machine) ([]Con
 			eps = append(eps, e)
 		}
 	}
-	var rows []ConfigRow
-	var cands []*candidate
-	rs := &rings{t: m.Fabric.Topology()}
-	// fitsAt records, per (tp, pp, mb, zero), the least recomputation that fits.
-	fitsAt := map[[5]int]string{}
+	// Every (tp, pp, ep, expert tp, micro-batch, zero), in this nesting
+	// order; each is tried with recomputation from least to most work.
+	type shape struct{ tp, pp, ep, etp, mb, zero int }
+	var shapes []shape
 	for _, tp := range s.TP {
+		etps := expertTPs(s.ExpertTP, tp, cfg.IsMoE())
 		for _, pp := range pps {
 			for _, ep := range eps {
-				for _, mb := range s.MicroBatch {
-					for _, zero := range s.ZeRO {
-						for _, rc := range recomputes {
-							if err := env.Canceled(); err != nil {
-								return nil, nil, err
-							}
-							row := ConfigRow{TP: tp, PP: pp, EP: ep, MicroBatch: mb, Recompute: rc, ZeRO: zero,
-								SequenceParallel: tp > 1 && !s.NoSequenceParallel}
-							if gpus%(tp*pp) != 0 {
-								row.Status, row.Reason = Invalid, fmt.Sprintf("tp·pp = %d does not divide the %d GPUs", tp*pp, gpus)
-								rows = append(rows, row)
-								continue
-							}
-							row.DP = gpus / (tp * pp)
-							if zero > 0 && row.DP == 1 {
-								row.Status, row.Reason = Invalid, "ZeRO shards over data-parallel ranks; dp is 1"
-								rows = append(rows, row)
-								continue
-							}
-							key := [5]int{tp, pp, mb, zero, ep}
-							if less, ok := fitsAt[key]; ok {
-								row.Status, row.Reason = Dominated, fmt.Sprintf("recompute %q fits with the same layout and does less work", less)
-								rows = append(rows, row)
-								continue
-							}
-							tr := workload.Training{Model: cfg, SeqLen: s.SeqLen, DType: hw.DType(s.DType), GradDType: hw.DType(s.GradDType),
-								UnfusedAttention: s.UnfusedAttention,
-								Par: workload.Parallel{TP: tp, PP: pp, DP: row.DP, MicroBatch: mb, GlobalBatch: s.GlobalBatch,
-									Schedule: workload.Schedule(s.Schedule), VirtualStages: 1, SequenceParallel: row.SequenceParallel,
-									Recompute: model.Recompute(rc), ZeRO: zero, EP: ep,
-									OverlapTPComm: true}} // as Megatron-LM runs (spec.Parallel.OverlapTPComm)
-							if ps := tr.Check(); len(ps) > 0 {
-								row.Status, row.Reason = Invalid, ps[0].Path+": "+ps[0].Message
-								rows = append(rows, row)
-								continue
-							}
-							sz, err := tr.Size(cost)
-							if err != nil {
-								return nil, nil, err
-							}
-							peak, stage := 0.0, 0
-							for i, mem := range sz.Memory {
-								if mem.Total() > peak {
-									peak, stage = mem.Total(), i
-								}
-							}
-							fits := peak <= hbm
-							row.MemoryPeakBytes, row.Fits = &peak, &fits
-							if !fits {
-								mem := sz.Memory[stage]
-								row.Status, row.Reason = DoesNotFit, fmt.Sprintf(
-									"stage %d needs %.1f GiB > %.1f GiB (weights %.1f, gradients %.1f, optimizer %.1f, activations %.1f, workspace %.1f)",
-									stage, peak/gib, hbm/gib, mem.Weights/gib, mem.Gradients/gib, mem.Optimizer/gib, mem.Activations/gib, mem.Workspace/gib)
-								rows = append(rows, row)
-								continue
-							}
-							fitsAt[key] = rc
-							lb, err := bound(tr, sz, rs)
-							if err != nil {
-								return nil, nil, err
-							}
-							c := &candidate{row: row, tr: tr, lb: lb}
-							c.row.BoundS = &lb
-							cands = append(cands, c)
+				for _, etp := range etps {
+					for _, mb := range s.MicroBatch {
+						for _, zero := range s.ZeRO {
+							shapes = append(shapes, shape{tp, pp, ep, etp, mb, zero})
 						}
 					}
 				}
 			}
 		}
 	}
+	var rows []ConfigRow
+	var cands []*candidate
+	rs := &rings{t: m.Fabric.Topology()}
+	for _, d := range shapes {
+		tp, pp, zero := d.tp, d.pp, d.zero
+		fits := "" // the least recomputation that fits: it dominates the others
+		for _, rc := range recomputes {
+			if err := env.Canceled(); err != nil {
+				return nil, nil, err
+			}
+			row := ConfigRow{TP: tp, PP: pp, EP: d.ep, ExpertTP: d.etp, MicroBatch: d.mb, Recompute: rc, ZeRO: zero,
+				SequenceParallel: tp > 1 && !s.NoSequenceParallel}
+			if gpus%(tp*pp) != 0 {
+				row.Status, row.Reason = Invalid, fmt.Sprintf("tp·pp = %d does not divide the %d GPUs", tp*pp, gpus)
+				rows = append(rows, row)
+				continue
+			}
+			row.DP = gpus / (tp * pp)
+			if zero > 0 && row.DP == 1 {
+				row.Status, row.Reason = Invalid, "ZeRO shards over data-parallel ranks; dp is 1"
+				rows = append(rows, row)
+				continue
+			}
+			if fits != "" {
+				row.Status, row.Reason = Dominated, fmt.Sprintf("recompute %q fits with the same layout and does less work", fits)
+				rows = append(rows, row)
+				continue
+			}
+			tr := workload.Training{Model: cfg, SeqLen: s.SeqLen, DType: hw.DType(s.DType), GradDType: hw.DType(s.GradDType),
+				UnfusedAttention: s.UnfusedAttention,
+				Par: workload.Parallel{TP: tp, PP: pp, DP: row.DP, MicroBatch: d.mb, GlobalBatch: s.GlobalBatch,
+					Schedule: workload.Schedule(s.Schedule), VirtualStages: 1, SequenceParallel: row.SequenceParallel,
+					Recompute: model.Recompute(rc), ZeRO: zero, EP: d.ep, ExpertTP: d.etp,
+					OverlapTPComm: true}} // as Megatron-LM runs (spec.Parallel.OverlapTPComm)
+			if ps := tr.Check(); len(ps) > 0 {
+				row.Status, row.Reason = Invalid, ps[0].Path+": "+ps[0].Message
+				rows = append(rows, row)
+				continue
+			}
+			sz, err := tr.Size(cost)
+			if err != nil {
+				return nil, nil, err
+			}
+			peak, stage := 0.0, 0
+			for i, mem := range sz.Memory {
+				if mem.Total() > peak {
+					peak, stage = mem.Total(), i
+				}
+			}
+			fit := peak <= hbm
+			row.MemoryPeakBytes, row.Fits = &peak, &fit
+			if !fit {
+				mem := sz.Memory[stage]
+				row.Status, row.Reason = DoesNotFit, fmt.Sprintf(
+					"stage %d needs %.1f GiB > %.1f GiB (weights %.1f, gradients %.1f, optimizer %.1f, activations %.1f, workspace %.1f)",
+					stage, peak/gib, hbm/gib, mem.Weights/gib, mem.Gradients/gib, mem.Optimizer/gib, mem.Activations/gib, mem.Workspace/gib)
+				rows = append(rows, row)
+				continue
+			}
+			fits = rc
+			lb, err := bound(tr, sz, rs)
+			if err != nil {
+				return nil, nil, err
+			}
+			c := &candidate{row: row, tr: tr, lb: lb}
+			c.row.BoundS = &lb
+			cands = append(cands, c)
+		}
+	}
 
 	return rows, cands, nil
+}
+
+// expertTPs lists the expert tensor-parallel degrees of the layouts with
+// tensor-parallel degree tp: the spec's list (0 standing for tp), or tp and
+// then 1 for a mixture-of-experts model (Megatron-Core allows no other;
+// the training check judges each), each value once.
+func expertTPs(list []int, tp int, moe bool) []int {
+	if len(list) == 0 {
+		list = []int{0}
+		if moe {
+			list = append(list, 1)
+		}
+	}
+	var etps []int
+	for _, v := range list {
+		if v == 0 {
+			v = tp
+		}
+		if !slices.Contains(etps, v) {
+			etps = append(etps, v)
+		}
+	}
+	return etps
 }
 
 // rank sorts the rows (simulated fastest first, then bounded by their bound,
@@ -408,7 +445,7 @@ func graphKey(r ConfigRow) string {
 	if z == 2 {
 		z = 1
 	}
-	return fmt.Sprintf("%d/%d/%d/%s/%d/%d", r.TP, r.PP, r.MicroBatch, r.Recompute, z, r.EP)
+	return fmt.Sprintf("%d/%d/%d/%s/%d/%d/%d", r.TP, r.PP, r.MicroBatch, r.Recompute, z, r.EP, r.ExpertTP)
 }
 
 // outcome is one candidate's simulation, run ahead of the decision.

@@ -2,6 +2,7 @@ package parallelsearch_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"testing"
 
@@ -27,6 +28,7 @@ func TestSearchRanksAndExplains(t *testing.T) {
 	prev := 0.0
 	for i, r := range rows {
 		status[r.Status]++
+		require.Equal(t, r.TP, r.ExpertTP, "a dense model's expert TP is its tp")
 		if r.Status == parallelsearch.Simulated {
 			require.NotNil(t, r.Rank)
 			require.Equal(t, i+1, *r.Rank)
@@ -108,4 +110,29 @@ func TestWorkerPanicIsReported(t *testing.T) {
 	require.ErrorAs(t, err, &pe)
 	assert.Contains(t, pe.Error(), "assignment to entry in nil map")
 	assert.Contains(t, pe.Stack, "parallelsearch.simulateGuarded")
+}
+
+// A dense model has no expert TP to search: asked for expert TP 1 too, the
+// search adds only invalid layouts (tp > 1) with the training check's
+// reason, and the other rows are the default's.
+func TestDenseExpertTPIsTP(t *testing.T) {
+	base := `{"kind":"parallel_search","model":{"preset":"gpt-22b","layers":4},"gpu":"a100-80gb-sxm",
+		"cluster":{"preset":"dgx-a100","nodes":1},"global_batch":8,"seq_len":512,"tp":[1,2,4],"pp":[1,2],
+		"micro_batch":[1],"keep":3`
+	def := search(t, base+`}`)
+	both := search(t, base+`,"expert_tp":[0,1]}`)
+	var same []parallelsearch.ConfigRow
+	for _, r := range both {
+		if r.ExpertTP == r.TP {
+			same = append(same, r)
+			continue
+		}
+		require.Equal(t, 1, r.ExpertTP)
+		require.Equal(t, parallelsearch.Invalid, r.Status)
+		if r.Reason != "ZeRO shards over data-parallel ranks; dp is 1" {
+			require.Equal(t, fmt.Sprintf("expert_tp: expert tensor parallelism needs a mixture-of-experts model: must be tp (%d), got 1", r.TP), r.Reason)
+		}
+	}
+	require.Equal(t, def, same)
+	require.Equal(t, len(def)+2*2*4*3, len(both), "tp 2 and 4 × pp 1 and 2 × 4 zero × 3 recompute at expert TP 1")
 }

@@ -137,6 +137,7 @@ func TestSpecErrorsNameFields(t *testing.T) {
 		small(1, `"tp":8,"global_batch":3,"dp":2`, ""):                                 "parallel.dp",
 		small(1, `"tp":8,"recompute":"selective","recompute_modules":["mlp_act"]`, ""): "parallel.recompute_modules",
 		small(1, `"tp":8,"recompute":"full","recompute_modules":["layernorm"]`, ""):    "parallel.recompute_modules",
+		small(1, `"tp":8,"sequence_parallel":true,"expert_tp":1`, ""):                  "parallel.expert_tp", // a dense model
 	} {
 		_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
 		var se *spec.Error
