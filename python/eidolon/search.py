@@ -23,12 +23,15 @@ def search_parallel(
     micro_batch: Optional[Sequence[int]] = None,
     recompute: Optional[Sequence[str]] = None,
     zero: Optional[Sequence[int]] = None,
+    ep: Optional[Sequence[int]] = None,
+    expert_tp: Optional[Sequence[int]] = None,
     keep: int = 10,
     progress: bool = True,
     **spec: Any,
 ) -> pa.Table:
-    """Rank the parallel layouts (tp, pp, dp, micro-batch, recompute, zero)
-    of ``model`` on ``cluster`` for a global batch of ``batch`` sequences.
+    """Rank the parallel layouts (tp, pp, dp, ep, expert_tp, micro-batch,
+    recompute, zero) of ``model`` on ``cluster`` for a global batch of
+    ``batch`` sequences.
 
     ``cluster`` is a cluster spec dict, or a preset name ("dgx-a100") scaled
     to ``nodes`` nodes. Every GPU is used: dp = GPUs / (tp·pp). Returns the
@@ -39,6 +42,12 @@ def search_parallel(
     simulates every layout that fits. Extra keyword arguments go into the
     spec (e.g. ``unfused_attention=True``).
 
+    For a mixture-of-experts model, ``ep`` lists the expert-parallel degrees
+    (default every power of two up to the experts) and ``expert_tp`` the
+    expert tensor-parallel degrees, 0 standing for each layout's tp
+    (default ``[0, 1]``: expert TP = tp, then 1). The ``expert_tp`` column
+    is tp for a dense model.
+
     >>> t = search_parallel({"preset": "gpt-22b", "layers": 4}, "dgx-a100", 8,
     ...                     seq_len=512, tp=[4, 8], micro_batch=[1], progress=False)
     >>> t.column("status")[0].as_py()
@@ -48,7 +57,8 @@ def search_parallel(
         cluster = {"preset": cluster, "nodes": nodes}
     doc: dict[str, Any] = {"kind": "parallel_search", "model": model, "gpu": gpu, "cluster": dict(cluster),
                            "global_batch": batch, "seq_len": seq_len, "dtype": dtype, "keep": keep}
-    for key, value in (("tp", tp), ("pp", pp), ("micro_batch", micro_batch), ("recompute", recompute), ("zero", zero)):
+    for key, value in (("tp", tp), ("pp", pp), ("micro_batch", micro_batch), ("recompute", recompute), ("zero", zero),
+                       ("ep", ep), ("expert_tp", expert_tp)):
         if value is not None:
             doc[key] = list(value)
     doc.update(spec)

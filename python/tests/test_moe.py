@@ -53,3 +53,27 @@ def test_ep_must_divide_experts():
         eidolon.run({"kind": "training", "model": {"preset": "mixtral-8x7b", "layers": 2}, "gpu": "h100-sxm",
                      "cluster": {"preset": "dgx-h100", "nodes": 2}, "parallel": {"dp": 16, "ep": 16}}, progress=False)
     assert "parallel.ep" in str(e.value)
+
+
+def search_mixtral(**extra):
+    return eidolon.search_parallel({"preset": "mixtral-8x7b", "layers": 2}, "dgx-h100", 8, gpu="h100-sxm",
+                                   seq_len=1024, tp=[1, 2], pp=[1], micro_batch=[1], zero=[1], recompute=["full"],
+                                   keep=0, progress=False, **extra).to_pandas()
+
+
+def test_search_enumerates_expert_tp():
+    t = search_mixtral()
+    assert t["expert_tp"].dtype == "int64"
+    sim = t[t.status == "simulated"].set_index(["tp", "ep", "expert_tp"])
+    # at tp 2 both expert TPs run, with different step times; at tp 1 only expert TP 1
+    for ep in (2, 4):
+        assert sim.loc[(2, ep, 1), "step_time_s"] != sim.loc[(2, ep, 2), "step_time_s"]
+    assert set(t[t.tp == 1]["expert_tp"]) == {1}
+    only = search_mixtral(ep=[4], expert_tp=[1])
+    assert set(zip(only.tp, only.ep, only.expert_tp)) == {(1, 4, 1), (2, 4, 1)}
+
+
+def test_search_bad_expert_tp():
+    with pytest.raises(eidolon.SpecError) as e:
+        search_mixtral(expert_tp=[1, 4])
+    assert [p.path for p in e.value.problems] == ["expert_tp[1]"]

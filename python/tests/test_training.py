@@ -77,6 +77,7 @@ def test_search_parallel_ranks():
     assert list(sim["rank"]) == list(range(1, len(sim) + 1))
     assert sim["step_time_s"].is_monotonic_increasing
     assert (t[t.status != "simulated"]["reason"].str.len() > 0).all()
+    assert (t["expert_tp"] == t["tp"]).all()  # a dense model's expert TP is its tp
 
 
 def test_perfetto_needs_a_timeline(tmp_path):
