@@ -22,8 +22,6 @@ type commInfo struct {
 	// eff is the protocol efficiency on the communicator's links (1 when
 	// Options.Protocol is off).
 	eff float64
-	// shapes are the collectives started on it, checked (shape).
-	shapes []commShape
 }
 
 // memoKey is a collective on an isolated communicator whose simulated

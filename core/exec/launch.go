@@ -167,7 +167,7 @@ func (e *engine) issue(g int, task *workload.Task, r *rendezvous) {
 		sh := shapes[i]
 		var err error
 		if sh == nil {
-			if sh, err = ci.shape(e.comms, col); err == nil {
+			if sh, err = e.comms.Shape(col); err == nil {
 				shapes[i] = sh
 			}
 		}
@@ -233,8 +233,10 @@ type shapeKey struct {
 	bytes uint64
 }
 
-// shapesOf holds the checked shapes (commInfo.shape) of a request on each
-// of driver group g's n copies, by copy, each filled at its first start.
+// shapesOf holds the checked shapes (net.Comms.Shape) of a request on each
+// of driver group g's n copies, by copy, each filled at its first start: a
+// step starts the same few requests again and again, and each mirror group
+// is a copy of one driver group only, so this is the one cache of them.
 func (e *engine) shapesOf(g int, op net.Op, alg net.Algorithm, bytes float64, n int) []*net.Shape {
 	k := shapeKey{g, op, alg, math.Float64bits(bytes)}
 	sh, ok := e.shapes[k]
@@ -288,29 +290,4 @@ func RingTimeBound(t *topo.Topology, kind model.Kind, bytes float64, ranks []int
 		steps *= 2
 	}
 	return steps * bytes / float64(n) / slowest, nil
-}
-
-// shape is the communicator's checked shape of col (net.Comms.Shape), kept
-// by operation, algorithm and size: a step starts the same few again and
-// again (the executor's requests differ in nothing else).
-func (ci *commInfo) shape(c *net.Comms, col net.Collective) (*net.Shape, error) {
-	bits := math.Float64bits(col.Bytes)
-	for _, s := range ci.shapes {
-		if s.op == col.Op && s.alg == col.Algorithm && s.bytes == bits {
-			return s.sh, nil
-		}
-	}
-	sh, err := c.Shape(col)
-	if err != nil {
-		return nil, err
-	}
-	ci.shapes = append(ci.shapes, commShape{col.Op, col.Algorithm, bits, sh})
-	return sh, nil
-}
-
-type commShape struct {
-	op    net.Op
-	alg   net.Algorithm
-	bytes uint64
-	sh    *net.Shape
 }
