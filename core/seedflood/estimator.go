@@ -97,8 +97,8 @@ func newZO(m *Model, cfg ZOConfig, batch int, cnt *Counters) *zo {
 	z := &zo{m: m, cfg: cfg, ws: m.newWorkspace(batch), cnt: cnt}
 	if cfg.Rank > 0 {
 		z.bases = &basisCache{m: m, seed: cfg.Seed, rank: cfg.Rank, byEp: map[int]*basis{}}
-		for _, s := range m.Layers {
-			r := layerRank(s, cfg.Rank)
+		for l := range m.Layers {
+			r := m.layerRank(l, cfg.Rank)
 			z.coef = append(z.coef, make([]float32, r*r))
 		}
 		z.plus = make([][]term, len(m.Layers))
@@ -256,8 +256,8 @@ func (z *zo) settle(c *zoClient, upTo int, chargeBasis bool) {
 			if chargeBasis {
 				z.cnt.ApplyMadds += z.bases.ops
 			}
-			for _, s := range z.m.Layers {
-				r := layerRank(s, z.cfg.Rank)
+			for l, s := range z.m.Layers {
+				r := z.m.layerRank(l, z.cfg.Rank)
 				z.cnt.ApplyMadds += int64(s.Rows()) * int64(r) * int64(r+s.Out)
 				z.cnt.Projections++
 			}

@@ -266,7 +266,7 @@ func (g *gossip) step(t int) (int64, error) {
 			g.cnt.ApplyMadds += int64(len(g.grad))
 		}
 		g.x, g.next = g.next, g.x
-		return GossipStepBytes(cfg.Graph, ModelMessageBytes(len(g.grad))), nil
+		return GossipStepBytes(cfg.Graph, ModelMessageBytes(cfg.Model.NominalParams())), nil
 	case MethodDZSGD:
 		// As DSGD with the gradient replaced by the average of q two-point estimates.
 		q := cfg.Perturbations
@@ -295,7 +295,7 @@ func (g *gossip) step(t int) (int64, error) {
 			g.zo.bases.evictBefore(g.zo.epoch(t))
 		}
 		g.x, g.next = g.next, g.x
-		return GossipStepBytes(cfg.Graph, ModelMessageBytes(len(g.grad))), nil
+		return GossipStepBytes(cfg.Graph, ModelMessageBytes(cfg.Model.NominalParams())), nil
 	default:
 		// ChocoSGD (Koloskova, Stich, Jaggi 2019, Alg. 1):
 		//   x_i^{½} = x_i − lr·∇f_i(x_i)

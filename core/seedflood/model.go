@@ -14,6 +14,13 @@ import (
 type Model struct {
 	Layers []Shape
 	offset []int
+	// nominalIn is the first layer's input width in the model being
+	// simulated when it is wider than Layers[0].In (0: the same). With data
+	// that lie exactly in the span of the first Layers[0].In input axes
+	// (dataset.exact_subspace), the weights of the other inputs never meet
+	// the data, and the simulation keeps only the rows that do (see
+	// WithNominalInput).
+	nominalIn int
 }
 
 // Shape is one layer's input and output width.
@@ -43,19 +50,64 @@ func NewModel(features, classes int, hidden []int) (*Model, error) {
 	return m, nil
 }
 
-// NumParams is the length of the parameter vector.
+// NumParams is the length of the parameter vector the simulation keeps.
 func (m *Model) NumParams() int { return m.offset[len(m.offset)-1] }
+
+// WithNominalInput makes the first layer stand for one of d inputs, of which
+// the data occupy the first Layers[0].In (the rest are zero in every row).
+// Every method here is then simulated exactly on the kept rows:
+//   - a forward pass, a gradient or an average never reads or changes a
+//     weight row whose input is zero (first-order and gossip updates of
+//     those rows are zero, and no loss depends on them);
+//   - a zeroth-order estimate depends only on the perturbation of the rows
+//     the data meet, so a dense Gaussian z needs only those rows' entries
+//     (each an independent N(0, 1), as in the d-input model);
+//   - SubCGE's basis U of the first layer is built over all d + 1 rows
+//     (draws, Gram–Schmidt and scale exactly as in the d-input model) and
+//     its kept rows extracted, so estimates and updates are the d-input
+//     model's, bit for bit (TestNominalInputMatchesPaddedModel);
+//   - He initialization draws the kept rows with the fan-in d.
+//
+// Data in a k-dimensional subspace of d inputs are this case up to a
+// rotation of the inputs, under which Gaussian perturbations and bases,
+// gradients and averages are equivariant; Rademacher perturbations and
+// ChocoSGD's coordinate-wise compression are not, and are refused.
+// The weights of the other rows matter only for traffic: NominalParams.
+func (m *Model) WithNominalInput(d int) error {
+	if d < m.Layers[0].In {
+		return fmt.Errorf("model: nominal input width %d is below the simulated %d", d, m.Layers[0].In)
+	}
+	m.nominalIn = d
+	return nil
+}
+
+// Reduced reports whether the first layer stands for more inputs than it keeps.
+func (m *Model) Reduced() bool { return m.nominalIn > m.Layers[0].In }
+
+// nominalRows is layer l's height (inputs + bias) in the model simulated.
+func (m *Model) nominalRows(l int) int {
+	if l == 0 && m.Reduced() {
+		return m.nominalIn + 1
+	}
+	return m.Layers[l].Rows()
+}
+
+// NominalParams is the parameter count of the model simulated: what every
+// copy of it holds and what gossip sends.
+func (m *Model) NominalParams() int {
+	return m.NumParams() + (m.nominalRows(0)-m.Layers[0].Rows())*m.Layers[0].Out
+}
 
 // Matrix is layer l's slice of a parameter vector.
 func (m *Model) Matrix(theta []float32, l int) []float32 { return theta[m.offset[l]:m.offset[l+1]] }
 
 // Init draws weights N(0, 2/In) (He initialization, suited to ReLU) and
-// zero biases.
+// zero biases; In is the nominal fan-in of the first layer.
 func (m *Model) Init(r *rand.Rand) []float32 {
 	theta := make([]float32, m.NumParams())
 	for l, s := range m.Layers {
 		w := m.Matrix(theta, l)
-		scale := math.Sqrt(2 / float64(s.In))
+		scale := math.Sqrt(2 / float64(m.nominalRows(l)-1))
 		for i := 0; i < s.In*s.Out; i++ {
 			w[i] = float32(r.NormFloat64() * scale)
 		}

@@ -116,6 +116,11 @@ func Run(cfg *Config, method string) (*Outcome, error) {
 	if len(cfg.Shards) != cfg.Graph.NumNodes() {
 		return nil, fmt.Errorf("%d shards for %d clients", len(cfg.Shards), cfg.Graph.NumNodes())
 	}
+	zeroth := method == MethodSeedFlood || method == MethodDZSGD || method == MethodMeZO
+	if cfg.Model.Reduced() && (method == MethodChoco || zeroth && cfg.ZO.Rademacher) {
+		return nil, fmt.Errorf("%s with Rademacher perturbations or ChocoSGD's compression needs every input's weights: "+
+			"neither is rotation-equivariant, so a model of data in a subspace cannot keep only the rows the data meet", method)
+	}
 	out := &Outcome{Method: method}
 	var tr trainer
 	switch method {

@@ -22,9 +22,9 @@ type basis struct {
 	R      []int
 }
 
-// layerRank is the subspace rank of a layer: the requested rank, capped by
-// the matrix's smaller side.
-func layerRank(s Shape, rank int) int { return min(rank, s.Rows(), s.Out) }
+// layerRank is the subspace rank of layer l: the requested rank, capped by
+// the smaller side of the matrix simulated (nominal rows).
+func (m *Model) layerRank(l, rank int) int { return min(rank, m.nominalRows(l), m.Layers[l].Out) }
 
 // newBasis draws Gaussian matrices from (seed, epoch, layer) and
 // orthogonalizes their columns (modified Gram–Schmidt in float64), scaled to
@@ -36,13 +36,29 @@ func newBasis(m *Model, seed uint64, epoch, rank int) (*basis, int64) {
 	b := &basis{}
 	var ops int64
 	for l, s := range m.Layers {
-		r := layerRank(s, rank)
-		u, ou := orthogonal(rng.Mix(seed, tagBasis, uint64(epoch), uint64(l), 0), s.Rows(), r)
+		r := m.layerRank(l, rank)
+		u, ou := orthogonal(rng.Mix(seed, tagBasis, uint64(epoch), uint64(l), 0), m.nominalRows(l), r)
+		u = keptRows(u, m.nominalRows(l), s, r)
 		v, ov := orthogonal(rng.Mix(seed, tagBasis, uint64(epoch), uint64(l), 1), s.Out, r)
 		b.Ut, b.Vt, b.R = append(b.Ut, u), append(b.Vt, v), append(b.R, r)
 		ops += ou + ov
 	}
 	return b, ops
+}
+
+// keptRows extracts, from an r×rows basis of the nominal matrix, the rows the
+// simulation keeps (Model.WithNominalInput): the first s.In inputs and the
+// bias, which is the nominal matrix's last row.
+func keptRows(u []float32, rows int, s Shape, r int) []float32 {
+	if rows == s.Rows() {
+		return u
+	}
+	out := make([]float32, r*s.Rows())
+	for a := 0; a < r; a++ {
+		copy(out[a*s.Rows():a*s.Rows()+s.In], u[a*rows:a*rows+s.In])
+		out[a*s.Rows()+s.In] = u[a*rows+rows-1]
+	}
+	return out
 }
 
 // orthogonal returns r orthogonal vectors of length rows, each of norm
