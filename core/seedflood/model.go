@@ -21,6 +21,8 @@ type Model struct {
 	// the data, and the simulation keeps only the rows that do (see
 	// WithNominalInput).
 	nominalIn int
+	// kept memoizes the first layer's kept SubCGE bases (rowBasis).
+	kept map[keptKey][]float32
 }
 
 // Shape is one layer's input and output width.

@@ -37,14 +37,48 @@ func newBasis(m *Model, seed uint64, epoch, rank int) (*basis, int64) {
 	var ops int64
 	for l, s := range m.Layers {
 		r := m.layerRank(l, rank)
-		u, ou := orthogonal(rng.Mix(seed, tagBasis, uint64(epoch), uint64(l), 0), m.nominalRows(l), r)
-		u = keptRows(u, m.nominalRows(l), s, r)
+		u, ou := m.rowBasis(rng.Mix(seed, tagBasis, uint64(epoch), uint64(l), 0), l, r)
 		v, ov := orthogonal(rng.Mix(seed, tagBasis, uint64(epoch), uint64(l), 1), s.Out, r)
 		b.Ut, b.Vt, b.R = append(b.Ut, u), append(b.Vt, v), append(b.R, r)
 		ops += ou + ov
 	}
 	return b, ops
 }
+
+// rowBasis is layer l's basis U (r×Rows, the kept rows) and the
+// multiply-adds a client spends building it over the nominal rows. A kept
+// first layer's U is memoized on the model: built over all nominal rows
+// (a million for a wide model) it is the costly part, and every method of a
+// run draws the same bases (keys depend on seed, epoch and layer only).
+func (m *Model) rowBasis(key uint64, l, r int) ([]float32, int64) {
+	rows := m.nominalRows(l)
+	if rows == m.Layers[l].Rows() {
+		return orthogonal(key, rows, r)
+	}
+	ops := int64(rows) * int64(r) * int64(r)
+	if u, ok := m.kept[keptKey{key, r}]; ok {
+		return u, ops
+	}
+	full, _ := orthogonal(key, rows, r)
+	u := keptRows(full, rows, m.Layers[l], r)
+	if m.kept == nil {
+		m.kept = map[keptKey][]float32{}
+	}
+	if len(m.kept) < maxKeptBases {
+		m.kept[keptKey{key, r}] = u
+	}
+	return u, ops
+}
+
+// keptKey names a memoized first-layer basis: its draw's key and rank.
+type keptKey struct {
+	key uint64
+	r   int
+}
+
+// maxKeptBases bounds the memo (each entry is r·(k+1) floats): 2^16
+// epochs' bases, 330,000 steps at the default refresh of 5.
+const maxKeptBases = 1 << 16
 
 // keptRows extracts, from an r×rows basis of the nominal matrix, the rows the
 // simulation keeps (Model.WithNominalInput): the first s.In inputs and the
@@ -62,7 +96,8 @@ func keptRows(u []float32, rows int, s Shape, r int) []float32 {
 }
 
 // orthogonal returns r orthogonal vectors of length rows, each of norm
-// sqrt(rows/r), as an r×rows row-major matrix.
+// sqrt(rows/r), as an r×rows row-major matrix, and the multiply-adds spent
+// (rows·r², as rowBasis charges a memoized one).
 func orthogonal(key uint64, rows, r int) ([]float32, int64) {
 	colNorm := math.Sqrt(float64(rows) / float64(r))
 	g := make([]float32, rows*r)

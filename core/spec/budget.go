@@ -97,6 +97,12 @@ func (s *SeedFlood) Budget() Budget {
 	features := float64(max(d.NFeatures, 1))
 	classes := float64(max(d.Classes, 2))
 	params, in := 0.0, features
+	if d.ExactSubspace && d.LatentDim > 0 {
+		// Only the first layer's rows the data meet are kept, and the data
+		// are drawn in the latent space.
+		features = float64(d.LatentDim)
+		in = features
+	}
 	if s.Model.Kind == "mlp" {
 		for _, h := range s.Model.Hidden {
 			params += in*float64(h) + float64(h)

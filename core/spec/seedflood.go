@@ -119,6 +119,16 @@ type SeedFloodDataset struct {
 	// FeatureNoise is the std of the noise added to each mapped feature
 	// (with latent_dim); default 0.1, in [0, 100].
 	FeatureNoise float64 `json:"feature_noise,omitempty"`
+	// ExactSubspace (synthetic, with latent_dim) puts the data exactly in a
+	// latent_dim-dimensional subspace of the n_features inputs, with no
+	// feature noise and standardized within the subspace: the limit of a
+	// pre-trained representation of exactly low intrinsic dimension. The
+	// simulation then keeps only the first layer's weights that meet the
+	// data (exact for every method it allows; seedflood.Model's
+	// WithNominalInput), so n_features can be a real model's width (up to
+	// 2^20) while bytes count every weight. Not with perturbation
+	// "rademacher" or method "choco" (neither is rotation-equivariant).
+	ExactSubspace bool `json:"exact_subspace,omitempty"`
 	// Inline: Features as rows, or FeaturesFlat (row-major) with NFeatures;
 	// Labels are integers from 0.
 	Features     [][]float64 `json:"features,omitempty"`
@@ -154,6 +164,26 @@ type SeedFloodPretrain struct {
 	// to the source split (the clients never see them); default 0.5, in
 	// [0.05, 0.95].
 	SourceFraction float64 `json:"source_fraction,omitempty"`
+}
+
+// validateExactSubspace checks what dataset.exact_subspace needs: a latent
+// space, no feature noise, and only rotation-equivariant methods.
+func (s *SeedFlood) validateExactSubspace(p *Problems) {
+	d := s.Dataset
+	if d.LatentDim == 0 {
+		p.Addf("dataset.latent_dim", "exact_subspace needs latent_dim > 0 (the subspace's dimension)")
+	}
+	if d.FeatureNoise != 0 {
+		p.Addf("dataset.feature_noise", "must be 0 or absent with exact_subspace (the data lie exactly in the subspace), got %v", d.FeatureNoise)
+	}
+	if s.Perturbation == "rademacher" {
+		p.Addf("perturbation", "must be \"gaussian\" with dataset.exact_subspace: Rademacher signs are not rotation-invariant, so the weights the data never meet would matter")
+	}
+	for i, m := range s.Methods {
+		if m == "choco" {
+			p.Addf(Index("methods", i), "\"choco\" cannot run with dataset.exact_subspace: its top-k or quantized compression acts on every input's weights coordinate by coordinate")
+		}
+	}
 }
 
 // MaxSeedFloodLearningRate bounds every step size: beyond it a float32 step
@@ -232,7 +262,7 @@ func (s *SeedFlood) Defaults() {
 		if d.ClassSeparation == 0 {
 			d.ClassSeparation = 0.5
 		}
-		if d.LatentDim > 0 && d.FeatureNoise == 0 {
+		if d.LatentDim > 0 && d.FeatureNoise == 0 && !d.ExactSubspace {
 			d.FeatureNoise = 0.1
 		}
 	}
@@ -379,6 +409,9 @@ func (s *SeedFlood) Validate(p *Problems) {
 			p.InRange("dataset.class_separation", d.ClassSeparation, 0, 1000)
 			p.IntInRange("dataset.latent_dim", d.LatentDim, 0, max(d.NFeatures, 0))
 			p.InRange("dataset.feature_noise", d.FeatureNoise, 0, 100)
+			if d.ExactSubspace {
+				s.validateExactSubspace(p)
+			}
 			if len(d.Features) > 0 || len(d.FeaturesFlat) > 0 || len(d.Labels) > 0 {
 				p.Addf("dataset.kind", "synthetic data takes no features or labels; use kind \"inline\"")
 			}

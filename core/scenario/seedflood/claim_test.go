@@ -3,6 +3,7 @@ package seedflood
 import (
 	"context"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/eidolon-sim/eidolon/core/scenario"
@@ -307,4 +308,33 @@ func TestPretrainSpecProblems(t *testing.T) {
 	require.ErrorContains(t, err, "dataset.class_separation: must be in [0, 1000], got 1e+300")
 	_, err = sf.NewDataset([]float64{1, 1e300, 0, 1}, []int{0, 1}, 2)
 	require.ErrorContains(t, err, "feature value 1 is 1e+300")
+}
+
+// dataset.exact_subspace: a million-input softmax model trains on the rows
+// its data meet; params and bytes are the full model's, simulated_params the
+// kept ones, and what is not rotation-equivariant is a SpecError by field.
+func TestExactSubspaceRun(t *testing.T) {
+	js := `{"kind":"seedflood","topology":{"kind":"ring","clients":8},"model":{"kind":"softmax"},
+		"dataset":{"samples":400,"n_features":1000000,"latent_dim":4,"exact_subspace":true,"classes":3,"class_separation":1},
+		"methods":["seedflood","dsgd"],"steps":10,"eval_every_steps":5}`
+	res := runDoc(t, js)
+	s := res.Tables[1].Rows.([]SummaryRow)
+	for _, row := range s {
+		require.Equal(t, 1_000_001*3, row.Params, row.Method)
+		require.Equal(t, 5*3, row.SimulatedParams, row.Method)
+	}
+	// DSGD sends 2n models of 4·d bytes a step on ring(8); SeedFlood n² messages of 20 bytes.
+	require.Equal(t, int64(10*2*8*4*3_000_003), s[1].TotalBytes)
+	require.Equal(t, int64(10*8*8*20), s[0].TotalBytes)
+	for _, c := range []struct{ edit, problem string }{
+		{`"feature_noise":0.1,`, "dataset.feature_noise: must be 0 or absent with exact_subspace"},
+		{`"latent_dim":0,`, "dataset.latent_dim: exact_subspace needs latent_dim > 0"},
+	} {
+		_, err := decode(t, strings.Replace(js, `"latent_dim":4,`, c.edit, 1))
+		require.ErrorContains(t, err, c.problem)
+	}
+	_, err := decode(t, strings.Replace(js, `"steps":10`, `"steps":10,"perturbation":"rademacher"`, 1))
+	require.ErrorContains(t, err, "perturbation: must be \"gaussian\" with dataset.exact_subspace")
+	_, err = decode(t, strings.Replace(js, `["seedflood","dsgd"]`, `["seedflood","choco"]`, 1))
+	require.ErrorContains(t, err, "methods[1]: \"choco\" cannot run with dataset.exact_subspace")
 }

@@ -34,14 +34,18 @@ type HistoryRow struct {
 // counts, which do not depend on the machine; WallS is the method's
 // simulation wall time.
 type SummaryRow struct {
-	Method        string  `arrow:"method"`
-	Topology      string  `arrow:"topology"`
-	Clients       int     `arrow:"clients"`
-	Params        int     `arrow:"params"` // parameters of the model trained
-	Steps         int     `arrow:"steps"`
-	FinalLoss     float64 `arrow:"final_loss"`
-	FinalAccuracy float64 `arrow:"final_accuracy"`
-	TotalBytes    int64   `arrow:"total_bytes"`
+	Method   string `arrow:"method"`
+	Topology string `arrow:"topology"`
+	Clients  int    `arrow:"clients"`
+	Params   int    `arrow:"params"` // parameters of the model trained
+	// SimulatedParams are the parameters per copy the simulation keeps:
+	// params, or with dataset.exact_subspace the first layer's weights the
+	// data meet and the layers above (the operation counts below are theirs).
+	SimulatedParams int     `arrow:"simulated_params"`
+	Steps           int     `arrow:"steps"`
+	FinalLoss       float64 `arrow:"final_loss"`
+	FinalAccuracy   float64 `arrow:"final_accuracy"`
+	TotalBytes      int64   `arrow:"total_bytes"`
 	// BytesPerClient is TotalBytes / (replicas · steps).
 	BytesPerClient float64 `arrow:"bytes_per_client_per_step"`
 	// MessagesApplied counts (seed, scalar) updates applied over all clients.
@@ -182,7 +186,7 @@ func Config(s *spec.SeedFlood, env scenario.Env) (*sf.Config, error) {
 		means := sf.SyntheticMeans(r, k, d.Classes, d.ClassSeparation)
 		data = sf.SampleMixture(r, means, d.Samples, k, d.Classes)
 		var a []float64
-		if d.LatentDim > 0 {
+		if d.LatentDim > 0 && !d.ExactSubspace {
 			a = sf.RandomMap(rng.Stream(s.Seed, "seedflood/map"), d.NFeatures, k)
 			data = sf.Embed(r, data, a, d.NFeatures, d.FeatureNoise)
 		}
@@ -216,6 +220,13 @@ func Config(s *spec.SeedFlood, env scenario.Env) (*sf.Config, error) {
 	model, err := sf.NewModel(data.Features, data.Classes, s.Model.Hidden)
 	if err != nil {
 		return nil, err
+	}
+	if d.Kind == "synthetic" && d.ExactSubspace {
+		// The data are drawn in the subspace's coordinates: the first
+		// latent_dim of n_features inputs, up to a rotation.
+		if err := model.WithNominalInput(d.NFeatures); err != nil {
+			return nil, err
+		}
 	}
 	init := model.Init(rng.Stream(s.Seed, "seedflood/init"))
 	if s.Pretrain.Kind == "source" {
@@ -297,7 +308,7 @@ func run(env scenario.Env, s *spec.SeedFlood) (scenario.Result, error) {
 			note = fmt.Sprintf("diverged at step %d (a non-finite loss or estimate): lower the learning rate; final values are from step %d", out.DivergedStep, last.Step)
 		}
 		summary = append(summary, SummaryRow{
-			Method: m, Topology: cfg.Graph.Name, Clients: n, Params: cfg.Model.NumParams(), Steps: steps,
+			Method: m, Topology: cfg.Graph.Name, Clients: n, Params: cfg.Model.NominalParams(), SimulatedParams: cfg.Model.NumParams(), Steps: steps,
 			FinalLoss: last.Loss, FinalAccuracy: last.Accuracy,
 			TotalBytes: out.TotalBytes, BytesPerClient: float64(out.TotalBytes) / clientSteps,
 			MessagesApplied: c.MessagesApplied, ApplyMadds: c.ApplyMadds,
@@ -317,7 +328,7 @@ func run(env scenario.Env, s *spec.SeedFlood) (scenario.Result, error) {
 	r.Add("history", history)
 	r.Add("summary", summary)
 	r.Add("projection", proj)
-	r.Add("bytes_to_accuracy", WithProjection(BytesToAccuracy(history, s.Methods, cfg.Model.NumParams(), Target(history, s)), proj))
+	r.Add("bytes_to_accuracy", WithProjection(BytesToAccuracy(history, s.Methods, cfg.Model.NominalParams(), Target(history, s)), proj))
 	return r, nil
 }
 
