@@ -179,12 +179,21 @@ func (s *SeedFlood) validateExactSubspace(p *Problems) {
 	if s.Perturbation == "rademacher" {
 		p.Addf("perturbation", "must be \"gaussian\" with dataset.exact_subspace: Rademacher signs are not rotation-invariant, so the weights the data never meet would matter")
 	}
+	if s.SubspaceRank != nil && *s.SubspaceRank*d.NFeatures > MaxExactSubspaceBasis {
+		p.Addf("subspace_rank", "times dataset.n_features must be <= %d with exact_subspace (SubCGE builds the first layer's basis over every input: n_features × rank floats, rank² × n_features multiply-adds per refresh), got %d × %d",
+			MaxExactSubspaceBasis, *s.SubspaceRank, d.NFeatures)
+	}
 	for i, m := range s.Methods {
 		if m == "choco" {
 			p.Addf(Index("methods", i), "\"choco\" cannot run with dataset.exact_subspace: its top-k or quantized compression acts on every input's weights coordinate by coordinate")
 		}
 	}
 }
+
+// MaxExactSubspaceBasis bounds subspace_rank × n_features with
+// exact_subspace: the first layer's SubCGE basis is built over all inputs
+// (12 bytes per entry while orthogonalized, 200 MB at the bound).
+const MaxExactSubspaceBasis = 1 << 24
 
 // MaxSeedFloodLearningRate bounds every step size: beyond it a float32 step
 // overflows or diverges at once on standardized features.

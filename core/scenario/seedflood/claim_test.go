@@ -335,6 +335,8 @@ func TestExactSubspaceRun(t *testing.T) {
 	}
 	_, err := decode(t, strings.Replace(js, `"steps":10`, `"steps":10,"perturbation":"rademacher"`, 1))
 	require.ErrorContains(t, err, "perturbation: must be \"gaussian\" with dataset.exact_subspace")
+	_, err = decode(t, strings.Replace(js, `"steps":10`, `"steps":10,"subspace_rank":17`, 1))
+	require.ErrorContains(t, err, "subspace_rank: times dataset.n_features must be <= 16777216 with exact_subspace")
 	_, err = decode(t, strings.Replace(js, `["seedflood","dsgd"]`, `["seedflood","choco"]`, 1))
 	require.ErrorContains(t, err, "methods[1]: \"choco\" cannot run with dataset.exact_subspace")
 }
