@@ -1,6 +1,7 @@
 package seedflood
 
 import (
+	"math"
 	"testing"
 
 	"github.com/eidolon-sim/eidolon/core/rng"
@@ -110,4 +111,42 @@ func TestNominalInputInitAndRefusals(t *testing.T) {
 	require.ErrorContains(t, err, "rotation")
 	_, err = Run(cfg, MethodDSGD)
 	require.NoError(t, err, "first-order gossip ignores the perturbation kind")
+}
+
+// orthogonal is Gram–Schmidt of the key's Gaussian draws, column by column,
+// each column from its own draws (an earlier version read later columns'
+// draws from a buffer it was already writing the output into, so most of
+// the last columns were copies of the first: still orthonormal, no longer a
+// uniformly random subspace).
+func TestOrthogonalIsGramSchmidtOfTheDraws(t *testing.T) {
+	for _, c := range []struct{ rows, r int }{{9, 4}, {37, 3}, {100, 8}} {
+		got, _ := orthogonal(5, c.rows, c.r)
+		g := make([]float32, c.rows*c.r)
+		newNoise(5).fill(g, false)
+		cols := make([][]float64, c.r)
+		for a := range cols {
+			cols[a] = make([]float64, c.rows)
+			for i := range cols[a] {
+				cols[a][i] = float64(g[i*c.r+a])
+			}
+			for b := 0; b < a; b++ {
+				dot := 0.0
+				for i := range cols[a] {
+					dot += cols[a][i] * cols[b][i]
+				}
+				for i := range cols[a] {
+					cols[a][i] -= dot * cols[b][i]
+				}
+			}
+			norm := 0.0
+			for _, x := range cols[a] {
+				norm += x * x
+			}
+			for i := range cols[a] {
+				cols[a][i] /= math.Sqrt(norm)
+				want := float32(cols[a][i] * math.Sqrt(float64(c.rows)/float64(c.r)))
+				require.Equal(t, want, got[a*c.rows+i], "rows %d r %d column %d entry %d", c.rows, c.r, a, i)
+			}
+		}
+	}
 }

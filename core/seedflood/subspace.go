@@ -102,6 +102,7 @@ func orthogonal(key uint64, rows, r int) ([]float32, int64) {
 	colNorm := math.Sqrt(float64(rows) / float64(r))
 	g := make([]float32, rows*r)
 	newNoise(key).fill(g, false)
+	out := make([]float32, rows*r) // not g: later columns still read their draws from it
 	cols := make([][]float64, r)
 	for a := range cols {
 		cols[a] = make([]float64, rows)
@@ -124,10 +125,10 @@ func orthogonal(key uint64, rows, r int) ([]float32, int64) {
 		norm = math.Sqrt(norm)
 		for i := range cols[a] {
 			cols[a][i] /= norm
-			g[a*rows+i] = float32(cols[a][i] * colNorm)
+			out[a*rows+i] = float32(cols[a][i] * colNorm)
 		}
 	}
-	return g, int64(rows) * int64(r) * int64(r) // ≈ 2·rows·r²/2 for the projections
+	return out, int64(rows) * int64(r) * int64(r) // ≈ 2·rows·r²/2 for the projections
 }
 
 // project adds U·S·Vᵀ to one weight matrix and returns the multiply-adds:
