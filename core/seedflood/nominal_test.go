@@ -114,39 +114,55 @@ func TestNominalInputInitAndRefusals(t *testing.T) {
 }
 
 // orthogonal is Gram–Schmidt of the key's Gaussian draws, column by column,
-// each column from its own draws (an earlier version read later columns'
-// draws from a buffer it was already writing the output into, so most of
-// the last columns were copies of the first: still orthonormal, no longer a
-// uniformly random subspace).
+// each column from its own draws: the columns are orthogonal with norm
+// sqrt(rows/r), and the first a+1 of them span the first a+1 draw columns.
+// (An earlier version read later columns' draws from the buffer it was
+// writing the output into, so most of the last columns were copies of the
+// first: still orthonormal, no longer a uniformly random subspace.)
 func TestOrthogonalIsGramSchmidtOfTheDraws(t *testing.T) {
 	for _, c := range []struct{ rows, r int }{{9, 4}, {37, 3}, {100, 8}} {
 		got, _ := orthogonal(5, c.rows, c.r)
 		g := make([]float32, c.rows*c.r)
 		newNoise(5).fill(g, false)
-		cols := make([][]float64, c.r)
-		for a := range cols {
-			cols[a] = make([]float64, c.rows)
-			for i := range cols[a] {
-				cols[a][i] = float64(g[i*c.r+a])
+		col := func(a int) []float64 {
+			v := make([]float64, c.rows)
+			for i := range v {
+				v[i] = float64(got[a*c.rows+i]) / math.Sqrt(float64(c.rows)/float64(c.r))
 			}
-			for b := 0; b < a; b++ {
-				dot := 0.0
-				for i := range cols[a] {
-					dot += cols[a][i] * cols[b][i]
+			return v
+		}
+		for a := 0; a < c.r; a++ {
+			draw := make([]float64, c.rows)
+			sq := 0.0
+			for i := range draw {
+				draw[i] = float64(g[i*c.r+a])
+				sq += draw[i] * draw[i]
+			}
+			for b := 0; b < c.r; b++ {
+				u, dot := col(b), 0.0
+				for i := range u {
+					dot += u[i] * col(a)[i]
 				}
-				for i := range cols[a] {
-					cols[a][i] -= dot * cols[b][i]
+				want := 0.0
+				if a == b {
+					want = 1
+				}
+				require.InDelta(t, want, dot, 1e-5, "rows %d r %d columns %d·%d", c.rows, c.r, a, b)
+			}
+			for b := 0; b <= a; b++ { // remove draw a's part in span(columns 0..a)
+				u, dot := col(b), 0.0
+				for i := range u {
+					dot += u[i] * draw[i]
+				}
+				for i := range u {
+					draw[i] -= dot * u[i]
 				}
 			}
-			norm := 0.0
-			for _, x := range cols[a] {
-				norm += x * x
+			rest := 0.0
+			for _, v := range draw {
+				rest += v * v
 			}
-			for i := range cols[a] {
-				cols[a][i] /= math.Sqrt(norm)
-				want := float32(cols[a][i] * math.Sqrt(float64(c.rows)/float64(c.r)))
-				require.Equal(t, want, got[a*c.rows+i], "rows %d r %d column %d entry %d", c.rows, c.r, a, i)
-			}
+			require.Less(t, rest, 1e-9*sq, "rows %d r %d: draw column %d is not in the span of output columns 0..%d", c.rows, c.r, a, a)
 		}
 	}
 }
