@@ -104,29 +104,44 @@ func orthogonal(key uint64, rows, r int) ([]float32, int64) {
 	newNoise(key).fill(g, false)
 	out := make([]float32, rows*r) // not g: later columns still read their draws from it
 	cols := make([][]float64, r)
+	// Modified Gram–Schmidt, one pass over a column per earlier column: the
+	// pass that subtracts column b's projection also sums the dot product
+	// with column b+1 (or the squared norm after the last), entry by entry
+	// in row order, so every sum adds the same terms in the same order as
+	// separate passes would.
 	for a := range cols {
-		cols[a] = make([]float64, rows)
-		for i := range cols[a] {
-			cols[a][i] = float64(g[i*r+a])
+		ca := make([]float64, rows)
+		next := 0.0 // dot with column 0, or the squared norm of column 0
+		for i := range ca {
+			ca[i] = float64(g[i*r+a])
+			if a == 0 {
+				next += ca[i] * ca[i]
+			} else {
+				next += ca[i] * cols[0][i]
+			}
 		}
 		for b := 0; b < a; b++ {
-			dot := 0.0
-			for i := range cols[a] {
-				dot += cols[a][i] * cols[b][i]
+			dot, cb := next, cols[b]
+			next = 0
+			if b+1 < a {
+				cn := cols[b+1]
+				for i := range ca {
+					ca[i] -= dot * cb[i]
+					next += ca[i] * cn[i]
+				}
+			} else {
+				for i := range ca {
+					ca[i] -= dot * cb[i]
+					next += ca[i] * ca[i]
+				}
 			}
-			for i := range cols[a] {
-				cols[a][i] -= dot * cols[b][i]
-			}
 		}
-		norm := 0.0
-		for _, x := range cols[a] {
-			norm += x * x
+		norm := math.Sqrt(next)
+		for i := range ca {
+			ca[i] /= norm
+			out[a*rows+i] = float32(ca[i] * colNorm)
 		}
-		norm = math.Sqrt(norm)
-		for i := range cols[a] {
-			cols[a][i] /= norm
-			out[a*rows+i] = float32(cols[a][i] * colNorm)
-		}
+		cols[a] = ca
 	}
 	return out, int64(rows) * int64(r) * int64(r) // ≈ 2·rows·r²/2 for the projections
 }
