@@ -21,8 +21,10 @@ type Model struct {
 	// the data, and the simulation keeps only the rows that do (see
 	// WithNominalInput).
 	nominalIn int
-	// kept memoizes the first layer's kept SubCGE bases (rowBasis).
-	kept map[keptKey][]float32
+	// kept memoizes the first layer's kept SubCGE bases (rowBasis), which
+	// hold keptFloats floats in all.
+	kept       map[keptKey][]float32
+	keptFloats int
 }
 
 // Shape is one layer's input and output width.

@@ -64,8 +64,9 @@ func (m *Model) rowBasis(key uint64, l, r int) ([]float32, int64) {
 	if m.kept == nil {
 		m.kept = map[keptKey][]float32{}
 	}
-	if len(m.kept) < maxKeptBases {
+	if m.keptFloats+len(u) <= maxKeptFloats {
 		m.kept[keptKey{key, r}] = u
+		m.keptFloats += len(u)
 	}
 	return u, ops
 }
@@ -76,9 +77,10 @@ type keptKey struct {
 	r   int
 }
 
-// maxKeptBases bounds the memo (each entry is r·(k+1) floats): 2^16
-// epochs' bases, 330,000 steps at the default refresh of 5.
-const maxKeptBases = 1 << 16
+// maxKeptFloats bounds the memo (each basis is r·(k+1) floats) to 64 MB:
+// 2^24 floats, 466,000 epochs' bases of rank 4 over 8 latent dimensions.
+// Bases past it are rebuilt by every method that needs them.
+const maxKeptFloats = 1 << 24
 
 // keptRows extracts, from an r×rows basis of the nominal matrix, the rows the
 // simulation keeps (Model.WithNominalInput): the first s.In inputs and the
