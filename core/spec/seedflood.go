@@ -426,6 +426,9 @@ func (s *SeedFlood) Validate(p *Problems) {
 			}
 		} else {
 			s.validateInline(p)
+			if d.ExactSubspace {
+				p.Addf("dataset.exact_subspace", "applies to synthetic data only (kind \"synthetic\" with latent_dim)")
+			}
 		}
 	}
 	p.InRange("dataset.test_fraction", d.TestFraction, 0.01, 0.9)

@@ -337,6 +337,9 @@ func TestExactSubspaceRun(t *testing.T) {
 	require.ErrorContains(t, err, "perturbation: must be \"gaussian\" with dataset.exact_subspace")
 	_, err = decode(t, strings.Replace(js, `"steps":10`, `"steps":10,"subspace_rank":17`, 1))
 	require.ErrorContains(t, err, "subspace_rank: times dataset.n_features must be <= 16777216 with exact_subspace")
+	_, err = decode(t, `{"kind":"seedflood","topology":{"kind":"ring","clients":4},
+		"dataset":{"kind":"inline","features":[[1],[2],[3],[4],[5],[6],[7],[8]],"labels":[0,1,0,1,0,1,0,1],"exact_subspace":true}}`)
+	require.ErrorContains(t, err, "dataset.exact_subspace: applies to synthetic data only")
 	_, err = decode(t, strings.Replace(js, `["seedflood","dsgd"]`, `["seedflood","choco"]`, 1))
 	require.ErrorContains(t, err, "methods[1]: \"choco\" cannot run with dataset.exact_subspace")
 }
