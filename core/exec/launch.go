@@ -83,8 +83,8 @@ func (e *engine) issue(g int, task *workload.Task, r *rendezvous) {
 	var sendDone net.SinkFunc
 	// The collective's request, but for its ranks and efficiency: the
 	// same on every copy.
-	alg, quant := e.opt.Algorithm, (*net.Quantization)(nil)
-	if e.tuned(task) {
+	alg, quant, tuned := e.opt.Algorithm, (*net.Quantization)(nil), e.tuned(task)
+	if tuned {
 		alg = net.NCCL
 	}
 	if q := e.opt.TPQuant; q != nil && task.Coll == model.AllReduce && task.Slot == workload.SlotTP {
@@ -149,7 +149,7 @@ func (e *engine) issue(g int, task *workload.Task, r *rendezvous) {
 		}
 		col := net.Collective{Op: net.Op(task.Coll), Bytes: task.Bytes, Ranks: ranks, Label: task.Name, Algorithm: alg,
 			ProtocolEfficiency: ci.eff, Stream: !e.opt.RingSteps, Quant: quant}
-		if e.tuned(task) {
+		if tuned {
 			col.ProtocolEfficiency = 0
 		}
 		report := reportDone

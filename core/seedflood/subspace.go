@@ -86,9 +86,6 @@ const maxKeptFloats = 1 << 24
 // simulation keeps (Model.WithNominalInput): the first s.In inputs and the
 // bias, which is the nominal matrix's last row.
 func keptRows(u []float32, rows int, s Shape, r int) []float32 {
-	if rows == s.Rows() {
-		return u
-	}
 	out := make([]float32, r*s.Rows())
 	for a := 0; a < r; a++ {
 		copy(out[a*s.Rows():a*s.Rows()+s.In], u[a*rows:a*rows+s.In])
