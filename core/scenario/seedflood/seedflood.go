@@ -24,7 +24,8 @@ type HistoryRow struct {
 	Loss float64 `arrow:"loss"`
 	// Accuracy is the held-out accuracy of the clients' average model.
 	Accuracy float64 `arrow:"accuracy"`
-	// ConsensusDistance is mean_i ‖θ_i − θ̄‖₂ over clients (0 for mezo).
+	// ConsensusDistance is mean_i ‖θ_i − θ̄‖₂ over clients (0 for mezo), over
+	// the parameters the simulation keeps (simulated_params).
 	ConsensusDistance float64 `arrow:"consensus_distance"`
 	// CumulativeBytes sent over all links since step 0.
 	CumulativeBytes int64 `arrow:"cumulative_bytes"`
