@@ -35,17 +35,23 @@ const (
 
 // Modules a selective recomputation reruns (Megatron-Core's
 // --recompute-modules): the attention core (the default), the layer's two
-// norms (input_layernorm and pre_mlp_layernorm: their outputs are not kept)
-// and the routed experts' activation (its output, the down projection's
-// input, is not kept).
+// norms (input_layernorm and pre_mlp_layernorm: their outputs are not kept),
+// the routed experts' activation (its output, the down projection's input,
+// is not kept) and the whole mixture-of-experts layer (TransformerLayer
+// checkpoints self.mlp with its input, the pre-MLP norm's output: router,
+// dispatch and combine all-to-alls, experts and shared experts rerun in
+// the backward, and only that input is kept).
 const (
 	ModuleCoreAttn  = "core_attn"
 	ModuleLayerNorm = "layernorm"
 	ModuleMoEAct    = "moe_act"
+	ModuleMoE       = "moe"
 )
 
 // RecomputeModules lists the modules a selective recomputation may name.
-func RecomputeModules() []string { return []string{ModuleCoreAttn, ModuleLayerNorm, ModuleMoEAct} }
+func RecomputeModules() []string {
+	return []string{ModuleCoreAttn, ModuleLayerNorm, ModuleMoEAct, ModuleMoE}
+}
 
 // Run is the work to generate operators for, on one tensor-parallel rank.
 type Run struct {
@@ -299,6 +305,11 @@ type step struct {
 	// saved input).
 	saved, dropped float64
 	module         string
+	// group is the enclosing module a selective recompute may rerun whole
+	// (ModuleMoE); groupInput marks its first step, whose saved input is
+	// the checkpoint's and stays kept.
+	group      string
+	groupInput bool
 }
 
 // recomputable marks the last step as selective recomputation's module m,
@@ -306,6 +317,17 @@ type step struct {
 func (b *builder) recomputable(m string, out float64) {
 	s := &b.steps[len(b.steps)-1]
 	s.module, s.dropped = m, out
+}
+
+// checkpointed marks the steps from start on as module m, rerun whole by a
+// selective recompute of m (the first step's saved input is kept).
+func (b *builder) checkpointed(m string, start int) {
+	for i := start; i < len(b.steps); i++ {
+		b.steps[i].group = m
+	}
+	if start < len(b.steps) {
+		b.steps[start].groupInput = true
+	}
 }
 
 // recomputes reports whether selective recomputation reruns module m.
@@ -522,7 +544,13 @@ func (b *builder) block(name string, count int) Block {
 	} else {
 		for _, s := range b.steps {
 			blk.ActivationBytes += s.saved
-			if b.r.recomputes(s.module) {
+			switch {
+			case b.r.recomputes(s.group):
+				if !s.groupInput {
+					blk.ActivationBytes -= s.saved
+				}
+				blk.Backward = append(blk.Backward, recomputed(s.fwd)...)
+			case b.r.recomputes(s.module):
 				blk.ActivationBytes -= s.dropped
 				blk.Backward = append(blk.Backward, recomputed(s.fwd)...)
 			}

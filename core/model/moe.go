@@ -380,6 +380,7 @@ func (b *builder) moeFFN() {
 	fe := int64(c.ExpertFFNHidden) / et
 	Tn := b.Tn
 	R := Tn * k // routed (token, expert) slots leaving this rank
+	start := len(b.steps)
 	b.gemm("moe.router", Tn, E, h)
 	ne := float64(Tn * E)
 	topk := 5 + math.Log2(float64(k)+1)
@@ -445,6 +446,7 @@ func (b *builder) moeFFN() {
 		m := float64(Tn * h)
 		b.stream("moe.shared.add", Elementwise, m, 3*m*b.e, 0, 0, 0)
 	}
+	b.checkpointed(ModuleMoE, start)
 }
 
 // sortChunks is Megatron-Core's second permutation (training with more

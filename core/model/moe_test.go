@@ -2,6 +2,7 @@ package model
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -256,6 +257,27 @@ func TestMoESavedPerSlot(t *testing.T) {
 	assert.InDelta(t, 1024*((h+3*f)*2+4), act(2)-act(1), 1)
 }
 
+// Under --recompute-modules moe the layer keeps only the MoE's input (the
+// checkpoint's): what it keeps depends neither on how many experts a token
+// goes to nor on the experts' size, and it is below what moe_act keeps.
+func TestRecomputeMoEKeepsOnlyItsInput(t *testing.T) {
+	act := func(k, f int, mods ...string) float64 {
+		c, _ := FromPreset("mixtral-8x7b", Config{Layers: 1, MoE: MoE{ExpertsPerToken: k, ExpertFFNHidden: f}})
+		g, err := Build(c, Run{Phase: Training, Batch: 1, SeqLen: 1024, TP: 2, SequenceParallel: true, EP: 4,
+			DType: hw.BF16, Recompute: RecomputeSelective, RecomputeModules: mods})
+		require.NoError(t, err)
+		blk, ok := g.Block(BlockMoE)
+		require.True(t, ok)
+		return blk.ActivationBytes
+	}
+	base := act(2, 14336, ModuleMoE)
+	assert.Equal(t, base, act(1, 14336, ModuleMoE))
+	assert.Equal(t, base, act(2, 7168, ModuleMoE))
+	assert.Less(t, base, act(2, 14336, ModuleMoEAct))
+	// Without it, what the layer keeps grows with the slots (TestMoESavedPerSlot).
+	assert.Greater(t, act(2, 14336)-act(1, 14336), 0.0)
+}
+
 // Megatron-Core's --recompute-modules layernorm moe_act: the layer's two
 // norm outputs and the experts' activation output are not kept (Tn·h·2
 // bytes each, and every received slot's f activations) and the three
@@ -287,6 +309,24 @@ func TestRecomputeModules(t *testing.T) {
 	for _, o := range base.Backward {
 		assert.NotEqual(t, Recomputed, o.Pass, "flash attention: core_attn reruns nothing here")
 	}
+	// --recompute-modules moe: the whole MoE layer (router, permute, both
+	// all-to-alls, the expert chunks' copies, the experts) reruns in the
+	// backward, in forward order, before the layer's backward.
+	moe := build([]string{ModuleMoE})
+	var want, got []string
+	for _, o := range moe.Forward {
+		if strings.HasPrefix(o.Name, "moe.") {
+			want = append(want, o.Name)
+		}
+	}
+	for _, o := range moe.Backward {
+		if o.Pass == Recomputed {
+			got = append(got, o.Name)
+		}
+	}
+	assert.Equal(t, want, got)
+	assert.Contains(t, got, "moe.dispatch.all_to_all")
+	assert.Contains(t, got, "moe.combine.all_to_all")
 	for _, bad := range []Run{
 		{Phase: Training, Batch: 1, SeqLen: 8, DType: hw.BF16, Recompute: RecomputeSelective, RecomputeModules: []string{"mlp_act"}},
 		{Phase: Training, Batch: 1, SeqLen: 8, DType: hw.BF16, Recompute: RecomputeFull, RecomputeModules: []string{ModuleMoEAct}},

@@ -25,7 +25,8 @@ type Parallel struct {
 	Recompute string `json:"recompute,omitempty"`
 	// RecomputeModules: what "selective" reruns, Megatron-Core's
 	// --recompute-modules: "core_attn" (the default), "layernorm" (the
-	// layer's two norms), "moe_act" (the routed experts' activation).
+	// layer's two norms), "moe_act" (the routed experts' activation), "moe"
+	// (the whole mixture-of-experts layer, its all-to-alls included).
 	RecomputeModules []string `json:"recompute_modules,omitempty"`
 	// ZeRO stage 0-3 (Megatron's distributed optimizer is stage 1).
 	ZeRO int `json:"zero,omitempty"`

@@ -54,6 +54,28 @@ func TestMoETrainingWithEP(t *testing.T) {
 	t.Logf("step balanced %.4g s (ep %.4g s), zipf 1.2 %.4g s (ep %.4g s), capped %.4g s", step, ep, s2, ep2, s3)
 }
 
+// --recompute-modules moe reruns the MoE layer (its all-to-alls too) in
+// the backward: a longer step, more time on the ep stream, fewer
+// activations kept than with moe_act.
+func TestMoERecomputeWholeLayer(t *testing.T) {
+	par := `"dp":16,"ep":8,"global_batch":32,"recompute":"selective","recompute_modules":["%s"]`
+	act := run(t, moe(2, fmt.Sprintf(par, "moe_act"), ""))
+	whole := run(t, moe(2, fmt.Sprintf(par, "moe"), ""))
+	s1, ep1 := epTime(t, act)
+	s2, ep2 := epTime(t, whole)
+	assert.Greater(t, s2, s1)
+	assert.Greater(t, ep2, ep1, "the dispatch and combine run again")
+	activations := func(res scenario.Result) (b float64) {
+		for _, r := range res.Tables[3].Rows.([]job.MemoryRow) {
+			if r.Category == "activations" && r.Stage == 0 {
+				b += r.Bytes
+			}
+		}
+		return b
+	}
+	assert.Less(t, activations(whole), activations(act))
+}
+
 // Expert weights shard by EP: optimizer state per GPU falls as EP grows.
 func TestMoEMemoryShardsByEP(t *testing.T) {
 	mem := func(ep int) float64 {
