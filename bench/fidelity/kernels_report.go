@@ -274,6 +274,15 @@ func KernelReport(rows []KernelRow, cook []CookbookRow) (string, error) {
 				pct(Quantile(abs, 0.9)), signedPct(Quantile(sig, 0.5)), big.Batch, big.M, big.N, big.K, fl(big)/big.MeasuredS/1e12, fl(big)/big.PredS/1e12)
 		}
 	}
+	h100, ok := hw.GPUByName("h100-sxm")
+	if !ok {
+		return "", fmt.Errorf("kernels: no h100-sxm preset")
+	}
+	att, err := AttentionReport(h100)
+	if err != nil {
+		return "", err
+	}
+	b.WriteString(att)
 	return b.String(), nil
 }
 

@@ -75,7 +75,26 @@ func (e *Evaluator) flash(o model.Op) Cost {
 	if headsActive*2*float64(o.SeqKV*o.HeadDim)*in > float64(g.L2Bytes) {
 		c.BytesHBM = stream + o.Bytes
 	}
-	return e.finish(c, o.FLOPs, mathTime, 1, 0)
+	var passes float64
+	if o.Kind == model.FlashAttentionBwd {
+		// The backward is three kernels (FlashAttention-2's run_mha_bwd,
+		// flash_bwd_launch_template.h): a preprocess reads O and dO for
+		// D = rowsum(dO∘O) and zeroes the fp32 dQ accumulator the main
+		// kernel adds into, and a last kernel converts that accumulator
+		// to dQ. Their passes over memory run before and after the main
+		// loop, at the streaming bandwidth.
+		q := float64(o.Batch*o.Heads*o.SeqQ) * float64(o.HeadDim)
+		passes = q*(2*in+4+4) + 4*float64(o.Batch*o.Heads*o.SeqQ)
+		c.Kernels = 3
+	}
+	// Each thread block pays a GEMM tile's fixed prologue and epilogue
+	// (loading its first tiles; normalizing and storing its output), one
+	// block per SM at a time: short sequences, with few key blocks per
+	// query block, feel it.
+	tileFixed := float64(ceil(blocks, int64(g.SMCount))) * g.GEMMTileOverheadCycles / g.ClockHz
+	c = e.finish(c, o.FLOPs, mathTime, 1, tileFixed+passes/g.HBMBandwidth())
+	c.BytesHBM += passes
+	return c
 }
 
 // decode prices attention of one query per sequence over a KV cache:

@@ -252,6 +252,34 @@ func TestFlashAttentionEfficiency(t *testing.T) {
 	}
 }
 
+// FlashAttention's backward is three kernels: besides the main loop, its
+// preprocess and dQ conversion pass over memory (read O and dO, zero the
+// fp32 dQ accumulator; read it back). Every thread block pays a GEMM
+// tile's fixed cost per wave of blocks over the SMs: two attentions with
+// the same work and traffic (8 sequences of 4,096 and 2 of 8,192 tokens)
+// differ by exactly the extra waves of the first's twice as many blocks.
+func TestFlashAttentionBackwardPassesAndBlockCost(t *testing.T) {
+	g := gpu(t, "h100-sxm")
+	e := NewEvaluator(g)
+	f := model.NewFlashAttention("fa", hw.BF16, 2, 16, 16, 8192, 8192, 128, false)
+	fc, err := e.Op(f)
+	require.NoError(t, err)
+	assert.Equal(t, 1, fc.Kernels)
+	b := f
+	b.Kind, b.FLOPs = model.FlashAttentionBwd, 2.5*f.FLOPs
+	bc, err := e.Op(b)
+	require.NoError(t, err)
+	assert.Equal(t, 3, bc.Kernels)
+	q := 2.0 * 16 * 8192 * 128
+	assert.InEpsilon(t, b.Bytes+q*(2*2+4+4)+4*2*16*8192, bc.BytesHBM, 1e-12)
+
+	short, err := e.Op(model.NewFlashAttention("fa", hw.BF16, 8, 16, 16, 4096, 4096, 128, false))
+	require.NoError(t, err)
+	waves := func(blocks float64) float64 { return math.Ceil(blocks / float64(g.SMCount)) }
+	extra := (waves(8*16*32) - waves(2*16*64)) * g.GEMMTileOverheadCycles / g.ClockHz
+	assert.InEpsilon(t, extra, short.TimeS-fc.TimeS, 1e-9)
+}
+
 func TestQuantizeIsBytesOverHBM(t *testing.T) {
 	g := gpu(t, "h100-sxm")
 	// 256M bf16 values to int8 with one fp32 scale per 128: read 2 B, write
