@@ -49,8 +49,8 @@ func TestFidelityTable(t *testing.T) {
 		"(7B at TP 4–8 and 13B at TP 8 on H100, where the miss is smaller): a per-layer device cost that the simulated eager decode lacks. Its " +
 		"size is that of a few microseconds per kernel, as launch gaps between an eager engine's kernels or a decode attention " +
 		"that is latency-bound at batch 1 would give. Measured on these rows, a device gap of 3 µs after every eagerly issued kernel " +
-		"(time a CUPTI kernel duration, which the kernel parameters are fitted on, does not hold) takes the A100 rows to −0.9 … −10.1 % " +
-		"and the H100 rows to −12.5 … +7.0 %, and Table 4's forward rows from +4.5 to +5.0 %; no measurement of that gap was found " +
+		"(time a CUPTI kernel duration, which the kernel parameters are fitted on, does not hold) takes the A100 rows to −7.0 … +0.9 % " +
+		"and the H100 rows to −9.4 … +11.2 %, and Table 4's forward rows from +4.5 to +5.0 %; no measurement of that gap was found " +
 		"and the measurements do not name the engine, so it is not built.\n")
 	b.WriteString("- Llama 3.1 405B runs as 1F1B: Meta's interleaved schedule has a virtual stage count the paper does not " +
 		"give, so these rows carry 1F1B's bubble ((p−1)/m with p = 16 stages and m = 16 or 32 micro-batches) and read low.\n")

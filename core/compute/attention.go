@@ -91,8 +91,7 @@ func (e *Evaluator) flash(o model.Op) Cost {
 	// (loading its first tiles; normalizing and storing its output), one
 	// block per SM at a time: short sequences, with few key blocks per
 	// query block, feel it.
-	tileFixed := float64(ceil(blocks, int64(g.SMCount))) * g.GEMMTileOverheadCycles / g.ClockHz
-	c = e.finish(c, o.FLOPs, mathTime, 1, tileFixed+passes/g.HBMBandwidth())
+	c = e.finish(c, o.FLOPs, mathTime, 1, e.blockWaves(blocks)+passes/g.HBMBandwidth())
 	c.BytesHBM += passes
 	return c
 }
@@ -103,7 +102,10 @@ func (e *Evaluator) flash(o model.Op) Cost {
 // enough pieces to occupy the SMs; each piece rereads the queries and writes
 // an fp32 partial output and log-sum-exp that a combine step reads back.
 // With fewer pieces than SMs only that share of HBM bandwidth is drawn (each
-// SM streams its own share of the memory system).
+// SM streams its own share of the memory system). A split cache takes a
+// second kernel to combine the pieces (FlashAttention-2's
+// flash_fwd_splitkv_combine_kernel), and every piece, a thread block, pays
+// a GEMM tile's fixed cost per wave of blocks over the SMs, as in flash.
 func (e *Evaluator) decode(o model.Op) Cost {
 	g := e.gpu
 	sms := int64(g.SMCount)
@@ -113,11 +115,22 @@ func (e *Evaluator) decode(o model.Op) Cost {
 	q := float64(o.Batch*o.Heads*o.HeadDim) * actBytes(o)
 	partials := float64(splits-1) * (q + 2*float64(o.Batch*o.Heads)*float64(o.HeadDim+1)*4)
 	c := Cost{BytesL2: o.Bytes + partials, BytesHBM: o.Bytes + partials, Kernels: 1}
+	if splits > 1 {
+		c.Kernels = 2
+	}
 	// Scores: one per (head, key); GQA shares each K/V read across heads.
 	lanes := g.VectorFP32FlopsPerS / 2
 	scores := float64(o.Batch*o.Heads) * float64(o.SeqKV)
 	mathTime := o.FLOPs/g.TensorPeak(o.DType) + softmaxLaneOpsPerScore*scores/lanes
-	return e.finish(c, o.FLOPs, mathTime, share, 0)
+	return e.finish(c, o.FLOPs, mathTime, share, e.blockWaves(seqHeads*splits))
+}
+
+// blockWaves is the fixed cost of a kernel's thread blocks run one per SM
+// at a time: a GEMM tile's prologue and epilogue (hw.GPU.GEMMTileOverheadCycles)
+// per wave.
+func (e *Evaluator) blockWaves(blocks int64) float64 {
+	g := e.gpu
+	return float64(ceil(blocks, int64(g.SMCount))) * g.GEMMTileOverheadCycles / g.ClockHz
 }
 
 func actBytes(o model.Op) float64 { return max(o.DType.Bytes(), 2) }

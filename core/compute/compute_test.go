@@ -280,6 +280,22 @@ func TestFlashAttentionBackwardPassesAndBlockCost(t *testing.T) {
 	assert.InEpsilon(t, extra, short.TimeS-fc.TimeS, 1e-9)
 }
 
+// Flash-decoding splits a small batch's cache over the SMs and combines the
+// pieces in a second kernel; a batch that fills the SMs runs unsplit, in
+// one. Its blocks pay a GEMM tile's fixed cost per wave: one wave here.
+func TestDecodeAttentionSplitsAndCombines(t *testing.T) {
+	g := gpu(t, "a100-80gb-sxm")
+	e := NewEvaluator(g)
+	small, err := e.Op(model.NewDecodeAttention("d", hw.BF16, 1, 32, 32, 4096, 128))
+	require.NoError(t, err)
+	assert.Equal(t, 2, small.Kernels)
+	big, err := e.Op(model.NewDecodeAttention("d", hw.BF16, 128, 32, 32, 4096, 128))
+	require.NoError(t, err)
+	assert.Equal(t, 1, big.Kernels)
+	// 32 heads in 4 pieces: 128 blocks on 108 SMs, two waves.
+	assert.Greater(t, small.TimeS, 2*g.GEMMTileOverheadCycles/g.ClockHz+2*g.KernelLaunchS)
+}
+
 func TestQuantizeIsBytesOverHBM(t *testing.T) {
 	g := gpu(t, "h100-sxm")
 	// 256M bf16 values to int8 with one fp32 scale per 128: read 2 B, write

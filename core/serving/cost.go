@@ -80,7 +80,7 @@ type Pricer struct {
 	// denseComm is the collectives' and transfers' share of dense's device time.
 	denseComm map[partKey]float64
 	head      map[partKey]exec.Issue
-	dec       map[[2]int]float64
+	dec       map[[2]int]compute.Cost
 	pre       map[[2]int]float64
 	comm      map[commKey]float64
 }
@@ -116,7 +116,7 @@ func ReplicaRanks(tp, pp, r int) [][]int {
 func NewPricer(t *topo.Topology, gpu hw.GPU, faults net.FaultPlan, seed uint64, cfg model.Config,
 	tp, pp int, dtype hw.DType, r int, host exec.Host) (*Pricer, error) {
 	p := &Pricer{gpu: gpu, ev: compute.NewEvaluator(gpu), cfg: cfg, tp: tp, pp: pp, dtype: dtype, host: host,
-		dense: map[partKey]exec.Issue{}, denseComm: map[partKey]float64{}, head: map[partKey]exec.Issue{}, dec: map[[2]int]float64{}, pre: map[[2]int]float64{},
+		dense: map[partKey]exec.Issue{}, denseComm: map[partKey]float64{}, head: map[partKey]exec.Issue{}, dec: map[[2]int]compute.Cost{}, pre: map[[2]int]float64{},
 		comm: map[commKey]float64{}}
 	g, err := model.Build(cfg, model.Run{Phase: model.Prefill, Batch: 1, SeqLen: 1, TP: tp, DType: dtype})
 	if err != nil {
@@ -427,8 +427,10 @@ func (p *Pricer) Head(n int, graph bool) (exec.Issue, error) {
 }
 
 // attention is one layer's attention kernel for the shape: device time of
-// each chunk's FlashAttention and of the decode attention, issued once.
-func (p *Pricer) attention(sh *Shape) (float64, error) {
+// each chunk's FlashAttention and of the decode attention, issued once, and
+// the kernels that launches (two when the decode attention splits the
+// cache and combines the pieces).
+func (p *Pricer) attention(sh *Shape) (float64, int, error) {
 	dev := 0.0
 	for _, c := range sh.Chunks {
 		kv := p.bucketKV(c.Context + c.Query)
@@ -438,28 +440,29 @@ func (p *Pricer) attention(sh *Shape) (float64, error) {
 			o := model.NewFlashAttention("attn.flash", p.dtype, 1, p.hs, p.kvs, int64(c.Query), int64(max(kv, c.Query)), p.hd, true)
 			cost, err := p.ev.Op(o)
 			if err != nil {
-				return 0, err
+				return 0, 0, err
 			}
 			v = cost.TimeS
 			p.pre[k] = v
 		}
 		dev += v
 	}
+	kernels := 1
 	if sh.Decode > 0 {
 		k := [2]int{sh.Decode, p.bucketKV(sh.DecodeKV)}
-		v, ok := p.dec[k]
+		c, ok := p.dec[k]
 		if !ok {
 			o := model.NewDecodeAttention("attn.decode", p.dtype, int64(sh.Decode), p.hs, p.kvs, int64(k[1])+1, p.hd)
-			cost, err := p.ev.Op(o)
-			if err != nil {
-				return 0, err
+			var err error
+			if c, err = p.ev.Op(o); err != nil {
+				return 0, 0, err
 			}
-			v = cost.TimeS
-			p.dec[k] = v
+			p.dec[k] = c
 		}
-		dev += v
+		dev += c.TimeS
+		kernels = max(kernels, c.Kernels)
 	}
-	return dev, nil
+	return dev, kernels, nil
 }
 
 // Iteration is the time of one engine iteration of the shape: the dense
@@ -491,13 +494,13 @@ func (p *Pricer) issue(sh *Shape) (exec.Issue, error) {
 		return exec.Issue{}, err
 	}
 	x = x.Then(d)
-	a, err := p.attention(sh)
+	a, kernels, err := p.attention(sh)
 	if err != nil {
 		return exec.Issue{}, err
 	}
 	attn := model.Op{Name: "attn", Kind: model.FlashAttention, Pass: model.Forward}
 	for s, n := range p.attnLayers {
-		one := p.host.KernelIssue(attn, exec.Kernel{DeviceS: a * p.slow[s], LaunchS: min(a, p.gpu.KernelLaunchS), Kernels: 1}, graph, false)
+		one := p.host.KernelIssue(attn, exec.Kernel{DeviceS: a * p.slow[s], LaunchS: min(a, float64(kernels)*p.gpu.KernelLaunchS), Kernels: kernels}, graph, false)
 		for i := 0; i < n; i++ {
 			x = x.Then(one)
 		}
@@ -526,7 +529,7 @@ func (p *Pricer) Breakdown(sh *Shape) (compute, comm, attention, head float64, e
 	}
 	graph := p.graph(sh)
 	comm = p.denseComm[partKey{t, graph}]
-	a, err := p.attention(sh)
+	a, _, err := p.attention(sh)
 	if err != nil {
 		return 0, 0, 0, 0, err
 	}
