@@ -5,11 +5,14 @@ import (
 )
 
 // grouped prices a grouped GEMM (the experts of a mixture-of-experts
-// block in one kernel, as Megatron-Core's GroupedMLP runs them through
-// CUTLASS grouped GEMM): each expert's product goes through the GEMM tile
-// model with its own M (its token count; for a weight gradient, its own
-// reduction length), so an expert with few tokens pays its padded tiles
+// block in one kernel, as Megatron-Core's legacy GroupedMLP runs them
+// through CUTLASS grouped GEMM): each expert's product goes through the GEMM
+// tile model with its own M (its token count; for a weight gradient, its
+// own reduction length), so an expert with few tokens pays its padded tiles
 // and its partial wave; the experts run back to back in one launch.
+// Transformer Engine's GroupedLinear (Megatron-Core's TEGroupedMLP) instead
+// issues one cuBLAS GEMM per expert over several streams; what each of
+// those calls costs beyond its kernel is not modelled (MOE_FIDELITY.md).
 // Experts that received no tokens cost nothing (a weight gradient of an
 // idle expert is a zero fill, left out).
 func (e *Evaluator) grouped(o model.Op) (Cost, error) {
