@@ -93,6 +93,7 @@ func (e *Evaluator) flash(o model.Op) Cost {
 	// query block, feel it.
 	c = e.finish(c, o.FLOPs, mathTime, 1, e.blockWaves(blocks)+passes/g.HBMBandwidth())
 	c.BytesHBM += passes
+	c.Intensity = c.FLOPs / c.BytesHBM
 	return c
 }
 
