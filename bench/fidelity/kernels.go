@@ -210,17 +210,28 @@ func vidurOps(r KernelRow, vm vidurModel) ([]model.Op, compute.Impl) {
 	return nil, ""
 }
 
-// Price is a row's predicted kernel time on an evaluator.
-func (r KernelRow) Price(e *compute.Evaluator) (float64, error) {
-	t := 0.0
+// Price is a row's predicted kernel time on an evaluator, and that time as
+// Vidur's timer records it. Vidur sums the durations of the CUDA events in
+// its timer (vidur/profiling/common/cuda_timer.py: cuda_time_total under
+// torch.profiler), and PyTorch takes each kernel's duration in whole
+// microseconds, truncated (KinetoEvent::durationUs, (end − start ns) / 1000
+// in integer arithmetic, read by profiler_util's _parse_kineto_results):
+// every one of the table's medians is a multiple of 0.5 µs, a median of
+// whole-µs samples. So a kernel that runs 2.9 µs is recorded as 2 µs, and
+// the model's time is compared as it would be recorded: each kernel's
+// time truncated to the microsecond (an op of several kernels split evenly
+// among them).
+func (r KernelRow) Price(e *compute.Evaluator) (predS, timedS float64, err error) {
 	for _, o := range r.Ops {
 		c, err := e.OpAs(o, r.Impl)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		t += c.TimeS
+		predS += c.TimeS
+		k := float64(max(c.Kernels, 1))
+		timedS += k * math.Floor(c.TimeS/k*1e6) * 1e-6
 	}
-	return t, nil
+	return predS, timedS, nil
 }
 
 // KernelRange names a token-count range of the report.
@@ -242,28 +253,32 @@ var KernelRanges = []string{"1-64", "65-512", "513-4096", ">4096"}
 // KernelClasses lists the Vidur op classes in report order.
 var KernelClasses = []string{"gemm", "norm", "elementwise", "rope", "embedding"}
 
-// KernelErr is one priced row: predicted over measured.
+// KernelErr is one priced row: the predicted time, and that time as the
+// measurement's timer would record it (Price), which is what is compared.
 type KernelErr struct {
-	Row   *KernelRow
-	PredS float64
+	Row           *KernelRow
+	PredS, TimedS float64
 }
 
-// LogErr is |ln(pred/measured)|.
-func (k KernelErr) LogErr() float64 { return math.Abs(math.Log(k.PredS / k.Row.MeasuredS)) }
+// Err is the signed error of the prediction as timed: timed/measured − 1.
+func (k KernelErr) Err() float64 { return k.TimedS/k.Row.MeasuredS - 1 }
 
-// AbsErr is |pred/measured − 1|.
-func (k KernelErr) AbsErr() float64 { return math.Abs(k.PredS/k.Row.MeasuredS - 1) }
+// LogErr is |ln(timed/measured)|.
+func (k KernelErr) LogErr() float64 { return math.Abs(math.Log(k.TimedS / k.Row.MeasuredS)) }
+
+// AbsErr is |timed/measured − 1|.
+func (k KernelErr) AbsErr() float64 { return math.Abs(k.Err()) }
 
 // PriceRows prices rows of one SKU on a GPU.
 func PriceRows(g hw.GPU, rows []*KernelRow) ([]KernelErr, error) {
 	e := compute.NewEvaluator(g)
 	out := make([]KernelErr, 0, len(rows))
 	for _, r := range rows {
-		p, err := r.Price(e)
+		p, timed, err := r.Price(e)
 		if err != nil {
 			return nil, fmt.Errorf("%s %s tp%d T=%d: %w", r.GPU, r.Op, r.TP, r.Tokens, err)
 		}
-		out = append(out, KernelErr{Row: r, PredS: p})
+		out = append(out, KernelErr{Row: r, PredS: p, TimedS: timed})
 	}
 	return out, nil
 }
@@ -297,7 +312,7 @@ func Summarize(es []KernelErr) KernelStat {
 	sig := make([]float64, len(es))
 	for i, e := range es {
 		abs[i] = e.AbsErr()
-		sig[i] = e.PredS/e.Row.MeasuredS - 1
+		sig[i] = e.Err()
 	}
 	return KernelStat{N: len(es), Median: Quantile(abs, 0.5), P90: Quantile(abs, 0.9), Bias: Quantile(sig, 0.5)}
 }

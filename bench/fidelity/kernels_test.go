@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eidolon-sim/eidolon/core/compute"
 	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -24,6 +26,11 @@ func loadKernels(t *testing.T) []KernelRow {
 	require.NoError(t, err)
 	return rows
 }
+
+// kernelFitTie is the relative difference in the fit's objective below
+// which two optima count as equal: the 1 µs timer steps the loss, and
+// restarts of Nelder–Mead land that far apart on the same data.
+const kernelFitTie = 1e-3
 
 // TestKernelFit fits the per-GPU parameters on the training models.
 // Run: go test ./bench/fidelity -run KernelFit -fit -v
@@ -53,8 +60,14 @@ func TestKernelFit(t *testing.T) {
 			for range 3 {
 				q, w = FitKernelParams(g, train, q, 600)
 			}
-			if w < v {
+			fmt.Fprintf(&b, "%s start clk %g: objective %.5f, %.0f cycles per tile\n", sku, clk, w, q[2])
+			// Objectives within 0.1 % are a tie the stepped loss cannot
+			// separate; a tie goes to the smaller fixed cost per tile.
+			switch {
+			case w < v*(1-kernelFitTie):
 				p, v = q, w
+			case w <= v*(1+kernelFitTie) && q[2] < p[2]:
+				p, v = q, math.Min(v, w)
 			}
 		}
 		p = ParamsOf(WithParams(g, p)) // fractions capped at 1
@@ -169,4 +182,28 @@ func TestAttentionNoRegression(t *testing.T) {
 		assert.Less(t, m/f.CuDNN-1, 0.30, "backward seq %d vs cuDNN", f.Seq)
 		assert.Greater(t, m, f.CuDNN, "backward seq %d: still priced above cuDNN (update the doc when it is not)", f.Seq)
 	}
+}
+
+// A row is compared as Vidur's timer records it: each kernel's time
+// truncated to the microsecond, summed over the kernels in the timer
+// (phi-2's two adds are two records).
+func TestKernelTimedAsTruncated(t *testing.T) {
+	g, err := VidurGPU("a100")
+	require.NoError(t, err)
+	e := compute.NewEvaluator(g)
+	add := model.NewStreaming("add", model.Elementwise, hw.FP16, 1e6, 6e6)
+	c, err := e.OpAs(add, compute.ImplVectorized)
+	require.NoError(t, err)
+	one := KernelRow{Ops: []model.Op{add}, Impl: compute.ImplVectorized}
+	pred, timed, err := one.Price(e)
+	require.NoError(t, err)
+	require.InEpsilon(t, c.TimeS, pred, 1e-12)
+	require.InDelta(t, math.Floor(c.TimeS*1e6)*1e-6, timed, 1e-15)
+	require.Less(t, timed, pred)
+	two := KernelRow{Ops: []model.Op{add, add}, Impl: compute.ImplVectorized}
+	_, timed2, err := two.Price(e)
+	require.NoError(t, err)
+	require.InDelta(t, 2*timed, timed2, 1e-15)
+	k := KernelErr{Row: &KernelRow{MeasuredS: timed}, PredS: pred, TimedS: timed}
+	require.Zero(t, k.AbsErr(), "a prediction the timer reads as the measurement has no error")
 }

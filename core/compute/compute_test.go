@@ -363,3 +363,24 @@ func TestGatherLatencyThenBandwidth(t *testing.T) {
 	assert.InEpsilon(t, g.KernelLaunchS+b/g.GatherBandwidth(), large.TimeS, 1e-9)
 	assert.Less(t, g.GatherBandwidth(), g.HBMBandwidth())
 }
+
+// Up to 16 ids, index_select's small-index kernel walks the ids one after
+// another: two latencies per id, so 16 ids take 16 times one id's chain,
+// and 17 ids (the large-index kernel) fall back to one chain.
+func TestGatherSmallIndexChain(t *testing.T) {
+	g := gpu(t, "a100-80gb-sxm")
+	e := NewEvaluator(g)
+	emb := func(ids int64) Cost {
+		o := model.NewStreaming("emb", model.Embedding, hw.FP16, 0, 4*float64(ids)+2*float64(ids*4096)*2)
+		o.M, o.N = ids, 4096
+		c, err := e.Op(o)
+		require.NoError(t, err)
+		return c
+	}
+	for _, ids := range []int64{1, 2, 8, 16} {
+		assert.InEpsilon(t, g.KernelLaunchS+float64(ids)*2*g.MemoryLatencyS, emb(ids).TimeS, 1e-9, "%d ids", ids)
+	}
+	o := emb(17)
+	assert.Less(t, o.TimeS, emb(16).TimeS)
+	assert.InEpsilon(t, g.KernelLaunchS+max(2*g.MemoryLatencyS, (4*17+2*17*4096*2)/g.GatherBandwidth()), o.TimeS, 1e-9)
+}

@@ -68,6 +68,10 @@ func rowShape(k model.Kind, w int64) (threads, iters int64, byteScale float64) {
 	}
 }
 
+// smallIndexIDs is the most ids index_select hands to its small-index
+// kernel (numIndices <= 16 in index_select_out_cuda_impl).
+const smallIndexIDs = 16
+
 // streaming prices a one-pass kernel: its bytes pass through L2 from HBM
 // at the implementation's bandwidth, its math runs at the vector rate
 // (tensor rate for the SSD matmuls). Row kernels with their shape (M rows
@@ -96,8 +100,17 @@ func (e *Evaluator) streaming(o model.Op, impl Impl) Cost {
 		}
 	case ImplGather:
 		// Each thread loads its token id, then the row it names: two
-		// dependent memory latencies before the first byte moves.
-		return e.finishBW(c, o.FLOPs, 2*g.MemoryLatencyS, g.GatherBandwidth(), 0, 0)
+		// dependent memory latencies before the first byte moves. Up to
+		// 16 ids PyTorch's index_select runs indexSelectSmallIndex
+		// (aten/src/ATen/native/cuda/Indexing.cu), whose threads walk the
+		// ids one after another, each id's two loads before the next:
+		// the chain grows with the ids (Vidur's A100 embeddings: 3, 4, 5,
+		// 8, 14 µs at 1, 2, 4, 8, 16 tokens, whatever the hidden size).
+		chain := 2 * g.MemoryLatencyS
+		if o.M > 0 && o.M <= smallIndexIDs {
+			chain *= float64(o.M)
+		}
+		return e.finishBW(c, o.FLOPs, chain, g.GatherBandwidth(), 0, 0)
 	case ImplVectorized:
 		// L2 residency between kernels: the input the previous kernel just
 		// wrote (one M×N tensor) is still in L2 when it fits in a quarter of
