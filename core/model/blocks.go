@@ -22,6 +22,7 @@ func (b *builder) embedding() {
 		flops, bytes = n, bytes+n*b.e
 	}
 	b.stream("embed.lookup", Embedding, flops, bytes, n, n*b.e+8*n, 0)
+	b.rows(b.T, h)
 	b.exit("embed", h)
 	if c.Family == GPT && b.training() {
 		m := float64(b.Tn * h)
@@ -151,6 +152,7 @@ func (b *builder) attention(shared bool, in, hs, kvs, hd, qkv int64) {
 		// Rotary on Q and K: x·cos + rotate(x)·sin, 3 FLOPs per element.
 		n := float64(T * (hs + kvs) * hd)
 		b.stream("attn.rotary", Rotary, 3*n, 2*n*b.e, 3*n, 2*n*b.e, 0)
+		b.rows(T, (hs+kvs)*hd)
 	}
 	if !b.training() {
 		// Append this pass's keys and values to the KV cache.

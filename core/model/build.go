@@ -409,6 +409,13 @@ func (b *builder) stream(name string, kind Kind, flops, bytes, bwdFlops, bwdByte
 	b.add(s)
 }
 
+// rows gives the forward kernel just added its row shape: rows of w
+// elements.
+func (b *builder) rows(rows, w int64) {
+	f := b.steps[len(b.steps)-1].fwd
+	f[0].M, f[0].N = rows, w
+}
+
 // norm is a LayerNorm (GPT) or RMSNorm over n elements of rows of width w:
 // read x, write y (and fp32 statistics per row). LayerNorm: ≈8 FLOPs per
 // element (mean, variance, normalize, affine), RMSNorm ≈5. Keeps x.
@@ -426,6 +433,7 @@ func (b *builder) norm(name string, rows, w int64) {
 		fl = 8
 	}
 	s := step{fwd: []Op{NewStreaming(name, Norm, b.a, fl*n, 2*n*b.e+8*float64(rows))}, saved: n * b.e}
+	s.fwd[0].M, s.fwd[0].N = rows, w
 	if b.training() {
 		const slices = 16 // part_size in HostLayerNormGradient
 		weights := 1.0
@@ -460,9 +468,10 @@ func (b *builder) residual(name string, w int64) {
 	n := float64(b.Tn * w)
 	if b.c.Family == GPT && b.training() {
 		b.stream(name, Elementwise, 3*n, n*(3*b.e+1), n, n*(2*b.e+1), n)
-		return
+	} else {
+		b.stream(name, Elementwise, n, 3*n*b.e, 0, 0, 0)
 	}
-	b.stream(name, Elementwise, n, 3*n*b.e, 0, 0, 0)
+	b.rows(b.Tn, w)
 }
 
 // enter is Megatron's f: the start of a tensor-parallel region fed with the

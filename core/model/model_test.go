@@ -257,3 +257,28 @@ func TestBackwardBiasGradsAndNormKernels(t *testing.T) {
 		assert.Equal(t, 2*3, nn, name)
 	}
 }
+
+// The row-wise streaming kernels carry their rows and width, which the
+// compute model needs for their latency at few rows: a batch-4 decode's
+// norms are 4 rows of the hidden size, its rotary 4 rows of the rank's
+// query and key heads, its embedding 4 ids, its residual adds 4 rows.
+func TestRowKernelsCarryTheirShape(t *testing.T) {
+	c, _ := ByName("llama2-7b")
+	g, err := Build(c, Run{Phase: Decode, Batch: 4, KVLen: 100, TP: 2, DType: hw.BF16})
+	require.NoError(t, err)
+	shape := map[string][2]int64{}
+	for _, name := range []string{BlockEmbedding, BlockTransformer} {
+		blk, ok := g.Block(name)
+		require.True(t, ok)
+		for _, o := range blk.Forward {
+			if o.Kind != GEMM {
+				shape[o.Name] = [2]int64{o.M, o.N}
+			}
+		}
+	}
+	assert.Equal(t, [2]int64{4, 4096}, shape["embed.lookup"])
+	assert.Equal(t, [2]int64{4, 4096}, shape["attn.norm"])
+	assert.Equal(t, [2]int64{4, (16 + 16) * 128}, shape["attn.rotary"])
+	assert.Equal(t, [2]int64{4, 4096}, shape["attn.residual"])
+	assert.Equal(t, [2]int64{0, 0}, shape["mlp.swiglu"], "vectorized kernels have no row shape")
+}

@@ -252,6 +252,7 @@ func (b *builder) mla() {
 	b.norm("attn.kv_norm", T, kvr)
 	n := float64(T * (hs + 1) * rope)
 	b.stream("attn.rotary", Rotary, 3*n, 2*n*b.e, 3*n, 2*n*b.e, 0)
+	b.rows(T, (hs+1)*rope)
 	r := b.r
 	if r.Phase == Decode {
 		B := int64(r.Batch)
@@ -294,6 +295,7 @@ func (b *builder) mtp() {
 	h := int64(c.Hidden)
 	n := float64(b.Tn * h)
 	b.stream("mtp.embed.lookup", Embedding, 0, 4*float64(b.Tn)+2*n*b.e, n, n*b.e+8*n, 0)
+	b.rows(b.Tn, h)
 	b.norm("mtp.hidden_norm", b.Tn, h)
 	b.norm("mtp.embed_norm", b.Tn, h)
 	b.gemm("mtp.proj", b.Tn, h, 2*h)

@@ -66,6 +66,9 @@ type Op struct {
 	DType hw.DType
 
 	// GEMM shape: Batch problems of [M×K]·[K×N]. Attention: Batch sequences.
+	// Streaming kernels that work row by row (norms, rotary embeddings,
+	// embedding gathers, residual adds): M rows of N elements, which prices
+	// their latency at few rows (core/compute streaming); 0 when unknown.
 	M, N, K, Batch int64
 	// Attention shape: query heads, key/value heads, query and key lengths,
 	// head dimension; Causal masks keys after the query.
