@@ -146,6 +146,9 @@ func TestSwitchClosedForms(t *testing.T) {
 		// Direct: each rank's uplink carries n−1 flows of S/n at once
 		// (B/(n−1) each), twice: 2(n−1)/n·S/B + 2α.
 		{Collective{Op: AllReduce, Algorithm: Direct}, 2*(fn-1)/fn*S/bw + 2*alpha},
+		// One-shot: each rank's uplink carries its whole buffer to each of
+		// the n−1 others at once, one phase: (n−1)·S/B + α.
+		{Collective{Op: AllReduce, Algorithm: OneShot}, (fn-1)*S/bw + alpha},
 		// All-to-all: one direct phase: (n−1)/n·S/B + α.
 		{Collective{Op: AllToAll}, (fn-1)/fn*S/bw + alpha},
 		// Ring on a switch is the ring formula (one flow per port).

@@ -33,6 +33,8 @@ var registry = []algorithm{
 	{op: AllReduce, alg: Direct, build: buildDirect},
 	{op: AllReduce, alg: Hierarchical, build: buildHierarchical},
 	{op: AllReduce, alg: NCCL, choose: tuneNCCL},
+	{op: AllReduce, alg: OneShot, build: buildOneShot},
+	{op: AllReduce, alg: Custom, choose: chooseCustom},
 	{op: AllGather, alg: Ring, build: buildRing},
 	{op: AllGather, alg: Direct, build: buildDirect},
 	{op: AllGather, alg: NCCL, choose: tuneNCCL},

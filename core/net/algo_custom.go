@@ -1,0 +1,139 @@
+package net
+
+import "github.com/eidolon-sim/eidolon/core/sim"
+
+// The inference engines' own all-reduce for small messages inside one
+// NVLink domain: vLLM's custom all-reduce (csrc/custom_all_reduce.cuh,
+// vllm/distributed/device_communicators/custom_all_reduce.py; SGLang and
+// TensorRT-LLM run the same two kernels). Every rank's buffer is mapped
+// into its peers' address space, and one kernel either reads every peer's
+// whole buffer and reduces it locally (one-shot, cross_device_reduce_1stage)
+// or reduces its 1/n share from every peer and then gathers the others'
+// reduced shares (two-shot, cross_device_reduce_2stage: a reduce-scatter
+// and an all-gather, Direct's two phases).
+
+const (
+	// OneShot: one phase in which every rank reads the whole buffer from
+	// every other rank ((n−1)·S in per rank) and reduces it itself.
+	OneShot Algorithm = "one_shot"
+	// Custom: the engine's custom all-reduce: one-shot or two-shot as vLLM
+	// picks them, where vLLM runs it (CustomEligible), else NCCL's tuner.
+	Custom Algorithm = "custom"
+)
+
+// The custom all-reduce's limits and costs. vLLM registers an 8 MiB buffer
+// (custom_all_reduce.py max_size) and runs on 2, 4, 6 or 8 GPUs
+// (_SUPPORTED_WORLD_SIZES) that NVLink connects; above that size, or
+// elsewhere, NCCL all-reduces. It runs one-shot on 2 GPUs, below 512 KiB on
+// up to 4 and below 256 KiB on up to 8, two-shot otherwise
+// (custom_all_reduce.cuh, allreduce).
+//
+// Each kernel's latency and the share of its link at which a rank reads
+// its peers are fitted (least squares, within 10 % of every point) on
+// vLLM's own benchmark of the two kernels on H100 (NVLink 450 GB/s each
+// way) with CUDA graphs, 0.5–4 MiB at TP 4 and 6
+// (benchmarks/kernels/benchmark_device_communicators.py in vllm-project/vllm
+// PRs #24111 and #24532: ca_1stage 10–70 µs, ca_2stage 15–43 µs): time =
+// latency + bytes a rank reads / (share × link), the one-shot reading
+// (n−1)·S, the two-shot 2(n−1)/n·S. Measured outside CUDA graphs (the input
+// copied into the registered buffer, launches exposed) the same kernels
+// take 8.5–10 µs up to 32 KiB (sgl-project/sglang PR #2904); a decode step
+// replays them from a graph, which the fit's regime is. No A100
+// measurement was found: the same latencies and link shares serve every
+// GPU.
+const (
+	CustomAllReduceMaxBytes = 8 << 20
+	CustomOneShotLatencyS   = 4.64e-6
+	CustomOneShotLinkShare  = 0.751
+	CustomTwoShotLatencyS   = 12.6e-6
+	CustomTwoShotLinkShare  = 0.528
+)
+
+// CustomEligible reports whether vLLM runs its custom all-reduce for a
+// payload of bytes over ranks: 2, 4, 6 or 8 ranks whose every pair is
+// connected by NVLink alone, at most CustomAllReduceMaxBytes.
+func CustomEligible(c *Comms, ranks []int, bytes float64) (bool, error) {
+	switch len(ranks) {
+	case 2, 4, 6, 8:
+	default:
+		return false, nil
+	}
+	if !(bytes > 0) || bytes > CustomAllReduceMaxBytes {
+		return false, nil
+	}
+	if err := c.ranksInRange(ranks); err != nil {
+		return false, err
+	}
+	for _, a := range ranks {
+		for _, b := range ranks {
+			if a == b {
+				continue
+			}
+			path, err := c.t.Route(c.t.RankDevice(a), c.t.RankDevice(b))
+			if err != nil {
+				return false, err
+			}
+			for _, l := range path {
+				if !isNVLink(c.t.Links[l].Tech) {
+					return false, nil
+				}
+			}
+		}
+	}
+	return true, nil
+}
+
+func isNVLink(tech string) bool { return len(tech) >= 6 && tech[:6] == "nvlink" }
+
+// CustomOneShot reports whether vLLM runs the one-shot kernel on n ranks
+// for a payload of bytes.
+func CustomOneShot(n int, bytes float64) bool {
+	return n == 2 || (n <= 4 && bytes < 512<<10) || (n <= 8 && bytes < 256<<10)
+}
+
+// buildOneShot: every rank sends its whole buffer (in Chunks pieces) to
+// every other rank in one phase.
+func buildOneShot(_ *Comms, col *Collective) (program, error) {
+	return &directProg{chunks: col.Chunks, n: len(col.Ranks), phases: 1, bytes: col.Bytes / float64(col.Chunks)}, nil
+}
+
+// chooseCustom picks vLLM's kernel for an all-reduce it serves (one-shot,
+// or Direct as two-shot) at its share of the link, with the rest of its
+// latency before the data moves; elsewhere it is NCCL's tuner.
+func chooseCustom(c *Comms, col *Collective, shape *checkedShape) error {
+	ok, err := CustomEligible(c, col.Ranks, col.Bytes)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return tuneNCCL(c, col, shape)
+	}
+	n := len(col.Ranks)
+	ch := NCCLChoice{Algorithm: Direct, LatencyS: CustomTwoShotLatencyS, Channels: 1}
+	phases, read, share := 2, 2*float64(n-1)/float64(n)*col.Bytes, CustomTwoShotLinkShare
+	if CustomOneShot(n, col.Bytes) {
+		ch.Algorithm, ch.LatencyS = OneShot, CustomOneShotLatencyS
+		phases, read, share = 1, float64(n-1)*col.Bytes, CustomOneShotLinkShare
+	}
+	col.Algorithm = ch.Algorithm
+	// Each rank's link to its peers carries its reads (n−1 flows at once)
+	// at the kernel's share of it.
+	path, err := c.t.Route(c.t.RankDevice(col.Ranks[0]), c.t.RankDevice(col.Ranks[1]))
+	if err != nil {
+		return err
+	}
+	link, hop := 0.0, 0.0
+	for i, l := range path {
+		if i == 0 {
+			link = c.t.Capacity(int(l))
+		}
+		hop += c.t.Links[l].LatencyS
+	}
+	ch.AlgBytesPerS = col.Bytes * share * link / read
+	ch.BusBytesPerS = ch.AlgBytesPerS * BusBandwidthFactor(AllReduce, n)
+	ch.ModelTimeS = ch.TimeS(col.Bytes)
+	col.ProtocolEfficiency = share
+	shape.choice = &ch
+	shape.delay = sim.Seconds(max(0, ch.LatencyS-float64(phases)*hop))
+	return nil
+}
