@@ -44,15 +44,16 @@ func TestFidelityTable(t *testing.T) {
 		"(fp16 unscale and inf check, gradient norm, Adam, fp32-to-fp16 weight copy, zeroing the gradient buffer: 50 B per parameter, " +
 		"model.OptimizerStep), the column sums that give each bias its gradient, the fused LayerNorm backward's three kernels " +
 		"(weight-gradient partials read dy and x once more), the QKV split's backward copy and the context permute.\n")
-	b.WriteString("- The Llama-2 batch-1 rows (A100 and H100, 7B to 70B, TP 1–8) still come out too fast, by 6–44 µs a layer " +
-		"and forward pass (the notes). Two parts of that gap were in the kernel model and are priced now: its per-GPU parameters had " +
-		"been fitted on Vidur's kernel times as if they were exact, though its timer truncates every kernel to the microsecond " +
-		"(KERNELS.md), which had left each fitted kernel up to 1 µs short; and the simulated norms, rotary embedding, residual adds " +
-		"and embedding gather did not carry their row shape, so their latency at one row (a row kernel's loop of dependent loads, " +
-		"index_select's per-id chain) was left out. Together they took the gap from 35–43 to 14–32 µs a layer on the A100 TP 1–2 rows. " +
-		"What remains grows with TP up to 4, where the eager host issue binds the decode (the kernels shrink, the host's cost per " +
-		"operator does not), and no measured per-kernel cost of the reference's engine (not named) was found to price it, so none " +
-		"is added.\n")
+	b.WriteString("- The Llama-2 batch-1 rows (A100 and H100, 7B to 70B, TP 1–8) are run eagerly (the reference's engine is not " +
+		"named), and come out too fast by 0–17 %: on A100 within 2.5 % at TP 1 and within 5 % for 70B at every TP, 5–16 % for 7B " +
+		"and 13B at TP 2–8; on H100 0–17 %. Three parts of the device's time per kernel that the rows had lacked are priced: " +
+		"the kernel parameters had been fitted on Vidur's times as if exact, though its timer truncates every kernel to the " +
+		"microsecond (KERNELS.md), which had left each kernel up to 1 µs short; the simulated norms, rotary embedding, residual " +
+		"adds and embedding gather did not carry their row shape, so their latency at one row was left out; and kernels issued " +
+		"back to back on a stream are 0.9 µs apart on the device (exec.StreamGapS, NVIDIA's CUDA Graphs post). Together they took " +
+		"the A100 TP 1–2 rows from 35–43 to 2–21 µs a layer and forward pass short. The rest grows with TP up to 4, where the host's " +
+		"issue binds the decode (its cost per operator, 8.5 µs in exec/host.go, does not shrink with the kernels); no measured " +
+		"per-kernel cost of the reference's engine was found to price it otherwise.\n")
 	b.WriteString("- Llama 3.1 405B runs as 1F1B: Meta's interleaved schedule has a virtual stage count the paper does not " +
 		"give, so these rows carry 1F1B's bubble ((p−1)/m with p = 16 stages and m = 16 or 32 micro-batches) and read low.\n")
 	t.Log(b.String())

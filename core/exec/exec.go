@@ -102,6 +102,11 @@ type Options struct {
 	// Nil keeps full-precision all-reduces.
 	TPQuant          *net.Quantization
 	TPQuantAlgorithm net.Algorithm
+	// TPAllReduce, if set, is the algorithm every full-precision
+	// tensor-parallel all-reduce runs with in place of NCCL's tuner:
+	// net.Custom for an inference engine's custom all-reduce (which hands
+	// what it does not serve back to the tuner).
+	TPAllReduce net.Algorithm
 	// HealthyRoute, if set, is the path from device src to dst with no
 	// fault at all (fault sweeps pass the healthy topology's routes). A
 	// failed link or device then no longer forces every replica to be

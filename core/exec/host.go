@@ -14,7 +14,7 @@ const (
 	// another in program order (PyTorch eager, as Megatron-LM runs).
 	Eager = "eager"
 	// CUDAGraphs: captured work (a decode step) is replayed from a CUDA
-	// graph: one host launch per graph, a small device gap per kernel.
+	// graph: one host launch per graph, a smaller device gap per kernel.
 	CUDAGraphs = "cuda_graphs"
 )
 
@@ -57,17 +57,20 @@ const (
 // figure; 1,024 is the conventional size.
 const LaunchQueueKernels = 1024
 
-// CUDA graph replay. GraphLaunchS is the host's cost of replaying one
-// captured graph (one Python call into torch.cuda.CUDAGraph.replay and one
-// cudaGraphLaunch): one no-grad operator's path. GraphGapS is the device's
-// gap between consecutive kernel nodes of a replayed graph, which replaces
-// the stream launch cost the compute model adds to each kernel
-// (hw.GPU.KernelLaunchS): NVIDIA's "Getting Started with CUDA Graphs"
-// (A. Gray, 2019) measures 3.4 µs per 2.9 µs kernel replayed from a graph
-// (3.8 µs launched back to back on a stream): a 0.5 µs gap.
+// Gaps between consecutive kernels on one stream, on the device, beyond
+// each kernel's own duration (hw.GPU.KernelLaunchS is part of that
+// duration: the profiler's kernel timer shows it, and neither a stream nor
+// a graph shortens a kernel). NVIDIA's "Getting Started with CUDA Graphs"
+// (A. Gray, 2019) runs 2.9 µs kernels back to back: 3.8 µs each launched
+// on a stream, 3.4 µs each replayed from a graph: a 0.9 µs gap
+// (StreamGapS) and a 0.5 µs gap (GraphGapS). GraphLaunchS is the host's
+// cost of replaying one captured graph (one Python call into
+// torch.cuda.CUDAGraph.replay and one cudaGraphLaunch): one no-grad
+// operator's path.
 const (
-	GraphLaunchS = HostForwardOpS
+	StreamGapS   = 0.9e-6
 	GraphGapS    = 0.5e-6
+	GraphLaunchS = HostForwardOpS
 )
 
 // Host describes how the host issues a run's kernels. The zero value
@@ -117,10 +120,9 @@ func (h *Host) collectiveS() float64 { return orDefault(h.CollectiveS, HostColle
 
 // Kernel is an operator's device cost as exec schedules it.
 type Kernel struct {
-	// DeviceS is the kernels' device time, launch included; LaunchS the
-	// part of it that is the stream's per-kernel launch (a CUDA graph
-	// replaces it with GraphGapS per kernel).
-	DeviceS, LaunchS float64
+	// DeviceS is the kernels' device time (each kernel's fixed device
+	// time included, hw.GPU.KernelLaunchS).
+	DeviceS float64
 	// Kernels is the number of kernel launches (at least 1).
 	Kernels int
 	// MathS is the part of DeviceS bound by the SMs' math or shared memory
@@ -129,21 +131,22 @@ type Kernel struct {
 }
 
 // kernelTimes are an operator's device time and the host's time to issue
-// it: from a captured graph (graph) its kernels are separated by GraphGapS
-// instead of their stream launch, and only the graph's first (launch) costs
+// it. On the device each kernel is followed by the stream's gap to the
+// next: GraphGapS from a captured graph (graph), StreamGapS issued eagerly
+// (none without a host model). Only a graph's first kernel (launch) costs
 // the host its replay; eagerly, the host pays the operator's dispatch.
 func (h *Host) kernelTimes(o model.Op, c Kernel, graph, launch bool) (devS, hostS float64) {
 	devS = c.DeviceS
-	if graph {
-		devS = devS - c.LaunchS + float64(max(c.Kernels, 1))*GraphGapS
-	}
+	kernels := float64(max(c.Kernels, 1))
 	switch {
 	case h.Mode == "":
 	case graph:
+		devS += kernels * GraphGapS
 		if launch {
 			hostS = GraphLaunchS
 		}
 	default:
+		devS += kernels * StreamGapS
 		hostS = h.opHostS(o, c.Kernels)
 	}
 	return devS, hostS

@@ -27,8 +27,8 @@ func chainPlan(n int) *workload.Plan {
 	return &workload.Plan{Programs: []workload.Program{prog}, Units: []workload.Unit{u}, Replicas: [][]int{{0}}, Ranks: 1}
 }
 
-func kernelOf(devS, launchS float64) func(model.Op) (Kernel, error) {
-	return func(model.Op) (Kernel, error) { return Kernel{DeviceS: devS, LaunchS: launchS, Kernels: 1}, nil }
+func kernelOf(devS float64) func(model.Op) (Kernel, error) {
+	return func(model.Op) (Kernel, error) { return Kernel{DeviceS: devS, Kernels: 1}, nil }
 }
 
 func runChain(t *testing.T, p *workload.Plan, k func(model.Op) (Kernel, error), h Host) float64 {
@@ -39,24 +39,28 @@ func runChain(t *testing.T, p *workload.Plan, k func(model.Op) (Kernel, error), 
 
 // N kernels of 1 µs, each issued by the host at HostForwardOpS = 8.5 µs:
 // kernel j starts when the host has issued it, at j·h, and the last ends at
-// N·h + 1 µs (host-bound: Σ host ≫ Σ device).
+// N·h + 1 µs + its stream gap g (host-bound: Σ host ≫ Σ device).
 func TestEagerTinyKernelsAreHostBound(t *testing.T) {
 	const n, dev = 100, 1e-6
-	got := runChain(t, chainPlan(n), kernelOf(dev, 0), Host{Mode: Eager})
-	assert.InEpsilon(t, n*HostForwardOpS+dev, got, 1e-6)
+	got := runChain(t, chainPlan(n), kernelOf(dev), Host{Mode: Eager})
+	assert.InEpsilon(t, n*HostForwardOpS+dev+StreamGapS, got, 1e-6)
 }
 
 // N kernels of 1 ms: the host issues kernel 1 at h and is then ahead, so
-// the kernels run back to back: h + N·1 ms (Σ device + first issue).
+// the kernels run back to back, each followed by the stream's gap g:
+// h + N·(1 ms + g) (Σ device + first issue).
 func TestEagerLongKernelsAreDeviceBound(t *testing.T) {
 	const n, dev = 50, 1e-3
-	got := runChain(t, chainPlan(n), kernelOf(dev, 0), Host{Mode: Eager})
-	assert.InEpsilon(t, HostForwardOpS+n*dev, got, 1e-6)
+	got := runChain(t, chainPlan(n), kernelOf(dev), Host{Mode: Eager})
+	assert.InEpsilon(t, HostForwardOpS+n*(dev+StreamGapS), got, 1e-9)
+	// Without a host model the kernels run back to back with no gap.
+	assert.InEpsilon(t, n*dev, runChain(t, chainPlan(n), kernelOf(dev), Host{}), 1e-9)
 }
 
 // Mixed: one 1 ms kernel then N 1 µs kernels. The host issues the long one
 // at h and the rest by (N+1)·h; the short ones follow the long one back to
-// back if the host is ahead: end = max(h + 1 ms + N·1 µs, (N+1)·h + 1 µs).
+// back if the host is ahead: end = max(h + 1 ms + N·1 µs, (N+1)·h + 1 µs),
+// every kernel followed by the stream gap g.
 // With N = 50 the device side wins (1.0585 ms > 0.4345 ms); with N = 200
 // the host's (1.7085 ms > 1.2085 ms).
 func TestEagerMixedChain(t *testing.T) {
@@ -73,21 +77,22 @@ func TestEagerMixedChain(t *testing.T) {
 		}
 		first.Name = "long"
 		h := HostForwardOpS
-		want := max(h+long+float64(n)*short, float64(n+1)*h+short)
+		g := StreamGapS
+		want := max(h+long+g+float64(n)*(short+g), float64(n+1)*h+short+g)
 		assert.InEpsilon(t, want, runChain(t, p, kk, Host{Mode: Eager}), 1e-6, "n=%d", n)
 	}
 }
 
 // A replayed CUDA graph: one host launch, then every kernel's device time
-// without its stream launch cost plus the graph's gap:
-// GraphLaunchS + N·(dev − launch + GraphGapS).
+// (its fixed device time included: a graph does not shorten a kernel) and
+// the graph's gap: GraphLaunchS + N·(dev + GraphGapS).
 func TestCUDAGraphReplay(t *testing.T) {
-	const n, dev, launch = 100, 5e-6, 4e-6
-	got := runChain(t, chainPlan(n), kernelOf(dev, launch), Host{Mode: CUDAGraphs})
-	assert.InEpsilon(t, GraphLaunchS+n*(dev-launch+GraphGapS), got, 1e-6)
-	// The same kernels eager: host-bound at N·h + the last kernel.
-	eager := runChain(t, chainPlan(n), kernelOf(dev, launch), Host{Mode: Eager})
-	assert.InEpsilon(t, n*HostForwardOpS+dev, eager, 1e-6)
+	const n, dev = 100, 5e-6
+	got := runChain(t, chainPlan(n), kernelOf(dev), Host{Mode: CUDAGraphs})
+	assert.InEpsilon(t, GraphLaunchS+n*(dev+GraphGapS), got, 1e-6)
+	// The same kernels eager: host-bound at N·h + the last kernel and its gap.
+	eager := runChain(t, chainPlan(n), kernelOf(dev), Host{Mode: Eager})
+	assert.InEpsilon(t, n*HostForwardOpS+dev+StreamGapS, eager, 1e-6)
 }
 
 // Autograd adds its recording cost to each forward op; backward ops cost
@@ -100,9 +105,10 @@ func TestHostCostByPass(t *testing.T) {
 }
 
 // The launch queue: 3,000 kernels of 10 µs issued at 8.5 µs each in tasks
-// of 10 kernels. The host gets ahead by 1.5 µs per kernel and never fills
-// the 1,024-entry queue in 3,000 kernels (it would need ~6,800), so the run
-// is device-bound: h + 3,000 · 10 µs. With 1 µs kernels, host-bound as ever.
+// of 10 kernels. The host gets ahead by 2.4 µs per kernel (each kernel
+// and its stream gap take 10.9 µs) and never fills the 1,024-entry queue
+// in 3,000 kernels (it would need ~4,300), so the run is device-bound:
+// h + 3,000 · 10.9 µs. With 1 µs kernels, host-bound as ever.
 func TestLaunchQueueBoundsRunAhead(t *testing.T) {
 	const tasks, per = 300, 10
 	ops := make([]model.Op, per)
@@ -119,11 +125,11 @@ func TestLaunchQueueBoundsRunAhead(t *testing.T) {
 	}
 	p := chainPlan(1)
 	p.Programs[0] = prog
-	got := runChain(t, p, kernelOf(10e-6, 0), Host{Mode: Eager})
-	assert.InEpsilon(t, HostForwardOpS+tasks*per*10e-6, got, 1e-6)
+	got := runChain(t, p, kernelOf(10e-6), Host{Mode: Eager})
+	assert.InEpsilon(t, HostForwardOpS+tasks*per*(10e-6+StreamGapS), got, 1e-6)
 	// Where the host waits for the queue: the same program's plan.
 	e := &engine{opt: Options{Host: Host{Mode: Eager}}, plan: p}
-	hp, err := e.planHost(&p.Programs[0], kernelOf(1e-6, 0), map[opsKey]taskCost{}, nil)
+	hp, err := e.planHost(&p.Programs[0], kernelOf(1e-6), map[opsKey]taskCost{}, nil)
 	require.NoError(t, err)
 	// Task i ends after 10(i+1) kernels; it waits for the last task whose
 	// end leaves ≤ 1,024 kernels pending: task i − 103 (10·103 = 1,030).
@@ -182,7 +188,8 @@ func TestInterferenceSlowsOverlappedCompute(t *testing.T) {
 
 // A synchronisation point: the host waits for a 1 ms task before issuing
 // the next one, N kernels of 1 µs, so it cannot issue them while the long
-// one runs: 1 ms + h (the long one's issue) + N·h + 1 µs. Without the
+// one runs: 1 ms + h (the long one's issue) + N·h + 1 µs, each kernel
+// followed by its stream gap. Without the
 // wait the host is ahead: h + 1 ms + N · 1 µs.
 func TestHostWaitExposesIssue(t *testing.T) {
 	const n, h = 20, HostForwardOpS
@@ -206,8 +213,9 @@ func TestHostWaitExposesIssue(t *testing.T) {
 		}
 		return Kernel{DeviceS: 1e-6, Kernels: 1}, nil
 	}
-	assert.InEpsilon(t, 1e-3+h+n*h+1e-6, runChain(t, build(true), k, Host{Mode: Eager}), 1e-6)
-	assert.InEpsilon(t, h+1e-3+n*1e-6, runChain(t, build(false), k, Host{Mode: Eager}), 1e-6)
+	g := StreamGapS
+	assert.InEpsilon(t, 1e-3+g+h+n*h+1e-6+g, runChain(t, build(true), k, Host{Mode: Eager}), 1e-6)
+	assert.InEpsilon(t, h+1e-3+g+n*(1e-6+g), runChain(t, build(false), k, Host{Mode: Eager}), 1e-6)
 }
 
 // The host's cost of issuing one operator exceeds every preset's device
@@ -226,9 +234,9 @@ func TestTinyKernelWaitsOnTheHost(t *testing.T) {
 	h := Host{Mode: Eager}
 	x := h.KernelIssue(o, KernelOf(g, c), false, false)
 	assert.InDelta(t, HostForwardOpS, x.HostS, 1e-12)
-	assert.InDelta(t, HostForwardOpS+c.TimeS, x.EndS, 1e-12)
+	assert.InDelta(t, HostForwardOpS+c.TimeS+StreamGapS, x.EndS, 1e-12)
 	assert.Greater(t, x.EndS, 2*c.TimeS, "host-bound")
-	// Replayed from a graph, only the gap between kernels replaces the launch.
+	// Replayed from a graph: the kernel's own time and the graph's gap.
 	gx := h.KernelIssue(o, KernelOf(g, c), true, false)
-	assert.InDelta(t, c.TimeS-g.KernelLaunchS+GraphGapS, gx.EndS, 1e-12)
+	assert.InDelta(t, c.TimeS+GraphGapS, gx.EndS, 1e-12)
 }

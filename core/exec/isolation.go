@@ -10,6 +10,7 @@ import (
 
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
+	"github.com/eidolon-sim/eidolon/core/net"
 	"github.com/eidolon-sim/eidolon/core/workload"
 )
 
@@ -33,6 +34,7 @@ type commInfo struct {
 type memoKey struct {
 	sig          int32
 	coll         model.Kind
+	alg          net.Algorithm
 	bytes        uint64
 	pairs        int32
 	hierarchical bool

@@ -86,6 +86,9 @@ func (e *engine) issue(g int, task *workload.Task, r *rendezvous) {
 	alg, quant, tuned := e.opt.Algorithm, (*net.Quantization)(nil), e.tuned(task)
 	if tuned {
 		alg = net.NCCL
+		if e.opt.TPAllReduce != "" && task.Coll == model.AllReduce && task.Slot == workload.SlotTP {
+			alg = e.opt.TPAllReduce
+		}
 	}
 	if q := e.opt.TPQuant; q != nil && task.Coll == model.AllReduce && task.Slot == workload.SlotTP {
 		quant = q
@@ -114,7 +117,7 @@ func (e *engine) issue(g int, task *workload.Task, r *rendezvous) {
 			}
 			continue
 		}
-		key := memoKey{sig: ci.sig, coll: task.Coll, bytes: math.Float64bits(task.Bytes), pairs: -1}
+		key := memoKey{sig: ci.sig, coll: task.Coll, alg: alg, bytes: math.Float64bits(task.Bytes), pairs: -1}
 		if ci.isolated {
 			if d, ok := e.memo[key]; ok {
 				r.pending++

@@ -67,7 +67,6 @@ func (m *Machine) Kernel(o model.Op) (Kernel, error) {
 // KernelOf is a priced operator as exec schedules it on GPU g.
 func KernelOf(g hw.GPU, c compute.Cost) Kernel {
 	k := Kernel{DeviceS: c.TimeS, Kernels: max(c.Kernels, 1)}
-	k.LaunchS = min(c.TimeS, float64(k.Kernels)*g.KernelLaunchS)
 	if c.Bound == compute.BoundCompute || c.Bound == compute.BoundSMEM {
 		k.MathS = c.TimeS
 	}

@@ -86,5 +86,5 @@ func TestSessionResumesWhereOnePlanWould(t *testing.T) {
 		return rb.End
 	}
 	require.Equal(t, whole.End, split(true))
-	require.Greater(t, split(false), whole.End+sim.Seconds(40*HostForwardOpS), "a host resumed late pays the issue")
+	require.Greater(t, split(false), whole.End+sim.Seconds(30*HostForwardOpS), "a host resumed late pays the issue")
 }

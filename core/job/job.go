@@ -11,6 +11,7 @@ package job
 import (
 	"github.com/eidolon-sim/eidolon/core/compile"
 	"github.com/eidolon-sim/eidolon/core/exec"
+	"github.com/eidolon-sim/eidolon/core/net"
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/sim"
 	"github.com/eidolon-sim/eidolon/core/spec"
@@ -32,6 +33,9 @@ type Job struct {
 	TimelineRanks  []int
 	// Host is how the ranks' hosts issue kernels (HostOf).
 	Host exec.Host
+	// TPAllReduce is the algorithm of the tensor-parallel all-reduces
+	// (exec.Options.TPAllReduce; "" NCCL's tuner).
+	TPAllReduce net.Algorithm
 	// SegmentSteps is the steps per segment of a stepped run (RunStepped):
 	// 0 is the package's SegmentSteps, −1 runs the whole plan at once.
 	SegmentSteps int
@@ -97,6 +101,7 @@ type markKey struct {
 func (j Job) Options(m *exec.Machine) exec.Options {
 	opt := m.Options(j.FullSimulation)
 	opt.RingSteps = j.RingSteps
+	opt.TPAllReduce = j.TPAllReduce
 	if j.Host.Mode != "" {
 		opt.Host = j.Host
 	}

@@ -20,10 +20,12 @@ func Training(s *spec.Training) Job {
 		Host: HostOf(s.Execution, s.Host, true)}
 }
 
-// Inference is the job of a validated inference spec (InferenceHost).
+// Inference is the job of a validated inference spec (InferenceHost,
+// spec.TPAllReduce).
 func Inference(s *spec.Inference) Job {
 	return Job{Cluster: s.Cluster, GPU: s.GPU, Faults: s.Faults, Seed: s.Seed,
-		FullSimulation: s.FullSimulation, RingSteps: s.RingSteps, TimelineRanks: s.TimelineRanks, Host: InferenceHost(s)}
+		FullSimulation: s.FullSimulation, RingSteps: s.RingSteps, TimelineRanks: s.TimelineRanks, Host: InferenceHost(s),
+		TPAllReduce: spec.TPAllReduce(s.CustomAllReduce)}
 }
 
 // TrainingPlan lays out a validated training spec on gpus GPUs and builds

@@ -112,9 +112,11 @@ func ReplicaRanks(tp, pp, r int) [][]int {
 }
 
 // NewPricer builds replica r's pricer on a topology (its link health
-// already holds the time-0 faults) with the spec's faults and seed.
+// already holds the time-0 faults) with the spec's faults and seed; the
+// tensor-parallel all-reduces run with tpAllReduce ("" NCCL's tuner,
+// net.Custom the engine's custom all-reduce).
 func NewPricer(t *topo.Topology, gpu hw.GPU, faults net.FaultPlan, seed uint64, cfg model.Config,
-	tp, pp int, dtype hw.DType, r int, host exec.Host) (*Pricer, error) {
+	tp, pp int, dtype hw.DType, r int, host exec.Host, tpAllReduce net.Algorithm) (*Pricer, error) {
 	p := &Pricer{gpu: gpu, ev: compute.NewEvaluator(gpu), cfg: cfg, tp: tp, pp: pp, dtype: dtype, host: host,
 		dense: map[partKey]exec.Issue{}, denseComm: map[partKey]float64{}, head: map[partKey]exec.Issue{}, dec: map[[2]int]compute.Cost{}, pre: map[[2]int]float64{},
 		comm: map[commKey]float64{}}
@@ -162,7 +164,7 @@ func NewPricer(t *topo.Topology, gpu hw.GPU, faults net.FaultPlan, seed uint64, 
 		p.slow = append(p.slow, f)
 	}
 	p.probe = func(kind model.Kind, bytes float64, stage int, p2p bool) (float64, error) {
-		return probe(t, gpu, faults, seed, ranks, kind, bytes, stage, p2p)
+		return probe(t, gpu, faults, seed, ranks, kind, bytes, stage, p2p, tpAllReduce)
 	}
 	return p, nil
 }
@@ -194,7 +196,7 @@ func stagePositions(n, pp int) [][]int {
 // probe simulates one collective (or, p2p, one pipeline transfer from
 // stage−1 to stage) on a fresh machine with exec.Run and returns its time.
 func probe(t *topo.Topology, gpu hw.GPU, faults net.FaultPlan, seed uint64, ranks [][]int,
-	kind model.Kind, bytes float64, stage int, p2p bool) (float64, error) {
+	kind model.Kind, bytes float64, stage int, p2p bool, tpAllReduce net.Algorithm) (float64, error) {
 	m, err := exec.NewMachine(t, gpu, faults, seed)
 	if err != nil {
 		return 0, err
@@ -233,6 +235,7 @@ func probe(t *topo.Topology, gpu hw.GPU, faults net.FaultPlan, seed uint64, rank
 	}
 	opt := m.Options(true)
 	opt.Host = exec.Host{} // the collective alone: the pricer adds the host's issue
+	opt.TPAllReduce = tpAllReduce
 	res, err := exec.Run(context.Background(), pl, opt)
 	if err != nil {
 		return 0, err
@@ -500,7 +503,7 @@ func (p *Pricer) issue(sh *Shape) (exec.Issue, error) {
 	}
 	attn := model.Op{Name: "attn", Kind: model.FlashAttention, Pass: model.Forward}
 	for s, n := range p.attnLayers {
-		one := p.host.KernelIssue(attn, exec.Kernel{DeviceS: a * p.slow[s], LaunchS: min(a, float64(kernels)*p.gpu.KernelLaunchS), Kernels: kernels}, graph, false)
+		one := p.host.KernelIssue(attn, exec.Kernel{DeviceS: a * p.slow[s], Kernels: kernels}, graph, false)
 		for i := 0; i < n; i++ {
 			x = x.Then(one)
 		}

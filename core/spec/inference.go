@@ -1,5 +1,7 @@
 package spec
 
+import "github.com/eidolon-sim/eidolon/core/net"
+
 // Inference is the "inference" kind: a batch of requests served by
 // tensor- and pipeline-parallel replicas: prefill of the prompts, then
 // decode one token per step against the KV cache / SSM state. Tables:
@@ -43,6 +45,31 @@ type Inference struct {
 	// overrides the per-kernel CPU costs.
 	Execution string    `json:"execution,omitempty"`
 	Host      HostCosts `json:"host,omitempty"`
+	// CustomAllReduce runs the tensor-parallel all-reduces as the serving
+	// engines do (vLLM's custom all-reduce, also in SGLang and
+	// TensorRT-LLM: one kernel reading its NVLink peers' buffers, up to
+	// 8 MiB on 2, 4, 6 or 8 GPUs; NCCL otherwise; net.Custom). Default:
+	// true with cuda_graphs, false with eager (PyTorch's NCCL all-reduce,
+	// as Hugging Face transformers runs).
+	CustomAllReduce *bool `json:"custom_all_reduce,omitempty"`
+}
+
+// TPAllReduce is the tensor-parallel all-reduce of an inference or serving
+// spec's filled custom_all_reduce: the engine's custom all-reduce, or
+// NCCL's tuner ("").
+func TPAllReduce(custom *bool) net.Algorithm {
+	if custom != nil && *custom {
+		return net.Custom
+	}
+	return ""
+}
+
+// customAllReduceDefault fills CustomAllReduce from the execution mode.
+func customAllReduceDefault(p **bool, execution string) {
+	if *p == nil {
+		on := execution == "cuda_graphs"
+		*p = &on
+	}
 }
 
 // RequestGroup is Count requests of the same prompt and output lengths.
@@ -57,6 +84,7 @@ func (s *Inference) Defaults() {
 	if s.Execution == "" {
 		s.Execution = "cuda_graphs"
 	}
+	customAllReduceDefault(&s.CustomAllReduce, s.Execution)
 	for _, f := range []*int{&s.TP, &s.PP, &s.Replicas, &s.Batch, &s.EP} {
 		if *f == 0 {
 			*f = 1

@@ -88,6 +88,9 @@ type ServingEngine struct {
 	// the engine sees it); default 0. A request reaches the scheduler
 	// frontend_s + frontend_s_per_token · prompt tokens after it was sent.
 	FrontendSPerToken float64 `json:"frontend_s_per_token,omitempty"`
+	// CustomAllReduce as in the inference kind (default: true with
+	// cuda_graphs, false with eager).
+	CustomAllReduce *bool `json:"custom_all_reduce,omitempty"`
 }
 
 // ServingWorkload is how requests arrive.
@@ -213,6 +216,7 @@ func (s *Serving) Defaults() {
 	if s.Execution == "" {
 		s.Execution = "cuda_graphs"
 	}
+	customAllReduceDefault(&s.Engine.CustomAllReduce, s.Execution)
 	for _, f := range []*int{&s.TP, &s.PP, &s.Replicas} {
 		if *f == 0 {
 			*f = 1

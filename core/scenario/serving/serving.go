@@ -237,7 +237,7 @@ func Build(s *spec.Serving) (*Setup, error) {
 	// The host issues kernels as the inference kind's (no autograd).
 	host := exec.Host{Mode: s.Execution, ForwardOpS: s.Host.ForwardOpS, BackwardOpS: s.Host.BackwardOpS, CollectiveS: s.Host.CollectiveS}
 	for r := 0; r < s.Replicas; r++ {
-		pr, err := sv.NewPricer(t, g, faults, s.Seed, cfg, s.TP, s.PP, hw.DType(s.DType), r, host)
+		pr, err := sv.NewPricer(t, g, faults, s.Seed, cfg, s.TP, s.PP, hw.DType(s.DType), r, host, spec.TPAllReduce(e.CustomAllReduce))
 		if err != nil {
 			return nil, err
 		}
