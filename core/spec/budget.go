@@ -340,8 +340,8 @@ func (s *Collective) Budget() Budget {
 // or p−1 steps; a streamed ring one flow per channel; a direct exchange
 // every ordered pair once (all-reduce: twice); halving-doubling 2·log2 p
 // rounds of p; a tree all-reduce 4(p−1) edges per chunk, a rooted tree or
-// chain p−1; hierarchical at most 4p·√p. NCCL's choice is bounded by the
-// stepped ring. Channels left automatic count as 8 (one per rail).
+// chain p−1; hierarchical at most 4p·√p. NCCL's choice moves as a ring
+// (streamed or stepped) at the choice's bandwidth. Channels left automatic count as 8 (one per rail).
 func collectiveTransfers(s *Collective, alg string, p int, size float64) (transfers, live float64) {
 	n := float64(max(p, 1))
 	ch := float64(s.Channels)
@@ -362,7 +362,7 @@ func collectiveTransfers(s *Collective, alg string, p int, size float64) (transf
 		return 1, 1
 	case alg == "direct":
 		return twice * pairs, twice * pairs
-	case alg == "ring" && s.Ring == "stream" && s.Quantization == nil &&
+	case (alg == "ring" || alg == "nccl") && s.Ring == "stream" && s.Quantization == nil &&
 		(s.Collective == "all_reduce" || s.Collective == "all_gather" || s.Collective == "reduce_scatter"):
 		return ch, ch
 	case alg == "ring" || alg == "nccl":

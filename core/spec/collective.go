@@ -1,6 +1,10 @@
 package spec
 
-import "github.com/eidolon-sim/eidolon/core/net"
+import (
+	"slices"
+
+	"github.com/eidolon-sim/eidolon/core/net"
+)
 
 // Collective is the "collective" kind: time one collective operation on a
 // cluster, over a sweep of sizes and algorithms, with congestion (several
@@ -11,8 +15,12 @@ type Collective struct {
 	// Collective: "all_reduce" (default), "all_gather", "reduce_scatter",
 	// "all_to_all", "broadcast", "reduce", "send_recv".
 	Collective string `json:"collective,omitempty"`
-	// Algorithms to compare; default: the collective's default (ring, or
-	// direct for all_to_all and send_recv). See CollectiveAlgorithms.
+	// Algorithms to compare; default: "nccl" where NCCL's tuner prices the
+	// collective (all_reduce, all_gather, reduce_scatter at full
+	// precision: what a library call costs; then Ring defaults to
+	// "stream", as the training kinds run it), else the collective's first
+	// algorithm (ring, or direct for all_to_all and send_recv). See
+	// CollectiveAlgorithms.
 	// "nccl" (all_reduce, all_gather, reduce_scatter) lets NCCL's tuner
 	// choose algorithm and protocol by size and prices what that choice
 	// achieves (net.NCCLTuner), as the training and inference kinds do;
@@ -50,9 +58,10 @@ type Collective struct {
 	// Model: "flow" (max-min fair sharing, default) or "unaware"
 	// (no contention).
 	Model string `json:"model,omitempty"`
-	// Ring: how ring algorithms move data. "steps" (default): every rank
-	// sends each step as its own flow, the granularity the network
-	// benchmarks time. "stream": each ring channel is one flow over all its
+	// Ring: how ring algorithms move data. "steps" (default, but "stream"
+	// when Algorithms is left to default to "nccl"): every rank sends each
+	// step as its own flow, the granularity the network benchmarks time.
+	// "stream": each ring channel is one flow over all its
 	// hops at the ring's bottleneck rate (NCCL pipelines each step in
 	// slices), what training and inference use; the two agree on
 	// uncontended rings. Quantized payloads always run by steps.
@@ -103,9 +112,17 @@ func (s *Collective) Defaults() {
 	if s.Collective == "" {
 		s.Collective = "all_reduce"
 	}
+	tuned := false
 	if len(s.Algorithms) == 0 {
 		if a := CollectiveAlgorithms()[s.Collective]; len(a) > 0 {
 			s.Algorithms = []string{a[0]}
+			// What a library call costs: NCCL's tuner where it prices the
+			// collective (full precision), run as the training kinds run
+			// it (ring streams, below); the operation's first algorithm
+			// elsewhere.
+			if s.Quantization == nil && slices.Contains(a, string(net.NCCL)) {
+				s.Algorithms, tuned = []string{string(net.NCCL)}, true
+			}
 		}
 	}
 	if len(s.SizesBytes) == 0 {
@@ -119,6 +136,9 @@ func (s *Collective) Defaults() {
 	}
 	if s.Ring == "" {
 		s.Ring = "steps"
+		if tuned {
+			s.Ring = "stream"
+		}
 	}
 	if q := s.Quantization; q != nil {
 		if q.ElemBytes == 0 {

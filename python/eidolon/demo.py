@@ -54,7 +54,7 @@ def demo_operators(out: Path) -> None:
 
 def demo_collective(out: Path) -> None:
     r = eidolon.run({"kind": "collective", "cluster": {"preset": "dgx-h100", "nodes": 2},
-                     "algorithms": ["ring", "tree", "direct", "hierarchical"],
+                     "algorithms": ["nccl", "ring", "tree", "direct", "hierarchical"],
                      "sizes_bytes": [2**20, 2**24, 2**28, 2**30]}, progress=False)
     s = r.to_pandas("summary")
     show("collective: all-reduce on 2 DGX-H100 nodes (16 GPUs)", s[["algorithm", "size_bytes", "time_s", "busbw_bytes_per_s"]], 16)

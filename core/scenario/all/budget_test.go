@@ -25,10 +25,10 @@ func TestBudgetRefusesWithTheFields(t *testing.T) {
 		limit          float64
 	}{
 		// a stepped ring over 32,768 GPUs, 8 channels: 1.7e10 transfers
-		{`{"kind":"collective","cluster":{"preset":"dgx-h100","nodes":4096},"sizes_bytes":[1e9]}`, "cluster", "events", 0},
+		{`{"kind":"collective","cluster":{"preset":"dgx-h100","nodes":4096},"algorithms":["ring"],"sizes_bytes":[1e9]}`, "cluster", "events", 0},
 		// a direct all-to-all keeps its 1.7e7 flows in flight: 31 GiB
 		{`{"kind":"collective","cluster":{"preset":"dgx-h100","nodes":512},"collective":"all_to_all","sizes_bytes":[1e9]}`, "cluster", "GiB", 2 * gib},
-		{`{"kind":"collective","cluster":{"preset":"dgx-a100","nodes":32},"flows":true,"sizes_bytes":[1e6,1e9]}`, "cluster", "GiB", 0.25 * gib},
+		{`{"kind":"collective","cluster":{"preset":"dgx-a100","nodes":32},"algorithms":["ring"],"flows":true,"sizes_bytes":[1e6,1e9]}`, "cluster", "GiB", 0.25 * gib},
 		{`{"kind":"operators","gpu":"h100-sxm","model":{"preset":"llama2-7b","layers":16384}}`, "model.layers", "GiB", 1 << 20},
 		{`{"kind":"eidola","script_source":"generator","generator":{"interval_s":1e-6},"gemm":{"m":262144,"n":65536,"k":4096},"seeds":10}`, "gemm", "GiB", 2 * gib},
 		{`{"kind":"eidola","script_source":"generator","generator":{"interval_s":1e-6},"gemm":{"m":262144,"n":65536,"k":4096},"seeds":10000}`, "gemm", "events", 0},

@@ -56,13 +56,13 @@ func TestDGXSweepTables(t *testing.T) {
 }
 
 func TestFaultsSlowDownAndPartitionIsAnError(t *testing.T) {
-	base := runSpec(t, `{"kind":"collective","cluster":{"preset":"dgx-h100","nodes":2}}`)
-	deg := runSpec(t, `{"kind":"collective","cluster":{"preset":"dgx-h100","nodes":2},
+	base := runSpec(t, `{"kind":"collective","cluster":{"preset":"dgx-h100","nodes":2},"algorithms":["ring"]}`)
+	deg := runSpec(t, `{"kind":"collective","cluster":{"preset":"dgx-h100","nodes":2},"algorithms":["ring"],
 		"faults":{"links":[{"src":"n0.nic7","dst":"rail7.leaf0","health":0.5},
 		                   {"src":"rail7.leaf0","dst":"spine0","health":0,"both_directions":true}]}}`)
 	tb := table[collective.SummaryRow](t, base, "summary")[0].TimeS
 	td := table[collective.SummaryRow](t, deg, "summary")[0].TimeS
-	// By default the ring runs as 8 channels, one per rail; the channel
+	// The ring runs as 8 channels by default, one per rail; the channel
 	// leaving node 0 on rail 7 (n0.gpu7 -> n0.nic7 -> rail7.leaf0) has that
 	// hop as its bottleneck, and at half health it takes nearly twice as
 	// long (latency terms do not scale); the all-reduce ends with it.
@@ -124,7 +124,7 @@ func TestGroupsConcurrentAndQuantization(t *testing.T) {
 	// Two communicators (the GPUs of each node) with two all-reduces each,
 	// all at once: four collectives, and each node's NVSwitch ports carry two.
 	res := runSpec(t, `{"kind":"collective","cluster":{"preset":"dgx-h100","nodes":2},
-		"groups":[[0,1,2,3,4,5,6,7],[8,9,10,11,12,13,14,15]],"concurrent":2,"sizes_bytes":[268435456]}`)
+		"groups":[[0,1,2,3,4,5,6,7],[8,9,10,11,12,13,14,15]],"concurrent":2,"sizes_bytes":[268435456],"algorithms":["ring"]}`)
 	row := table[collective.SummaryRow](t, res, "summary")[0]
 	require.Equal(t, 2, row.Communicators)
 	require.Equal(t, 2, row.Concurrent)
@@ -136,7 +136,7 @@ func TestGroupsConcurrentAndQuantization(t *testing.T) {
 		}
 	}
 	require.Equal(t, 4, ends)
-	single := table[collective.SummaryRow](t, runSpec(t, `{"kind":"collective","cluster":{"preset":"dgx-h100","nodes":1},"sizes_bytes":[268435456]}`), "summary")[0]
+	single := table[collective.SummaryRow](t, runSpec(t, `{"kind":"collective","cluster":{"preset":"dgx-h100","nodes":1},"sizes_bytes":[268435456],"algorithms":["ring"]}`), "summary")[0]
 	// Two all-reduces share each port: about twice the time of one.
 	require.InEpsilon(t, 2*single.TimeS, row.TimeS, 0.02)
 
@@ -156,7 +156,7 @@ func TestRingStreamsAgreeWithSteps(t *testing.T) {
 	// NCCL's own model sums intra- and inter-node step latencies), steps
 	// with one message in flight per connection pay the slowest (network)
 	// hop every step, so streams are faster.
-	doc := `{"kind":"collective","cluster":{"preset":"dgx-h100","nodes":4},"sizes_bytes":[1e6,1e10],"ring":"%s"}`
+	doc := `{"kind":"collective","cluster":{"preset":"dgx-h100","nodes":4},"sizes_bytes":[1e6,1e10],"algorithms":["ring"],"ring":"%s"}`
 	steps := table[collective.SummaryRow](t, runSpec(t, fmt.Sprintf(doc, "steps")), "summary")
 	streams := table[collective.SummaryRow](t, runSpec(t, fmt.Sprintf(doc, "stream")), "summary")
 	for i := range steps {
