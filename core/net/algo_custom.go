@@ -23,7 +23,7 @@ const (
 
 // The custom all-reduce's limits and costs. vLLM registers an 8 MiB buffer
 // (custom_all_reduce.py max_size) and runs on 2, 4, 6 or 8 GPUs
-// (_SUPPORTED_WORLD_SIZES) that NVLink connects; above that size, or
+// (_SUPPORTED_WORLD_SIZES) that NVLink connects; from that size up, or
 // elsewhere, NCCL all-reduces. It runs one-shot on 2 GPUs, below 512 KiB on
 // up to 4 and below 256 KiB on up to 8, two-shot otherwise
 // (custom_all_reduce.cuh, allreduce).
@@ -51,14 +51,15 @@ const (
 
 // CustomEligible reports whether vLLM runs its custom all-reduce for a
 // payload of bytes over ranks: 2, 4, 6 or 8 ranks whose every pair is
-// connected by NVLink alone, at most CustomAllReduceMaxBytes.
+// connected by NVLink alone, below CustomAllReduceMaxBytes (should_custom_ar:
+// inp_size < max_size).
 func CustomEligible(c *Comms, ranks []int, bytes float64) (bool, error) {
 	switch len(ranks) {
 	case 2, 4, 6, 8:
 	default:
 		return false, nil
 	}
-	if !(bytes > 0) || bytes > CustomAllReduceMaxBytes {
+	if !(bytes > 0) || bytes >= CustomAllReduceMaxBytes {
 		return false, nil
 	}
 	if err := c.ranksInRange(ranks); err != nil {

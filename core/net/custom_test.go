@@ -11,9 +11,9 @@ import (
 // vLLM's custom all-reduce on one DGX H100 (8 GPUs on NVSwitch, 450 GB/s
 // each way): alone on its links it takes its kernel's latency plus the
 // bytes a rank reads at the kernel's share of the link: one-shot below
-// 256 KiB ((n−1)·S read), two-shot from there to 8 MiB (2(n−1)/n·S); above
-// 8 MiB, across nodes, or on a rank count vLLM does not serve, it is
-// NCCL's tuner exactly.
+// 256 KiB ((n−1)·S read), two-shot from there to below 8 MiB
+// (2(n−1)/n·S); from 8 MiB, across nodes, or on a rank count vLLM does not
+// serve, it is NCCL's tuner exactly.
 func TestCustomAllReduceClosedForms(t *testing.T) {
 	node, err := topo.Preset("dgx-h100", 1)
 	require.NoError(t, err)
@@ -30,7 +30,7 @@ func TestCustomAllReduceClosedForms(t *testing.T) {
 		{80 << 10, CustomOneShotLatencyS + (n-1)*(80<<10)/oneBW},
 		{255 << 10, CustomOneShotLatencyS + (n-1)*(255<<10)/oneBW},
 		{256 << 10, CustomTwoShotLatencyS + 2*(n-1)/n*(256<<10)/twoBW},
-		{8 << 20, CustomTwoShotLatencyS + 2*(n-1)/n*(8<<20)/twoBW},
+		{8<<20 - 16, CustomTwoShotLatencyS + 2*(n-1)/n*(8<<20-16)/twoBW},
 	} {
 		require.InEpsilon(t, c.want, run(node, Custom, c.bytes, all(8)), 1e-3, "%g bytes", c.bytes)
 	}
@@ -42,7 +42,7 @@ func TestCustomAllReduceClosedForms(t *testing.T) {
 		bytes float64
 		ranks []int
 	}{
-		{node, 9 << 20, all(8)},
+		{node, 8 << 20, all(8)},
 		{node, 80 << 10, all(3)},
 		{nodes2, 80 << 10, all(16)},
 		{nodes2, 80 << 10, []int{0, 8}},
