@@ -34,7 +34,7 @@ func TestCustomAllReduceClosedForms(t *testing.T) {
 	} {
 		require.InEpsilon(t, c.want, run(node, Custom, c.bytes, all(8)), 1e-3, "%g bytes", c.bytes)
 	}
-	// 2 GPUs: one-shot at every size up to 8 MiB.
+	// 2 GPUs: one-shot at every size below 8 MiB.
 	require.InEpsilon(t, CustomOneShotLatencyS+(4<<20)/oneBW, run(node, Custom, 4<<20, []int{0, 1}), 1e-3)
 	// Where vLLM hands the all-reduce to NCCL, the time is NCCL's.
 	for _, c := range []struct {

@@ -47,7 +47,7 @@ type Inference struct {
 	Host      HostCosts `json:"host,omitempty"`
 	// CustomAllReduce runs the tensor-parallel all-reduces as the serving
 	// engines do (vLLM's custom all-reduce, also in SGLang and
-	// TensorRT-LLM: one kernel reading its NVLink peers' buffers, up to
+	// TensorRT-LLM: one kernel reading its NVLink peers' buffers, below
 	// 8 MiB on 2, 4, 6 or 8 GPUs; NCCL otherwise; net.Custom). Default:
 	// true with cuda_graphs, false with eager (PyTorch's NCCL all-reduce,
 	// as Hugging Face transformers runs).
