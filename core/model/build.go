@@ -433,7 +433,6 @@ func (b *builder) norm(name string, rows, w int64) {
 		fl = 8
 	}
 	s := step{fwd: []Op{NewStreaming(name, Norm, b.a, fl*n, 2*n*b.e+8*float64(rows))}, saved: n * b.e}
-	s.fwd[0].M, s.fwd[0].N = rows, w
 	if b.training() {
 		const slices = 16 // part_size in HostLayerNormGradient
 		weights := 1.0
@@ -448,6 +447,7 @@ func (b *builder) norm(name string, rows, w int64) {
 		}
 	}
 	b.add(s)
+	b.rows(rows, w)
 }
 
 // biasGrad is the gradient of a bias added over rows of width w: a column

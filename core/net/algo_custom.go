@@ -1,6 +1,10 @@
 package net
 
-import "github.com/eidolon-sim/eidolon/core/sim"
+import (
+	"strings"
+
+	"github.com/eidolon-sim/eidolon/core/sim"
+)
 
 // The inference engines' own all-reduce for small messages inside one
 // NVLink domain: vLLM's custom all-reduce (csrc/custom_all_reduce.cuh,
@@ -70,12 +74,12 @@ func CustomEligible(c *Comms, ranks []int, bytes float64) (bool, error) {
 			if a == b {
 				continue
 			}
-			path, err := c.t.Route(c.t.RankDevice(a), c.t.RankDevice(b))
+			path, _, err := c.route(a, b)
 			if err != nil {
 				return false, err
 			}
 			for _, l := range path {
-				if !isNVLink(c.t.Links[l].Tech) {
+				if !strings.HasPrefix(c.t.Links[l].Tech, "nvlink") {
 					return false, nil
 				}
 			}
@@ -83,8 +87,6 @@ func CustomEligible(c *Comms, ranks []int, bytes float64) (bool, error) {
 	}
 	return true, nil
 }
-
-func isNVLink(tech string) bool { return len(tech) >= 6 && tech[:6] == "nvlink" }
 
 // CustomOneShot reports whether vLLM runs the one-shot kernel on n ranks
 // for a payload of bytes.
@@ -119,17 +121,11 @@ func chooseCustom(c *Comms, col *Collective, shape *checkedShape) error {
 	col.Algorithm = ch.Algorithm
 	// Each rank's link to its peers carries its reads (n−1 flows at once)
 	// at the kernel's share of it.
-	path, err := c.t.Route(c.t.RankDevice(col.Ranks[0]), c.t.RankDevice(col.Ranks[1]))
+	path, hop, err := c.route(col.Ranks[0], col.Ranks[1])
 	if err != nil {
 		return err
 	}
-	link, hop := 0.0, 0.0
-	for i, l := range path {
-		if i == 0 {
-			link = c.t.Capacity(int(l))
-		}
-		hop += c.t.Links[l].LatencyS
-	}
+	link := c.t.Capacity(int(path[0]))
 	ch.AlgBytesPerS = col.Bytes * share * link / read
 	ch.BusBytesPerS = ch.AlgBytesPerS * BusBandwidthFactor(AllReduce, n)
 	ch.ModelTimeS = ch.TimeS(col.Bytes)

@@ -41,13 +41,9 @@ func tuneNCCL(c *Comms, col *Collective, shape *checkedShape) error {
 	}
 	hop := 0.0
 	for i := range col.Ranks {
-		path, err := c.t.Route(c.t.RankDevice(col.Ranks[i]), c.t.RankDevice(col.Ranks[(i+1)%n]))
+		_, lat, err := c.route(col.Ranks[i], col.Ranks[(i+1)%n])
 		if err != nil {
 			return err
-		}
-		lat := 0.0
-		for _, l := range path {
-			lat += c.t.Links[l].LatencyS
 		}
 		hop = max(hop, lat)
 	}
@@ -57,4 +53,14 @@ func tuneNCCL(c *Comms, col *Collective, shape *checkedShape) error {
 	}
 	shape.delay = sim.Seconds(max(0, ch.LatencyS-float64(steps)*hop))
 	return nil
+}
+
+// route is the path from rank a's device to rank b's and its one-way
+// latency (the sum of its links').
+func (c *Comms) route(a, b int) (path []int32, latencyS float64, err error) {
+	path, err = c.t.Route(c.t.RankDevice(a), c.t.RankDevice(b))
+	for _, l := range path {
+		latencyS += c.t.Links[l].LatencyS
+	}
+	return path, latencyS, err
 }
