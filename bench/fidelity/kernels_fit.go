@@ -43,16 +43,43 @@ func WithParams(g hw.GPU, p KernelParams) hw.GPU {
 	return g
 }
 
-// FitKernelParams minimises Objective over the rows by Nelder–Mead in the
-// logarithms of the parameters, from start, for at most iters steps.
+// ofHBM are the parameters that are fractions of the vectorized kernels'
+// HBM bandwidth (HBMEfficiency, index 3): row kernels, gathers, GEMM
+// operands.
+var ofHBM = [...]int{4, 5, 7}
+
+// fitVars maps parameters to the fit's variables: logarithms, with the
+// bandwidth fractions taken of the datasheet bandwidth rather than of
+// HBMEfficiency's, so that moving HBMEfficiency moves only the kernels it
+// alone sets (a simplex over nested fractions stalls where a change of one
+// must be undone in three others).
+func fitVars(p KernelParams) (x KernelParams) {
+	for _, i := range ofHBM {
+		p[i] *= p[3]
+	}
+	for i := range p {
+		x[i] = math.Log(p[i])
+	}
+	return x
+}
+
+// fitParams is fitVars' inverse.
+func fitParams(x KernelParams) (p KernelParams) {
+	for i := range x {
+		p[i] = math.Exp(x[i])
+	}
+	for _, i := range ofHBM {
+		p[i] /= p[3]
+	}
+	return p
+}
+
+// FitKernelParams minimises Objective over the rows by Nelder–Mead in
+// fitVars' variables, from start, for at most iters steps.
 func FitKernelParams(g hw.GPU, rows []*KernelRow, start KernelParams, iters int) (KernelParams, float64) {
 	const dim = len(start)
 	f := func(x [dim]float64) float64 {
-		var p KernelParams
-		for i := range x {
-			p[i] = math.Exp(x[i])
-		}
-		es, err := PriceRows(WithParams(g, p), rows)
+		es, err := PriceRows(WithParams(g, fitParams(x)), rows)
 		if err != nil {
 			return math.Inf(1)
 		}
@@ -64,9 +91,7 @@ func FitKernelParams(g hw.GPU, rows []*KernelRow, start KernelParams, iters int)
 	}
 	simplex := make([]pt, dim+1)
 	for i := range simplex {
-		for j := range start {
-			simplex[i].x[j] = math.Log(start[j])
-		}
+		simplex[i].x = fitVars(start)
 		if i > 0 {
 			simplex[i].x[i-1] += 0.3
 		}
@@ -114,9 +139,5 @@ func FitKernelParams(g hw.GPU, rows []*KernelRow, start KernelParams, iters int)
 		}
 	}
 	sort.Slice(simplex, func(a, b int) bool { return simplex[a].v < simplex[b].v })
-	var p KernelParams
-	for i := range p {
-		p[i] = math.Exp(simplex[0].x[i])
-	}
-	return p, simplex[0].v
+	return fitParams(simplex[0].x), simplex[0].v
 }

@@ -17,15 +17,12 @@ import (
 // missing; TestKernelHeldOutError skips them by name with the reason and
 // asserts the rest, and KERNELS.md lists them.
 var KernelCheckPending = map[string]string{
-	"a100/gemm":        gemmPending,
-	"h100/gemm":        gemmPending,
-	"a100/norm":        rowPending,
-	"h100/norm":        rowPending,
-	"a100/rope":        rowPending,
-	"h100/rope":        rowPending,
-	"a100/elementwise": elementwisePending,
-	"h100/elementwise": elementwisePending,
-	"h100/embedding":   gatherPending,
+	"a100/gemm":      gemmPending,
+	"h100/gemm":      gemmPending,
+	"a100/norm":      rowPending,
+	"a100/rope":      rowPending,
+	"h100/rope":      rowPending,
+	"h100/embedding": gatherPending,
 }
 
 const (
@@ -36,9 +33,6 @@ const (
 	rowPending = "one bandwidth for every row kernel: RoPE (which also loads cos/sin per pair) runs ~10-20% slower per byte " +
 		"than silu_and_mul at large sizes, RMSNorm (two passes) ~15% faster than its 1.5x bytes give at 65-512 tokens; a " +
 		"per-kernel fraction would exceed the parameter budget"
-	elementwisePending = "L2 residency is a size threshold (a quarter of L2), not a gradual eviction (65-512 and 513-4096 " +
-		"tokens); the A100's adds above 4096 tokens run 12% slower than the HBM bandwidth the smaller ones reach; H100 adds " +
-		"of 1-64 tokens straddle the timer's 1-2 µs step (their medians fall from 2 to 1 µs as tokens grow)"
 	gatherPending = "1-64 tokens come out 14% fast in the median and 513-4096 tokens 6% off: one gather bandwidth " +
 		"fraction and two latencies per id serve every row width, and rows of 2-5 µs sit on the timer's 1 µs steps"
 )

@@ -29,8 +29,11 @@ func loadKernels(t *testing.T) []KernelRow {
 
 // kernelFitTie is the relative difference in the fit's objective below
 // which two optima count as equal: the 1 µs timer steps the loss, and
-// restarts of Nelder–Mead land that far apart on the same data.
-const kernelFitTie = 1e-3
+// Nelder–Mead from different starts ends along a ridge where a higher
+// main-loop rate and a larger fixed cost per tile trade off (H100: six
+// starts, 1,500 to 6,000 cycles, end within 1.9 % of each other, between
+// 0.77 at 3,300 cycles and 0.85 at 5,700).
+const kernelFitTie = 2e-2
 
 // TestKernelFit fits the per-GPU parameters on the training models.
 // Run: go test ./bench/fidelity -run KernelFit -fit -v
@@ -51,8 +54,13 @@ func TestKernelFit(t *testing.T) {
 			}
 		}
 		// The 1 µs timer makes the loss stepped: start from a few tile
-		// overheads, restart each from its best point, keep the lowest.
-		p, v := KernelFitStart, math.Inf(1)
+		// overheads and restart each from its best point.
+		type optimum struct {
+			p KernelParams
+			v float64
+		}
+		var opts []optimum
+		best := math.Inf(1)
 		for _, clk := range []float64{1500, 3000, 6000} {
 			q := KernelFitStart
 			q[2] = clk
@@ -60,14 +68,16 @@ func TestKernelFit(t *testing.T) {
 			for range 3 {
 				q, w = FitKernelParams(g, train, q, 600)
 			}
-			fmt.Fprintf(&b, "%s start clk %g: objective %.5f, %.0f cycles per tile\n", sku, clk, w, q[2])
-			// Objectives within 0.1 % are a tie the stepped loss cannot
-			// separate; a tie goes to the smaller fixed cost per tile.
-			switch {
-			case w < v*(1-kernelFitTie):
-				p, v = q, w
-			case w <= v*(1+kernelFitTie) && q[2] < p[2]:
-				p, v = q, math.Min(v, w)
+			fmt.Fprintf(&b, "%s start clk %g: objective %.5f, %.0f cycles per tile: %.4g\n", sku, clk, w, q[2], ParamsOf(WithParams(g, q)))
+			opts = append(opts, optimum{q, w})
+			best = math.Min(best, w)
+		}
+		// Objectives within 2 % of the lowest are a tie the stepped loss
+		// cannot separate; a tie goes to the smaller fixed cost per tile.
+		p, v := KernelFitStart, math.Inf(1)
+		for _, o := range opts {
+			if o.v <= best*(1+kernelFitTie) && (math.IsInf(v, 1) || o.p[2] < p[2]) {
+				p, v = o.p, o.v
 			}
 		}
 		p = ParamsOf(WithParams(g, p)) // fractions capped at 1

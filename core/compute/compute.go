@@ -127,7 +127,7 @@ func (e *Evaluator) Op(o model.Op) (Cost, error) {
 	case model.DecodeAttention:
 		return e.decode(o), nil
 	default:
-		return e.streaming(o, implOf(o.Kind)), nil
+		return e.streaming(o, implOf(o)), nil
 	}
 }
 

@@ -325,8 +325,8 @@ func TestMemoizedEqualsFresh(t *testing.T) {
 }
 
 // A residual add whose input the previous kernel just wrote reads that
-// tensor from L2 when it fits in a quarter of it: HBM carries the other
-// input and the output. A larger one streams everything from HBM.
+// tensor from L2 up to a quarter of L2: HBM carries the other input, the
+// output and whatever of the first did not fit.
 func TestAddL2Residency(t *testing.T) {
 	g := gpu(t, "a100-80gb-sxm")
 	e := NewEvaluator(g)
@@ -343,10 +343,39 @@ func TestAddL2Residency(t *testing.T) {
 	one := float64(512*4096) * 2
 	assert.InEpsilon(t, o.Bytes-one, c.BytesHBM, 1e-12)
 	assert.InEpsilon(t, g.KernelLaunchS+max((o.Bytes-one)/g.HBMBandwidth(), o.Bytes/g.L2BandwidthBytesPerS), c.TimeS, 1e-9)
-	// 4096×4096 fp16 = 32 MiB > 10 MiB: all three from HBM.
+	// 4096×4096 fp16 = 32 MiB > 10 MiB: a quarter of L2 (10 MiB) of it
+	// comes from L2, the rest and the other two tensors from HBM.
 	c, o = add(4096, 4096)
+	quarter := float64(g.L2Bytes) / 4
+	assert.InEpsilon(t, o.Bytes-quarter, c.BytesHBM, 1e-12)
+	assert.InEpsilon(t, g.KernelLaunchS+(o.Bytes-quarter)/g.HBMBandwidth(), c.TimeS, 1e-9)
+	// Without its shape an op reads everything from HBM.
+	o.M, o.N = 0, 0
+	c, err := e.Op(o)
+	require.NoError(t, err)
 	assert.InEpsilon(t, o.Bytes, c.BytesHBM, 1e-12)
-	assert.InEpsilon(t, g.KernelLaunchS+o.Bytes/g.HBMBandwidth(), c.TimeS, 1e-9)
+}
+
+// A training norm (Op.OnePass: Megatron's persistent LayerNorm) reads its
+// input once at the vectorized bandwidth; the inference engines' norm
+// reads it twice at the row kernels' bandwidth.
+func TestOnePassNorm(t *testing.T) {
+	g := gpu(t, "a100-80gb-sxm")
+	e := NewEvaluator(g)
+	rows, w := int64(8192), int64(6144)
+	n := float64(rows * w)
+	o := model.NewStreaming("norm", model.Norm, hw.FP16, 8*n, 4*n)
+	o.M, o.N = rows, w
+	two, err := e.Op(o)
+	require.NoError(t, err)
+	o.OnePass = true
+	one, err := e.Op(o)
+	require.NoError(t, err)
+	// 96 MiB in, 96 MiB out: a quarter of L2 of the input from L2.
+	assert.InEpsilon(t, o.Bytes-float64(g.L2Bytes)/4, one.BytesHBM, 1e-12)
+	assert.InEpsilon(t, g.KernelLaunchS+one.BytesHBM/g.HBMBandwidth(), one.TimeS, 1e-9)
+	assert.InEpsilon(t, 1.5*o.Bytes, two.BytesL2, 1e-12)
+	assert.Greater(t, two.TimeS, 1.5*one.TimeS)
 }
 
 // An embedding gather: two dependent latencies (token id, then row) or its

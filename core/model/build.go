@@ -418,7 +418,9 @@ func (b *builder) rows(rows, w int64) {
 
 // norm is a LayerNorm (GPT) or RMSNorm over n elements of rows of width w:
 // read x, write y (and fp32 statistics per row). LayerNorm: ≈8 FLOPs per
-// element (mean, variance, normalize, affine), RMSNorm ≈5. Keeps x.
+// element (mean, variance, normalize, affine), RMSNorm ≈5. Keeps x. In
+// training its forward reads x once (Op.OnePass); inference engines run
+// vLLM's two-pass kernel.
 //
 // The backward is the fused-norm kernels' three launches (apex
 // layer_norm_cuda_kernel.cu, HostLayerNormGradient / HostRMSNormGradient,
@@ -434,6 +436,11 @@ func (b *builder) norm(name string, rows, w int64) {
 	}
 	s := step{fwd: []Op{NewStreaming(name, Norm, b.a, fl*n, 2*n*b.e+8*float64(rows))}, saved: n * b.e}
 	if b.training() {
+		// Megatron-LM runs its persistent LayerNorm for the hidden sizes
+		// apex.contrib's FastLayerNorm supports (persist_ln_hidden_sizes in
+		// megatron/model/fused_layer_norm.py, on by default), Megatron-Core
+		// Transformer Engine's norm kernels, which descend from it.
+		s.fwd[0].OnePass = true
 		const slices = 16 // part_size in HostLayerNormGradient
 		weights := 1.0
 		if b.c.Family == GPT {

@@ -89,6 +89,11 @@ type Op struct {
 	// Return (all-to-all) marks a transfer from the experts' ranks back to
 	// the tokens' ranks (the combine, and the dispatch's backward).
 	Return bool
+	// OnePass marks a norm whose kernel holds its row in registers and
+	// reads its input once with vector loads (Megatron-LM's persistent
+	// LayerNorm, apex.contrib FastLayerNorm; Transformer Engine's norms);
+	// the default norm kernel (vLLM's rms_norm) reads its row twice.
+	OnePass bool
 }
 
 // IsComm reports whether the op is a tensor-parallel collective.
