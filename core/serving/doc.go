@@ -49,7 +49,8 @@
 // server's HTTP and chat template, and tokenizing the prompt, which grows
 // with it: one CPU thread of Hugging Face tokenizers encodes 1.3–4.2 MB/s
 // with Llama 3.1's tokenizer, huggingface/tokenizers PRs #1582 and #1584,
-// about 1–3 µs per token at some 4 bytes a token); latencies count from
+// about 1–3 µs per token at some 4 bytes a token; the serving spec's
+// default is spec.TokenizeSPerToken, 2.07 µs); latencies count from
 // the send, as client-side benchmark tools time them. A closed-loop client sends its next request when its
 // previous one's last token is sampled. The scheduler admits new requests
 // only when it forms an iteration, as TensorRT-LLM's executor loop does

@@ -43,8 +43,9 @@ func table[T any](res scenario.Result, name string) []T {
 	return nil
 }
 
-// At vanishing load every request is alone on its replica: its TTFT is one
-// prefill of its prompt and its inter-token latency one batch-1 decode
+// At vanishing load every request is alone on its replica: its TTFT is the
+// frontend's tokenizing and one prefill of its prompt, and its inter-token
+// latency one batch-1 decode
 // step, which the inference kind simulates through the full exec path
 // (workload.BuildInference on the same cluster). Within 1 %: the serving
 // pricer composes the same operator costs and collective times, with the
@@ -55,10 +56,13 @@ func TestVanishingLoadIsOnePrefill(t *testing.T) {
 		inf := runJS(t, fmt.Sprintf(`{"kind":"inference",%s,%s,"batch":1,"prompt_tokens":700,"output_tokens":40}`, base, layout))
 		want := table[inference.SummaryRow](inf, "summary")[0]
 		for _, r := range table[serving.RequestRow](res, "requests") {
-			require.Zero(t, r.QueueS, layout)
-			assert.InDelta(t, want.TTFTS, r.TTFTS, 0.01*want.TTFTS, layout)
+			// The serving kind tokenizes the prompt first (the frontend),
+			// then schedules it at once.
+			tok := 700 * spec.TokenizeSPerToken
+			require.InDelta(t, tok, r.QueueS, 1e-12, layout)
+			assert.InDelta(t, want.TTFTS+tok, r.TTFTS, 0.01*want.TTFTS, layout)
 			assert.InDelta(t, want.TPOTS, r.ITLSMean, 0.01*want.TPOTS, layout)
-			assert.InDelta(t, want.E2ES, r.E2ES, 0.01*want.E2ES, layout)
+			assert.InDelta(t, want.E2ES+tok, r.E2ES, 0.01*want.E2ES, layout)
 		}
 	}
 }
@@ -73,11 +77,15 @@ func TestVanishingLoadIsOnePrefill(t *testing.T) {
 func TestFrontendDelaysEveryRequestByItsTime(t *testing.T) {
 	const f, k = 0.037, 2.5e-5
 	w := `"workload":{"arrival":"closed_loop","concurrency":1,"requests":6,"prompt_tokens":{"dist":"uniform","min_tokens":100,"max_tokens":3000},"output_tokens":{"tokens":12}}`
-	base := table[serving.RequestRow](run(t, `,`+w), "requests")
+	base := table[serving.RequestRow](run(t, `,"engine":{"frontend_s_per_token":0},`+w), "requests")
 	for _, c := range []struct {
 		engine string
 		perTok float64
-	}{{fmt.Sprintf(`{"frontend_s":%g}`, f), 0}, {fmt.Sprintf(`{"frontend_s":%g,"frontend_s_per_token":%g}`, f, k), k}} {
+	}{
+		{fmt.Sprintf(`{"frontend_s":%g,"frontend_s_per_token":0}`, f), 0},
+		{fmt.Sprintf(`{"frontend_s":%g,"frontend_s_per_token":%g}`, f, k), k},
+		{fmt.Sprintf(`{"frontend_s":%g}`, f), spec.TokenizeSPerToken}, // the default: tokenizing
+	} {
 		rows := table[serving.RequestRow](run(t, `,"engine":`+c.engine+`,`+w), "requests")
 		require.Len(t, rows, len(base))
 		for i, r := range rows {
@@ -118,7 +126,7 @@ func TestFrontendPerTokenLetsShortPromptsOvertake(t *testing.T) {
 // busy periods of a few tens of requests at this load).
 func TestMD1MeanWait(t *testing.T) {
 	one := table[serving.RequestRow](run(t, `,"engine":{"max_num_seqs":1},"workload":{"rate_per_s":0.001,"requests":1,"prompt_tokens":{"tokens":256},"output_tokens":{"tokens":8}}`), "requests")[0]
-	S := one.E2ES
+	S := one.FinishS - one.ScheduledS // the engine's service, after the frontend
 	rho := 0.6
 	res := run(t, fmt.Sprintf(`,"seed":3,"engine":{"max_num_seqs":1},"workload":{"rate_per_s":%g,"requests":30000,"warmup_requests":100,"prompt_tokens":{"tokens":256},"output_tokens":{"tokens":8}}`, rho/S))
 	rows := table[serving.RequestRow](res, "requests")
