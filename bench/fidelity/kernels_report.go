@@ -29,7 +29,9 @@ const (
 	gemmPending = "the tile is the fastest of the candidate set, not cuBLAS's own pick: cuBLAS sometimes runs a large tile " +
 		"and pays its partial wave (H100 640-1024 tokens against 8192-wide outputs run 25-35% slower than the best tile) and " +
 		"sometimes a small one (A100 Llama-3-8B at 192 tokens); a largest-filling-tile heuristic was tried and came out worse " +
-		"(A100 8.1%, H100 6.9%), so the residual scatter of cuBLAS's choices stays in the error"
+		"(A100 8.1%, H100 6.9%), so the residual scatter of cuBLAS's choices stays in the error; on A100 it is largest on the " +
+		"grouped-query QKV projections (N = 10,240 or 6,144 and their TP shares), 5-6% slower than the best tile at every TP, the " +
+		"same shapes as the training split's Llama-2-70B"
 	rowPending = "one bandwidth for every row kernel: RoPE (which also loads cos/sin per pair) runs ~10-20% slower per byte " +
 		"than silu_and_mul at large sizes, RMSNorm (two passes) ~15% faster than its 1.5x bytes give at 65-512 tokens; a " +
 		"per-kernel fraction would exceed the parameter budget"
