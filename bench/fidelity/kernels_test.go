@@ -217,3 +217,25 @@ func TestKernelTimedAsTruncated(t *testing.T) {
 	k := KernelErr{Row: &KernelRow{MeasuredS: timed}, PredS: pred, TimedS: timed}
 	require.Zero(t, k.AbsErr(), "a prediction the timer reads as the measurement has no error")
 }
+
+// The fit's variables are the parameters' logarithms with the row, gather
+// and GEMM bandwidths taken of the datasheet bandwidth: fitParams undoes
+// fitVars, and moving HBMEfficiency's variable alone leaves the row and
+// gather bandwidths where they were (and the GEMM operands', below the cap
+// of its fraction at 1, where the A100's sits).
+func TestFitVarsKeepBandwidthsApart(t *testing.T) {
+	g, err := VidurGPU("a100")
+	require.NoError(t, err)
+	p := ParamsOf(g)
+	back := fitParams(fitVars(p))
+	for i := range p {
+		require.InEpsilon(t, p[i], back[i], 1e-12, KernelParamNames[i])
+	}
+	x := fitVars(p)
+	x[3] += math.Log(0.9)
+	q := fitParams(x)
+	a, b := WithParams(g, p), WithParams(g, q)
+	require.InEpsilon(t, 0.9*a.HBMBandwidth(), b.HBMBandwidth(), 1e-12)
+	require.InEpsilon(t, a.RowKernelBandwidth(), b.RowKernelBandwidth(), 1e-12)
+	require.InEpsilon(t, a.GatherBandwidth(), b.GatherBandwidth(), 1e-12)
+}
