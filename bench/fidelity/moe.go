@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/eidolon-sim/eidolon/core/model"
+	"github.com/eidolon-sim/eidolon/core/scenario/inference"
 	"github.com/eidolon-sim/eidolon/core/scenario/training"
 )
 
@@ -21,6 +22,7 @@ const (
 	qwenSrc     = "yanring/Megatron-MoE-ModelZoo, best_practice/Qwen3/readme.md (Megatron-Core, %s dispatcher, H100)"
 	mixtralSrc  = "yanring/Megatron-MoE-ModelZoo, best_practice/mixtral/run_mixtral_8x22B.sh (Megatron-Core, alltoall dispatcher, forced balance, H100: ~465 TFLOPS)"
 	deepseekSrc = "DeepSeek-AI 2024 (arXiv 2412.19437), §1: 180K H800 GPU-hours per trillion tokens on 2,048 H800s"
+	gptFastSrc  = "meta-pytorch/gpt-fast, mixtral-moe/README.md (bf16, batch 1, 5-token prompt, torch.compile with CUDA graphs, intra-node all-reduce; 8×A100 80 GB at 330 W)"
 )
 
 // MoERows computes the MoE fidelity rows.
@@ -132,5 +134,27 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	note := fmt.Sprintf("step %.1f s (critical rank, stage 0 with the 3 dense layers: compute %.1f s + exposed comm %.1f s + waiting %.1f s); EP overlap as DualPipe's, 1F1B bubble, MTP on the last stage; memory %.0f GB (fp8 activation caching not modelled)",
 		s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS, s.MemoryPeakBytes/1e9)
 	rows = append(rows, row("DeepSeek-V3, 2,048 H800, PP16 EP64", "gpu_hours_per_trillion_tokens", 180e3, gpuHours, deepseekSrc, note))
+
+	// Mixtral-8x7B inference at batch 1 (gpt-fast's mixtral-moe): every
+	// GPU holds a TP share of all eight experts, each token reads its two
+	// experts' shares, and tokens/s is the 200 generated tokens over the
+	// whole generate() call (the 5-token prefill included). It runs from
+	// CUDA graphs (torch.compile mode "reduce-overhead") with PyTorch's
+	// intra-node all-reduce (ENABLE_INTRA_NODE_COMM=1): the inference
+	// kind's cuda_graphs execution, whose default all-reduce is the custom
+	// one.
+	for _, g := range []struct {
+		tp  int
+		ref float64
+	}{{2, 96.67}, {4, 155.35}, {8, 227.82}} {
+		js := fmt.Sprintf(`{"kind":"inference","model":"mixtral-8x7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},
+			"tp":%d,"batch":1,"prompt_tokens":5,"output_tokens":200,"dtype":"bf16","execution":"cuda_graphs"}`, g.tp)
+		if res, err = run(ctx, js); err != nil {
+			return nil, fmt.Errorf("mixtral-8x7b tp%d: %w", g.tp, err)
+		}
+		is := res.Tables[0].Rows.([]inference.SummaryRow)[0]
+		rows = append(rows, row(fmt.Sprintf("Mixtral-8x7B inference, batch 1, A100 TP%d", g.tp), "tokens_per_s", g.ref, is.TokensPerS, gptFastSrc,
+			fmt.Sprintf("TTFT %.1f ms + 199 × TPOT %.2f ms", 1e3*is.TTFTS, 1e3*is.TPOTS)))
+	}
 	return rows, nil
 }
