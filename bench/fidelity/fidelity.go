@@ -45,6 +45,7 @@ const (
 	table5  = "Korthikanti et al. 2022 (arXiv 2205.05198), Table 5"
 	figure1 = "Korthikanti et al. 2022, Figure 1"
 	rapid   = "RAPID-LLM validation set (arXiv 2512.19606)"
+	gptFast = "meta-pytorch/gpt-fast README, Tensor Parallelism (torch.compile, CUDA graphs, intra-node all-reduce; 8×A100 80 GB at 330 W)"
 	gib     = 1 << 30
 )
 
@@ -148,7 +149,44 @@ func Rows(ctx context.Context) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(rows, l2...), nil
+	rows = append(rows, l2...)
+	gf, err := gptFastRows(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return append(rows, gf...), nil
+}
+
+// gptFastRows are gpt-fast's Llama-2 batch-1 tokens/s by TP
+// (meta-pytorch/gpt-fast README, "Tensor Parallelism": 8×A100 80 GB at
+// 330 W, bf16, a 5-token prompt, 200 new tokens over the whole generate()
+// call), an engine whose execution is stated: torch.compile with CUDA
+// graphs (mode "reduce-overhead") and PyTorch's intra-node all-reduce, the
+// inference kind's cuda_graphs execution with its custom all-reduce.
+func gptFastRows(ctx context.Context) ([]Row, error) {
+	var rows []Row
+	layers := map[string]float64{"7b": 32, "70b": 80}
+	for _, c := range []struct {
+		model string
+		tp    int
+		ref   float64
+	}{
+		{"7b", 1, 104.9}, {"7b", 2, 168.84}, {"7b", 4, 254.02}, {"7b", 8, 328.43},
+		{"70b", 2, 21.32}, {"70b", 4, 38.01}, {"70b", 8, 62.50},
+	} {
+		js := fmt.Sprintf(`{"kind":"inference","model":"llama2-%s","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},
+			"tp":%d,"batch":1,"prompt_tokens":5,"output_tokens":200,"dtype":"bf16","execution":"cuda_graphs"}`, c.model, c.tp)
+		res, err := run(ctx, js)
+		if err != nil {
+			return nil, fmt.Errorf("gpt-fast llama2-%s tp%d: %w", c.model, c.tp, err)
+		}
+		s := res.Tables[0].Rows.([]inference.SummaryRow)[0]
+		// The difference per layer and forward pass, as the rows above.
+		gap := (200/c.ref - s.E2ES) / (200 * layers[c.model])
+		rows = append(rows, row(fmt.Sprintf("LLaMA-2-%s TP%d, batch 1, 5+200 tokens, CUDA graphs", strings.ToUpper(c.model), c.tp), "tokens_per_s", c.ref, s.TokensPerS, gptFast,
+			fmt.Sprintf("TTFT %.1f ms + 199 × TPOT %.2f ms; %+.0f µs a layer per forward pass against the reference", 1e3*s.TTFTS, 1e3*s.TPOTS, -1e6*gap)))
+	}
+	return rows, nil
 }
 
 // llama2InferenceRows are the RAPID-LLM validation set's Llama-2 batch-1
