@@ -2,6 +2,7 @@ package spec
 
 import (
 	"math"
+	"strings"
 
 	"github.com/eidolon-sim/eidolon/core/hw"
 )
@@ -55,8 +56,10 @@ type ServingSearch struct {
 
 // ServingEngine is the engine configuration (vLLM's names).
 type ServingEngine struct {
-	// MaxNumBatchedTokens per iteration; default 8192. MaxNumSeqs running
-	// at once; default 256 (vLLM's default).
+	// MaxNumBatchedTokens per iteration and MaxNumSeqs running at once;
+	// defaults as vLLM V1's OpenAI server sets them by GPU
+	// (servingBatchDefaults): 8192 and 1024 on GPUs of 70 GiB or more
+	// other than the A100, 2048 and 256 on the others.
 	MaxNumBatchedTokens int `json:"max_num_batched_tokens,omitempty"`
 	MaxNumSeqs          int `json:"max_num_seqs,omitempty"`
 	// ChunkedPrefill (default true, as vLLM V1) and ChunkTokens, the most
@@ -220,6 +223,20 @@ func (l *Lengths) Largest() int {
 // tokenize with it before the engine sees the request.
 const TokenizeSPerToken = 4 / 1.93e6
 
+// servingBatchDefaults are vLLM V1's token budget and sequence limit for
+// its OpenAI-compatible server on a GPU (EngineArgs._set_default_args_v1 in
+// vllm/engine/arg_utils.py, checked by test_defaults_with_usage_context in
+// tests/engine/test_arg_utils.py): 8192 tokens and 1024 sequences on GPUs
+// with at least 70 GiB of memory whose name does not contain "a100" (H100,
+// H200, MI300X), 2048 and 256 on the others, the A100 80 GB included.
+func servingBatchDefaults(gpu string) (tokens, seqs int) {
+	g, ok := hw.GPUByName(gpu)
+	if ok && float64(g.HBMBytes) >= 70*(1<<30) && !strings.Contains(strings.ToLower(g.Name), "a100") {
+		return 8192, 1024
+	}
+	return 2048, 256
+}
+
 // Defaults fills optional fields.
 func (s *Serving) Defaults() {
 	if s.Execution == "" {
@@ -236,11 +253,12 @@ func (s *Serving) Defaults() {
 		s.Routing = "least_outstanding"
 	}
 	e := &s.Engine
+	tokens, seqs := servingBatchDefaults(s.GPU)
 	if e.MaxNumBatchedTokens == 0 {
-		e.MaxNumBatchedTokens = 8192
+		e.MaxNumBatchedTokens = tokens
 	}
 	if e.MaxNumSeqs == 0 {
-		e.MaxNumSeqs = 256
+		e.MaxNumSeqs = seqs
 	}
 	if e.ChunkedPrefill == nil {
 		t := true

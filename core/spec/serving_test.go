@@ -1,0 +1,35 @@
+package spec
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The serving engine's batch defaults are vLLM V1's for its OpenAI server:
+// the A100 80 GB is held to 2048 tokens and 256 sequences despite its
+// memory; other GPUs of 70 GiB or more get 8192 and 1024; smaller ones the
+// A100's. A budget or limit the spec gives is kept.
+func TestServingBatchDefaults(t *testing.T) {
+	for _, c := range []struct {
+		gpu          string
+		tokens, seqs int
+	}{
+		{"a100-80gb-sxm", 2048, 256},
+		{"h100-sxm", 8192, 1024},
+		{"h200", 8192, 1024},
+		{"mi300x", 8192, 1024},
+		{"rtx-a6000", 2048, 256},
+		{"no-such-gpu", 2048, 256},
+	} {
+		s := Serving{Target: Target{GPU: c.gpu}}
+		s.Defaults()
+		require.Equal(t, c.tokens, s.Engine.MaxNumBatchedTokens, c.gpu)
+		require.Equal(t, c.seqs, s.Engine.MaxNumSeqs, c.gpu)
+		require.Equal(t, c.tokens, s.Engine.ChunkTokens, c.gpu)
+	}
+	s := Serving{Target: Target{GPU: "a100-80gb-sxm"}, Engine: ServingEngine{MaxNumBatchedTokens: 8192, MaxNumSeqs: 64}}
+	s.Defaults()
+	require.Equal(t, 8192, s.Engine.MaxNumBatchedTokens)
+	require.Equal(t, 64, s.Engine.MaxNumSeqs)
+}
