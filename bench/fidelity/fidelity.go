@@ -282,11 +282,17 @@ func layerSpan(tl []job.TimelineRow, prefix string) float64 {
 // 2024, arXiv 2407.21783, Table 4: H100s, TP 8, CP 1, PP 16, sequence
 // 8,192, 16M tokens per step): 430 TFLOP/s per GPU on 8,192 GPUs (DP 64,
 // 32 sequences per data-parallel rank) and 400 on 16,384 (DP 128, 16).
-// Simulated as 1F1B with micro-batch 1, sequence parallelism, no
-// recomputation, on DGX H100 nodes (Meta's RoCE fabric is not a preset);
-// the paper uses an interleaved schedule whose virtual stage count it does
-// not give, so the bubble here is 1F1B's. TFLOP/s per GPU is the step's
-// matmul FLOPs (attention included, causal) over the step time and GPUs.
+// Simulated with micro-batch 1, sequence parallelism, no recomputation,
+// on DGX H100 nodes (Meta's RoCE fabric is not a preset), on the
+// interleaved schedule as §3.3.2 describes its layout: one layer is taken
+// from the first and from the last stage, so that "the first model chunk
+// on the first stage has only the embedding, and the last model chunk on
+// the last stage has only output projection and loss calculation". A
+// chunk is then one layer, and the 126 layers with the embedding and the
+// loss counted as one each fill 16 stages of 8 chunks: virtual stages 8,
+// with Megatron-Core's account-for-embedding and account-for-loss split.
+// TFLOP/s per GPU is the step's matmul FLOPs (attention included, causal)
+// over the step time and GPUs.
 func llama3Rows(ctx context.Context) ([]Row, error) {
 	const src = "Dubey et al. 2024 (arXiv 2407.21783), Table 4"
 	var rows []Row
@@ -295,7 +301,8 @@ func llama3Rows(ctx context.Context) ([]Row, error) {
 		ref   float64
 	}{{1024, 430}, {2048, 400}} {
 		js := fmt.Sprintf(`{"kind":"training","model":"llama3-405b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":%d},
-			"parallel":{"tp":8,"pp":16,"micro_batch":1,"global_batch":2048,"sequence_parallel":true,"recompute":"none"},
+			"parallel":{"tp":8,"pp":16,"virtual_stages":8,"account_for_embedding_in_pipeline_split":true,"account_for_loss_in_pipeline_split":true,
+				"micro_batch":1,"global_batch":2048,"sequence_parallel":true,"recompute":"none"},
 			"seq_len":8192,"dtype":"bf16"}`, c.nodes)
 		res, err := run(ctx, js)
 		if err != nil {

@@ -37,10 +37,11 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	// without 1F1B overlap, recompute "norm, act": 24.2 s per step, 200
 	// TFLOP/s per GPU. model_configs/benchmarking/Qwen3-235B-A22B.yaml:
 	// distributed optimizer (ZeRO-1), overlapped gradient reduction,
-	// sequence parallelism, --expert-tensor-parallel-size 1. The source
-	// runs 3 virtual stages with the embedding and the loss counted as
-	// layers (96 = 32·3 chunks of one); Eidolon's chunks need a block
-	// each, so the run uses 2 virtual stages (the bubble is 3% either way).
+	// sequence parallelism, --expert-tensor-parallel-size 1, and the
+	// embedding and the loss counted as one layer each in the pipeline split
+	// (--account-for-embedding-in-pipeline-split,
+	// --account-for-loss-in-pipeline-split: 96 slots, 32·3 chunks of one
+	// here, 8·4 chunks of three in the PP 8 rows), as the runs do.
 	// Recomputation as the row's "norm, act": --recompute-granularity
 	// selective --recompute-modules layernorm moe_act.
 	// The readme's layout rows beside it (same model config and scripts,
@@ -59,13 +60,14 @@ func MoERows(ctx context.Context) ([]Row, error) {
 		// TFLOP/s, compared where given.
 		ref, tflops float64
 	}{
-		{"TP2 PP32 EP8", "A2A", `"tp":2,"pp":32,"dp":4,"ep":8,"virtual_stages":2,"recompute":"selective","recompute_modules":["layernorm","moe_act"]`, "", 32, 4096, 2048, 24.2, 200},
+		{"TP2 PP32 EP8", "A2A", `"tp":2,"pp":32,"dp":4,"ep":8,"virtual_stages":3,"recompute":"selective","recompute_modules":["layernorm","moe_act"]`, "", 32, 4096, 2048, 24.2, 200},
 		{"TP4 PP8 VPP4 EP8", "DeepEP", `"tp":4,"pp":8,"dp":8,"ep":8,"virtual_stages":4`, `,"routing":{"hierarchical_a2a":true}`, 8, 4096, 2048, 29.0, 0},
 		{"TP2 PP8 VPP4 EP32", "DeepEP", `"tp":2,"pp":8,"dp":16,"ep":32,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe_act"]`, `,"routing":{"hierarchical_a2a":true}`, 8, 4096, 2048, 19.7, 0},
 		{"TP4 PP8 VPP4 EP8, sequence 16,384", "DeepEP", `"tp":4,"pp":8,"dp":8,"ep":8,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe"]`, `,"routing":{"hierarchical_a2a":true}`, 8, 16384, 256, 0, 295},
 	} {
 		js := fmt.Sprintf(`{"kind":"training","model":"qwen3-235b-a22b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":32},
 		"parallel":{%s,"expert_tp":1,"micro_batch":1,"global_batch":%d,
+		"account_for_embedding_in_pipeline_split":true,"account_for_loss_in_pipeline_split":true,
 		"sequence_parallel":true,"zero":1,"overlap_grad_reduce":true},"seq_len":%d,"timeline_ranks":[-1]%s}`, q.par, q.batch, q.seq, q.routing)
 		res, err := run(ctx, js)
 		if err != nil {

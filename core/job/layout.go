@@ -78,6 +78,7 @@ func TrainingLayout(s *spec.Training, gpus int) (workload.Training, error) {
 		UnfusedAttention: s.UnfusedAttention,
 		Par: workload.Parallel{TP: par.TP, PP: par.PP, DP: par.DP, MicroBatch: par.MicroBatch, GlobalBatch: par.GlobalBatch,
 			Schedule: workload.Schedule(par.Schedule), VirtualStages: par.VirtualStages, SequenceParallel: par.SequenceParallel,
+			AccountForEmbedding: par.AccountForEmbedding, AccountForLoss: par.AccountForLoss,
 			Recompute: model.Recompute(par.Recompute), RecomputeModules: par.RecomputeModules, ZeRO: par.ZeRO, OverlapGradReduce: par.OverlapGradReduce,
 			BucketParams: par.BucketParams, OverlapTPComm: *par.OverlapTPComm, EP: par.EP,
 			ExpertTP: par.ExpertTP, OverlapEPComm: par.OverlapEPComm},

@@ -21,6 +21,14 @@ type Parallel struct {
 	VirtualStages int    `json:"virtual_stages,omitempty"`
 	// SequenceParallel shards norms, dropout and residuals over the TP group.
 	SequenceParallel bool `json:"sequence_parallel,omitempty"`
+	// AccountForEmbedding and AccountForLoss count the embedding and the
+	// LM head with its loss as one layer each when the layers are split over
+	// the pipeline's chunks (Megatron-Core --account-for-embedding-in-
+	// pipeline-split, --account-for-loss-in-pipeline-split): the first chunk
+	// then holds one layer fewer, the last one fewer, and pp·virtual_stages
+	// may reach the layers plus those two.
+	AccountForEmbedding bool `json:"account_for_embedding_in_pipeline_split,omitempty"`
+	AccountForLoss      bool `json:"account_for_loss_in_pipeline_split,omitempty"`
 	// Recompute: "none" (default), "selective" or "full".
 	Recompute string `json:"recompute,omitempty"`
 	// RecomputeModules: what "selective" reruns, Megatron-Core's

@@ -36,7 +36,13 @@ type Parallel struct {
 	// VirtualStages is the model chunks per stage of the interleaved schedule.
 	VirtualStages    int
 	SequenceParallel bool
-	Recompute        model.Recompute
+	// AccountForEmbedding and AccountForLoss count the embedding and the
+	// model's tail (the LM head and its loss) as one layer each in the
+	// split of the layers over the chunks (chunkPositions), as Megatron-Core
+	// does with --account-for-embedding-in-pipeline-split and
+	// --account-for-loss-in-pipeline-split.
+	AccountForEmbedding, AccountForLoss bool
+	Recompute                           model.Recompute
 	// RecomputeModules are what a selective recomputation reruns
 	// (model.Run.RecomputeModules; nil: the attention core).
 	RecomputeModules []string
@@ -147,8 +153,8 @@ func (t Training) Check() []problem.Problem {
 	if p.ZeRO < 0 || p.ZeRO > 3 {
 		bad("zero", "must be 0, 1, 2 or 3, got %d", p.ZeRO)
 	}
-	if n := len(t.Model.Pattern); n < p.PP*p.VirtualStages {
-		bad("pp", "pp·virtual_stages (%d) must not exceed the model's blocks (%d)", p.PP*p.VirtualStages, n)
+	if n := len(t.Model.Pattern) + p.splitSlots(); n < p.PP*p.VirtualStages {
+		bad("pp", "pp·virtual_stages (%d) must not exceed the model's blocks (%d, the embedding and the loss included where the split accounts for them)", p.PP*p.VirtualStages, n)
 	}
 	if p.BucketParams < 0 {
 		bad("bucket_params", "must be >= 0, got %d", p.BucketParams)
@@ -205,23 +211,53 @@ func (t Training) microRun() model.Run {
 		UnfusedAttention: t.UnfusedAttention, EP: t.Par.EP, ExpertTP: t.Par.ExpertTP}
 }
 
+// chunks are a training layout's P·V chunks of the model's positions.
+func (p Parallel) chunks(g model.Graph) [][]int {
+	return chunkPositions(g, p.PP*p.VirtualStages, p.AccountForEmbedding, p.AccountForLoss)
+}
+
+// splitSlots is how many layer slots the embedding and the loss take in
+// the pipeline split.
+func (p Parallel) splitSlots() int { return b2i(p.AccountForEmbedding) + b2i(p.AccountForLoss) }
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // chunkPositions splits the model's positions (model.Graph.Order) into n
 // contiguous chunks: the embedding joins the first, the LM head and what
 // follows it (Graph.Tail) the last, and the pattern's blocks are spread as
-// evenly as possible (earlier chunks take the remainder).
-func chunkPositions(g model.Graph, n int) [][]int {
+// evenly as possible (earlier chunks take the remainder). Where the split
+// accounts for the embedding or the loss (Megatron-Core), each takes one
+// layer's slot in its chunk.
+func chunkPositions(g model.Graph, n int, accountEmbedding, accountLoss bool) [][]int {
 	order, tail := g.Order, g.Tail()
 	body := order[1 : len(order)-tail]
+	// slots: the body's layers, with the accounted embedding first and
+	// the accounted loss last (-1 and -2 mark them).
+	slots := make([]int, 0, len(body)+2)
+	if accountEmbedding {
+		slots = append(slots, -1)
+	}
+	slots = append(slots, body...)
+	if accountLoss {
+		slots = append(slots, -2)
+	}
 	out := make([][]int, n)
-	per, rem := len(body)/n, len(body)%n
+	per, rem := len(slots)/n, len(slots)%n
 	at := 0
 	for c := 0; c < n; c++ {
 		k := per
 		if c < rem {
 			k++
 		}
-		for _, i := range body[at : at+k] {
-			out[c] = append(out[c], i)
+		for _, i := range slots[at : at+k] {
+			if i >= 0 {
+				out[c] = append(out[c], i)
+			}
 		}
 		at += k
 	}

@@ -67,9 +67,9 @@ func BuildTraining(t Training) (*TrainingPlan, error) {
 		return nil, err
 	}
 	par := t.Par
-	P, V, D, T := par.PP, par.VirtualStages, par.DP, par.TP
+	P, D, T := par.PP, par.DP, par.TP
 	m := t.MicroBatches()
-	chunks := chunkPositions(g, P*V)
+	chunks := par.chunks(g)
 	tp := &TrainingPlan{Plan: &Plan{Ranks: par.Ranks()}, Tokens: float64(par.GlobalBatch * t.SeqLen)}
 
 	// The same graph without recomputation sizes the activations a
@@ -612,7 +612,7 @@ func (t Training) Size(cost func(model.Op) (float64, error)) (*Sizing, error) {
 	m := t.MicroBatches()
 	e := max(t.DType.Bytes(), 2)
 	gradBytes := t.GradDType.Bytes()
-	chunks := chunkPositions(g, P*V)
+	chunks := par.chunks(g)
 	priced := map[int][2]float64{}
 	price := func(bi int) ([2]float64, error) {
 		if p, ok := priced[bi]; ok {

@@ -446,3 +446,56 @@ func TestModelFLOPsIndependentOfRouting(t *testing.T) {
 		}
 	}
 }
+
+// Megatron-Core's pipeline split accounting for the embedding and the loss
+// (Llama 3 405B's 126 layers on 16 stages of 8 chunks, Dubey et al. 2024
+// §3.3.2: the first chunk holds only the embedding, the last only the
+// output projection and the loss): each takes one layer's slot, so 6
+// layers fill 8 chunks, the first and last chunk holding no layer, and a
+// split that does not account for them needs as many layers as chunks.
+func TestPipelineSplitAccountsForEmbeddingAndLoss(t *testing.T) {
+	c, ok := model.FromPreset("llama2-7b", model.Config{Layers: 6})
+	require.True(t, ok)
+	par := Parallel{TP: 1, PP: 4, DP: 1, MicroBatch: 1, GlobalBatch: 4, Schedule: Interleaved, VirtualStages: 2,
+		AccountForEmbedding: true, AccountForLoss: true}
+	tr := layout(c, par)
+	require.Empty(t, tr.Check())
+	g, err := model.Build(c, tr.microRun())
+	require.NoError(t, err)
+	chunks := par.chunks(g)
+	require.Len(t, chunks, 8)
+	name := func(i int) string { return g.Blocks[i].Name }
+	require.Len(t, chunks[0], 1)
+	require.Equal(t, model.BlockEmbedding, name(chunks[0][0]))
+	require.Equal(t, model.BlockLMHead, name(chunks[7][0]))
+	layers := 0
+	for _, ch := range chunks[1:7] {
+		require.Len(t, ch, 1)
+		require.NotEqual(t, model.BlockEmbedding, name(ch[0]))
+		layers++
+	}
+	require.Equal(t, 6, layers)
+	_, err = BuildTraining(tr)
+	require.NoError(t, err)
+
+	// The embedding alone accounted: 7 slots over 4 chunks, 2, 2, 2, 1
+	// from the front, the first chunk's first slot the embedding's, so the
+	// chunks hold 1, 2, 2 and 1 layers.
+	par.VirtualStages, par.AccountForLoss = 1, false
+	chunks = par.chunks(g)
+	var perChunk []int
+	for _, ch := range chunks {
+		n := 0
+		for _, bi := range ch {
+			if b := name(bi); b != model.BlockEmbedding && b != model.BlockLMHead {
+				n++
+			}
+		}
+		perChunk = append(perChunk, n)
+	}
+	require.Equal(t, []int{1, 2, 2, 1}, perChunk)
+	require.Equal(t, model.BlockEmbedding, name(chunks[0][0]))
+
+	par.VirtualStages, par.AccountForEmbedding = 2, false
+	require.NotEmpty(t, layout(c, par).Check(), "8 chunks of 6 layers without the accounting")
+}
