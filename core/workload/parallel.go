@@ -36,13 +36,15 @@ type Parallel struct {
 	// VirtualStages is the model chunks per stage of the interleaved schedule.
 	VirtualStages    int
 	SequenceParallel bool
+
 	// AccountForEmbedding and AccountForLoss count the embedding and the
 	// model's tail (the LM head and its loss) as one layer each in the
 	// split of the layers over the chunks (chunkPositions), as Megatron-Core
 	// does with --account-for-embedding-in-pipeline-split and
 	// --account-for-loss-in-pipeline-split.
 	AccountForEmbedding, AccountForLoss bool
-	Recompute                           model.Recompute
+
+	Recompute model.Recompute
 	// RecomputeModules are what a selective recomputation reruns
 	// (model.Run.RecomputeModules; nil: the attention core).
 	RecomputeModules []string
