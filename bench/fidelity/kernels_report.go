@@ -34,7 +34,10 @@ const (
 		"same shapes as the training split's Llama-2-70B"
 	rowPending = "one bandwidth for every row kernel: RoPE (which also loads cos/sin per pair) runs ~10-20% slower per byte " +
 		"than silu_and_mul at large sizes, RMSNorm (two passes) ~15% faster than its 1.5x bytes give at 65-512 tokens; a " +
-		"per-kernel fraction would exceed the parameter budget"
+		"per-kernel fraction would exceed the parameter budget. Refitted and rejected: RoPE's threads as its launch code " +
+		"sets them (A100 rope 6.5%, norm 14.3%); the latency chain added to the bandwidth time rather than the larger of the " +
+		"two (fits RoPE alone, 0.61 µs and 1.52 TB/s on A100, but A100 norm 25%); reading the producer's output from L2 " +
+		"(A100 norm at 65-512 tokens 0%, but above 4,096 tokens +41%); a load-instruction bound never binds"
 	gatherPending = "1-64 tokens come out 14% fast in the median and 513-4096 tokens 6% off: one gather bandwidth " +
 		"fraction and two latencies per id serve every row width, and rows of 2-5 µs sit on the timer's 1 µs steps"
 )
