@@ -341,7 +341,8 @@ func (s *Collective) Budget() Budget {
 // every ordered pair once (all-reduce: twice); halving-doubling 2·log2 p
 // rounds of p; a tree all-reduce 4(p−1) edges per chunk, a rooted tree or
 // chain p−1; hierarchical at most 4p·√p. NCCL's choice moves as a ring
-// (streamed or stepped) at the choice's bandwidth. Channels left automatic count as 8 (one per rail).
+// (streamed or stepped) at the choice's bandwidth. Channels left automatic
+// count as 8 (one per rail).
 func collectiveTransfers(s *Collective, alg string, p int, size float64) (transfers, live float64) {
 	n := float64(max(p, 1))
 	ch := float64(s.Channels)

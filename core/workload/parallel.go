@@ -220,13 +220,13 @@ func (p Parallel) chunks(g model.Graph) [][]int {
 
 // splitSlots is how many layer slots the embedding and the loss take in
 // the pipeline split.
-func (p Parallel) splitSlots() int { return b2i(p.AccountForEmbedding) + b2i(p.AccountForLoss) }
-
-func b2i(b bool) int {
-	if b {
-		return 1
+func (p Parallel) splitSlots() (n int) {
+	for _, accounted := range []bool{p.AccountForEmbedding, p.AccountForLoss} {
+		if accounted {
+			n++
+		}
 	}
-	return 0
+	return n
 }
 
 // chunkPositions splits the model's positions (model.Graph.Order) into n
