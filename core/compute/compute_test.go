@@ -413,3 +413,28 @@ func TestGatherSmallIndexChain(t *testing.T) {
 	assert.Less(t, o.TimeS, emb(16).TimeS)
 	assert.InEpsilon(t, g.KernelLaunchS+max(2*g.MemoryLatencyS, (4*17+2*17*4096*2)/g.GatherBandwidth()), o.TimeS, 1e-9)
 }
+
+// A weight gradient accumulated into an fp32 buffer moves 8 bytes per
+// output element (read and write) where a bf16 gradient moves 2: with a
+// short reduction (few tokens, an expert's weight gradient) the kernel is
+// bound by that traffic and takes longer by about the extra bytes over the
+// GEMM's bandwidth; with a long one the math hides it.
+func TestAccumulatingWeightGradient(t *testing.T) {
+	g := gpu(t, "h100-sxm")
+	e := NewEvaluator(g)
+	price := func(tokens int64, acc hw.DType) Cost {
+		o := model.NewGEMM("mlp.up.wgrad", hw.BF16, 1, 4096, 3072, tokens)
+		o.Accumulate = acc
+		c, err := e.Op(o)
+		require.NoError(t, err)
+		return c
+	}
+	short, shortAcc := price(256, ""), price(256, hw.FP32)
+	extra := 6.0 * 4096 * 3072
+	assert.InDelta(t, extra, shortAcc.BytesHBM-short.BytesHBM, 0.02*extra)
+	assert.Equal(t, BoundHBM, shortAcc.Bound)
+	assert.InEpsilon(t, extra/g.GEMMBandwidth(), shortAcc.TimeS-short.TimeS, 0.25)
+	long, longAcc := price(16384, ""), price(16384, hw.FP32)
+	assert.Greater(t, longAcc.TimeS, long.TimeS)
+	assert.InEpsilon(t, long.TimeS, longAcc.TimeS, 0.05)
+}

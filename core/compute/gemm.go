@@ -10,13 +10,16 @@ import (
 type gemmKey struct {
 	m, n, k, batch int64
 	d              hw.DType
+	// acc is the type of the buffer the output is added into ("" when the
+	// output is written once; model.Op.Accumulate).
+	acc hw.DType
 }
 
 type gemmPlan struct{ cost Cost }
 
 // gemm prices Batch products [M×K]·[K×N], memoized per shape and type.
 func (e *Evaluator) gemm(o model.Op) Cost {
-	key := gemmKey{o.M, o.N, o.K, max(o.Batch, 1), o.DType}
+	key := gemmKey{o.M, o.N, o.K, max(o.Batch, 1), o.DType, o.Accumulate}
 	if p, ok := e.gemms[key]; ok {
 		return p.cost
 	}
@@ -38,7 +41,8 @@ func (e *Evaluator) gemm(o model.Op) Cost {
 //   - shared memory: each warp (64×64 warp tiles) reads its A rows and B
 //     columns of every staged K-slice;
 //   - L2: each tile loads its A panel (tile_m × K) and B panel (K × tile_n),
-//     writes its output (split-K: fp32 partials written and read back);
+//     writes its output (split-K: fp32 partials written and read back; a
+//     weight gradient accumulated into its buffer reads it first);
 //   - HBM: compulsory traffic when the smaller operand fits in L2 (it stays
 //     resident while the larger streams once); otherwise the smaller is
 //     re-read once per wave-sized band of the larger, at the GEMM's
@@ -91,6 +95,10 @@ func (e *Evaluator) searchTiles(key gemmKey) Cost {
 					c.BytesSMEM = float64(tiles) * float64(bm*(bn/wn)+bn*(bm/wm)) * float64(kp) * in
 
 					outBytes := float64(key.batch*key.m*key.n) * out
+					if key.acc != "" {
+						// Accumulating: the epilogue reads the buffer and writes it back.
+						outBytes = float64(key.batch*key.m*key.n) * 2 * key.acc.Bytes()
+					}
 					partials := 0.0
 					if split > 1 {
 						partials = 2 * float64(split*key.batch*key.m*key.n) * 4

@@ -27,7 +27,9 @@ func (e *Evaluator) grouped(o model.Op) (Cost, error) {
 		if o.GroupK {
 			m, k = o.K, g
 		}
-		c, err := e.Op(model.NewGEMM(o.Name, o.DType, 1, m, n, k))
+		one := model.NewGEMM(o.Name, o.DType, 1, m, n, k)
+		one.Accumulate = o.Accumulate
+		c, err := e.Op(one)
 		if err != nil {
 			return Cost{}, err
 		}

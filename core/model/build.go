@@ -74,6 +74,13 @@ type Run struct {
 	// DType is the math type of GEMMs and attention (activations are 16-bit
 	// when it is an 8-bit type).
 	DType hw.DType
+	// GradDType, in training, is the type of the buffer every weight
+	// gradient GEMM accumulates into: Megatron-LM and Megatron-Core fuse the
+	// accumulation into the GEMM by default (--gradient-accumulation-fusion:
+	// apex's wgrad_gemm_accum_fp32, Transformer Engine's
+	// fuse_wgrad_accumulation), which reads and writes the fp32 main_grad
+	// instead of writing a 16-bit gradient. "" writes the gradient once.
+	GradDType hw.DType
 	// UnfusedAttention materializes the score matrix (Megatron without
 	// FlashAttention): batched GEMMs, softmax and dropout kernels.
 	UnfusedAttention bool
@@ -393,10 +400,26 @@ func (b *builder) gemm(name string, m, n, k int64) {
 		fwd: []Op{NewGEMM(name, b.d, 1, m, n, k)},
 		bwd: []Op{
 			NewGEMM(name+".dgrad", b.d, 1, m, k, n),
-			NewGEMM(name+".wgrad", b.d, 1, k, n, m),
+			b.accumulate(NewGEMM(name+".wgrad", b.d, 1, k, n, m)),
 		},
 		saved: saved,
 	})
+}
+
+// accumulate makes a weight gradient GEMM add into the run's gradient
+// buffer (Run.GradDType): its output is read and written in that type
+// rather than written once in the activation type.
+func (b *builder) accumulate(o Op) Op {
+	if !b.training() || b.r.GradDType == "" {
+		return o
+	}
+	outputs := float64(o.M * o.N)
+	if o.GroupK {
+		outputs = float64(len(o.Groups)) * float64(o.K*o.N)
+	}
+	o.Bytes += outputs * (2*b.r.GradDType.Bytes() - actDType(o.DType).Bytes())
+	o.Accumulate = b.r.GradDType
+	return o
 }
 
 // stream adds a one-pass operator: fwd FLOPs and bytes, bwd FLOPs and

@@ -282,3 +282,40 @@ func TestRowKernelsCarryTheirShape(t *testing.T) {
 	assert.Equal(t, [2]int64{4, 4096}, shape["attn.residual"])
 	assert.Equal(t, [2]int64{0, 0}, shape["mlp.swiglu"], "vectorized kernels have no row shape")
 }
+
+// With a gradient buffer type (Megatron's gradient-accumulation fusion),
+// every weight-gradient GEMM, dense and grouped, reads and writes that
+// buffer: 2·4 bytes per weight element in fp32 instead of 2 written; the
+// other GEMMs, and a run without the buffer type, are unchanged.
+func TestWeightGradientsAccumulateIntoMainGrad(t *testing.T) {
+	for _, name := range []string{"llama2-7b", "mixtral-8x7b"} {
+		c, ok := ByName(name)
+		require.True(t, ok)
+		r := Run{Phase: Training, Batch: 1, SeqLen: 512, TP: 2, SequenceParallel: true, DType: hw.BF16}
+		plain, err := Build(c, r)
+		require.NoError(t, err)
+		r.GradDType = hw.FP32
+		fused, err := Build(c, r)
+		require.NoError(t, err)
+		var wgrads int
+		for b := range fused.Blocks {
+			for i, o := range fused.Blocks[b].Backward {
+				p := plain.Blocks[b].Backward[i]
+				if !strings.HasSuffix(o.Name, ".wgrad") {
+					assert.Equal(t, p, o, o.Name)
+					continue
+				}
+				wgrads++
+				weights := float64(o.M * o.N)
+				if o.GroupK {
+					weights = float64(len(o.Groups)) * float64(o.K*o.N)
+				}
+				assert.Equal(t, hw.FP32, o.Accumulate, o.Name)
+				assert.Equal(t, hw.DType(""), p.Accumulate, o.Name)
+				assert.InDelta(t, p.Bytes+weights*(8-2), o.Bytes, 1e-6*o.Bytes, o.Name)
+				assert.Equal(t, p.FLOPs, o.FLOPs, o.Name)
+			}
+		}
+		assert.Positive(t, wgrads, name)
+	}
+}

@@ -489,7 +489,7 @@ func (b *builder) grouped(name string, groups []int64, n, k int64) {
 		fwd: []Op{NewGroupedGEMM(name, b.d, groups, n, k, false)},
 		bwd: []Op{
 			NewGroupedGEMM(name+".dgrad", b.d, groups, k, n, false),
-			NewGroupedGEMM(name+".wgrad", b.d, groups, k, n, true),
+			b.accumulate(NewGroupedGEMM(name+".wgrad", b.d, groups, k, n, true)),
 		},
 		saved: float64(m*k) * b.e,
 	})

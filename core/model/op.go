@@ -89,6 +89,11 @@ type Op struct {
 	// Return (all-to-all) marks a transfer from the experts' ranks back to
 	// the tokens' ranks (the combine, and the dispatch's backward).
 	Return bool
+	// Accumulate, on a weight gradient GEMM, is the type of the gradient
+	// buffer the GEMM adds its product into, reading and writing it
+	// (Megatron's gradient-accumulation fusion into the fp32 main_grad);
+	// "" writes the output once in the activation type.
+	Accumulate hw.DType
 	// OnePass marks a norm whose kernel holds its row in registers and
 	// reads its input once with vector loads (Megatron-LM's persistent
 	// LayerNorm, apex.contrib FastLayerNorm; Transformer Engine's norms);

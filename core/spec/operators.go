@@ -112,11 +112,17 @@ func (s *Operators) Validate(p *Problems) {
 	}
 }
 
-// Run is the work the spec describes, for package model.
+// Run is the work the spec describes, for package model. A training pass
+// accumulates its weight gradients into fp32 buffers, as the training
+// kind's default (grad_dtype "fp32") does.
 func (s *Operators) Run() model.Run {
-	return model.Run{
+	r := model.Run{
 		Phase: model.Phase(s.Phase), Batch: s.Batch, SeqLen: s.SeqLen, KVLen: s.KVLen,
 		TP: s.TP, SequenceParallel: s.SequenceParallel, Recompute: model.Recompute(s.Recompute),
 		DType: hw.DType(s.DType), UnfusedAttention: s.UnfusedAttention,
 	}
+	if r.Phase == model.Training {
+		r.GradDType = hw.FP32
+	}
+	return r
 }

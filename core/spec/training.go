@@ -14,7 +14,8 @@ type Training struct {
 	// SeqLen is tokens per sequence; default 2048.
 	SeqLen int `json:"seq_len,omitempty"`
 	// GradDType of the accumulated and reduced gradients (default "fp32",
-	// Megatron's main grads); the math's is Target's DType.
+	// Megatron's main grads, which every weight-gradient GEMM reads and
+	// writes: its gradient-accumulation fusion); the math's is Target's DType.
 	GradDType string `json:"grad_dtype,omitempty"`
 	// UnfusedAttention uses Megatron's unfused attention (no FlashAttention).
 	UnfusedAttention bool `json:"unfused_attention,omitempty"`

@@ -208,7 +208,7 @@ func (t Training) Check() []problem.Problem {
 }
 
 func (t Training) microRun() model.Run {
-	return model.Run{Phase: model.Training, Batch: t.Par.MicroBatch, SeqLen: t.SeqLen, TP: t.Par.TP,
+	return model.Run{Phase: model.Training, Batch: t.Par.MicroBatch, SeqLen: t.SeqLen, TP: t.Par.TP, GradDType: t.GradDType,
 		SequenceParallel: t.Par.SequenceParallel, Recompute: t.Par.Recompute, RecomputeModules: t.Par.RecomputeModules, DType: t.DType,
 		UnfusedAttention: t.UnfusedAttention, EP: t.Par.EP, ExpertTP: t.Par.ExpertTP}
 }
