@@ -45,8 +45,13 @@ const (
 	table5  = "Korthikanti et al. 2022 (arXiv 2205.05198), Table 5"
 	figure1 = "Korthikanti et al. 2022, Figure 1"
 	rapid   = "RAPID-LLM validation set (arXiv 2512.19606)"
-	gptFast = "meta-pytorch/gpt-fast README, Tensor Parallelism (torch.compile, CUDA graphs, intra-node all-reduce; 8×A100 80 GB at 330 W)"
-	gib     = 1 << 30
+	// readme2022 is Megatron-LM's README of May 2022 (commit 2e90a34): the
+	// model FLOPs utilization of Korthikanti et al.'s configurations with
+	// sequence parallelism and selective recomputation (Table 3: TP 8, PP
+	// 35 and 64, one sequence per GPU in the global batch, data parallel 1).
+	readme2022 = "NVIDIA/Megatron-LM README (May 2022): MFU of Korthikanti et al. 2022's configurations"
+	gptFast    = "meta-pytorch/gpt-fast README, Tensor Parallelism (torch.compile, CUDA graphs, intra-node all-reduce; 8×A100 80 GB at 330 W)"
+	gib        = 1 << 30
 )
 
 // Selene: DGX A100 80 GB nodes, fp16, sequence 2048, vocabulary 51,200,
@@ -140,6 +145,19 @@ func Rows(ctx context.Context) ([]Row, error) {
 		return nil, err
 	}
 	rows = append(rows, t4...)
+	for _, c := range []struct {
+		name, model string
+		pp          int
+		mfu         float64
+	}{{"530B", "gpt-530b", 35, 0.560}, {"1T", "gpt-1t", 64, 0.563}} {
+		res, err := run(ctx, trainingSpec(c.model, c.pp, c.pp, 1, 8*c.pp, 1, "selective"))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.name, err)
+		}
+		s := res.Tables[0].Rows.([]training.SummaryRow)[0]
+		rows = append(rows, row(c.name+" sequence parallel + selective recompute", "mfu", c.mfu, s.MFU, readme2022,
+			fmt.Sprintf("step %.2f s: compute %.2f s + exposed comm %.2f s + bubble %.2f s", s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS)))
+	}
 	g3, err := gpt3ReadmeRow(ctx)
 	if err != nil {
 		return nil, err

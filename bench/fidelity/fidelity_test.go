@@ -64,6 +64,10 @@ func TestFidelityTable(t *testing.T) {
 		"there), and Inductor fuses each residual add into the next norm and the rotary embedding with the cache " +
 		"write, where the simulation prices vLLM's separate kernels (35–39 µs a layer of small kernels and attention). Between the " +
 		"two sources of Llama-2 batch-1 times the engine moves the answer by ±10 %.\n")
+	b.WriteString("- The 530B and 1T rows are Korthikanti et al.'s Table 3 layouts (TP 8, PP 35 and 64, 280 and 512 GPUs, one " +
+		"sequence per GPU in the global batch, data parallel 1) with sequence parallelism and selective recomputation, whose MFU " +
+		"Megatron-LM's README of May 2022 published (Table 5's 37.83 s and 71.49 s at those MFUs). Neither source gives their " +
+		"pipeline schedule; they run as 1F1B (interleaved with 3 and 2 chunks a stage they read +5.3 and +4.3 %).\n")
 	b.WriteString("- GPT-3 175B on 1,024 A100s (Megatron-LM's README, 2021) runs the same layer and micro-batch as the 175B " +
 		"full-recompute row of Table 5 (TP 8, micro-batch 1, sequence 2,048, full recomputation), over 16 stages instead of 8, " +
 		"without interleaving (a 15/192 bubble) and with 8-way data parallelism over InfiniBand. Per layer and micro-batch the " +
