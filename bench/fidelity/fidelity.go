@@ -158,6 +158,11 @@ func Rows(ctx context.Context) ([]Row, error) {
 		rows = append(rows, row(c.name+" sequence parallel + selective recompute", "mfu", c.mfu, s.MFU, readme2022,
 			fmt.Sprintf("step %.2f s: compute %.2f s + exposed comm %.2f s + bubble %.2f s", s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS)))
 	}
+	nemo, err := nemoFP8Rows(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, nemo...)
 	g3, err := gpt3ReadmeRow(ctx)
 	if err != nil {
 		return nil, err
@@ -334,6 +339,45 @@ func llama3Rows(ctx context.Context) ([]Row, error) {
 		s := res.Tables[0].Rows.([]training.SummaryRow)[0]
 		tf := s.ModelFLOPs / s.StepTimeS / float64(s.GPUs) / 1e12
 		rows = append(rows, row(fmt.Sprintf("Llama 3.1 405B on %d H100", 8*c.nodes), "tflops_per_gpu", c.ref, tf, src,
+			fmt.Sprintf("step %.2f s: compute %.2f s + exposed comm %.2f s + bubble %.2f s", s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS)))
+	}
+	return rows, nil
+}
+
+// nemoFP8Rows are NVIDIA NeMo 24.12's published H100 pre-training
+// throughput at FP8 (the performance summary's table: GPUs, global and
+// micro-batch, sequence, TP, PP, virtual stages, tokens/s per GPU), run as
+// NeMo's Megatron-Core recipes do: Transformer Engine's FP8 recipe,
+// sequence parallelism with TP, the distributed optimizer with overlapped
+// gradient reduction, no recomputation. The rows that need context
+// parallelism (Llama 3) or a model with no preset here are left out.
+func nemoFP8Rows(ctx context.Context) ([]Row, error) {
+	const src = "NVIDIA NeMo Framework 24.12 performance summary, pre-training at FP8 on H100"
+	var rows []Row
+	for _, c := range []struct {
+		name, model                  string
+		gpus, gb, mb, seq, tp, pp, v int
+		ref                          float64
+	}{
+		{"LLaMA-2-7B", "llama2-7b", 8, 128, 1, 4096, 1, 1, 1, 16934},
+		{"LLaMA-2-13B", "llama2-13b", 16, 128, 1, 4096, 1, 4, 10, 8715},
+		{"LLaMA-2-70B", "llama2-70b", 64, 128, 1, 4096, 4, 4, 20, 1728},
+		{"GPT-3 175B", "gpt3-175b", 128, 256, 1, 2048, 4, 8, 6, 716},
+		{"GPT-3 175B", "gpt3-175b", 512, 2048, 2, 2048, 4, 8, 6, 825},
+	} {
+		dp := c.gpus / (c.tp * c.pp)
+		js := fmt.Sprintf(`{"kind":"training","model":%q,"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":%d},
+			"parallel":{"tp":%d,"pp":%d,"dp":%d,"virtual_stages":%d,"micro_batch":%d,"global_batch":%d,
+				"sequence_parallel":%v,"zero":1,"overlap_grad_reduce":true,"recompute":"none"},
+			"seq_len":%d,"dtype":"fp8"}`, c.model, c.gpus/8, c.tp, c.pp, dp, c.v, c.mb, c.gb, c.tp > 1, c.seq)
+		res, err := run(ctx, js)
+		if err != nil {
+			return nil, fmt.Errorf("nemo %s on %d GPUs: %w", c.name, c.gpus, err)
+		}
+		s := res.Tables[0].Rows.([]training.SummaryRow)[0]
+		tok := float64(c.gb*c.seq) / s.StepTimeS / float64(c.gpus)
+		rows = append(rows, row(fmt.Sprintf("%s FP8 on %d H100, TP%d PP%d VP%d, micro-batch %d", c.name, c.gpus, c.tp, c.pp, c.v, c.mb),
+			"tokens_per_s_per_gpu", c.ref, tok, src,
 			fmt.Sprintf("step %.2f s: compute %.2f s + exposed comm %.2f s + bubble %.2f s", s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS)))
 	}
 	return rows, nil

@@ -114,26 +114,41 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	// routing (≤ 4 nodes per token) with DeepEP-style hierarchical
 	// all-to-alls that send each token once per node (§3.2.2). DualPipe's
 	// overlap of a forward chunk's all-to-alls with a backward chunk's
-	// compute (§3.2.1) is overlap_ep_comm, on the 1F1B order (DualPipe's
-	// smaller bidirectional bubble is not modelled). Recomputation is
-	// selective: DeepSeek recomputes RMSNorm and the MLA up-projections
-	// only, not the MoE (§3.3.3): the layer norms here (recompute module
-	// layernorm; the up-projections' recompute is not modelled, which keeps
-	// their outputs in memory); its FP8 activation caching, which makes
-	// that fit in 80 GB, is not modelled, so the memory column exceeds the
-	// HBM. It trains with one multi-token-prediction module (§2.2, §4.2:
-	// depth 1), which runs after the output head on the last stage (as
-	// Megatron-Core's DeepSeek-V3 layout "Et|(tt|)*30mL" also places it).
-	js = `{"kind":"training","model":{"preset":"deepseek-v3","mtp_layers":1},"gpu":"h800","cluster":{"preset":"dgx-h800","nodes":256},
-		"parallel":{"tp":1,"pp":16,"dp":128,"ep":64,"micro_batch":1,"global_batch":15360,"zero":1,"recompute":"selective","recompute_modules":["layernorm"],"overlap_ep_comm":true},
-		"seq_len":4096,"dtype":"fp8","routing":{"hierarchical_a2a":true,"node_limit":4},"timeline_ranks":[-1]}`
+	// compute (§3.2.1) is overlap_ep_comm, on the interleaved order below
+	// (DualPipe's smaller bidirectional bubble is not modelled).
+	// Recomputation is selective: DeepSeek recomputes RMSNorm and the MLA
+	// up-projections only, not the MoE (§3.3.3): the layer norms here
+	// (recompute module layernorm; the up-projections' recompute is not
+	// modelled, which keeps their outputs in memory). The FP8 recipe keeps
+	// the linear layers' inputs in FP8 for the backward, as DeepSeek caches
+	// them (§3.3.2), and the attention, the output head and the router in
+	// BF16 (§3.3.2: "the embedding module, the output head, MoE gating
+	// modules, normalization operators, and attention operators"); the
+	// rest of its activation caching (the SwiGLU inputs, the fp32 optimizer
+	// states in BF16) is not modelled, so the memory column exceeds the HBM. It trains with one multi-token-prediction module (§2.2, §4.2:
+	// depth 1). DualPipe holds two chunks on every rank, the shallowest
+	// and the deepest layers on one (§2.2, §3.2.1); the layout the
+	// simulator can run closest to it is Megatron-Core's DeepSeek-V3
+	// recipe's (--pipeline-model-parallel-layout "Et|(tt|)*30mL",
+	// Megatron-MoE-ModelZoo best_practice/deepseek-v3): 16 stages of two
+	// interleaved chunks, the split counting the embedding and the loss as
+	// a layer each, so the first chunk is the embedding and one layer and
+	// the last the MTP module and the loss. The interleaved schedule needs
+	// the micro-batches per replica to be a multiple of the stages: 128
+	// (global batch 16,384) where DeepSeek ran 120 (15,360); the GPU-hours
+	// are per token.
+	const dsBatch = 16384
+	js = fmt.Sprintf(`{"kind":"training","model":{"preset":"deepseek-v3","mtp_layers":1},"gpu":"h800","cluster":{"preset":"dgx-h800","nodes":256},
+		"parallel":{"tp":1,"pp":16,"virtual_stages":2,"account_for_embedding_in_pipeline_split":true,"account_for_loss_in_pipeline_split":true,
+			"dp":128,"ep":64,"micro_batch":1,"global_batch":%d,"zero":1,"recompute":"selective","recompute_modules":["layernorm"],"overlap_ep_comm":true},
+		"seq_len":4096,"dtype":"fp8","routing":{"hierarchical_a2a":true,"node_limit":4},"timeline_ranks":[-1]}`, dsBatch)
 	if res, err = run(ctx, js); err != nil {
 		return nil, fmt.Errorf("deepseek-v3: %w", err)
 	}
 	s = res.Tables[0].Rows.([]training.SummaryRow)[0]
-	tokens := 15360.0 * 4096
+	tokens := dsBatch * 4096.0
 	gpuHours := s.StepTimeS * 2048 / 3600 * 1e12 / tokens
-	note := fmt.Sprintf("step %.1f s (critical rank, stage 0 with the 3 dense layers: compute %.1f s + exposed comm %.1f s + waiting %.1f s); EP overlap as DualPipe's, 1F1B bubble, MTP on the last stage; memory %.0f GB (fp8 activation caching not modelled)",
+	note := fmt.Sprintf("step %.1f s (critical rank: compute %.1f s + exposed comm %.1f s + waiting %.1f s); EP overlap as DualPipe's, Megatron-Core's interleaved layout; memory %.0f GB",
 		s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS, s.MemoryPeakBytes/1e9)
 	rows = append(rows, row("DeepSeek-V3, 2,048 H800, PP16 EP64", "gpu_hours_per_trillion_tokens", 180e3, gpuHours, deepseekSrc, note))
 

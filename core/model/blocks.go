@@ -52,7 +52,7 @@ func (b *builder) lmHead() {
 	if !b.training() {
 		m = int64(b.r.Batch)
 	}
-	b.gemm("head.logits", m, vt, h)
+	b.gemm16("head.logits", m, vt, h)
 	n := float64(m * vt)
 	if b.training() {
 		// Softmax statistics and loss: ≈4 FLOPs per logit; the exponentials
@@ -207,7 +207,7 @@ func (b *builder) attentionCore(hs, kvs, hd int64) {
 	qk := float64(b.T*(hs+kvs)*hd) * b.e // Q and K, kept (outputs of attn.qkv)
 	v := float64(b.T*kvs*hd) * b.e
 	if !r.UnfusedAttention {
-		fa := NewFlashAttention("attn.flash", b.d, B, hs, kvs, s, s, hd, true)
+		fa := NewFlashAttention("attn.flash", b.attnDType(), B, hs, kvs, s, s, hd, true)
 		// Keeps Q, K, V and the fp32 log-sum-exp per query row.
 		b.add(step{fwd: []Op{fa}, bwd: []Op{flashBackward(fa)}, saved: qk + v + 4*float64(B*hs*s)})
 		return
@@ -220,9 +220,9 @@ func (b *builder) attentionCore(hs, kvs, hd int64) {
 	n := float64(b.T*(hs+2*kvs)*hd) * b.e
 	b.add(step{bwd: []Op{NewStreaming("attn.qkv.split.bwd", Elementwise, b.a, 0, 2*n)}})
 	b.add(step{
-		fwd: []Op{NewGEMM("attn.scores", b.d, bh, s, s, hd)},
+		fwd: []Op{NewGEMM("attn.scores", b.attnDType(), bh, s, s, hd)},
 		// dQ = dS·K and dK = dSᵀ·Q, each [s×hd] over s.
-		bwd:   []Op{NewGEMM("attn.scores.dq", b.d, bh, s, hd, s), NewGEMM("attn.scores.dk", b.d, bh, s, hd, s)},
+		bwd:   []Op{NewGEMM("attn.scores.dq", b.attnDType(), bh, s, hd, s), NewGEMM("attn.scores.dk", b.attnDType(), bh, s, hd, s)},
 		saved: qk, module: ModuleCoreAttn,
 	})
 	// Scale, causal mask and softmax: ≈5 FLOPs per score; keeps the probabilities.
@@ -243,10 +243,10 @@ func (b *builder) attentionCore(hs, kvs, hd int64) {
 		// permuted to [s, batch, heads·d] with .contiguous(), a copy
 		// (Megatron-LM CoreAttention); its gradient needs none (the batched
 		// GEMMs take the strided view).
-		fwd: []Op{NewGEMM("attn.context", b.d, bh, s, hd, s),
+		fwd: []Op{NewGEMM("attn.context", b.attnDType(), bh, s, hd, s),
 			NewStreaming("attn.context.permute", Elementwise, b.a, 0, 2*float64(b.T*hs*hd)*b.e)},
 		// dP = dO·Vᵀ [s×s] over hd, dV = Pᵀ·dO [s×hd] over s.
-		bwd:   []Op{NewGEMM("attn.context.dp", b.d, bh, s, s, hd), NewGEMM("attn.context.dv", b.d, bh, s, hd, s)},
+		bwd:   []Op{NewGEMM("attn.context.dp", b.attnDType(), bh, s, s, hd), NewGEMM("attn.context.dv", b.attnDType(), bh, s, hd, s)},
 		saved: p*b.e + v, dropped: p * b.e, module: ModuleCoreAttn,
 	})
 }

@@ -390,20 +390,82 @@ func (b *builder) add(s step) { b.steps = append(b.steps, s) }
 
 // gemm adds Y[m×n] = X[m×k]·W[k×n] with its two gradient GEMMs,
 // dX = dY·Wᵀ (m×k over n) and dW = Xᵀ·dY (k×n over m); it keeps X.
-func (b *builder) gemm(name string, m, n, k int64) {
+func (b *builder) gemm(name string, m, n, k int64) { b.gemmIn(b.d, name, m, n, k) }
+
+// gemm16 is gemm in 16-bit math when the run trains in FP8: the layers
+// Megatron leaves out of Transformer Engine's FP8 recipe (the output
+// layer is a plain ColumnParallelLinear, the MoE router a torch linear).
+func (b *builder) gemm16(name string, m, n, k int64) {
+	d := b.d
+	if b.fp8Training() {
+		d = b.a
+	}
+	b.gemmIn(d, name, m, n, k)
+}
+
+func (b *builder) gemmIn(d hw.DType, name string, m, n, k int64) {
 	saved := float64(m*k) * b.e
 	if b.gathered {
 		saved /= float64(b.t)
 		b.gathered = false
 	}
-	b.add(step{
-		fwd: []Op{NewGEMM(name, b.d, 1, m, n, k)},
-		bwd: []Op{
-			NewGEMM(name+".dgrad", b.d, 1, m, k, n),
-			b.accumulate(NewGEMM(name+".wgrad", b.d, 1, k, n, m)),
-		},
-		saved: saved,
-	})
+	fwd := []Op{NewGEMM(name, d, 1, m, n, k)}
+	bwd := []Op{
+		NewGEMM(name+".dgrad", d, 1, m, k, n),
+		b.accumulate(NewGEMM(name+".wgrad", d, 1, k, n, m)),
+	}
+	if b.fp8Training() && d == b.d {
+		// Transformer Engine casts the input and the output gradient to FP8,
+		// each as is and transposed (what the weight gradient reads), and
+		// keeps the transposed FP8 input for the backward instead of X.
+		if b.fromNorm() {
+			// LayerNormLinear: the norm writes its output in FP8 itself; the
+			// backward transposes it (fp8_transpose).
+			bwd = append([]Op{NewStreaming(name+".fp8_transpose", Quantize, d, 0, 2*float64(m*k))}, bwd...)
+		} else {
+			fwd = append([]Op{b.castFP8(name+".fp8_cast", float64(m*k))}, fwd...)
+		}
+		bwd = append([]Op{b.castFP8(name+".grad_fp8_cast", float64(m*n))}, bwd...)
+		saved *= d.Bytes() / b.e
+	}
+	b.add(step{fwd: fwd, bwd: bwd, saved: saved})
+}
+
+// fp8Training reports whether the run trains with 8-bit GEMMs, which
+// Megatron runs through Transformer Engine's FP8 recipe: the linear
+// layers' GEMMs in FP8 with their inputs and output gradients cast, the
+// attention, the output layer and the router in 16-bit.
+func (b *builder) fp8Training() bool { return b.training() && b.d.Bytes() == 1 }
+
+// castFP8 is Transformer Engine's cast_transpose of n 16-bit elements
+// (transformer_engine/common/transpose/cast_transpose.cu): it reads the
+// tensor once, takes its amax, and writes it in FP8 twice, as is and
+// transposed.
+func (b *builder) castFP8(name string, n float64) Op {
+	return NewStreaming(name, Quantize, b.a, 3*n, n*(b.e+2))
+}
+
+// fromNorm reports whether the next GEMM reads a norm's output: the last
+// forward computation built so far (collectives aside) is a norm.
+func (b *builder) fromNorm() bool {
+	for i := len(b.steps) - 1; i >= 0; i-- {
+		for j := len(b.steps[i].fwd) - 1; j >= 0; j-- {
+			if o := b.steps[i].fwd[j]; !o.IsComm() {
+				return o.Kind == Norm
+			}
+		}
+	}
+	return false
+}
+
+// attnDType is the type of attention's math: 16-bit when training in
+// FP8 (Transformer Engine runs DotProductAttention in BF16 unless
+// fp8_dpa is set; DeepSeek-V3 §3.3 keeps its attention in BF16 too).
+func (b *builder) attnDType() hw.DType {
+	if b.fp8Training() {
+		return b.a
+	}
+	return b.d
 }
 
 // accumulate makes a weight gradient GEMM add into the run's gradient

@@ -319,3 +319,59 @@ func TestWeightGradientsAccumulateIntoMainGrad(t *testing.T) {
 		assert.Positive(t, wgrads, name)
 	}
 }
+
+// Training in FP8 follows Transformer Engine's recipe: each linear layer's
+// GEMMs in FP8, with its input cast to FP8 as is and transposed (4 bytes an
+// element: read 2, write 1 + 1) unless a norm wrote it in FP8 (then the
+// backward transposes it: 2 bytes), its output gradient cast the same way,
+// and its FP8 input kept for the backward; attention, the output layer and
+// the router stay in 16-bit. Inference in FP8 is unchanged.
+func TestFP8TrainingAsTransformerEngine(t *testing.T) {
+	c, ok := ByName("llama2-7b")
+	require.True(t, ok)
+	g, err := Build(c, Run{Phase: Training, Batch: 1, SeqLen: 1024, TP: 1, DType: hw.FP8})
+	require.NoError(t, err)
+	blk, _ := g.Block(BlockTransformer)
+	byName := map[string]Op{}
+	for _, o := range append(append([]Op{}, blk.Forward...), blk.Backward...) {
+		byName[o.Name] = o
+	}
+	T, h, f := int64(1024), int64(c.Hidden), int64(c.FFNHidden)
+	for _, name := range []string{"attn.out", "mlp.down"} { // inputs from attention and SwiGLU
+		k := h
+		if name == "mlp.down" {
+			k = f
+		}
+		cast, ok := byName[name+".fp8_cast"]
+		require.True(t, ok, name)
+		assert.Equal(t, Quantize, cast.Kind)
+		assert.InDelta(t, 4*float64(T*k), cast.Bytes, 1e-9, name)
+		assert.Equal(t, hw.FP8, byName[name].DType, name)
+	}
+	for _, name := range []string{"attn.qkv", "mlp.gate_up"} { // inputs from the norms
+		_, cast := byName[name+".fp8_cast"]
+		assert.False(t, cast, name)
+		tr, ok := byName[name+".fp8_transpose"]
+		require.True(t, ok, name)
+		assert.InDelta(t, 2*float64(T*h), tr.Bytes, 1e-9, name)
+	}
+	gu := byName["mlp.gate_up.grad_fp8_cast"]
+	assert.InDelta(t, 4*float64(T*2*f), gu.Bytes, 1e-9)
+	assert.Equal(t, hw.BF16, byName["attn.flash"].DType)
+	head, _ := g.Block(BlockLMHead)
+	for _, o := range head.Forward {
+		if o.Kind == GEMM {
+			assert.Equal(t, hw.BF16, o.DType, o.Name)
+		}
+	}
+	// Inference keeps its FP8 attention and has no casts.
+	p, err := Build(c, Run{Phase: Prefill, Batch: 1, SeqLen: 1024, TP: 1, DType: hw.FP8})
+	require.NoError(t, err)
+	pb, _ := p.Block(BlockTransformer)
+	for _, o := range pb.Forward {
+		assert.NotEqual(t, Quantize, o.Kind, o.Name)
+		if o.Kind == FlashAttention {
+			assert.Equal(t, hw.FP8, o.DType)
+		}
+	}
+}

@@ -275,7 +275,7 @@ func (b *builder) mla() {
 	}
 	B, s := int64(r.Batch), int64(r.SeqLen)
 	hd := (nope + rope + v) / 2
-	fa := NewFlashAttention("attn.flash", b.d, B, hs, hs, s, s, hd, true)
+	fa := NewFlashAttention("attn.flash", b.attnDType(), B, hs, hs, s, s, hd, true)
 	qk := float64(T*hs*(nope+rope)) * b.e
 	b.add(step{fwd: []Op{fa}, bwd: []Op{flashBackward(fa)}, saved: 2*qk + float64(T*hs*v)*b.e + 4*float64(B*hs*s)})
 	b.gemm("attn.out", T, h, hs*v)
@@ -383,7 +383,7 @@ func (b *builder) moeFFN() {
 	Tn := b.Tn
 	R := Tn * k // routed (token, expert) slots leaving this rank
 	start := len(b.steps)
-	b.gemm("moe.router", Tn, E, h)
+	b.gemm16("moe.router", Tn, E, h)
 	ne := float64(Tn * E)
 	topk := 5 + math.Log2(float64(k)+1)
 	b.stream("moe.router.topk", Softmax, topk*ne, ne*b.e+8*float64(R), 4*ne, 2*ne*b.e+8*float64(R), 4*ne)
@@ -485,14 +485,22 @@ func (b *builder) grouped(name string, groups []int64, n, k int64) {
 	for _, g := range groups {
 		m += g
 	}
-	b.add(step{
-		fwd: []Op{NewGroupedGEMM(name, b.d, groups, n, k, false)},
-		bwd: []Op{
-			NewGroupedGEMM(name+".dgrad", b.d, groups, k, n, false),
-			b.accumulate(NewGroupedGEMM(name+".wgrad", b.d, groups, k, n, true)),
-		},
-		saved: float64(m*k) * b.e,
-	})
+	fwd := []Op{NewGroupedGEMM(name, b.d, groups, n, k, false)}
+	bwd := []Op{
+		NewGroupedGEMM(name+".dgrad", b.d, groups, k, n, false),
+		b.accumulate(NewGroupedGEMM(name+".wgrad", b.d, groups, k, n, true)),
+	}
+	saved := float64(m*k) * b.e
+	if b.fp8Training() {
+		// Transformer Engine's GroupedLinear casts every expert's input and
+		// output gradient in one kernel (fused_multi_cast_transpose), as
+		// gemm's casts; DeepSeek-V3 casts before the dispatch instead, the
+		// same bytes.
+		fwd = append([]Op{b.castFP8(name+".fp8_cast", float64(m*k))}, fwd...)
+		bwd = append([]Op{b.castFP8(name+".grad_fp8_cast", float64(m*n))}, bwd...)
+		saved = float64(m * k)
+	}
+	b.add(step{fwd: fwd, bwd: bwd, saved: saved})
 }
 
 // NewGroupedGEMM is one grouped GEMM over len(groups) experts, each with its
