@@ -140,11 +140,23 @@ func Rows(ctx context.Context) ([]Row, error) {
 			}
 		}
 	}
-	t4, err := table4Rows(ctx)
-	if err != nil {
-		return nil, err
+	for _, more := range []func(context.Context) ([]Row, error){
+		table4Rows, readmeMFURows, nemoFP8Rows, gpt3ReadmeRows, llama3Rows, llama2InferenceRows, gptFastRows,
+	} {
+		rs, err := more(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, rs...)
 	}
-	rows = append(rows, t4...)
+	return rows, nil
+}
+
+// readmeMFURows are the 530B and 1T models with sequence parallelism and
+// selective recomputation against the MFU Megatron-LM's README of May 2022
+// published for Korthikanti et al.'s Table 3 layouts.
+func readmeMFURows(ctx context.Context) ([]Row, error) {
+	var rows []Row
 	for _, c := range []struct {
 		name, model string
 		pp          int
@@ -158,31 +170,7 @@ func Rows(ctx context.Context) ([]Row, error) {
 		rows = append(rows, row(c.name+" sequence parallel + selective recompute", "mfu", c.mfu, s.MFU, readme2022,
 			fmt.Sprintf("step %.2f s: compute %.2f s + exposed comm %.2f s + bubble %.2f s", s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS)))
 	}
-	nemo, err := nemoFP8Rows(ctx)
-	if err != nil {
-		return nil, err
-	}
-	rows = append(rows, nemo...)
-	g3, err := gpt3ReadmeRow(ctx)
-	if err != nil {
-		return nil, err
-	}
-	rows = append(rows, g3)
-	l3, err := llama3Rows(ctx)
-	if err != nil {
-		return nil, err
-	}
-	rows = append(rows, l3...)
-	l2, err := llama2InferenceRows(ctx)
-	if err != nil {
-		return nil, err
-	}
-	rows = append(rows, l2...)
-	gf, err := gptFastRows(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return append(rows, gf...), nil
+	return rows, nil
 }
 
 // gptFastRows are gpt-fast's Llama-2 batch-1 tokens/s by TP
@@ -383,7 +371,7 @@ func nemoFP8Rows(ctx context.Context) ([]Row, error) {
 	return rows, nil
 }
 
-// gpt3ReadmeRow is GPT-3 175B on 1,024 A100s as Megatron-LM's README
+// gpt3ReadmeRows is GPT-3 175B on 1,024 A100s as Megatron-LM's README
 // published it (NVIDIA/Megatron-LM, 2021, e.g. commit 71359e1: "With full
 // global batch size of 1536 on 1024 A100 GPUs, each iteration takes around
 // 32 seconds resulting in 138 teraFLOPs per GPU"), run with its script,
@@ -391,23 +379,23 @@ func nemoFP8Rows(ctx context.Context) ([]Row, error) {
 // micro-batch 1, global batch 1536, sequence 2048, fp16, full activation
 // recomputation (--activations-checkpoint-method uniform), the
 // non-interleaved 1F1B schedule, Megatron-LM's attention of 2021 (unfused).
-func gpt3ReadmeRow(ctx context.Context) (Row, error) {
+func gpt3ReadmeRows(ctx context.Context) ([]Row, error) {
 	const src = "NVIDIA/Megatron-LM README (2021) and examples/pretrain_gpt3_175B.sh"
 	js := `{"kind":"training","model":"gpt3-175b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":128},
 		"parallel":{"tp":8,"pp":16,"dp":8,"global_batch":1536,"micro_batch":1,"recompute":"full"},
 		"seq_len":2048,"dtype":"fp16","unfused_attention":true}`
 	res, err := run(ctx, js)
 	if err != nil {
-		return Row{}, fmt.Errorf("gpt3-175b on 1024 GPUs: %w", err)
+		return nil, fmt.Errorf("gpt3-175b on 1024 GPUs: %w", err)
 	}
 	s := res.Tables[0].Rows.([]training.SummaryRow)[0]
 	// The README counts FLOPs as Narayanan et al. 2021 eq. 3 does, with
 	// the recomputation: 96·B·s·l·h²·(1 + s/6h + V/16lh).
 	const b, seq, l, h, v = 1536.0, 2048.0, 96.0, 12288.0, 51200.0
 	flops := 96 * b * seq * l * h * h * (1 + seq/(6*h) + v/(16*l*h))
-	return row("GPT-3 175B on 1024 A100, TP8 PP16 DP8, full recompute", "step_time_s", 32, s.StepTimeS, src,
+	return []Row{row("GPT-3 175B on 1024 A100, TP8 PP16 DP8, full recompute", "step_time_s", 32, s.StepTimeS, src,
 		fmt.Sprintf("compute %.2f s + exposed comm %.2f s + bubble %.2f s; %.0f TFLOP/s a GPU as the README counts them (138 measured)",
-			s.ComputeS, s.ExposedCommS, s.BubbleS, flops/s.StepTimeS/1024/1e12)), nil
+			s.ComputeS, s.ExposedCommS, s.BubbleS, flops/s.StepTimeS/1024/1e12))}, nil
 }
 
 type memSummary struct{ activations, static float64 }
