@@ -420,7 +420,8 @@ func (b *builder) gemmIn(d hw.DType, name string, m, n, k int64) {
 		// keeps the transposed FP8 input for the backward instead of X.
 		if b.fromNorm() {
 			// LayerNormLinear: the norm writes its output in FP8 itself; the
-			// backward transposes it (fp8_transpose).
+			// backward transposes it (fp8_transpose). The norm's own output
+			// is still priced at 16 bits (1 byte an element over).
 			bwd = append([]Op{NewStreaming(name+".fp8_transpose", Quantize, d, 0, 2*float64(m*k))}, bwd...)
 		} else {
 			fwd = append([]Op{b.castFP8(name+".fp8_cast", float64(m*k))}, fwd...)
