@@ -415,21 +415,26 @@ func (b *builder) gemmIn(d hw.DType, name string, m, n, k int64) {
 		b.accumulate(NewGEMM(name+".wgrad", d, 1, k, n, m)),
 	}
 	if b.fp8Training() && d == b.d {
-		// Transformer Engine casts the input and the output gradient to FP8,
-		// each as is and transposed (what the weight gradient reads), and
-		// keeps the transposed FP8 input for the backward instead of X.
-		if b.fromNorm() {
-			// LayerNormLinear: the norm writes its output in FP8 itself; the
-			// backward transposes it (fp8_transpose). The norm's own output
-			// is still priced at 16 bits (1 byte an element over).
-			bwd = append([]Op{NewStreaming(name+".fp8_transpose", Quantize, d, 0, 2*float64(m*k))}, bwd...)
-		} else {
-			fwd = append([]Op{b.castFP8(name+".fp8_cast", float64(m*k))}, fwd...)
-		}
-		bwd = append([]Op{b.castFP8(name+".grad_fp8_cast", float64(m*n))}, bwd...)
+		fwd, bwd = b.fp8Casts(name, float64(m*k), float64(m*n), b.fromNorm(), fwd, bwd)
 		saved *= d.Bytes() / b.e
 	}
 	b.add(step{fwd: fwd, bwd: bwd, saved: saved})
+}
+
+// fp8Casts puts Transformer Engine's FP8 casts around an FP8 linear layer
+// whose input has in elements and whose output gradient has grad: each is
+// cast as is and transposed (what the weight gradient reads), and the
+// transposed FP8 input is what the backward keeps. A norm-fed input
+// (LayerNormLinear) is written in FP8 by the norm itself and only
+// transposed in the backward (fp8_transpose); the norm's own output is
+// still priced at 16 bits (1 byte an element over).
+func (b *builder) fp8Casts(name string, in, grad float64, normFed bool, fwd, bwd []Op) ([]Op, []Op) {
+	if normFed {
+		bwd = append([]Op{NewStreaming(name+".fp8_transpose", Quantize, b.d, 0, 2*in)}, bwd...)
+	} else {
+		fwd = append([]Op{b.castFP8(name+".fp8_cast", in)}, fwd...)
+	}
+	return fwd, append([]Op{b.castFP8(name+".grad_fp8_cast", grad)}, bwd...)
 }
 
 // fp8Training reports whether the run trains with 8-bit GEMMs, which

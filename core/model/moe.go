@@ -496,9 +496,8 @@ func (b *builder) grouped(name string, groups []int64, n, k int64) {
 		// output gradient in one kernel (fused_multi_cast_transpose), as
 		// gemm's casts; DeepSeek-V3 casts before the dispatch instead, the
 		// same bytes.
-		fwd = append([]Op{b.castFP8(name+".fp8_cast", float64(m*k))}, fwd...)
-		bwd = append([]Op{b.castFP8(name+".grad_fp8_cast", float64(m*n))}, bwd...)
-		saved = float64(m * k)
+		fwd, bwd = b.fp8Casts(name, float64(m*k), float64(m*n), false, fwd, bwd)
+		saved *= b.d.Bytes() / b.e
 	}
 	b.add(step{fwd: fwd, bwd: bwd, saved: saved})
 }
