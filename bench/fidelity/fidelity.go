@@ -335,7 +335,9 @@ func llama3Rows(ctx context.Context) ([]Row, error) {
 // nemoFP8Rows are NVIDIA NeMo 24.12's published H100 pre-training
 // throughput at FP8 (the performance summary's table: GPUs, global and
 // micro-batch, sequence, TP, PP, virtual stages, tokens/s per GPU), run as
-// NeMo's Megatron-Core recipes do: Transformer Engine's FP8 recipe,
+// NeMo's Megatron-Core recipes do: Transformer Engine's FP8 recipe
+// (per-tensor delayed scaling: the forward GEMMs with fast accumulation,
+// the gradient GEMMs with a split accumulator),
 // sequence parallelism with TP, the distributed optimizer with overlapped
 // gradient reduction, no recomputation. The rows that need context
 // parallelism (Llama 3) or a model with no preset here are left out.

@@ -438,3 +438,34 @@ func TestAccumulatingWeightGradient(t *testing.T) {
 	assert.Greater(t, longAcc.TimeS, long.TimeS)
 	assert.InEpsilon(t, long.TimeS, longAcc.TimeS, 0.05)
 }
+
+// An FP8 GEMM with a split accumulator adds its tiles' accumulators into
+// FP32 every 128 reduction elements on Hopper: a compute-bound GEMM pays
+// exactly those adds at the CUDA cores' rate (18 % of its main loop,
+// within torchao's measured 1.1-1.2x for fast accumulation), a
+// memory-bound one hides them, and a GPU whose MMA accumulates in FP32
+// (B200) or a 16-bit GEMM pays nothing.
+func TestSplitAccumulatorPromotion(t *testing.T) {
+	price := func(gpuName string, d hw.DType, m, n, k int64, split bool) Cost {
+		o := model.NewGEMM("g", d, 1, m, n, k)
+		o.SplitAccumulator = split
+		c, err := NewEvaluator(gpu(t, gpuName)).Op(o)
+		require.NoError(t, err)
+		return c
+	}
+	g := gpu(t, "h100-sxm")
+	fast, slow := price("h100-sxm", hw.FP8, 8192, 8192, 8192, false), price("h100-sxm", hw.FP8, 8192, 8192, 8192, true)
+	require.Equal(t, BoundCompute, slow.Bound)
+	kp := float64(ceil(8192, int64(slow.TileK)) * int64(slow.TileK))
+	adds := float64(slow.Waves) * math.Ceil(kp/128) * float64(slow.TileM*slow.TileN)
+	want := adds / (g.VectorFP32FlopsPerS / 2 / float64(g.SMCount))
+	assert.InEpsilon(t, want, slow.TimeS-fast.TimeS, 0.05)
+	assert.InDelta(t, 1.15, slow.TimeS/fast.TimeS, 0.05)
+
+	skinny, skinnySplit := price("h100-sxm", hw.FP8, 64, 4096, 7168, false), price("h100-sxm", hw.FP8, 64, 4096, 7168, true)
+	assert.Equal(t, BoundHBM, skinnySplit.Bound)
+	assert.InEpsilon(t, skinny.TimeS, skinnySplit.TimeS, 0.03)
+
+	assert.Equal(t, price("b200", hw.FP8, 8192, 8192, 8192, false).TimeS, price("b200", hw.FP8, 8192, 8192, 8192, true).TimeS)
+	assert.Equal(t, price("h100-sxm", hw.BF16, 8192, 8192, 8192, false).TimeS, price("h100-sxm", hw.BF16, 8192, 8192, 8192, true).TimeS)
+}

@@ -28,7 +28,7 @@ func (e *Evaluator) grouped(o model.Op) (Cost, error) {
 			m, k = o.K, g
 		}
 		one := model.NewGEMM(o.Name, o.DType, 1, m, n, k)
-		one.Accumulate = o.Accumulate
+		one.Accumulate, one.SplitAccumulator = o.Accumulate, o.SplitAccumulator
 		c, err := e.Op(one)
 		if err != nil {
 			return Cost{}, err

@@ -91,6 +91,16 @@ type GPU struct {
 	// how many row blocks run at once. 0 means 2048.
 	MaxThreadsPerSM int `json:"max_threads_per_sm" arrow:"max_threads_per_sm"`
 
+	// FP8PromotionIntervalK is how often, in reduction elements, an FP8
+	// GEMM that needs FP32 accuracy adds its tensor cores' partial sums into
+	// FP32 registers on the CUDA cores. Hopper's FP8 MMA keeps about 14 bits
+	// of its accumulator (DeepSeek-AI 2024, arXiv 2412.19437, §3.3.2, which
+	// promotes every 128 elements; CUTLASS's FP8 main loop promotes every 4
+	// MMAs of K 32, mma_promotion_interval); cuBLAS does it unless fast
+	// accumulation is on (CUBLASLT_MATMUL_DESC_FAST_ACCUM). 0: the MMA
+	// accumulates in FP32 (Blackwell's tensor memory) or the part has no FP8.
+	FP8PromotionIntervalK int `json:"fp8_promotion_interval_k" arrow:"fp8_promotion_interval_k"`
+
 	// KernelLaunchS is the device-side cost of one kernel (the GPU
 	// starting and draining a grid: what a profiler's kernel timer shows
 	// for an empty kernel), added to its work.

@@ -96,6 +96,10 @@ func GPUPresets() []GPU {
 	return append(basePresets(), h800())
 }
 
+// hopperFP8PromotionK is the GH100 parts' FP8 promotion interval
+// (GPU.FP8PromotionIntervalK): 128 reduction elements.
+const hopperFP8PromotionK = 128
+
 // h800 is the H100 SXM's compute and memory with NVLink cut to 400 GB/s
 // (both directions; the "nvlink4-h800" link). DeepSeek-AI 2024 (arXiv
 // 2412.19437, §3.1-3.2) trained DeepSeek-V3 on 2,048 H800s, 8 per node on
@@ -135,7 +139,7 @@ func basePresets() []GPU {
 			TensorEfficiency: h100Fit.tensorEff, HBMEfficiency: h100Fit.hbmEff,
 			GEMMTileOverheadCycles: h100Fit.tileOverheadClk, RowKernelBandwidthFraction: h100Fit.rowFrac,
 			GatherBandwidthFraction: h100Fit.gatherFrac, MemoryLatencyS: h100Fit.latencyS, GEMMBandwidthFraction: h100Fit.gemmFrac,
-			KernelLaunchS: h100Fit.launchS,
+			KernelLaunchS: h100Fit.launchS, FP8PromotionIntervalK: hopperFP8PromotionK,
 		},
 		{
 			// NVIDIA H100 Tensor Core GPU datasheet (2023), "H100 PCIe" column.
@@ -157,7 +161,7 @@ func basePresets() []GPU {
 			TensorEfficiency: h100Fit.tensorEff, HBMEfficiency: h100Fit.hbmEff,
 			GEMMTileOverheadCycles: h100Fit.tileOverheadClk, RowKernelBandwidthFraction: h100Fit.rowFrac,
 			GatherBandwidthFraction: h100Fit.gatherFrac, MemoryLatencyS: h100Fit.latencyS, GEMMBandwidthFraction: h100Fit.gemmFrac,
-			KernelLaunchS: h100Fit.launchS,
+			KernelLaunchS: h100Fit.launchS, FP8PromotionIntervalK: hopperFP8PromotionK,
 		},
 		{
 			// NVIDIA H200 Tensor Core GPU datasheet (2024), "H200 SXM": the H100
@@ -178,7 +182,7 @@ func basePresets() []GPU {
 			TensorEfficiency: h100Fit.tensorEff, HBMEfficiency: h100Fit.hbmEff,
 			GEMMTileOverheadCycles: h100Fit.tileOverheadClk, RowKernelBandwidthFraction: h100Fit.rowFrac,
 			GatherBandwidthFraction: h100Fit.gatherFrac, MemoryLatencyS: h100Fit.latencyS, GEMMBandwidthFraction: h100Fit.gemmFrac,
-			KernelLaunchS: h100Fit.launchS,
+			KernelLaunchS: h100Fit.launchS, FP8PromotionIntervalK: hopperFP8PromotionK,
 		},
 		{
 			// NVIDIA HGX B200 datasheet (2024), per GPU = 8-GPU figure / 8,

@@ -81,6 +81,9 @@ type Run struct {
 	// fuse_wgrad_accumulation), which reads and writes the fp32 main_grad
 	// instead of writing a 16-bit gradient. "" writes the gradient once.
 	GradDType hw.DType
+	// FP8Recipe, when training with an 8-bit DType, is how the linear
+	// layers' FP8 GEMMs accumulate (FP8Tensorwise when empty).
+	FP8Recipe string
 	// UnfusedAttention materializes the score matrix (Megatron without
 	// FlashAttention): batched GEMMs, softmax and dropout kernels.
 	UnfusedAttention bool
@@ -415,10 +418,50 @@ func (b *builder) gemmIn(d hw.DType, name string, m, n, k int64) {
 		b.accumulate(NewGEMM(name+".wgrad", d, 1, k, n, m)),
 	}
 	if b.fp8Training() && d == b.d {
-		fwd, bwd = b.fp8Casts(name, float64(m*k), float64(m*n), b.fromNorm(), fwd, bwd)
+		fwd, bwd = b.fp8Linear(name, float64(m*k), float64(m*n), b.fromNorm(), fwd, bwd)
 		saved *= d.Bytes() / b.e
 	}
 	b.add(step{fwd: fwd, bwd: bwd, saved: saved})
+}
+
+// FP8 training recipes: which of a linear layer's FP8 GEMMs run with a
+// split accumulator (Op.SplitAccumulator).
+const (
+	// FP8Tensorwise: one scale per tensor (Transformer Engine's
+	// DelayedScaling and Float8CurrentScaling): the forward GEMM with fast
+	// accumulation, the input and weight gradients with a split
+	// accumulator (transformer_engine/pytorch/module/base.py:
+	// _2X_ACC_FPROP False, _2X_ACC_DGRAD and _2X_ACC_WGRAD True).
+	FP8Tensorwise = "tensorwise"
+	// FP8Delayed: Megatron's --fp8-recipe delayed (Transformer Engine's
+	// DelayedScaling, scales from an amax history): GEMMs as FP8Tensorwise.
+	FP8Delayed = "delayed"
+	// FP8Blockwise: scales per 1×128 activation tile and 128×128 weight
+	// block (DeepSeek-V3 §3.3, DeepGEMM, Transformer Engine's
+	// Float8BlockScaling, Megatron's --fp8-recipe blockwise): every GEMM
+	// applies its scales and promotes per 128-element block.
+	FP8Blockwise = "blockwise"
+)
+
+// FP8Recipes lists the allowed Run.FP8Recipe values.
+func FP8Recipes() []string { return []string{FP8Tensorwise, FP8Delayed, FP8Blockwise} }
+
+// fp8Linear applies the FP8 recipe to a linear layer's GEMMs (fwd, bwd):
+// Transformer Engine's casts (fp8Casts) and the split accumulator where
+// the recipe runs one.
+func (b *builder) fp8Linear(name string, in, grad float64, normFed bool, fwd, bwd []Op) ([]Op, []Op) {
+	split := func(ops []Op) {
+		for i := range ops {
+			if ops[i].Tensor {
+				ops[i].SplitAccumulator = true
+			}
+		}
+	}
+	split(bwd)
+	if b.r.FP8Recipe == FP8Blockwise {
+		split(fwd)
+	}
+	return b.fp8Casts(name, in, grad, normFed, fwd, bwd)
 }
 
 // fp8Casts puts Transformer Engine's FP8 casts around an FP8 linear layer

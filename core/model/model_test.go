@@ -375,3 +375,45 @@ func TestFP8TrainingAsTransformerEngine(t *testing.T) {
 		}
 	}
 }
+
+// Transformer Engine's per-tensor FP8 recipe runs the forward GEMM with
+// fast accumulation and the two gradient GEMMs with a split accumulator;
+// the block-wise recipe splits all three; 16-bit GEMMs and FP8 inference
+// never do.
+func TestFP8RecipeSplitAccumulator(t *testing.T) {
+	c, ok := ByName("mixtral-8x7b")
+	require.True(t, ok)
+	split := func(r Run) map[string]bool {
+		g, err := Build(c, r)
+		require.NoError(t, err)
+		got := map[string]bool{}
+		for _, blk := range g.Blocks {
+			for _, o := range append(append([]Op{}, blk.Forward...), blk.Backward...) {
+				if o.Tensor && (o.Kind == GEMM || o.Kind == GroupedGEMM) {
+					got[o.Name] = o.SplitAccumulator
+				}
+			}
+		}
+		return got
+	}
+	run := Run{Phase: Training, Batch: 1, SeqLen: 1024, TP: 1, DType: hw.FP8, GradDType: hw.FP32}
+	tensorwise := split(run)
+	for _, name := range []string{"attn.qkv", "moe.experts.gate_up"} {
+		require.Contains(t, tensorwise, name)
+		assert.False(t, tensorwise[name], name)
+		assert.True(t, tensorwise[name+".dgrad"], name)
+		assert.True(t, tensorwise[name+".wgrad"], name)
+	}
+	for _, name := range []string{"moe.router", "moe.router.dgrad", "head.logits", "head.logits.wgrad"} {
+		require.Contains(t, tensorwise, name)
+		assert.False(t, tensorwise[name], name) // BF16
+	}
+	run.FP8Recipe = FP8Blockwise
+	blockwise := split(run)
+	assert.True(t, blockwise["attn.qkv"])
+	assert.True(t, blockwise["moe.experts.gate_up"])
+	assert.False(t, blockwise["head.logits"])
+	for name, s := range split(Run{Phase: Prefill, Batch: 1, SeqLen: 1024, TP: 1, DType: hw.FP8, FP8Recipe: FP8Blockwise}) {
+		assert.False(t, s, name)
+	}
+}

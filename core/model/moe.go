@@ -496,7 +496,7 @@ func (b *builder) grouped(name string, groups []int64, n, k int64) {
 		// output gradient in one kernel (fused_multi_cast_transpose), as
 		// gemm's casts; DeepSeek-V3 casts before the dispatch instead, the
 		// same bytes.
-		fwd, bwd = b.fp8Casts(name, float64(m*k), float64(m*n), false, fwd, bwd)
+		fwd, bwd = b.fp8Linear(name, float64(m*k), float64(m*n), false, fwd, bwd)
 		saved *= b.d.Bytes() / b.e
 	}
 	b.add(step{fwd: fwd, bwd: bwd, saved: saved})

@@ -94,6 +94,12 @@ type Op struct {
 	// (Megatron's gradient-accumulation fusion into the fp32 main_grad);
 	// "" writes the output once in the activation type.
 	Accumulate hw.DType
+	// SplitAccumulator, on an 8-bit GEMM, adds the tensor cores' partial
+	// sums into FP32 registers at the GPU's promotion interval
+	// (hw.GPU.FP8PromotionIntervalK; Transformer Engine's
+	// use_split_accumulator, cuBLAS without fast accumulation); false runs
+	// fast accumulation.
+	SplitAccumulator bool
 	// OnePass marks a norm whose kernel holds its row in registers and
 	// reads its input once with vector loads (Megatron-LM's persistent
 	// LayerNorm, apex.contrib FastLayerNorm; Transformer Engine's norms);

@@ -18,8 +18,9 @@ type ParallelSearch struct {
 	// GlobalBatch is sequences per step (required); SeqLen tokens per sequence (default 2048).
 	GlobalBatch int `json:"global_batch"`
 	SeqLen      int `json:"seq_len,omitempty"`
-	// GradDType, UnfusedAttention as in Training.
+	// GradDType, FP8Recipe, UnfusedAttention as in Training.
 	GradDType        string `json:"grad_dtype,omitempty"`
+	FP8Recipe        string `json:"fp8_recipe,omitempty"`
 	UnfusedAttention bool   `json:"unfused_attention,omitempty"`
 	// Candidate values; defaults: tp [1, 2, 4, 8], pp every power of two
 	// up to the GPUs, micro_batch [1, 2, 4, 8], recompute [none, selective,
@@ -87,6 +88,7 @@ func (s *ParallelSearch) Validate(p *Problems) {
 	var none Faults
 	s.Target.validate(p, &none)
 	p.OneOf("grad_dtype", s.GradDType, []string{"fp32", "bf16", "fp16"})
+	validateFP8Recipe(p, s.FP8Recipe, s.DType)
 	p.IntInRange("global_batch", s.GlobalBatch, 1, 1<<30)
 	p.IntInRange("seq_len", s.SeqLen, 1, 1<<24)
 	for _, f := range []struct {

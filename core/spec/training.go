@@ -1,6 +1,9 @@
 package spec
 
-import "github.com/eidolon-sim/eidolon/core/hw"
+import (
+	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/model"
+)
 
 // Training is the "training" kind: one training step of a model on a
 // cluster under a parallel layout, simulated over the compute model and the
@@ -17,6 +20,13 @@ type Training struct {
 	// Megatron's main grads, which every weight-gradient GEMM reads and
 	// writes: its gradient-accumulation fusion); the math's is Target's DType.
 	GradDType string `json:"grad_dtype,omitempty"`
+	// FP8Recipe, with an 8-bit dtype, is how the FP8 GEMMs accumulate:
+	// "tensorwise" (default: Transformer Engine's per-tensor scaling, the
+	// forward GEMM with fast accumulation, the gradients' with a split
+	// accumulator; "delayed" is the same GEMMs) or "blockwise" (per-block scales, every GEMM promoting
+	// per 128 elements: DeepSeek-V3's recipe, Megatron's --fp8-recipe
+	// blockwise).
+	FP8Recipe string `json:"fp8_recipe,omitempty"`
 	// UnfusedAttention uses Megatron's unfused attention (no FlashAttention).
 	UnfusedAttention bool `json:"unfused_attention,omitempty"`
 	// Faults: degraded or failed links, failed devices, stragglers.
@@ -86,11 +96,24 @@ func (s *Training) Defaults() {
 func (s *Training) Validate(p *Problems) {
 	s.Target.validate(p, &s.Faults)
 	p.OneOf("grad_dtype", s.GradDType, []string{"fp32", "bf16", "fp16"})
+	validateFP8Recipe(p, s.FP8Recipe, s.DType)
 	p.IntInRange("seq_len", s.SeqLen, 1, 1<<24)
 	s.Parallel.Validate(p, "parallel")
 	p.OneOf("execution", s.Execution, ExecutionModes())
 	s.Host.validate(p, "host")
 	s.Routing.Validate(p, "routing")
+}
+
+// validateFP8Recipe checks a training spec's fp8_recipe: one of
+// model.FP8Recipes, and only with an 8-bit dtype.
+func validateFP8Recipe(p *Problems, recipe, dtype string) {
+	if recipe == "" {
+		return
+	}
+	p.OneOf("fp8_recipe", recipe, model.FP8Recipes())
+	if hw.DType(dtype).Bytes() != 1 {
+		p.Addf("fp8_recipe", "applies to FP8 training only: dtype is %q (use \"fp8\", or leave fp8_recipe out)", dtype)
+	}
 }
 
 // Target is what a run is of and on: the model, the GPU preset, the
