@@ -169,6 +169,19 @@ func NCCLGenerationByName(name string) (NCCLGeneration, bool) {
 
 // generationOfTech maps an NVLink generation to the GPUs that carry it
 // (NVLink 3: A100, 4: H100/H200, 5: B200); other links get Ampere's tables.
+// gpuNVLinkTech is the NVLink technology of a link leaving one of the
+// ranks' GPUs, "" if none has one.
+func gpuNVLinkTech(t *topo.Topology, ranks []int) string {
+	for _, r := range ranks {
+		for _, l := range t.Out(t.RankDevice(r)) {
+			if tech := t.Links[l].Tech; strings.HasPrefix(tech, "nvlink") {
+				return tech
+			}
+		}
+	}
+	return ""
+}
+
 func generationOfTech(tech string) string {
 	switch tech {
 	case "nvlink4":
@@ -269,7 +282,11 @@ func NewNCCLTuner(t *topo.Topology, ranks []int) (*NCCLTuner, error) {
 	}
 	tu.NVSwitch = tu.NVSwitch && tu.IntraHW == "nvlink"
 	// The generation: of the NVLink the GPUs carry (a ring that also
-	// crosses PCIe is still on those GPUs).
+	// crosses PCIe is still on those GPUs; a ring of one GPU per node,
+	// a data-parallel group under TP 8, crosses none but runs on them).
+	if genTech == "" {
+		genTech = gpuNVLinkTech(t, ranks)
+	}
 	gen, _ := NCCLGenerationByName(generationOfTech(genTech))
 	tu.Gen = gen
 	tu.LinkBytesPerS = math.Min(intraBW, interBW)

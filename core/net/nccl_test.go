@@ -108,6 +108,22 @@ func TestNCCLMultiNode(t *testing.T) {
 	require.False(t, ok, "NVLS across nodes needs CollNet")
 }
 
+// A ring of one GPU per node (a data-parallel group under TP 8) crosses
+// no NVLink but runs on Hopper GPUs: Hopper's inter-node ladder gives the
+// 400 Gb/s NIC (47 GB/s as NCCL counts it) 45 GB/s, where Ampere's would
+// drop to 30.
+func TestNCCLOneGPUPerNodeKeepsGeneration(t *testing.T) {
+	tp := preset(t, "dgx-h100", 4)
+	tu, err := NewNCCLTuner(tp, []int{0, 8, 16, 24})
+	require.NoError(t, err)
+	require.Equal(t, "hopper", tu.Gen.Name)
+	require.Equal(t, 1, tu.GraphChannels)
+	require.Equal(t, 45.0, tu.ChannelGBps)
+	a100, err := NewNCCLTuner(preset(t, "dgx-a100", 4), []int{0, 8, 16, 24})
+	require.NoError(t, err)
+	require.Equal(t, "ampere", a100.Gen.Name)
+}
+
 // NVLS: on one DGX H100 NCCL may reduce in the NVSwitch; never on A100.
 func TestNCCLNVLS(t *testing.T) {
 	h := tuner(t, preset(t, "dgx-h100", 1), 8)
