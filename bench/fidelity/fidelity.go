@@ -337,7 +337,9 @@ func llama3Rows(ctx context.Context) ([]Row, error) {
 // micro-batch, sequence, TP, PP, virtual stages, tokens/s per GPU), run as
 // NeMo's Megatron-Core recipes do: Transformer Engine's FP8 recipe
 // (per-tensor delayed scaling: the forward GEMMs with fast accumulation,
-// the gradient GEMMs with a split accumulator),
+// the gradient GEMMs with a split accumulator), the cross entropy fused
+// (NeMo's GPTConfig sets cross_entropy_loss_fusion, Megatron's native
+// implementation),
 // sequence parallelism with TP, the distributed optimizer with overlapped
 // gradient reduction, no recomputation. The rows that need context
 // parallelism (Llama 3) or a model with no preset here are left out.
@@ -359,7 +361,7 @@ func nemoFP8Rows(ctx context.Context) ([]Row, error) {
 		js := fmt.Sprintf(`{"kind":"training","model":%q,"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":%d},
 			"parallel":{"tp":%d,"pp":%d,"dp":%d,"virtual_stages":%d,"micro_batch":%d,"global_batch":%d,
 				"sequence_parallel":%v,"zero":1,"overlap_grad_reduce":true,"recompute":"none"},
-			"seq_len":%d,"dtype":"fp8"}`, c.model, c.gpus/8, c.tp, c.pp, dp, c.v, c.mb, c.gb, c.tp > 1, c.seq)
+			"seq_len":%d,"dtype":"fp8","cross_entropy_fusion":"native"}`, c.model, c.gpus/8, c.tp, c.pp, dp, c.v, c.mb, c.gb, c.tp > 1, c.seq)
 		res, err := run(ctx, js)
 		if err != nil {
 			return nil, fmt.Errorf("nemo %s on %d GPUs: %w", c.name, c.gpus, err)

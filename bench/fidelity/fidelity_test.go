@@ -68,6 +68,12 @@ func TestFidelityTable(t *testing.T) {
 		"sequence per GPU in the global batch, data parallel 1) with sequence parallelism and selective recomputation, whose MFU " +
 		"Megatron-LM's README of May 2022 published (Table 5's 37.83 s and 71.49 s at those MFUs). Neither source gives their " +
 		"pipeline schedule; they run as 1F1B (interleaved with 3 and 2 chunks a stage they read +5.3 and +4.3 %).\n")
+	b.WriteString("- The loss runs as each source's framework runs it (training's cross_entropy_fusion): Megatron-LM's " +
+		"default, the vocabulary-parallel cross entropy as PyTorch ops over fp32 logits (a copy to fp32, max, subtract, exp, " +
+		"sum, divide: 38 bytes a logit forward, 14 backward, the fp32 softmax kept), for the Megatron-LM rows; NeMo's " +
+		"fused one (Megatron's native jit-fused kernels: 22 and 6) for the NeMo rows. Before, every row priced one pass " +
+		"each way (8 bytes a logit); the rows above move by under 0.3 points, the loss being a small part of a large " +
+		"model's step.\n")
 	b.WriteString("- The NeMo rows are H100 pre-training at FP8 as NVIDIA's NeMo 24.12 performance summary publishes it, run with " +
 		"Transformer Engine's FP8 recipe (model.Run with an 8-bit type in training): each linear layer's GEMMs in FP8, its input " +
 		"and its output gradient cast to FP8 as is and transposed (cast_transpose; a norm writes its output in FP8 and the " +
@@ -77,7 +83,7 @@ func TestFidelityTable(t *testing.T) {
 		"gradients' partial sums into FP32 every 128 elements (module/base.py _2X_ACC_DGRAD and _2X_ACC_WGRAD; " +
 		"core/compute/gemm.go prices the adds, 18 % of a compute-bound FP8 tile on H100, where torchao measures fast " +
 		"accumulation 1.1–1.2× faster). Without the split accumulator the rows read +24.7 / +26.7 / +9.1 / +8.2 / +5.7 %. " +
-		"The 70B and 175B rows are within 5 %; 7B and 13B come out 17–19 % fast. The FP8 main loop is priced with the " +
+		"The 70B and 175B rows are within 5 %; 7B and 13B come out 17–18 % fast. The FP8 main loop is priced with the " +
 		"efficiency fitted on BF16 kernels (Vidur's tables have no FP8 kernel): against DeepGEMM's published H800 FP8 GEMMs " +
 		"(deepseek-ai/DeepGEMM README, February 2025; block-scaled, every GEMM promoting) the tile model has 8 of the 12 " +
 		"memory-bound shapes of 64 and 128 rows within 10 % (−30 to +15 %) and five of the six at 4,096 rows (−9 to +9 %; " +

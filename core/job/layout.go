@@ -75,7 +75,7 @@ func TrainingLayout(s *spec.Training, gpus int) (workload.Training, error) {
 		return workload.Training{}, err
 	}
 	t := workload.Training{Model: m, SeqLen: s.SeqLen, DType: hw.DType(s.DType), GradDType: hw.DType(s.GradDType),
-		FP8Recipe: s.FP8Recipe, UnfusedAttention: s.UnfusedAttention,
+		FP8Recipe: s.FP8Recipe, CrossEntropyFusion: s.CrossEntropyFusion, UnfusedAttention: s.UnfusedAttention,
 		Par: workload.Parallel{TP: par.TP, PP: par.PP, DP: par.DP, MicroBatch: par.MicroBatch, GlobalBatch: par.GlobalBatch,
 			Schedule: workload.Schedule(par.Schedule), VirtualStages: par.VirtualStages, SequenceParallel: par.SequenceParallel,
 			AccountForEmbedding: par.AccountForEmbedding, AccountForLoss: par.AccountForLoss,

@@ -31,8 +31,7 @@ func (b *builder) embedding() {
 }
 
 // lmHead is the final norm, the vocabulary-parallel output projection and,
-// in training, Megatron's vocabulary-parallel cross entropy (three
-// all-reduces of one fp32 per token: max, target logit, sum of exponentials).
+// in training, Megatron's vocabulary-parallel cross entropy (crossEntropy).
 // Inference computes logits for the last token of each sequence only and
 // gathers them for sampling.
 func (b *builder) lmHead() {
@@ -53,21 +52,81 @@ func (b *builder) lmHead() {
 		m = int64(b.r.Batch)
 	}
 	b.gemm16("head.logits", m, vt, h)
-	n := float64(m * vt)
 	if b.training() {
-		// Softmax statistics and loss: ≈4 FLOPs per logit; the exponentials
-		// are kept (written in place) for the backward, which turns them into
-		// the logit gradient (read, subtract the one-hot, scale, write).
-		b.stream("head.cross_entropy", CrossEntropy, 4*n, 2*n*b.e, 2*n, 2*n*b.e, n*b.e)
-		if b.t > 1 {
-			for _, s := range []string{"max", "target", "sum_exp"} {
-				b.add(step{fwd: []Op{NewComm("head.cross_entropy."+s+".all_reduce", AllReduce, 4*float64(m))}})
-			}
-		}
+		b.crossEntropy(m, vt)
 		return
 	}
 	if b.t > 1 {
 		b.add(step{fwd: []Op{NewComm("head.logits.all_gather", AllGather, float64(m*int64(c.Vocab))*b.e)}})
+	}
+}
+
+// Cross-entropy implementations (Run.CrossEntropyFusion), Megatron-LM's
+// --cross-entropy-loss-fusion and --cross-entropy-fusion-impl.
+const (
+	// CrossEntropyUnfused: vocab_parallel_cross_entropy as PyTorch ops
+	// (megatron/core/tensor_parallel/cross_entropy.py), Megatron-LM's
+	// default.
+	CrossEntropyUnfused = "none"
+	// CrossEntropyNative: the same steps fused by Megatron's jit_fuser
+	// (megatron/core/fusions/fused_cross_entropy.py).
+	CrossEntropyNative = "native"
+	// CrossEntropyTE: Transformer Engine's online-softmax Triton kernels
+	// (transformer_engine/pytorch/triton/cross_entropy.py).
+	CrossEntropyTE = "te"
+)
+
+// CrossEntropyFusions lists the allowed Run.CrossEntropyFusion values.
+func CrossEntropyFusions() []string {
+	return []string{CrossEntropyUnfused, CrossEntropyNative, CrossEntropyTE}
+}
+
+// crossEntropy is the vocabulary-parallel cross entropy over m tokens' vt
+// logits (16-bit, b.e bytes each) as each implementation runs it, every
+// step a kernel:
+//   - unfused: the logits copied to fp32 (.float()), their row max, the
+//     max subtracted in place, exponentiated in place, summed, and divided
+//     by the sum in place: 38 bytes a logit; the fp32 softmax is kept; the
+//     backward scales it in place by the loss gradient and autograd casts
+//     it back to 16 bits (14). Under TP three all-reduces of one fp32 per
+//     token join the vocabulary shards (max, target logit, sum).
+//   - native: the fp32 copy with its max, the subtraction, exponential and
+//     sum, and the division each one fused kernel (22 bytes a logit), the
+//     target logit and the sum reduced in one all-reduce; the backward's
+//     scaling and cast one kernel (6).
+//   - te: one pass reading the 16-bit logits for the row's max and sum of
+//     exponentials (online softmax), the statistics all-gathered over TP
+//     (three fp32 a token), the loss from them; the backward rereads the
+//     logits kept and writes the gradient over them (4 bytes a logit at
+//     16 bits).
+func (b *builder) crossEntropy(m, vt int64) {
+	n := float64(m * vt)
+	const f32 = 4
+	ce := func(name string, bytes float64) Op {
+		return NewStreaming("head.cross_entropy."+name, CrossEntropy, b.a, n, bytes)
+	}
+	comm := func(name string, kind Kind, bytesPerToken float64) {
+		if b.t > 1 {
+			b.add(step{fwd: []Op{NewComm("head.cross_entropy."+name, kind, bytesPerToken*float64(m))}})
+		}
+	}
+	switch b.r.CrossEntropyFusion {
+	case CrossEntropyTE:
+		b.add(step{fwd: []Op{ce("online_softmax", n*b.e)}, bwd: []Op{ce("grad", 2*n*b.e)}, saved: n * b.e})
+		comm("stats.all_gather", AllGather, 3*f32*float64(b.t))
+	case CrossEntropyNative:
+		b.add(step{fwd: []Op{ce("float_max", n*(b.e+f32))}, bwd: []Op{ce("grad", n*(f32+b.e))}})
+		comm("max.all_reduce", AllReduce, f32)
+		b.add(step{fwd: []Op{ce("exp_sum", 2*n*f32)}})
+		comm("target_sum_exp.all_reduce", AllReduce, 2*f32)
+		b.add(step{fwd: []Op{ce("div", 2*n*f32)}, saved: n * f32})
+	default:
+		b.add(step{fwd: []Op{ce("float", n*(b.e+f32)), ce("max", n*f32)}, bwd: []Op{ce("grad_cast", n*(f32+b.e))}})
+		comm("max.all_reduce", AllReduce, f32)
+		b.add(step{fwd: []Op{ce("sub_max", 2*n*f32), ce("exp", 2*n*f32), ce("sum", n*f32)}})
+		comm("target.all_reduce", AllReduce, f32)
+		comm("sum_exp.all_reduce", AllReduce, f32)
+		b.add(step{fwd: []Op{ce("div", 2*n*f32)}, bwd: []Op{ce("grad_scale", 2*n*f32)}, saved: n * f32})
 	}
 }
 

@@ -84,6 +84,9 @@ type Run struct {
 	// FP8Recipe, when training with an 8-bit DType, is how the linear
 	// layers' FP8 GEMMs accumulate (FP8Tensorwise when empty).
 	FP8Recipe string
+	// CrossEntropyFusion is the training loss's implementation
+	// (CrossEntropyUnfused when empty).
+	CrossEntropyFusion string
 	// UnfusedAttention materializes the score matrix (Megatron without
 	// FlashAttention): batched GEMMs, softmax and dropout kernels.
 	UnfusedAttention bool

@@ -417,3 +417,52 @@ func TestFP8RecipeSplitAccumulator(t *testing.T) {
 		assert.False(t, s, name)
 	}
 }
+
+// The loss as each implementation runs it: bytes moved forward and
+// backward and kept per logit (16-bit logits), and the collectives that
+// join the vocabulary shards under TP.
+func TestCrossEntropyImplementations(t *testing.T) {
+	c, ok := ByName("llama2-7b")
+	require.True(t, ok)
+	for _, tc := range []struct {
+		fusion              string
+		fwd, bwd, kept      float64 // bytes per logit
+		allReduces, gathers int
+	}{
+		{"", 38, 14, 4, 3, 0},
+		{CrossEntropyUnfused, 38, 14, 4, 3, 0},
+		{CrossEntropyNative, 22, 6, 4, 2, 0},
+		{CrossEntropyTE, 2, 4, 2, 0, 1},
+	} {
+		base, err := Build(c, Run{Phase: Training, Batch: 1, SeqLen: 1024, TP: 2, DType: hw.BF16, CrossEntropyFusion: tc.fusion})
+		require.NoError(t, err)
+		head, _ := base.Block(BlockLMHead)
+		n := 1024.0 * float64(c.Vocab) / 2
+		var fwd, bwd float64
+		var ars, ags int
+		for _, o := range head.Forward {
+			switch {
+			case o.Kind == CrossEntropy:
+				fwd += o.Bytes
+			case o.Kind == AllReduce && strings.HasPrefix(o.Name, "head.cross_entropy"):
+				ars++
+			case o.Kind == AllGather && strings.HasPrefix(o.Name, "head.cross_entropy"):
+				ags++
+			}
+		}
+		for _, o := range head.Backward {
+			if o.Kind == CrossEntropy {
+				bwd += o.Bytes
+			}
+		}
+		assert.InDelta(t, tc.fwd*n, fwd, 1, tc.fusion)
+		assert.InDelta(t, tc.bwd*n, bwd, 1, tc.fusion)
+		assert.Equal(t, tc.allReduces, ars, tc.fusion)
+		assert.Equal(t, tc.gathers, ags, tc.fusion)
+		// What the head keeps beyond its logits GEMM's saved input.
+		none, err := Build(c, Run{Phase: Training, Batch: 1, SeqLen: 1024, TP: 2, DType: hw.BF16, CrossEntropyFusion: CrossEntropyTE})
+		require.NoError(t, err)
+		noneHead, _ := none.Block(BlockLMHead)
+		assert.InDelta(t, (tc.kept-2)*n, head.ActivationBytes-noneHead.ActivationBytes, 1, tc.fusion)
+	}
+}

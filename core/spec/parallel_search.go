@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/model"
 )
 
 // ParallelSearch is the "parallel_search" kind: enumerate the parallel
@@ -18,10 +19,12 @@ type ParallelSearch struct {
 	// GlobalBatch is sequences per step (required); SeqLen tokens per sequence (default 2048).
 	GlobalBatch int `json:"global_batch"`
 	SeqLen      int `json:"seq_len,omitempty"`
-	// GradDType, FP8Recipe, UnfusedAttention as in Training.
-	GradDType        string `json:"grad_dtype,omitempty"`
-	FP8Recipe        string `json:"fp8_recipe,omitempty"`
-	UnfusedAttention bool   `json:"unfused_attention,omitempty"`
+	// GradDType, FP8Recipe, CrossEntropyFusion, UnfusedAttention as in
+	// Training.
+	GradDType          string `json:"grad_dtype,omitempty"`
+	FP8Recipe          string `json:"fp8_recipe,omitempty"`
+	CrossEntropyFusion string `json:"cross_entropy_fusion,omitempty"`
+	UnfusedAttention   bool   `json:"unfused_attention,omitempty"`
 	// Candidate values; defaults: tp [1, 2, 4, 8], pp every power of two
 	// up to the GPUs, micro_batch [1, 2, 4, 8], recompute [none, selective,
 	// full], zero [0, 1, 2, 3]. dp is the GPUs / (tp·pp): every GPU is used.
@@ -61,6 +64,9 @@ func (s *ParallelSearch) Defaults() {
 	if s.GradDType == "" {
 		s.GradDType = string(hw.FP32)
 	}
+	if s.CrossEntropyFusion == "" {
+		s.CrossEntropyFusion = model.CrossEntropyUnfused
+	}
 	if len(s.TP) == 0 {
 		s.TP = []int{1, 2, 4, 8}
 	}
@@ -89,6 +95,7 @@ func (s *ParallelSearch) Validate(p *Problems) {
 	s.Target.validate(p, &none)
 	p.OneOf("grad_dtype", s.GradDType, []string{"fp32", "bf16", "fp16"})
 	validateFP8Recipe(p, s.FP8Recipe, s.DType)
+	p.OneOf("cross_entropy_fusion", s.CrossEntropyFusion, model.CrossEntropyFusions())
 	p.IntInRange("global_batch", s.GlobalBatch, 1, 1<<30)
 	p.IntInRange("seq_len", s.SeqLen, 1, 1<<24)
 	for _, f := range []struct {

@@ -27,6 +27,11 @@ type Training struct {
 	// per 128 elements: DeepSeek-V3's recipe, Megatron's --fp8-recipe
 	// blockwise).
 	FP8Recipe string `json:"fp8_recipe,omitempty"`
+	// CrossEntropyFusion is the loss's implementation: "none" (default,
+	// Megatron-LM's: PyTorch ops over fp32 logits), "native" (Megatron's
+	// jit-fused kernels) or "te" (Transformer Engine's online-softmax
+	// kernels): --cross-entropy-loss-fusion and --cross-entropy-fusion-impl.
+	CrossEntropyFusion string `json:"cross_entropy_fusion,omitempty"`
 	// UnfusedAttention uses Megatron's unfused attention (no FlashAttention).
 	UnfusedAttention bool `json:"unfused_attention,omitempty"`
 	// Faults: degraded or failed links, failed devices, stragglers.
@@ -86,6 +91,9 @@ func (s *Training) Defaults() {
 	if s.GradDType == "" {
 		s.GradDType = string(hw.FP32)
 	}
+	if s.CrossEntropyFusion == "" {
+		s.CrossEntropyFusion = model.CrossEntropyUnfused
+	}
 	s.Cluster.Defaults()
 	s.Parallel.Defaults()
 	s.Routing.Defaults(s.Seed)
@@ -97,6 +105,7 @@ func (s *Training) Validate(p *Problems) {
 	s.Target.validate(p, &s.Faults)
 	p.OneOf("grad_dtype", s.GradDType, []string{"fp32", "bf16", "fp16"})
 	validateFP8Recipe(p, s.FP8Recipe, s.DType)
+	p.OneOf("cross_entropy_fusion", s.CrossEntropyFusion, model.CrossEntropyFusions())
 	p.IntInRange("seq_len", s.SeqLen, 1, 1<<24)
 	s.Parallel.Validate(p, "parallel")
 	p.OneOf("execution", s.Execution, ExecutionModes())

@@ -99,8 +99,8 @@ type Training struct {
 	// GradDType is the type gradients are accumulated and reduced in:
 	// Megatron keeps fp32 main gradients for 16-bit training.
 	GradDType hw.DType
-	// FP8Recipe is model.Run.FP8Recipe.
-	FP8Recipe string
+	// FP8Recipe and CrossEntropyFusion are model.Run's.
+	FP8Recipe, CrossEntropyFusion string
 	// UnfusedAttention uses Megatron's unfused attention kernels (no
 	// FlashAttention), as the 2022 Korthikanti et al. measurements did.
 	UnfusedAttention bool
@@ -211,7 +211,8 @@ func (t Training) Check() []problem.Problem {
 
 func (t Training) microRun() model.Run {
 	return model.Run{Phase: model.Training, Batch: t.Par.MicroBatch, SeqLen: t.SeqLen, TP: t.Par.TP, GradDType: t.GradDType, FP8Recipe: t.FP8Recipe,
-		SequenceParallel: t.Par.SequenceParallel, Recompute: t.Par.Recompute, RecomputeModules: t.Par.RecomputeModules, DType: t.DType,
+		CrossEntropyFusion: t.CrossEntropyFusion,
+		SequenceParallel:   t.Par.SequenceParallel, Recompute: t.Par.Recompute, RecomputeModules: t.Par.RecomputeModules, DType: t.DType,
 		UnfusedAttention: t.UnfusedAttention, EP: t.Par.EP, ExpertTP: t.Par.ExpertTP}
 }
 

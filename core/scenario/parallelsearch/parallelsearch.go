@@ -338,7 +338,7 @@ func enumerate(env scenario.Env, s *spec.ParallelSearch, m *exec.Machine) ([]Con
 				rows = append(rows, row)
 				continue
 			}
-			tr := workload.Training{Model: cfg, SeqLen: s.SeqLen, DType: hw.DType(s.DType), GradDType: hw.DType(s.GradDType), FP8Recipe: s.FP8Recipe,
+			tr := workload.Training{Model: cfg, SeqLen: s.SeqLen, DType: hw.DType(s.DType), GradDType: hw.DType(s.GradDType), FP8Recipe: s.FP8Recipe, CrossEntropyFusion: s.CrossEntropyFusion,
 				UnfusedAttention: s.UnfusedAttention,
 				Par: workload.Parallel{TP: tp, PP: pp, DP: row.DP, MicroBatch: d.mb, GlobalBatch: s.GlobalBatch,
 					Schedule: workload.Schedule(s.Schedule), VirtualStages: 1, SequenceParallel: row.SequenceParallel,

@@ -139,6 +139,7 @@ func TestSpecErrorsNameFields(t *testing.T) {
 		small(1, `"tp":8,"recompute":"full","recompute_modules":["layernorm"]`, ""):    "parallel.recompute_modules",
 		small(1, `"tp":8,"sequence_parallel":true,"expert_tp":1`, ""):                  "parallel.expert_tp", // a dense model
 		small(1, `"tp":8`, `,"dtype":"fp8","fp8_recipe":"mxfp8"`):                      "fp8_recipe",
+		small(1, `"tp":8`, `,"cross_entropy_fusion":"liger"`):                          "cross_entropy_fusion",
 		small(1, `"tp":8`, `,"fp8_recipe":"blockwise"`):                                "fp8_recipe", // bf16
 	} {
 		_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
