@@ -339,9 +339,9 @@ func llama3Rows(ctx context.Context) ([]Row, error) {
 // (per-tensor delayed scaling: the forward GEMMs with fast accumulation,
 // the gradient GEMMs with a split accumulator), the cross entropy fused
 // (NeMo's GPTConfig sets cross_entropy_loss_fusion, Megatron's native
-// implementation),
-// sequence parallelism with TP, the distributed optimizer with overlapped
-// gradient reduction, no recomputation. The rows that need context
+// implementation), sequence parallelism with TP, the distributed
+// optimizer with overlapped gradient reduction and parameter gathering
+// (the recipes' DistributedDataParallelConfig), no recomputation. The rows that need context
 // parallelism (Llama 3) or a model with no preset here are left out.
 func nemoFP8Rows(ctx context.Context) ([]Row, error) {
 	const src = "NVIDIA NeMo Framework 24.12 performance summary, pre-training at FP8 on H100"
@@ -360,7 +360,7 @@ func nemoFP8Rows(ctx context.Context) ([]Row, error) {
 		dp := c.gpus / (c.tp * c.pp)
 		js := fmt.Sprintf(`{"kind":"training","model":%q,"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":%d},
 			"parallel":{"tp":%d,"pp":%d,"dp":%d,"virtual_stages":%d,"micro_batch":%d,"global_batch":%d,
-				"sequence_parallel":%v,"zero":1,"overlap_grad_reduce":true,"recompute":"none"},
+				"sequence_parallel":%v,"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true,"recompute":"none"},
 			"seq_len":%d,"dtype":"fp8","cross_entropy_fusion":"native"}`, c.model, c.gpus/8, c.tp, c.pp, dp, c.v, c.mb, c.gb, c.tp > 1, c.seq)
 		res, err := run(ctx, js)
 		if err != nil {

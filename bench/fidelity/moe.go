@@ -36,8 +36,8 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	// 2,048, micro-batch 1, TP 2, PP 32, EP 8, expert TP 1, A2A dispatcher
 	// without 1F1B overlap, recompute "norm, act": 24.2 s per step, 200
 	// TFLOP/s per GPU. model_configs/benchmarking/Qwen3-235B-A22B.yaml:
-	// distributed optimizer (ZeRO-1), overlapped gradient reduction,
-	// Transformer Engine's fused cross entropy (--cross-entropy-loss-fusion,
+	// distributed optimizer (ZeRO-1), overlapped gradient reduction and
+	// parameter gathering, Transformer Engine's fused cross entropy (--cross-entropy-loss-fusion,
 	// --cross-entropy-fusion-impl te),
 	// sequence parallelism, --expert-tensor-parallel-size 1, and the
 	// embedding and the loss counted as one layer each in the pipeline split
@@ -70,7 +70,7 @@ func MoERows(ctx context.Context) ([]Row, error) {
 		js := fmt.Sprintf(`{"kind":"training","model":"qwen3-235b-a22b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":32},
 		"parallel":{%s,"expert_tp":1,"micro_batch":1,"global_batch":%d,
 		"account_for_embedding_in_pipeline_split":true,"account_for_loss_in_pipeline_split":true,
-		"sequence_parallel":true,"zero":1,"overlap_grad_reduce":true},"seq_len":%d,"cross_entropy_fusion":"te","timeline_ranks":[-1]%s}`, q.par, q.batch, q.seq, q.routing)
+		"sequence_parallel":true,"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true},"seq_len":%d,"cross_entropy_fusion":"te","timeline_ranks":[-1]%s}`, q.par, q.batch, q.seq, q.routing)
 		res, err := run(ctx, js)
 		if err != nil {
 			return nil, fmt.Errorf("qwen3-235b %s: %w", q.layout, err)
@@ -97,7 +97,7 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	// Mixtral-8x22B on 128 H100s (16 nodes), bf16, sequence 4,096, TP 2,
 	// PP 8, EP 8, expert TP 1, 7 virtual stages, micro-batch 1, global
 	// batch 256, alltoall dispatcher, distributed optimizer, overlapped
-	// gradient reduction, no recomputation (runtime_configs/benchmarking/
+	// gradient reduction and parameter gathering, no recomputation (runtime_configs/benchmarking/
 	// runtime.conf and model_configs/benchmarking/Mixtral-8x22B.yaml, which
 	// fuses the cross entropy with Megatron's native kernels);
 	// forced load balancing: ~465 TFLOP/s per GPU.
@@ -112,7 +112,7 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	}{{`"bf16"`, "", 465}, {`"fp8","fp8_recipe":"blockwise"`, ", FP8", 560}} {
 		js := fmt.Sprintf(`{"kind":"training","model":"mixtral-8x22b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":16},
 		"parallel":{"tp":2,"pp":8,"dp":8,"ep":8,"expert_tp":1,"micro_batch":1,"global_batch":256,"virtual_stages":7,
-		"sequence_parallel":true,"zero":1,"overlap_grad_reduce":true},"seq_len":4096,"dtype":%s,"cross_entropy_fusion":"native","timeline_ranks":[-1]}`, m.dtype)
+		"sequence_parallel":true,"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true},"seq_len":4096,"dtype":%s,"cross_entropy_fusion":"native","timeline_ranks":[-1]}`, m.dtype)
 		res, err := run(ctx, js)
 		if err != nil {
 			return nil, fmt.Errorf("mixtral-8x22b %s: %w", m.dtype, err)
@@ -150,13 +150,14 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	// the last the MTP module and the loss. The interleaved schedule needs
 	// the micro-batches per replica to be a multiple of the stages: 128
 	// (global batch 16,384) where DeepSeek ran 120 (15,360); the GPU-hours
-	// are per token. The loss is fused as the recipe runs it
+	// are per token. Gradient reduction and parameter gathering overlap
+	// the compute and the loss is fused, as the recipe runs them
 	// (model_configs/benchmarking/DeepSeek-V3.yaml: --cross-entropy-loss-fusion
 	// with the native implementation).
 	const dsBatch = 16384
 	js := fmt.Sprintf(`{"kind":"training","model":{"preset":"deepseek-v3","mtp_layers":1},"gpu":"h800","cluster":{"preset":"dgx-h800","nodes":256},
 		"parallel":{"tp":1,"pp":16,"virtual_stages":2,"account_for_embedding_in_pipeline_split":true,"account_for_loss_in_pipeline_split":true,
-			"dp":128,"ep":64,"micro_batch":1,"global_batch":%d,"zero":1,"recompute":"selective","recompute_modules":["layernorm"],"overlap_ep_comm":true},
+			"dp":128,"ep":64,"micro_batch":1,"global_batch":%d,"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true,"recompute":"selective","recompute_modules":["layernorm"],"overlap_ep_comm":true},
 		"seq_len":4096,"dtype":"fp8","fp8_recipe":"blockwise","cross_entropy_fusion":"native","routing":{"hierarchical_a2a":true,"node_limit":4},"timeline_ranks":[-1]}`, dsBatch)
 	res, err := run(ctx, js)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/model"
 	"github.com/eidolon-sim/eidolon/core/net"
 	"github.com/eidolon-sim/eidolon/core/topo"
 	"github.com/eidolon-sim/eidolon/core/workload"
@@ -60,4 +61,58 @@ func TestAllToAllVPaysNCCLLatencyClosedForm(t *testing.T) {
 	require.InEpsilon(t, want, res.End.Seconds(), 1e-6)
 	require.InEpsilon(t, HostCollectiveS, res.Units[0].Start[0].Seconds(), 1e-6, "the host issues the call")
 	require.InEpsilon(t, want-HostCollectiveS, (res.Units[0].End[0] - res.Units[0].Start[0]).Seconds(), 1e-6)
+}
+
+// An all-to-all-v's duration is reused only from a run no data-parallel
+// collective overlapped: four dispatches in a row on a DGX A100, the first
+// under a 1 GiB gradient all-reduce over the same NVLink ports, the rest
+// after it. The first is slower; the last takes exactly a lone dispatch's
+// time (reusing the first's would make it as slow), and the one contended
+// run is simulated, not memoized.
+func TestAllToAllVMemoSkipsContendedRuns(t *testing.T) {
+	const n, b = 8, 8 << 20
+	tp, err := topo.Preset("dgx-a100", 1)
+	require.NoError(t, err)
+	g, ok := hw.GPUByName("a100-80gb-sxm")
+	require.True(t, ok)
+	pairs := make([]float64, n*n)
+	for i := range pairs {
+		pairs[i] = b
+	}
+	dispatches := func(gradient bool) (*Result, []workload.Task) {
+		m, err := NewMachine(tp, g, net.FaultPlan{}, 1)
+		require.NoError(t, err)
+		plan := onePlan(0, 0)
+		var tasks []workload.Task
+		if gradient {
+			tasks = append(tasks, workload.Task{Name: "grad_all_reduce", Kind: workload.Collective, Stream: workload.StreamDP,
+				Coll: model.AllReduce, Bytes: 16 << 20, Slot: workload.SlotDP})
+		}
+		for i := 0; i < 4; i++ {
+			t := workload.Task{Name: "dispatch", Kind: workload.Collective, Stream: workload.StreamEP,
+				Coll: workload.AllToAllV, Bytes: n * n * b, Slot: workload.SlotEP, Pairs: pairs, Tag: int32(i)}
+			if i > 0 {
+				t.Deps = []int32{int32(len(tasks) - 1)}
+			}
+			if i > 1 && gradient {
+				t.Deps = append(t.Deps, 0) // after the reduction
+			}
+			tasks = append(tasks, t)
+		}
+		plan.Programs[0].Tasks = tasks
+		plan.Units[0].Groups[workload.SlotTP] = -1
+		plan.Units[0].Groups[workload.SlotEP] = 0
+		plan.Units[0].Groups[workload.SlotDP] = 0
+		res, err := Run(context.Background(), plan, m.Options(false))
+		require.NoError(t, err)
+		return res, tasks
+	}
+	lone, _ := dispatches(false)
+	alone := lone.Units[0].End[0] - lone.Units[0].Start[0]
+	res, tasks := dispatches(true)
+	first, last := 1, len(tasks)-1
+	require.Greater(t, res.Units[0].End[first]-res.Units[0].Start[first], alone)
+	require.Equal(t, alone, res.Units[0].End[last]-res.Units[0].Start[last])
+	require.Equal(t, 4, res.Collectives, "the reduction, the two contended dispatches and the first quiet one")
+	require.Equal(t, 1, res.Reused)
 }

@@ -207,6 +207,11 @@ type engine struct {
 	quiet []bool
 	tpOf  []int // group -> the unit whose TP group it is, or -1
 	memo  map[memoKey]sim.Time
+	// bulkActive counts the data-parallel stream's collectives in flight
+	// (gradient reductions, weight gathers: traffic that does not repeat
+	// with every layer); bulkStarted counts those ever started. An
+	// all-to-all-v's duration is memoized only from a run they left alone.
+	bulkActive, bulkStarted int
 	// sigs interns communicator signatures (commInfo.sig).
 	sigs map[string]int32
 	// wire is each group's per-GPU collective send rate (interference).

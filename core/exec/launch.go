@@ -78,6 +78,15 @@ func (e *engine) issue(g int, task *workload.Task, r *rendezvous) {
 		}
 		finishAll()
 	}
+	if task.Stream == workload.StreamDP {
+		e.bulkActive++
+		e.bulkStarted++
+		finishBulk := finishAll
+		finishAll = func() {
+			e.bulkActive--
+			finishBulk()
+		}
+	}
 	r.pending = 1 // held until every launch below is issued
 	var reportDone func(net.Result)
 	var sendDone net.SinkFunc

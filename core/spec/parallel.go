@@ -42,6 +42,11 @@ type Parallel struct {
 	// BucketParams is the bucket size in parameters (default max(40M, 1M·dp)).
 	OverlapGradReduce bool  `json:"overlap_grad_reduce,omitempty"`
 	BucketParams      int64 `json:"bucket_params,omitempty"`
+	// OverlapParamGather runs the distributed optimizer's parameter
+	// all-gather in the same buckets under the next step's forward, each
+	// layer's first forward waiting for its bucket (Megatron's
+	// --overlap-param-gather; needs zero 1 or 2 and overlap_grad_reduce).
+	OverlapParamGather bool `json:"overlap_param_gather,omitempty"`
 	// OverlapTPComm overlaps the backward's tensor-parallel collective with
 	// the weight-gradient GEMM; default true, as Megatron-LM runs it (its
 	// asynchronous tensor-parallel all-reduce is on unless
@@ -131,5 +136,8 @@ func (p *Parallel) Validate(probs *Problems, path string) {
 	probs.IntInRange(f("expert_tp"), p.ExpertTP, 0, 1<<16)
 	if p.BucketParams < 0 {
 		probs.Addf(f("bucket_params"), "must be >= 0, got %d", p.BucketParams)
+	}
+	if p.OverlapParamGather && (p.ZeRO < 1 || p.ZeRO > 2 || !p.OverlapGradReduce) {
+		probs.Addf(f("overlap_param_gather"), "needs the distributed optimizer's gather (zero 1 or 2) and overlap_grad_reduce, as Megatron does; got zero %d, overlap_grad_reduce %v", p.ZeRO, p.OverlapGradReduce)
 	}
 }

@@ -60,6 +60,10 @@ type Parallel struct {
 	// BucketParams is the bucket size in parameters; 0 takes Megatron's
 	// DDP default max(40M, 1M·DP).
 	BucketParams int64
+	// OverlapParamGather (ZeRO 1 and 2) all-gathers the updated weights in
+	// buckets under the forward instead of after the optimizer (Megatron
+	// --overlap-param-gather).
+	OverlapParamGather bool
 	// OverlapTPComm runs the backward's input-gradient all-reduce (or
 	// reduce-scatter) while the weight-gradient GEMM computes.
 	OverlapTPComm bool

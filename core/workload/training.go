@@ -361,6 +361,8 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 		return b.collective(g.Blocks[bi].Name+".zero3_all_gather", StreamDP, SlotDP, model.AllGather, float64(n)*e, mb, after)
 	}
 
+	gathered := t.paramGatherBuckets(b, chunks, s, posParams, posExpert, bucket, e)
+
 	lastCompute := int32(-1)
 	merge := par.OverlapEPComm && a2a != nil
 	var passStart, mergeFrom int32 = 0, -1
@@ -385,10 +387,13 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 				}
 			}
 			prevEnd := []int32{-1, -1}
-			for _, bi := range blocks {
+			for k, bi := range blocks {
 				after := []int32{last}
 				if par.ZeRO == 3 && D > 1 {
 					after = append(after, zeroGather(bi, mb, prevEnd[0]))
+				}
+				if ps.MB == 0 && gathered != nil {
+					after = append(after, gathered[ps.Chunk][k]...)
 				}
 				if r := b.ops(pre+"fwd.", g.Blocks[bi].Forward, mb, deps(after...), false); r >= 0 {
 					last = r
@@ -478,10 +483,10 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 	// the found-inf flag and the gradient norm on the host (.item()).
 	b.hostSync(optAfter...)
 	last := b.compute("optimizer", opt, -1, optAfter...)
-	if par.ZeRO >= 1 && par.ZeRO < 3 && D > 1 {
+	if par.ZeRO >= 1 && par.ZeRO < 3 && D > 1 && gathered == nil {
 		b.collective("param_all_gather", StreamDP, SlotDP, model.AllGather, float64(dense)*e, -1, last)
 	}
-	if par.ZeRO >= 1 && par.ZeRO < 3 && EDP > 1 && expert > 0 {
+	if par.ZeRO >= 1 && par.ZeRO < 3 && EDP > 1 && expert > 0 && gathered == nil {
 		b.collective("expert_param_all_gather", StreamDP, SlotEDP, model.AllGather, float64(expert)*e, -1, last)
 	}
 	b.p.Marks = map[string]int32{"optimizer": last}
@@ -489,6 +494,61 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 	mem := t.stageMemory(g, plain, chunks, s, order, params, e, gradBytes)
 	t.expertMemory(&mem, dense, expert, gradBytes)
 	return *b.p, mem, params
+}
+
+// paramGatherBuckets issues, under --overlap-param-gather, the previous
+// step's weight all-gathers at the start of this one, in buckets of the
+// gradient buckets' size in forward order (Megatron-Core dispatches each
+// bucket's gather ahead of the forward that uses it, and a layer's first
+// forward waits for it: DistributedDataParallel's forward pre-hooks). It
+// returns, per chunk and block, the gathers that block waits for; nil
+// when the weights are gathered after the optimizer instead.
+func (t Training) paramGatherBuckets(b *progBuilder, chunks [][]int, s int, dense, expert [][]int64, bucket int64, e float64) [][][]int32 {
+	par := t.Par
+	P, V, D := par.PP, par.VirtualStages, par.DP
+	EDP := D / par.epReplicas()
+	if !par.OverlapParamGather || par.ZeRO < 1 || par.ZeRO > 2 || D == 1 {
+		return nil
+	}
+	waits := make([][][]int32, V)
+	type filling struct {
+		params  int64
+		waiting [][2]int
+	}
+	// Dense weights gather over the DP group, routed experts' over the
+	// expert-DP group, each in its own buckets.
+	var fills [2]filling
+	names := [2]string{"param_all_gather.bucket", "expert_param_all_gather.bucket"}
+	slots := [2]Slot{SlotDP, SlotEDP}
+	flush := func(i int) {
+		f := &fills[i]
+		if f.params == 0 {
+			return
+		}
+		g := b.collective(names[i], StreamDP, slots[i], model.AllGather, float64(f.params)*e, -1)
+		for _, w := range f.waiting {
+			waits[w[0]][w[1]] = append(waits[w[0]][w[1]], g)
+		}
+		*f = filling{}
+	}
+	for c := 0; c < V; c++ {
+		waits[c] = make([][]int32, len(chunks[c*P+s]))
+		for k := range chunks[c*P+s] {
+			for i, n := range []int64{dense[c][k], expert[c][k]} {
+				if n == 0 || (i == 1 && EDP == 1) {
+					continue
+				}
+				fills[i].params += n
+				fills[i].waiting = append(fills[i].waiting, [2]int{c, k})
+				if fills[i].params >= bucket {
+					flush(i)
+				}
+			}
+		}
+	}
+	flush(0)
+	flush(1)
+	return waits
 }
 
 // p2p appends a receive (posted at once) on a pipeline slot. The host

@@ -499,3 +499,49 @@ func TestPipelineSplitAccountsForEmbeddingAndLoss(t *testing.T) {
 	par.VirtualStages, par.AccountForEmbedding = 2, false
 	require.NotEmpty(t, layout(c, par).Check(), "8 chunks of 6 layers without the accounting")
 }
+
+// With overlapped parameter gathering the distributed optimizer's weight
+// all-gather runs at the start of the step in buckets, each layer's first
+// forward waiting for its own, instead of after the optimizer: the buckets
+// carry every dense weight once (16 bits) and nothing is gathered at the
+// end.
+func TestParamGatherBuckets(t *testing.T) {
+	c, ok := model.FromPreset("llama2-7b", model.Config{Layers: 4})
+	require.True(t, ok)
+	tr := layout(c, Parallel{TP: 1, PP: 1, DP: 8, MicroBatch: 1, GlobalBatch: 16, ZeRO: 1,
+		OverlapGradReduce: true, OverlapParamGather: true, BucketParams: 100_000_000})
+	tr.SeqLen, tr.DType = 512, hw.BF16
+	plan, err := BuildTraining(tr)
+	require.NoError(t, err)
+	p := plan.Programs[0]
+	var bytes float64
+	gathers := map[int32]bool{}
+	optimizer := p.Marks["optimizer"]
+	for i, task := range p.Tasks {
+		if task.Coll != model.AllGather || task.Stream != StreamDP {
+			continue
+		}
+		assert.Less(t, int32(i), optimizer, "gathered before the step's compute, not after its optimizer: %s", task.Name)
+		assert.Empty(t, task.Deps)
+		bytes += task.Bytes
+		gathers[int32(i)] = true
+	}
+	assert.InDelta(t, float64(plan.StageParams[0])*2, bytes, 1)
+	// 4 layers of 202M parameters (a bucket each), the embedding and the
+	// head in buckets of their own: every first-micro-batch forward waits
+	// for a gather, the second micro-batch's for none.
+	assert.GreaterOrEqual(t, len(gathers), 4)
+	waits := map[int32]int{}
+	for _, task := range p.Tasks {
+		if task.Kind != Compute {
+			continue
+		}
+		for _, d := range task.Deps {
+			if gathers[d] {
+				waits[task.MicroBatch]++
+			}
+		}
+	}
+	assert.GreaterOrEqual(t, waits[0], len(gathers))
+	assert.Zero(t, waits[1])
+}

@@ -139,6 +139,7 @@ func TestSpecErrorsNameFields(t *testing.T) {
 		small(1, `"tp":8,"recompute":"full","recompute_modules":["layernorm"]`, ""):    "parallel.recompute_modules",
 		small(1, `"tp":8,"sequence_parallel":true,"expert_tp":1`, ""):                  "parallel.expert_tp", // a dense model
 		small(1, `"tp":8`, `,"dtype":"fp8","fp8_recipe":"mxfp8"`):                      "fp8_recipe",
+		small(1, `"tp":4,"dp":2,"zero":1,"overlap_param_gather":true`, ""):             "parallel.overlap_param_gather",
 		small(1, `"tp":8`, `,"cross_entropy_fusion":"liger"`):                          "cross_entropy_fusion",
 		small(1, `"tp":8`, `,"fp8_recipe":"blockwise"`):                                "fp8_recipe", // bf16
 	} {
@@ -228,6 +229,11 @@ func TestOverlapHelps(t *testing.T) {
 	assert.Less(t, tpOverlap.StepTimeS, plain.StepTimeS)
 	assert.Less(t, dpOverlap.StepTimeS, plain.StepTimeS)
 	assert.Less(t, tpOverlap.ExposedCommS, plain.ExposedCommS)
+	zero1 := base + `,"zero":1,"overlap_grad_reduce":true,"bucket_params":10000000`
+	gatherAfter := summary(t, small(1, zero1, ""))
+	gatherUnder := summary(t, small(1, zero1+`,"overlap_param_gather":true`, ""))
+	assert.Less(t, gatherUnder.StepTimeS, gatherAfter.StepTimeS)
+	assert.Less(t, gatherUnder.ExposedCommS, gatherAfter.ExposedCommS)
 }
 
 // ring_steps runs the rings step by step: the same step within 1% as the
