@@ -89,7 +89,7 @@ func TestFidelityTable(t *testing.T) {
 		"memory-bound shapes of 64 and 128 rows within 10 % (−30 to +15 %) and five of the six at 4,096 rows (−9 to +9 %; " +
 		"K = 512 is 25 % fast). DeepGEMM's later kernels (its PRs #74 and #81, March–April 2025: larger tiles) reach " +
 		"1,159–1,500 TFLOP/s on those 4,096-row shapes, hiding the promotion behind the other warpgroup's MMAs: against " +
-		"them the serial promotion is 10–18 % slow, and the model without it within 4 % on three of them (6–8 % fast at K = 2,048); cuBLAS's split " +
+		"them the serial promotion is 6–18 % slow, and the model without it within 4 % on three of them (6–8 % fast at K = 2,048); cuBLAS's split " +
 		"accumulator, which Transformer Engine's gradient GEMMs run, does not hide it (torchao's 1.1–1.2×). The smaller " +
 		"models, whose GEMMs are shorter and whose attention and casts weigh more, lose most.\n")
 	b.WriteString("- GPT-3 175B on 1,024 A100s (Megatron-LM's README, 2021) runs the same layer and micro-batch as the 175B " +
