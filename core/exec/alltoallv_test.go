@@ -27,17 +27,9 @@ import (
 // Dropping the base latency takes 6.6 µs off the 46.7 µs and fails it.
 func TestAllToAllVPaysNCCLLatencyClosedForm(t *testing.T) {
 	const n, b = 8, 1 << 20
-	tp, err := topo.Preset("dgx-a100", 1)
-	require.NoError(t, err)
-	g, ok := hw.GPUByName("a100-80gb-sxm")
-	require.True(t, ok)
+	tp, g, pairs := dgxA100Dispatch(t, n, b)
 	m, err := NewMachine(tp, g, net.FaultPlan{}, 1)
 	require.NoError(t, err)
-
-	pairs := make([]float64, n*n)
-	for i := range pairs {
-		pairs[i] = b
-	}
 	plan := onePlan(0, 0)
 	plan.Programs[0].Tasks = []workload.Task{{Name: "dispatch", Kind: workload.Collective, Stream: workload.StreamEP,
 		Coll: workload.AllToAllV, Bytes: n * n * b, Slot: workload.SlotEP, Pairs: pairs}}
@@ -65,20 +57,14 @@ func TestAllToAllVPaysNCCLLatencyClosedForm(t *testing.T) {
 
 // An all-to-all-v's duration is reused only from a run no data-parallel
 // collective overlapped: four dispatches in a row on a DGX A100, the first
-// under a 1 GiB gradient all-reduce over the same NVLink ports, the rest
-// after it. The first is slower; the last takes exactly a lone dispatch's
-// time (reusing the first's would make it as slow), and the one contended
-// run is simulated, not memoized.
+// two under a 16 MiB gradient all-reduce over the same NVLink ports, the
+// last two after it. The first is slower; the last takes exactly a lone
+// dispatch's time (reusing the first's would make it as slow): the
+// contended runs and the first quiet one are simulated, the last reuses
+// the quiet one.
 func TestAllToAllVMemoSkipsContendedRuns(t *testing.T) {
 	const n, b = 8, 8 << 20
-	tp, err := topo.Preset("dgx-a100", 1)
-	require.NoError(t, err)
-	g, ok := hw.GPUByName("a100-80gb-sxm")
-	require.True(t, ok)
-	pairs := make([]float64, n*n)
-	for i := range pairs {
-		pairs[i] = b
-	}
+	tp, g, pairs := dgxA100Dispatch(t, n, b)
 	dispatches := func(gradient bool) (*Result, []workload.Task) {
 		m, err := NewMachine(tp, g, net.FaultPlan{}, 1)
 		require.NoError(t, err)
@@ -115,4 +101,18 @@ func TestAllToAllVMemoSkipsContendedRuns(t *testing.T) {
 	require.Equal(t, alone, res.Units[0].End[last]-res.Units[0].Start[last])
 	require.Equal(t, 4, res.Collectives, "the reduction, the two contended dispatches and the first quiet one")
 	require.Equal(t, 1, res.Reused)
+}
+
+// dgxA100Dispatch is one DGX A100, its GPU, and an all-to-all-v matrix of
+// b bytes between every pair of its n ranks.
+func dgxA100Dispatch(t *testing.T, n int, b float64) (*topo.Topology, hw.GPU, []float64) {
+	tp, err := topo.Preset("dgx-a100", 1)
+	require.NoError(t, err)
+	g, ok := hw.GPUByName("a100-80gb-sxm")
+	require.True(t, ok)
+	pairs := make([]float64, n*n)
+	for i := range pairs {
+		pairs[i] = b
+	}
+	return tp, g, pairs
 }
