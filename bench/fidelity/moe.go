@@ -97,6 +97,30 @@ func MoERows(ctx context.Context) ([]Row, error) {
 		}
 	}
 
+	// The readme's GB200 BF16 row: 256 GB200s (64 trays of 4, in NVL72
+	// racks: an NVLink domain of 72), TP 1, PP 8, EP 8, micro-batch 1,
+	// global batch 8,192, sequence 4,096, no recomputation, HybridEP
+	// dispatcher, no all-to-all overlap, forced load balancing: 750 TFLOP/s
+	// per GPU. The cluster is four gb200-nvl72 racks of which the layout
+	// uses 256 GPUs. Its command captures the attention, router and MoE
+	// preprocessing in CUDA graphs (--cuda-graph-scope); the row runs
+	// eagerly, as the other rows.
+	{
+		js := `{"kind":"training","model":"qwen3-235b-a22b","gpu":"gb200","cluster":{"preset":"gb200-nvl72","nodes":4},
+		"parallel":{"tp":1,"pp":8,"dp":32,"ep":8,"expert_tp":1,"micro_batch":1,"global_batch":8192,
+		"account_for_embedding_in_pipeline_split":true,"account_for_loss_in_pipeline_split":true,
+		"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true},"seq_len":4096,"cross_entropy_fusion":"te","timeline_ranks":[-1]}`
+		res, err := run(ctx, js)
+		if err != nil {
+			return nil, fmt.Errorf("qwen3-235b gb200: %w", err)
+		}
+		s := res.Tables[0].Rows.([]training.SummaryRow)[0]
+		rows = append(rows, row("Qwen3-235B-A22B, 256 GB200, TP1 PP8 EP8", "tflops_per_gpu", 750, s.ModelFLOPs/s.StepTimeS/float64(s.GPUs)/1e12,
+			"yanring/Megatron-MoE-ModelZoo, best_practice/qwen3/readme.md, GB200 table (Megatron-Core, HybridEP dispatcher, GB200 NVL72)",
+			fmt.Sprintf("step %.2f s (compute %.2f s + exposed comm %.2f s + bubble %.2f s); memory %.0f GB (fits %v); GPU parameters derived from the B200's, no table for this part",
+				s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS, s.MemoryPeakBytes/1e9, s.Fits)))
+	}
+
 	// Mixtral-8x22B on 128 H100s (16 nodes), bf16, sequence 4,096, TP 2,
 	// PP 8, EP 8, expert TP 1, 7 virtual stages, micro-batch 1, global
 	// batch 256, alltoall dispatcher, distributed optimizer, overlapped

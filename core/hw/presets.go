@@ -210,6 +210,31 @@ func basePresets() []GPU {
 			KernelLaunchS:    launchS,
 		},
 		{
+			// NVIDIA GB200 NVL72 datasheet (2024), per GPU = the rack's figure
+			// / 72, dense = half of the sparse tensor figures: FP8 720 PF →
+			// 5 PF, FP16/BF16 360 PF → 2.5 PF, TF32 180 PF → 1.25 PF, INT8
+			// 720 POPS → 5; HBM3e 13.4 TB → 186 GB, 576 TB/s → 8 TB/s. The
+			// B200 die (148 SMs, 126 MB L2) at the Grace-Blackwell superchip's
+			// higher power: its clock and FP32 rate are the B200's scaled by
+			// the BF16 peaks (2.5 / 2.25; the datasheet gives no FP32 figure).
+			Name: "gb200", Vendor: "nvidia",
+			PeakFP32FlopsPerS:   75 * tera * 2.5 / 2.25,
+			PeakTF32FlopsPerS:   1250 * tera,
+			PeakBF16FlopsPerS:   2500 * tera,
+			PeakFP16FlopsPerS:   2500 * tera,
+			PeakFP8FlopsPerS:    5000 * tera,
+			PeakINT8OpsPerS:     5000 * tera,
+			VectorFP32FlopsPerS: 75 * tera * 2.5 / 2.25,
+			SMCount:             148, ClockHz: 1.98 * giga * 2.5 / 2.25,
+			SharedMemBytesPerSM: 228 * kib, RegisterBytesPerSM: 256 * kib,
+			L2Bytes: 126 * mib, L2BandwidthBytesPerS: nvidiaL2(148, 1.98*giga*2.5/2.25),
+			HBMBytes: 186e9, HBMBandwidthBytesPerS: 8 * tera,
+			// the B200's measured matmul efficiency (no table for this part; derived, not fitted)
+			TensorEfficiency: mamfB200,
+			HBMEfficiency:    hbmEfficiency,
+			KernelLaunchS:    launchS,
+		},
+		{
 			// AMD Instinct MI300X data sheet (2023): dense matrix peaks FP32
 			// 163.4, TF32 653.7, FP16/BF16 1,307.4, FP8 2,614.9 TFLOPS, INT8
 			// 2,614.9 TOPS; vector FP32 163.4 TFLOPS; 304 CUs at 2,100 MHz peak;

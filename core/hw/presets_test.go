@@ -9,7 +9,7 @@ import (
 
 func TestGPUPresetsSane(t *testing.T) {
 	gpus := GPUPresets()
-	require.Len(t, gpus, 10)
+	require.Len(t, gpus, 11)
 	for _, g := range gpus {
 		t.Run(g.Name, func(t *testing.T) {
 			assert.NotEmpty(t, g.Vendor)

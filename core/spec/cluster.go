@@ -11,7 +11,8 @@ import (
 type Cluster struct {
 	// Preset: "dgx-a100", "dgx-h100", "dgx-h200", "dgx-h800" (NVSwitch inside
 	// the node, eight NICs per node into a rail-optimized fabric),
-	// "gb200-nvl72" (72 GPUs in one NVLink domain per rack, a NIC per GPU) or
+	// "gb200-nvl72" (72 GPUs in one NVLink domain per rack, a NIC per GPU;
+	// its GPU is the "gb200" preset) or
 	// "aws-p4d" (8 A100s on NVSwitch, 4 EFA NICs of 100 Gb/s, two GPUs per
 	// NIC behind a PCIe Gen4 switch). When set, Topology must be empty and
 	// Nodes scales it.
