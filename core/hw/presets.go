@@ -28,6 +28,13 @@ const launchS = 4e-6
 // sweep): A100 SXM 271.2 of 312 TFLOPS, A100 PCIe 252.9 of 312, H100 SXM
 // 794.5 of 989 ("H200 is the same"), B200 SXM 1,745 of 2,250, MI300X 668.4
 // of 1,300 (PYTORCH_TUNABLEOP_ENABLED=1).
+// mamfH100PCIe is the H100 PCIe's: a 350 W part that cannot hold its boost
+// clock under a large matmul, so it does not share the SXM's fitted main
+// loop. Measured: torch.mm in BF16 of 16,640×5,120×8,192 on an H100 PCIe
+// (CUDA 12.9, PyTorch 2.10 nightly) at 433.0 TFLOP/s of 756.5
+// (pytorch/ao PR #3342, "Gemm benchmark", November 2025).
+const mamfH100PCIe = 433.0 / 756.5
+
 const (
 	mamfA100PCIe = 252.9 / 312
 	mamfB200     = 1745.0 / 2250
@@ -157,8 +164,8 @@ func basePresets() []GPU {
 			SharedMemBytesPerSM: 228 * kib, RegisterBytesPerSM: 256 * kib,
 			L2Bytes: 50 * mib, L2BandwidthBytesPerS: nvidiaL2(114, 1.755*giga),
 			HBMBytes: 80e9, HBMBandwidthBytesPerS: 2.0 * tera, // 80 GB HBM2e, 2 TB/s
-			// same GH100 SM and L2 as the fitted H100 SXM: its main-loop, tile, row-kernel, gather and latency figures (no table for this part; derived, not fitted)
-			TensorEfficiency: h100Fit.tensorEff, HBMEfficiency: h100Fit.hbmEff,
+			// same GH100 SM and L2 as the fitted H100 SXM: its tile, row-kernel, gather and latency figures (no table for this part; derived, not fitted); its own measured matmul efficiency
+			TensorEfficiency: mamfH100PCIe, HBMEfficiency: h100Fit.hbmEff,
 			GEMMTileOverheadCycles: h100Fit.tileOverheadClk, RowKernelBandwidthFraction: h100Fit.rowFrac,
 			GatherBandwidthFraction: h100Fit.gatherFrac, MemoryLatencyS: h100Fit.latencyS, GEMMBandwidthFraction: h100Fit.gemmFrac,
 			KernelLaunchS: h100Fit.launchS, FP8PromotionIntervalK: hopperFP8PromotionK,
