@@ -344,32 +344,37 @@ func llama3Rows(ctx context.Context) ([]Row, error) {
 // (the recipes' DistributedDataParallelConfig), no recomputation. The rows that need context
 // parallelism (Llama 3) or a model with no preset here are left out.
 func nemoFP8Rows(ctx context.Context) ([]Row, error) {
-	const src = "NVIDIA NeMo Framework 24.12 performance summary, pre-training at FP8 on H100"
+	const (
+		h100Src = "NVIDIA NeMo Framework 24.12 performance summary, pre-training at FP8 on H100"
+		b200Src = "NVIDIA NeMo Framework performance summary, NeMo 25.02, pre-training at FP8 on DGX-B200"
+	)
 	var rows []Row
 	for _, c := range []struct {
-		name, model                  string
-		gpus, gb, mb, seq, tp, pp, v int
-		ref                          float64
+		name, model, gpu, cluster, label, src string
+		gpus, gb, mb, seq, tp, pp, v          int
+		ref                                   float64
 	}{
-		{"LLaMA-2-7B", "llama2-7b", 8, 128, 1, 4096, 1, 1, 1, 16934},
-		{"LLaMA-2-13B", "llama2-13b", 16, 128, 1, 4096, 1, 4, 10, 8715},
-		{"LLaMA-2-70B", "llama2-70b", 64, 128, 1, 4096, 4, 4, 20, 1728},
-		{"GPT-3 175B", "gpt3-175b", 128, 256, 1, 2048, 4, 8, 6, 716},
-		{"GPT-3 175B", "gpt3-175b", 512, 2048, 2, 2048, 4, 8, 6, 825},
+		{"LLaMA-2-7B", "llama2-7b", "h100-sxm", "dgx-h100", "H100", h100Src, 8, 128, 1, 4096, 1, 1, 1, 16934},
+		{"LLaMA-2-13B", "llama2-13b", "h100-sxm", "dgx-h100", "H100", h100Src, 16, 128, 1, 4096, 1, 4, 10, 8715},
+		{"LLaMA-2-70B", "llama2-70b", "h100-sxm", "dgx-h100", "H100", h100Src, 64, 128, 1, 4096, 4, 4, 20, 1728},
+		{"GPT-3 175B", "gpt3-175b", "h100-sxm", "dgx-h100", "H100", h100Src, 128, 256, 1, 2048, 4, 8, 6, 716},
+		{"GPT-3 175B", "gpt3-175b", "h100-sxm", "dgx-h100", "H100", h100Src, 512, 2048, 2, 2048, 4, 8, 6, 825},
+		{"LLaMA-3-8B", "llama3-8b", "b200", "dgx-b200", "B200", b200Src, 8, 128, 2, 8192, 1, 1, 1, 26006},
+		{"GPT-3 175B", "gpt3-175b", "b200", "dgx-b200", "B200", b200Src, 512, 2048, 2, 2048, 4, 4, 6, 1600},
 	} {
 		dp := c.gpus / (c.tp * c.pp)
-		js := fmt.Sprintf(`{"kind":"training","model":%q,"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":%d},
+		js := fmt.Sprintf(`{"kind":"training","model":%q,"gpu":%q,"cluster":{"preset":%q,"nodes":%d},
 			"parallel":{"tp":%d,"pp":%d,"dp":%d,"virtual_stages":%d,"micro_batch":%d,"global_batch":%d,
 				"sequence_parallel":%v,"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true,"recompute":"none"},
-			"seq_len":%d,"dtype":"fp8","cross_entropy_fusion":"native"}`, c.model, c.gpus/8, c.tp, c.pp, dp, c.v, c.mb, c.gb, c.tp > 1, c.seq)
+			"seq_len":%d,"dtype":"fp8","cross_entropy_fusion":"native"}`, c.model, c.gpu, c.cluster, c.gpus/8, c.tp, c.pp, dp, c.v, c.mb, c.gb, c.tp > 1, c.seq)
 		res, err := run(ctx, js)
 		if err != nil {
-			return nil, fmt.Errorf("nemo %s on %d GPUs: %w", c.name, c.gpus, err)
+			return nil, fmt.Errorf("nemo %s on %d %s: %w", c.name, c.gpus, c.label, err)
 		}
 		s := res.Tables[0].Rows.([]training.SummaryRow)[0]
 		tok := float64(c.gb*c.seq) / s.StepTimeS / float64(c.gpus)
-		rows = append(rows, row(fmt.Sprintf("%s FP8 on %d H100, TP%d PP%d VP%d, micro-batch %d", c.name, c.gpus, c.tp, c.pp, c.v, c.mb),
-			"tokens_per_s_per_gpu", c.ref, tok, src,
+		rows = append(rows, row(fmt.Sprintf("%s FP8 on %d %s, TP%d PP%d VP%d, micro-batch %d", c.name, c.gpus, c.label, c.tp, c.pp, c.v, c.mb),
+			"tokens_per_s_per_gpu", c.ref, tok, c.src,
 			fmt.Sprintf("step %.2f s: compute %.2f s + exposed comm %.2f s + bubble %.2f s", s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS)))
 	}
 	return rows, nil

@@ -9,7 +9,7 @@ import (
 // topology of GPUs, a composed (intra-node × fabric) cluster, or an edge
 // list. Compiled by compile.Description into a topo.Description.
 type Cluster struct {
-	// Preset: "dgx-a100", "dgx-h100", "dgx-h200", "dgx-h800" (NVSwitch inside
+	// Preset: "dgx-a100", "dgx-h100", "dgx-h200", "dgx-h800", "dgx-b200" (NVSwitch inside
 	// the node, eight NICs per node into a rail-optimized fabric),
 	// "gb200-nvl72" (72 GPUs in one NVLink domain per rack, a NIC per GPU;
 	// its GPU is the "gb200" preset) or

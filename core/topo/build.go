@@ -446,7 +446,7 @@ func LeafSpineHosts(hosts, radix int, oversubscription float64, l hw.Link) (*Top
 
 // Presets names the cluster presets, in a fixed order.
 func Presets() []string {
-	return []string{"dgx-a100", "dgx-h100", "dgx-h200", "dgx-h800", "gb200-nvl72", "aws-p4d"}
+	return []string{"dgx-a100", "dgx-h100", "dgx-h200", "dgx-h800", "dgx-b200", "gb200-nvl72", "aws-p4d"}
 }
 
 // PresetConfig returns the composition of a cluster preset scaled to
@@ -473,6 +473,12 @@ func PresetConfig(name string, nodes int) (ClusterConfig, error) {
 		// NVLink/NVSwitch (400 GB/s both directions), one 400 Gb/s
 		// InfiniBand NIC per GPU ("IB ... 50 GB/s", §3.2.2).
 		c.IntraLink, c.NICLink, c.HostLink, c.Radix = look("nvlink4-h800"), look("ib-ndr"), look("pcie5-x16"), 64
+	case "dgx-b200":
+		// NVIDIA DGX B200 datasheet (2024): 8 B200s on fifth-generation
+		// NVLink through NVSwitch (1.8 TB/s per GPU, both directions;
+		// 14.4 TB/s in all), 8 single-port ConnectX-7 (400 Gb/s) compute
+		// NICs, PCIe Gen5.
+		c.IntraLink, c.NICLink, c.HostLink, c.Radix = look("nvlink5"), look("ib-ndr"), look("pcie5-x16"), 64
 	case "gb200-nvl72":
 		// NVIDIA GB200 NVL72 (datasheet, 2024): 72 Blackwell GPUs in one
 		// NVLink domain through the NVLink Switch trays, 1.8 TB/s per GPU

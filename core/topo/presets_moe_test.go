@@ -8,7 +8,8 @@ import (
 )
 
 // GB200 NVL72: 72 GPUs in one NVLink domain at 900 GB/s per direction
-// each; the H800 node: 8 GPUs at 200 GB/s NVLink, 8 NDR NICs.
+// each; the H800 node: 8 GPUs at 200 GB/s NVLink, 8 NDR NICs; the B200
+// node: 8 GPUs at 900 GB/s, 8 NDR NICs.
 func TestMoEClusterPresets(t *testing.T) {
 	c, err := PresetConfig("gb200-nvl72", 2)
 	require.NoError(t, err)
@@ -29,4 +30,12 @@ func TestMoEClusterPresets(t *testing.T) {
 	assert.Equal(t, 200e9, h.IntraLink.BandwidthBytesPerS)
 	assert.Equal(t, 8, h.NICsPerNode)
 	assert.Equal(t, 50e9, h.NICLink.BandwidthBytesPerS)
+
+	// DGX B200: 8 GPUs at NVLink 5's 900 GB/s per direction, 8 NDR NICs.
+	b, err := PresetConfig("dgx-b200", 1)
+	require.NoError(t, err)
+	assert.Equal(t, 8, b.GPUsPerNode)
+	assert.Equal(t, 900e9, b.IntraLink.BandwidthBytesPerS)
+	assert.Equal(t, 8, b.NICsPerNode)
+	assert.Equal(t, 50e9, b.NICLink.BandwidthBytesPerS)
 }
