@@ -345,8 +345,13 @@ func llama3Rows(ctx context.Context) ([]Row, error) {
 // parallelism (Llama 3) or a model with no preset here are left out.
 func nemoFP8Rows(ctx context.Context) ([]Row, error) {
 	const (
-		h100Src = "NVIDIA NeMo Framework 24.12 performance summary, pre-training at FP8 on H100"
-		b200Src = "NVIDIA NeMo Framework performance summary, NeMo 25.02, pre-training at FP8 on DGX-B200"
+		h100Src  = "NVIDIA NeMo Framework 24.12 performance summary, pre-training at FP8 on H100"
+		b200Src  = "NVIDIA NeMo Framework performance summary, NeMo 25.02, pre-training at FP8 on DGX-B200"
+		gb200Src = "NVIDIA NeMo Framework performance summary, NeMo 25.04, pre-training at FP8 on DGX-GB200"
+		// Two GB200 NVL72 racks of which a job of 128 GPUs uses 64 each (16
+		// of the 18 compute trays), so that its stages of 32 do not straddle
+		// a rack as the gb200-nvl72 preset, 72 GPUs a rack, would lay them.
+		twoRacks = `{"topology":"composed","nodes":2,"gpus_per_node":64,"intra":"nvswitch","intra_link":"nvlink5","nics_per_node":64,"nic_link":"ib-ndr"}`
 	)
 	var rows []Row
 	for _, c := range []struct {
@@ -361,12 +366,22 @@ func nemoFP8Rows(ctx context.Context) ([]Row, error) {
 		{"GPT-3 175B", "gpt3-175b", "h100-sxm", "dgx-h100", "H100", h100Src, 512, 2048, 2, 2048, 4, 8, 6, 825},
 		{"LLaMA-3-8B", "llama3-8b", "b200", "dgx-b200", "B200", b200Src, 8, 128, 2, 8192, 1, 1, 1, 26006},
 		{"GPT-3 175B", "gpt3-175b", "b200", "dgx-b200", "B200", b200Src, 512, 2048, 2, 2048, 4, 4, 6, 1600},
+		{"LLaMA-3-8B", "llama3-8b", "gb200", "gb200-nvl72", "GB200", gb200Src, 8, 128, 2, 8192, 1, 1, 1, 33099},
+		{"GPT-3 175B", "gpt3-175b", "gb200", twoRacks, "GB200", gb200Src, 128, 256, 2, 2048, 4, 4, 12, 1804},
 	} {
 		dp := c.gpus / (c.tp * c.pp)
-		js := fmt.Sprintf(`{"kind":"training","model":%q,"gpu":%q,"cluster":{"preset":%q,"nodes":%d},
+		cluster := c.cluster
+		if !strings.HasPrefix(cluster, "{") {
+			per := 8
+			if cluster == "gb200-nvl72" {
+				per = 72
+			}
+			cluster = fmt.Sprintf(`{"preset":%q,"nodes":%d}`, cluster, (c.gpus+per-1)/per)
+		}
+		js := fmt.Sprintf(`{"kind":"training","model":%q,"gpu":%q,"cluster":%s,
 			"parallel":{"tp":%d,"pp":%d,"dp":%d,"virtual_stages":%d,"micro_batch":%d,"global_batch":%d,
 				"sequence_parallel":%v,"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true,"recompute":"none"},
-			"seq_len":%d,"dtype":"fp8","cross_entropy_fusion":"native"}`, c.model, c.gpu, c.cluster, c.gpus/8, c.tp, c.pp, dp, c.v, c.mb, c.gb, c.tp > 1, c.seq)
+			"seq_len":%d,"dtype":"fp8","cross_entropy_fusion":"native"}`, c.model, c.gpu, cluster, c.tp, c.pp, dp, c.v, c.mb, c.gb, c.tp > 1, c.seq)
 		res, err := run(ctx, js)
 		if err != nil {
 			return nil, fmt.Errorf("nemo %s on %d %s: %w", c.name, c.gpus, c.label, err)

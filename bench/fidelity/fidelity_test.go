@@ -74,11 +74,12 @@ func TestFidelityTable(t *testing.T) {
 		"fused one (Megatron's native jit-fused kernels: 22 and 6) for the NeMo rows. Before, every row priced one pass " +
 		"each way (8 bytes a logit); the rows above move by under 0.3 points, the loss being a small part of a large " +
 		"model's step.\n")
-	b.WriteString("- The B200 rows are NeMo 25.02's DGX-B200 FP8 pre-training (per-tensor scaling, the layouts of its table; the " +
-		"cluster is the dgx-b200 preset: NVLink 5 through NVSwitch, eight 400 Gb/s NICs a node). The B200 has no kernel table: " +
-		"its GPU parameters are the datasheet's peaks with the B200's measured matmul efficiency (derived, not fitted), and " +
-		"on Blackwell an FP8 GEMM pays no promotion (the MMA accumulates in FP32 in tensor memory). LLaMA-3-8B comes out 9 % " +
-		"fast and GPT-3 175B 10 % slow, the Hopper rows' spread.\n")
+	b.WriteString("- The B200 and GB200 rows are NeMo 25.02's DGX-B200 and 25.04's DGX-GB200 FP8 pre-training (per-tensor " +
+		"scaling, the layouts of their tables; the dgx-b200 preset: NVLink 5 through NVSwitch, eight 400 Gb/s NICs a node; " +
+		"GB200 NVL72 racks, the 128-GPU run on two racks of 64 so that its stages keep to a rack). Blackwell has no kernel " +
+		"table: the b200 and gb200 presets are the datasheets' peaks with the B200's measured matmul efficiency (derived, " +
+		"not fitted), and on Blackwell an FP8 GEMM pays no promotion (the MMA accumulates in FP32 in tensor memory). " +
+		"LLaMA-3-8B comes out 9 % fast on B200 and 6 % slow on GB200, GPT-3 175B 10 and 14 % slow.\n")
 	b.WriteString("- The NeMo rows are H100 pre-training at FP8 as NVIDIA's NeMo 24.12 performance summary publishes it, run with " +
 		"Transformer Engine's FP8 recipe (model.Run with an 8-bit type in training): each linear layer's GEMMs in FP8, its input " +
 		"and its output gradient cast to FP8 as is and transposed (cast_transpose; a norm writes its output in FP8 and the " +

@@ -141,6 +141,23 @@ func MoERows(ctx context.Context) ([]Row, error) {
 				s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS, s.MemoryPeakBytes/1e9)))
 	}
 
+	// The same row of NeMo 25.04's DGX-GB200 table: 64 GB200s (one NVL72
+	// rack's NVLink domain), the same layout: 19,275 tokens/s per GPU.
+	{
+		js := `{"kind":"training","model":"mixtral-8x7b","gpu":"gb200","cluster":{"preset":"gb200-nvl72","nodes":1},
+		"parallel":{"tp":1,"pp":1,"dp":64,"ep":8,"micro_batch":2,"global_batch":256,"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true},
+		"seq_len":4096,"dtype":"fp8","cross_entropy_fusion":"native","timeline_ranks":[-1]}`
+		res, err := run(ctx, js)
+		if err != nil {
+			return nil, fmt.Errorf("mixtral-8x7b gb200: %w", err)
+		}
+		s := res.Tables[0].Rows.([]training.SummaryRow)[0]
+		rows = append(rows, row("Mixtral-8x7B FP8, 64 GB200, EP8", "tokens_per_s_per_gpu", 19275, 256*4096/s.StepTimeS/64,
+			"NVIDIA NeMo Framework performance summary, NeMo 25.04, pre-training at FP8 on DGX-GB200",
+			fmt.Sprintf("step %.2f s (compute %.2f s + exposed comm %.2f s + bubble %.2f s); memory %.0f GB; GPU parameters derived, no table for this part",
+				s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS, s.MemoryPeakBytes/1e9)))
+	}
+
 	// Mixtral-8x22B on 128 H100s (16 nodes), bf16, sequence 4,096, TP 2,
 	// PP 8, EP 8, expert TP 1, 7 virtual stages, micro-batch 1, global
 	// batch 256, alltoall dispatcher, distributed optimizer, overlapped
