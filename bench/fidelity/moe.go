@@ -121,39 +121,29 @@ func MoERows(ctx context.Context) ([]Row, error) {
 				s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS, s.MemoryPeakBytes/1e9, s.Fits)))
 	}
 
-	// Mixtral-8x7B on 64 B200s (8 DGX-B200 nodes) as NVIDIA's NeMo 25.02
-	// performance summary ran it: FP8 (per-tensor scaling), global batch
-	// 256, micro-batch 2, sequence 4,096, TP 1, PP 1, EP 8 (one node), its
-	// recipe's distributed optimizer with overlapped gradient reduction and
-	// parameter gathering and the fused loss: 15,457 tokens/s per GPU.
-	{
-		js := `{"kind":"training","model":"mixtral-8x7b","gpu":"b200","cluster":{"preset":"dgx-b200","nodes":8},
+	// Mixtral-8x7B FP8 as NVIDIA's NeMo performance summary ran it on 64
+	// B200s (NeMo 25.02, eight DGX-B200 nodes: 15,457 tokens/s per GPU) and
+	// on 64 GB200s (NeMo 25.04, one NVL72 rack's NVLink domain: 19,275):
+	// per-tensor FP8 scaling, global batch 256, micro-batch 2, sequence
+	// 4,096, TP 1, PP 1, EP 8, its recipe's distributed optimizer with
+	// overlapped gradient reduction and parameter gathering, the fused loss.
+	for _, c := range []struct {
+		gpu, cluster, label, release string
+		ref                          float64
+	}{
+		{"b200", `{"preset":"dgx-b200","nodes":8}`, "B200", "NeMo 25.02, pre-training at FP8 on DGX-B200", 15457},
+		{"gb200", `{"preset":"gb200-nvl72","nodes":1}`, "GB200", "NeMo 25.04, pre-training at FP8 on DGX-GB200", 19275},
+	} {
+		js := fmt.Sprintf(`{"kind":"training","model":"mixtral-8x7b","gpu":%q,"cluster":%s,
 		"parallel":{"tp":1,"pp":1,"dp":64,"ep":8,"micro_batch":2,"global_batch":256,"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true},
-		"seq_len":4096,"dtype":"fp8","cross_entropy_fusion":"native","timeline_ranks":[-1]}`
+		"seq_len":4096,"dtype":"fp8","cross_entropy_fusion":"native","timeline_ranks":[-1]}`, c.gpu, c.cluster)
 		res, err := run(ctx, js)
 		if err != nil {
-			return nil, fmt.Errorf("mixtral-8x7b b200: %w", err)
+			return nil, fmt.Errorf("mixtral-8x7b %s: %w", c.gpu, err)
 		}
 		s := res.Tables[0].Rows.([]training.SummaryRow)[0]
-		rows = append(rows, row("Mixtral-8x7B FP8, 64 B200, EP8", "tokens_per_s_per_gpu", 15457, 256*4096/s.StepTimeS/64,
-			"NVIDIA NeMo Framework performance summary, NeMo 25.02, pre-training at FP8 on DGX-B200",
-			fmt.Sprintf("step %.2f s (compute %.2f s + exposed comm %.2f s + bubble %.2f s); memory %.0f GB; GPU parameters derived from the B200's datasheet and measured matmul, no table for this part",
-				s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS, s.MemoryPeakBytes/1e9)))
-	}
-
-	// The same row of NeMo 25.04's DGX-GB200 table: 64 GB200s (one NVL72
-	// rack's NVLink domain), the same layout: 19,275 tokens/s per GPU.
-	{
-		js := `{"kind":"training","model":"mixtral-8x7b","gpu":"gb200","cluster":{"preset":"gb200-nvl72","nodes":1},
-		"parallel":{"tp":1,"pp":1,"dp":64,"ep":8,"micro_batch":2,"global_batch":256,"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true},
-		"seq_len":4096,"dtype":"fp8","cross_entropy_fusion":"native","timeline_ranks":[-1]}`
-		res, err := run(ctx, js)
-		if err != nil {
-			return nil, fmt.Errorf("mixtral-8x7b gb200: %w", err)
-		}
-		s := res.Tables[0].Rows.([]training.SummaryRow)[0]
-		rows = append(rows, row("Mixtral-8x7B FP8, 64 GB200, EP8", "tokens_per_s_per_gpu", 19275, 256*4096/s.StepTimeS/64,
-			"NVIDIA NeMo Framework performance summary, NeMo 25.04, pre-training at FP8 on DGX-GB200",
+		rows = append(rows, row("Mixtral-8x7B FP8, 64 "+c.label+", EP8", "tokens_per_s_per_gpu", c.ref, 256*4096/s.StepTimeS/64,
+			"NVIDIA NeMo Framework performance summary, "+c.release,
 			fmt.Sprintf("step %.2f s (compute %.2f s + exposed comm %.2f s + bubble %.2f s); memory %.0f GB; GPU parameters derived, no table for this part",
 				s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS, s.MemoryPeakBytes/1e9)))
 	}
