@@ -50,7 +50,7 @@ func (e *Evaluator) promotionK(o model.Op) int64 {
 //     K-steps at the main loop's MMA rate (hw.GPU.TensorEfficiency of an
 //     SM's share of the peak) plus its fixed prologue and epilogue
 //     (GEMMTileOverheadCycles). The partial last wave and padding are lost,
-//     and the fixed part is what makes short-K and few-tile GEMMs slow;
+//     and the fixed part is what makes short-K and few-tile GEMMs slow.
 //     An 8-bit GEMM with a split accumulator also adds its tile's
 //     accumulators into FP32 registers every promotion interval of K, one
 //     FP32 add per accumulator on the CUDA cores, in series with the MMAs
