@@ -307,6 +307,10 @@ func layerSpan(tl []job.TimelineRow, prefix string) float64 {
 // chunk is then one layer, and the 126 layers with the embedding and the
 // loss counted as one each fill 16 stages of 8 chunks: virtual stages 8,
 // with Megatron-Core's account-for-embedding and account-for-loss split.
+// Data parallelism is §3.3.2's FSDP: optimizer states and gradients
+// sharded, the weights gathered once a step and "not resharded after
+// forward computation": ZeRO 2 with the gradient reduction and the weight
+// gathering overlapped with compute.
 // TFLOP/s per GPU is the step's matmul FLOPs (attention included, causal)
 // over the step time and GPUs.
 func llama3Rows(ctx context.Context) ([]Row, error) {
@@ -318,7 +322,8 @@ func llama3Rows(ctx context.Context) ([]Row, error) {
 	}{{1024, 430}, {2048, 400}} {
 		js := fmt.Sprintf(`{"kind":"training","model":"llama3-405b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":%d},
 			"parallel":{"tp":8,"pp":16,"virtual_stages":8,"account_for_embedding_in_pipeline_split":true,"account_for_loss_in_pipeline_split":true,
-				"micro_batch":1,"global_batch":2048,"sequence_parallel":true,"recompute":"none"},
+				"micro_batch":1,"global_batch":2048,"sequence_parallel":true,"recompute":"none",
+				"zero":2,"overlap_grad_reduce":true,"overlap_param_gather":true},
 			"seq_len":8192,"dtype":"bf16"}`, c.nodes)
 		res, err := run(ctx, js)
 		if err != nil {
