@@ -169,6 +169,16 @@ func NCCLGenerationByName(name string) (NCCLGeneration, bool) {
 
 // generationOfTech maps an NVLink generation to the GPUs that carry it
 // (NVLink 3: A100, 4: H100/H200, 5: B200); other links get Ampere's tables.
+func generationOfTech(tech string) string {
+	switch tech {
+	case "nvlink4":
+		return "hopper"
+	case "nvlink5":
+		return "blackwell"
+	}
+	return "ampere"
+}
+
 // gpuNVLinkTech is the NVLink technology of a link leaving one of the
 // ranks' GPUs, "" if none has one.
 func gpuNVLinkTech(t *topo.Topology, ranks []int) string {
@@ -180,16 +190,6 @@ func gpuNVLinkTech(t *topo.Topology, ranks []int) string {
 		}
 	}
 	return ""
-}
-
-func generationOfTech(tech string) string {
-	switch tech {
-	case "nvlink4":
-		return "hopper"
-	case "nvlink5":
-		return "blackwell"
-	}
-	return "ampere"
 }
 
 // NCCLTuner is NCCL's model of one communicator: the ring graph NCCL's
