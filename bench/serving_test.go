@@ -1,13 +1,9 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/eidolon-sim/eidolon/bench/fidelity"
@@ -27,72 +23,6 @@ func sharedFile(t testing.TB, rel string) string {
 	}
 	return p
 }
-
-type nimRow struct {
-	in, out, conc int
-	ttftMS, itlMS float64
-}
-
-func nimRows(t testing.TB) []nimRow {
-	f, err := os.Open(sharedFile(t, "reference/serving.md"))
-	require.NoError(t, err)
-	defer f.Close()
-	var rows []nimRow
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		cells := strings.Split(strings.Trim(strings.TrimSpace(sc.Text()), "|"), "|")
-		if len(cells) != 5 {
-			continue
-		}
-		var v [5]float64
-		ok := true
-		for i, c := range cells {
-			x, err := strconv.ParseFloat(strings.TrimSpace(c), 64)
-			ok = ok && err == nil
-			v[i] = x
-		}
-		if ok {
-			rows = append(rows, nimRow{int(v[0]), int(v[1]), int(v[2]), v[3], v[4]})
-		}
-	}
-	require.NoError(t, sc.Err())
-	require.Len(t, rows, 5, "serving.md's table")
-	return rows
-}
-
-// nimSpec is a reference row as a serving run: Llama-3.3-70B (the
-// llama3-70b architecture) in bf16 on one DGX A100 (8× A100 80 GB SXM),
-// TP 8, one replica, closed-loop clients at the row's concurrency, fixed
-// input and output lengths, with the engine options given (JSON object
-// members, "" for none) on top of nimEngine.
-func nimSpec(r nimRow, requests int, engine string) string {
-	if engine != "" {
-		engine = "," + engine
-	}
-	return nimSpecEngine(r, requests, nimEngine+engine)
-}
-
-// nimSpecEngine is nimSpec with exactly the engine options given.
-func nimSpecEngine(r nimRow, requests int, engine string) string {
-	return fmt.Sprintf(`{"kind":"serving","model":"llama3-70b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},
-		"tp":8,"engine":{%s},"workload":{"arrival":"closed_loop","concurrency":%d,"requests":%d,"warmup_requests":%d,
-		"prompt_tokens":{"tokens":%d},"output_tokens":{"tokens":%d}}}`, engine, r.conc, requests, r.conc, r.in, r.out)
-}
-
-// nimEngine is TensorRT-LLM's in-flight batcher, which NIM prefers on A100:
-// it packs an iteration as the serving kind's scheduler does (generation
-// requests first, then context chunks first come first served) up to
-// max_num_tokens, 8192 by default. vLLM V1's server would budget 2048
-// tokens on an A100 (the serving kind's default there); the rows' engine
-// is not stated, and TestNIMServing logs both.
-const nimEngine = `"max_num_batched_tokens":8192`
-
-// nimRounds is how many requests each client sends: the closed loop takes
-// two or three rounds to settle from its lock-step start into its steady
-// pattern (then every round repeats it), and a benchmark tool reports
-// steady windows (perf_analyzer measures until three consecutive windows
-// agree), so 40 rounds keep the settling rounds under 5 % of the sample.
-const nimRounds = 40
 
 // TestNIMServing runs the five NVIDIA NIM rows of reference/serving.md and
 // prints simulated TTFT and ITL against them. Nothing is fitted to these
@@ -128,60 +58,69 @@ const nimRounds = 40
 //
 // Run: go test ./bench -run NIMServing -v
 func TestNIMServing(t *testing.T) {
-	rows := nimRows(t)
+	rows, err := fidelity.ReadNIMRows(sharedFile(t, fidelity.NIMServingFile))
+	require.NoError(t, err)
+	require.Len(t, rows, 5, "serving.md's table")
 	runSpec := func(js string) *serving.Outcome {
 		_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
 		require.NoError(t, err)
 		return &serving.Outcome{Summary: res.Tables[0].Rows.([]serving.SummaryRow)[0], Requests: res.Tables[1].Rows.([]serving.RequestRow)}
 	}
-	run := func(r nimRow, engine string) *serving.Outcome { return runSpec(nimSpec(r, nimRounds*r.conc, engine)) }
+	// nimSpec is the row with these engine options on top of the rows'.
+	nimSpec := func(r fidelity.NIMRow, engine string) string {
+		if engine != "" {
+			engine = "," + engine
+		}
+		return fidelity.NIMSpec(r, fidelity.NIMRounds(r)*r.Conc, fidelity.NIMEngine+engine)
+	}
+	run := func(r fidelity.NIMRow, engine string) *serving.Outcome { return runSpec(nimSpec(r, engine)) }
 	t.Logf("%6s %6s %4s | %10s %10s %7s | %8s %8s %7s | %8s %8s %7s", "in", "out", "conc", "TTFT ref", "TTFT sim", "err",
 		"ITL ref", "ITL sim", "err", "e2e ref", "e2e sim", "err")
 	for _, r := range rows {
 		o := run(r, "")
 		s := o.Summary
 		ttft, itl := s.TTFTSMean*1e3, s.ITLSMean*1e3
-		et, ei := ttft/r.ttftMS-1, itl/r.itlMS-1
+		et, ei := ttft/r.TTFTMS-1, itl/r.ITLMS-1
 		// genai-perf's identity: mean end to end = TTFT + (output − 1)·ITL.
-		e2eRef := (r.ttftMS + float64(r.out-1)*r.itlMS) / 1e3
+		e2eRef := (r.TTFTMS + float64(r.Out-1)*r.ITLMS) / 1e3
 		ee := s.E2ESMean/e2eRef - 1
-		t.Logf("%6d %6d %4d | %10.2f %10.2f %+6.1f%% | %8.2f %8.2f %+6.1f%% | %7.2fs %7.2fs %+6.1f%%", r.in, r.out, r.conc,
-			r.ttftMS, ttft, 100*et, r.itlMS, itl, 100*ei, e2eRef, s.E2ESMean, 100*ee)
+		t.Logf("%6d %6d %4d | %10.2f %10.2f %+6.1f%% | %8.2f %8.2f %+6.1f%% | %7.2fs %7.2fs %+6.1f%%", r.In, r.Out, r.Conc,
+			r.TTFTMS, ttft, 100*et, r.ITLMS, itl, 100*ei, e2eRef, s.E2ESMean, 100*ee)
 		first := 0.0
-		n := max(10, 2*r.conc)
+		n := max(10, 2*r.Conc)
 		for _, q := range o.Requests[:n] {
 			first += q.TTFTS / float64(n)
 		}
-		t.Logf("    first 2 rounds (genai-perf's %d requests from the lock-step start): TTFT %.2f ms (%+.1f%%)", n, first*1e3, 100*(first*1e3/r.ttftMS-1))
+		t.Logf("    first 2 rounds (genai-perf's %d requests from the lock-step start): TTFT %.2f ms (%+.1f%%)", n, first*1e3, 100*(first*1e3/r.TTFTMS-1))
 		line := "    TTFT with the API server taking (no tokenizing)"
 		for _, f := range []float64{0.01, 0.02, 0.03, 0.04, 0.06} {
 			x := run(r, fmt.Sprintf(`"frontend_s":%g,"frontend_s_per_token":0`, f)).Summary.TTFTSMean * 1e3
-			line += fmt.Sprintf(" %.0f ms: %.0f (%+.0f%%);", f*1e3, x, 100*(x/r.ttftMS-1))
+			line += fmt.Sprintf(" %.0f ms: %.0f (%+.0f%%);", f*1e3, x, 100*(x/r.TTFTMS-1))
 		}
 		t.Log(line)
 		line = "    TTFT tokenizing at"
 		for _, k := range []float64{0, 1e-6, 2e-6, 3e-6} {
 			x := run(r, fmt.Sprintf(`"frontend_s_per_token":%g`, k)).Summary.TTFTSMean * 1e3
-			line += fmt.Sprintf(" %.0f µs a token: %.0f (%+.0f%%);", k*1e6, x, 100*(x/r.ttftMS-1))
+			line += fmt.Sprintf(" %.0f µs a token: %.0f (%+.0f%%);", k*1e6, x, 100*(x/r.TTFTMS-1))
 		}
 		t.Log(line)
-		v := runSpec(nimSpecEngine(r, nimRounds*r.conc, "")).Summary
+		v := runSpec(fidelity.NIMSpec(r, fidelity.NIMRounds(r)*r.Conc, "")).Summary
 		t.Logf("    vLLM V1's budget on an A100 (the serving kind's default, 2048 tokens): TTFT %.0f (%+.0f%%), ITL %.2f (%+.0f%%)",
-			v.TTFTSMean*1e3, 100*(v.TTFTSMean*1e3/r.ttftMS-1), v.ITLSMean*1e3, 100*(v.ITLSMean*1e3/r.itlMS-1))
+			v.TTFTSMean*1e3, 100*(v.TTFTSMean*1e3/r.TTFTMS-1), v.ITLSMean*1e3, 100*(v.ITLSMean*1e3/r.ITLMS-1))
 		// What the time is made of: the iteration that prefills the
 		// first prompt alone, and a decode step of the whole batch.
-		_, sp, err := all.Decode([]byte(nimSpec(r, nimRounds*r.conc, "")))
+		_, sp, err := all.Decode([]byte(fidelity.NIMSpec(r, fidelity.NIMRounds(r)*r.Conc, fidelity.NIMEngine)))
 		require.NoError(t, err)
 		st, err := serving.Build(sp.(*spec.Serving))
 		require.NoError(t, err)
 		pr := st.Pricers[0]
-		q := min(r.in, 8192)
+		q := min(r.In, 8192)
 		c, m, a, h, err := pr.Breakdown(&sv.Shape{Tokens: q, Logits: 1, Chunks: []sv.Chunk{{Query: q}}})
 		require.NoError(t, err)
 		t.Logf("    prefill of %d tokens: gemm+other %.1f ms, tp comm %.1f ms, attention %.1f ms, logits %.1f ms", q, c*1e3, m*1e3, a*1e3, h*1e3)
-		c, m, a, h, err = pr.Breakdown(&sv.Shape{Tokens: r.conc, Logits: r.conc, Decode: r.conc, DecodeKV: r.in + r.out/2})
+		c, m, a, h, err = pr.Breakdown(&sv.Shape{Tokens: r.Conc, Logits: r.Conc, Decode: r.Conc, DecodeKV: r.In + r.Out/2})
 		require.NoError(t, err)
-		t.Logf("    decode of %d at %d cached: gemm+other %.2f ms, tp comm %.2f ms, attention %.2f ms, logits %.2f ms", r.conc, r.in+r.out/2, c*1e3, m*1e3, a*1e3, h*1e3)
+		t.Logf("    decode of %d at %d cached: gemm+other %.2f ms, tp comm %.2f ms, attention %.2f ms, logits %.2f ms", r.Conc, r.In+r.Out/2, c*1e3, m*1e3, a*1e3, h*1e3)
 		require.False(t, math.IsNaN(ttft) || ttft <= 0 || itl <= 0)
 		require.Less(t, math.Abs(et), 0.5, "TTFT row %+v", r)
 		require.Less(t, math.Abs(ei), 0.5, "ITL row %+v", r)

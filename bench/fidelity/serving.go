@@ -1,8 +1,13 @@
 package fidelity
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/eidolon-sim/eidolon/core/scenario/serving"
 )
@@ -13,59 +18,128 @@ import (
 // validation_scripts/nvidia_data/8xA100_bf16_Llama3_3-70B.csv):
 // Llama-3.3-70B-Instruct in BF16 on 8× A100 80 GB SXM at TP 8, one replica,
 // closed-loop clients (genai-perf) with fixed prompt and output lengths.
-// ../shared/reference/serving.md holds its concurrency-5 rows.
 const nimSrc = "NVIDIA NIM for LLMs benchmarking page (Llama-3.3-70B, 8×A100, TP8)"
 
-// nimServingRow is one published row: prompt and output tokens, clients,
-// mean TTFT and ITL in ms.
-type nimServingRow struct {
-	in, out, conc int
-	ttftMS, itlMS float64
+// NIMServingFile is where the page's concurrency-5 rows are, under
+// ../shared.
+const NIMServingFile = "reference/serving.md"
+
+// NIMRow is one published row: prompt and output tokens, clients, mean
+// TTFT and ITL in ms.
+type NIMRow struct {
+	In, Out, Conc int
+	TTFTMS, ITLMS float64
 }
 
-// nimServingRows are the page's 15 A100 rows: concurrency 1, 5 and 25.
-var nimServingRows = []nimServingRow{
-	{200, 200, 1, 47.73, 18.11}, {200, 200, 5, 135.15, 19.63}, {200, 200, 25, 528.55, 23.47},
-	{500, 2000, 1, 79.98, 18.57}, {500, 2000, 5, 259.87, 19.88}, {500, 2000, 25, 947.31, 24.89},
-	{1000, 1000, 1, 131.21, 18.44}, {1000, 1000, 5, 460.71, 19.83}, {1000, 1000, 25, 1345.99, 26.36},
-	{5000, 500, 1, 554.81, 18.54}, {5000, 500, 5, 1005.5, 23.9}, {5000, 500, 25, 1362.44, 52},
-	{20000, 2000, 1, 2521.02, 19.46}, {20000, 2000, 5, 5331.09, 26.89}, {20000, 2000, 25, 10457.52, 64.46},
+// nimOtherRows are the page's concurrency-1 and -25 rows, which
+// NIMServingFile does not hold (it has the concurrency-5 ones).
+var nimOtherRows = []NIMRow{
+	{200, 200, 1, 47.73, 18.11}, {200, 200, 25, 528.55, 23.47},
+	{500, 2000, 1, 79.98, 18.57}, {500, 2000, 25, 947.31, 24.89},
+	{1000, 1000, 1, 131.21, 18.44}, {1000, 1000, 25, 1345.99, 26.36},
+	{5000, 500, 1, 554.81, 18.54}, {5000, 500, 25, 1362.44, 52},
+	{20000, 2000, 1, 2521.02, 19.46}, {20000, 2000, 25, 10457.52, 64.46},
 }
 
-// ServingRows runs every NIM row as a serving scenario: the engine as
-// bench's TestNIMServing runs the concurrency-5 rows (TensorRT-LLM's
-// in-flight batcher at its 8,192-token budget, the serving kind's
-// defaults otherwise), 40 rounds of requests per client after a first
-// round left out as warm-up (8 rounds at concurrency 25, 3 for its
-// 20,000-token row, whose requests take a minute each).
-func ServingRows(ctx context.Context) ([]Row, error) {
-	var rows []Row
-	for _, r := range nimServingRows {
-		rounds := 40
-		if r.conc >= 25 {
-			rounds = 8
-			if r.in >= 20000 {
-				rounds = 3
-			}
+// ReadNIMRows reads the rows of NIMServingFile's table: the lines of five
+// numeric cells (input tokens, output tokens, concurrency, TTFT ms, ITL ms).
+func ReadNIMRows(path string) ([]NIMRow, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var rows []NIMRow
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		cells := strings.Split(strings.Trim(strings.TrimSpace(sc.Text()), "|"), "|")
+		if len(cells) != 5 {
+			continue
 		}
-		js := fmt.Sprintf(`{"kind":"serving","model":"llama3-70b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},
-			"tp":8,"engine":{"max_num_batched_tokens":8192},"workload":{"arrival":"closed_loop","concurrency":%d,"requests":%d,
-			"warmup_requests":%d,"prompt_tokens":{"tokens":%d},"output_tokens":{"tokens":%d}}}`, r.conc, rounds*r.conc, r.conc, r.in, r.out)
-		res, err := run(ctx, js)
+		var v [5]float64
+		ok := true
+		for i, c := range cells {
+			x, err := strconv.ParseFloat(strings.TrimSpace(c), 64)
+			ok = ok && err == nil
+			v[i] = x
+		}
+		if ok {
+			rows = append(rows, NIMRow{int(v[0]), int(v[1]), int(v[2]), v[3], v[4]})
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("%s: no table rows of five numbers", path)
+	}
+	return rows, nil
+}
+
+// NIMEngine is TensorRT-LLM's in-flight batcher, which NIM prefers on A100:
+// it packs an iteration as the serving kind's scheduler does (generation
+// requests first, then context chunks first come first served) up to
+// max_num_tokens, 8192 by default. vLLM V1's server would budget 2048
+// tokens on an A100 (the serving kind's default there); the rows' engine
+// is not stated, and bench's TestNIMServing logs both.
+const NIMEngine = `"max_num_batched_tokens":8192`
+
+// NIMRounds is how many requests each client sends: the closed loop takes
+// two or three rounds to settle from its lock-step start into its steady
+// pattern (then every round repeats it), and a benchmark tool reports
+// steady windows (perf_analyzer measures until three consecutive windows
+// agree), so 40 rounds keep the settling rounds under 5 % of the sample.
+// At 25 clients 8 rounds (3 for the 20,000-token row, whose requests take
+// a minute each) keep the report quick.
+func NIMRounds(r NIMRow) int {
+	switch {
+	case r.Conc < 25:
+		return 40
+	case r.In < 20000:
+		return 8
+	}
+	return 3
+}
+
+// NIMSpec is a row as a serving run: Llama-3.3-70B (the llama3-70b
+// architecture) in bf16 on one DGX A100 (8× A100 80 GB SXM), TP 8, one
+// replica, closed-loop clients at the row's concurrency, fixed input and
+// output lengths, the first round left out as warm-up, with exactly the
+// engine options given (JSON object members; NIMEngine for the rows').
+func NIMSpec(r NIMRow, requests int, engine string) string {
+	return fmt.Sprintf(`{"kind":"serving","model":"llama3-70b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},
+		"tp":8,"engine":{%s},"workload":{"arrival":"closed_loop","concurrency":%d,"requests":%d,"warmup_requests":%d,
+		"prompt_tokens":{"tokens":%d},"output_tokens":{"tokens":%d}}}`, engine, r.Conc, requests, r.Conc, r.In, r.Out)
+}
+
+// ServingRows runs every NIM row as a serving scenario with NIMEngine (the
+// serving kind's defaults otherwise) and NIMRounds: the concurrency-5 rows
+// given (NIMServingFile's) and the page's others, in the page's order.
+func ServingRows(ctx context.Context, conc5 []NIMRow) ([]Row, error) {
+	all := append(append([]NIMRow(nil), nimOtherRows...), conc5...)
+	sort.SliceStable(all, func(i, j int) bool {
+		if all[i].In != all[j].In {
+			return all[i].In < all[j].In
+		}
+		return all[i].Conc < all[j].Conc
+	})
+	var rows []Row
+	for _, r := range all {
+		res, err := run(ctx, NIMSpec(r, NIMRounds(r)*r.Conc, NIMEngine))
 		if err != nil {
-			return nil, fmt.Errorf("nim %d+%d at %d: %w", r.in, r.out, r.conc, err)
+			return nil, fmt.Errorf("nim %d+%d at %d: %w", r.In, r.Out, r.Conc, err)
 		}
 		s := res.Tables[0].Rows.([]serving.SummaryRow)[0]
-		c := fmt.Sprintf("%d+%d tokens, %d client", r.in, r.out, r.conc)
-		if r.conc > 1 {
+		c := fmt.Sprintf("%d+%d tokens, %d client", r.In, r.Out, r.Conc)
+		if r.Conc > 1 {
 			c += "s"
 		}
 		// genai-perf's identity: mean end to end = TTFT + (output − 1)·ITL.
-		e2e := (r.ttftMS + float64(r.out-1)*r.itlMS) / 1e3
+		e2e := (r.TTFTMS + float64(r.Out-1)*r.ITLMS) / 1e3
 		note := fmt.Sprintf("mean end to end %.2f s against the reference's %.2f s (%+.1f%%)", s.E2ESMean, e2e, 100*(s.E2ESMean/e2e-1))
 		rows = append(rows,
-			row(c, "ttft_ms", r.ttftMS, 1e3*s.TTFTSMean, nimSrc, note),
-			row(c, "itl_ms", r.itlMS, 1e3*s.ITLSMean, nimSrc, note))
+			row(c, "ttft_ms", r.TTFTMS, 1e3*s.TTFTSMean, nimSrc, note),
+			row(c, "itl_ms", r.ITLMS, 1e3*s.ITLSMean, nimSrc, note))
 	}
 	return rows, nil
 }
