@@ -64,6 +64,13 @@ func InferenceBuilder(s *spec.Inference, gpus int, canceled func() error) (workl
 	return in, ib, err
 }
 
+// TrainingStep is one training step of model m in dtype under par, with a
+// spec's step options (the training and parallel_search kinds').
+func TrainingStep(m model.Config, dtype string, st spec.Step, par workload.Parallel) workload.Training {
+	return workload.Training{Model: m, SeqLen: st.SeqLen, DType: hw.DType(dtype), GradDType: hw.DType(st.GradDType),
+		FP8Recipe: st.FP8Recipe, CrossEntropyFusion: st.CrossEntropyFusion, UnfusedAttention: st.UnfusedAttention, Par: par}
+}
+
 // TrainingLayout converts a validated training spec to the workload's layout; gpus
 // is the cluster's GPU count (DP and the global batch default from it).
 func TrainingLayout(s *spec.Training, gpus int) (workload.Training, error) {
@@ -74,18 +81,16 @@ func TrainingLayout(s *spec.Training, gpus int) (workload.Training, error) {
 	if err := p.Err(); err != nil {
 		return workload.Training{}, err
 	}
-	t := workload.Training{Model: m, SeqLen: s.SeqLen, DType: hw.DType(s.DType), GradDType: hw.DType(s.GradDType),
-		FP8Recipe: s.FP8Recipe, CrossEntropyFusion: s.CrossEntropyFusion, UnfusedAttention: s.UnfusedAttention,
-		Par: workload.Parallel{TP: par.TP, PP: par.PP, DP: par.DP, MicroBatch: par.MicroBatch, GlobalBatch: par.GlobalBatch,
-			Schedule: workload.Schedule(par.Schedule), VirtualStages: par.VirtualStages, SequenceParallel: par.SequenceParallel,
-			AccountForEmbedding: par.AccountForEmbedding, AccountForLoss: par.AccountForLoss,
-			Recompute: model.Recompute(par.Recompute), RecomputeModules: par.RecomputeModules, ZeRO: par.ZeRO, OverlapGradReduce: par.OverlapGradReduce,
-			OverlapParamGather: par.OverlapParamGather,
-			BucketParams:       par.BucketParams, OverlapTPComm: *par.OverlapTPComm, EP: par.EP,
-			ExpertTP: par.ExpertTP, OverlapEPComm: par.OverlapEPComm},
-		Routing: workload.Routing{Distribution: s.Routing.Distribution, Skew: s.Routing.Skew, Loads: s.Routing.Loads, Seed: s.Routing.Seed,
-			CapacityFactor: s.Routing.CapacityFactor, PadToCapacity: s.Routing.PadToCapacity, HierarchicalA2A: s.Routing.HierarchicalA2A,
-			NodeLimit: s.Routing.NodeLimit}}
+	t := TrainingStep(m, s.DType, s.Step, workload.Parallel{TP: par.TP, PP: par.PP, DP: par.DP, MicroBatch: par.MicroBatch, GlobalBatch: par.GlobalBatch,
+		Schedule: workload.Schedule(par.Schedule), VirtualStages: par.VirtualStages, SequenceParallel: par.SequenceParallel,
+		AccountForEmbedding: par.AccountForEmbedding, AccountForLoss: par.AccountForLoss,
+		Recompute: model.Recompute(par.Recompute), RecomputeModules: par.RecomputeModules, ZeRO: par.ZeRO, OverlapGradReduce: par.OverlapGradReduce,
+		OverlapParamGather: par.OverlapParamGather,
+		BucketParams:       par.BucketParams, OverlapTPComm: *par.OverlapTPComm, EP: par.EP,
+		ExpertTP: par.ExpertTP, OverlapEPComm: par.OverlapEPComm})
+	t.Routing = workload.Routing{Distribution: s.Routing.Distribution, Skew: s.Routing.Skew, Loads: s.Routing.Loads, Seed: s.Routing.Seed,
+		CapacityFactor: s.Routing.CapacityFactor, PadToCapacity: s.Routing.PadToCapacity, HierarchicalA2A: s.Routing.HierarchicalA2A,
+		NodeLimit: s.Routing.NodeLimit}
 	for _, fp := range t.Check() {
 		path := fp.Path
 		switch {

@@ -2,9 +2,6 @@ package spec
 
 import (
 	"slices"
-
-	"github.com/eidolon-sim/eidolon/core/hw"
-	"github.com/eidolon-sim/eidolon/core/model"
 )
 
 // ParallelSearch is the "parallel_search" kind: enumerate the parallel
@@ -16,15 +13,11 @@ type ParallelSearch struct {
 	Header
 	// Target: the model, the GPU preset and the cluster (see Target).
 	Target
-	// GlobalBatch is sequences per step (required); SeqLen tokens per sequence (default 2048).
+	// Step: every candidate's sequence length, gradient type, FP8 recipe,
+	// loss and attention implementations, as in Training.
+	Step
+	// GlobalBatch is sequences per step (required).
 	GlobalBatch int `json:"global_batch"`
-	SeqLen      int `json:"seq_len,omitempty"`
-	// GradDType, FP8Recipe, CrossEntropyFusion, UnfusedAttention as in
-	// Training.
-	GradDType          string `json:"grad_dtype,omitempty"`
-	FP8Recipe          string `json:"fp8_recipe,omitempty"`
-	CrossEntropyFusion string `json:"cross_entropy_fusion,omitempty"`
-	UnfusedAttention   bool   `json:"unfused_attention,omitempty"`
 	// Candidate values; defaults: tp [1, 2, 4, 8], pp every power of two
 	// up to the GPUs, micro_batch [1, 2, 4, 8], recompute [none, selective,
 	// full], zero [0, 1, 2, 3]. dp is the GPUs / (tp·pp): every GPU is used.
@@ -57,16 +50,8 @@ type ParallelSearch struct {
 
 // Defaults fills optional fields.
 func (s *ParallelSearch) Defaults() {
-	if s.SeqLen == 0 {
-		s.SeqLen = 2048
-	}
 	s.Target.defaults()
-	if s.GradDType == "" {
-		s.GradDType = string(hw.FP32)
-	}
-	if s.CrossEntropyFusion == "" {
-		s.CrossEntropyFusion = model.CrossEntropyUnfused
-	}
+	s.Step.defaults()
 	if len(s.TP) == 0 {
 		s.TP = []int{1, 2, 4, 8}
 	}
@@ -93,11 +78,8 @@ func (s *ParallelSearch) Defaults() {
 func (s *ParallelSearch) Validate(p *Problems) {
 	var none Faults
 	s.Target.validate(p, &none)
-	p.OneOf("grad_dtype", s.GradDType, []string{"fp32", "bf16", "fp16"})
-	validateFP8Recipe(p, s.FP8Recipe, s.DType)
-	p.OneOf("cross_entropy_fusion", s.CrossEntropyFusion, model.CrossEntropyFusions())
+	s.Step.validate(p, s.DType)
 	p.IntInRange("global_batch", s.GlobalBatch, 1, 1<<30)
-	p.IntInRange("seq_len", s.SeqLen, 1, 1<<24)
 	for _, f := range []struct {
 		name string
 		list []int

@@ -14,26 +14,9 @@ type Training struct {
 	Target
 	// Parallel is the layout; see Parallel.
 	Parallel Parallel `json:"parallel"`
-	// SeqLen is tokens per sequence; default 2048.
-	SeqLen int `json:"seq_len,omitempty"`
-	// GradDType of the accumulated and reduced gradients (default "fp32",
-	// Megatron's main grads, which every weight-gradient GEMM reads and
-	// writes: its gradient-accumulation fusion); the math's is Target's DType.
-	GradDType string `json:"grad_dtype,omitempty"`
-	// FP8Recipe, with an 8-bit dtype, is how the FP8 GEMMs accumulate:
-	// "tensorwise" (default: Transformer Engine's per-tensor scaling, the
-	// forward GEMM with fast accumulation, the gradients' with a split
-	// accumulator; "delayed" is the same GEMMs) or "blockwise" (per-block scales, every GEMM promoting
-	// per 128 elements: DeepSeek-V3's recipe, Megatron's --fp8-recipe
-	// blockwise).
-	FP8Recipe string `json:"fp8_recipe,omitempty"`
-	// CrossEntropyFusion is the loss's implementation: "none" (default,
-	// Megatron-LM's: PyTorch ops over fp32 logits), "native" (Megatron's
-	// jit-fused kernels) or "te" (Transformer Engine's online-softmax
-	// kernels): --cross-entropy-loss-fusion and --cross-entropy-fusion-impl.
-	CrossEntropyFusion string `json:"cross_entropy_fusion,omitempty"`
-	// UnfusedAttention uses Megatron's unfused attention (no FlashAttention).
-	UnfusedAttention bool `json:"unfused_attention,omitempty"`
+	// Step: sequence length, gradient type, FP8 recipe, loss and attention
+	// implementations (see Step).
+	Step
 	// Faults: degraded or failed links, failed devices, stragglers.
 	Faults Faults `json:"faults,omitempty"`
 	// FullSimulation simulates every data-parallel replica instead of one
@@ -84,16 +67,8 @@ func (s *Training) Defaults() {
 	if s.Execution == "" {
 		s.Execution = "eager"
 	}
-	if s.SeqLen == 0 {
-		s.SeqLen = 2048
-	}
 	s.Target.defaults()
-	if s.GradDType == "" {
-		s.GradDType = string(hw.FP32)
-	}
-	if s.CrossEntropyFusion == "" {
-		s.CrossEntropyFusion = model.CrossEntropyUnfused
-	}
+	s.Step.defaults()
 	s.Cluster.Defaults()
 	s.Parallel.Defaults()
 	s.Routing.Defaults(s.Seed)
@@ -103,26 +78,61 @@ func (s *Training) Defaults() {
 // Validate reports every problem.
 func (s *Training) Validate(p *Problems) {
 	s.Target.validate(p, &s.Faults)
-	p.OneOf("grad_dtype", s.GradDType, []string{"fp32", "bf16", "fp16"})
-	validateFP8Recipe(p, s.FP8Recipe, s.DType)
-	p.OneOf("cross_entropy_fusion", s.CrossEntropyFusion, model.CrossEntropyFusions())
-	p.IntInRange("seq_len", s.SeqLen, 1, 1<<24)
+	s.Step.validate(p, s.DType)
 	s.Parallel.Validate(p, "parallel")
 	p.OneOf("execution", s.Execution, ExecutionModes())
 	s.Host.validate(p, "host")
 	s.Routing.Validate(p, "routing")
 }
 
-// validateFP8Recipe checks a training spec's fp8_recipe: one of
-// model.FP8Recipes, and only with an 8-bit dtype.
-func validateFP8Recipe(p *Problems, recipe, dtype string) {
-	if recipe == "" {
-		return
+// Step is how a training step computes, shared by the kinds that simulate
+// one (training, parallel_search).
+type Step struct {
+	// SeqLen is tokens per sequence; default 2048.
+	SeqLen int `json:"seq_len,omitempty"`
+	// GradDType of the accumulated and reduced gradients (default "fp32",
+	// Megatron's main grads, which every weight-gradient GEMM reads and
+	// writes: its gradient-accumulation fusion); the math's is Target's DType.
+	GradDType string `json:"grad_dtype,omitempty"`
+	// FP8Recipe, with an 8-bit dtype, is how the FP8 GEMMs accumulate:
+	// "tensorwise" (default: Transformer Engine's per-tensor scaling, the
+	// forward GEMM with fast accumulation, the gradients' with a split
+	// accumulator; "delayed" is the same GEMMs) or "blockwise" (per-block
+	// scales, every GEMM promoting per 128 elements: DeepSeek-V3's recipe,
+	// Megatron's --fp8-recipe blockwise).
+	FP8Recipe string `json:"fp8_recipe,omitempty"`
+	// CrossEntropyFusion is the loss's implementation: "none" (default,
+	// Megatron-LM's: PyTorch ops over fp32 logits), "native" (Megatron's
+	// jit-fused kernels) or "te" (Transformer Engine's online-softmax
+	// kernels): --cross-entropy-loss-fusion and --cross-entropy-fusion-impl.
+	CrossEntropyFusion string `json:"cross_entropy_fusion,omitempty"`
+	// UnfusedAttention uses Megatron's unfused attention (no FlashAttention).
+	UnfusedAttention bool `json:"unfused_attention,omitempty"`
+}
+
+func (s *Step) defaults() {
+	if s.SeqLen == 0 {
+		s.SeqLen = 2048
 	}
-	p.OneOf("fp8_recipe", recipe, model.FP8Recipes())
-	if hw.DType(dtype).Bytes() != 1 {
-		p.Addf("fp8_recipe", "applies to FP8 training only: dtype is %q (use \"fp8\", or leave fp8_recipe out)", dtype)
+	if s.GradDType == "" {
+		s.GradDType = string(hw.FP32)
 	}
+	if s.CrossEntropyFusion == "" {
+		s.CrossEntropyFusion = model.CrossEntropyUnfused
+	}
+}
+
+// validate checks the step's options for math in dtype.
+func (s *Step) validate(p *Problems, dtype string) {
+	p.OneOf("grad_dtype", s.GradDType, []string{"fp32", "bf16", "fp16"})
+	if s.FP8Recipe != "" {
+		p.OneOf("fp8_recipe", s.FP8Recipe, model.FP8Recipes())
+		if hw.DType(dtype).Bytes() != 1 {
+			p.Addf("fp8_recipe", "applies to FP8 training only: dtype is %q (use \"fp8\", or leave fp8_recipe out)", dtype)
+		}
+	}
+	p.OneOf("cross_entropy_fusion", s.CrossEntropyFusion, model.CrossEntropyFusions())
+	p.IntInRange("seq_len", s.SeqLen, 1, 1<<24)
 }
 
 // Target is what a run is of and on: the model, the GPU preset, the

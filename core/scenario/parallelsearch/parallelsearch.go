@@ -31,7 +31,7 @@ import (
 
 	"github.com/eidolon-sim/eidolon/core/compile"
 	"github.com/eidolon-sim/eidolon/core/exec"
-	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/job"
 	"github.com/eidolon-sim/eidolon/core/model"
 	"github.com/eidolon-sim/eidolon/core/net"
 	"github.com/eidolon-sim/eidolon/core/scenario"
@@ -338,12 +338,10 @@ func enumerate(env scenario.Env, s *spec.ParallelSearch, m *exec.Machine) ([]Con
 				rows = append(rows, row)
 				continue
 			}
-			tr := workload.Training{Model: cfg, SeqLen: s.SeqLen, DType: hw.DType(s.DType), GradDType: hw.DType(s.GradDType), FP8Recipe: s.FP8Recipe, CrossEntropyFusion: s.CrossEntropyFusion,
-				UnfusedAttention: s.UnfusedAttention,
-				Par: workload.Parallel{TP: tp, PP: pp, DP: row.DP, MicroBatch: d.mb, GlobalBatch: s.GlobalBatch,
-					Schedule: workload.Schedule(s.Schedule), VirtualStages: 1, SequenceParallel: row.SequenceParallel,
-					Recompute: model.Recompute(rc), ZeRO: zero, EP: d.ep, ExpertTP: d.etp,
-					OverlapTPComm: true}} // as Megatron-LM runs (spec.Parallel.OverlapTPComm)
+			tr := job.TrainingStep(cfg, s.DType, s.Step, workload.Parallel{TP: tp, PP: pp, DP: row.DP, MicroBatch: d.mb, GlobalBatch: s.GlobalBatch,
+				Schedule: workload.Schedule(s.Schedule), VirtualStages: 1, SequenceParallel: row.SequenceParallel,
+				Recompute: model.Recompute(rc), ZeRO: zero, EP: d.ep, ExpertTP: d.etp,
+				OverlapTPComm: true}) // as Megatron-LM runs (spec.Parallel.OverlapTPComm)
 			if ps := tr.Check(); len(ps) > 0 {
 				row.Status, row.Reason = Invalid, ps[0].Path+": "+ps[0].Message
 				rows = append(rows, row)
