@@ -358,35 +358,28 @@ func nemoFP8Rows(ctx context.Context) ([]Row, error) {
 		// a rack as the gb200-nvl72 preset, 72 GPUs a rack, would lay them.
 		twoRacks = `{"topology":"composed","nodes":2,"gpus_per_node":64,"intra":"nvswitch","intra_link":"nvlink5","nics_per_node":64,"nic_link":"ib-ndr"}`
 	)
+	dgxH100 := func(nodes int) string { return fmt.Sprintf(`{"preset":"dgx-h100","nodes":%d}`, nodes) }
 	var rows []Row
 	for _, c := range []struct {
 		name, model, gpu, cluster, label, src string
 		gpus, gb, mb, seq, tp, pp, v          int
 		ref                                   float64
 	}{
-		{"LLaMA-2-7B", "llama2-7b", "h100-sxm", "dgx-h100", "H100", h100Src, 8, 128, 1, 4096, 1, 1, 1, 16934},
-		{"LLaMA-2-13B", "llama2-13b", "h100-sxm", "dgx-h100", "H100", h100Src, 16, 128, 1, 4096, 1, 4, 10, 8715},
-		{"LLaMA-2-70B", "llama2-70b", "h100-sxm", "dgx-h100", "H100", h100Src, 64, 128, 1, 4096, 4, 4, 20, 1728},
-		{"GPT-3 175B", "gpt3-175b", "h100-sxm", "dgx-h100", "H100", h100Src, 128, 256, 1, 2048, 4, 8, 6, 716},
-		{"GPT-3 175B", "gpt3-175b", "h100-sxm", "dgx-h100", "H100", h100Src, 512, 2048, 2, 2048, 4, 8, 6, 825},
-		{"LLaMA-3-8B", "llama3-8b", "b200", "dgx-b200", "B200", b200Src, 8, 128, 2, 8192, 1, 1, 1, 26006},
-		{"GPT-3 175B", "gpt3-175b", "b200", "dgx-b200", "B200", b200Src, 512, 2048, 2, 2048, 4, 4, 6, 1600},
-		{"LLaMA-3-8B", "llama3-8b", "gb200", "gb200-nvl72", "GB200", gb200Src, 8, 128, 2, 8192, 1, 1, 1, 33099},
+		{"LLaMA-2-7B", "llama2-7b", "h100-sxm", dgxH100(1), "H100", h100Src, 8, 128, 1, 4096, 1, 1, 1, 16934},
+		{"LLaMA-2-13B", "llama2-13b", "h100-sxm", dgxH100(2), "H100", h100Src, 16, 128, 1, 4096, 1, 4, 10, 8715},
+		{"LLaMA-2-70B", "llama2-70b", "h100-sxm", dgxH100(8), "H100", h100Src, 64, 128, 1, 4096, 4, 4, 20, 1728},
+		{"GPT-3 175B", "gpt3-175b", "h100-sxm", dgxH100(16), "H100", h100Src, 128, 256, 1, 2048, 4, 8, 6, 716},
+		{"GPT-3 175B", "gpt3-175b", "h100-sxm", dgxH100(64), "H100", h100Src, 512, 2048, 2, 2048, 4, 8, 6, 825},
+		{"LLaMA-3-8B", "llama3-8b", "b200", `{"preset":"dgx-b200","nodes":1}`, "B200", b200Src, 8, 128, 2, 8192, 1, 1, 1, 26006},
+		{"GPT-3 175B", "gpt3-175b", "b200", `{"preset":"dgx-b200","nodes":64}`, "B200", b200Src, 512, 2048, 2, 2048, 4, 4, 6, 1600},
+		{"LLaMA-3-8B", "llama3-8b", "gb200", `{"preset":"gb200-nvl72","nodes":1}`, "GB200", gb200Src, 8, 128, 2, 8192, 1, 1, 1, 33099},
 		{"GPT-3 175B", "gpt3-175b", "gb200", twoRacks, "GB200", gb200Src, 128, 256, 2, 2048, 4, 4, 12, 1804},
 	} {
 		dp := c.gpus / (c.tp * c.pp)
-		cluster := c.cluster
-		if !strings.HasPrefix(cluster, "{") {
-			per := 8
-			if cluster == "gb200-nvl72" {
-				per = 72
-			}
-			cluster = fmt.Sprintf(`{"preset":%q,"nodes":%d}`, cluster, (c.gpus+per-1)/per)
-		}
 		js := fmt.Sprintf(`{"kind":"training","model":%q,"gpu":%q,"cluster":%s,
 			"parallel":{"tp":%d,"pp":%d,"dp":%d,"virtual_stages":%d,"micro_batch":%d,"global_batch":%d,
 				"sequence_parallel":%v,"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true,"recompute":"none"},
-			"seq_len":%d,"dtype":"fp8","cross_entropy_fusion":"native"}`, c.model, c.gpu, cluster, c.tp, c.pp, dp, c.v, c.mb, c.gb, c.tp > 1, c.seq)
+			"seq_len":%d,"dtype":"fp8","cross_entropy_fusion":"native"}`, c.model, c.gpu, c.cluster, c.tp, c.pp, dp, c.v, c.mb, c.gb, c.tp > 1, c.seq)
 		res, err := run(ctx, js)
 		if err != nil {
 			return nil, fmt.Errorf("nemo %s on %d %s: %w", c.name, c.gpus, c.label, err)
