@@ -18,7 +18,8 @@ import (
 	"github.com/eidolon-sim/eidolon/core/topo"
 )
 
-// Timing says what a measurement timed, and so how its number is made.
+// Timing says what a measurement timed, and so how the collective kind
+// issues its calls (spec "issue").
 type Timing string
 
 const (
@@ -26,54 +27,38 @@ const (
 	// torch.distributed, eager, 11 back-to-back calls, median of 3
 	// samples. A rank's kernel includes its wait for the peers, so it
 	// lasts at least the interval at which the peers' hosts issue calls:
-	// simulated max(NCCL time, HostParams.IssueS).
+	// issue "torch".
 	KernelTime Timing = "kernel"
 	// HostTimedG8: nccl-tests all_reduce_perf -g 8, the host's average over
-	// 50 iterations of one thread launching 8 GPUs' kernels: simulated
-	// max(NCCL time, GPUs × HostParams.LaunchS).
+	// 50 iterations of one thread launching 8 GPUs' kernels: issue
+	// "nccl_tests" with 8 GPUs a thread.
 	HostTimedG8 Timing = "host -g 8"
 )
 
-// HostParams are the per-host figures a measurement adds to NCCL's own
-// time, fitted (FitHost) on alternate sizes of the groups that name them.
-type HostParams struct {
-	// IssueS: the interval at which torch.distributed (python, c10d, NCCL
-	// enqueue, launch) issues back-to-back eager all-reduces on this host,
-	// besides ChannelS per channel.
-	IssueS float64
-	// LaunchS: one GPU's share of an nccl-tests -g 8 iteration on the host,
-	// besides ChannelS per channel.
-	LaunchS float64
-	// ChannelS: NCCL's host work per channel of a call (the per-channel
-	// work it enqueues for the kernel). nccl-tests -g 8 on 8×A100 grows
-	// from 43.8 µs at 32 KiB (1 channel) to 101.9 µs at 1 MiB (24) and
-	// stays there to 4 MiB, 2.5 µs per channel for 8 GPUs.
-	ChannelS float64
-}
-
-// floor is what the host makes a call last at least: a rank's issue
-// interval (KernelTime), or the iteration of one thread launching every
-// GPU (HostTimedG8), for a kernel on `channels` channels.
-func (h HostParams) floor(t Timing, gpus, channels int) float64 {
+// issue is the collective kind's issue mode and GPUs a thread for a timing.
+func (t Timing) issue() (mode string, gpusPerThread int) {
 	if t == HostTimedG8 {
-		return float64(gpus) * (h.LaunchS + h.ChannelS*float64(channels))
+		return net.IssueNCCLTests, 8
 	}
-	return h.IssueS + h.ChannelS*float64(channels)
+	return net.IssueTorch, 0
 }
 
-// Hosts are the fitted host parameters by host type. Provenance: FitHost:
-// LaunchS and ChannelS on the HostTimedG8 sweep's sizes below 8 MiB at
-// even positions (where the host binds: the time is flat at 101 µs from
-// 1 to 4 MiB), then IssueS on the KernelTime groups' sizes below 1 MiB at
-// even positions (a100_dgx for "dgx-a100", h100_dgx for "dgx-h100"; the
-// pairwise VMs their own; ChannelS from the same host's nccl-tests, 0
-// where there is none); `go test ./bench/fidelity -run
-// TestNCCLFitIsOptimal -v` prints the optimum and fails if these differ.
-var Hosts = map[string]HostParams{
-	"dgx-a100":             {IssueS: 31.5e-6, LaunchS: 5.2e-6, ChannelS: 0.3e-6},
-	"dgx-h100":             {IssueS: 31e-6},
-	"a100-pairwise-nvlink": {IssueS: 26e-6},
-	"h100-pairwise-nvlink": {IssueS: 0},
+// Hosts are the host figures by host type, fitted (FitHost) on alternate
+// sizes of the groups that name them: the cluster presets' are the
+// product's (net.MeasuredHost, where their provenance is); the pairwise
+// NVLink VMs, which no preset describes, are given to the collective kind
+// as its host option. `go test ./bench/fidelity -run TestNCCLFitIsOptimal
+// -v` prints the optimum and fails if these differ from it.
+var Hosts = map[string]net.HostIssue{
+	"dgx-a100":             measured("dgx-a100"),
+	"dgx-h100":             measured("dgx-h100"),
+	"a100-pairwise-nvlink": {TorchIssueS: 26e-6},
+	"h100-pairwise-nvlink": {TorchIssueS: 0},
+}
+
+func measured(preset string) net.HostIssue {
+	h, _ := net.MeasuredHost(preset, net.IssueDevice)
+	return h
 }
 
 // CollGroup is one table of measured all-reduces.
@@ -81,7 +66,7 @@ type CollGroup struct {
 	Name   string
 	Source string
 	Timing Timing
-	// Host names the HostParams; Cluster is the collective kind's cluster
+	// Host names the Hosts entry; Cluster is the collective kind's cluster
 	// (JSON), Ranks the communicator.
 	Host    string
 	Cluster string
@@ -207,7 +192,8 @@ type CollRow struct {
 
 // Simulate runs every group's sizes through the collective kind with
 // algorithm "nccl" (NCCL's tuner, the same one training and inference
-// use) and applies the measurement's timing.
+// use), issued as the measurement issued them (Timing.issue) on the
+// group's host (Hosts).
 func Simulate(ctx context.Context, groups []CollGroup) ([]CollRow, error) {
 	var rows []CollRow
 	for _, g := range groups {
@@ -217,8 +203,14 @@ func Simulate(ctx context.Context, groups []CollGroup) ([]CollRow, error) {
 		}
 		js, _ := jsonArray(sizes)
 		rk, _ := jsonInts(g.Ranks)
-		res, err := run(ctx, fmt.Sprintf(`{"kind":"collective","cluster":%s,"algorithms":["nccl"],"sizes_bytes":%s,"group":%s,"ring":"stream"}`,
-			g.Cluster, js, rk))
+		mode, perThread := g.Timing.issue()
+		h := Hosts[g.Host]
+		issue := fmt.Sprintf(`"issue":%q,"host":{"torch_issue_s":%g,"launch_s":%g,"channel_s":%g}`, mode, h.TorchIssueS, h.LaunchS, h.ChannelS)
+		if perThread > 0 {
+			issue += fmt.Sprintf(`,"gpus_per_thread":%d`, perThread)
+		}
+		res, err := run(ctx, fmt.Sprintf(`{"kind":"collective","cluster":%s,"algorithms":["nccl"],"sizes_bytes":%s,"group":%s,"ring":"stream",%s}`,
+			g.Cluster, js, rk, issue))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", g.Name, err)
 		}
@@ -231,14 +223,12 @@ func Simulate(ctx context.Context, groups []CollGroup) ([]CollRow, error) {
 		if len(sum) != len(g.Points) {
 			return nil, fmt.Errorf("%s: %d summary rows for %d sizes", g.Name, len(sum), len(g.Points))
 		}
-		hp := Hosts[g.Host]
 		for i, p := range g.Points {
 			s := sum[i]
-			r := CollRow{Group: g.Name, SizeBytes: p.SizeBytes, MedianS: p.MedianS, MinS: p.MinS, NCCLS: s.TimeS,
-				Algorithm: s.NCCLAlgorithm, Protocol: s.NCCLProtocol, Channels: s.NCCLChannels, Train: p.Train, Bound: "nccl"}
-			r.SimulatedS = s.TimeS
-			if f := hp.floor(g.Timing, len(g.Ranks), r.Channels); f > r.SimulatedS {
-				r.SimulatedS, r.Bound = f, "issue"
+			r := CollRow{Group: g.Name, SizeBytes: p.SizeBytes, MedianS: p.MedianS, MinS: p.MinS, NCCLS: s.DeviceTimeS,
+				SimulatedS: s.TimeS, Algorithm: s.NCCLAlgorithm, Protocol: s.NCCLProtocol, Channels: s.NCCLChannels, Train: p.Train, Bound: "nccl"}
+			if s.HostFloorS > s.DeviceTimeS {
+				r.Bound = "issue"
 				if g.Timing == HostTimedG8 {
 					r.Bound = "launch"
 				}
@@ -393,9 +383,9 @@ func grid(lo, hi, step float64) []float64 {
 }
 
 // FitHost fits a host's figures (see Hosts for the rule): mean |error| of
-// max(NCCL time, floor) over grids of 0.5 µs (IssueS), 0.1 µs (LaunchS)
-// and 0.02 µs (ChannelS).
-func FitHost(rows []CollRow, groups []CollGroup, host string) HostParams {
+// max(NCCL time, floor) over grids of 0.5 µs (TorchIssueS), 0.1 µs
+// (LaunchS) and 0.02 µs (ChannelS).
+func FitHost(rows []CollRow, groups []CollGroup, host string) net.HostIssue {
 	type pt struct {
 		nccl, t float64
 		gpus    int
@@ -415,19 +405,23 @@ func FitHost(rows []CollRow, groups []CollGroup, host string) HostParams {
 		}
 		return pts
 	}
-	score := func(h HostParams, t Timing, pts []pt) float64 {
+	score := func(h net.HostIssue, t Timing, pts []pt) float64 {
+		mode, perThread := t.issue()
 		sum := 0.0
 		for _, x := range pts {
-			sum += math.Abs(max(x.nccl, h.floor(t, x.gpus, x.ch))/x.t - 1)
+			if perThread > 0 {
+				perThread = x.gpus
+			}
+			sum += math.Abs(max(x.nccl, h.Floor(mode, perThread, x.ch))/x.t - 1)
 		}
 		return sum
 	}
-	var h HostParams
+	var h net.HostIssue
 	if pts := points(HostTimedG8, 8<<20); len(pts) > 0 {
 		best := math.Inf(1)
 		for _, l := range grid(0, 20e-6, 0.1e-6) {
 			for _, c := range grid(0, 2e-6, 0.02e-6) {
-				if s := score(HostParams{LaunchS: l, ChannelS: c}, HostTimedG8, pts); s < best-1e-12 {
+				if s := score(net.HostIssue{LaunchS: l, ChannelS: c}, HostTimedG8, pts); s < best-1e-12 {
 					best, h.LaunchS, h.ChannelS = s, l, c
 				}
 			}
@@ -436,8 +430,8 @@ func FitHost(rows []CollRow, groups []CollGroup, host string) HostParams {
 	pts := points(KernelTime, 1<<20)
 	best := math.Inf(1)
 	for _, v := range grid(0, 100e-6, 0.5e-6) {
-		if s := score(HostParams{IssueS: v, ChannelS: h.ChannelS}, KernelTime, pts); s < best-1e-12 {
-			best, h.IssueS = s, v
+		if s := score(net.HostIssue{TorchIssueS: v, ChannelS: h.ChannelS}, KernelTime, pts); s < best-1e-12 {
+			best, h.TorchIssueS = s, v
 		}
 	}
 	return h
@@ -489,12 +483,13 @@ func CollectivesReport(groups []CollGroup, rows []CollRow) string {
 		"fitted base and per-step latencies; NVLS reaches a fitted fraction of NCCL's modelled bandwidth at a fitted latency. The data moves through the flow model as a ring at the " +
 		"choice's bandwidth, after the part of its latency the links do not charge; alone on its links the collective takes exactly " +
 		"latency + bytes / algbw (core/net closed-form tests).\n\n")
-	w("What each measurement timed, and how it is simulated:\n\n")
+	w("What each measurement timed, and how the collective kind issues its calls to match (its `issue` option, net.HostIssue; its summary's " +
+		"`time_s` is the larger of `device_time_s` and `host_floor_s`):\n\n")
 	w("- **Vidur** (`%s`): the median over 3 samples of the median CUPTI kernel time of 11 back-to-back eager calls. A rank's kernel includes "+
-		"its wait for the peers, so it cannot end before the slowest peer's host has issued the same call: simulated = max(NCCL time, the host's "+
-		"issue interval IssueS + ChannelS per channel of the call).\n", "kernel")
-	w("- **nccl-tests** (`%s`): host-timed average over 50 iterations of one thread launching 8 GPUs' kernels: simulated = max(NCCL time, "+
-		"8 × (LaunchS + ChannelS per channel)).\n\n", "host -g 8")
+		"its wait for the peers, so it cannot end before the slowest peer's host has issued the same call: `\"issue\": \"torch\"`, "+
+		"simulated = max(NCCL time, the host's issue interval torch_issue_s + channel_s per channel of the call).\n", "kernel")
+	w("- **nccl-tests** (`%s`): host-timed average over 50 iterations of one thread launching 8 GPUs' kernels: `\"issue\": \"nccl_tests\", "+
+		"\"gpus_per_thread\": 8`, simulated = max(NCCL time, 8 × (launch_s + channel_s per channel)).\n\n", "host -g 8")
 	w("## Parameters\n\nNCCL's constants (src/graph/tuning.cc, search.cc, topo.h, enqueue.cc, device.h, comm.h of NVIDIA/nccl) are quoted in " +
 		"core/net/nccl.go next to their use. Fitted, per GPU generation (the fit: `go test ./bench/fidelity -run TestNCCLFitIsOptimal -v`; " +
 		"coordinate descent on the mean over groups of each group's mean |error|, NVLink groups, even-position sizes ≥ 2 MiB; odd positions check it):\n\n")
@@ -509,14 +504,15 @@ func CollectivesReport(groups []CollGroup, rows []CollRow) string {
 		w("| %s%s | %s | %s | %.1f | %.1f | %.2f | %.0f |\n", name, note, bound(p.LL128MemGBps), bound(p.SimpleMemGBps), p.SimpleBaseUs, p.SimpleStepUs, p.NVLS, p.NVLSUs)
 	}
 	w("\n(— : no bound; on Hopper no measured size runs LL128, NVLS wins from 1 MiB.)\n")
-	w("\nPer host (FitHost, see Hosts in bench/fidelity/nccl.go for the rule):\n\n| host | IssueS µs | LaunchS µs | ChannelS µs |\n|---|---|---|---|\n")
+	w("\nPer host (FitHost, see Hosts in bench/fidelity/nccl.go for the rule; the dgx presets' are the collective kind's defaults, " +
+		"net.MeasuredHost):\n\n| host | torch_issue_s µs | launch_s µs | channel_s µs |\n|---|---|---|---|\n")
 	hosts := make([]string, 0, len(Hosts))
 	for h := range Hosts {
 		hosts = append(hosts, h)
 	}
 	sort.Strings(hosts)
 	for _, h := range hosts {
-		w("| %s | %.1f | %.1f | %.2f |\n", h, Hosts[h].IssueS*1e6, Hosts[h].LaunchS*1e6, Hosts[h].ChannelS*1e6)
+		w("| %s | %.1f | %.1f | %.2f |\n", h, Hosts[h].TorchIssueS*1e6, Hosts[h].LaunchS*1e6, Hosts[h].ChannelS*1e6)
 	}
 	w("\n## Summary\n\n|error| per group over all sizes, and over the sizes NCCL's own time makes (the host floor not binding). " +
 		"Required groups are held to 10 %% in `TestCollectivesWithin10` where the measurement allows it.\n\n")
@@ -547,7 +543,7 @@ func CollectivesReport(groups []CollGroup, rows []CollRow) string {
 	w("\nThe 2-node a100_dgx groups are for information: their inter-node fabric is not documented, and they measure 6–22 GB/s bus " +
 		"bandwidth at 64 MiB (2/1 to 16/8) where eight HDR NICs per node give NCCL's ring ~190 GB/s; the simulation is 60–95 %% fast there.\n")
 	w("\n## Per size\n\n`bound` says what makes the simulated number: `nccl` (the chosen algorithm/protocol's own time), `issue` (the host's issue " +
-		"interval, Vidur) or `launch` (8 × (LaunchS + ChannelS × channels), nccl-tests). `fit` marks the sizes the fits saw.\n")
+		"interval, Vidur) or `launch` (8 × (launch_s + channel_s × channels), nccl-tests). `fit` marks the sizes the fits saw.\n")
 	for _, g := range groups {
 		w("\n### %s\n\n%s. Cluster `%s`, ranks %v.\n\n| size (bytes) | median µs | min µs | simulated µs | error | NCCL choice | channels | bound | fit |\n|---|---|---|---|---|---|---|---|---|\n",
 			g.Name, g.Source, g.Cluster, g.Ranks)
@@ -609,7 +605,7 @@ var Within10 = []struct {
 	{"a100_pairwise_nvlink 4/4", 2293760, 536373250, "host-bound bimodal below 1 MiB (24–120 µs)"},
 	{"h100_pairwise_nvlink 2/2", 1933312, 14123008, "below 2 MiB medians alternate 7–31 µs; above 14 MiB the VM's bridge reaches ~190 GB/s against NCCL's 240 GB/s graph (10–18 % fast)"},
 	{"h100_pairwise_nvlink 4/4", 2719744, 67108864, "below 2.6 MiB the medians alternate (12–77 µs) and LL over PCIe is 11–18 % fast"},
-	{"nccl-tests 8×A100", 32768, 4194304, "the host binds to 4 MiB: 8 × (LaunchS + ChannelS × channels), 43.8 µs on 1 channel to 101.9 µs on 24"},
+	{"nccl-tests 8×A100", 32768, 4194304, "the host binds to 4 MiB: 8 × (launch_s + channel_s × channels), 43.8 µs on 1 channel to 101.9 µs on 24"},
 	{"nccl-tests 8×A100", 16777216, 67108864, "8 MiB is 13 % slow (LL128 priced at 151 µs against 133.5 µs)"},
 	{"nccl-tests 8×A100", 268435456, 17179869184, "128 MiB is 13 % fast: the measured busbw dips to 177 GB/s between 64 and 256 MiB, then climbs to 235 GB/s"},
 }

@@ -42,6 +42,22 @@ func (r *CollectiveRun) End() sim.Time {
 	return end
 }
 
+// HostFloor is the shortest the run's call lasts as the spec's issue mode
+// issues it back to back (0 for "device"): the host's part on the channels
+// the call ran on (NCCL's choice, else the spec's channels).
+func (r *CollectiveRun) HostFloor(cs *spec.Collective) float64 {
+	if cs.Host == nil {
+		return 0
+	}
+	ch := max(cs.Channels, 1)
+	for _, res := range r.Results {
+		if res.NCCL != nil {
+			ch = res.NCCL.Channels
+		}
+	}
+	return cs.Host.HostIssue().Floor(cs.Issue, cs.GPUsPerThread, ch)
+}
+
 // CheckCollective makes a collective run's checks before it simulates: the
 // cluster and faults compiled, the groups' ranks against it. prefix is the
 // spec's path in the document.

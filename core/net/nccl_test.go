@@ -184,3 +184,22 @@ func hwLink(t *testing.T, name string, bw float64) hw.Link {
 	l.BandwidthBytesPerS = bw
 	return l
 }
+
+// HostIssue.Floor's closed forms: torch issue + channels × channel,
+// nccl-tests GPUs a thread × (launch + channels × channel), none for the
+// device.
+func TestHostIssueFloor(t *testing.T) {
+	h := HostIssue{TorchIssueS: 30e-6, LaunchS: 5e-6, ChannelS: 0.5e-6}
+	require.InDelta(t, 30e-6+4*0.5e-6, h.Floor(IssueTorch, 8, 4), 1e-15)
+	require.InDelta(t, 8*(5e-6+4*0.5e-6), h.Floor(IssueNCCLTests, 8, 4), 1e-15)
+	require.InDelta(t, 5e-6+0.5e-6, h.Floor(IssueNCCLTests, 0, 0), 1e-15, "at least one GPU and one channel")
+	require.Zero(t, h.Floor(IssueDevice, 8, 4))
+	a, ok := MeasuredHost("dgx-a100", IssueNCCLTests)
+	require.True(t, ok)
+	require.Equal(t, 5.2e-6, a.LaunchS)
+	_, ok = MeasuredHost("dgx-h100", IssueNCCLTests)
+	require.False(t, ok, "no nccl-tests sweep on a DGX H100")
+	_, ok = MeasuredHost("dgx-b200", IssueTorch)
+	require.False(t, ok)
+	require.Equal(t, []string{"dgx-a100", "dgx-h100"}, MeasuredHostPresets())
+}

@@ -65,10 +65,41 @@ type Collective struct {
 	// hops at the ring's bottleneck rate (NCCL pipelines each step in
 	// slices), what training and inference use; the two agree on
 	// uncontended rings. Quantized payloads always run by steps.
-	Ring   string `json:"ring,omitempty"`
-	Faults Faults `json:"faults,omitempty"`
+	Ring string `json:"ring,omitempty"`
+	// Issue: how each size's calls are issued back to back, as a benchmark
+	// loop issues them, which makes a call last at least the host's part:
+	// "device" (default: the collective alone, as the training kinds charge
+	// it), "torch" (eager torch.distributed calls, one process per GPU: a
+	// PyTorch loop, Vidur's profiling) or "nccl_tests" (all_reduce_perf:
+	// one thread launches GPUsPerThread GPUs' kernels). See net.IssueModes.
+	Issue string `json:"issue,omitempty"`
+	// GPUsPerThread: nccl-tests' -g with issue "nccl_tests" (default 1: one
+	// process per GPU, as mpirun runs it).
+	GPUsPerThread int `json:"gpus_per_thread,omitempty"`
+	// Host: the host's figures for issue "torch" or "nccl_tests"; default
+	// the cluster preset's measured ones (net.MeasuredHost: dgx-a100,
+	// dgx-h100 for torch), required on other clusters.
+	Host   *CollectiveHost `json:"host,omitempty"`
+	Faults Faults          `json:"faults,omitempty"`
 	// Flows adds the per-flow table (large: one row per transfer).
 	Flows bool `json:"flows,omitempty"`
+}
+
+// CollectiveHost are a host's figures for issuing NCCL calls
+// (net.HostIssue).
+type CollectiveHost struct {
+	// TorchIssueS: the interval between back-to-back eager
+	// torch.distributed calls of one process.
+	TorchIssueS float64 `json:"torch_issue_s,omitempty"`
+	// LaunchS: one GPU's share of an nccl-tests iteration.
+	LaunchS float64 `json:"launch_s,omitempty"`
+	// ChannelS: NCCL's host work per channel of a call, added to either.
+	ChannelS float64 `json:"channel_s,omitempty"`
+}
+
+// HostIssue is the host as the network model takes it.
+func (h CollectiveHost) HostIssue() net.HostIssue {
+	return net.HostIssue{TorchIssueS: h.TorchIssueS, LaunchS: h.LaunchS, ChannelS: h.ChannelS}
 }
 
 // Quantization sends elements as 1-byte int8 or fp8 with one scale per block.
@@ -140,6 +171,17 @@ func (s *Collective) Defaults() {
 			s.Ring = "stream"
 		}
 	}
+	if s.Issue == "" {
+		s.Issue = net.IssueDevice
+	}
+	if s.Issue == net.IssueNCCLTests && s.GPUsPerThread == 0 {
+		s.GPUsPerThread = 1
+	}
+	if s.Issue != net.IssueDevice && s.Host == nil && s.Cluster.Preset != "" {
+		if h, ok := net.MeasuredHost(s.Cluster.Preset, s.Issue); ok {
+			s.Host = &CollectiveHost{TorchIssueS: h.TorchIssueS, LaunchS: h.LaunchS, ChannelS: h.ChannelS}
+		}
+	}
 	if q := s.Quantization; q != nil {
 		if q.ElemBytes == 0 {
 			q.ElemBytes = 2
@@ -197,10 +239,39 @@ func (s *Collective) Validate(p *Problems) {
 	}
 	p.OneOf("model", s.Model, []string{"flow", "unaware"})
 	p.OneOf("ring", s.Ring, []string{"steps", "stream"})
+	s.validateIssue(p)
 	if q := s.Quantization; q != nil {
 		p.OneOf("quantization.format", q.Format, []string{"int8", "fp8"})
 		p.Positive("quantization.elem_bytes", q.ElemBytes)
 		p.IntInRange("quantization.block_elems", q.BlockElems, 1, 1<<20)
 		p.NonNegative("quantization.scale_bytes", q.ScaleBytes)
 	}
+}
+
+// validateIssue checks issue, gpus_per_thread and host.
+func (s *Collective) validateIssue(p *Problems) {
+	if !p.OneOf("issue", s.Issue, net.IssueModes()) {
+		return
+	}
+	if s.Issue == net.IssueNCCLTests {
+		p.IntInRange("gpus_per_thread", s.GPUsPerThread, 1, 1024)
+	} else if s.GPUsPerThread != 0 {
+		p.Addf("gpus_per_thread", "applies to issue \"nccl_tests\" only: issue is %q", s.Issue)
+	}
+	if s.Issue == net.IssueDevice {
+		if s.Host != nil {
+			p.Addf("host", "applies to issue \"torch\" or \"nccl_tests\" only: issue is \"device\"")
+		}
+		return
+	}
+	if s.Concurrent > 1 {
+		p.Addf("concurrent", "must be 1 with issue %q (a loop issues one call at a time), got %d", s.Issue, s.Concurrent)
+	}
+	if s.Host == nil {
+		p.Addf("host", "the cluster has no measured host figures for issue %q (presets with some: %v; see net.MeasuredHost): give host.torch_issue_s, host.launch_s and host.channel_s in seconds", s.Issue, net.MeasuredHostPresets())
+		return
+	}
+	p.InRange("host.torch_issue_s", s.Host.TorchIssueS, 0, 1e-2)
+	p.InRange("host.launch_s", s.Host.LaunchS, 0, 1e-2)
+	p.InRange("host.channel_s", s.Host.ChannelS, 0, 1e-3)
 }

@@ -21,8 +21,14 @@ type SummaryRow struct {
 	Ranks         int `arrow:"ranks"`
 	Communicators int `arrow:"communicators"`
 	Concurrent    int `arrow:"concurrent"`
-	// TimeS from the common start to the last collective's end.
-	TimeS float64 `arrow:"time_s"`
+	// Issue is how the calls were issued (spec "issue"); DeviceTimeS from
+	// the common start to the last collective's end on the devices;
+	// HostFloorS the shortest a call lasts as issued (0 for "device");
+	// TimeS the larger of the two: what the benchmark loop times.
+	Issue       string  `arrow:"issue"`
+	DeviceTimeS float64 `arrow:"device_time_s"`
+	HostFloorS  float64 `arrow:"host_floor_s"`
+	TimeS       float64 `arrow:"time_s"`
 	// AlgbwBytesPerS = size / time (of the slowest collective); BusbwBytesPerS
 	// = algbw × the nccl-tests factor (all_reduce 2(n−1)/n; all_gather,
 	// reduce_scatter, all_to_all (n−1)/n; others 1).
@@ -145,7 +151,7 @@ func runOne(env scenario.Env, cs *spec.Collective, alg string, size float64, out
 			Event: "start", Collective: st.ID, Detail: cs.Collective + " " + alg})
 	}
 	row := SummaryRow{Collective: cs.Collective, Algorithm: alg, Model: cs.Model, SizeBytes: size,
-		Ranks: len(run.Groups[0]), Communicators: len(run.Groups), Concurrent: cs.Concurrent}
+		Ranks: len(run.Groups[0]), Communicators: len(run.Groups), Concurrent: cs.Concurrent, Issue: cs.Issue}
 	for _, r := range run.Results {
 		row.Flows += r.Flows
 		row.WireBytes += r.WireBytes
@@ -155,7 +161,8 @@ func runOne(env scenario.Env, cs *spec.Collective, alg string, size float64, out
 		timeline = append(timeline, TimelineRow{Algorithm: alg, SizeBytes: size, TimeS: r.End.Seconds(),
 			Event: "end", Collective: r.ID, Detail: cs.Collective + " " + alg})
 	}
-	row.TimeS = run.End().Seconds()
+	row.DeviceTimeS, row.HostFloorS = run.End().Seconds(), run.HostFloor(cs)
+	row.TimeS = max(row.DeviceTimeS, row.HostFloorS)
 	if row.TimeS > 0 {
 		row.AlgbwBytesPerS = size / row.TimeS
 		row.BusbwBytesPerS = row.AlgbwBytesPerS * net.BusBandwidthFactor(net.Op(cs.Collective), row.Ranks)

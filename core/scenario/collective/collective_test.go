@@ -193,3 +193,71 @@ func TestNCCLAlgorithm(t *testing.T) {
 		require.Empty(t, sum[2+i].NCCLProtocol)
 	}
 }
+
+// A benchmark loop's calls last at least the host's part: nccl-tests -g 8
+// on a DGX A100 launches eight kernels a call, 8 × (5.2 µs + 0.3 µs a
+// channel) (net.MeasuredHost), which binds a 1 MiB all-reduce (NCCL runs
+// it on 24 channels in ~36 µs) and not a 1 GiB one; torch.distributed's
+// issue interval, 31.5 µs + 0.3 µs a channel, binds only below it; the
+// device mode is the collective alone.
+func TestIssueModesBoundACallByItsHost(t *testing.T) {
+	sizes := `"sizes_bytes":[1048576,1073741824]`
+	run := func(extra string) []collective.SummaryRow {
+		return table[collective.SummaryRow](t, runSpec(t, `{"kind":"collective","cluster":{"preset":"dgx-a100","nodes":1},`+sizes+extra+`}`), "summary")
+	}
+	dev := run("")
+	tests := run(`,"issue":"nccl_tests","gpus_per_thread":8`)
+	torch := run(`,"issue":"torch"`)
+	for i := range dev {
+		require.Equal(t, "device", dev[i].Issue)
+		require.Zero(t, dev[i].HostFloorS)
+		require.Equal(t, dev[i].DeviceTimeS, dev[i].TimeS)
+		// The issue mode leaves the device's time alone.
+		require.InEpsilon(t, dev[i].DeviceTimeS, tests[i].DeviceTimeS, 1e-12)
+		require.InEpsilon(t, dev[i].DeviceTimeS, torch[i].DeviceTimeS, 1e-12)
+		ch := float64(tests[i].NCCLChannels)
+		require.InDelta(t, 8*(5.2e-6+0.3e-6*ch), tests[i].HostFloorS, 1e-12)
+		require.InDelta(t, 31.5e-6+0.3e-6*ch, torch[i].HostFloorS, 1e-12)
+		for _, r := range []collective.SummaryRow{tests[i], torch[i]} {
+			require.Equal(t, max(r.DeviceTimeS, r.HostFloorS), r.TimeS)
+			require.InEpsilon(t, r.SizeBytes/r.TimeS, r.AlgbwBytesPerS, 1e-12)
+		}
+	}
+	require.Equal(t, 24, tests[0].NCCLChannels)
+	require.Greater(t, tests[0].HostFloorS, 2*tests[0].DeviceTimeS, "1 MiB: the launches bind")
+	require.Greater(t, torch[0].HostFloorS, torch[0].DeviceTimeS, "1 MiB: the issue interval binds")
+	require.Equal(t, tests[1].DeviceTimeS, tests[1].TimeS, "1 GiB: the device binds")
+	// One process per GPU (mpirun's nccl-tests) launches one kernel a call.
+	one := run(`,"issue":"nccl_tests"`)
+	require.InDelta(t, 5.2e-6+0.3e-6*24, one[0].HostFloorS, 1e-12)
+	// Given host figures replace the preset's.
+	own := run(`,"issue":"torch","host":{"torch_issue_s":1e-4}`)
+	require.InDelta(t, 1e-4, own[0].HostFloorS, 1e-12)
+}
+
+func TestIssueSpecErrorsNameFields(t *testing.T) {
+	for _, c := range []struct{ js, path, msg string }{
+		{`"cluster":{"preset":"dgx-a100"},"issue":"mpi"`, "issue", `"device"`},
+		{`"cluster":{"preset":"dgx-a100"},"gpus_per_thread":8`, "gpus_per_thread", `applies to issue "nccl_tests" only`},
+		{`"cluster":{"preset":"dgx-a100"},"host":{"launch_s":1e-6}`, "host", `applies to issue "torch" or "nccl_tests" only`},
+		{`"cluster":{"preset":"dgx-a100"},"issue":"nccl_tests","gpus_per_thread":2000`, "gpus_per_thread", "1024"},
+		{`"cluster":{"preset":"dgx-a100"},"issue":"torch","concurrent":2`, "concurrent", "must be 1"},
+		{`"cluster":{"preset":"dgx-a100"},"issue":"torch","host":{"torch_issue_s":-1}`, "host.torch_issue_s", ""},
+		// No nccl-tests sweep was measured on a DGX H100, no host on a
+		// hand-built cluster.
+		{`"cluster":{"preset":"dgx-h100"},"issue":"nccl_tests"`, "host", "no measured host figures"},
+		{`"cluster":{"topology":"fully_connected","gpus":4},"issue":"torch"`, "host", "dgx-a100"},
+	} {
+		_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(`{"kind":"collective",`+c.js+`}`))
+		var se *spec.Error
+		require.ErrorAs(t, err, &se, c.js)
+		found := false
+		for _, p := range se.Problems {
+			if p.Path == c.path {
+				require.Contains(t, p.Message, c.msg, c.js)
+				found = true
+			}
+		}
+		require.True(t, found, "%s: no problem at %s in %v", c.js, c.path, err)
+	}
+}

@@ -173,7 +173,7 @@ func (b *collectiveBase) run(env scenario.Env, extra net.FaultPlan) (outcome, er
 	if err != nil {
 		return outcome{}, err
 	}
-	out := outcome{timeS: run.End().Seconds(), bytes: make([]float64, len(b.t.Links))}
+	out := outcome{timeS: max(run.End().Seconds(), run.HostFloor(b.s)), bytes: make([]float64, len(b.t.Links))}
 	for _, st := range run.Fabric.LinkStats() {
 		out.bytes[st.Link] += st.Bytes
 	}
