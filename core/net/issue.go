@@ -95,11 +95,14 @@ func MeasuredHost(preset, mode string) (HostIssue, bool) {
 	return m.h, true
 }
 
-// MeasuredHostPresets names the presets with measured host figures, sorted.
-func MeasuredHostPresets() []string {
-	out := make([]string, 0, len(measuredHosts))
+// MeasuredHostPresets names the presets with host figures measured for
+// mode, sorted.
+func MeasuredHostPresets(mode string) []string {
+	var out []string
 	for p := range measuredHosts {
-		out = append(out, p)
+		if _, ok := MeasuredHost(p, mode); ok {
+			out = append(out, p)
+		}
 	}
 	slices.Sort(out)
 	return out

@@ -201,5 +201,6 @@ func TestHostIssueFloor(t *testing.T) {
 	require.False(t, ok, "no nccl-tests sweep on a DGX H100")
 	_, ok = MeasuredHost("dgx-b200", IssueTorch)
 	require.False(t, ok)
-	require.Equal(t, []string{"dgx-a100", "dgx-h100"}, MeasuredHostPresets())
+	require.Equal(t, []string{"dgx-a100", "dgx-h100"}, MeasuredHostPresets(IssueTorch))
+	require.Equal(t, []string{"dgx-a100"}, MeasuredHostPresets(IssueNCCLTests))
 }

@@ -268,7 +268,7 @@ func (s *Collective) validateIssue(p *Problems) {
 		p.Addf("concurrent", "must be 1 with issue %q (a loop issues one call at a time), got %d", s.Issue, s.Concurrent)
 	}
 	if s.Host == nil {
-		p.Addf("host", "the cluster has no measured host figures for issue %q (presets with some: %v; see net.MeasuredHost): give host.torch_issue_s, host.launch_s and host.channel_s in seconds", s.Issue, net.MeasuredHostPresets())
+		p.Addf("host", "the cluster has no measured host figures for issue %q (measured on the presets %v): give host.torch_issue_s, host.launch_s and host.channel_s in seconds", s.Issue, net.MeasuredHostPresets(s.Issue))
 		return
 	}
 	p.InRange("host.torch_issue_s", s.Host.TorchIssueS, 0, 1e-2)

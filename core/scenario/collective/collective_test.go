@@ -245,7 +245,7 @@ func TestIssueSpecErrorsNameFields(t *testing.T) {
 		{`"cluster":{"preset":"dgx-a100"},"issue":"torch","host":{"torch_issue_s":-1}`, "host.torch_issue_s", ""},
 		// No nccl-tests sweep was measured on a DGX H100, no host on a
 		// hand-built cluster.
-		{`"cluster":{"preset":"dgx-h100"},"issue":"nccl_tests"`, "host", "no measured host figures"},
+		{`"cluster":{"preset":"dgx-h100"},"issue":"nccl_tests"`, "host", "no measured host figures for issue \"nccl_tests\" (measured on the presets [dgx-a100])"},
 		{`"cluster":{"topology":"fully_connected","gpus":4},"issue":"torch"`, "host", "dgx-a100"},
 	} {
 		_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(`{"kind":"collective",`+c.js+`}`))
