@@ -175,23 +175,50 @@ func TestKernelHeldOutNoRegression(t *testing.T) {
 
 // TestAttentionNoRegression guards FlashAttention against the
 // FlashAttention-3 paper's H100 figures (KERNELS.md): the forward within
-// 15 % of cuDNN's at every sequence, with and without the causal mask, and
-// the backward, which the model still prices above both, no more than 25 %
-// above FlashAttention-3's and 30 % above cuDNN's.
+// 15 % of cuDNN's at every sequence, with and without the causal mask; the
+// backward within 5 % of cuDNN's on the sizes its lane work was not fitted
+// on from 2k tokens (512 tokens, whose blocks are few, within 15 %) and
+// within 10 % of FlashAttention-3's from 1k, and slower per FLOP than the
+// forward at long sequences, as both kernels are.
 func TestAttentionNoRegression(t *testing.T) {
 	g, ok := hw.GPUByName("h100-sxm")
 	require.True(t, ok)
+	fwd := map[int64]float64{}
 	for _, f := range AttentionFigures {
 		m, err := AttentionPrice(g, f)
 		require.NoError(t, err)
 		if f.Pass == "forward" {
 			assert.InEpsilon(t, f.CuDNN, m, 0.15, "%s causal=%v seq %d", f.Pass, f.Causal, f.Seq)
+			if !f.Causal {
+				fwd[f.Seq] = m
+			}
 			continue
 		}
-		assert.Less(t, m/f.FA3-1, 0.25, "backward seq %d vs FA3", f.Seq)
-		assert.Less(t, m/f.CuDNN-1, 0.30, "backward seq %d vs cuDNN", f.Seq)
-		assert.Greater(t, m, f.CuDNN, "backward seq %d: still priced above cuDNN (update the doc when it is not)", f.Seq)
+		switch {
+		case f.Seq < 1024:
+			assert.InEpsilon(t, f.CuDNN, m, 0.15, "backward seq %d vs cuDNN", f.Seq)
+		case !FlashBackwardFit(f):
+			assert.InEpsilon(t, f.CuDNN, m, 0.05, "backward seq %d vs cuDNN (held out)", f.Seq)
+		}
+		if f.Seq >= 1024 {
+			assert.InEpsilon(t, f.FA3, m, 0.10, "backward seq %d vs FA3", f.Seq)
+		}
+		if f.Seq >= 4096 {
+			assert.Less(t, m, fwd[f.Seq], "backward seq %d: slower per FLOP than the forward", f.Seq)
+		}
 	}
+}
+
+// TestFlashBackwardFitIsOptimal: compute.FlashBackwardLaneOpsPerScore is
+// the fit's optimum on its split (cuDNN's backward at 1k, 4k, 16k tokens).
+// Run: go test ./bench/fidelity -run TestFlashBackwardFitIsOptimal -v
+func TestFlashBackwardFitIsOptimal(t *testing.T) {
+	g, ok := hw.GPUByName("h100-sxm")
+	require.True(t, ok)
+	v, err := FitFlashBackward(g)
+	require.NoError(t, err)
+	t.Logf("backward lane work per score: fitted %g, compute.FlashBackwardLaneOpsPerScore %d", v, compute.FlashBackwardLaneOpsPerScore)
+	require.Equal(t, float64(compute.FlashBackwardLaneOpsPerScore), v)
 }
 
 // A row is compared as Vidur's timer records it: each kernel's time

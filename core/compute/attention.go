@@ -12,8 +12,27 @@ import (
 // quarter of the FP32 lane rate (NVIDIA CUDA C++ Programming Guide,
 // "Arithmetic Instructions" throughput table: 16 vs 64 results per clock per
 // SM), counted as 4. FlashAttention-2 does not overlap it with the matmuls.
-// The backward recomputes P (exp) and forms dS = P∘(dP − D): the same count.
 const softmaxLaneOpsPerScore = 8
+
+// FlashBackwardLaneOpsPerScore is the backward main loop's time per score
+// beyond its matmuls, in the same lane-instruction units. Counted from
+// FlashAttention-2's backward (flash_bwd_kernel.h), it recomputes P
+// (scale-and-subtract and the exponential, 5), forms dS = P∘(dP − D) (2)
+// and converts P and dS to 16 bits for the next matmuls (2): about the
+// forward's 8. Yet the backward kernels run their main loop slower per
+// matmul FLOP than their forward, not faster: at 16k tokens
+// FlashAttention-3 and cuDNN reach 0.87 of their forward's TFLOP/s (Shah
+// et al. 2024, arXiv 2407.08608, Figures 5–6, H100), where counting only
+// those instructions gives 1.16 (the softmax's share diluted by five
+// matmuls instead of two). What the backward does not overlap (the extra
+// accumulators' register pressure, the dQ accumulation, the synchronization
+// between its matmuls) is priced as more such time per score: fitted on
+// cuDNN's backward bars at 1k, 4k and 16k tokens (cuDNN is the fused
+// attention Transformer Engine runs on Hopper, as the Megatron and NeMo
+// runs do), checked on the others and on FlashAttention-3's (`go test
+// ./bench/fidelity -run TestFlashBackwardFitIsOptimal -v`, KERNELS.md).
+// A kernel's structure, not the GPU's: every GPU takes it.
+const FlashBackwardLaneOpsPerScore = 25
 
 // flashTile returns FlashAttention-2's query and key block sizes for a head
 // dimension: 128×64 up to d = 128 and 128×32 beyond (flash_fwd_launch_template.h).
@@ -56,7 +75,11 @@ func (e *Evaluator) flash(o model.Op) Cost {
 	mm := scale * float64(heads*pairs) * perBlock
 	scores := float64(heads*pairs) * float64(br*bc)
 	lanes := g.VectorFP32FlopsPerS / 2 // an FMA is 2 FLOPs of the vector peak
-	mathTime := mm/g.TensorPeak(o.DType) + softmaxLaneOpsPerScore*scores/lanes
+	laneOps := float64(softmaxLaneOpsPerScore)
+	if o.Kind == model.FlashAttentionBwd {
+		laneOps = e.flashBwdLaneOps
+	}
+	mathTime := mm/g.TensorPeak(o.DType) + laneOps*scores/lanes
 
 	// Per computed block pair the forward streams a K and a V tile; the
 	// backward (one thread block per key block) streams a Q and a dO tile and

@@ -81,11 +81,22 @@ const smemBytesPerClkPerSM = 128
 type Evaluator struct {
 	gpu   hw.GPU
 	gemms map[gemmKey]gemmPlan
+	// flashBwdLaneOps is FlashBackwardLaneOpsPerScore unless a fit varies it.
+	flashBwdLaneOps float64
 }
 
 // NewEvaluator returns an evaluator for a GPU.
 func NewEvaluator(g hw.GPU) *Evaluator {
-	return &Evaluator{gpu: g, gemms: map[gemmKey]gemmPlan{}}
+	return &Evaluator{gpu: g, gemms: map[gemmKey]gemmPlan{}, flashBwdLaneOps: FlashBackwardLaneOpsPerScore}
+}
+
+// NewEvaluatorFlashBackward is NewEvaluator pricing FlashAttention's
+// backward with laneOps in place of FlashBackwardLaneOpsPerScore: what its
+// fit varies.
+func NewEvaluatorFlashBackward(g hw.GPU, laneOps float64) *Evaluator {
+	e := NewEvaluator(g)
+	e.flashBwdLaneOps = laneOps
+	return e
 }
 
 // GPU returns the evaluator's GPU.
