@@ -35,12 +35,13 @@ const (
 	HostTimedG8 Timing = "host -g 8"
 )
 
-// issue is the collective kind's issue mode and GPUs a thread for a timing.
-func (t Timing) issue() (mode string, gpusPerThread int) {
+// issue is the collective kind's issue mode for a timing (nccl_tests with
+// one thread driving every GPU of the group).
+func (t Timing) issue() string {
 	if t == HostTimedG8 {
-		return net.IssueNCCLTests, 8
+		return net.IssueNCCLTests
 	}
-	return net.IssueTorch, 0
+	return net.IssueTorch
 }
 
 // Hosts are the host figures by host type, fitted (FitHost) on alternate
@@ -203,11 +204,10 @@ func Simulate(ctx context.Context, groups []CollGroup) ([]CollRow, error) {
 		}
 		js, _ := jsonArray(sizes)
 		rk, _ := jsonInts(g.Ranks)
-		mode, perThread := g.Timing.issue()
-		h := Hosts[g.Host]
+		mode, h := g.Timing.issue(), Hosts[g.Host]
 		issue := fmt.Sprintf(`"issue":%q,"host":{"torch_issue_s":%g,"launch_s":%g,"channel_s":%g}`, mode, h.TorchIssueS, h.LaunchS, h.ChannelS)
-		if perThread > 0 {
-			issue += fmt.Sprintf(`,"gpus_per_thread":%d`, perThread)
+		if mode == net.IssueNCCLTests {
+			issue += fmt.Sprintf(`,"gpus_per_thread":%d`, len(g.Ranks))
 		}
 		res, err := run(ctx, fmt.Sprintf(`{"kind":"collective","cluster":%s,"algorithms":["nccl"],"sizes_bytes":%s,"group":%s,"ring":"stream",%s}`,
 			g.Cluster, js, rk, issue))
@@ -406,13 +406,10 @@ func FitHost(rows []CollRow, groups []CollGroup, host string) net.HostIssue {
 		return pts
 	}
 	score := func(h net.HostIssue, t Timing, pts []pt) float64 {
-		mode, perThread := t.issue()
 		sum := 0.0
 		for _, x := range pts {
-			if perThread > 0 {
-				perThread = x.gpus
-			}
-			sum += math.Abs(max(x.nccl, h.Floor(mode, perThread, x.ch))/x.t - 1)
+			// torch ignores the GPUs a thread; nccl_tests drives the group's.
+			sum += math.Abs(max(x.nccl, h.Floor(t.issue(), x.gpus, x.ch))/x.t - 1)
 		}
 		return sum
 	}

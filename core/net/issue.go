@@ -80,7 +80,7 @@ var measuredHosts = map[string]measuredHost{
 }
 
 // MeasuredHost returns a cluster preset's host figures when they were
-// measured for mode.
+// measured for mode (for IssueDevice, whatever the preset has measured).
 func MeasuredHost(preset, mode string) (HostIssue, bool) {
 	m, ok := measuredHosts[preset]
 	if !ok {
