@@ -29,6 +29,15 @@ type Parallel struct {
 	// may reach the layers plus those two.
 	AccountForEmbedding bool `json:"account_for_embedding_in_pipeline_split,omitempty"`
 	AccountForLoss      bool `json:"account_for_loss_in_pipeline_split,omitempty"`
+	// DecoderFirstStageLayers and DecoderLastStageLayers give the first and
+	// the last pipeline stage that many layers (0: the even split), the
+	// others an equal share of the rest, as Megatron-Core's
+	// --decoder-first-pipeline-num-layers and
+	// --decoder-last-pipeline-num-layers do: a large vocabulary's embedding
+	// or LM head then shares its stage with fewer layers. With virtual
+	// stages each stage's layers are split evenly over its chunks.
+	DecoderFirstStageLayers int `json:"decoder_first_pipeline_num_layers,omitempty"`
+	DecoderLastStageLayers  int `json:"decoder_last_pipeline_num_layers,omitempty"`
 	// Recompute: "none" (default), "selective" or "full".
 	Recompute string `json:"recompute,omitempty"`
 	// RecomputeModules: what "selective" reruns, Megatron-Core's
@@ -131,6 +140,8 @@ func (p *Parallel) Validate(probs *Problems, path string) {
 	if len(p.RecomputeModules) > 0 && p.Recompute != "selective" {
 		probs.Addf(f("recompute_modules"), "apply to recompute \"selective\" only, got recompute %q", p.Recompute)
 	}
+	probs.IntInRange(f("decoder_first_pipeline_num_layers"), p.DecoderFirstStageLayers, 0, 1<<16)
+	probs.IntInRange(f("decoder_last_pipeline_num_layers"), p.DecoderLastStageLayers, 0, 1<<16)
 	probs.IntInRange(f("zero"), p.ZeRO, 0, 3)
 	probs.IntInRange(f("ep"), p.EP, 1, 1<<16)
 	probs.IntInRange(f("expert_tp"), p.ExpertTP, 0, 1<<16)

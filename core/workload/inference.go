@@ -198,7 +198,7 @@ func NewInferenceBuilder(in Inference) (*InferenceBuilder, error) {
 		}
 		ib.prefill = append(ib.prefill, inferencePass{g, r.Count, r.Prompt, name})
 	}
-	ib.chunks = chunkPositions(ib.prefill[0].g, in.PP, false, false)
+	ib.chunks = chunkPositions(ib.prefill[0].g, in.PP, false, false, nil)
 	if in.Model.IsMoE() && in.EP > 1 {
 		// Balanced: each expert receives k slots per E drawn tokens.
 		ib.a2a = &a2aCache{a: Route(Routing{}, in.Model, in.EP, int64(in.Model.Experts)), mats: map[[3]uint64]int32{}}
@@ -464,7 +464,7 @@ func (in Inference) PeakMemory(prompt int) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	chunks := chunkPositions(g, in.PP, false, false)
+	chunks := chunkPositions(g, in.PP, false, false, nil)
 	peak := 0.0
 	for s := range chunks {
 		peak = max(peak, in.stageMemory(g, chunks[s], prompt).Total())

@@ -13,7 +13,7 @@ func (in Inference) MemoryAt(prompt int) (Memory, error) {
 		return Memory{}, err
 	}
 	var peak Memory
-	for _, blocks := range chunkPositions(g, in.PP, false, false) {
+	for _, blocks := range chunkPositions(g, in.PP, false, false, nil) {
 		if m := in.stageMemory(g, blocks, prompt); m.Total() > peak.Total() {
 			peak = m
 		}

@@ -43,6 +43,11 @@ type Parallel struct {
 	// does with --account-for-embedding-in-pipeline-split and
 	// --account-for-loss-in-pipeline-split.
 	AccountForEmbedding, AccountForLoss bool
+	// FirstStageLayers and LastStageLayers, when positive, are the layers
+	// of the first and the last stage, the other stages sharing the rest
+	// equally (Megatron-Core's uneven split, --decoder-first-pipeline-
+	// num-layers and --decoder-last-pipeline-num-layers; stageLayers).
+	FirstStageLayers, LastStageLayers int
 
 	Recompute model.Recompute
 	// RecomputeModules are what a selective recomputation reruns
@@ -161,7 +166,11 @@ func (t Training) Check() []problem.Problem {
 	if p.ZeRO < 0 || p.ZeRO > 3 {
 		bad("zero", "must be 0, 1, 2 or 3, got %d", p.ZeRO)
 	}
-	if n := len(t.Model.Pattern) + p.splitSlots(); n < p.PP*p.VirtualStages {
+	if p.FirstStageLayers != 0 || p.LastStageLayers != 0 {
+		for _, msg := range p.checkUnevenSplit(len(t.Model.Pattern)) {
+			bad(msg[0], "%s", msg[1])
+		}
+	} else if n := len(t.Model.Pattern) + p.splitSlots(); n < p.PP*p.VirtualStages {
 		bad("pp", "pp·virtual_stages (%d) must not exceed the model's blocks (%d, the embedding and the loss included where the split accounts for them)", p.PP*p.VirtualStages, n)
 	}
 	if p.BucketParams < 0 {
@@ -222,7 +231,74 @@ func (t Training) microRun() model.Run {
 
 // chunks are a training layout's P·V chunks of the model's positions.
 func (p Parallel) chunks(g model.Graph) [][]int {
-	return chunkPositions(g, p.PP*p.VirtualStages, p.AccountForEmbedding, p.AccountForLoss)
+	return chunkPositions(g, p.PP*p.VirtualStages, p.AccountForEmbedding, p.AccountForLoss, p.stageLayers(len(g.Order)-1-g.Tail()))
+}
+
+// stageLayers is each stage's layers under Megatron-Core's uneven split
+// (transformer_block.py get_num_layers_to_build): the first and the last
+// stage as given, the middle stages the rest in equal shares; nil for the
+// even split.
+func (p Parallel) stageLayers(layers int) []int {
+	if p.FirstStageLayers == 0 && p.LastStageLayers == 0 {
+		return nil
+	}
+	out := make([]int, p.PP)
+	first, last, middle := 0, p.PP, p.PP
+	rest := layers
+	if p.FirstStageLayers > 0 {
+		out[0], rest, first, middle = p.FirstStageLayers, rest-p.FirstStageLayers, 1, middle-1
+	}
+	if p.LastStageLayers > 0 {
+		out[p.PP-1], rest, last, middle = p.LastStageLayers, rest-p.LastStageLayers, p.PP-1, middle-1
+	}
+	for s := first; s < last; s++ {
+		out[s] = rest / max(middle, 1)
+	}
+	return out
+}
+
+// checkUnevenSplit reports, as (field, message) pairs, what Megatron-Core
+// refuses in an uneven split of layers over the stages (TransformerConfig's
+// checks): a pipeline of one stage, the embedding or the loss also
+// accounted, a stage's layers not divisible by its virtual stages, middle
+// layers without middle stages (or the reverse) or not divisible by them.
+func (p Parallel) checkUnevenSplit(layers int) [][2]string {
+	var out [][2]string
+	bad := func(field, format string, args ...any) {
+		out = append(out, [2]string{field, fmt.Sprintf(format, args...)})
+	}
+	const firstF, lastF = "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"
+	v := p.VirtualStages
+	rest, middle := layers, p.PP
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{firstF, p.FirstStageLayers}, {lastF, p.LastStageLayers}} {
+		switch {
+		case f.n < 0:
+			bad(f.name, "must be >= 0 (0: the even split), got %d", f.n)
+		case f.n > 0 && f.n%v != 0:
+			bad(f.name, "must be a multiple of virtual_stages (%d: each stage's layers split evenly over its chunks), got %d", v, f.n)
+		case f.n > 0:
+			rest, middle = rest-f.n, middle-1
+		}
+	}
+	set := firstF
+	if p.FirstStageLayers == 0 {
+		set = lastF
+	}
+	switch {
+	case len(out) > 0:
+	case p.PP < 2:
+		bad("pp", "an uneven pipeline split needs pp >= 2, got %d", p.PP)
+	case p.AccountForEmbedding || p.AccountForLoss:
+		bad(set, "cannot be set with account_for_embedding_in_pipeline_split or account_for_loss_in_pipeline_split (Megatron-Core refuses both at once)")
+	case rest < 0 || (rest > 0) != (middle > 0):
+		bad(set, "the stages given take %d of the model's %d layers, leaving %d for the %d other stages: each other stage needs layers, and every layer a stage", layers-rest, layers, rest, middle)
+	case middle > 0 && (rest%middle != 0 || (rest/middle)%v != 0):
+		bad(set, "the %d layers left for the %d other stages must split into equal shares that are multiples of virtual_stages (%d)", rest, middle, v)
+	}
+	return out
 }
 
 // splitSlots is how many layer slots the embedding and the loss take in
@@ -239,10 +315,11 @@ func (p Parallel) splitSlots() (n int) {
 // chunkPositions splits the model's positions (model.Graph.Order) into n
 // contiguous chunks: the embedding joins the first, the LM head and what
 // follows it (Graph.Tail) the last, and the pattern's blocks are spread as
-// evenly as possible (earlier chunks take the remainder). Where the split
-// accounts for the embedding or the loss (Megatron-Core), each takes one
-// layer's slot in its chunk.
-func chunkPositions(g model.Graph, n int, accountEmbedding, accountLoss bool) [][]int {
+// evenly as possible (earlier chunks take the remainder), or, given
+// stageLayers (Parallel.stageLayers), each stage's layers evenly over its
+// chunks. Where the split accounts for the embedding or the loss
+// (Megatron-Core), each takes one layer's slot in its chunk.
+func chunkPositions(g model.Graph, n int, accountEmbedding, accountLoss bool, stageLayers []int) [][]int {
 	order, tail := g.Order, g.Tail()
 	body := order[1 : len(order)-tail]
 	// slots: the body's layers, with the accounted embedding first and
@@ -262,6 +339,12 @@ func chunkPositions(g model.Graph, n int, accountEmbedding, accountLoss bool) []
 		k := per
 		if c < rem {
 			k++
+		}
+		if stageLayers != nil {
+			// Chunk c is virtual stage c/pp of stage c%pp (the
+			// interleaved schedule's order).
+			pp := len(stageLayers)
+			k = stageLayers[c%pp] / (n / pp)
 		}
 		for _, i := range slots[at : at+k] {
 			if i >= 0 {

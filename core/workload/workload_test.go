@@ -500,6 +500,70 @@ func TestPipelineSplitAccountsForEmbeddingAndLoss(t *testing.T) {
 	require.NotEmpty(t, layout(c, par).Check(), "8 chunks of 6 layers without the accounting")
 }
 
+// Megatron-Core's uneven split: the first and last stages hold the layers
+// given, the middle stages equal shares of the rest, each stage's layers
+// spread evenly over its virtual stages (chunk c on stage c mod pp); the
+// embedding stays in the first chunk and the LM head in the last. What
+// Megatron-Core refuses is a problem naming the field.
+func TestUnevenPipelineSplit(t *testing.T) {
+	c, ok := model.FromPreset("llama2-7b", model.Config{})
+	require.True(t, ok)
+	layersPerChunk := func(par Parallel) []int {
+		tr := layout(c, par)
+		require.Empty(t, tr.Check())
+		g, err := model.Build(c, tr.microRun())
+		require.NoError(t, err)
+		chunks := tr.Par.chunks(g)
+		require.Equal(t, model.BlockEmbedding, g.Blocks[chunks[0][0]].Name)
+		last := chunks[len(chunks)-1]
+		require.Equal(t, model.BlockLMHead, g.Blocks[last[len(last)-1]].Name)
+		var per []int
+		for _, ch := range chunks {
+			n := 0
+			for _, bi := range ch {
+				if b := g.Blocks[bi].Name; b != model.BlockEmbedding && b != model.BlockLMHead {
+					n++
+				}
+			}
+			per = append(per, n)
+		}
+		return per
+	}
+	par := Parallel{TP: 1, PP: 4, DP: 1, MicroBatch: 1, GlobalBatch: 8, FirstStageLayers: 6, LastStageLayers: 6}
+	require.Equal(t, []int{6, 10, 10, 6}, layersPerChunk(par))
+	par.Schedule, par.VirtualStages = Interleaved, 2
+	require.Equal(t, []int{3, 5, 5, 3, 3, 5, 5, 3}, layersPerChunk(par))
+	par.Schedule, par.VirtualStages, par.FirstStageLayers, par.LastStageLayers = OneFOneB, 1, 0, 5
+	require.Equal(t, []int{9, 9, 9, 5}, layersPerChunk(par), "27 layers over the three stages before the last")
+
+	fields := func(par Parallel) (out []string) {
+		for _, p := range layout(c, par).Check() {
+			out = append(out, p.Path)
+		}
+		return out
+	}
+	base := Parallel{TP: 1, PP: 4, DP: 1, MicroBatch: 1, GlobalBatch: 8}
+	for _, tc := range []struct {
+		edit  func(*Parallel)
+		field string
+	}{
+		{func(p *Parallel) { p.PP, p.FirstStageLayers = 1, 4 }, "pp"},
+		{func(p *Parallel) { p.FirstStageLayers, p.AccountForLoss = 4, true }, "decoder_first_pipeline_num_layers"},
+		{func(p *Parallel) { p.FirstStageLayers = -1 }, "decoder_first_pipeline_num_layers"},
+		{func(p *Parallel) { p.Schedule, p.VirtualStages, p.LastStageLayers = Interleaved, 2, 5 }, "decoder_last_pipeline_num_layers"},
+		{func(p *Parallel) { p.FirstStageLayers, p.LastStageLayers = 5, 6 }, "decoder_first_pipeline_num_layers"},   // 21 over 2
+		{func(p *Parallel) { p.FirstStageLayers, p.LastStageLayers = 20, 12 }, "decoder_first_pipeline_num_layers"}, // none for 2 stages
+		{func(p *Parallel) { p.PP, p.FirstStageLayers, p.LastStageLayers = 2, 10, 10 }, "decoder_first_pipeline_num_layers"},
+	} {
+		p := base
+		tc.edit(&p)
+		require.Contains(t, fields(p), tc.field, "%+v", p)
+	}
+	two := base
+	two.PP, two.FirstStageLayers, two.LastStageLayers = 2, 20, 12
+	require.Equal(t, []int{20, 12}, layersPerChunk(two))
+}
+
 // With overlapped parameter gathering the distributed optimizer's weight
 // all-gather runs at the start of the step in buckets, each layer's first
 // forward waiting for its own, instead of after the optimizer: the buckets

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/eidolon-sim/eidolon/core/job"
+	"github.com/eidolon-sim/eidolon/core/problem"
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/scenario/all"
 	"github.com/eidolon-sim/eidolon/core/scenario/inference"
@@ -344,4 +345,25 @@ func TestInferenceExecutionMode(t *testing.T) {
 	var se *spec.Error
 	require.True(t, errors.As(err, &se), "%v", err)
 	assert.Contains(t, err.Error(), "execution")
+}
+
+// A large vocabulary's LM head weighs on the last pipeline stage: giving
+// that stage fewer layers (Megatron-Core's uneven split) shortens the step
+// of Llama-3-8B (a 128K vocabulary) on four stages, and the split reaches
+// the spec as decoder_first/last_pipeline_num_layers, a bad one as a
+// SpecError naming the field.
+func TestUnevenPipelineSplitShortensTheLastStage(t *testing.T) {
+	step := func(split string) training.SummaryRow {
+		return summary(t, fmt.Sprintf(`{"kind":"training","model":"llama3-8b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1},
+			"parallel":{"tp":2,"pp":4,"global_batch":16%s},"seq_len":4096,"dtype":"bf16"}`, split))
+	}
+	even, uneven := step(""), step(`,"decoder_first_pipeline_num_layers":9,"decoder_last_pipeline_num_layers":5`)
+	require.Less(t, uneven.StepTimeS, even.StepTimeS)
+	require.Less(t, uneven.BubbleS, even.BubbleS)
+
+	_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(`{"kind":"training","model":"llama3-8b","gpu":"h100-sxm",
+		"cluster":{"preset":"dgx-h100","nodes":1},"parallel":{"tp":2,"pp":4,"decoder_last_pipeline_num_layers":7},"seq_len":4096}`))
+	var pe *problem.Error
+	require.ErrorAs(t, err, &pe)
+	require.Contains(t, err.Error(), "parallel.decoder_last_pipeline_num_layers")
 }
