@@ -92,11 +92,24 @@ func (e *Evaluator) flash(o model.Op) Cost {
 	c.BytesL2 = stream + o.Bytes
 	c.BytesSMEM = stream + float64(blocks)*float64(br*o.HeadDim)*in
 	c.BytesHBM = o.Bytes
-	// K and V of the heads resident at once (one wave of blocks).
+	// What the blocks stream (forward: K and V; backward: Q, dO and the
+	// fp32 dQ) comes from HBM once if it all fits in L2. Otherwise the
+	// blocks of a wave, which start together and walk the same key (or
+	// query) blocks of their head at the same pace, share each tile
+	// through L2 while it is fresh, so a head's operands are read once per
+	// wave its blocks span (in grid order the query heads that share a
+	// key/value head are adjacent: grouped-query attention's group reads
+	// its key/value head as one).
 	active := min(blocks, int64(g.SMCount))
-	headsActive := math.Ceil(float64(active) / float64(qTiles))
-	if headsActive*2*float64(o.SeqKV*o.HeadDim)*in > float64(g.L2Bytes) {
-		c.BytesHBM = stream + o.Bytes
+	group := float64(o.Heads) / float64(max(o.KVHeads, 1))
+	operands := float64(o.Batch*max(o.KVHeads, 1)) * 2 * float64(o.SeqKV*o.HeadDim) * in
+	span := max(1, float64(qTiles)*group/float64(active))
+	if o.Kind == model.FlashAttentionBwd {
+		operands = float64(o.Batch*o.Heads*o.SeqQ*o.HeadDim) * (2*in + 4)
+		span = max(1, float64(qTiles)/float64(active))
+	}
+	if operands > float64(g.L2Bytes) {
+		c.BytesHBM = o.Bytes + min(stream, (span-1)*operands)
 	}
 	var passes float64
 	if o.Kind == model.FlashAttentionBwd {

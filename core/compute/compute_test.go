@@ -280,6 +280,38 @@ func TestFlashAttentionBackwardPassesAndBlockCost(t *testing.T) {
 	assert.InEpsilon(t, extra, short.TimeS-fc.TimeS, 1e-9)
 }
 
+// At long sequences a head's keys and values outgrow L2, but the blocks of
+// a wave walk them together and share each tile: the extra HBM traffic is
+// one read of the operands per wave a head's blocks span, so a 131,072-
+// token causal attention (Llama-3-8B's heads at TP 2: 16 query heads on 4
+// key/value heads) keeps the rate of a 16,384-token one, forward and
+// backward, and its traffic is exactly that closed form.
+func TestFlashAttentionLongSequencesShareL2(t *testing.T) {
+	g := gpu(t, "h100-sxm")
+	e := NewEvaluator(g)
+	rate := func(s int64, bwd bool) (Cost, model.Op) {
+		o := model.NewFlashAttention("fa", hw.BF16, 1, 16, 4, s, s, 128, true)
+		if bwd {
+			o.Kind, o.FLOPs = model.FlashAttentionBwd, 2.5*o.FLOPs
+		}
+		c, err := e.Op(o)
+		require.NoError(t, err)
+		return c, o
+	}
+	for _, bwd := range []bool{false, true} {
+		short, _ := rate(16384, bwd)
+		long, o := rate(131072, bwd)
+		assert.InEpsilon(t, short.AchievedFLOPsPerS, long.AchievedFLOPsPerS, 0.05, "backward %v", bwd)
+		if !bwd {
+			// 1,024 query blocks of 128 per head, 4 heads per key/value
+			// head, 132 blocks a wave.
+			kv := 4 * 2 * 131072 * 128 * 2.0
+			span := 1024 * 4 / 132.0
+			assert.InEpsilon(t, o.Bytes+(span-1)*kv, long.BytesHBM, 1e-12)
+		}
+	}
+}
+
 // Flash-decoding splits a small batch's cache over the SMs and combines the
 // pieces in a second kernel; a batch that fills the SMs runs unsplit, in
 // one. Its blocks pay a GEMM tile's fixed cost per wave: one wave here.
