@@ -56,7 +56,9 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	// --overlap-moe-expert-parallel-comm, overlap_ep_comm). The readme's long-context
 	// table adds sequence 16,384 at TP 4 (PP 8, VPP 4, EP 8, global batch
 	// 256, DeepEP, --recompute-modules layernorm moe, forced balance):
-	// 295 TFLOP/s per GPU (237 dropless).
+	// 295 TFLOP/s per GPU (237 dropless), and the same layout with context
+	// parallelism over 32 nodes: sequence 32,768 at CP 2 (335), 65,536 at
+	// CP 4 (368), 131,072 at CP 8 (389).
 	for _, q := range []struct {
 		layout, dispatcher, par, routing string
 		pp, seq, batch                   int
@@ -69,6 +71,9 @@ func MoERows(ctx context.Context) ([]Row, error) {
 		{"TP2 PP8 VPP4 EP32", "DeepEP", `"tp":2,"pp":8,"dp":16,"ep":32,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe_act"]`, `,"routing":{"hierarchical_a2a":true}`, 8, 4096, 2048, 19.7, 0},
 		{"TP2 PP8 VPP4 EP32, 1F1B all-to-all overlap", "DeepEP", `"tp":2,"pp":8,"dp":16,"ep":32,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe_act"],"overlap_ep_comm":true`, `,"routing":{"hierarchical_a2a":true}`, 8, 4096, 2048, 17.6, 0},
 		{"TP4 PP8 VPP4 EP8, sequence 16,384", "DeepEP", `"tp":4,"pp":8,"dp":8,"ep":8,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe"]`, `,"routing":{"hierarchical_a2a":true}`, 8, 16384, 256, 0, 295},
+		{"TP4 CP2 PP8 VPP4 EP8, sequence 32,768", "DeepEP", `"tp":4,"cp":2,"pp":8,"dp":4,"ep":8,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe"]`, `,"routing":{"hierarchical_a2a":true}`, 8, 32768, 256, 0, 335},
+		{"TP4 CP4 PP8 VPP4 EP8, sequence 65,536", "DeepEP", `"tp":4,"cp":4,"pp":8,"dp":2,"ep":8,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe"]`, `,"routing":{"hierarchical_a2a":true}`, 8, 65536, 256, 0, 368},
+		{"TP4 CP8 PP8 VPP4 EP8, sequence 131,072", "DeepEP", `"tp":4,"cp":8,"pp":8,"dp":1,"ep":8,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe"]`, `,"routing":{"hierarchical_a2a":true}`, 8, 131072, 256, 0, 389},
 	} {
 		js := fmt.Sprintf(`{"kind":"training","model":"qwen3-235b-a22b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":32},
 		"parallel":{%s,"expert_tp":1,"micro_batch":1,"global_batch":%d,

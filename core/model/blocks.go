@@ -253,6 +253,37 @@ func (b *builder) mlp(f int64) {
 	}
 }
 
+// flash adds causal FlashAttention over this rank's queries (hs query
+// heads, kvs key/value heads of dimension hd), keeping saved bytes for the
+// backward; kvElems are the key and value elements of one token.
+//
+// Under context parallelism (Run.CP = c > 1) the rank's two chunks of the
+// sequence, s tokens in all, attend to every earlier token of the whole
+// sequence: with the chunks placed for balance that is the same work on
+// every rank, s queries against c·s/2 keys without a mask (the causal
+// attention's c·s·c·s/2 pairs over c ranks). Transformer Engine's ring
+// attention (cp_comm_type "p2p") passes each rank's keys and values on to
+// the next rank in c−1 steps while it computes on the chunk it holds: the
+// forward receives every other rank's keys and values (an all-gather's
+// traffic); the backward receives them again and returns the gradients of
+// the keys and values to their ranks (a reduce-scatter's). Both run on
+// the context-parallel group while the attention computes (Op.CP).
+func (b *builder) flash(hs, kvs, hd, kvElems int64, saved float64) {
+	r := b.r
+	B, s, c := int64(r.Batch), int64(r.SeqLen), int64(max(r.CP, 1))
+	if c == 1 {
+		fa := NewFlashAttention("attn.flash", b.attnDType(), B, hs, kvs, s, s, hd, true)
+		b.add(step{fwd: []Op{fa}, bwd: []Op{flashBackward(fa)}, saved: saved})
+		return
+	}
+	fa := NewFlashAttention("attn.flash", b.attnDType(), B, hs, kvs, s, c*s/2, hd, false)
+	gathered := float64(B*c*s*kvElems) * b.e
+	kv := NewComm("attn.cp.kv_all_gather", AllGather, gathered)
+	dkv := NewComm("attn.cp.dkv_reduce_scatter", ReduceScatter, gathered)
+	kv.CP, dkv.CP = true, true
+	b.add(step{fwd: []Op{kv, fa}, bwd: []Op{kv, dkv, flashBackward(fa)}, saved: saved})
+}
+
 // attentionCore is causal self-attention over this rank's heads: decode
 // attention over the cache, FlashAttention, or the unfused Megatron kernels.
 func (b *builder) attentionCore(hs, kvs, hd int64) {
@@ -266,9 +297,8 @@ func (b *builder) attentionCore(hs, kvs, hd int64) {
 	qk := float64(b.T*(hs+kvs)*hd) * b.e // Q and K, kept (outputs of attn.qkv)
 	v := float64(b.T*kvs*hd) * b.e
 	if !r.UnfusedAttention {
-		fa := NewFlashAttention("attn.flash", b.attnDType(), B, hs, kvs, s, s, hd, true)
 		// Keeps Q, K, V and the fp32 log-sum-exp per query row.
-		b.add(step{fwd: []Op{fa}, bwd: []Op{flashBackward(fa)}, saved: qk + v + 4*float64(B*hs*s)})
+		b.flash(hs, kvs, hd, 2*kvs*hd, qk+v+4*float64(B*hs*s))
 		return
 	}
 	bh := B * hs

@@ -103,6 +103,14 @@ type Run struct {
 	// With 1 (training under sequence parallelism) each TP rank dispatches
 	// its own sequence shard and holds whole experts: no gather over TP.
 	ExpertTP int
+	// CP is the context-parallel degree (Megatron-Core
+	// --context-parallel-size; 0 means 1), training only: SeqLen is then
+	// this rank's share of a sequence of CP·SeqLen tokens, two chunks
+	// placed so that every rank does the same share of the causal
+	// attention (chunk i and 2·CP−1−i of 2·CP), and the attention gathers
+	// the other ranks' keys and values as Transformer Engine's ring
+	// attention passes them (cp_comm_type "p2p"; contextParallelAttention).
+	CP int
 	// ExpertTokens is the tokens each of this rank's experts processes in
 	// one MoE block (after the expert-TP gather), from the routing; nil is
 	// the balanced share batch·seq_len·k/experts·EP·ExpertTP/TP each.
@@ -245,6 +253,21 @@ func (c Config) CheckRun(r Run) []problem.Problem {
 		}
 	}
 	c.checkMoERun(r, bad)
+	if r.CP < 0 {
+		bad("cp", "must be >= 1, got %d", r.CP)
+	}
+	if r.CP > 1 {
+		switch {
+		case r.Phase != Training:
+			bad("cp", "context parallelism is modelled in training only, got phase %q", r.Phase)
+		case r.UnfusedAttention:
+			bad("cp", "context parallelism needs FlashAttention (Transformer Engine's ring attention), not unfused_attention")
+		case c.hasBlock(PatSSM):
+			bad("cp", "context parallelism of SSM blocks is not modelled (cp must be 1 for a model with Mamba blocks)")
+		case r.SeqLen%2 != 0:
+			bad("cp", "needs each rank's share of the sequence (%d tokens) to split into two chunks (seq_len a multiple of 2·cp)", r.SeqLen)
+		}
+	}
 	if r.SequenceParallel && r.Phase != Decode && (r.Batch*r.SeqLen)%t != 0 {
 		bad("sequence_parallel", "needs batch·seq_len (%d) divisible by tp (%d)", r.Batch*r.SeqLen, t)
 	}

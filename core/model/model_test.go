@@ -466,3 +466,42 @@ func TestCrossEntropyImplementations(t *testing.T) {
 		assert.InDelta(t, (tc.kept-2)*n, head.ActivationBytes-teHead.ActivationBytes, 1, tc.fusion)
 	}
 }
+
+// Context parallelism: c ranks with s tokens each do, between them, the
+// causal attention of c·s tokens (the balanced chunks: s queries against
+// c·s/2 keys each, exact up to the causal diagonal's half), and exchange
+// every rank's keys and values: for MLA, the heads' decompressed keys and
+// values. Only training with FlashAttention and without SSM blocks splits.
+func TestContextParallelAttention(t *testing.T) {
+	for _, name := range []string{"llama3-8b", "deepseek-v3"} {
+		c, ok := FromPreset(name, Config{Layers: 4})
+		require.True(t, ok)
+		attn := func(g Graph) (flops, exchanged float64) {
+			for _, b := range g.Blocks {
+				for _, o := range b.Forward {
+					switch {
+					case o.Kind == FlashAttention:
+						flops += o.FLOPs
+					case o.CP:
+						exchanged += o.Bytes
+					}
+				}
+			}
+			return flops, exchanged
+		}
+		full, err := Build(c, Run{Phase: Training, Batch: 1, SeqLen: 8192, DType: hw.BF16})
+		require.NoError(t, err)
+		part, err := Build(c, Run{Phase: Training, Batch: 1, SeqLen: 2048, CP: 4, DType: hw.BF16})
+		require.NoError(t, err)
+		f1, x1 := attn(full)
+		f4, x4 := attn(part)
+		require.Zero(t, x1, name)
+		require.InEpsilon(t, f1, 4*f4, 1e-3, name)
+		require.Positive(t, x4, name)
+	}
+	mamba, ok := FromPreset("mamba-2.8b", Config{})
+	require.True(t, ok)
+	ps := mamba.CheckRun(Run{Phase: Training, Batch: 1, SeqLen: 2048, CP: 2, DType: hw.BF16})
+	require.NotEmpty(t, ps)
+	require.Equal(t, "cp", ps[len(ps)-1].Path)
+}

@@ -275,9 +275,8 @@ func (b *builder) mla() {
 	}
 	B, s := int64(r.Batch), int64(r.SeqLen)
 	hd := (nope + rope + v) / 2
-	fa := NewFlashAttention("attn.flash", b.attnDType(), B, hs, hs, s, s, hd, true)
 	qk := float64(T*hs*(nope+rope)) * b.e
-	b.add(step{fwd: []Op{fa}, bwd: []Op{flashBackward(fa)}, saved: 2*qk + float64(T*hs*v)*b.e + 4*float64(B*hs*s)})
+	b.flash(hs, hs, hd, hs*(nope+rope+v), 2*qk+float64(T*hs*v)*b.e+4*float64(B*hs*s))
 	b.gemm("attn.out", T, h, hs*v)
 	b.exit("attn", h)
 }

@@ -89,6 +89,10 @@ type Op struct {
 	// Return (all-to-all) marks a transfer from the experts' ranks back to
 	// the tokens' ranks (the combine, and the dispatch's backward).
 	Return bool
+	// CP marks a collective over the context-parallel group (the keys and
+	// values ring attention passes around, Run.CP) instead of the
+	// tensor-parallel group; it runs while the attention after it computes.
+	CP bool
 	// Accumulate, on a weight gradient GEMM, is the type of the gradient
 	// buffer the GEMM adds its product into, reading and writing it
 	// (Megatron's gradient-accumulation fusion into the fp32 main_grad);
@@ -107,7 +111,8 @@ type Op struct {
 	OnePass bool
 }
 
-// IsComm reports whether the op is a tensor-parallel collective.
+// IsComm reports whether the op is a collective (tensor-parallel, or
+// context-parallel where CP is set).
 func (o Op) IsComm() bool {
 	return o.Kind == AllReduce || o.Kind == AllGather || o.Kind == ReduceScatter || o.Kind == AllToAll
 }

@@ -412,10 +412,10 @@ func clusterGPUs(c *Cluster) int {
 // 11 more per micro-batch and rank with a pipeline; 4 and 32 here.
 func (s *Training) Budget() Budget {
 	par := s.Parallel
-	tp, pp, mb := max(par.TP, 1), max(par.PP, 1), max(par.MicroBatch, 1)
+	tp, pp, cp, mb := max(par.TP, 1), max(par.PP, 1), max(par.CP, 1), max(par.MicroBatch, 1)
 	dp := par.DP
 	if dp <= 0 {
-		dp = max(clusterGPUs(&s.Cluster)/(tp*pp), 1)
+		dp = max(clusterGPUs(&s.Cluster)/(tp*cp*pp), 1)
 	}
 	gb := par.GlobalBatch
 	if gb <= 0 {
@@ -429,7 +429,7 @@ func (s *Training) Budget() Budget {
 	}
 	replicas := 1.0
 	if s.FullSimulation {
-		replicas = float64(dp)
+		replicas = float64(dp * cp)
 	}
 	ranks := float64(tp*pp) * replicas
 	stage := math.Ceil(layers/float64(pp)) + 1

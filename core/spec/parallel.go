@@ -6,10 +6,19 @@ import "github.com/eidolon-sim/eidolon/core/model"
 // workload.Parallel). Ranks are numbered TP fastest, then DP, then PP:
 // rank = tp + TP·(dp + DP·pp), so a TP group sits inside a node.
 type Parallel struct {
-	// TP, PP, DP degrees; default 1, 1 and the cluster's GPUs/(TP·PP).
+	// TP, PP, DP degrees; default 1, 1 and the cluster's GPUs/(TP·CP·PP).
 	TP int `json:"tp,omitempty"`
 	PP int `json:"pp,omitempty"`
 	DP int `json:"dp,omitempty"`
+	// CP is the context-parallel degree (Megatron-Core
+	// --context-parallel-size; default 1): each sequence is split over cp
+	// ranks, two chunks each so that the causal attention's work is equal,
+	// and the attention passes keys and values around them as Transformer
+	// Engine's ring attention does (cp_comm_type "p2p"), overlapped with
+	// its compute. The weights are replicated over cp and their gradients
+	// reduced over dp·cp. Ranks are numbered tp, cp, dp, pp (Megatron's
+	// order): rank = tp + TP·(cp + CP·(dp + DP·pp)).
+	CP int `json:"cp,omitempty"`
 	// MicroBatch: sequences per micro-batch (default 1). GlobalBatch:
 	// sequences per step over all replicas (default dp·micro_batch·pp, so
 	// that a pipeline has pp micro-batches).
@@ -86,7 +95,7 @@ var Schedules = []string{"1f1b", "gpipe", "interleaved"}
 // Defaults fills optional fields (DP and GlobalBatch need the cluster: see
 // Resolve).
 func (p *Parallel) Defaults() {
-	for _, f := range []*int{&p.TP, &p.PP, &p.MicroBatch, &p.VirtualStages, &p.EP} {
+	for _, f := range []*int{&p.TP, &p.PP, &p.CP, &p.MicroBatch, &p.VirtualStages, &p.EP} {
 		if *f == 0 {
 			*f = 1
 		}
@@ -109,17 +118,17 @@ func (p *Parallel) Defaults() {
 // Resolve fills DP and GlobalBatch for a cluster of gpus GPUs and reports
 // a layout that does not fit it.
 func (p *Parallel) Resolve(gpus int, probs *Problems, path string) {
-	if p.TP < 1 || p.PP < 1 {
+	if p.TP < 1 || p.PP < 1 || p.CP < 1 {
 		return
 	}
 	if p.DP == 0 {
-		p.DP = max(1, gpus/(p.TP*p.PP))
+		p.DP = max(1, gpus/(p.TP*p.CP*p.PP))
 	}
 	if p.GlobalBatch == 0 {
 		p.GlobalBatch = p.DP * p.MicroBatch * p.PP
 	}
-	if n := p.TP * p.PP * p.DP; n > gpus {
-		probs.Addf(Field(path, "dp"), "tp·pp·dp = %d·%d·%d = %d GPUs, but the cluster has %d", p.TP, p.PP, p.DP, n, gpus)
+	if n := p.TP * p.CP * p.PP * p.DP; n > gpus {
+		probs.Addf(Field(path, "dp"), "tp·cp·pp·dp = %d·%d·%d·%d = %d GPUs, but the cluster has %d", p.TP, p.CP, p.PP, p.DP, n, gpus)
 	}
 }
 
@@ -128,6 +137,7 @@ func (p *Parallel) Validate(probs *Problems, path string) {
 	f := func(n string) string { return Field(path, n) }
 	probs.IntInRange(f("tp"), p.TP, 1, 1<<16)
 	probs.IntInRange(f("pp"), p.PP, 1, 1<<16)
+	probs.IntInRange(f("cp"), p.CP, 1, 1<<16)
 	probs.IntInRange(f("dp"), p.DP, 0, 1<<20)
 	probs.IntInRange(f("micro_batch"), p.MicroBatch, 1, 1<<20)
 	probs.IntInRange(f("global_batch"), p.GlobalBatch, 0, 1<<30)

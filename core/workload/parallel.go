@@ -28,7 +28,14 @@ const (
 type Parallel struct {
 	// TP, PP and DP degrees; TP·PP·DP GPUs. Ranks are numbered TP fastest,
 	// then DP, then PP (Megatron's default order): rank = tp + TP·(dp + DP·pp).
+	// With context parallelism DP counts the data- and context-parallel
+	// ranks together (the ranks that share the weights): index dp holds
+	// chunk dp mod CP of the sequences of data-parallel replica dp / CP
+	// (Megatron's order tp-cp-dp-pp).
 	TP, PP, DP int
+	// CP is the context-parallel degree (0 means 1; model.Run.CP): it
+	// divides DP, and each of its ranks holds 1/CP of every sequence.
+	CP int
 	// MicroBatch is sequences per micro-batch; GlobalBatch sequences per
 	// step over all replicas (GlobalBatch/(DP·MicroBatch) micro-batches).
 	MicroBatch, GlobalBatch int
@@ -94,6 +101,9 @@ func (p Parallel) expertTP() int {
 	return p.TP
 }
 
+// cp is the context-parallel degree.
+func (p Parallel) cp() int { return max(p.CP, 1) }
+
 // epReplicas is the data-parallel replicas one expert-parallel group spans:
 // EP·ExpertTP/TP (each replica holds TP/ExpertTP of its EP ranks).
 func (p Parallel) epReplicas() int { return max(p.EP, 1) * p.expertTP() / p.TP }
@@ -117,10 +127,14 @@ type Training struct {
 	Routing Routing
 }
 
-// MicroBatches is the number of micro-batches per replica per step.
+// MicroBatches is the number of micro-batches per replica per step (the
+// context-parallel ranks of a replica share its micro-batches).
 func (t Training) MicroBatches() int {
-	return t.Par.GlobalBatch / (t.Par.DP * t.Par.MicroBatch)
+	return t.Par.GlobalBatch / (t.Par.DP / t.Par.cp() * t.Par.MicroBatch)
 }
+
+// localSeqLen is the tokens of a sequence one rank holds.
+func (t Training) localSeqLen() int { return t.SeqLen / t.Par.cp() }
 
 // Ranks is the number of GPUs.
 func (p Parallel) Ranks() int { return p.TP * p.PP * p.DP }
@@ -147,8 +161,16 @@ func (t Training) Check() []problem.Problem {
 	if len(ps) > 0 {
 		return ps
 	}
-	if p.GlobalBatch%(p.DP*p.MicroBatch) != 0 {
-		bad("global_batch", "must be a multiple of dp·micro_batch = %d, got %d", p.DP*p.MicroBatch, p.GlobalBatch)
+	cp := p.cp()
+	if p.CP < 0 || p.DP%cp != 0 {
+		bad("cp", "must be >= 1 and divide the data- and context-parallel ranks (%d), got %d", p.DP, p.CP)
+		return ps
+	}
+	if cp > 1 && t.SeqLen%(2*cp) != 0 {
+		bad("cp", "needs seq_len (%d) to split into 2·cp = %d equal chunks (each rank holds two, for balance under the causal mask)", t.SeqLen, 2*cp)
+	}
+	if dp := p.DP / cp; p.GlobalBatch%(dp*p.MicroBatch) != 0 {
+		bad("global_batch", "must be a multiple of dp·micro_batch = %d, got %d", dp*p.MicroBatch, p.GlobalBatch)
 	}
 	switch p.Schedule {
 	case GPipe, OneFOneB:
@@ -156,7 +178,7 @@ func (t Training) Check() []problem.Problem {
 			bad("virtual_stages", "must be 1 for schedule %q, got %d (use \"interleaved\")", p.Schedule, p.VirtualStages)
 		}
 	case Interleaved:
-		m := p.GlobalBatch / (p.DP * p.MicroBatch)
+		m := t.MicroBatches()
 		if p.PP > 1 && m%p.PP != 0 {
 			bad("global_batch", "the interleaved schedule needs micro-batches per replica (%d) to be a multiple of pp (%d)", m, p.PP)
 		}
@@ -213,7 +235,7 @@ func (t Training) Check() []problem.Problem {
 		switch field {
 		case "batch":
 			field = "micro_batch"
-		case "recompute", "recompute_modules", "tp", "sequence_parallel", "ep", "expert_tp":
+		case "recompute", "recompute_modules", "tp", "sequence_parallel", "ep", "expert_tp", "cp":
 		default:
 			field = "model." + field
 		}
@@ -223,7 +245,7 @@ func (t Training) Check() []problem.Problem {
 }
 
 func (t Training) microRun() model.Run {
-	return model.Run{Phase: model.Training, Batch: t.Par.MicroBatch, SeqLen: t.SeqLen, TP: t.Par.TP, GradDType: t.GradDType, FP8Recipe: t.FP8Recipe,
+	return model.Run{Phase: model.Training, Batch: t.Par.MicroBatch, SeqLen: t.localSeqLen(), CP: t.Par.CP, TP: t.Par.TP, GradDType: t.GradDType, FP8Recipe: t.FP8Recipe,
 		CrossEntropyFusion: t.CrossEntropyFusion,
 		SequenceParallel:   t.Par.SequenceParallel, Recompute: t.Par.Recompute, RecomputeModules: t.Par.RecomputeModules, DType: t.DType,
 		UnfusedAttention: t.UnfusedAttention, EP: t.Par.EP, ExpertTP: t.Par.ExpertTP}

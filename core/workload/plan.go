@@ -28,10 +28,12 @@ const (
 	StreamPP
 	// StreamEP runs the expert-parallel all-to-alls (dispatch, combine).
 	StreamEP
+	// StreamCP runs the context-parallel exchange of keys and values.
+	StreamCP
 	NumStreams
 )
 
-var streamNames = [NumStreams]string{"compute", "tp", "dp", "pp", "ep"}
+var streamNames = [NumStreams]string{"compute", "tp", "dp", "pp", "ep", "cp"}
 
 func (s Stream) String() string { return streamNames[s] }
 
@@ -77,6 +79,9 @@ const (
 	// expert gradients.
 	SlotEP
 	SlotEDP
+	// SlotCP is the context-parallel group: the ranks holding the chunks
+	// of one sequence (ring attention's keys and values).
+	SlotCP
 	NumSlots
 )
 
@@ -241,18 +246,49 @@ func (b *progBuilder) compute(name string, ops []model.Op, mb int32, after ...in
 func (b *progBuilder) ops(prefix string, list []model.Op, mb int32, after []int32, overlap bool) int32 {
 	start := 0
 	last := int32(-1)
-	// first is the dependency list of the block's first task.
-	first := func() []int32 {
+	// first is the dependency list of the next task.
+	var first func() []int32
+	// join are collectives the next task waits for besides last.
+	var join []int32
+	first = func() []int32 {
+		deps := after
 		if last >= 0 {
-			return []int32{last}
+			deps = []int32{last}
 		}
-		return after
+		if len(join) > 0 {
+			deps = append(append([]int32(nil), deps...), join...)
+			join = nil
+		}
+		return deps
 	}
-	for i, o := range list {
-		if !o.IsComm() {
+	for i := 0; i < len(list); i++ {
+		o := list[i]
+		if !o.IsComm() || i < start {
 			continue
 		}
 		seg := list[start:i]
+		if o.CP {
+			// The context-parallel exchange (and any right behind it) runs
+			// on its own stream while the op after it computes; the task
+			// after that waits for both.
+			before := first()
+			if len(seg) > 0 {
+				last = b.compute(prefix+segName(seg), seg, mb, before...)
+				before = []int32{last}
+			}
+			j := i
+			var comms []int32
+			for ; j < len(list) && list[j].CP; j++ {
+				comms = append(comms, b.collective(prefix+list[j].Name, StreamCP, SlotCP, list[j].Kind, list[j].Bytes, mb, before...))
+			}
+			if j < len(list) && !list[j].IsComm() {
+				last = b.compute(prefix+list[j].Name, list[j:j+1], mb, before...)
+				j++
+			}
+			join = comms
+			start = j
+			continue
+		}
 		if o.Kind == model.AllToAll {
 			// The dropless dispatch's sizes are known on the device only:
 			// Megatron-Core's all-to-all dispatcher copies the token counts
@@ -305,6 +341,11 @@ func (b *progBuilder) ops(prefix string, list []model.Op, mb int32, after []int3
 	}
 	if seg := list[start:]; len(seg) > 0 {
 		last = b.compute(prefix+segName(seg), seg, mb, first()...)
+	}
+	if len(join) > 0 {
+		// A block that ends with the attention the exchange fed: the next
+		// block's first task waits for the exchange through an empty one.
+		last = b.compute(prefix+"cp.join", nil, mb, first()...)
 	}
 	if last < 0 && len(after) == 1 {
 		return after[0]

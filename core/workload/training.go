@@ -90,7 +90,7 @@ func BuildTraining(t Training) (*TrainingPlan, error) {
 	tp.ProgramsPerStage = 1
 	var cache *a2aCache
 	if t.Model.IsMoE() {
-		tp.Routing = Route(t.Routing, t.Model, EP, int64(par.MicroBatch*t.SeqLen/f))
+		tp.Routing = Route(t.Routing, t.Model, EP, int64(par.MicroBatch*t.localSeqLen()/f))
 		if EP > 1 {
 			cache = &a2aCache{a: tp.Routing, mats: map[[3]uint64]int32{}}
 			if !tp.Routing.Balanced() {
@@ -193,6 +193,14 @@ func (t Training) layout(pl *Plan, perStage int) {
 	for pp := 0; pp < P; pp++ {
 		pl.replicaGroup(replicas, T, SlotDP, func(dp int) int { return unit(dp, pp) }, func(k, dp int) int { return par.Rank(k, dp, pp) })
 	}
+	if C := par.cp(); C > 1 {
+		// Each replica's context-parallel ranks: indices C·r … C·r+C−1.
+		for pp := 0; pp < P; pp++ {
+			for r := 0; r < D; r += C {
+				pl.replicaGroup(span(r, r+C, 1), T, SlotCP, func(dp int) int { return unit(dp, pp) }, func(k, dp int) int { return par.Rank(k, dp, pp) })
+			}
+		}
+	}
 	if EP > 1 {
 		t.expertGroups(pl, unit)
 	}
@@ -290,7 +298,7 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 	// Each TP rank sends its 1/t share; without sequence parallelism the
 	// receiver all-gathers them over its TP group (Megatron's scatter-gather
 	// optimization).
-	act := float64(par.MicroBatch*t.SeqLen*t.Model.Hidden) * e
+	act := float64(par.MicroBatch*t.localSeqLen()*t.Model.Hidden) * e
 	msg := act
 	gather := false
 	if T > 1 {
@@ -724,7 +732,7 @@ func (t Training) Size(cost func(model.Op) (float64, error)) (*Sizing, error) {
 						if seg := list[start:i]; len(seg) > 0 {
 							hiding = k == 1 && par.OverlapTPComm && hidesBehindWgrad(seg)
 						}
-						if o.Kind != model.AllToAll && !hiding {
+						if o.Kind != model.AllToAll && !o.CP && !hiding {
 							tp = append(tp, Coll{o.Kind, o.Bytes})
 						}
 						start = i + 1

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -498,6 +499,100 @@ func TestPipelineSplitAccountsForEmbeddingAndLoss(t *testing.T) {
 
 	par.VirtualStages, par.AccountForEmbedding = 2, false
 	require.NotEmpty(t, layout(c, par).Check(), "8 chunks of 6 layers without the accounting")
+}
+
+// Context parallelism: the cp ranks of a replica (Megatron's order
+// tp-cp-dp-pp, folded into the data-parallel index) each hold 1/cp of the
+// sequence and share its micro-batches; the step's model FLOPs and tokens
+// are those of the same step without it (the balanced chunks give every
+// rank 1/cp of the causal attention); each layer's forward gathers the
+// other ranks' keys and values over its context-parallel group, on the cp
+// stream, while the attention computes, and what follows the attention
+// waits for both; the gradients are reduced over dp·cp. What cannot be
+// split names cp.
+func TestContextParallel(t *testing.T) {
+	c, ok := model.FromPreset("llama3-8b", model.Config{Layers: 2})
+	require.True(t, ok)
+	step := func(par Parallel) (*TrainingPlan, Training) {
+		tr := layout(c, par)
+		tr.SeqLen, tr.DType, tr.UnfusedAttention = 8192, hw.BF16, false
+		require.Empty(t, tr.Check())
+		p, err := BuildTraining(tr)
+		require.NoError(t, err)
+		return p, tr
+	}
+	plain, _ := step(Parallel{TP: 2, PP: 1, DP: 4, MicroBatch: 1, GlobalBatch: 8})
+	cp, tr := step(Parallel{TP: 2, PP: 1, DP: 4, CP: 2, MicroBatch: 1, GlobalBatch: 8})
+	require.Equal(t, 4, tr.MicroBatches(), "two replicas of two context-parallel ranks share 8 sequences")
+	require.Equal(t, plain.Tokens, cp.Tokens)
+	require.InEpsilon(t, plain.ModelFLOPs, cp.ModelFLOPs, 1e-3)
+	require.Less(t, cp.Memory[0].Activations, plain.Memory[0].Activations)
+
+	// Context-parallel groups: units 0 and 1 (ranks 0-1 and 2-3), 2 and 3.
+	var groups [][]int
+	seen := map[int]bool{}
+	for _, u := range cp.Units {
+		if g := u.Groups[SlotCP]; g >= 0 && !seen[g] {
+			seen[g] = true
+			groups = append(groups, cp.Groups[g].Comms[0])
+		}
+	}
+	require.Equal(t, [][]int{{0, 2}, {4, 6}}, groups)
+	require.Len(t, cp.Groups[cp.Units[0].Groups[SlotDP]].Units, 4, "gradients over dp·cp")
+
+	// The exchange: an all-gather of the keys and values of the whole
+	// sequence forward (8,192 tokens of 2·(8/2)·128 elements in bf16).
+	prog := cp.Programs[0]
+	kvBytes := float64(8192 * 2 * 4 * 128 * 2)
+	var gathers, scatters int
+	for i, task := range prog.Tasks {
+		if task.Stream != StreamCP {
+			continue
+		}
+		require.Equal(t, SlotCP, task.Slot)
+		require.Equal(t, kvBytes, task.Bytes)
+		switch task.Coll {
+		case model.AllGather:
+			gathers++
+		case model.ReduceScatter:
+			scatters++
+		}
+		// The attention after it runs alongside; the next task waits for it.
+		var attn, joined int32 = -1, -1
+		for j := i + 1; j < len(prog.Tasks); j++ {
+			if prog.Tasks[j].Kind != Compute {
+				continue
+			}
+			if attn < 0 {
+				attn = int32(j)
+				require.NotContains(t, prog.Tasks[j].Deps, int32(i))
+				continue
+			}
+			if slices.Contains(prog.Tasks[j].Deps, int32(i)) {
+				joined = int32(j)
+			}
+			break
+		}
+		require.Contains(t, prog.Tasks[attn].Name, "attn.flash")
+		require.Positive(t, joined, "the task after %s waits for the exchange", prog.Tasks[attn].Name)
+	}
+	m := tr.MicroBatches()
+	require.Equal(t, 2*2*m, gathers, "forward and backward, two layers, every micro-batch")
+	require.Equal(t, 2*m, scatters)
+
+	bad := func(par Parallel, seq int) []string {
+		tr := layout(c, par)
+		tr.SeqLen, tr.UnfusedAttention = seq, false
+		var out []string
+		for _, p := range tr.Check() {
+			out = append(out, p.Path)
+		}
+		return out
+	}
+	require.Contains(t, bad(Parallel{TP: 2, PP: 1, DP: 4, CP: 3, MicroBatch: 1, GlobalBatch: 8}, 8192), "cp", "3 does not divide dp·cp")
+	require.Contains(t, bad(Parallel{TP: 2, PP: 1, DP: 4, CP: 4, MicroBatch: 1, GlobalBatch: 8}, 8196), "cp", "8196 is not 8 chunks")
+	un := layout(c, Parallel{TP: 1, PP: 1, DP: 2, CP: 2, MicroBatch: 1, GlobalBatch: 2})
+	require.Equal(t, "cp", un.Check()[0].Path, "unfused attention has no ring attention")
 }
 
 // Megatron-Core's uneven split: the first and last stages hold the layers

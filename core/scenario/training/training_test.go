@@ -367,3 +367,41 @@ func TestUnevenPipelineSplitShortensTheLastStage(t *testing.T) {
 	require.ErrorAs(t, err, &pe)
 	require.Contains(t, err.Error(), "parallel.decoder_last_pipeline_num_layers")
 }
+
+// Context parallelism on a long sequence: splitting each sequence over cp
+// ranks keeps the step's tokens and model FLOPs, shrinks the activations
+// each GPU holds, and runs the ring attention's exchange on its own stream
+// ("cp" in the timeline) under the attention. Bad layouts name the field.
+func TestContextParallelStep(t *testing.T) {
+	step := func(nodes int, par string) scenario.Result {
+		return run(t, fmt.Sprintf(`{"kind":"training","model":{"preset":"llama3-8b","layers":4},"gpu":"h100-sxm",
+			"cluster":{"preset":"dgx-h100","nodes":%d},"parallel":{%s,"global_batch":8,"sequence_parallel":true},
+			"seq_len":32768,"dtype":"bf16","timeline_ranks":[0]}`, nodes, par))
+	}
+	sum := func(r scenario.Result) training.SummaryRow { return r.Tables[0].Rows.([]training.SummaryRow)[0] }
+	plain, cp := step(1, `"tp":4,"dp":2`), step(1, `"tp":4,"cp":2,"dp":1`)
+	sp, sc := sum(plain), sum(cp)
+	require.InEpsilon(t, sp.TokensPerS*sp.StepTimeS, sc.TokensPerS*sc.StepTimeS, 1e-9)
+	require.InEpsilon(t, sp.ModelFLOPs, sc.ModelFLOPs, 1e-3)
+	require.Less(t, sc.MemoryPeakBytes, sp.MemoryPeakBytes)
+	busy := map[string]float64{}
+	for _, r := range cp.Tables[2].Rows.([]job.TimelineRow) {
+		if r.Rank == 0 {
+			busy[r.Stream] += r.EndS - r.StartS
+		}
+	}
+	require.Positive(t, busy["cp"], "the exchange runs on the cp stream")
+	require.Less(t, sc.StepTimeS, busy["compute"]+busy["tp"]+busy["dp"]+busy["cp"], "the exchange runs under the attention")
+	require.Less(t, sc.ExposedCommS, busy["tp"]+busy["dp"]+busy["cp"])
+
+	for _, tc := range []struct{ par, seq, field string }{
+		{`"tp":4,"cp":2`, "32769", "parallel.cp"},
+		{`"tp":4,"cp":4,"dp":2`, "32768", "parallel.dp"},
+	} {
+		_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(fmt.Sprintf(`{"kind":"training","model":"llama3-8b","gpu":"h100-sxm",
+			"cluster":{"preset":"dgx-h100","nodes":1},"parallel":{%s},"seq_len":%s}`, tc.par, tc.seq)))
+		var pe *problem.Error
+		require.ErrorAs(t, err, &pe, tc.par)
+		require.Contains(t, err.Error(), tc.field)
+	}
+}
