@@ -393,6 +393,11 @@ func TestContextParallelStep(t *testing.T) {
 	require.Positive(t, busy["cp"], "the exchange runs on the cp stream")
 	require.Less(t, sc.StepTimeS, busy["compute"]+busy["tp"]+busy["dp"]+busy["cp"], "the exchange runs under the attention")
 	require.Less(t, sc.ExposedCommS, busy["tp"]+busy["dp"]+busy["cp"])
+	// The context-parallel ranks are replicas of one another's program:
+	// mirrored, they time the step as simulating every one does.
+	mirrored := `{"kind":"training","model":{"preset":"llama3-8b","layers":4},"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":2},
+		"parallel":{"tp":2,"cp":2,"pp":2,"global_batch":16,"sequence_parallel":true},"seq_len":16384,"dtype":"bf16"%s}`
+	require.Equal(t, summary(t, fmt.Sprintf(mirrored, "")).StepTimeS, summary(t, fmt.Sprintf(mirrored, `,"full_simulation":true`)).StepTimeS)
 
 	for _, tc := range []struct{ par, seq, field string }{
 		{`"tp":4,"cp":2`, "32769", "parallel.cp"},
