@@ -5,7 +5,7 @@ import (
 )
 
 // ParallelSearch is the "parallel_search" kind: enumerate the parallel
-// layouts (tp, pp, dp, ep, expert tp, micro-batch, recompute, zero) of a
+// layouts (tp, pp, dp, cp, ep, expert tp, micro-batch, recompute, zero) of a
 // model on a cluster for a global batch, check which are valid and fit in
 // memory, simulate the promising ones and rank them by step time. Table:
 // configs.
@@ -26,6 +26,9 @@ type ParallelSearch struct {
 	MicroBatch []int    `json:"micro_batch,omitempty"`
 	Recompute  []string `json:"recompute,omitempty"`
 	ZeRO       []int    `json:"zero,omitempty"`
+	// CP: context-parallel degrees (Parallel.CP; default [1]): dp is then
+	// the GPUs / (tp·cp·pp).
+	CP []int `json:"cp,omitempty"`
 	// EP: expert-parallel degrees of a mixture-of-experts model (default
 	// every power of two up to the experts; [1] for dense models). Routing
 	// is balanced.
@@ -64,6 +67,9 @@ func (s *ParallelSearch) Defaults() {
 	if len(s.ZeRO) == 0 {
 		s.ZeRO = []int{0, 1, 2, 3}
 	}
+	if len(s.CP) == 0 {
+		s.CP = []int{1}
+	}
 	if s.Schedule == "" {
 		s.Schedule = "1f1b"
 	}
@@ -83,7 +89,7 @@ func (s *ParallelSearch) Validate(p *Problems) {
 	for _, f := range []struct {
 		name string
 		list []int
-	}{{"tp", s.TP}, {"pp", s.PP}, {"micro_batch", s.MicroBatch}, {"ep", s.EP}} {
+	}{{"tp", s.TP}, {"pp", s.PP}, {"cp", s.CP}, {"micro_batch", s.MicroBatch}, {"ep", s.EP}} {
 		for i, v := range f.list {
 			p.IntInRange(Index(f.name, i), v, 1, 1<<20)
 		}

@@ -20,6 +20,7 @@ def search_parallel(
     dtype: str = "bf16",
     tp: Optional[Sequence[int]] = None,
     pp: Optional[Sequence[int]] = None,
+    cp: Optional[Sequence[int]] = None,
     micro_batch: Optional[Sequence[int]] = None,
     recompute: Optional[Sequence[str]] = None,
     zero: Optional[Sequence[int]] = None,
@@ -29,12 +30,13 @@ def search_parallel(
     progress: bool = True,
     **spec: Any,
 ) -> pa.Table:
-    """Rank the parallel layouts (tp, pp, dp, ep, expert_tp, micro-batch,
+    """Rank the parallel layouts (tp, pp, dp, cp, ep, expert_tp, micro-batch,
     recompute, zero) of ``model`` on ``cluster`` for a global batch of
     ``batch`` sequences.
 
     ``cluster`` is a cluster spec dict, or a preset name ("dgx-a100") scaled
-    to ``nodes`` nodes. Every GPU is used: dp = GPUs / (tp·pp). Returns the
+    to ``nodes`` nodes. Every GPU is used: dp = GPUs / (tp·cp·pp), ``cp``
+    listing the context-parallel degrees (default ``[1]``). Returns the
     ``configs`` table: simulated layouts first, fastest first (``rank`` 1),
     then the others with ``status`` (bounded, dominated, does_not_fit,
     invalid) and a ``reason``. With ``keep = k`` the k fastest are exact and
@@ -57,7 +59,7 @@ def search_parallel(
         cluster = {"preset": cluster, "nodes": nodes}
     doc: dict[str, Any] = {"kind": "parallel_search", "model": model, "gpu": gpu, "cluster": dict(cluster),
                            "global_batch": batch, "seq_len": seq_len, "dtype": dtype, "keep": keep}
-    for key, value in (("tp", tp), ("pp", pp), ("micro_batch", micro_batch), ("recompute", recompute), ("zero", zero),
+    for key, value in (("tp", tp), ("pp", pp), ("cp", cp), ("micro_batch", micro_batch), ("recompute", recompute), ("zero", zero),
                        ("ep", ep), ("expert_tp", expert_tp)):
         if value is not None:
             doc[key] = list(value)

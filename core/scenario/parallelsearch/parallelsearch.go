@@ -43,7 +43,7 @@ import (
 // Kind registers the scenario.
 func Kind() scenario.Kind {
 	return scenario.Checked(scenario.Define("parallel_search",
-		"enumerate (tp, pp, dp, ep, expert_tp, micro-batch, recompute, zero) for a model, cluster and batch; rank by simulated step time, with why the others do not fit",
+		"enumerate (tp, pp, dp, cp, ep, expert_tp, micro-batch, recompute, zero) for a model, cluster and batch; rank by simulated step time, with why the others do not fit",
 		run), func(s *spec.ParallelSearch) error {
 		_, err := compile.Machine("", s.Cluster, s.GPU, spec.Faults{}, s.Seed) // the cluster and GPU compiled
 		return err
@@ -62,11 +62,13 @@ const (
 // ConfigRow is one layout ("configs" table), fastest first.
 type ConfigRow struct {
 	// Rank is 1 for the fastest simulated layout; null unless simulated.
-	Rank       *int `arrow:"rank"`
-	TP         int  `arrow:"tp"`
-	PP         int  `arrow:"pp"`
-	DP         int  `arrow:"dp"`
-	MicroBatch int  `arrow:"micro_batch"`
+	Rank *int `arrow:"rank"`
+	TP   int  `arrow:"tp"`
+	PP   int  `arrow:"pp"`
+	DP   int  `arrow:"dp"`
+	// CP is the context-parallel degree.
+	CP         int `arrow:"cp"`
+	MicroBatch int `arrow:"micro_batch"`
 	// EP is the expert-parallel degree (1 for dense models).
 	EP int `arrow:"ep"`
 	// ExpertTP is the expert tensor-parallel degree: tp or 1 (tp for dense
@@ -294,16 +296,18 @@ func enumerate(env scenario.Env, s *spec.ParallelSearch, m *exec.Machine) ([]Con
 	}
 	// Every (tp, pp, ep, expert tp, micro-batch, zero), in this nesting
 	// order; each is tried with recomputation from least to most work.
-	type shape struct{ tp, pp, ep, etp, mb, zero int }
+	type shape struct{ tp, pp, cp, ep, etp, mb, zero int }
 	var shapes []shape
 	for _, tp := range s.TP {
 		etps := expertTPs(s.ExpertTP, tp, cfg.IsMoE())
 		for _, pp := range pps {
-			for _, ep := range eps {
-				for _, etp := range etps {
-					for _, mb := range s.MicroBatch {
-						for _, zero := range s.ZeRO {
-							shapes = append(shapes, shape{tp, pp, ep, etp, mb, zero})
+			for _, cp := range s.CP {
+				for _, ep := range eps {
+					for _, etp := range etps {
+						for _, mb := range s.MicroBatch {
+							for _, zero := range s.ZeRO {
+								shapes = append(shapes, shape{tp, pp, cp, ep, etp, mb, zero})
+							}
 						}
 					}
 				}
@@ -320,16 +324,16 @@ func enumerate(env scenario.Env, s *spec.ParallelSearch, m *exec.Machine) ([]Con
 			if err := env.Canceled(); err != nil {
 				return nil, nil, err
 			}
-			row := ConfigRow{TP: tp, PP: pp, EP: d.ep, ExpertTP: d.etp, MicroBatch: d.mb, Recompute: rc, ZeRO: zero,
+			row := ConfigRow{TP: tp, PP: pp, CP: d.cp, EP: d.ep, ExpertTP: d.etp, MicroBatch: d.mb, Recompute: rc, ZeRO: zero,
 				SequenceParallel: tp > 1 && !s.NoSequenceParallel}
-			if gpus%(tp*pp) != 0 {
-				row.Status, row.Reason = Invalid, fmt.Sprintf("tp·pp = %d does not divide the %d GPUs", tp*pp, gpus)
+			if gpus%(tp*d.cp*pp) != 0 {
+				row.Status, row.Reason = Invalid, fmt.Sprintf("tp·cp·pp = %d does not divide the %d GPUs", tp*d.cp*pp, gpus)
 				rows = append(rows, row)
 				continue
 			}
-			row.DP = gpus / (tp * pp)
-			if zero > 0 && row.DP == 1 {
-				row.Status, row.Reason = Invalid, "ZeRO shards over data-parallel ranks; dp is 1"
+			row.DP = gpus / (tp * d.cp * pp)
+			if zero > 0 && row.DP*d.cp == 1 {
+				row.Status, row.Reason = Invalid, "ZeRO shards over data- and context-parallel ranks; dp·cp is 1"
 				rows = append(rows, row)
 				continue
 			}
@@ -338,7 +342,7 @@ func enumerate(env scenario.Env, s *spec.ParallelSearch, m *exec.Machine) ([]Con
 				rows = append(rows, row)
 				continue
 			}
-			tr := job.TrainingStep(cfg, s.DType, s.Step, workload.Parallel{TP: tp, PP: pp, DP: row.DP, MicroBatch: d.mb, GlobalBatch: s.GlobalBatch,
+			tr := job.TrainingStep(cfg, s.DType, s.Step, workload.Parallel{TP: tp, PP: pp, DP: row.DP * d.cp, CP: d.cp, MicroBatch: d.mb, GlobalBatch: s.GlobalBatch,
 				Schedule: workload.Schedule(s.Schedule), VirtualStages: 1, SequenceParallel: row.SequenceParallel,
 				Recompute: model.Recompute(rc), ZeRO: zero, EP: d.ep, ExpertTP: d.etp,
 				OverlapTPComm: true}) // as Megatron-LM runs (spec.Parallel.OverlapTPComm)
@@ -443,7 +447,7 @@ func graphKey(r ConfigRow) string {
 	if z == 2 {
 		z = 1
 	}
-	return fmt.Sprintf("%d/%d/%d/%s/%d/%d/%d", r.TP, r.PP, r.MicroBatch, r.Recompute, z, r.EP, r.ExpertTP)
+	return fmt.Sprintf("%d/%d/%d/%d/%s/%d/%d/%d", r.TP, r.PP, r.CP, r.MicroBatch, r.Recompute, z, r.EP, r.ExpertTP)
 }
 
 // outcome is one candidate's simulation, run ahead of the decision.

@@ -129,10 +129,31 @@ func TestDenseExpertTPIsTP(t *testing.T) {
 		}
 		require.Equal(t, 1, r.ExpertTP)
 		require.Equal(t, parallelsearch.Invalid, r.Status)
-		if r.Reason != "ZeRO shards over data-parallel ranks; dp is 1" {
+		if r.Reason != "ZeRO shards over data- and context-parallel ranks; dp·cp is 1" {
 			require.Equal(t, fmt.Sprintf("expert_tp: expert tensor parallelism needs a mixture-of-experts model: must be tp (%d), got 1", r.TP), r.Reason)
 		}
 	}
 	require.Equal(t, def, same)
 	require.Equal(t, len(def)+2*2*4*3, len(both), "tp 2 and 4 × pp 1 and 2 × 4 zero × 3 recompute at expert TP 1")
+}
+
+// Context parallelism in the search: at 131,072 tokens Llama-3-8B's
+// activations fit a GPU at TP 2 only with the sequence split four ways
+// (full recomputation); every layout's dp is GPUs / (tp·cp·pp), and cp 8
+// leaves no GPU for it.
+func TestSearchEnumeratesCP(t *testing.T) {
+	rows := search(t, `{"kind":"parallel_search","model":"llama3-8b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1},
+		"global_batch":8,"seq_len":131072,"tp":[2],"pp":[1],"cp":[1,2,4,8],"micro_batch":[1],"recompute":["full"],"zero":[1],"keep":0}`)
+	require.Len(t, rows, 4)
+	status := map[int]string{}
+	for _, r := range rows {
+		status[r.CP] = r.Status
+		if r.Status != parallelsearch.Invalid {
+			require.Equal(t, 4/r.CP, r.DP, "%+v", r)
+		}
+		if r.Status == parallelsearch.Simulated {
+			require.GreaterOrEqual(t, *r.StepTimeS, *r.BoundS)
+		}
+	}
+	require.Equal(t, map[int]string{1: parallelsearch.DoesNotFit, 2: parallelsearch.DoesNotFit, 4: parallelsearch.Simulated, 8: parallelsearch.Invalid}, status)
 }
