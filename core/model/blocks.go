@@ -268,6 +268,16 @@ func (b *builder) mlp(f int64) {
 // traffic); the backward receives them again and returns the gradients of
 // the keys and values to their ranks (a reduce-scatter's). Both run on
 // the context-parallel group while the attention computes (Op.CP).
+//
+// The ring also runs elementwise kernels around its c attention steps
+// (AttnFuncWithCPAndKVP2P): forward, each step's partial output is merged
+// into the running one by its log-sum-exp (flash_attn_fwd_out_correction:
+// read both, write one); backward, each step's dQ is added into the
+// rank's (dq.add_) and, on the steps that take half the queries, the
+// halves of Q, O and dO are first copied out contiguously, and each step's
+// dK and dV are added into the buffer the ring passes on. They are priced
+// as one pass each way, for c steps of the rank whose every step is full
+// (the ring's steps wait for its slowest member).
 func (b *builder) flash(hs, kvs, hd, kvElems int64, saved float64) {
 	r := b.r
 	B, s, c := int64(r.Batch), int64(r.SeqLen), int64(max(r.CP, 1))
@@ -281,7 +291,13 @@ func (b *builder) flash(hs, kvs, hd, kvElems int64, saved float64) {
 	kv := NewComm("attn.cp.kv_all_gather", AllGather, gathered)
 	dkv := NewComm("attn.cp.dkv_reduce_scatter", ReduceScatter, gathered)
 	kv.CP, dkv.CP = true, true
-	b.add(step{fwd: []Op{kv, fa}, bwd: []Op{kv, dkv, flashBackward(fa)}, saved: saved})
+	out := float64(B*s*hs*hd) * b.e    // the rank's attention output (or dQ)
+	kvs2 := float64(B*s*kvElems) * b.e // its keys and values (or their gradients)
+	steps := float64(c)
+	merge := NewStreaming("attn.cp.out_correction", Elementwise, b.a, 6*steps*out/b.e, 3*steps*out)
+	accumulate := NewStreaming("attn.cp.grad_accumulate", Elementwise, b.a, steps*(out+kvs2)/b.e,
+		3*(2*steps-1)*out+3*steps*kvs2)
+	b.add(step{fwd: []Op{kv, fa, merge}, bwd: []Op{kv, dkv, flashBackward(fa), accumulate}, saved: saved})
 }
 
 // attentionCore is causal self-attention over this rank's heads: decode
