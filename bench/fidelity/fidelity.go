@@ -346,8 +346,9 @@ func llama3Rows(ctx context.Context) ([]Row, error) {
 // (NeMo's GPTConfig sets cross_entropy_loss_fusion, Megatron's native
 // implementation), sequence parallelism with TP, the distributed
 // optimizer with overlapped gradient reduction and parameter gathering
-// (the recipes' DistributedDataParallelConfig), no recomputation. The rows that need context
-// parallelism (Llama 3) or a model with no preset here are left out.
+// (the recipes' DistributedDataParallelConfig), no recomputation, the
+// Llama 3 rows with context parallelism 2 as the table lays them out
+// (parallel.cp). The rows of a model with no preset here are left out.
 func nemoFP8Rows(ctx context.Context) ([]Row, error) {
 	const (
 		h100Src  = "NVIDIA NeMo Framework 24.12 performance summary, pre-training at FP8 on H100"
@@ -362,31 +363,37 @@ func nemoFP8Rows(ctx context.Context) ([]Row, error) {
 	var rows []Row
 	for _, c := range []struct {
 		name, model, gpu, cluster, label, src string
-		gpus, gb, mb, seq, tp, pp, v          int
+		gpus, gb, mb, seq, tp, pp, cp, v      int
 		ref                                   float64
 	}{
-		{"LLaMA-2-7B", "llama2-7b", "h100-sxm", dgxH100(1), "H100", h100Src, 8, 128, 1, 4096, 1, 1, 1, 16934},
-		{"LLaMA-2-13B", "llama2-13b", "h100-sxm", dgxH100(2), "H100", h100Src, 16, 128, 1, 4096, 1, 4, 10, 8715},
-		{"LLaMA-2-70B", "llama2-70b", "h100-sxm", dgxH100(8), "H100", h100Src, 64, 128, 1, 4096, 4, 4, 20, 1728},
-		{"GPT-3 175B", "gpt3-175b", "h100-sxm", dgxH100(16), "H100", h100Src, 128, 256, 1, 2048, 4, 8, 6, 716},
-		{"GPT-3 175B", "gpt3-175b", "h100-sxm", dgxH100(64), "H100", h100Src, 512, 2048, 2, 2048, 4, 8, 6, 825},
-		{"LLaMA-3-8B", "llama3-8b", "b200", `{"preset":"dgx-b200","nodes":1}`, "B200", b200Src, 8, 128, 2, 8192, 1, 1, 1, 26006},
-		{"GPT-3 175B", "gpt3-175b", "b200", `{"preset":"dgx-b200","nodes":64}`, "B200", b200Src, 512, 2048, 2, 2048, 4, 4, 6, 1600},
-		{"LLaMA-3-8B", "llama3-8b", "gb200", `{"preset":"gb200-nvl72","nodes":1}`, "GB200", gb200Src, 8, 128, 2, 8192, 1, 1, 1, 33099},
-		{"GPT-3 175B", "gpt3-175b", "gb200", twoRacks, "GB200", gb200Src, 128, 256, 2, 2048, 4, 4, 12, 1804},
+		{"LLaMA-2-7B", "llama2-7b", "h100-sxm", dgxH100(1), "H100", h100Src, 8, 128, 1, 4096, 1, 1, 1, 1, 16934},
+		{"LLaMA-2-13B", "llama2-13b", "h100-sxm", dgxH100(2), "H100", h100Src, 16, 128, 1, 4096, 1, 4, 1, 10, 8715},
+		{"LLaMA-2-70B", "llama2-70b", "h100-sxm", dgxH100(8), "H100", h100Src, 64, 128, 1, 4096, 4, 4, 1, 20, 1728},
+		{"LLaMA-3-8B", "llama3-8b", "h100-sxm", dgxH100(1), "H100", h100Src, 8, 128, 1, 8192, 1, 1, 2, 1, 12273},
+		{"LLaMA-3-70B", "llama3-70b", "h100-sxm", dgxH100(8), "H100", h100Src, 64, 128, 1, 8192, 4, 4, 2, 5, 1524},
+		{"GPT-3 175B", "gpt3-175b", "h100-sxm", dgxH100(16), "H100", h100Src, 128, 256, 1, 2048, 4, 8, 1, 6, 716},
+		{"GPT-3 175B", "gpt3-175b", "h100-sxm", dgxH100(64), "H100", h100Src, 512, 2048, 2, 2048, 4, 8, 1, 6, 825},
+		{"LLaMA-3-8B", "llama3-8b", "b200", `{"preset":"dgx-b200","nodes":1}`, "B200", b200Src, 8, 128, 2, 8192, 1, 1, 1, 1, 26006},
+		{"GPT-3 175B", "gpt3-175b", "b200", `{"preset":"dgx-b200","nodes":64}`, "B200", b200Src, 512, 2048, 2, 2048, 4, 4, 1, 6, 1600},
+		{"LLaMA-3-8B", "llama3-8b", "gb200", `{"preset":"gb200-nvl72","nodes":1}`, "GB200", gb200Src, 8, 128, 2, 8192, 1, 1, 1, 1, 33099},
+		{"GPT-3 175B", "gpt3-175b", "gb200", twoRacks, "GB200", gb200Src, 128, 256, 2, 2048, 4, 4, 1, 12, 1804},
 	} {
-		dp := c.gpus / (c.tp * c.pp)
+		dp := c.gpus / (c.tp * c.cp * c.pp)
 		js := fmt.Sprintf(`{"kind":"training","model":%q,"gpu":%q,"cluster":%s,
-			"parallel":{"tp":%d,"pp":%d,"dp":%d,"virtual_stages":%d,"micro_batch":%d,"global_batch":%d,
+			"parallel":{"tp":%d,"pp":%d,"cp":%d,"dp":%d,"virtual_stages":%d,"micro_batch":%d,"global_batch":%d,
 				"sequence_parallel":%v,"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true,"recompute":"none"},
-			"seq_len":%d,"dtype":"fp8","cross_entropy_fusion":"native"}`, c.model, c.gpu, c.cluster, c.tp, c.pp, dp, c.v, c.mb, c.gb, c.tp > 1, c.seq)
+			"seq_len":%d,"dtype":"fp8","cross_entropy_fusion":"native"}`, c.model, c.gpu, c.cluster, c.tp, c.pp, c.cp, dp, c.v, c.mb, c.gb, c.tp > 1, c.seq)
 		res, err := run(ctx, js)
 		if err != nil {
 			return nil, fmt.Errorf("nemo %s on %d %s: %w", c.name, c.gpus, c.label, err)
 		}
 		s := res.Tables[0].Rows.([]training.SummaryRow)[0]
 		tok := float64(c.gb*c.seq) / s.StepTimeS / float64(c.gpus)
-		rows = append(rows, row(fmt.Sprintf("%s FP8 on %d %s, TP%d PP%d VP%d, micro-batch %d", c.name, c.gpus, c.label, c.tp, c.pp, c.v, c.mb),
+		layout := fmt.Sprintf("TP%d PP%d VP%d", c.tp, c.pp, c.v)
+		if c.cp > 1 {
+			layout = fmt.Sprintf("TP%d PP%d CP%d VP%d", c.tp, c.pp, c.cp, c.v)
+		}
+		rows = append(rows, row(fmt.Sprintf("%s FP8 on %d %s, %s, micro-batch %d", c.name, c.gpus, c.label, layout, c.mb),
 			"tokens_per_s_per_gpu", c.ref, tok, c.src,
 			fmt.Sprintf("step %.2f s: compute %.2f s + exposed comm %.2f s + bubble %.2f s", s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS)))
 	}
