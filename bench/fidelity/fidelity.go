@@ -297,7 +297,9 @@ func layerSpan(tl []job.TimelineRow, prefix string) float64 {
 // llama3Rows: Llama 3.1 405B pre-training as Meta ran it (Dubey et al.
 // 2024, arXiv 2407.21783, Table 4: H100s, TP 8, CP 1, PP 16, sequence
 // 8,192, 16M tokens per step): 430 TFLOP/s per GPU on 8,192 GPUs (DP 64,
-// 32 sequences per data-parallel rank) and 400 on 16,384 (DP 128, 16).
+// 32 sequences per data-parallel rank) and 400 on 16,384 (DP 128, 16);
+// and its long-context stage, 380 on 16,384 with CP 16, DP 8 and
+// sequence 131,072 (16 sequences per data-parallel rank, 16M tokens).
 // Simulated with micro-batch 1, sequence parallelism, no recomputation,
 // on DGX H100 nodes (Meta's RoCE fabric is not a preset), on the
 // interleaved schedule as §3.3.2 describes its layout: one layer is taken
@@ -317,21 +319,25 @@ func llama3Rows(ctx context.Context) ([]Row, error) {
 	const src = "Dubey et al. 2024 (arXiv 2407.21783), Table 4"
 	var rows []Row
 	for _, c := range []struct {
-		nodes int
-		ref   float64
-	}{{1024, 430}, {2048, 400}} {
+		nodes, cp, batch, seq int
+		ref                   float64
+	}{{1024, 1, 2048, 8192, 430}, {2048, 1, 2048, 8192, 400}, {2048, 16, 128, 131072, 380}} {
 		js := fmt.Sprintf(`{"kind":"training","model":"llama3-405b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":%d},
-			"parallel":{"tp":8,"pp":16,"virtual_stages":8,"account_for_embedding_in_pipeline_split":true,"account_for_loss_in_pipeline_split":true,
-				"micro_batch":1,"global_batch":2048,"sequence_parallel":true,"recompute":"none",
+			"parallel":{"tp":8,"pp":16,"cp":%d,"virtual_stages":8,"account_for_embedding_in_pipeline_split":true,"account_for_loss_in_pipeline_split":true,
+				"micro_batch":1,"global_batch":%d,"sequence_parallel":true,"recompute":"none",
 				"zero":2,"overlap_grad_reduce":true,"overlap_param_gather":true},
-			"seq_len":8192,"dtype":"bf16"}`, c.nodes)
+			"seq_len":%d,"dtype":"bf16"}`, c.nodes, c.cp, c.batch, c.seq)
 		res, err := run(ctx, js)
 		if err != nil {
 			return nil, fmt.Errorf("llama3-405b on %d GPUs: %w", 8*c.nodes, err)
 		}
 		s := res.Tables[0].Rows.([]training.SummaryRow)[0]
 		tf := s.ModelFLOPs / s.StepTimeS / float64(s.GPUs) / 1e12
-		rows = append(rows, row(fmt.Sprintf("Llama 3.1 405B on %d H100", 8*c.nodes), "tflops_per_gpu", c.ref, tf, src,
+		name := fmt.Sprintf("Llama 3.1 405B on %d H100", 8*c.nodes)
+		if c.cp > 1 {
+			name += fmt.Sprintf(", CP%d, sequence %d", c.cp, c.seq)
+		}
+		rows = append(rows, row(name, "tflops_per_gpu", c.ref, tf, src,
 			fmt.Sprintf("step %.2f s: compute %.2f s + exposed comm %.2f s + bubble %.2f s", s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS)))
 	}
 	return rows, nil
