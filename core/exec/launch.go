@@ -93,6 +93,9 @@ func (e *engine) issue(g int, task *workload.Task, r *rendezvous) {
 	// The collective's request, but for its ranks and efficiency: the
 	// same on every copy.
 	alg, quant, tuned := e.opt.Algorithm, (*net.Quantization)(nil), e.tuned(task)
+	if task.Coll == model.AllToAll {
+		alg = net.Direct // every rank's share straight to its peer (net has no other)
+	}
 	if tuned {
 		alg = net.NCCL
 		if e.opt.TPAllReduce != "" && task.Coll == model.AllReduce && task.Slot == workload.SlotTP {

@@ -81,7 +81,7 @@ func TrainingLayout(s *spec.Training, gpus int) (workload.Training, error) {
 	if err := p.Err(); err != nil {
 		return workload.Training{}, err
 	}
-	t := TrainingStep(m, s.DType, s.Step, workload.Parallel{TP: par.TP, PP: par.PP, DP: par.DP * par.CP, CP: par.CP, MicroBatch: par.MicroBatch, GlobalBatch: par.GlobalBatch,
+	t := TrainingStep(m, s.DType, s.Step, workload.Parallel{TP: par.TP, PP: par.PP, DP: par.DP * par.CP, CP: par.CP, CPComm: par.CPCommType, MicroBatch: par.MicroBatch, GlobalBatch: par.GlobalBatch,
 		Schedule: workload.Schedule(par.Schedule), VirtualStages: par.VirtualStages, SequenceParallel: par.SequenceParallel,
 		AccountForEmbedding: par.AccountForEmbedding, AccountForLoss: par.AccountForLoss,
 		FirstStageLayers: par.DecoderFirstStageLayers, LastStageLayers: par.DecoderLastStageLayers,

@@ -278,12 +278,33 @@ func (b *builder) mlp(f int64) {
 // dK and dV are added into the buffer the ring passes on. They are priced
 // as one pass each way, for c steps of the rank whose every step is full
 // (the ring's steps wait for its slowest member).
-func (b *builder) flash(hs, kvs, hd, kvElems int64, saved float64) {
+//
+// With Run.CPComm CPAllToAll (DeepSpeed-Ulysses; Transformer Engine's
+// AttnFuncWithCPAndQKVOA2A) an all-to-all over the context-parallel group
+// instead trades each rank's sequence share of every head for the whole
+// sequence of heads/c heads; the rank runs the causal attention of those
+// heads over the full sequence, and a second all-to-all returns the
+// output to the sequence split (backward: the output's gradient, then the
+// gradients of Q, K and V). The attention waits for its all-to-all.
+// qElems are the query elements of one token.
+func (b *builder) flash(hs, kvs, hd, qElems, kvElems int64, saved float64) {
 	r := b.r
 	B, s, c := int64(r.Batch), int64(r.SeqLen), int64(max(r.CP, 1))
 	if c == 1 {
 		fa := NewFlashAttention("attn.flash", b.attnDType(), B, hs, kvs, s, s, hd, true)
 		b.add(step{fwd: []Op{fa}, bwd: []Op{flashBackward(fa)}, saved: saved})
+		return
+	}
+	if r.CPComm == CPAllToAll {
+		fa := NewFlashAttention("attn.flash", b.attnDType(), B, hs/c, max(kvs/c, 1), c*s, c*s, hd, true)
+		qkv := NewComm("attn.cp.qkv_all_to_all", AllToAll, float64(B*s*(qElems+kvElems))*b.e)
+		out := NewComm("attn.cp.out_all_to_all", AllToAll, float64(B*s*hs*hd)*b.e)
+		dout, dqkv := out, qkv
+		dout.Name, dqkv.Name = "attn.cp.dout_all_to_all", "attn.cp.dqkv_all_to_all"
+		for _, o := range []*Op{&qkv, &out, &dout, &dqkv} {
+			o.CP = true
+		}
+		b.add(step{fwd: []Op{qkv, fa, out}, bwd: []Op{dout, flashBackward(fa), dqkv}, saved: saved})
 		return
 	}
 	fa := NewFlashAttention("attn.flash", b.attnDType(), B, hs, kvs, s, c*s/2, hd, false)
@@ -314,7 +335,7 @@ func (b *builder) attentionCore(hs, kvs, hd int64) {
 	v := float64(b.T*kvs*hd) * b.e
 	if !r.UnfusedAttention {
 		// Keeps Q, K, V and the fp32 log-sum-exp per query row.
-		b.flash(hs, kvs, hd, 2*kvs*hd, qk+v+4*float64(B*hs*s))
+		b.flash(hs, kvs, hd, hs*hd, 2*kvs*hd, qk+v+4*float64(B*hs*s))
 		return
 	}
 	bh := B * hs

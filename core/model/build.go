@@ -111,11 +111,21 @@ type Run struct {
 	// the other ranks' keys and values as Transformer Engine's ring
 	// attention passes them (cp_comm_type "p2p"; contextParallelAttention).
 	CP int
+	// CPComm is how the context-parallel ranks exchange what attention
+	// needs: CPRing ("" or "p2p", the ring above) or CPAllToAll ("a2a":
+	// DeepSpeed-Ulysses, Transformer Engine's cp_comm_type "a2a").
+	CPComm string
 	// ExpertTokens is the tokens each of this rank's experts processes in
 	// one MoE block (after the expert-TP gather), from the routing; nil is
 	// the balanced share batch·seq_len·k/experts·EP·ExpertTP/TP each.
 	ExpertTokens []int64
 }
+
+// Context-parallel exchanges (Run.CPComm).
+const (
+	CPRing     = "p2p"
+	CPAllToAll = "a2a"
+)
 
 // Block names.
 const (
@@ -267,6 +277,21 @@ func (c Config) CheckRun(r Run) []problem.Problem {
 		case r.SeqLen%2 != 0:
 			bad("cp", "needs each rank's share of the sequence (%d tokens) to split into two chunks (seq_len a multiple of 2·cp)", r.SeqLen)
 		}
+	}
+	switch r.CPComm {
+	case "", CPRing:
+	case CPAllToAll:
+		// Each rank attends with heads/cp of its tensor-parallel share of
+		// the heads (query and key/value alike).
+		heads, kv := c.Heads/t, c.KVHeads/t
+		if c.IsMLA() {
+			kv = heads
+		}
+		if cp := max(r.CP, 1); heads%cp != 0 || max(kv, 1)%cp != 0 {
+			bad("cp_comm_type", "\"a2a\" splits the heads over cp: needs the heads (%d) and key/value heads (%d) of a tensor-parallel rank to be multiples of cp (%d)", heads, max(kv, 1), cp)
+		}
+	default:
+		bad("cp_comm_type", "must be one of %s, %s, got %q", CPRing, CPAllToAll, r.CPComm)
 	}
 	if r.SequenceParallel && r.Phase != Decode && (r.Batch*r.SeqLen)%t != 0 {
 		bad("sequence_parallel", "needs batch·seq_len (%d) divisible by tp (%d)", r.Batch*r.SeqLen, t)

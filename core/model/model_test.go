@@ -505,3 +505,36 @@ func TestContextParallelAttention(t *testing.T) {
 	require.NotEmpty(t, ps)
 	require.Equal(t, "cp", ps[len(ps)-1].Path)
 }
+
+// DeepSpeed-Ulysses (cp_comm_type a2a): an all-to-all gives each of c ranks
+// the whole sequence of heads/c heads, so each does 1/c of the causal
+// attention; the all-to-alls move each rank's Q, K and V in and its output
+// out. The heads of a tensor-parallel rank must split over c.
+func TestContextParallelAllToAll(t *testing.T) {
+	c, ok := FromPreset("llama3-8b", Config{Layers: 4})
+	require.True(t, ok)
+	run := func(cp int, comm string) (flops float64, ops []Op) {
+		g, err := Build(c, Run{Phase: Training, Batch: 1, SeqLen: 8192 / cp, CP: cp, CPComm: comm, TP: 2, DType: hw.BF16})
+		require.NoError(t, err)
+		for _, o := range g.Blocks[g.Order[1]].Forward {
+			if o.Kind == FlashAttention {
+				flops += o.FLOPs
+			}
+			if o.CP {
+				ops = append(ops, o)
+			}
+		}
+		return flops, ops
+	}
+	full, _ := run(1, "")
+	part, ops := run(4, CPAllToAll)
+	require.InEpsilon(t, full, 4*part, 1e-12)
+	require.Len(t, ops, 2)
+	// A rank holds 2,048 tokens of 16 query and 4 key/value heads of 128.
+	require.Equal(t, AllToAll, ops[0].Kind)
+	require.Equal(t, float64(2048*(16+2*4)*128*2), ops[0].Bytes)
+	require.Equal(t, float64(2048*16*128*2), ops[1].Bytes)
+	ps := c.CheckRun(Run{Phase: Training, Batch: 1, SeqLen: 1024, CP: 8, CPComm: CPAllToAll, TP: 2, DType: hw.BF16})
+	require.NotEmpty(t, ps)
+	require.Equal(t, "cp_comm_type", ps[0].Path, "4 key/value heads a rank do not split 8 ways")
+}

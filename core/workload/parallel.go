@@ -35,7 +35,9 @@ type Parallel struct {
 	TP, PP, DP int
 	// CP is the context-parallel degree (0 means 1; model.Run.CP): it
 	// divides DP, and each of its ranks holds 1/CP of every sequence.
-	CP int
+	// CPComm is model.Run.CPComm.
+	CP     int
+	CPComm string
 	// MicroBatch is sequences per micro-batch; GlobalBatch sequences per
 	// step over all replicas (GlobalBatch/(DP·MicroBatch) micro-batches).
 	MicroBatch, GlobalBatch int
@@ -235,7 +237,7 @@ func (t Training) Check() []problem.Problem {
 		switch field {
 		case "batch":
 			field = "micro_batch"
-		case "recompute", "recompute_modules", "tp", "sequence_parallel", "ep", "expert_tp", "cp":
+		case "recompute", "recompute_modules", "tp", "sequence_parallel", "ep", "expert_tp", "cp", "cp_comm_type":
 		default:
 			field = "model." + field
 		}
@@ -245,7 +247,7 @@ func (t Training) Check() []problem.Problem {
 }
 
 func (t Training) microRun() model.Run {
-	return model.Run{Phase: model.Training, Batch: t.Par.MicroBatch, SeqLen: t.localSeqLen(), CP: t.Par.CP, TP: t.Par.TP, GradDType: t.GradDType, FP8Recipe: t.FP8Recipe,
+	return model.Run{Phase: model.Training, Batch: t.Par.MicroBatch, SeqLen: t.localSeqLen(), CP: t.Par.CP, CPComm: t.Par.CPComm, TP: t.Par.TP, GradDType: t.GradDType, FP8Recipe: t.FP8Recipe,
 		CrossEntropyFusion: t.CrossEntropyFusion,
 		SequenceParallel:   t.Par.SequenceParallel, Recompute: t.Par.Recompute, RecomputeModules: t.Par.RecomputeModules, DType: t.DType,
 		UnfusedAttention: t.UnfusedAttention, EP: t.Par.EP, ExpertTP: t.Par.ExpertTP}

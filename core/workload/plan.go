@@ -267,6 +267,15 @@ func (b *progBuilder) ops(prefix string, list []model.Op, mb int32, after []int3
 			continue
 		}
 		seg := list[start:i]
+		if o.CP && o.Kind == model.AllToAll {
+			// Ulysses' all-to-all: what follows needs its data.
+			if len(seg) > 0 {
+				last = b.compute(prefix+segName(seg), seg, mb, first()...)
+			}
+			last = b.collective(prefix+o.Name, StreamCP, SlotCP, o.Kind, o.Bytes, mb, first()...)
+			start = i + 1
+			continue
+		}
 		if o.CP {
 			// The context-parallel exchange (and any right behind it) runs
 			// on its own stream while the op after it computes; the task

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/eidolon-sim/eidolon/core/job"
@@ -399,12 +400,35 @@ func TestContextParallelStep(t *testing.T) {
 		"parallel":{"tp":2,"cp":2,"pp":2,"global_batch":16,"sequence_parallel":true},"seq_len":16384,"dtype":"bf16"%s}`
 	require.Equal(t, summary(t, fmt.Sprintf(mirrored, "")).StepTimeS, summary(t, fmt.Sprintf(mirrored, `,"full_simulation":true`)).StepTimeS)
 
-	for _, tc := range []struct{ par, seq, field string }{
-		{`"tp":4,"cp":2`, "32769", "parallel.cp"},
-		{`"tp":4,"cp":4,"dp":2`, "32768", "parallel.dp"},
+	// Ulysses' all-to-all (cp_comm_type a2a) comes before the attention:
+	// each forward attention starts after its all-to-all ends.
+	a2a := step(1, `"tp":4,"cp":2,"dp":1,"cp_comm_type":"a2a"`)
+	var exchanged, attended []float64
+	for _, r := range a2a.Tables[2].Rows.([]job.TimelineRow) {
+		switch {
+		case r.Rank == 0 && strings.HasSuffix(r.Name, "attn.cp.qkv_all_to_all"):
+			exchanged = append(exchanged, r.EndS)
+		case r.Rank == 0 && strings.HasSuffix(r.Name, "attn.flash") && !strings.Contains(r.Name, "recompute"):
+			attended = append(attended, r.StartS)
+		}
+	}
+	require.NotEmpty(t, exchanged)
+	require.Equal(t, len(exchanged), len(attended))
+	for i := range exchanged {
+		require.GreaterOrEqual(t, attended[i], exchanged[i])
+	}
+
+	for _, tc := range []struct {
+		nodes           int
+		par, seq, field string
+	}{
+		{1, `"tp":4,"cp":2`, "32769", "parallel.cp"},
+		{1, `"tp":4,"cp":4,"dp":2`, "32768", "parallel.dp"},
+		{2, `"tp":4,"cp":4,"cp_comm_type":"a2a"`, "32768", "parallel.cp_comm_type"}, // 2 key/value heads a rank
+		{1, `"tp":2,"cp":4,"cp_comm_type":"ring"`, "32768", "parallel.cp_comm_type"},
 	} {
 		_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(fmt.Sprintf(`{"kind":"training","model":"llama3-8b","gpu":"h100-sxm",
-			"cluster":{"preset":"dgx-h100","nodes":1},"parallel":{%s},"seq_len":%s}`, tc.par, tc.seq)))
+			"cluster":{"preset":"dgx-h100","nodes":%d},"parallel":{%s},"seq_len":%s}`, tc.nodes, tc.par, tc.seq)))
 		var pe *problem.Error
 		require.ErrorAs(t, err, &pe, tc.par)
 		require.Contains(t, err.Error(), tc.field)
