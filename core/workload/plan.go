@@ -267,35 +267,17 @@ func (b *progBuilder) ops(prefix string, list []model.Op, mb int32, after []int3
 			continue
 		}
 		seg := list[start:i]
-		if o.CP && o.Kind == model.AllToAll {
-			// Ulysses' all-to-all: what follows needs its data.
+		if o.CP {
 			if len(seg) > 0 {
 				last = b.compute(prefix+segName(seg), seg, mb, first()...)
 			}
-			last = b.collective(prefix+o.Name, StreamCP, SlotCP, o.Kind, o.Bytes, mb, first()...)
-			start = i + 1
-			continue
-		}
-		if o.CP {
-			// The context-parallel exchange (and any right behind it) runs
-			// on its own stream while the op after it computes; the task
-			// after that waits for both.
-			before := first()
-			if len(seg) > 0 {
-				last = b.compute(prefix+segName(seg), seg, mb, before...)
-				before = []int32{last}
+			if o.Kind == model.AllToAll {
+				// Ulysses' all-to-all: what follows needs its data.
+				last = b.collective(prefix+o.Name, StreamCP, SlotCP, o.Kind, o.Bytes, mb, first()...)
+				start = i + 1
+				continue
 			}
-			j := i
-			var comms []int32
-			for ; j < len(list) && list[j].CP; j++ {
-				comms = append(comms, b.collective(prefix+list[j].Name, StreamCP, SlotCP, list[j].Kind, list[j].Bytes, mb, before...))
-			}
-			if j < len(list) && !list[j].IsComm() {
-				last = b.compute(prefix+list[j].Name, list[j:j+1], mb, before...)
-				j++
-			}
-			join = comms
-			start = j
+			last, join, start = b.ringExchange(prefix, list, i, mb, first())
 			continue
 		}
 		if o.Kind == model.AllToAll {
@@ -360,6 +342,27 @@ func (b *progBuilder) ops(prefix string, list []model.Op, mb int32, after []int3
 		return after[0]
 	}
 	return last
+}
+
+// ringExchange issues the context-parallel exchange at list[i] (and any
+// right behind it) on the cp stream, and the op after it, the attention it
+// feeds, alongside on the compute stream, both after deps: it returns the
+// attention's task, the exchange's tasks (which the next task must also
+// wait for) and where the list goes on.
+func (b *progBuilder) ringExchange(prefix string, list []model.Op, i int, mb int32, deps []int32) (attn int32, comms []int32, next int) {
+	attn = -1
+	if len(deps) > 0 {
+		attn = deps[len(deps)-1]
+	}
+	j := i
+	for ; j < len(list) && list[j].CP; j++ {
+		comms = append(comms, b.collective(prefix+list[j].Name, StreamCP, SlotCP, list[j].Kind, list[j].Bytes, mb, deps...))
+	}
+	if j < len(list) && !list[j].IsComm() {
+		attn = b.compute(prefix+list[j].Name, list[j:j+1], mb, deps...)
+		j++
+	}
+	return attn, comms, j
 }
 
 // wgradStart is where a compute segment's trailing weight-gradient GEMMs
