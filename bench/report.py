@@ -142,7 +142,7 @@ print(json.dumps({"wall_s": wall, "peak_rss_gib": resource.getrusage(resource.RU
 
 def largest_clusters(full: bool) -> pd.DataFrame:
     """GPT-3 175B (TP 8, PP 8, 12 sequences per node) and Llama 3.1 405B (TP 8, PP 16, as Meta ran it on
-    16,384 H100s), each in its own process: wall time and peak memory."""
+    16,384 H100s, and its long-context stage at CP 16), each in its own process: wall time and peak memory."""
     def gpt3(nodes: int) -> dict[str, Any]:
         return {"kind": "training", "model": "gpt3-175b", "gpu": "a100-80gb-sxm", "cluster": {"preset": "dgx-a100", "nodes": nodes},
                 "parallel": {"tp": 8, "pp": 8, "micro_batch": 1, "global_batch": 12 * nodes, "sequence_parallel": True,
@@ -151,10 +151,13 @@ def largest_clusters(full: bool) -> pd.DataFrame:
              "parallel": {"tp": 8, "pp": 16, "micro_batch": 1, "global_batch": 2048, "sequence_parallel": True},
              "seq_len": 8192, "dtype": "bf16", "timeline_ranks": [-1]}
     degraded = dict(llama, faults={"links": [{"src": "n1000.nic3", "dst": "rail3.leaf31", "health": 0.25}]})
+    # Meta's long-context stage: CP 16 over 131,072-token sequences.
+    long_context = dict(llama, parallel=dict(llama["parallel"], cp=16, global_batch=128), seq_len=131072)
     cases = [("gpt3-175b", 8 * 128, gpt3(128)), ("gpt3-175b", 8 * 1024, gpt3(1024))]
     if full:
         cases += [("gpt3-175b", 8 * 2048, gpt3(2048)), ("gpt3-175b", 8 * 8192, gpt3(8192)),
-                  ("llama3-405b", 16384, llama), ("llama3-405b, one degraded cable", 16384, degraded)]
+                  ("llama3-405b", 16384, llama), ("llama3-405b, one degraded cable", 16384, degraded),
+                  ("llama3-405b, CP 16, 131,072 tokens", 16384, long_context)]
     rows = []
     for name, gpus, spec in cases:
         out = subprocess.run([sys.executable, "-c", _ONE_RUN, json.dumps(spec)], capture_output=True, text=True, check=True)
