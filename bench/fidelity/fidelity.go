@@ -141,7 +141,7 @@ func Rows(ctx context.Context) ([]Row, error) {
 		}
 	}
 	for _, more := range []func(context.Context) ([]Row, error){
-		table4Rows, readmeMFURows, nemoFP8Rows, gpt3ReadmeRows, llama3Rows, llama2InferenceRows, gptFastRows,
+		table4Rows, readmeMFURows, nemoFP8Rows, nemoLongSequenceRows, gpt3ReadmeRows, llama3Rows, llama2InferenceRows, gptFastRows,
 	} {
 		rs, err := more(ctx)
 		if err != nil {
@@ -402,6 +402,53 @@ func nemoFP8Rows(ctx context.Context) ([]Row, error) {
 		rows = append(rows, row(fmt.Sprintf("%s FP8 on %d %s, %s, micro-batch %d", c.name, c.gpus, c.label, layout, c.mb),
 			"tokens_per_s_per_gpu", c.ref, tok, c.src,
 			fmt.Sprintf("step %.2f s: compute %.2f s + exposed comm %.2f s + bubble %.2f s", s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS)))
+	}
+	return rows, nil
+}
+
+// nemoLongSequenceRows are NeMo's "Long Sequence Performance" table
+// (NeMo Framework docs, performance_long_sequence; NeMo 24.03.01 on
+// DGX H100): LLAMA2-7B at FP8, batches of 4M tokens (1,024 sequences of
+// 4K down to 4 of 1M), one GPU per 1K tokens of sequence, the layout of
+// each row with context parallelism from 32K on, TFLOP/s per GPU. NeMo
+// counts a step's FLOPs as its llama2 formula does (nemo flops_formulas):
+// B·S·L·h²·(12 + 12·groups/heads + 18·ffn/h + 12·S/h + 6·V/(L·h)), whose
+// attention term is the full S², twice the causal work; the simulated
+// rate is that count over the simulated step. Run as the NeMo FP8 rows
+// above (micro-batch 1, no recomputation, the distributed optimizer).
+func nemoLongSequenceRows(ctx context.Context) ([]Row, error) {
+	const src = "NVIDIA NeMo Framework docs, Long Sequence Performance, LLAMA2-7B (FP8) on DGX-H100, NeMo 24.03.01"
+	const L, h, ffn, vocab = 32.0, 4096.0, 11008.0, 32000.0
+	var rows []Row
+	for _, c := range []struct {
+		k, gpus, batch, tp, pp, dp, cp int
+		ref                            float64
+	}{
+		{4, 4, 1024, 1, 1, 4, 1, 768}, {16, 16, 256, 2, 1, 8, 1, 660},
+		{32, 32, 128, 2, 1, 8, 2, 610}, {64, 64, 64, 4, 1, 8, 2, 574}, {128, 128, 32, 4, 1, 8, 4, 555},
+		{256, 256, 16, 4, 1, 8, 8, 549}, {512, 512, 8, 8, 1, 4, 16, 549}, {1024, 1024, 4, 8, 1, 4, 32, 536},
+	} {
+		seq := c.k * 1024
+		cluster := fmt.Sprintf(`{"preset":"dgx-h100","nodes":%d}`, max(c.gpus/8, 1))
+		if c.gpus < 8 {
+			cluster = fmt.Sprintf(`{"topology":"composed","nodes":1,"gpus_per_node":%d,"intra":"nvswitch","intra_link":"nvlink4","nics_per_node":%d,"nic_link":"ib-ndr"}`, c.gpus, c.gpus)
+		}
+		js := fmt.Sprintf(`{"kind":"training","model":"llama2-7b","gpu":"h100-sxm","cluster":%s,
+			"parallel":{"tp":%d,"pp":%d,"cp":%d,"dp":%d,"micro_batch":1,"global_batch":%d,
+				"sequence_parallel":%v,"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true,"recompute":"none"},
+			"seq_len":%d,"dtype":"fp8","cross_entropy_fusion":"native"}`, cluster, c.tp, c.pp, c.cp, c.dp, c.batch, c.tp > 1, seq)
+		res, err := run(ctx, js)
+		if err != nil {
+			return nil, fmt.Errorf("llama2-7b at %dK: %w", c.k, err)
+		}
+		s := res.Tables[0].Rows.([]training.SummaryRow)[0]
+		S := float64(seq)
+		flops := float64(c.batch) * S * L * h * h * (12 + 12 + 18*ffn/h + 12*S/h + 6*vocab/(L*h))
+		tf := flops / s.StepTimeS / float64(c.gpus) / 1e12
+		rows = append(rows, row(fmt.Sprintf("LLaMA-2-7B FP8, sequence %dK on %d H100, TP%d PP%d DP%d CP%d", c.k, c.gpus, c.tp, c.pp, c.dp, c.cp),
+			"tflops_per_gpu", c.ref, tf, src,
+			fmt.Sprintf("NeMo's FLOP count (attention without the causal half) over the step %.2f s: compute %.2f s + exposed comm %.2f s + bubble %.2f s",
+				s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS)))
 	}
 	return rows, nil
 }
