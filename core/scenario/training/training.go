@@ -14,7 +14,7 @@ import (
 // Kind registers the scenario.
 func Kind() scenario.Kind {
 	return job.Define("training",
-		"one training step (DP/ZeRO, TP, SP, PP schedules, recompute) on compute + network: step time, MFU, timeline, memory",
+		"one training step (DP/ZeRO, TP, SP, CP, PP schedules, recompute, EP) on compute + network: step time, MFU, timeline, memory",
 		Simulate, Check)
 }
 
