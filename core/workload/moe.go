@@ -412,9 +412,10 @@ func span(from, to, step int) []int {
 	return out
 }
 
-// expertMemory shards expert optimizer state (ZeRO ≥ 1) and gradients
-// (ZeRO 2) over the expert-data-parallel group instead of the DP group.
-func (t Training) expertMemory(mem *Memory, dense, expert int64, gradBytes float64) {
+// expertMemory shards expert optimizer state (ZeRO ≥ 1), gradients
+// (ZeRO ≥ 2) and weights (ZeRO 3) over the expert-data-parallel group
+// instead of the DP group.
+func (t Training) expertMemory(mem *Memory, dense, expert int64, gradBytes, e float64) {
 	if expert == 0 {
 		return
 	}
@@ -426,6 +427,9 @@ func (t Training) expertMemory(mem *Memory, dense, expert int64, gradBytes float
 	}
 	if t.Par.ZeRO >= 2 {
 		mem.Gradients = shard * gradBytes
+	}
+	if t.Par.ZeRO == 3 {
+		mem.Weights += float64(expert) * e * (1/EDP - 1/D)
 	}
 }
 

@@ -223,9 +223,6 @@ func (t Training) Check() []problem.Problem {
 		}
 		return ps
 	}
-	if ep > 1 && p.ZeRO == 3 {
-		bad("zero", "ZeRO-3 with expert parallelism is not modelled (use zero <= 2 with ep > 1)")
-	}
 	if t.Model.IsMoE() {
 		for _, fp := range CheckRouting(t.Routing, t.Model) {
 			ps = append(ps, problem.Problem{Path: "routing." + fp.Path, Message: fp.Message})

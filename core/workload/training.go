@@ -364,9 +364,21 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 	// expert_parallel_buffers beside its buffers, with the same bucket
 	// size, and launches both as their gradients become ready).
 	var pending, pendingExpert int64
-	zeroGather := func(bi int, mb int32, after int32) int32 {
-		n := g.Blocks[bi].Params + g.Blocks[bi].SharedParams
-		return b.collective(g.Blocks[bi].Name+".zero3_all_gather", StreamDP, SlotDP, model.AllGather, float64(n)*e, mb, after)
+	// ZeRO-3 gathers a block's weights before each of its passes: the
+	// dense ones over the DP group, the routed experts' over the
+	// expert-DP group that shards them (Megatron-Core's FSDP keeps expert
+	// parameters in buffers of their own, sharded over expert DP).
+	zeroGather := func(bi int, mb int32, after int32) []int32 {
+		blk := g.Blocks[bi]
+		x := int64(0)
+		if EP > 1 {
+			x = blk.ExpertParams
+		}
+		out := []int32{b.collective(blk.Name+".zero3_all_gather", StreamDP, SlotDP, model.AllGather, float64(blk.Params+blk.SharedParams-x)*e, mb, after)}
+		if x > 0 && EDP > 1 {
+			out = append(out, b.collective(blk.Name+".zero3_expert_all_gather", StreamDP, SlotEDP, model.AllGather, float64(x)*e, mb, after))
+		}
+		return out
 	}
 
 	gathered := t.paramGatherBuckets(b, chunks, s, posParams, posExpert, bucket, e)
@@ -398,7 +410,7 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 			for k, bi := range blocks {
 				after := []int32{last}
 				if par.ZeRO == 3 && D > 1 {
-					after = append(after, zeroGather(bi, mb, prevEnd[0]))
+					after = append(after, zeroGather(bi, mb, prevEnd[0])...)
 				}
 				if ps.MB == 0 && gathered != nil {
 					after = append(after, gathered[ps.Chunk][k]...)
@@ -423,7 +435,7 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 				bi := blocks[k]
 				after := []int32{last}
 				if par.ZeRO == 3 && D > 1 {
-					after = append(after, zeroGather(bi, mb, prevEnd[0]))
+					after = append(after, zeroGather(bi, mb, prevEnd[0])...)
 				}
 				if r := b.ops(pre+"bwd.", g.Blocks[bi].Backward, mb, deps(after...), par.OverlapTPComm); r >= 0 {
 					last = r
@@ -500,7 +512,7 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 	b.p.Marks = map[string]int32{"optimizer": last}
 
 	mem := t.stageMemory(g, plain, chunks, s, order, params, e, gradBytes)
-	t.expertMemory(&mem, dense, expert, gradBytes)
+	t.expertMemory(&mem, dense, expert, gradBytes, e)
 	return *b.p, mem, params
 }
 
@@ -745,7 +757,9 @@ func (t Training) Size(cost func(model.Op) (float64, error)) (*Sizing, error) {
 				}
 				params += n
 				if par.ZeRO == 3 && D > 1 {
-					w := float64(g.Blocks[bi].Params+g.Blocks[bi].SharedParams) * e
+					// The dense part, over the DP ring (the experts' go
+					// over their own group: left out of the bound).
+					w := float64(g.Blocks[bi].Params+g.Blocks[bi].SharedParams-g.Blocks[bi].ExpertParams) * e
 					for k := 0; k < 2*m; k++ {
 						during = append(during, Coll{model.AllGather, w})
 					}
@@ -778,7 +792,7 @@ func (t Training) Size(cost func(model.Op) (float64, error)) (*Sizing, error) {
 		}
 		order := t.stageOrder(s, m)
 		mem := t.stageMemory(g, plain, chunks, s, order, params, e, gradBytes)
-		t.expertMemory(&mem, dense, expert, gradBytes)
+		t.expertMemory(&mem, dense, expert, gradBytes, e)
 		sz.Memory = append(sz.Memory, mem)
 		sz.Forward = append(sz.Forward, fwd)
 		sz.Backward = append(sz.Backward, bwd)

@@ -362,6 +362,45 @@ func TestDispatchHostSync(t *testing.T) {
 // backward produces them (Megatron-Core's expert_parallel_buffers), not in
 // one collective after the backward; the buckets carry every expert
 // gradient once.
+// ZeRO-3 with expert parallelism: before each pass a block gathers its
+// dense weights over the DP group and its routed experts' over the
+// expert-DP group that shards them, each micro-batch's forward and
+// backward; the experts' weights are held as 1/EDP shards.
+func TestZeRO3GathersExpertsOverExpertDP(t *testing.T) {
+	c, ok := model.FromPreset("mixtral-8x7b", model.Config{Layers: 2})
+	require.True(t, ok)
+	par := Parallel{TP: 1, PP: 1, DP: 8, EP: 4, ExpertTP: 1, MicroBatch: 1, GlobalBatch: 16, ZeRO: 3, OverlapGradReduce: true}
+	tr := layout(c, par)
+	tr.SeqLen, tr.DType, tr.UnfusedAttention = 512, hw.BF16, false
+	require.Empty(t, tr.Check())
+	plan, err := BuildTraining(tr)
+	require.NoError(t, err)
+	g, err := model.Build(c, tr.microRun())
+	require.NoError(t, err)
+	var expert float64
+	for _, bi := range g.Order {
+		expert += float64(g.Blocks[bi].ExpertParams)
+	}
+	var gathered float64
+	for _, task := range plan.Programs[0].Tasks {
+		if task.Coll == model.AllGather && task.Slot == SlotEDP {
+			gathered += task.Bytes
+		}
+	}
+	m := float64(tr.MicroBatches())
+	require.InEpsilon(t, 2*m*expert*2, gathered, 1e-12, "bf16 expert weights, forward and backward, every micro-batch")
+	// EDP = 8 / 4 = 2: the experts' weights held as halves, the dense
+	// ones as eighths, and two gathered blocks whole.
+	var all, widest float64
+	for _, bi := range g.Order {
+		n := float64(g.Blocks[bi].Params + g.Blocks[bi].SharedParams)
+		all += n
+		widest = max(widest, n)
+	}
+	dense := all - expert
+	require.InEpsilon(t, 2*(dense/8+expert/2+2*widest), plan.Memory[0].Weights, 1e-9)
+}
+
 func TestExpertGradientBuckets(t *testing.T) {
 	c, ok := model.FromPreset("mixtral-8x7b", model.Config{Layers: 4})
 	require.True(t, ok)
