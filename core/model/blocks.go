@@ -253,9 +253,13 @@ func (b *builder) mlp(f int64) {
 	}
 }
 
+// tokenElems are the elements of one token's attention operands on a rank:
+// its queries, its keys and values, its output.
+type tokenElems struct{ q, kv, out int64 }
+
 // flash adds causal FlashAttention over this rank's queries (hs query
 // heads, kvs key/value heads of dimension hd), keeping saved bytes for the
-// backward; kvElems are the key and value elements of one token.
+// backward; per are one token's operands.
 //
 // Under context parallelism (Run.CP = c > 1) the rank's two chunks of the
 // sequence, s tokens in all, attend to every earlier token of the whole
@@ -286,8 +290,7 @@ func (b *builder) mlp(f int64) {
 // heads over the full sequence, and a second all-to-all returns the
 // output to the sequence split (backward: the output's gradient, then the
 // gradients of Q, K and V). The attention waits for its all-to-all.
-// qElems are the query elements of one token.
-func (b *builder) flash(hs, kvs, hd, qElems, kvElems int64, saved float64) {
+func (b *builder) flash(hs, kvs, hd int64, per tokenElems, saved float64) {
 	r := b.r
 	B, s, c := int64(r.Batch), int64(r.SeqLen), int64(max(r.CP, 1))
 	if c == 1 {
@@ -297,8 +300,8 @@ func (b *builder) flash(hs, kvs, hd, qElems, kvElems int64, saved float64) {
 	}
 	if r.CPComm == CPAllToAll {
 		fa := NewFlashAttention("attn.flash", b.attnDType(), B, hs/c, max(kvs/c, 1), c*s, c*s, hd, true)
-		qkv := NewComm("attn.cp.qkv_all_to_all", AllToAll, float64(B*s*(qElems+kvElems))*b.e)
-		out := NewComm("attn.cp.out_all_to_all", AllToAll, float64(B*s*hs*hd)*b.e)
+		qkv := NewComm("attn.cp.qkv_all_to_all", AllToAll, float64(B*s*(per.q+per.kv))*b.e)
+		out := NewComm("attn.cp.out_all_to_all", AllToAll, float64(B*s*per.out)*b.e)
 		dout, dqkv := out, qkv
 		dout.Name, dqkv.Name = "attn.cp.dout_all_to_all", "attn.cp.dqkv_all_to_all"
 		for _, o := range []*Op{&qkv, &out, &dout, &dqkv} {
@@ -308,12 +311,12 @@ func (b *builder) flash(hs, kvs, hd, qElems, kvElems int64, saved float64) {
 		return
 	}
 	fa := NewFlashAttention("attn.flash", b.attnDType(), B, hs, kvs, s, c*s/2, hd, false)
-	gathered := float64(B*c*s*kvElems) * b.e
+	gathered := float64(B*c*s*per.kv) * b.e
 	kv := NewComm("attn.cp.kv_all_gather", AllGather, gathered)
 	dkv := NewComm("attn.cp.dkv_reduce_scatter", ReduceScatter, gathered)
 	kv.CP, dkv.CP = true, true
-	out := float64(B*s*hs*hd) * b.e    // the rank's attention output (or dQ)
-	kvs2 := float64(B*s*kvElems) * b.e // its keys and values (or their gradients)
+	out := float64(B*s*per.out) * b.e // the rank's attention output (or dQ)
+	kvs2 := float64(B*s*per.kv) * b.e // its keys and values (or their gradients)
 	steps := float64(c)
 	merge := NewStreaming("attn.cp.out_correction", Elementwise, b.a, 6*steps*out/b.e, 3*steps*out)
 	accumulate := NewStreaming("attn.cp.grad_accumulate", Elementwise, b.a, steps*(out+kvs2)/b.e,
@@ -335,7 +338,7 @@ func (b *builder) attentionCore(hs, kvs, hd int64) {
 	v := float64(b.T*kvs*hd) * b.e
 	if !r.UnfusedAttention {
 		// Keeps Q, K, V and the fp32 log-sum-exp per query row.
-		b.flash(hs, kvs, hd, hs*hd, 2*kvs*hd, qk+v+4*float64(B*hs*s))
+		b.flash(hs, kvs, hd, tokenElems{q: hs * hd, kv: 2 * kvs * hd, out: hs * hd}, qk+v+4*float64(B*hs*s))
 		return
 	}
 	bh := B * hs

@@ -276,7 +276,7 @@ func (b *builder) mla() {
 	B, s := int64(r.Batch), int64(r.SeqLen)
 	hd := (nope + rope + v) / 2
 	qk := float64(T*hs*(nope+rope)) * b.e
-	b.flash(hs, hs, hd, hs*(nope+rope), hs*(nope+rope+v), 2*qk+float64(T*hs*v)*b.e+4*float64(B*hs*s))
+	b.flash(hs, hs, hd, tokenElems{q: hs * (nope + rope), kv: hs * (nope + rope + v), out: hs * v}, 2*qk+float64(T*hs*v)*b.e+4*float64(B*hs*s))
 	b.gemm("attn.out", T, h, hs*v)
 	b.exit("attn", h)
 }
