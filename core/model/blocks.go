@@ -290,6 +290,13 @@ type tokenElems struct{ q, kv, out int64 }
 // heads over the full sequence, and a second all-to-all returns the
 // output to the sequence split (backward: the output's gradient, then the
 // gradients of Q, K and V). The attention waits for its all-to-all.
+//
+// With CPAllGather (Llama 3's context parallelism, Dubey et al. 2024
+// §3.3.2: all-gather the keys and values, then compute the local queries'
+// attention; Transformer Engine's AttnFuncWithCPAndKVAllGather) the
+// exchange is the ring's traffic without its overlap: the attention waits
+// for the gather, forward and backward, and the gradients of the keys and
+// values are reduce-scattered after it.
 func (b *builder) flash(hs, kvs, hd int64, per tokenElems, saved float64) {
 	r := b.r
 	B, s, c := int64(r.Batch), int64(r.SeqLen), int64(max(r.CP, 1))
@@ -315,6 +322,11 @@ func (b *builder) flash(hs, kvs, hd int64, per tokenElems, saved float64) {
 	kv := NewComm("attn.cp.kv_all_gather", AllGather, gathered)
 	dkv := NewComm("attn.cp.dkv_reduce_scatter", ReduceScatter, gathered)
 	kv.CP, dkv.CP = true, true
+	if r.CPComm == CPAllGather {
+		b.add(step{fwd: []Op{kv, fa}, bwd: []Op{kv, flashBackward(fa), dkv}, saved: saved})
+		return
+	}
+	kv.Alongside, dkv.Alongside = true, true
 	out := float64(B*s*per.out) * b.e // the rank's attention output (or dQ)
 	kvs2 := float64(B*s*per.kv) * b.e // its keys and values (or their gradients)
 	steps := float64(c)

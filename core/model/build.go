@@ -112,8 +112,10 @@ type Run struct {
 	// attention passes them (cp_comm_type "p2p"; contextParallelAttention).
 	CP int
 	// CPComm is how the context-parallel ranks exchange what attention
-	// needs: CPRing ("" or "p2p", the ring above) or CPAllToAll ("a2a":
-	// DeepSpeed-Ulysses, Transformer Engine's cp_comm_type "a2a").
+	// needs: CPRing ("" or "p2p", the ring above), CPAllGather
+	// ("all_gather": the keys and values gathered before the attention, as
+	// Llama 3 trained) or CPAllToAll ("a2a": DeepSpeed-Ulysses); Transformer
+	// Engine's cp_comm_type values.
 	CPComm string
 	// ExpertTokens is the tokens each of this rank's experts processes in
 	// one MoE block (after the expert-TP gather), from the routing; nil is
@@ -123,8 +125,9 @@ type Run struct {
 
 // Context-parallel exchanges (Run.CPComm).
 const (
-	CPRing     = "p2p"
-	CPAllToAll = "a2a"
+	CPRing      = "p2p"
+	CPAllGather = "all_gather"
+	CPAllToAll  = "a2a"
 )
 
 // Block names.
@@ -279,7 +282,7 @@ func (c Config) CheckRun(r Run) []problem.Problem {
 		}
 	}
 	switch r.CPComm {
-	case "", CPRing:
+	case "", CPRing, CPAllGather:
 	case CPAllToAll:
 		// Each rank attends with heads/cp of its tensor-parallel share of
 		// the heads (query and key/value alike).
@@ -291,7 +294,7 @@ func (c Config) CheckRun(r Run) []problem.Problem {
 			bad("cp_comm_type", "\"a2a\" splits the heads over cp: needs the heads (%d) and key/value heads (%d) of a tensor-parallel rank to be multiples of cp (%d)", heads, max(kv, 1), cp)
 		}
 	default:
-		bad("cp_comm_type", "must be one of %s, %s, got %q", CPRing, CPAllToAll, r.CPComm)
+		bad("cp_comm_type", "must be one of %s, %s, %s, got %q", CPRing, CPAllGather, CPAllToAll, r.CPComm)
 	}
 	if r.SequenceParallel && r.Phase != Decode && (r.Batch*r.SeqLen)%t != 0 {
 		bad("sequence_parallel", "needs batch·seq_len (%d) divisible by tp (%d)", r.Batch*r.SeqLen, t)

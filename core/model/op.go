@@ -89,10 +89,12 @@ type Op struct {
 	// Return (all-to-all) marks a transfer from the experts' ranks back to
 	// the tokens' ranks (the combine, and the dispatch's backward).
 	Return bool
-	// CP marks a collective over the context-parallel group (the keys and
-	// values ring attention passes around, Run.CP) instead of the
-	// tensor-parallel group; it runs while the attention after it computes.
-	CP bool
+	// CP marks a collective over the context-parallel group (what the
+	// attention of a sequence split over ranks exchanges, Run.CP) instead
+	// of the tensor-parallel group. Alongside marks one that runs while the
+	// op after it computes (ring attention's exchange); otherwise what
+	// follows waits for it.
+	CP, Alongside bool
 	// Accumulate, on a weight gradient GEMM, is the type of the gradient
 	// buffer the GEMM adds its product into, reading and writing it
 	// (Megatron's gradient-accumulation fusion into the fp32 main_grad);

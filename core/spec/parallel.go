@@ -20,11 +20,13 @@ type Parallel struct {
 	// order): rank = tp + TP·(cp + CP·(dp + DP·pp)).
 	CP int `json:"cp,omitempty"`
 	// CPCommType is how the cp ranks exchange what attention needs
-	// (Megatron-Core --cp-comm-type): "p2p" (default, the ring above) or
-	// "a2a" (DeepSpeed-Ulysses: an all-to-all trades each rank's share of
-	// the sequence for the whole sequence of heads/cp heads before the
-	// attention, and back after it; needs the heads and key/value heads of
-	// a tensor-parallel rank to be multiples of cp).
+	// (Megatron-Core --cp-comm-type): "p2p" (default, the ring above),
+	// "all_gather" (the keys and values gathered before the attention and
+	// their gradients reduce-scattered after it, not overlapped: Llama 3's
+	// context parallelism) or "a2a" (DeepSpeed-Ulysses: an all-to-all trades
+	// each rank's share of the sequence for the whole sequence of heads/cp
+	// heads before the attention, and back after it; needs the heads and
+	// key/value heads of a tensor-parallel rank to be multiples of cp).
 	CPCommType string `json:"cp_comm_type,omitempty"`
 	// MicroBatch: sequences per micro-batch (default 1). GlobalBatch:
 	// sequences per step over all replicas (default dp·micro_batch·pp, so
@@ -148,7 +150,7 @@ func (p *Parallel) Validate(probs *Problems, path string) {
 	probs.IntInRange(f("tp"), p.TP, 1, 1<<16)
 	probs.IntInRange(f("pp"), p.PP, 1, 1<<16)
 	probs.IntInRange(f("cp"), p.CP, 1, 1<<16)
-	probs.OneOf(f("cp_comm_type"), p.CPCommType, []string{"p2p", "a2a"})
+	probs.OneOf(f("cp_comm_type"), p.CPCommType, []string{"p2p", "all_gather", "a2a"})
 	probs.IntInRange(f("dp"), p.DP, 0, 1<<20)
 	probs.IntInRange(f("micro_batch"), p.MicroBatch, 1, 1<<20)
 	probs.IntInRange(f("global_batch"), p.GlobalBatch, 0, 1<<30)

@@ -271,8 +271,9 @@ func (b *progBuilder) ops(prefix string, list []model.Op, mb int32, after []int3
 			if len(seg) > 0 {
 				last = b.compute(prefix+segName(seg), seg, mb, first()...)
 			}
-			if o.Kind == model.AllToAll {
-				// Ulysses' all-to-all: what follows needs its data.
+			if !o.Alongside {
+				// Ulysses' all-to-all, or the gathered keys and values:
+				// what follows needs its data.
 				last = b.collective(prefix+o.Name, StreamCP, SlotCP, o.Kind, o.Bytes, mb, first()...)
 				start = i + 1
 				continue
@@ -355,7 +356,7 @@ func (b *progBuilder) ringExchange(prefix string, list []model.Op, i int, mb int
 		attn = deps[len(deps)-1]
 	}
 	j := i
-	for ; j < len(list) && list[j].CP; j++ {
+	for ; j < len(list) && list[j].CP && list[j].Alongside; j++ {
 		comms = append(comms, b.collective(prefix+list[j].Name, StreamCP, SlotCP, list[j].Kind, list[j].Bytes, mb, deps...))
 	}
 	if j < len(list) && !list[j].IsComm() {

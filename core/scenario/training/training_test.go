@@ -400,22 +400,25 @@ func TestContextParallelStep(t *testing.T) {
 		"parallel":{"tp":2,"cp":2,"pp":2,"global_batch":16,"sequence_parallel":true},"seq_len":16384,"dtype":"bf16"%s}`
 	require.Equal(t, summary(t, fmt.Sprintf(mirrored, "")).StepTimeS, summary(t, fmt.Sprintf(mirrored, `,"full_simulation":true`)).StepTimeS)
 
-	// Ulysses' all-to-all (cp_comm_type a2a) comes before the attention:
-	// each forward attention starts after its all-to-all ends.
-	a2a := step(1, `"tp":4,"cp":2,"dp":1,"cp_comm_type":"a2a"`)
-	var exchanged, attended []float64
-	for _, r := range a2a.Tables[2].Rows.([]job.TimelineRow) {
-		switch {
-		case r.Rank == 0 && strings.HasSuffix(r.Name, "attn.cp.qkv_all_to_all"):
-			exchanged = append(exchanged, r.EndS)
-		case r.Rank == 0 && strings.HasSuffix(r.Name, "attn.flash") && !strings.Contains(r.Name, "recompute"):
-			attended = append(attended, r.StartS)
+	// Ulysses' all-to-all (cp_comm_type a2a) and the gathered keys and
+	// values (all_gather) come before the attention: each forward
+	// attention starts after its exchange ends.
+	for comm, exchange := range map[string]string{"a2a": "attn.cp.qkv_all_to_all", "all_gather": "attn.cp.kv_all_gather"} {
+		res := step(1, `"tp":4,"cp":2,"dp":1,"cp_comm_type":"`+comm+`"`)
+		var exchanged, attended []float64
+		for _, r := range res.Tables[2].Rows.([]job.TimelineRow) {
+			switch {
+			case r.Rank == 0 && strings.HasSuffix(r.Name, exchange) && strings.Contains(r.Name, "fwd."):
+				exchanged = append(exchanged, r.EndS)
+			case r.Rank == 0 && strings.Contains(r.Name, "fwd.attn.flash"):
+				attended = append(attended, r.StartS)
+			}
 		}
-	}
-	require.NotEmpty(t, exchanged)
-	require.Equal(t, len(exchanged), len(attended))
-	for i := range exchanged {
-		require.GreaterOrEqual(t, attended[i], exchanged[i])
+		require.NotEmpty(t, exchanged, comm)
+		require.Equal(t, len(exchanged), len(attended), comm)
+		for i := range exchanged {
+			require.GreaterOrEqual(t, attended[i], exchanged[i], comm)
+		}
 	}
 
 	for _, tc := range []struct {
