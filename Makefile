@@ -51,6 +51,7 @@ go-test: tools lint
 	go test ./...
 	go test -race ./bindings/... ./core/scenario/parallelsearch/...
 	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./core/spec
+	go test -run '^$$' -fuzz '^FuzzParsePipelineLayout$$' -fuzztime 50000x -fuzzminimizetime 1s ./core/model
 
 py-test: dev
 	$(PY) -m mypy --strict python/eidolon

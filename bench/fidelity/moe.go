@@ -202,11 +202,10 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	// depth 1). DualPipe holds two chunks on every rank, the shallowest
 	// and the deepest layers on one (§2.2, §3.2.1); the layout the
 	// simulator can run closest to it is Megatron-Core's DeepSeek-V3
-	// recipe's (--pipeline-model-parallel-layout "Et|(tt|)*30mL",
-	// Megatron-MoE-ModelZoo best_practice/deepseek-v3): 16 stages of two
-	// interleaved chunks, the split counting the embedding and the loss as
-	// a layer each, so the first chunk is the embedding and one layer and
-	// the last the MTP module and the loss. The interleaved schedule needs
+	// recipe's, which the row runs as written (--pipeline-model-parallel-
+	// layout "Et|(tt|)*30mL", Megatron-MoE-ModelZoo best_practice/
+	// deepseek-v3): 16 stages of two interleaved chunks, the first the
+	// embedding and one layer, the last the MTP module and the loss. The interleaved schedule needs
 	// the micro-batches per replica to be a multiple of the stages: 128
 	// (global batch 16,384) where DeepSeek ran 120 (15,360); the GPU-hours
 	// are per token. Gradient reduction and parameter gathering overlap
@@ -215,7 +214,7 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	// with the native implementation).
 	const dsBatch = 16384
 	js := fmt.Sprintf(`{"kind":"training","model":{"preset":"deepseek-v3","mtp_layers":1},"gpu":"h800","cluster":{"preset":"dgx-h800","nodes":256},
-		"parallel":{"tp":1,"pp":16,"virtual_stages":2,"account_for_embedding_in_pipeline_split":true,"account_for_loss_in_pipeline_split":true,
+		"parallel":{"tp":1,"pp":16,"pipeline_model_parallel_layout":"Et|(tt|)*30mL",
 			"dp":128,"ep":64,"micro_batch":1,"global_batch":%d,"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true,"recompute":"selective","recompute_modules":["layernorm"],"overlap_ep_comm":true},
 		"seq_len":4096,"dtype":"fp8","fp8_recipe":"blockwise","cross_entropy_fusion":"native","routing":{"hierarchical_a2a":true,"node_limit":4},"timeline_ranks":[-1]}`, dsBatch)
 	res, err := run(ctx, js)

@@ -84,7 +84,7 @@ func TrainingLayout(s *spec.Training, gpus int) (workload.Training, error) {
 	t := TrainingStep(m, s.DType, s.Step, workload.Parallel{TP: par.TP, PP: par.PP, DP: par.DP * par.CP, CP: par.CP, CPComm: par.CPCommType, MicroBatch: par.MicroBatch, GlobalBatch: par.GlobalBatch,
 		Schedule: workload.Schedule(par.Schedule), VirtualStages: par.VirtualStages, SequenceParallel: par.SequenceParallel,
 		AccountForEmbedding: par.AccountForEmbedding, AccountForLoss: par.AccountForLoss,
-		FirstStageLayers: par.DecoderFirstStageLayers, LastStageLayers: par.DecoderLastStageLayers,
+		FirstStageLayers: par.DecoderFirstStageLayers, LastStageLayers: par.DecoderLastStageLayers, Layout: par.PipelineLayout,
 		Recompute: model.Recompute(par.Recompute), RecomputeModules: par.RecomputeModules, ZeRO: par.ZeRO, OverlapGradReduce: par.OverlapGradReduce,
 		OverlapParamGather: par.OverlapParamGather,
 		BucketParams:       par.BucketParams, OverlapTPComm: *par.OverlapTPComm, EP: par.EP,

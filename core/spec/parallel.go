@@ -56,6 +56,13 @@ type Parallel struct {
 	// stages each stage's layers are split evenly over its chunks.
 	DecoderFirstStageLayers int `json:"decoder_first_pipeline_num_layers,omitempty"`
 	DecoderLastStageLayers  int `json:"decoder_last_pipeline_num_layers,omitempty"`
+	// PipelineLayout places every layer: Megatron-Core's
+	// --pipeline-model-parallel-layout, chunk by chunk separated by "|" in
+	// the interleaved schedule's chunk order, "E" the embedding, "t" a
+	// transformer layer, "m" an MTP layer, "L" the loss, "x*n" and "(...)*n"
+	// repeating (e.g. DeepSeek-V3's "Et|(tt|)*30mL" on 16 stages of 2
+	// chunks). virtual_stages defaults to its chunks per stage.
+	PipelineLayout string `json:"pipeline_model_parallel_layout,omitempty"`
 	// Recompute: "none" (default), "selective" or "full".
 	Recompute string `json:"recompute,omitempty"`
 	// RecomputeModules: what "selective" reruns, Megatron-Core's
@@ -104,6 +111,11 @@ var Schedules = []string{"1f1b", "gpipe", "interleaved"}
 // Defaults fills optional fields (DP and GlobalBatch need the cluster: see
 // Resolve).
 func (p *Parallel) Defaults() {
+	if p.PipelineLayout != "" && p.VirtualStages == 0 && p.PP > 0 {
+		if chunks, err := model.ParsePipelineLayout(p.PipelineLayout); err == nil && len(chunks)%p.PP == 0 {
+			p.VirtualStages = len(chunks) / p.PP
+		}
+	}
 	for _, f := range []*int{&p.TP, &p.PP, &p.CP, &p.MicroBatch, &p.VirtualStages, &p.EP} {
 		if *f == 0 {
 			*f = 1
@@ -162,6 +174,9 @@ func (p *Parallel) Validate(probs *Problems, path string) {
 	}
 	if len(p.RecomputeModules) > 0 && p.Recompute != "selective" {
 		probs.Addf(f("recompute_modules"), "apply to recompute \"selective\" only, got recompute %q", p.Recompute)
+	}
+	if len(p.PipelineLayout) > model.MaxLayoutInput {
+		probs.Addf(f("pipeline_model_parallel_layout"), "is %d characters, at most %d", len(p.PipelineLayout), model.MaxLayoutInput)
 	}
 	probs.IntInRange(f("decoder_first_pipeline_num_layers"), p.DecoderFirstStageLayers, 0, 1<<16)
 	probs.IntInRange(f("decoder_last_pipeline_num_layers"), p.DecoderLastStageLayers, 0, 1<<16)

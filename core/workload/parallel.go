@@ -57,6 +57,10 @@ type Parallel struct {
 	// equally (Megatron-Core's uneven split, --decoder-first-pipeline-
 	// num-layers and --decoder-last-pipeline-num-layers; stageLayers).
 	FirstStageLayers, LastStageLayers int
+	// Layout is Megatron-Core's pipeline layout string
+	// (--pipeline-model-parallel-layout, model.ParsePipelineLayout): each
+	// chunk's layers as given; "" splits evenly (or as the fields above).
+	Layout string
 
 	Recompute model.Recompute
 	// RecomputeModules are what a selective recomputation reruns
@@ -190,7 +194,11 @@ func (t Training) Check() []problem.Problem {
 	if p.ZeRO < 0 || p.ZeRO > 3 {
 		bad("zero", "must be 0, 1, 2 or 3, got %d", p.ZeRO)
 	}
-	if p.FirstStageLayers != 0 || p.LastStageLayers != 0 {
+	if p.Layout != "" {
+		if msg := p.checkPipelineLayout(len(t.Model.Pattern), t.Model.MTPLayers); msg[0] != "" {
+			bad(msg[0], "%s", msg[1])
+		}
+	} else if p.FirstStageLayers != 0 || p.LastStageLayers != 0 {
 		for _, msg := range p.checkUnevenSplit(len(t.Model.Pattern)) {
 			bad(msg[0], "%s", msg[1])
 		}
@@ -252,7 +260,55 @@ func (t Training) microRun() model.Run {
 
 // chunks are a training layout's P·V chunks of the model's positions.
 func (p Parallel) chunks(g model.Graph) [][]int {
-	return chunkPositions(g, p.PP*p.VirtualStages, p.AccountForEmbedding, p.AccountForLoss, p.stageLayers(len(g.Order)-1-g.Tail()))
+	return chunkPositions(g, p.PP*p.VirtualStages, p.AccountForEmbedding, p.AccountForLoss, p.chunkLayers(len(g.Order)-1-g.Tail()))
+}
+
+// chunkLayers is each chunk's layers where they are given (a pipeline
+// layout, or the uneven split's stages spread over their virtual stages);
+// nil for the even split.
+func (p Parallel) chunkLayers(layers int) []int {
+	if p.Layout != "" {
+		chunks, err := model.ParsePipelineLayout(p.Layout)
+		if err != nil {
+			return nil // Check reports it
+		}
+		out := make([]int, len(chunks))
+		for c, ch := range chunks {
+			out[c] = ch.Layers
+		}
+		return out
+	}
+	st := p.stageLayers(layers)
+	if st == nil {
+		return nil
+	}
+	out := make([]int, p.PP*p.VirtualStages)
+	for c := range out {
+		out[c] = st[c%p.PP] / p.VirtualStages
+	}
+	return out
+}
+
+// checkPipelineLayout reports, as a (field, message) pair, a layout
+// Megatron-Core refuses or that does not fit the parallelism: combined
+// with the other split fields, malformed, not matching the model's layers,
+// or implying other virtual stages than the layout's.
+func (p Parallel) checkPipelineLayout(layers, mtp int) [2]string {
+	const field = "pipeline_model_parallel_layout"
+	if p.AccountForEmbedding || p.AccountForLoss || p.FirstStageLayers != 0 || p.LastStageLayers != 0 {
+		return [2]string{field, "cannot be set with account_for_embedding/loss_in_pipeline_split or decoder_first/last_pipeline_num_layers (Megatron-Core refuses both at once)"}
+	}
+	chunks, err := model.ParsePipelineLayout(p.Layout)
+	if err == nil {
+		var vpp int
+		if vpp, err = checkLayout(chunks, p.PP, layers, mtp); err == nil && vpp != p.VirtualStages {
+			return [2]string{"virtual_stages", fmt.Sprintf("must be %d, the layout's chunks per stage, got %d", vpp, p.VirtualStages)}
+		}
+	}
+	if err != nil {
+		return [2]string{field, err.Error()}
+	}
+	return [2]string{}
 }
 
 // stageLayers is each stage's layers under Megatron-Core's uneven split
@@ -336,11 +392,11 @@ func (p Parallel) splitSlots() (n int) {
 // chunkPositions splits the model's positions (model.Graph.Order) into n
 // contiguous chunks: the embedding joins the first, the LM head and what
 // follows it (Graph.Tail) the last, and the pattern's blocks are spread as
-// evenly as possible (earlier chunks take the remainder), or, given
-// stageLayers (Parallel.stageLayers), each stage's layers evenly over its
-// chunks. Where the split accounts for the embedding or the loss
+// evenly as possible (earlier chunks take the remainder), or as many to
+// each chunk as chunkLayers gives (Parallel.chunkLayers; chunk c is
+// virtual stage c/pp of stage c mod pp, the interleaved schedule's order). Where the split accounts for the embedding or the loss
 // (Megatron-Core), each takes one layer's slot in its chunk.
-func chunkPositions(g model.Graph, n int, accountEmbedding, accountLoss bool, stageLayers []int) [][]int {
+func chunkPositions(g model.Graph, n int, accountEmbedding, accountLoss bool, chunkLayers []int) [][]int {
 	order, tail := g.Order, g.Tail()
 	body := order[1 : len(order)-tail]
 	// slots: the body's layers, with the accounted embedding first and
@@ -361,11 +417,8 @@ func chunkPositions(g model.Graph, n int, accountEmbedding, accountLoss bool, st
 		if c < rem {
 			k++
 		}
-		if stageLayers != nil {
-			// Chunk c is virtual stage c/pp of stage c%pp (the
-			// interleaved schedule's order).
-			pp := len(stageLayers)
-			k = stageLayers[c%pp] / (n / pp)
+		if chunkLayers != nil {
+			k = chunkLayers[c]
 		}
 		for _, i := range slots[at : at+k] {
 			if i >= 0 {

@@ -696,6 +696,31 @@ func TestUnevenPipelineSplit(t *testing.T) {
 	two := base
 	two.PP, two.FirstStageLayers, two.LastStageLayers = 2, 20, 12
 	require.Equal(t, []int{20, 12}, layersPerChunk(two))
+
+	// A pipeline layout places the layers as written, chunk c on stage
+	// c mod pp: here the uneven split above, and one Megatron-Core's
+	// splits cannot express (the first stage's chunks unequal).
+	written := base
+	written.Layout = "Et*6|t*10|t*10|t*6L"
+	require.Equal(t, []int{6, 10, 10, 6}, layersPerChunk(written))
+	written.Schedule, written.VirtualStages, written.Layout = Interleaved, 2, "Et|t*5|t*5|t*3|t*5|t*5|t*5|t*3L"
+	require.Equal(t, []int{1, 5, 5, 3, 5, 5, 5, 3}, layersPerChunk(written))
+	for _, tc := range []struct {
+		edit  func(*Parallel)
+		field string
+	}{
+		{func(p *Parallel) { p.Layout = "Et*8|t*8|t*8|t*7L" }, "pipeline_model_parallel_layout"}, // 31 of 32 layers
+		{func(p *Parallel) { p.Layout = "Et*8|t*8|t*8|t*7|tL" }, "pipeline_model_parallel_layout"},
+		{func(p *Parallel) { p.Layout, p.AccountForLoss = "Et*8|t*8|t*8|t*8L", true }, "pipeline_model_parallel_layout"},
+		{func(p *Parallel) { p.Layout = "t*8|Et*8|t*8|t*8L" }, "pipeline_model_parallel_layout"},
+		{func(p *Parallel) { p.Layout = "Et*8|t*8|mt*8|t*8L" }, "pipeline_model_parallel_layout"},
+		{func(p *Parallel) { p.Layout = "Et*16||t*16|L" }, "pipeline_model_parallel_layout"},
+		{func(p *Parallel) { p.Layout = "Et*4|t*4|t*4|t*4|t*4|t*4|t*4|t*4L" }, "virtual_stages"},
+	} {
+		p := base
+		tc.edit(&p)
+		require.Contains(t, fields(p), tc.field, "%+v", p)
+	}
 }
 
 // With overlapped parameter gathering the distributed optimizer's weight

@@ -361,12 +361,23 @@ func TestUnevenPipelineSplitShortensTheLastStage(t *testing.T) {
 	even, uneven := step(""), step(`,"decoder_first_pipeline_num_layers":9,"decoder_last_pipeline_num_layers":5`)
 	require.Less(t, uneven.StepTimeS, even.StepTimeS)
 	require.Less(t, uneven.BubbleS, even.BubbleS)
+	// The same split written as a pipeline layout times the same step;
+	// two chunks a stage set virtual_stages (and the interleaved schedule).
+	require.Equal(t, uneven, step(`,"pipeline_model_parallel_layout":"Et*9|t*9|t*9|t*5L"`))
+	require.Equal(t, uneven, step(`,"virtual_stages":1,"pipeline_model_parallel_layout":"E,t*9|(t*9|)*2,t*5,L"`))
+	interleaved := step(`,"pipeline_model_parallel_layout":"Et*5|(t*4|)*2t*3|t*4|(t*5|)*2t*2L"`)
+	require.Less(t, interleaved.BubbleS, uneven.BubbleS)
 
 	_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(`{"kind":"training","model":"llama3-8b","gpu":"h100-sxm",
 		"cluster":{"preset":"dgx-h100","nodes":1},"parallel":{"tp":2,"pp":4,"decoder_last_pipeline_num_layers":7},"seq_len":4096}`))
 	var pe *problem.Error
 	require.ErrorAs(t, err, &pe)
 	require.Contains(t, err.Error(), "parallel.decoder_last_pipeline_num_layers")
+	_, _, err = all.Run(scenario.Env{Ctx: context.Background()}, []byte(`{"kind":"training","model":"llama3-8b","gpu":"h100-sxm",
+		"cluster":{"preset":"dgx-h100","nodes":1},"parallel":{"tp":2,"pp":4,"pipeline_model_parallel_layout":"Et*9|t*9|t*9|t*4L"},"seq_len":4096}`))
+	require.ErrorAs(t, err, &pe)
+	require.Contains(t, err.Error(), "parallel.pipeline_model_parallel_layout")
+	require.Contains(t, err.Error(), "31 transformer layers")
 }
 
 // Context parallelism on a long sequence: splitting each sequence over cp
