@@ -77,3 +77,30 @@ def test_search_bad_expert_tp():
     with pytest.raises(eidolon.SpecError) as e:
         search_mixtral(expert_tp=[1, 4])
     assert [p.path for p in e.value.problems] == ["expert_tp[1]"]
+
+
+def test_pipeline_layout_lightens_the_last_stage():
+    # Notebook 09's small layout section: DeepSeek-V3's last stage carries
+    # the output head and the MTP module, so evenly split it sets the pace;
+    # a layout giving it only the MTP module and the loss shortens the step.
+    spec = {"kind": "training", "model": {"preset": "deepseek-v3", "layers": 8, "mtp_layers": 1}, "gpu": "h800",
+            "cluster": {"preset": "dgx-h800", "nodes": 4}, "seq_len": 2048, "dtype": "fp8",
+            "parallel": {"pp": 4, "dp": 8, "ep": 8, "global_batch": 64, "zero": 1, "recompute": "full"},
+            "timeline_ranks": [-1]}
+
+    def run(layout=None):
+        par = dict(spec["parallel"])
+        if layout:
+            par["pipeline_model_parallel_layout"] = layout
+        r = eidolon.run({**spec, "parallel": par}, progress=False)
+        return r.to_pandas("summary").iloc[0], r.to_pandas("ranks").groupby("stage").compute_s.max()
+
+    even, even_stages = run()
+    light, light_stages = run("Ett|ttt|ttt|mL")
+    assert even_stages.idxmax() == 3
+    assert light_stages.iloc[3] < even_stages.iloc[3]
+    assert light.step_time_s < even.step_time_s
+    with pytest.raises(eidolon.SpecError) as e:
+        run("Ett|ttt|tt|mL")
+    assert "parallel.pipeline_model_parallel_layout" in str(e.value)
+    assert "7 transformer layers" in str(e.value)
