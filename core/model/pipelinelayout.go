@@ -45,15 +45,24 @@ func ParsePipelineLayout(s string) ([]LayoutChunk, error) {
 	var out []LayoutChunk
 	for _, stage := range strings.Split(s, "|") {
 		var c LayoutChunk
-		for _, r := range stage {
+		for i, r := range stage {
 			switch r {
 			case 'E':
+				if i != 0 {
+					return nil, fmt.Errorf("has the embedding (E) after a layer in chunk %d: it must open its chunk", len(out))
+				}
 				c.Embedding = true
 			case 't':
+				if c.MTP > 0 {
+					return nil, fmt.Errorf("has a transformer layer (t) after an MTP layer (m) in chunk %d: MTP layers follow the model's layers", len(out))
+				}
 				c.Layers++
 			case 'm':
 				c.MTP++
 			case 'L':
+				if i != len(stage)-1 {
+					return nil, fmt.Errorf("has a layer after the loss (L) in chunk %d: it must close its chunk", len(out))
+				}
 				c.Loss = true
 			default:
 				return nil, fmt.Errorf("has %q: the characters are E (embedding), t (transformer layer), m (MTP layer), L (loss), with x*n, (...)*n and |", r)

@@ -40,6 +40,9 @@ func TestParsePipelineLayout(t *testing.T) {
 		{"E(t|t*2", "unclosed"},
 		{"Et)|t*2L", "unmatched"},
 		{"Et|t*|L", "without a count"},
+		{"tE|t|tL", "must open its chunk"},
+		{"Et|t|Lt", "must close its chunk"},
+		{"Et|t|mtL", "after an MTP layer"},
 	} {
 		_, err := ParsePipelineLayout(bad.layout)
 		require.ErrorContains(t, err, bad.says, bad.layout)
