@@ -49,10 +49,10 @@ type Chunk struct{ Query, Context int }
 // HBM term, linear in the length), issued once; cache lengths are rounded
 // up to 32 steps per octave above 256 tokens (≤ 3.2 %).
 //
-// With PP > 1 an iteration passes through the stages one after another and
-// the next iteration starts when it has left the last one: stages do not
-// overlap consecutive iterations (vLLM V1 keeps up to PP batches in flight;
-// not modeled), so pipeline-parallel throughput is a lower bound.
+// With PP > 1 an iteration passes through the stages one after another,
+// each stage's kernels issued by its own worker's host (Stages gives each
+// stage's time); the engine keeps up to PP iterations in flight, as vLLM
+// V1's batch queue does (see Sim).
 type Pricer struct {
 	gpu    hw.GPU
 	ev     *compute.Evaluator
@@ -76,7 +76,8 @@ type Pricer struct {
 	// (as the inference kind runs prefill and decode).
 	host exec.Host
 
-	dense map[partKey]exec.Issue
+	// dense is each stage's share of Dense.
+	dense map[partKey][]exec.Issue
 	// denseComm is the collectives' and transfers' share of dense's device time.
 	denseComm map[partKey]float64
 	head      map[partKey]exec.Issue
@@ -118,7 +119,7 @@ func ReplicaRanks(tp, pp, r int) [][]int {
 func NewPricer(t *topo.Topology, gpu hw.GPU, faults net.FaultPlan, seed uint64, cfg model.Config,
 	tp, pp int, dtype hw.DType, r int, host exec.Host, tpAllReduce net.Algorithm) (*Pricer, error) {
 	p := &Pricer{gpu: gpu, ev: compute.NewEvaluator(gpu), cfg: cfg, tp: tp, pp: pp, dtype: dtype, host: host,
-		dense: map[partKey]exec.Issue{}, denseComm: map[partKey]float64{}, head: map[partKey]exec.Issue{}, dec: map[[2]int]compute.Cost{}, pre: map[[2]int]float64{},
+		dense: map[partKey][]exec.Issue{}, denseComm: map[partKey]float64{}, head: map[partKey]exec.Issue{}, dec: map[[2]int]compute.Cost{}, pre: map[[2]int]float64{},
 		comm: map[commKey]float64{}}
 	g, err := model.Build(cfg, model.Run{Phase: model.Prefill, Batch: 1, SeqLen: 1, TP: tp, DType: dtype})
 	if err != nil {
@@ -311,11 +312,12 @@ func (p *Pricer) coll(devS float64, graph bool) exec.Issue {
 }
 
 // Dense is every operator of a pass over t tokens but the attention core
-// and the logits, on every stage, with the TP collectives and the pipeline
-// transfers between stages, one after another on one stream as the host
-// issues them (graph: replayed from a captured CUDA graph); a stage's
-// kernels run at its straggler factor.
-func (p *Pricer) Dense(t int, graph bool) (exec.Issue, error) {
+// and the logits, stage by stage: each stage's receive of the previous
+// stage's activations, its blocks and their TP collectives, one after
+// another on one stream as the stage's host issues them (graph: replayed
+// from a captured CUDA graph); a stage's kernels run at its straggler
+// factor.
+func (p *Pricer) Dense(t int, graph bool) ([]exec.Issue, error) {
 	if !p.exact {
 		t = BucketTokens(t)
 	}
@@ -325,15 +327,16 @@ func (p *Pricer) Dense(t int, graph bool) (exec.Issue, error) {
 	}
 	g, err := model.Build(p.cfg, model.Run{Phase: model.Prefill, Batch: 1, SeqLen: t, TP: p.tp, DType: p.dtype})
 	if err != nil {
-		return exec.Issue{}, err
+		return nil, err
 	}
 	blockTime := map[int]exec.Issue{}
 	blockComm := map[int]float64{}
-	var total exec.Issue
+	stages := make([]exec.Issue, len(p.stages))
 	comm := 0.0
 	e := max(p.dtype.Bytes(), 2)
 	act := float64(t*p.cfg.Hidden) * e
 	for s, pos := range p.stages {
+		total := &stages[s]
 		if s > 0 {
 			// The previous stage's activations: each TP rank sends its 1/t
 			// share, the receivers all-gather them (workload's pipeline).
@@ -343,23 +346,23 @@ func (p *Pricer) Dense(t int, graph bool) (exec.Issue, error) {
 			}
 			c, err := p.commTime(workload.SendRecv, msg, s, true)
 			if err != nil {
-				return exec.Issue{}, err
+				return nil, err
 			}
-			total = total.Then(p.coll(c, graph))
+			*total = total.Then(p.coll(c, graph))
 			comm += c
 			if p.tp > 1 {
 				c, err := p.commTime(model.AllGather, act, s, false)
 				if err != nil {
-					return exec.Issue{}, err
+					return nil, err
 				}
-				total = total.Then(p.coll(c, graph))
+				*total = total.Then(p.coll(c, graph))
 				comm += c
 			}
 		}
 		for _, i := range pos {
 			bi := g.Order[i]
 			if v, ok := blockTime[bi*p.pp+s]; ok {
-				total = total.Then(v)
+				*total = total.Then(v)
 				comm += blockComm[bi*p.pp+s]
 				continue
 			}
@@ -372,27 +375,27 @@ func (p *Pricer) Dense(t int, graph bool) (exec.Issue, error) {
 				case o.IsComm():
 					c, err := p.commTime(o.Kind, o.Bytes, s, false)
 					if err != nil {
-						return exec.Issue{}, err
+						return nil, err
 					}
 					v = v.Then(p.coll(c, graph))
 					vc += c
 				default:
 					c, err := p.op(o, graph, p.slow[s])
 					if err != nil {
-						return exec.Issue{}, err
+						return nil, err
 					}
 					v = v.Then(c)
 				}
 			}
 			blockTime[bi*p.pp+s] = v
 			blockComm[bi*p.pp+s] = vc
-			total = total.Then(v)
+			*total = total.Then(v)
 			comm += vc
 		}
 	}
-	p.dense[key] = total
+	p.dense[key] = stages
 	p.denseComm[key] = comm
-	return total, nil
+	return stages, nil
 }
 
 // Head is the logits GEMM for n sequences (and its TP all-gather) on the
@@ -468,54 +471,62 @@ func (p *Pricer) attention(sh *Shape) (float64, int, error) {
 	return dev, kernels, nil
 }
 
-// Iteration is the time of one engine iteration of the shape: the dense
-// operators, then each stage's attention kernels (one per layer), then the
-// logits, as one stream the host issues; a decode-only iteration replays a
-// captured CUDA graph when the host captures (one replay launch), else
-// every kernel is issued eagerly. The host reads the sampled tokens back
-// before the next iteration, so iterations do not overlap.
+// Iteration is the time of one engine iteration of the shape from its
+// start on the first stage to its logits on the last: the sum of Stages.
 func (p *Pricer) Iteration(sh *Shape) (float64, error) {
-	x, err := p.issue(sh)
-	return x.EndS, err
+	st, err := p.Stages(sh, nil)
+	total := 0.0
+	for _, d := range st {
+		total += d
+	}
+	return total, err
 }
 
-func (p *Pricer) graph(sh *Shape) bool {
-	return p.host.Mode == exec.CUDAGraphs && len(sh.Chunks) == 0
-}
-
-func (p *Pricer) issue(sh *Shape) (exec.Issue, error) {
+// Stages appends to out each stage's time for the shape: its dense
+// operators, then its attention kernels (one per layer), then, on the last,
+// the logits, as one stream its host issues; a decode-only iteration
+// replays a captured CUDA graph on every stage when the host captures (one
+// replay launch each), else every kernel is issued eagerly. The host reads
+// the sampled tokens back before it schedules their sequences again.
+func (p *Pricer) Stages(sh *Shape, out []float64) ([]float64, error) {
+	out = out[:0]
 	if sh.Tokens <= 0 {
-		return exec.Issue{}, nil
+		return append(out, 0), nil
 	}
 	graph := p.graph(sh)
-	var x exec.Issue
-	if graph {
-		x = exec.Issue{HostS: exec.GraphLaunchS, EndS: exec.GraphLaunchS}
-	}
-	d, err := p.Dense(sh.Tokens, graph)
+	dense, err := p.Dense(sh.Tokens, graph)
 	if err != nil {
-		return exec.Issue{}, err
+		return out, err
 	}
-	x = x.Then(d)
 	a, kernels, err := p.attention(sh)
 	if err != nil {
-		return exec.Issue{}, err
+		return out, err
 	}
 	attn := model.Op{Name: "attn", Kind: model.FlashAttention, Pass: model.Forward}
 	for s, n := range p.attnLayers {
+		var x exec.Issue
+		if graph {
+			x = exec.Issue{HostS: exec.GraphLaunchS, EndS: exec.GraphLaunchS}
+		}
+		x = x.Then(dense[s])
 		one := p.host.KernelIssue(attn, exec.Kernel{DeviceS: a * p.slow[s], Kernels: kernels}, graph, false)
 		for i := 0; i < n; i++ {
 			x = x.Then(one)
 		}
-	}
-	if sh.Logits > 0 {
-		h, err := p.Head(sh.Logits, graph)
-		if err != nil {
-			return exec.Issue{}, err
+		if s == p.pp-1 && sh.Logits > 0 {
+			h, err := p.Head(sh.Logits, graph)
+			if err != nil {
+				return out, err
+			}
+			x = x.Then(h)
 		}
-		x = x.Then(h)
+		out = append(out, x.EndS)
 	}
-	return x, nil
+	return out, nil
+}
+
+func (p *Pricer) graph(sh *Shape) bool {
+	return p.host.Mode == exec.CUDAGraphs && len(sh.Chunks) == 0
 }
 
 // Breakdown splits an iteration's time into the dense operators' compute

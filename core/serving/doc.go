@@ -42,6 +42,19 @@
 // first come first served (ContextChunkingPolicy FIRST_COME_FIRST_SERVED,
 // its default), or whole prompts only when chunked context is off.
 //
+// # Pipeline-parallel replicas
+//
+// A replica of PP stages keeps up to PP iterations in flight, as vLLM V1's
+// EngineCore does with its batch queue (vllm/v1/engine/core.py: "required
+// by pipeline parallelism to eliminate pipeline bubbles", sized by the
+// executor's max_concurrent_batches, the pipeline size). The scheduler
+// forms the next iteration when the first stage is free, from the requests
+// not already in an iteration in flight (the scheduler skips those, its
+// scheduled_req_ids); each stage takes iterations in turn (Pricer.Stages
+// prices each stage, its host issuing its own kernels), so a request's
+// tokens come one pipeline traversal apart while the stages work on other
+// requests. A preemption takes the last running request not in flight.
+//
 // # Requests reach the scheduler after the frontend
 //
 // A request sent at Request.ArrivalS joins its replica's waiting queue

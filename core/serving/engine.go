@@ -43,9 +43,11 @@ type Config struct {
 	FrontendS, FrontendSPerToken float64
 }
 
-// Coster prices an iteration of one replica.
+// Coster prices an iteration of one replica: Stages appends each pipeline
+// stage's time for the shape to out[:0] (one element without pipeline
+// parallelism).
 type Coster interface {
-	Iteration(sh *Shape) (float64, error)
+	Stages(sh *Shape, out []float64) ([]float64, error)
 }
 
 // Role of a replica.
@@ -129,6 +131,8 @@ type Iteration struct {
 }
 
 type rq struct {
+	// inflight: scheduled in an iteration that has not ended.
+	inflight            bool
 	computed, generated int
 	blocks, shared      int
 	preempt             int
@@ -145,17 +149,23 @@ type prefixEntry struct {
 
 type rep struct {
 	Replica
-	idx             int
-	waiting         []int32 // deque: waiting[head:]
-	head            int
-	running         []int32
-	free            int
-	evictable       int
-	busy            bool
+	idx       int
+	waiting   []int32 // deque: waiting[head:]
+	head      int
+	running   []int32
+	free      int
+	evictable int
+	// inflight are the iterations started and not ended, oldest first (at
+	// most one a pipeline stage); stageFree is when each stage ends its
+	// last one, stageTimes the scratch Stages fills.
+	inflight        []batch
+	stageFree       []float64
+	stageTimes      []float64
 	outstanding     int
 	routedBlocks    int
 	prefixes        map[int32]*prefixEntry
-	sched           []sched
+	sched           []sched // the iteration being formed
+	spare           [][]sched
 	ingressFreeS    float64
 	iterations      int
 	pendingPreempts int
@@ -165,6 +175,9 @@ type sched struct {
 	r int32
 	n int
 }
+
+// batch is an iteration in flight: its requests and their tokens.
+type batch struct{ sched []sched }
 
 type event struct {
 	t    float64
@@ -181,6 +194,9 @@ const (
 	evArrival
 	evIteration
 	evKV
+	// evStage: a replica's first pipeline stage is free for its next
+	// iteration (pipeline parallelism).
+	evStage
 )
 
 // Sim runs the engines.
@@ -310,6 +326,8 @@ func (s *Sim) Run(ctx context.Context) (*Outcome, error) {
 			}
 		case evKV:
 			s.kvArrived(e.id)
+		case evStage:
+			s.dirty = append(s.dirty, s.reps[e.id])
 		}
 		if err := s.wake(); err != nil {
 			return nil, err
@@ -325,10 +343,14 @@ func (s *Sim) Run(ctx context.Context) (*Outcome, error) {
 	return &s.out, nil
 }
 
-// wake starts an iteration on every idle replica an event touched that has work.
+// wake starts an iteration on every replica an event touched that has work
+// and room for it: no iteration in flight, or, with pipeline parallelism,
+// fewer than its stages and the first stage free (vLLM V1 keeps as many
+// scheduled batches in flight as pipeline stages: EngineCore's batch queue,
+// vllm/v1/engine/core.py, sized by the executor's max_concurrent_batches).
 func (s *Sim) wake() error {
 	for _, r := range s.dirty {
-		if !r.busy && (len(r.running) > 0 || r.head < len(r.waiting)) {
+		if s.room(r) && (len(r.running) > 0 || r.head < len(r.waiting)) {
 			if err := s.startIteration(r); err != nil {
 				return err
 			}
@@ -502,20 +524,49 @@ func (s *Sim) preempt(r *rep, id int32) float64 {
 	return swap
 }
 
+// room says whether replica r can start an iteration now.
+func (s *Sim) room(r *rep) bool {
+	if len(r.inflight) == 0 {
+		return true
+	}
+	return len(r.inflight) < len(r.stageFree) && s.now >= r.stageFree[0]
+}
+
+// victim is the index in r.running of the request a preemption takes: the
+// last one not in flight (vLLM V1 pops the last running request; one whose
+// iteration is still in the pipeline is not its to take), −1 if none.
+func (s *Sim) victim(r *rep) int {
+	for i := len(r.running) - 1; i >= 0; i-- {
+		if !s.st[r.running[i]].inflight {
+			return i
+		}
+	}
+	return -1
+}
+
 func (s *Sim) startIteration(r *rep) error {
 	cfg := &s.cfg
 	budget := cfg.MaxBatchedTokens
 	r.sched = r.sched[:0]
 	extra := 0.0
 	preempted := false
-	// Running requests first, in order (vLLM V1 Scheduler.schedule).
+	// Running requests first, in order (vLLM V1 Scheduler.schedule), but
+	// those of an iteration still in flight (its scheduled_req_ids).
 	for i := 0; i < len(r.running) && budget > 0; i++ {
 		id := r.running[i]
+		if s.st[id].inflight {
+			continue
+		}
 		n := min(s.numTokens(id)-s.st[id].computed, cfg.ChunkTokens, budget)
 		ok := true
 		for !s.allocate(r, id, s.st[id].computed+n) {
-			last := r.running[len(r.running)-1]
-			r.running = r.running[:len(r.running)-1]
+			v := s.victim(r)
+			if v < 0 {
+				ok = false
+				break
+			}
+			last := r.running[v]
+			r.running = append(r.running[:v], r.running[v+1:]...)
 			extra += s.preempt(r, last)
 			preempted = true
 			if last == id {
@@ -593,18 +644,41 @@ func (s *Sim) startIteration(r *rep) error {
 	if dec > 0 {
 		sh.DecodeKV = (kv + dec/2) / dec
 	}
-	d, err := r.Cost.Iteration(sh)
+	st, err := r.Cost.Stages(sh, r.stageTimes)
 	if err != nil {
 		return err
 	}
-	d += extra
-	r.busy = true
+	r.stageTimes = st
+	if len(r.stageFree) != len(st) {
+		r.stageFree = make([]float64, len(st))
+	}
+	// The swaps block the first stage; each stage takes the iteration when
+	// it has left the previous stage and the stage is done with the last.
+	st[0] += extra
+	end := s.now
+	for k, d := range st {
+		end = math.Max(end, r.stageFree[k]) + d
+		r.stageFree[k] = end
+	}
+	d := end - s.now
+	b := batch{}
+	if n := len(r.spare); n > 0 {
+		b.sched, r.spare = r.spare[n-1][:0], r.spare[:n-1]
+	}
+	b.sched = append(b.sched, r.sched...)
+	for _, x := range b.sched {
+		s.st[x.r].inflight = true
+	}
+	r.inflight = append(r.inflight, b)
 	r.iterations++
 	s.out.Iterations = append(s.out.Iterations, Iteration{Replica: r.idx, StartS: s.now, DurationS: d,
 		Sequences: len(r.sched), PrefillTokens: pre, DecodeTokens: dec, KVBlocksUsed: r.Blocks - r.free - r.evictable,
 		KVBlocks: r.Blocks, Preempted: r.pendingPreempts, Queued: len(r.waiting) - r.head})
 	r.pendingPreempts = 0
-	s.push(s.now+d, evIteration, int32(r.idx))
+	s.push(end, evIteration, int32(r.idx))
+	if len(st) > 1 {
+		s.push(r.stageFree[0], evStage, int32(r.idx))
+	}
 	return nil
 }
 
@@ -640,11 +714,16 @@ func (s *Sim) prefixHit(r *rep, id int32) {
 }
 
 func (s *Sim) finishIteration(r *rep) error {
-	r.busy = false
+	// Iterations end in the order they started (each stage takes them in
+	// turn).
+	b := r.inflight[0]
+	r.inflight = append(r.inflight[:0], r.inflight[1:]...)
+	defer func() { r.spare = append(r.spare, b.sched) }()
 	bt := s.cfg.BlockTokens
 	keep := r.running[:0]
-	for _, x := range r.sched {
+	for _, x := range b.sched {
 		st := &s.st[x.r]
+		st.inflight = false
 		q := &s.reqs[x.r]
 		complete := s.numTokens(x.r)
 		st.computed += x.n

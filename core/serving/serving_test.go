@@ -108,3 +108,62 @@ func TestGammaArrivals(t *testing.T) {
 		assert.InDelta(t, 1/k, v/(m*m), 0.05/math.Min(k, 1), "cv²")
 	}
 }
+
+// stagesCost prices every iteration at fixed stage times.
+type stagesCost []float64
+
+func (c stagesCost) Stages(_ *Shape, out []float64) ([]float64, error) {
+	return append(out[:0], c...), nil
+}
+
+// listSource releases its requests at once.
+type listSource struct{ reqs []Request }
+
+func (l *listSource) Next() (Request, bool) {
+	if len(l.reqs) == 0 {
+		return Request{}, false
+	}
+	r := l.reqs[0]
+	l.reqs = l.reqs[1:]
+	return r, true
+}
+
+func (l *listSource) Done(int32, float64) {}
+
+// With two pipeline stages of 1 s each a replica keeps two iterations in
+// flight, as vLLM V1's batch queue does: request B's prefill (too large to
+// join A's iteration) enters the first stage when A's leaves it, and each
+// request's next iteration waits for its previous one's token. Closed form:
+// A samples at 2, 4, 6 s, B at 3, 5, 7 s; without the second iteration in
+// flight B could only start at 2 s.
+func TestPipelineKeepsStagesBusy(t *testing.T) {
+	cfg := Config{MaxBatchedTokens: 100, MaxSeqs: 8, ChunkTokens: 100, BlockTokens: 16, Preemption: "recompute"}
+	src := &listSource{reqs: []Request{
+		{Prompt: 100, Output: 3, Prefix: -1, Client: -1},
+		{Prompt: 100, Output: 3, Prefix: -1, Client: -1},
+	}}
+	out, err := NewSim(cfg, []Replica{{Cost: stagesCost{1, 1}, Blocks: 100}}, LeastOutstanding, src, nil).Run(context.Background())
+	require.NoError(t, err)
+	a, b := out.Requests[0], out.Requests[1]
+	assert.Equal(t, []float64{2, 6}, []float64{a.FirstTokenS, a.FinishS})
+	assert.Equal(t, []float64{3, 7}, []float64{b.FirstTokenS, b.FinishS})
+	var starts []float64
+	for _, it := range out.Iterations {
+		starts = append(starts, it.StartS)
+		assert.Equal(t, 1, it.Sequences)
+		assert.Equal(t, 2.0, it.DurationS)
+	}
+	assert.Equal(t, []float64{0, 1, 2, 3, 4, 5}, starts)
+
+	// Unequal stages: the slower one sets the pace of iterations in flight.
+	src = &listSource{reqs: []Request{
+		{Prompt: 100, Output: 2, Prefix: -1, Client: -1},
+		{Prompt: 100, Output: 2, Prefix: -1, Client: -1},
+	}}
+	out, err = NewSim(cfg, []Replica{{Cost: stagesCost{1, 3}, Blocks: 100}}, LeastOutstanding, src, nil).Run(context.Background())
+	require.NoError(t, err)
+	// A: [0,1] then [1,4]; B: [1,2] then waits for the second stage [4,7];
+	// A's decode enters at 4: [4,5], [7,10]; B's at 7: [7,8], [10,13].
+	assert.Equal(t, []float64{4, 7, 10, 13}, []float64{out.Requests[0].FirstTokenS, out.Requests[1].FirstTokenS,
+		out.Requests[0].FinishS, out.Requests[1].FinishS})
+}

@@ -495,3 +495,40 @@ func TestSwarmInvariants(t *testing.T) {
 		})
 	}
 }
+
+// A pipeline-parallel replica under load keeps its two stages busy with two
+// iterations in flight (never more), so its iterations overlap: they take
+// longer in all than the run lasts; and every request still has one
+// iteration at a time (its tokens come at least a pipeline traversal apart).
+func TestPipelineReplicaOverlapsIterations(t *testing.T) {
+	res := run(t, `,"tp":1,"pp":2,"workload":{"rate_per_s":40,"requests":300,"prompt_tokens":{"tokens":300},"output_tokens":{"tokens":30}}`)
+	its := table[serving.IterationRow](res, "iterations")
+	type edge struct {
+		t float64
+		d int
+	}
+	var edges []edge
+	busy := 0.0
+	for _, it := range its {
+		edges = append(edges, edge{it.StartS, 1}, edge{it.StartS + it.DurationS, -1})
+		busy += it.DurationS
+	}
+	sort.Slice(edges, func(i, j int) bool {
+		return edges[i].t < edges[j].t || (edges[i].t == edges[j].t && edges[i].d < edges[j].d)
+	})
+	open, most := 0, 0
+	for _, e := range edges {
+		open += e.d
+		most = max(most, open)
+	}
+	require.Equal(t, 2, most, "at most one iteration per stage in flight")
+	last := edges[len(edges)-1].t
+	require.Greater(t, busy, 1.2*(last-its[0].StartS), "the iterations overlap")
+	shortest := its[0].DurationS
+	for _, it := range its {
+		shortest = min(shortest, it.DurationS)
+	}
+	for _, r := range table[serving.RequestRow](res, "requests") {
+		require.GreaterOrEqual(t, r.ITLSMean, shortest*(1-1e-9), "request %d", r.Request)
+	}
+}
