@@ -72,3 +72,22 @@ def test_search_ranks_by_gpus():
     ok = c[c.meets_slo]
     assert list(ok["rank"]) == list(range(1, len(ok) + 1))
     assert ok.gpus.is_monotonic_increasing
+
+
+def test_pipeline_replica_throughput_near_separate_replicas():
+    # Notebook 10's small default: under load a TP 2 · PP 2 replica keeps an
+    # iteration in flight per stage, so its throughput is near two TP-2
+    # replicas' and above TP 4's, while TP 4 decodes fastest at light load.
+    model = {"model": "llama3-8b", "gpu": "a100-80gb-sxm", "cluster": {"preset": "dgx-a100", "nodes": 1}}
+    workload = {"requests": 400, "warmup_requests": 40,
+                "prompt_tokens": {"dist": "lognormal", "tokens": 1500, "sigma": 0.6, "max_tokens": 16000},
+                "output_tokens": {"dist": "uniform", "min_tokens": 16, "max_tokens": 300}}
+
+    def summary(rate, **layout):
+        spec = {"kind": "serving", **model, **layout, "workload": {**workload, "rate_per_s": rate}}
+        return eidolon.run(spec, progress=False).to_pandas("summary").iloc[0]
+
+    tp4, pp2, two = summary(30, tp=4), summary(30, tp=2, pp=2), summary(30, tp=2, replicas=2)
+    assert pp2.requests_per_s > tp4.requests_per_s
+    assert pp2.requests_per_s > 0.85 * two.requests_per_s
+    assert summary(10, tp=4).itl_s_p50 < summary(10, tp=2, pp=2).itl_s_p50
