@@ -544,12 +544,17 @@ func (s *Sim) victim(r *rep) int {
 	return -1
 }
 
+// maxPreemptions is how many times one request may be preempted: a
+// scheduler that keeps preempting the same request makes no progress, and
+// the run stops with an error instead of growing without end.
+const maxPreemptions = 1000
+
 func (s *Sim) startIteration(r *rep) error {
 	cfg := &s.cfg
 	budget := cfg.MaxBatchedTokens
 	r.sched = r.sched[:0]
 	extra := 0.0
-	preempted := false
+	preempted, blocked := false, false
 	// Running requests first, in order (vLLM V1 Scheduler.schedule), but
 	// those of an iteration still in flight (its scheduled_req_ids).
 	for i := 0; i < len(r.running) && budget > 0; i++ {
@@ -561,14 +566,22 @@ func (s *Sim) startIteration(r *rep) error {
 		ok := true
 		for !s.allocate(r, id, s.st[id].computed+n) {
 			v := s.victim(r)
-			if v < 0 {
-				ok = false
+			if v < 0 || (r.running[v] == id && len(r.inflight) > 0) {
+				// The blocks it needs are held by iterations in flight:
+				// it waits for them to end rather than preempting itself
+				// (and losing its progress to a request admitted in its
+				// place), and nothing new is admitted meanwhile.
+				blocked, ok = true, false
 				break
 			}
 			last := r.running[v]
 			r.running = append(r.running[:v], r.running[v+1:]...)
 			extra += s.preempt(r, last)
 			preempted = true
+			if s.st[last].preempt > maxPreemptions {
+				return fmt.Errorf("serving: request %d was preempted %d times on replica %d without finishing: its KV cache (%d blocks of %d tokens) cannot hold the load; give more memory (engine.kv_blocks, engine.gpu_memory_utilization, tp, pp) or less load",
+					last, s.st[last].preempt, r.idx, r.Blocks, cfg.BlockTokens)
+			}
 			if last == id {
 				ok = false
 				break
@@ -582,7 +595,7 @@ func (s *Sim) startIteration(r *rep) error {
 	}
 	// Then waiting requests, if nothing was preempted (or the preemptions
 	// left nothing to run: vLLM would admit them at its next step).
-	for (!preempted || len(r.sched) == 0) && r.head < len(r.waiting) && budget > 0 && len(r.running) < cfg.MaxSeqs {
+	for (!preempted || len(r.sched) == 0) && !blocked && r.head < len(r.waiting) && budget > 0 && len(r.running) < cfg.MaxSeqs {
 		id := r.waiting[r.head]
 		st := &s.st[id]
 		q := &s.reqs[id]

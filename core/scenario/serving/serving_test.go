@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/eidolon-sim/eidolon/core/net"
 	"github.com/eidolon-sim/eidolon/core/scenario"
@@ -531,4 +532,24 @@ func TestPipelineReplicaOverlapsIterations(t *testing.T) {
 	for _, r := range table[serving.RequestRow](res, "requests") {
 		require.GreaterOrEqual(t, r.ITLSMean, shortest*(1-1e-9), "request %d", r.Request)
 	}
+}
+
+// A deep pipeline under KV pressure: while iterations in flight hold the
+// blocks a request needs, it waits for them instead of preempting itself
+// and being readmitted with nothing computed (which never ended: each new
+// iteration undid the last one's prefill). Every request finishes, in about
+// as many iterations and preemptions as a one-stage replica needs.
+func TestPipelineUnderKVPressureMakesProgress(t *testing.T) {
+	w := `"workload":{"rate_per_s":30,"requests":300,"prompt_tokens":{"dist":"lognormal","tokens":1500,"sigma":0.6,"max_tokens":8000},"output_tokens":{"dist":"uniform","min_tokens":16,"max_tokens":300}}`
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	summary := func(layout string) serving.SummaryRow {
+		_, res, err := all.Run(scenario.Env{Ctx: ctx}, []byte(`{"kind":"serving","model":"llama3-8b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},`+layout+`,"engine":{"kv_blocks":560},`+w+`}`))
+		require.NoError(t, err, layout)
+		return table[serving.SummaryRow](res, "summary")[0]
+	}
+	one, deep := summary(`"tp":1`), summary(`"tp":1,"pp":8`)
+	require.Positive(t, one.Preemptions, "the cache is tight")
+	require.Less(t, deep.Iterations, 3*one.Iterations)
+	require.Less(t, deep.Preemptions, 2*one.Preemptions)
 }
