@@ -53,7 +53,11 @@
 // scheduled_req_ids); each stage takes iterations in turn (Pricer.Stages
 // prices each stage, its host issuing its own kernels), so a request's
 // tokens come one pipeline traversal apart while the stages work on other
-// requests. A preemption takes the last running request not in flight.
+// requests. A preemption takes the last running request not in flight,
+// and a request that would have to preempt itself while iterations in
+// flight hold the blocks waits for them to end instead (nothing new is
+// admitted meanwhile); a request preempted 1,000 times stops the run with
+// an error, as a cache too small for the load.
 //
 // # Requests reach the scheduler after the frontend
 //
