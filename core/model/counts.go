@@ -38,6 +38,17 @@ func KVCacheBytesPerToken(c Config, d hw.DType) float64 {
 	return float64(inv) * 2 * float64(c.KVHeads*c.HeadDim) * d.Bytes()
 }
 
+// KVBytesPerTokenLayer is the KV cache one token adds to one attention
+// layer on one of tp ranks, at e bytes an element: its keys and values
+// (the KV heads split over TP, at least one each), or MLA's latent and
+// shared rotary key (replicated over TP).
+func KVBytesPerTokenLayer(c Config, tp int, e float64) float64 {
+	if c.IsMLA() {
+		return float64(c.KVLoRARank+c.QKRopeHeadDim) * e
+	}
+	return 2 * float64(max(c.KVHeads/max(tp, 1), 1)*c.HeadDim) * e
+}
+
 // SSMStateBytesPerSeq is the recurrent state one sequence carries while
 // decoding, in type d: per SSM block the conv state ((d_conv−1) columns of
 // its channels: d_inner, plus 2·ngroups·d_state for Mamba-2) and the SSM

@@ -180,8 +180,8 @@ func (c Config) checkMoERun(r Run, bad func(field, format string, args ...any)) 
 		bad("expert_tp", "must be 1 or tp (%d), got %d", t, r.ExpertTP)
 		return
 	}
-	if et < t && !r.SequenceParallel {
-		bad("expert_tp", "expert_tp < tp needs sequence parallelism (each TP rank dispatches its own tokens), got expert_tp = %d", et)
+	if et < t && !r.SequenceParallel && !(r.Phase != Training && ep == t) {
+		bad("expert_tp", "expert_tp < tp needs sequence parallelism in training (each TP rank dispatches its own tokens), or in inference ep = tp (expert parallelism inside the TP group), got expert_tp = %d with ep %d", et, ep)
 	}
 	if r.EP < 0 {
 		bad("ep", "must be >= 1, got %d", r.EP)
@@ -210,6 +210,17 @@ func (c Config) checkMoERun(r Run, bad func(field, format string, args ...any)) 
 	if n := len(r.ExpertTokens); n > 0 && n != c.Experts/ep {
 		bad("expert_tokens", "must list one count per local expert (experts/ep = %d), got %d", c.Experts/ep, n)
 	}
+}
+
+// MLADecodeAttention is MLA's absorbed decode attention of B sequences of
+// skv cached tokens over hs heads of a rank: one shared "KV head" of the
+// latent and rotary key; its traffic is the latent cache once (shared by
+// every head) and the queries and outputs per head.
+func MLADecodeAttention(c Config, d hw.DType, B, hs, skv int64) Op {
+	kvr, rope := int64(c.KVLoRARank), int64(c.QKRopeHeadDim)
+	o := NewDecodeAttention("attn.decode", d, B, hs, 1, skv, (2*kvr+rope)/2)
+	o.Bytes = float64(B) * actDType(d).Bytes() * (float64(skv*(kvr+rope)) + float64(hs*(2*kvr+rope)))
+	return o
 }
 
 // mlaParams is the attention parameters of one MLA block on this rank:
@@ -258,12 +269,7 @@ func (b *builder) mla() {
 		B := int64(r.Batch)
 		b.stream("attn.kv_cache_write", Elementwise, 0, 2*float64(T*(kvr+rope))*b.e, 0, 0, 0)
 		b.add(step{fwd: []Op{NewGEMM("attn.q_absorb", b.d, hs, B, kvr, nope)}})
-		skv := int64(r.KVLen) + 1
-		o := NewDecodeAttention("attn.decode", b.d, B, hs, 1, skv, (2*kvr+rope)/2)
-		// Traffic: the latent cache once (shared by every head) and the
-		// queries and outputs per head.
-		o.Bytes = float64(B) * b.e * (float64(skv*(kvr+rope)) + float64(hs*(2*kvr+rope)))
-		b.add(step{fwd: []Op{o}})
+		b.add(step{fwd: []Op{MLADecodeAttention(c, b.d, B, hs, int64(r.KVLen)+1)}})
 		b.add(step{fwd: []Op{NewGEMM("attn.v_absorb", b.d, hs, B, v, kvr)}})
 		b.gemm("attn.out", T, h, hs*v)
 		b.exit("attn", h)
@@ -334,6 +340,11 @@ func (b *builder) expertTokens() []int64 {
 	}
 	out := make([]int64, loc)
 	total := b.T * int64(c.ExpertsPerToken) * b.r.expertTP() / b.t
+	if b.expertsInTP() {
+		// The busiest rank's share, rounded up: a decode step of fewer
+		// routed slots than ranks still runs an expert somewhere.
+		total = (b.T*int64(c.ExpertsPerToken) + b.t - 1) / b.t
+	}
 	for i := range out {
 		out[i] = total / int64(loc)
 		if int64(i) < total%int64(loc) {
@@ -341,6 +352,16 @@ func (b *builder) expertTokens() []int64 {
 		}
 	}
 	return out
+}
+
+// expertsInTP is expert parallelism inside the tensor-parallel group in
+// inference (vLLM's --enable-expert-parallel without data-parallel
+// attention: Run.EP = TP, Run.ExpertTP = 1): every TP rank holds all the
+// tokens and E/TP whole experts, computes the slots routed to them, and the
+// token outputs' partial sums are all-reduced as with experts split by TP;
+// no token is dispatched.
+func (b *builder) expertsInTP() bool {
+	return !b.sp && b.r.expertTP() < b.t
 }
 
 // OpPermute names the permutation of a rank's routed tokens into dispatch
@@ -389,10 +410,12 @@ func (b *builder) moeFFN() {
 	hr := float64(R * h)
 	b.stream(OpPermute, Elementwise, 0, float64(Tn*h)*b.e+hr*b.e+8*float64(R), hr, hr*b.e+float64(Tn*h)*b.e, 0)
 	wd := DispatchBytesPerToken(c, b.d)
-	b.add(step{
-		fwd: []Op{{Name: "moe.dispatch.all_to_all", Kind: AllToAll, M: R, Bytes: float64(R) * wd}},
-		bwd: []Op{{Name: "moe.dispatch.all_to_all.bwd", Kind: AllToAll, M: R, Bytes: float64(R*h) * 2, Return: true}},
-	})
+	if !b.expertsInTP() {
+		b.add(step{
+			fwd: []Op{{Name: "moe.dispatch.all_to_all", Kind: AllToAll, M: R, Bytes: float64(R) * wd}},
+			bwd: []Op{{Name: "moe.dispatch.all_to_all.bwd", Kind: AllToAll, M: R, Bytes: float64(R*h) * 2, Return: true}},
+		})
+	}
 	groups := b.expertTokens()
 	var recv int64
 	for _, g := range groups {
@@ -415,11 +438,6 @@ func (b *builder) moeFFN() {
 	b.stream("moe.experts.swiglu", Elementwise, 7*n, 3*n*b.e+4*r, 14*n, 5*n*b.e+8*r, 2*n*b.e+4*r)
 	b.recomputable(ModuleMoEAct, n*b.e)
 	b.grouped("moe.experts.down", groups, h, fe)
-	if b.t > 1 && !b.sp {
-		// Without sequence parallelism every TP rank holds all the tokens:
-		// the row-parallel down projection's partial sums are all-reduced.
-		b.add(step{fwd: []Op{NewComm("moe.tp.all_reduce", AllReduce, full)}, bwd: []Op{NewComm("moe.tp.bwd_all_reduce", AllReduce, full)}})
-	}
 	if et > 1 && b.sp {
 		b.add(step{
 			fwd: []Op{NewComm("moe.tp.reduce_scatter", ReduceScatter, full)},
@@ -427,15 +445,26 @@ func (b *builder) moeFFN() {
 		})
 	}
 	b.sortChunks("moe.unsort_chunks", groups, b.e*float64(h))
-	b.add(step{
-		fwd: []Op{{Name: "moe.combine.all_to_all", Kind: AllToAll, M: R, Bytes: float64(R*h) * 2, Return: true}},
-		bwd: []Op{{Name: "moe.combine.all_to_all.bwd", Kind: AllToAll, M: R, Bytes: float64(R) * wd}},
-	})
+	if !b.expertsInTP() {
+		b.add(step{
+			fwd: []Op{{Name: "moe.combine.all_to_all", Kind: AllToAll, M: R, Bytes: float64(R*h) * 2, Return: true}},
+			bwd: []Op{{Name: "moe.combine.all_to_all.bwd", Kind: AllToAll, M: R, Bytes: float64(R) * wd}},
+		})
+	}
 	// Sum of each token's k (already weighted) expert outputs through the
 	// row map (MoEAlltoAllTokenDispatcher.combine_postprocess: unpermute
 	// without probabilities); its backward gathers the output gradient
 	// back to the k slots, so it keeps nothing.
 	b.stream("moe.unpermute", Elementwise, hr, hr*b.e+4*float64(R)+float64(Tn*h)*b.e, 0, hr*b.e+4*float64(R)+float64(Tn*h)*b.e, 0)
+	if b.t > 1 && !b.sp {
+		// Without sequence parallelism every TP rank holds all the tokens
+		// and the row-parallel down projection leaves partial sums: the
+		// token outputs are all-reduced once their k expert outputs are
+		// summed (the sum is linear), as vLLM's FusedMoE reduces its final
+		// hidden states (reduce_results), not every routed slot.
+		out := float64(Tn*h) * b.e
+		b.add(step{fwd: []Op{NewComm("moe.tp.all_reduce", AllReduce, out)}, bwd: []Op{NewComm("moe.tp.bwd_all_reduce", AllReduce, out)}})
+	}
 	if c.SharedExperts > 0 {
 		fs := int64(c.SharedExperts*c.SharedExpertFFNHidden) / b.t
 		b.enter("moe.shared", h)

@@ -336,3 +336,53 @@ func TestRecomputeModules(t *testing.T) {
 		assert.Equal(t, "recompute_modules", ps[0].Path)
 	}
 }
+
+// Inference with experts split by TP all-reduces each token's output once,
+// after its k expert outputs are summed (T·h elements, not T·k·h); with
+// expert parallelism inside the TP group (EP = TP, ExpertTP = 1) each rank
+// holds E/TP whole experts and the same weights in all, computes the
+// routed slots of its experts (the busiest rank's share, rounded up), and
+// dispatches nothing.
+func TestExpertsInsideTheTPGroup(t *testing.T) {
+	c, _ := FromPreset("mixtral-8x7b", Config{Layers: 1})
+	const T, h, f = 4096, 4096, 14336
+	ops := func(r Run) (fwd []Op, params int64) {
+		g, err := Build(c, r)
+		require.NoError(t, err)
+		b, _ := g.Block(BlockMoE)
+		return b.Forward, b.Params
+	}
+	find := func(fwd []Op, name string) *Op {
+		for i := range fwd {
+			if fwd[i].Name == name {
+				return &fwd[i]
+			}
+		}
+		return nil
+	}
+	split, splitParams := ops(Run{Phase: Prefill, Batch: 1, SeqLen: T, TP: 8, DType: hw.BF16})
+	whole, wholeParams := ops(Run{Phase: Prefill, Batch: 1, SeqLen: T, TP: 8, EP: 8, ExpertTP: 1, DType: hw.BF16})
+	assert.Equal(t, splitParams, wholeParams)
+	for _, fwd := range [][]Op{split, whole} {
+		ar := find(fwd, "moe.tp.all_reduce")
+		require.NotNil(t, ar)
+		assert.Equal(t, float64(T*h*2), ar.Bytes)
+	}
+	for _, o := range whole {
+		assert.NotEqual(t, AllToAll, o.Kind, o.Name)
+	}
+	up := find(whole, "moe.experts.gate_up")
+	require.NotNil(t, up)
+	assert.Equal(t, []int64{T * 2 / 8}, up.Groups, "one whole expert, its 1,024 routed slots")
+	assert.Equal(t, int64(2*f), up.N)
+	splitUp := find(split, "moe.experts.gate_up")
+	assert.Len(t, splitUp.Groups, 8)
+	assert.Equal(t, int64(2*f/8), splitUp.N)
+	// A single decoding token: two routed slots over eight ranks still
+	// run one whole expert on the busiest.
+	dec, _ := ops(Run{Phase: Decode, Batch: 1, KVLen: 100, TP: 8, EP: 8, ExpertTP: 1, DType: hw.BF16})
+	assert.Equal(t, []int64{1}, find(dec, "moe.experts.gate_up").Groups)
+	// In training it still needs sequence parallelism.
+	_, err := Build(c, Run{Phase: Training, Batch: 1, SeqLen: T, TP: 8, EP: 8, ExpertTP: 1, DType: hw.BF16})
+	require.ErrorContains(t, err, "expert_tp")
+}

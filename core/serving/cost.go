@@ -47,7 +47,11 @@ type Chunk struct{ Query, Context int }
 // and one decode-attention op over the decoding sequences at their mean
 // cache length (the convention of workload.BuildInference; exact for its
 // HBM term, linear in the length), issued once; cache lengths are rounded
-// up to 32 steps per octave above 256 tokens (≤ 3.2 %).
+// up to 32 steps per octave above 256 tokens (≤ 3.2 %). Mixture-of-experts
+// blocks run their router and experts in dense(T) (the dispatch and combine
+// of a replica without expert parallelism move nothing); MLA decodes in its
+// absorbed form against the latent cache (model.MLADecodeAttention) while
+// dense(T) keeps its prefill-form projections.
 //
 // With PP > 1 an iteration passes through the stages one after another,
 // each stage's kernels issued by its own worker's host (Stages gives each
@@ -59,14 +63,18 @@ type Pricer struct {
 	cfg    model.Config
 	tp, pp int
 	dtype  hw.DType
+	// expertsInTP spreads the experts whole over the TP ranks (vLLM's
+	// --enable-expert-parallel; workload.Inference.ExpertsInTP).
+	expertsInTP bool
 	// stages[s] are the model positions (indices into a graph's Order) of stage s.
 	stages [][]int
 	// attnLayers[s] is the attention blocks on stage s.
 	attnLayers []int
 	slow       []float64 // per stage
 	probe      func(kind model.Kind, bytes float64, stage int, p2p bool) (float64, error)
-	hs, kvs    int64
-	hd         int64
+	// The attention's heads, KV heads and head dimension on a rank (MLA
+	// decodes in its absorbed form instead: model.MLADecodeAttention).
+	hs, kvs, hd int64
 
 	// exact turns the bucketing off (tests measure what it changes).
 	exact bool
@@ -117,11 +125,11 @@ func ReplicaRanks(tp, pp, r int) [][]int {
 // tensor-parallel all-reduces run with tpAllReduce ("" NCCL's tuner,
 // net.Custom the engine's custom all-reduce).
 func NewPricer(t *topo.Topology, gpu hw.GPU, faults net.FaultPlan, seed uint64, cfg model.Config,
-	tp, pp int, dtype hw.DType, r int, host exec.Host, tpAllReduce net.Algorithm) (*Pricer, error) {
-	p := &Pricer{gpu: gpu, ev: compute.NewEvaluator(gpu), cfg: cfg, tp: tp, pp: pp, dtype: dtype, host: host,
+	tp, pp int, dtype hw.DType, r int, host exec.Host, tpAllReduce net.Algorithm, expertsInTP bool) (*Pricer, error) {
+	p := &Pricer{gpu: gpu, ev: compute.NewEvaluator(gpu), cfg: cfg, tp: tp, pp: pp, dtype: dtype, host: host, expertsInTP: expertsInTP,
 		dense: map[partKey][]exec.Issue{}, denseComm: map[partKey]float64{}, head: map[partKey]exec.Issue{}, dec: map[[2]int]compute.Cost{}, pre: map[[2]int]float64{},
 		comm: map[commKey]float64{}}
-	g, err := model.Build(cfg, model.Run{Phase: model.Prefill, Batch: 1, SeqLen: 1, TP: tp, DType: dtype})
+	g, err := model.Build(cfg, p.run(1, 1))
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +138,7 @@ func NewPricer(t *topo.Topology, gpu hw.GPU, faults net.FaultPlan, seed uint64, 
 		n := 0
 		for _, i := range pos {
 			switch g.Blocks[g.Order[i]].Name {
-			case model.BlockTransformer, model.BlockShared:
+			case model.BlockTransformer, model.BlockShared, model.BlockMoE:
 				n++
 			case model.BlockMamba, model.BlockMamba2:
 				return nil, fmt.Errorf("serving models attention blocks only; the model has %s blocks", g.Blocks[g.Order[i]].Name)
@@ -168,6 +176,16 @@ func NewPricer(t *topo.Topology, gpu hw.GPU, faults net.FaultPlan, seed uint64, 
 		return probe(t, gpu, faults, seed, ranks, kind, bytes, stage, p2p, tpAllReduce)
 	}
 	return p, nil
+}
+
+// run is the model run of a prefill pass of batch sequences of seqLen
+// tokens on one rank of the replica.
+func (p *Pricer) run(batch, seqLen int) model.Run {
+	r := model.Run{Phase: model.Prefill, Batch: batch, SeqLen: seqLen, TP: p.tp, DType: p.dtype}
+	if p.expertsInTP {
+		r.EP, r.ExpertTP = p.tp, 1
+	}
+	return r
 }
 
 // stagePositions splits n model positions (embedding, blocks, head) over
@@ -325,7 +343,7 @@ func (p *Pricer) Dense(t int, graph bool) ([]exec.Issue, error) {
 	if v, ok := p.dense[key]; ok {
 		return v, nil
 	}
-	g, err := model.Build(p.cfg, model.Run{Phase: model.Prefill, Batch: 1, SeqLen: t, TP: p.tp, DType: p.dtype})
+	g, err := model.Build(p.cfg, p.run(1, t))
 	if err != nil {
 		return nil, err
 	}
@@ -372,6 +390,11 @@ func (p *Pricer) Dense(t int, graph bool) ([]exec.Issue, error) {
 				switch {
 				case o.Kind == model.FlashAttention, o.Name == "head.logits", o.Name == "head.logits.all_gather":
 					continue
+				case o.Kind == model.AllToAll:
+					// A mixture-of-experts dispatch and combine over an
+					// expert-parallel group of one replica: nothing moves
+					// (as workload's plan leaves them out without EP).
+					continue
 				case o.IsComm():
 					c, err := p.commTime(o.Kind, o.Bytes, s, false)
 					if err != nil {
@@ -405,7 +428,7 @@ func (p *Pricer) Head(n int, graph bool) (exec.Issue, error) {
 	if v, ok := p.head[key]; ok {
 		return v, nil
 	}
-	g, err := model.Build(p.cfg, model.Run{Phase: model.Prefill, Batch: n, SeqLen: 1, TP: p.tp, DType: p.dtype})
+	g, err := model.Build(p.cfg, p.run(n, 1))
 	if err != nil {
 		return exec.Issue{}, err
 	}
@@ -459,6 +482,9 @@ func (p *Pricer) attention(sh *Shape) (float64, int, error) {
 		c, ok := p.dec[k]
 		if !ok {
 			o := model.NewDecodeAttention("attn.decode", p.dtype, int64(sh.Decode), p.hs, p.kvs, int64(k[1])+1, p.hd)
+			if p.cfg.IsMLA() {
+				o = model.MLADecodeAttention(p.cfg, p.dtype, int64(sh.Decode), p.hs, int64(k[1])+1)
+			}
 			var err error
 			if c, err = p.ev.Op(o); err != nil {
 				return 0, 0, err
@@ -607,15 +633,14 @@ func Transfer(t *topo.Topology, gpu hw.GPU, faults net.FaultPlan, seed uint64, t
 // (workload's memory model: 2 · kv heads per rank · head dim · bytes, per
 // attention layer of the stage).
 func (p *Pricer) KVBytesPerToken(s int) float64 {
-	e := max(p.dtype.Bytes(), 2)
-	return float64(p.attnLayers[s]) * 2 * float64(max(p.cfg.KVHeads/p.tp, 1)) * float64(p.cfg.HeadDim) * e
+	return float64(p.attnLayers[s]) * model.KVBytesPerTokenLayer(p.cfg, p.tp, max(p.dtype.Bytes(), 2))
 }
 
 // StageWeightsBytes is the weights one GPU of stage s holds, and
 // ActivationBytes the largest operator's tensors of a pass over t tokens
 // (workload's memory model).
 func (p *Pricer) StageMemory(s, t int) (weights, activations float64, err error) {
-	g, err := model.Build(p.cfg, model.Run{Phase: model.Prefill, Batch: 1, SeqLen: t, TP: p.tp, DType: p.dtype})
+	g, err := model.Build(p.cfg, p.run(1, t))
 	if err != nil {
 		return 0, 0, err
 	}

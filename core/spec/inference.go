@@ -21,6 +21,11 @@ type Inference struct {
 	// experts. HierarchicalA2A as in Routing.
 	EP              int  `json:"ep,omitempty"`
 	HierarchicalA2A bool `json:"hierarchical_a2a,omitempty"`
+	// EnableExpertParallel spreads a mixture-of-experts model's experts over
+	// each replica's TP ranks, whole (vLLM's --enable-expert-parallel
+	// without data-parallel attention), instead of a TP share of every
+	// expert on each rank; tp must divide the experts.
+	EnableExpertParallel bool `json:"enable_expert_parallel,omitempty"`
 	// Batch is the number of requests (sequences) per replica; default 1.
 	Batch int `json:"batch,omitempty"`
 	// PromptTokens and OutputTokens per request; default 512 and 128.

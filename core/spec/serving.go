@@ -95,6 +95,10 @@ type ServingEngine struct {
 	// CustomAllReduce as in the inference kind (default: true with
 	// cuda_graphs, false with eager).
 	CustomAllReduce *bool `json:"custom_all_reduce,omitempty"`
+	// EnableExpertParallel as in the inference kind: a mixture-of-experts
+	// model's experts spread whole over a replica's TP ranks (vLLM's
+	// --enable-expert-parallel).
+	EnableExpertParallel bool `json:"enable_expert_parallel,omitempty"`
 }
 
 // ServingWorkload is how requests arrive.

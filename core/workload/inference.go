@@ -33,6 +33,11 @@ type Inference struct {
 	// routing; HierarchicalA2A as in Routing. 0 means 1.
 	EP              int
 	HierarchicalA2A bool
+	// ExpertsInTP is expert parallelism inside each replica's TP group
+	// (vLLM's --enable-expert-parallel without data-parallel attention):
+	// every TP rank holds experts/TP whole experts instead of a TP share of
+	// each (model.Run EP = TP, ExpertTP = 1).
+	ExpertsInTP bool
 	// Canceled, if set, is polled while the plan is built (a pass per
 	// output token: seconds for thousands); its error stops the build.
 	Canceled func() error
@@ -73,6 +78,19 @@ func (in Inference) Check() []problem.Problem {
 	if len(ps) > 0 {
 		return ps
 	}
+	if in.ExpertsInTP {
+		switch {
+		case !in.Model.IsMoE():
+			ps = append(ps, problem.Problem{Path: "enable_expert_parallel", Message: "needs a mixture-of-experts model"})
+		case in.EP > 1:
+			ps = append(ps, problem.Problem{Path: "enable_expert_parallel", Message: fmt.Sprintf("spreads the experts over a replica's TP ranks; ep (%d) spreads them over replicas: use one of the two", in.EP)})
+		case in.Model.Experts%max(in.TP, 1) != 0:
+			ps = append(ps, problem.Problem{Path: "tp", Message: fmt.Sprintf("must divide the experts (%d) with enable_expert_parallel, got %d", in.Model.Experts, in.TP)})
+		}
+		if len(ps) > 0 {
+			return ps
+		}
+	}
 	var runs []model.Run
 	for _, g := range in.Groups() {
 		pre, dec := in.run(model.Prefill, 0), in.run(model.Decode, g.Prompt)
@@ -105,8 +123,12 @@ func (in Inference) Check() []problem.Problem {
 }
 
 func (in Inference) run(phase model.Phase, kv int) model.Run {
-	return model.Run{Phase: phase, Batch: in.Batch, SeqLen: in.Prompt, KVLen: kv, TP: in.TP,
+	r := model.Run{Phase: phase, Batch: in.Batch, SeqLen: in.Prompt, KVLen: kv, TP: in.TP,
 		DType: in.DType, UnfusedAttention: in.UnfusedAttention, LocalSSMProjections: in.LocalSSMProjections, EP: in.EP}
+	if in.ExpertsInTP {
+		r.EP, r.ExpertTP = max(in.TP, 1), 1
+	}
+	return r
 }
 
 // Request is Count requests with the same prompt and output lengths.
@@ -434,12 +456,7 @@ func (in Inference) memory(g model.Graph, blocks []int, kvTokens, seqs float64) 
 			}
 		}
 	}
-	kvHeads := float64(max(c.KVHeads/in.TP, 1))
-	m.KVCache = float64(attn) * 2 * kvHeads * float64(c.HeadDim) * e * kvTokens
-	if c.IsMLA() {
-		// The latent and the rotary key, shared by every head (replicated over TP).
-		m.KVCache = float64(attn) * float64(c.KVLoRARank+c.QKRopeHeadDim) * e * kvTokens
-	}
+	m.KVCache = float64(attn) * model.KVBytesPerTokenLayer(c, in.TP, e) * kvTokens
 	if ssmTotal > 0 {
 		m.SSMState = model.SSMStateBytesPerSeq(c, hw.DType(dtypeOfBytes(e))) / float64(ssmTotal) * float64(ssm) / t * seqs
 	}

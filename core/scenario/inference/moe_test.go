@@ -35,3 +35,48 @@ func TestInferenceWideEP(t *testing.T) {
 	experts := 256 * 3 * 7168 * 2048 * 2.0
 	assert.InEpsilon(t, experts*15/16, one.MemoryPeakBytes-wide.MemoryPeakBytes, 0.05)
 }
+
+// Expert parallelism inside a replica (enable_expert_parallel, vLLM's
+// --enable-expert-parallel): Mixtral on eight H100s holds one whole expert
+// per GPU instead of an eighth of each, the same weights in all. A single
+// decoding token then reads its two experts whole on two GPUs, and the
+// others wait for them: slower than reading an eighth of both everywhere,
+// by about the six eighths of two experts more that the busiest GPU reads.
+// Bad combinations name their field.
+func TestInferenceExpertsInsideTP(t *testing.T) {
+	run := func(model string, tp, replicas, ep int, whole bool) (inference.SummaryRow, error) {
+		js := fmt.Sprintf(`{"kind":"inference","model":%s,"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":2},
+			"tp":%d,"replicas":%d,"ep":%d,"enable_expert_parallel":%t,"batch":1,"prompt_tokens":128,"output_tokens":32}`, model, tp, replicas, ep, whole)
+		_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
+		if err != nil {
+			return inference.SummaryRow{}, err
+		}
+		return res.Tables[0].Rows.([]inference.SummaryRow)[0], nil
+	}
+	const mixtral = `{"preset":"mixtral-8x7b","layers":4}`
+	split, err := run(mixtral, 8, 1, 1, false)
+	require.NoError(t, err)
+	whole, err := run(mixtral, 8, 1, 1, true)
+	require.NoError(t, err)
+	assert.InEpsilon(t, split.MemoryPeakBytes, whole.MemoryPeakBytes, 0.01)
+	// Per MoE layer the busiest GPU reads one whole expert (3·4096·14336
+	// bf16 weights) where every GPU read two eighths.
+	expert := 3 * 4096 * 14336 * 2.0
+	extra := 4 * (expert - expert*2/8) / 3.35e12 // 4 layers at the H100's HBM bandwidth
+	assert.Greater(t, whole.TPOTS-split.TPOTS, 0.8*extra, "split %.4g s, whole %.4g s", split.TPOTS, whole.TPOTS)
+	assert.Less(t, whole.TPOTS-split.TPOTS, 1.6*extra, "split %.4g s, whole %.4g s", split.TPOTS, whole.TPOTS)
+
+	for _, c := range []struct {
+		model            string
+		tp, replicas, ep int
+		field, says      string
+	}{
+		{mixtral, 6, 1, 1, "tp", "must divide the experts (8)"},
+		{mixtral, 4, 2, 2, "enable_expert_parallel", "use one of the two"},
+		{`"llama3-8b"`, 8, 1, 1, "enable_expert_parallel", "mixture-of-experts"},
+	} {
+		_, err := run(c.model, c.tp, c.replicas, c.ep, true)
+		require.ErrorContains(t, err, c.field, c.model)
+		require.ErrorContains(t, err, c.says, c.model)
+	}
+}

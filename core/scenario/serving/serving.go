@@ -195,11 +195,15 @@ func compileSpec(s *spec.Serving) (*topo.Topology, hw.GPU, net.FaultPlan, error)
 	if n := s.TP * s.PP * s.Replicas; n > t.NumRanks() {
 		p.Addf("replicas", "tp·pp·replicas = %d·%d·%d = %d GPUs, but the cluster has %d", s.TP, s.PP, s.Replicas, n, t.NumRanks())
 	}
-	in := workload.Inference{Model: cfg, TP: s.TP, PP: s.PP, Replicas: 1, Batch: 1, Prompt: s.Engine.MaxNumBatchedTokens, Output: 1, DType: hw.DType(s.DType)}
+	in := workload.Inference{Model: cfg, TP: s.TP, PP: s.PP, Replicas: 1, Batch: 1, Prompt: s.Engine.MaxNumBatchedTokens, Output: 1, DType: hw.DType(s.DType),
+		ExpertsInTP: s.Engine.EnableExpertParallel}
 	for _, fp := range in.Check() {
 		field := fp.Path
-		if field == "prompt_tokens" {
+		switch field {
+		case "prompt_tokens":
 			field = "engine.max_num_batched_tokens"
+		case "enable_expert_parallel":
+			field = "engine.enable_expert_parallel"
 		}
 		p.Addf(field, "%s", fp.Message)
 	}
@@ -237,7 +241,7 @@ func Build(s *spec.Serving) (*Setup, error) {
 	// The host issues kernels as the inference kind's (no autograd).
 	host := exec.Host{Mode: s.Execution, ForwardOpS: s.Host.ForwardOpS, BackwardOpS: s.Host.BackwardOpS, CollectiveS: s.Host.CollectiveS}
 	for r := 0; r < s.Replicas; r++ {
-		pr, err := sv.NewPricer(t, g, faults, s.Seed, cfg, s.TP, s.PP, hw.DType(s.DType), r, host, spec.TPAllReduce(e.CustomAllReduce))
+		pr, err := sv.NewPricer(t, g, faults, s.Seed, cfg, s.TP, s.PP, hw.DType(s.DType), r, host, spec.TPAllReduce(e.CustomAllReduce), e.EnableExpertParallel)
 		if err != nil {
 			return nil, err
 		}
