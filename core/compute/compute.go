@@ -132,6 +132,9 @@ func (e *Evaluator) Op(o model.Op) (Cost, error) {
 	case model.GEMM:
 		return e.gemm(o), nil
 	case model.GroupedGEMM:
+		if o.Fused && !o.GroupK {
+			return e.fusedGrouped(o), nil
+		}
 		return e.grouped(o)
 	case model.FlashAttention, model.FlashAttentionBwd:
 		return e.flash(o), nil

@@ -47,3 +47,46 @@ func TestGroupedGEMMIsSumOfExperts(t *testing.T) {
 	require.NoError(t, err)
 	assert.Less(t, f8.TimeS, c.TimeS)
 }
+
+// A fused MoE kernel (inference) runs every expert's tiles in one grid: a
+// decode step's 128 experts of one to four tokens each stream their
+// weights once, in about their bytes over the GEMM operand bandwidth, where
+// expert after expert each pays its own partial wave and tile overhead;
+// one expert of many tokens costs about its GEMM; more tokens never cost
+// less; an expert without tokens costs nothing.
+func TestFusedMoEKernel(t *testing.T) {
+	g := gpu(t, "h100-sxm")
+	e := NewEvaluator(g)
+	const n, k = 1536, 2048 // Qwen3-30B-A3B's gate/up projection of one expert
+	small := make([]int64, 128)
+	for i := range small {
+		small[i] = int64(1 + i%4)
+	}
+	fused := func(groups []int64) Cost {
+		o := model.NewGroupedGEMM("x", hw.BF16, groups, n, k, false)
+		o.Fused = true
+		c, err := e.Op(o)
+		require.NoError(t, err)
+		return c
+	}
+	f := fused(small)
+	weights := 128.0 * n * k * 2
+	stream := weights / g.GEMMBandwidth()
+	assert.InEpsilon(t, stream, f.TimeS-g.KernelLaunchS, 0.25, "weights once: %.3g s, fused %.3g s", stream, f.TimeS)
+	serial, err := e.Op(model.NewGroupedGEMM("x", hw.BF16, small, n, k, false))
+	require.NoError(t, err)
+	assert.Greater(t, serial.TimeS, 1.5*f.TimeS)
+
+	one := fused([]int64{4096})
+	plain, err := e.Op(model.NewGEMM("x", hw.BF16, 1, 4096, n, k))
+	require.NoError(t, err)
+	assert.InEpsilon(t, plain.TimeS, one.TimeS, 0.15)
+
+	prev := 0.0
+	for _, m := range []int64{1, 16, 17, 64, 200, 1024, 4096} {
+		c := fused([]int64{m, m, 0, m})
+		assert.GreaterOrEqual(t, c.TimeS, prev*(1-1e-12), "%d tokens", m)
+		prev = c.TimeS
+	}
+	assert.Equal(t, fused([]int64{5, 0}).TimeS, fused([]int64{5}).TimeS)
+}

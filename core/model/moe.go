@@ -514,6 +514,8 @@ func (b *builder) grouped(name string, groups []int64, n, k int64) {
 		m += g
 	}
 	fwd := []Op{NewGroupedGEMM(name, b.d, groups, n, k, false)}
+	// Inference engines run the experts as one fused MoE kernel.
+	fwd[0].Fused = !b.training()
 	bwd := []Op{
 		NewGroupedGEMM(name+".dgrad", b.d, groups, k, n, false),
 		b.accumulate(NewGroupedGEMM(name+".wgrad", b.d, groups, k, n, true)),

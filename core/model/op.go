@@ -86,6 +86,10 @@ type Op struct {
 	// weight gradient, whose groups are the reduction dimension.
 	Groups []int64
 	GroupK bool
+	// Fused (grouped GEMMs) runs every expert's tiles in one grid, as
+	// inference engines' fused MoE kernels do (vLLM's fused_moe), instead
+	// of expert after expert (compute.Evaluator.fusedGrouped).
+	Fused bool
 	// Return (all-to-all) marks a transfer from the experts' ranks back to
 	// the tokens' ranks (the combine, and the dispatch's backward).
 	Return bool
