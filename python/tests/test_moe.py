@@ -104,3 +104,22 @@ def test_pipeline_layout_lightens_the_last_stage():
         run("Ett|ttt|tt|mL")
     assert "parallel.pipeline_model_parallel_layout" in str(e.value)
     assert "7 transformer layers" in str(e.value)
+
+
+def test_experts_whole_per_gpu_story():
+    # Notebook 09's inference section at its small default: whole experts
+    # per GPU slow Mixtral's batch-1 decode and speed up Qwen3-30B-A3B's
+    # prefill of 128 sequences.
+    def run(preset, batch, whole):
+        spec = {"kind": "inference", "model": {"preset": preset, "layers": 8}, "gpu": "h100-sxm",
+                "cluster": {"preset": "dgx-h100", "nodes": 1}, "tp": 8, "batch": batch,
+                "prompt_tokens": 512, "output_tokens": 16, "enable_expert_parallel": whole}
+        return eidolon.run(spec, progress=False).to_pandas("summary").iloc[0]
+
+    assert run("mixtral-8x7b", 1, True).tpot_s > 1.5 * run("mixtral-8x7b", 1, False).tpot_s
+    assert run("qwen3-30b-a3b", 128, True).ttft_s < 0.95 * run("qwen3-30b-a3b", 128, False).ttft_s
+    with pytest.raises(eidolon.SpecError) as e:
+        eidolon.run({"kind": "inference", "model": "llama3-8b", "gpu": "h100-sxm",
+                     "cluster": {"preset": "dgx-h100", "nodes": 1}, "tp": 8, "enable_expert_parallel": True},
+                    progress=False)
+    assert "enable_expert_parallel" in str(e.value)
