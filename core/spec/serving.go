@@ -49,6 +49,9 @@ type ServingSearch struct {
 	MaxNumBatchedTokens []int `json:"max_num_batched_tokens,omitempty"`
 	ChunkTokens         []int `json:"chunk_tokens,omitempty"`
 	PrefillReplicas     []int `json:"prefill_replicas,omitempty"`
+	// EnableExpertParallel lists engine.enable_expert_parallel values (a
+	// mixture-of-experts model's experts split by TP, or whole per GPU).
+	EnableExpertParallel []bool `json:"enable_expert_parallel,omitempty"`
 	// Attainment is the share of requests that must meet every SLO for a
 	// configuration to pass; default 0.9.
 	Attainment float64 `json:"attainment,omitempty"`

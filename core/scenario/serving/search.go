@@ -15,23 +15,25 @@ import (
 // orders the configurations that meet the SLOs by GPUs, then goodput
 // (highest first), then TTFT p99; the rest follow with rank 0.
 type ConfigRow struct {
-	Rank                int     `arrow:"rank"`
-	TP                  int     `arrow:"tp"`
-	PP                  int     `arrow:"pp"`
-	Replicas            int     `arrow:"replicas"`
-	PrefillReplicas     int     `arrow:"prefill_replicas"`
-	MaxNumBatchedTokens int     `arrow:"max_num_batched_tokens"`
-	ChunkTokens         int     `arrow:"chunk_tokens"`
-	GPUs                int     `arrow:"gpus"`
-	MeetsSLO            bool    `arrow:"meets_slo"`
-	SLOAttainment       float64 `arrow:"slo_attainment"`
-	GoodputRequestsPS   float64 `arrow:"goodput_requests_per_s"`
-	RequestsPerS        float64 `arrow:"requests_per_s"`
-	TTFTSP90            float64 `arrow:"ttft_s_p90"`
-	TTFTSP99            float64 `arrow:"ttft_s_p99"`
-	ITLSP90             float64 `arrow:"itl_s_p90"`
-	ITLSP99             float64 `arrow:"itl_s_p99"`
-	E2ESP99             float64 `arrow:"e2e_s_p99"`
+	Rank                int `arrow:"rank"`
+	TP                  int `arrow:"tp"`
+	PP                  int `arrow:"pp"`
+	Replicas            int `arrow:"replicas"`
+	PrefillReplicas     int `arrow:"prefill_replicas"`
+	MaxNumBatchedTokens int `arrow:"max_num_batched_tokens"`
+	ChunkTokens         int `arrow:"chunk_tokens"`
+	// ExpertParallel is the engine's enable_expert_parallel.
+	ExpertParallel    bool    `arrow:"enable_expert_parallel"`
+	GPUs              int     `arrow:"gpus"`
+	MeetsSLO          bool    `arrow:"meets_slo"`
+	SLOAttainment     float64 `arrow:"slo_attainment"`
+	GoodputRequestsPS float64 `arrow:"goodput_requests_per_s"`
+	RequestsPerS      float64 `arrow:"requests_per_s"`
+	TTFTSP90          float64 `arrow:"ttft_s_p90"`
+	TTFTSP99          float64 `arrow:"ttft_s_p99"`
+	ITLSP90           float64 `arrow:"itl_s_p90"`
+	ITLSP99           float64 `arrow:"itl_s_p99"`
+	E2ESP99           float64 `arrow:"e2e_s_p99"`
 	// Status: "simulated", "invalid" (the combination breaks a spec rule,
 	// e.g. more GPUs than the cluster has) or "does_not_fit" (the weights
 	// leave no KV cache); Reason says why.
@@ -52,6 +54,10 @@ func Configs(s *spec.Serving) []*spec.Serving {
 	if s.Disaggregation != nil {
 		pre = s.Disaggregation.PrefillReplicas
 	}
+	eps := q.EnableExpertParallel
+	if len(eps) == 0 {
+		eps = []bool{s.Engine.EnableExpertParallel}
+	}
 	var out []*spec.Serving
 	for _, tp := range or(q.TP, s.TP) {
 		for _, pp := range or(q.PP, s.PP) {
@@ -63,15 +69,18 @@ func Configs(s *spec.Serving) []*spec.Serving {
 							chunk = mbt
 						}
 						for _, ch := range or(q.ChunkTokens, min(chunk, mbt)) {
-							c := *s
-							c.Search = nil
-							c.TP, c.PP, c.Replicas = tp, pp, r
-							c.Engine.MaxNumBatchedTokens, c.Engine.ChunkTokens = mbt, ch
-							c.Disaggregation = nil
-							if pr > 0 {
-								c.Disaggregation = &spec.ServingDisaggSpec{PrefillReplicas: pr}
+							for _, ep := range eps {
+								c := *s
+								c.Search = nil
+								c.TP, c.PP, c.Replicas = tp, pp, r
+								c.Engine.MaxNumBatchedTokens, c.Engine.ChunkTokens = mbt, ch
+								c.Engine.EnableExpertParallel = ep
+								c.Disaggregation = nil
+								if pr > 0 {
+									c.Disaggregation = &spec.ServingDisaggSpec{PrefillReplicas: pr}
+								}
+								out = append(out, &c)
 							}
-							out = append(out, &c)
 						}
 					}
 				}
@@ -161,7 +170,7 @@ func Search(env scenario.Env, s *spec.Serving) ([]ConfigRow, error) {
 // error (the search goes on).
 func evaluate(c *spec.Serving, attainment float64) (row ConfigRow, err error) {
 	row = ConfigRow{TP: c.TP, PP: c.PP, Replicas: c.Replicas, MaxNumBatchedTokens: c.Engine.MaxNumBatchedTokens,
-		ChunkTokens: c.Engine.ChunkTokens, GPUs: c.TP * c.PP * c.Replicas, Status: "simulated"}
+		ChunkTokens: c.Engine.ChunkTokens, ExpertParallel: c.Engine.EnableExpertParallel, GPUs: c.TP * c.PP * c.Replicas, Status: "simulated"}
 	if c.Disaggregation != nil {
 		row.PrefillReplicas = c.Disaggregation.PrefillReplicas
 	}

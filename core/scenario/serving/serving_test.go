@@ -603,3 +603,36 @@ func TestVanishingLoadMoE(t *testing.T) {
 		}
 	}
 }
+
+// The serving search combines engine.enable_expert_parallel with the other
+// lists: each configuration's row says which it ran, a MoE model runs
+// both, and a dense model's expert-parallel rows are invalid with the
+// field's reason.
+func TestServingSearchExpertParallel(t *testing.T) {
+	search := func(model string) []serving.ConfigRow {
+		res := runJS(t, fmt.Sprintf(`{"kind":"serving","model":%s,"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1},"tp":2,
+			"slo":{"ttft_s":2},"search":{"tp":[2,4],"enable_expert_parallel":[false,true]},
+			"workload":{"rate_per_s":2,"requests":20,"prompt_tokens":{"tokens":200},"output_tokens":{"tokens":20}}}`, model))
+		return table[serving.ConfigRow](res, "configs")
+	}
+	moe := search(`{"preset":"mixtral-8x7b","layers":2}`)
+	require.Len(t, moe, 4)
+	seen := map[[2]int]bool{}
+	for _, r := range moe {
+		require.Equal(t, "simulated", r.Status, r.Reason)
+		k := 0
+		if r.ExpertParallel {
+			k = 1
+		}
+		seen[[2]int{r.TP, k}] = true
+	}
+	require.Len(t, seen, 4)
+	for _, r := range search(`{"preset":"llama3-8b","layers":2}`) {
+		if r.ExpertParallel {
+			require.Equal(t, "invalid", r.Status)
+			require.Contains(t, r.Reason, "enable_expert_parallel")
+		} else {
+			require.Equal(t, "simulated", r.Status, r.Reason)
+		}
+	}
+}
