@@ -628,7 +628,10 @@ func (s *Sim) startIteration(r *rep) error {
 		r.head = 0
 	}
 	if len(r.sched) == 0 {
-		if len(r.running) == 0 && r.head < len(r.waiting) {
+		// Nothing to run: blocks held by iterations in flight or by prompts
+		// waiting for their KV transfer (disaggregation) come back at those
+		// events; with every block free, the request can never fit.
+		if held := r.Blocks - r.free - r.evictable; len(r.running) == 0 && r.head < len(r.waiting) && held == 0 {
 			id := r.waiting[r.head]
 			return fmt.Errorf("serving: request %d needs %d KV blocks of %d tokens but replica %d has %d",
 				id, ceilDiv(s.reqs[id].Prompt+s.reqs[id].Output, cfg.BlockTokens), cfg.BlockTokens, r.idx, r.Blocks)

@@ -636,3 +636,21 @@ func TestServingSearchExpertParallel(t *testing.T) {
 		}
 	}
 }
+
+// A prefill replica holds each prompt's KV blocks until its transfer to a
+// decode replica ends: when they fill its cache, the next request waits
+// for a transfer instead of being reported as never fitting (it did, with
+// a request of 80 blocks on a replica of 300).
+func TestPrefillReplicaWaitsForTransfers(t *testing.T) {
+	for _, pp := range []int{1, 4} {
+		res := runJS(t, fmt.Sprintf(`{"kind":"serving","model":{"preset":"deepseek-v3","layers":4},"gpu":"h800","cluster":{"preset":"dgx-h800","nodes":4},
+			"tp":2,"pp":%d,"replicas":2,"disaggregation":{"prefill_replicas":1},"engine":{"max_num_batched_tokens":2048,"kv_blocks":300},
+			"workload":{"rate_per_s":10,"requests":100,"prompt_tokens":{"dist":"lognormal","tokens":1000,"sigma":0.8,"max_tokens":4000},
+			"output_tokens":{"dist":"uniform","min_tokens":1,"max_tokens":200}}}`, pp))
+		rows := table[serving.RequestRow](res, "requests")
+		require.Len(t, rows, 100)
+		for _, r := range rows {
+			require.Positive(t, r.FinishS, "request %d", r.Request)
+		}
+	}
+}
