@@ -184,6 +184,11 @@ func (t Training) Check() []problem.Problem {
 			bad("virtual_stages", "must be 1 for schedule %q, got %d (use \"interleaved\")", p.Schedule, p.VirtualStages)
 		}
 	case Interleaved:
+		if p.PP == 1 && p.VirtualStages > 1 {
+			// Megatron-LM: "pipeline-model-parallel size should be greater
+			// than 1 with interleaved schedule" (arguments.py).
+			bad("virtual_stages", "must be 1 with pp 1: the interleaved schedule passes chunks between stages, got %d", p.VirtualStages)
+		}
 		m := t.MicroBatches()
 		if p.PP > 1 && m%p.PP != 0 {
 			bad("global_batch", "the interleaved schedule needs micro-batches per replica (%d) to be a multiple of pp (%d)", m, p.PP)

@@ -448,3 +448,16 @@ func TestContextParallelStep(t *testing.T) {
 		require.Contains(t, err.Error(), tc.field)
 	}
 }
+
+// Virtual stages need stages to pass chunks between: with pp 1 they are a
+// SpecError naming virtual_stages (the simulation failed with an internal
+// "slot has no group" error before), from the field or from a layout.
+func TestVirtualStagesNeedStages(t *testing.T) {
+	for _, par := range []string{`"virtual_stages":2`, `"pipeline_model_parallel_layout":"Et*2|t*2L"`} {
+		_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(`{"kind":"training","model":{"preset":"llama3-8b","layers":4},"gpu":"h100-sxm",
+			"cluster":{"preset":"dgx-h100","nodes":1},"parallel":{"tp":2,"pp":1,`+par+`,"global_batch":8},"seq_len":1024}`))
+		var pe *problem.Error
+		require.ErrorAs(t, err, &pe, par)
+		require.Contains(t, err.Error(), "parallel.virtual_stages", par)
+	}
+}
