@@ -77,11 +77,7 @@ func (e *Evaluator) promotionK(o model.Op) int64 {
 // choice is the best one and the library's misses are part of the error.
 func (e *Evaluator) searchTiles(key gemmKey) Cost {
 	g := e.gpu
-	in := key.d.Bytes()
-	out := max(in, 2)
-	sms := int64(g.SMCount)
-	peakSM := g.TensorPeak(key.d) / float64(sms)
-	overheadS := g.GEMMTileOverheadCycles / g.ClockHz
+	in, out, sms, peakSM, overheadS := e.tileRates(key.d)
 	hbmBW := g.GEMMBandwidth()
 	useful := 2 * float64(key.batch) * float64(key.m) * float64(key.n) * float64(key.k)
 	l2 := float64(g.L2Bytes)
@@ -90,76 +86,101 @@ func (e *Evaluator) searchTiles(key gemmKey) Cost {
 	vectorAddsSM := g.VectorFP32FlopsPerS / 2 / float64(sms)
 
 	best := Cost{TimeS: math.Inf(1)}
-	for _, bm := range [...]int64{256, 128, 64} {
+	tilesThatFit(g, in, []int64{256, 128, 64}, []int64{64, 32}, func(bm, bn, bk int64) {
+		for _, split := range [...]int64{1, 2, 4, 8, 16} {
+			kslice := ceil(key.k, split)
+			if split > 1 && (kslice < 4*bk || ceil(key.m, bm)*ceil(key.n, bn)*key.batch*split > 2*sms) {
+				break
+			}
+			kp := ceil(kslice, bk) * bk
+			gm, gn := ceil(key.m, bm), ceil(key.n, bn)
+			tiles := gm * gn * key.batch * split
+			waves := ceil(tiles, sms)
+			tileFLOPs := 2 * float64(bm*bn*kp)
+
+			c := Cost{TileM: int(bm), TileN: int(bn), TileK: int(bk), SplitK: int(split), Waves: int(waves), Kernels: 1}
+			c.ExecutedFLOPs = float64(tiles) * tileFLOPs
+			mathTime := float64(waves) * tileFLOPs / peakSM
+			if key.promoteK > 0 {
+				adds := float64(ceil(kp, key.promoteK) * bm * bn)
+				mathTime += float64(waves) * adds / vectorAddsSM
+			}
+
+			wm, wn := min(bm, 64), min(bn, 64)
+			c.BytesSMEM = float64(tiles) * float64(bm*(bn/wn)+bn*(bm/wm)) * float64(kp) * in
+
+			outBytes := float64(key.batch*key.m*key.n) * out
+			if key.acc != "" {
+				// Accumulating: the epilogue reads the buffer and writes it back.
+				outBytes = float64(key.batch*key.m*key.n) * 2 * key.acc.Bytes()
+			}
+			partials := 0.0
+			if split > 1 {
+				partials = 2 * float64(split*key.batch*key.m*key.n) * 4
+			}
+			c.BytesL2 = float64(tiles)*float64((bm+bn)*kp)*in + outBytes + partials
+
+			a := float64(key.m*key.k) * in
+			b := float64(key.k*key.n) * in
+			small, large := math.Min(a, b), math.Max(a, b)
+			operands := small + large
+			if small > l2 {
+				// Bands of the larger operand covered by one wave.
+				s := min(sms, tiles)
+				wr := min(gm, int64(math.Ceil(math.Sqrt(float64(s)))))
+				wc := min(gn, ceil(s, wr))
+				bands := ceil(gm, wr)
+				if b > a {
+					bands = ceil(gn, wc)
+				}
+				operands = large + small*float64(bands)
+			}
+			c.BytesHBM = float64(key.batch)*operands + outBytes
+			if partials > l2 {
+				c.BytesHBM += partials
+			}
+			c = e.finishBW(c, useful, mathTime, hbmBW, float64(waves)*overheadS, gemmOverlapP)
+			c.TileEfficiency = useful / (float64(waves*sms) * tileFLOPs)
+			best = faster(best, c)
+		}
+	})
+	return best
+}
+
+// tileRates are what a tile of a kernel of type d is priced with: operand
+// and output bytes an element, the SMs, one SM's share of the tensor peak
+// and the tile's fixed prologue and epilogue in seconds.
+func (e *Evaluator) tileRates(d hw.DType) (in, out float64, sms int64, peakSM, overheadS float64) {
+	g := e.gpu
+	in = d.Bytes()
+	sms = int64(g.SMCount)
+	return in, max(in, 2), sms, g.TensorPeak(d) / float64(sms), g.GEMMTileOverheadCycles / g.ClockHz
+}
+
+// tilesThatFit calls f with every CTA tile of ms rows, 64–256 columns and
+// ks reduction elements that fits an SM: fp32 accumulators in at most half
+// the register file, two pipeline stages of its A and B tiles (in bytes an
+// element) in shared memory.
+func tilesThatFit(g hw.GPU, in float64, ms, ks []int64, f func(bm, bn, bk int64)) {
+	for _, bm := range ms {
 		for _, bn := range [...]int64{256, 128, 64} {
 			if float64(bm*bn*4) > float64(g.RegisterBytesPerSM)/2 {
 				continue
 			}
-			for _, bk := range [...]int64{64, 32} {
-				if 2*float64((bm+bn)*bk)*in > float64(g.SharedMemBytesPerSM) {
-					continue
-				}
-				for _, split := range [...]int64{1, 2, 4, 8, 16} {
-					kslice := ceil(key.k, split)
-					if split > 1 && (kslice < 4*bk || ceil(key.m, bm)*ceil(key.n, bn)*key.batch*split > 2*sms) {
-						break
-					}
-					kp := ceil(kslice, bk) * bk
-					gm, gn := ceil(key.m, bm), ceil(key.n, bn)
-					tiles := gm * gn * key.batch * split
-					waves := ceil(tiles, sms)
-					tileFLOPs := 2 * float64(bm*bn*kp)
-
-					c := Cost{TileM: int(bm), TileN: int(bn), TileK: int(bk), SplitK: int(split), Waves: int(waves), Kernels: 1}
-					c.ExecutedFLOPs = float64(tiles) * tileFLOPs
-					mathTime := float64(waves) * tileFLOPs / peakSM
-					if key.promoteK > 0 {
-						adds := float64(ceil(kp, key.promoteK) * bm * bn)
-						mathTime += float64(waves) * adds / vectorAddsSM
-					}
-
-					wm, wn := min(bm, 64), min(bn, 64)
-					c.BytesSMEM = float64(tiles) * float64(bm*(bn/wn)+bn*(bm/wm)) * float64(kp) * in
-
-					outBytes := float64(key.batch*key.m*key.n) * out
-					if key.acc != "" {
-						// Accumulating: the epilogue reads the buffer and writes it back.
-						outBytes = float64(key.batch*key.m*key.n) * 2 * key.acc.Bytes()
-					}
-					partials := 0.0
-					if split > 1 {
-						partials = 2 * float64(split*key.batch*key.m*key.n) * 4
-					}
-					c.BytesL2 = float64(tiles)*float64((bm+bn)*kp)*in + outBytes + partials
-
-					a := float64(key.m*key.k) * in
-					b := float64(key.k*key.n) * in
-					small, large := math.Min(a, b), math.Max(a, b)
-					operands := small + large
-					if small > l2 {
-						// Bands of the larger operand covered by one wave.
-						s := min(sms, tiles)
-						wr := min(gm, int64(math.Ceil(math.Sqrt(float64(s)))))
-						wc := min(gn, ceil(s, wr))
-						bands := ceil(gm, wr)
-						if b > a {
-							bands = ceil(gn, wc)
-						}
-						operands = large + small*float64(bands)
-					}
-					c.BytesHBM = float64(key.batch)*operands + outBytes
-					if partials > l2 {
-						c.BytesHBM += partials
-					}
-					c = e.finishBW(c, useful, mathTime, hbmBW, float64(waves)*overheadS, gemmOverlapP)
-					c.TileEfficiency = useful / (float64(waves*sms) * tileFLOPs)
-					// Among equally fast tiles, prefer the least padded work.
-					if c.TimeS < best.TimeS*(1-1e-12) || (c.TimeS <= best.TimeS*(1+1e-12) && c.ExecutedFLOPs < best.ExecutedFLOPs) {
-						best = c
-					}
+			for _, bk := range ks {
+				if 2*float64((bm+bn)*bk)*in <= float64(g.SharedMemBytesPerSM) {
+					f(bm, bn, bk)
 				}
 			}
 		}
+	}
+}
+
+// faster is the faster of two tile choices; among equally fast ones, the
+// one with the least padded work.
+func faster(best, c Cost) Cost {
+	if c.TimeS < best.TimeS*(1-1e-12) || (c.TimeS <= best.TimeS*(1+1e-12) && c.ExecutedFLOPs < best.ExecutedFLOPs) {
+		return c
 	}
 	return best
 }

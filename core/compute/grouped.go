@@ -71,11 +71,7 @@ func (e *Evaluator) grouped(o model.Op) (Cost, error) {
 // output row. No split-K (the kernel has none).
 func (e *Evaluator) fusedGrouped(o model.Op) Cost {
 	g := e.gpu
-	in := o.DType.Bytes()
-	out := max(in, 2)
-	sms := int64(g.SMCount)
-	peakSM := g.TensorPeak(o.DType) / float64(sms)
-	overheadS := g.GEMMTileOverheadCycles / g.ClockHz
+	in, out, sms, peakSM, overheadS := e.tileRates(o.DType)
 	var rows, hit int64
 	for _, m := range o.Groups {
 		if m > 0 {
@@ -85,42 +81,30 @@ func (e *Evaluator) fusedGrouped(o model.Op) Cost {
 	}
 	useful := 2 * float64(rows) * float64(o.N) * float64(o.K)
 	best := Cost{TimeS: math.Inf(1)}
-	for _, bm := range [...]int64{128, 64, 32, 16} {
-		for _, bn := range [...]int64{256, 128, 64} {
-			if float64(bm*bn*4) > float64(g.RegisterBytesPerSM)/2 {
-				continue
-			}
-			for _, bk := range [...]int64{128, 64} {
-				if 2*float64((bm+bn)*bk)*in > float64(g.SharedMemBytesPerSM) {
-					continue
-				}
-				var tiles int64
-				for _, m := range o.Groups {
-					if m > 0 {
-						tiles += ceil(m, bm) * ceil(o.N, bn)
-					}
-				}
-				waves := ceil(tiles, sms)
-				kp := ceil(o.K, bk) * bk
-				tileFLOPs := 2 * float64(bm*bn*kp)
-				c := Cost{TileM: int(bm), TileN: int(bn), TileK: int(bk), SplitK: 1, Waves: int(waves), Kernels: 1}
-				c.ExecutedFLOPs = float64(tiles) * tileFLOPs
-				mathTime := float64(waves) * tileFLOPs / peakSM
-				wm, wn := min(bm, 64), min(bn, 64)
-				c.BytesSMEM = float64(tiles) * float64(bm*max(bn/wn, 1)+bn*max(bm/wm, 1)) * float64(kp) * in
-				outBytes := float64(rows*o.N) * out
-				c.BytesL2 = float64(tiles)*float64((bm+bn)*kp)*in + outBytes
-				c.BytesHBM = float64(rows*o.K)*in + float64(hit*o.K*o.N)*in + outBytes
-				c = e.finishBW(c, useful, mathTime, g.GEMMBandwidth(), float64(waves)*overheadS, gemmOverlapP)
-				if waves > 0 {
-					c.TileEfficiency = useful / (float64(waves*sms) * tileFLOPs)
-				}
-				if c.TimeS < best.TimeS*(1-1e-12) || (c.TimeS <= best.TimeS*(1+1e-12) && c.ExecutedFLOPs < best.ExecutedFLOPs) {
-					best = c
-				}
+	tilesThatFit(g, in, []int64{128, 64, 32, 16}, []int64{128, 64}, func(bm, bn, bk int64) {
+		var tiles int64
+		for _, m := range o.Groups {
+			if m > 0 {
+				tiles += ceil(m, bm) * ceil(o.N, bn)
 			}
 		}
-	}
+		waves := ceil(tiles, sms)
+		kp := ceil(o.K, bk) * bk
+		tileFLOPs := 2 * float64(bm*bn*kp)
+		c := Cost{TileM: int(bm), TileN: int(bn), TileK: int(bk), SplitK: 1, Waves: int(waves), Kernels: 1}
+		c.ExecutedFLOPs = float64(tiles) * tileFLOPs
+		mathTime := float64(waves) * tileFLOPs / peakSM
+		wm, wn := min(bm, 64), min(bn, 64)
+		c.BytesSMEM = float64(tiles) * float64(bm*max(bn/wn, 1)+bn*max(bm/wm, 1)) * float64(kp) * in
+		outBytes := float64(rows*o.N) * out
+		c.BytesL2 = float64(tiles)*float64((bm+bn)*kp)*in + outBytes
+		c.BytesHBM = float64(rows*o.K)*in + float64(hit*o.K*o.N)*in + outBytes
+		c = e.finishBW(c, useful, mathTime, g.GEMMBandwidth(), float64(waves)*overheadS, gemmOverlapP)
+		if waves > 0 {
+			c.TileEfficiency = useful / (float64(waves*sms) * tileFLOPs)
+		}
+		best = faster(best, c)
+	})
 	if hit == 0 {
 		// No routed token: the kernel launches and returns.
 		best = e.finishBW(Cost{Kernels: 1}, 0, 0, g.GEMMBandwidth(), 0, 0)
