@@ -78,7 +78,7 @@ func (e *engine) startCompute(u int, i int32, now, d, end sim.Time) {
 	tc := &e.progs[e.plan.Units[u].Program].host.cost[i]
 	b.task, b.since, b.rem = i, now, float64(d)
 	b.floor = 0 // the host's floor, when it binds
-	if end > now+d {
+	if end > sim.Add(now, d) {
 		b.floor = end
 	}
 	b.math = 1
@@ -86,8 +86,19 @@ func (e *engine) startCompute(u int, i int32, now, d, end sim.Time) {
 		b.math = float64(tc.Math) / float64(tc.D)
 	}
 	b.factor = e.stretch(b)
-	b.end = max(b.floor, now+sim.Time(math.Ceil(b.rem*b.factor)))
+	b.end = max(b.floor, sim.Add(now, stretched(b)))
 	e.k.AtHandler(b.end, e, u<<32|int(i))
+}
+
+// stretched is the running task's device time left at its current
+// stretch, rounded up, saturating at the horizon (a task of a huge spec can
+// pass it: the kernel then reports a HorizonError).
+func stretched(b *busyState) sim.Time {
+	x := math.Ceil(b.rem * b.factor)
+	if x >= float64(sim.Never) {
+		return sim.Never
+	}
+	return sim.Time(x)
 }
 
 // stretch is the factor by which the unit's collectives in flight slow its
@@ -117,7 +128,7 @@ func (e *engine) retime(u int) {
 	b.rem = max(0, b.rem-float64(now-b.since)/b.factor)
 	b.since = now
 	b.factor = e.stretch(b)
-	end := max(b.floor, now+sim.Time(math.Ceil(b.rem*b.factor)))
+	end := max(b.floor, sim.Add(now, stretched(b)))
 	if end != b.end {
 		b.end = end
 		e.k.AtHandler(end, e, u<<32|int(b.task))
