@@ -253,7 +253,7 @@ func (m *GPU) Launch() {
 	for s := slots - 1; s >= 0; s-- {
 		m.freeSl = append(m.freeSl, s)
 	}
-	m.sk.OnStall(m.describeStall)
+	m.sk.OnStall("eidola", m.describeStall)
 	m.launch()
 	m.needSettle()
 }

@@ -279,7 +279,7 @@ func NewSession(plan *workload.Plan, opt Options) (*Session, error) {
 	e.comms = net.NewComms(opt.Fabric)
 	e.res = &Result{Plan: plan, Units: make([]UnitResult, len(plan.Units))}
 	e.setup()
-	e.k.OnStall(e.describeStalls)
+	e.k.OnStall("exec", e.describeStalls)
 	return &Session{e: e}, nil
 }
 

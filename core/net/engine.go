@@ -82,7 +82,7 @@ func appendShapeKey(b []byte, col *Collective) []byte {
 func NewComms(f Fabric) *Comms {
 	c := &Comms{f: f, t: f.Topology(), shapes: map[string]*Shape{}, tuners: map[string]*NCCLTuner{}}
 	c.fn, _ = f.(*FlowNet)
-	f.Kernel().OnStall(c.describeStalls)
+	f.Kernel().OnStall("net", c.describeStalls)
 	return c
 }
 

@@ -168,7 +168,7 @@ type Kernel struct {
 	handlerID map[Handler]int
 	lastH     int // id of the last handler scheduled
 	settle    []func()
-	stalls    []func() []string
+	stalls    []stallDescriber
 	failure   error
 	watch     context.Context // see Watch
 	polls     uint32
@@ -412,9 +412,26 @@ func (k *Kernel) popHeap() {
 // advances. Work registered while settling runs in the same instant too.
 func (k *Kernel) Settle(f func()) { k.settle = append(k.settle, f) }
 
+// stallDescriber is a registered describer of blocked work and its owner.
+type stallDescriber struct {
+	owner    string
+	describe func() []string
+}
+
 // OnStall registers a describer of blocked work, asked when the queue runs
 // dry; it returns one line per blocked item, or nothing when all is done.
-func (k *Kernel) OnStall(describe func() []string) { k.stalls = append(k.stalls, describe) }
+// One describer per owner: a later registration of the same owner (the
+// next run's engine on a kernel that outlives it) replaces the earlier,
+// which the kernel then no longer keeps alive.
+func (k *Kernel) OnStall(owner string, describe func() []string) {
+	for i := range k.stalls {
+		if k.stalls[i].owner == owner {
+			k.stalls[i].describe = describe
+			return
+		}
+	}
+	k.stalls = append(k.stalls, stallDescriber{owner, describe})
+}
 
 // Fail stops the run at the end of the current event; Run returns err.
 func (k *Kernel) Fail(err error) {
@@ -515,7 +532,7 @@ func (k *Kernel) runSettle() {
 func (k *Kernel) stalled() error {
 	var lines []string
 	for _, d := range k.stalls {
-		lines = append(lines, d()...)
+		lines = append(lines, d.describe()...)
 	}
 	if len(lines) == 0 {
 		return nil

@@ -57,16 +57,19 @@ func TestSettleRunsOncePerInstantBeforeTimeAdvances(t *testing.T) {
 func TestStallNamesBlockedWork(t *testing.T) {
 	k := New()
 	waiting := true
-	k.OnStall(func() []string {
+	k.OnStall("old", func() []string { return []string{"an earlier run's engine"} })
+	k.OnStall("old", func() []string {
 		if waiting {
 			return []string{"rank 3 waits for rank 2"}
 		}
 		return nil
 	})
+	k.OnStall("other", func() []string { return nil })
 	k.At(5, func() {})
 	err := k.Run(context.Background())
 	require.ErrorIs(t, err, ErrStalled)
 	require.Contains(t, err.Error(), "rank 3 waits for rank 2")
+	require.NotContains(t, err.Error(), "an earlier run's engine", "an owner's later describer replaces its earlier")
 
 	waiting = false
 	require.NoError(t, New().Run(context.Background()))
