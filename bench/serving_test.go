@@ -111,7 +111,7 @@ func TestNIMServing(t *testing.T) {
 		// first prompt alone, and a decode step of the whole batch.
 		_, sp, err := all.Decode([]byte(fidelity.NIMSpec(r, fidelity.NIMRounds(r)*r.Conc, fidelity.NIMEngine)))
 		require.NoError(t, err)
-		st, err := serving.Build(sp.(*spec.Serving))
+		st, err := serving.Build(context.Background(), sp.(*spec.Serving))
 		require.NoError(t, err)
 		pr := st.Pricers[0]
 		q := min(r.In, 8192)

@@ -10,7 +10,6 @@ import (
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
 	"github.com/eidolon-sim/eidolon/core/net"
-	"github.com/eidolon-sim/eidolon/core/topo"
 	"github.com/eidolon-sim/eidolon/core/workload"
 )
 
@@ -124,8 +123,9 @@ func ReplicaRanks(tp, pp, r int) [][]int {
 // already holds the time-0 faults) with the spec's faults and seed; the
 // tensor-parallel all-reduces run with tpAllReduce ("" NCCL's tuner,
 // net.Custom the engine's custom all-reduce).
-func NewPricer(t *topo.Topology, gpu hw.GPU, faults net.FaultPlan, seed uint64, cfg model.Config,
+func NewPricer(m *exec.Machine, faults net.FaultPlan, seed uint64, cfg model.Config,
 	tp, pp int, dtype hw.DType, r int, host exec.Host, tpAllReduce net.Algorithm, expertsInTP bool) (*Pricer, error) {
+	t, gpu := m.Fabric.Topology(), m.GPU
 	p := &Pricer{gpu: gpu, ev: compute.NewEvaluator(gpu), cfg: cfg, tp: tp, pp: pp, dtype: dtype, host: host, expertsInTP: expertsInTP,
 		dense: map[partKey][]exec.Issue{}, denseComm: map[partKey]float64{}, head: map[partKey]exec.Issue{}, dec: map[[2]int]compute.Cost{}, pre: map[[2]int]float64{},
 		comm: map[commKey]float64{}}
@@ -161,10 +161,6 @@ func NewPricer(t *topo.Topology, gpu hw.GPU, faults net.FaultPlan, seed uint64, 
 		return nil, fmt.Errorf("replica %d needs rank %d but the cluster has %d GPUs", r, need-1, t.NumRanks())
 	}
 	// Stragglers: a stage computes at its slowest rank's pace (as exec runs a unit).
-	m, err := exec.NewMachine(t, gpu, faults, seed)
-	if err != nil {
-		return nil, err
-	}
 	for _, st := range ranks {
 		f := 1.0
 		for _, rk := range st {
@@ -173,7 +169,7 @@ func NewPricer(t *topo.Topology, gpu hw.GPU, faults net.FaultPlan, seed uint64, 
 		p.slow = append(p.slow, f)
 	}
 	p.probe = func(kind model.Kind, bytes float64, stage int, p2p bool) (float64, error) {
-		return probe(t, gpu, faults, seed, ranks, kind, bytes, stage, p2p, tpAllReduce)
+		return probe(m, faults, seed, ranks, kind, bytes, stage, p2p, tpAllReduce)
 	}
 	return p, nil
 }
@@ -214,12 +210,13 @@ func stagePositions(n, pp int) [][]int {
 
 // probe simulates one collective (or, p2p, one pipeline transfer from
 // stage−1 to stage) on a fresh machine with exec.Run and returns its time.
-func probe(t *topo.Topology, gpu hw.GPU, faults net.FaultPlan, seed uint64, ranks [][]int,
+func probe(shared *exec.Machine, faults net.FaultPlan, seed uint64, ranks [][]int,
 	kind model.Kind, bytes float64, stage int, p2p bool, tpAllReduce net.Algorithm) (float64, error) {
-	m, err := exec.NewMachine(t, gpu, faults, seed)
+	m, err := runMachine(shared, faults, seed)
 	if err != nil {
 		return 0, err
 	}
+	t := m.Fabric.Topology()
 	pl := &workload.Plan{Ranks: t.NumRanks()}
 	unit := func(rs []int, prog int) workload.Unit {
 		u := workload.Unit{Ranks: rs, Program: prog}
@@ -255,11 +252,29 @@ func probe(t *topo.Topology, gpu hw.GPU, faults net.FaultPlan, seed uint64, rank
 	opt := m.Options(true)
 	opt.Host = exec.Host{} // the collective alone: the pricer adds the host's issue
 	opt.TPAllReduce = tpAllReduce
+	return timeRun(m, pl, opt)
+}
+
+// runMachine is the machine a probe runs on: the run's shared one, whose
+// clock goes on from run to run (its routes cached, its links idle again
+// after each run), unless a fault strikes after time 0, which needs a
+// fresh clock.
+func runMachine(shared *exec.Machine, faults net.FaultPlan, seed uint64) (*exec.Machine, error) {
+	if !shared.Timed {
+		return shared, nil
+	}
+	return exec.NewMachine(shared.Fabric.Topology(), shared.GPU, faults, seed)
+}
+
+// timeRun runs a plan on m and returns its duration from the clock's time
+// before it.
+func timeRun(m *exec.Machine, pl *workload.Plan, opt exec.Options) (float64, error) {
+	start := m.Fabric.Kernel().Now()
 	res, err := exec.Run(context.Background(), pl, opt)
 	if err != nil {
 		return 0, err
 	}
-	return res.End.Seconds(), nil
+	return (res.End - start).Seconds(), nil
 }
 
 func (p *Pricer) commTime(kind model.Kind, bytes float64, stage int, p2p bool) (float64, error) {
@@ -586,11 +601,12 @@ func (p *Pricer) Breakdown(sh *Shape) (compute, comm, attention, head float64, e
 // Transfer is the time to move bytes from every rank of replica a's stage
 // to the same rank of replica b's (the KV cache of disaggregated serving:
 // each GPU holds its share of the heads and layers), all ranks at once.
-func Transfer(t *topo.Topology, gpu hw.GPU, faults net.FaultPlan, seed uint64, tp, pp, a, b int, bytesPerRank float64) (float64, error) {
-	m, err := exec.NewMachine(t, gpu, faults, seed)
+func Transfer(shared *exec.Machine, faults net.FaultPlan, seed uint64, tp, pp, a, b int, bytesPerRank float64) (float64, error) {
+	m, err := runMachine(shared, faults, seed)
 	if err != nil {
 		return 0, err
 	}
+	t := m.Fabric.Topology()
 	ra, rb := ReplicaRanks(tp, pp, a), ReplicaRanks(tp, pp, b)
 	g := workload.Group{Units: []int{0, 1}}
 	for s := range ra {
@@ -622,11 +638,7 @@ func Transfer(t *topo.Topology, gpu hw.GPU, faults net.FaultPlan, seed uint64, t
 			{Name: "recv", Tasks: []workload.Task{{Name: "kv.recv", Kind: workload.Recv, Stream: workload.StreamPP,
 				Coll: workload.SendRecv, Bytes: bytesPerRank, Slot: workload.SlotFwdIn}}}},
 		Replicas: [][]int{{0, 1}}}
-	res, err := exec.Run(context.Background(), pl, m.Options(true))
-	if err != nil {
-		return 0, err
-	}
-	return res.End.Seconds(), nil
+	return timeRun(m, pl, m.Options(true))
 }
 
 // KVBytesPerToken is the KV cache one token takes on one GPU of stage s

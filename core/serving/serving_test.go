@@ -25,7 +25,9 @@ func pricer(t *testing.T, name string, tp int) *Pricer {
 	g, _ := hw.GPUByName("a100-80gb-sxm")
 	cfg, ok := model.FromPreset(name, model.Config{})
 	require.True(t, ok)
-	p, err := NewPricer(tpg, g, net.FaultPlan{}, 1, cfg, tp, 1, hw.BF16, 0, exec.Host{Mode: exec.CUDAGraphs}, "", false)
+	m, err := exec.NewMachine(tpg, g, net.FaultPlan{}, 1)
+	require.NoError(t, err)
+	p, err := NewPricer(m, net.FaultPlan{}, 1, cfg, tp, 1, hw.BF16, 0, exec.Host{Mode: exec.CUDAGraphs}, "", false)
 	require.NoError(t, err)
 	return p
 }

@@ -5,6 +5,7 @@
 package serving
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sort"
@@ -221,14 +222,16 @@ func compileSpec(s *spec.Serving) (*topo.Topology, hw.GPU, net.FaultPlan, error)
 }
 
 // Build prepares a validated spec's replicas.
-func Build(s *spec.Serving) (*Setup, error) {
+func Build(ctx context.Context, s *spec.Serving) (*Setup, error) {
 	cfg, _ := s.Model.Resolve()
 	t, g, faults, err := compileSpec(s)
 	if err != nil {
 		return nil, err
 	}
-	// Apply the time-0 faults to the topology once (NewMachine does).
-	if _, err := exec.NewMachine(t, g, faults, s.Seed); err != nil {
+	// One machine for every pricer and probe of the run (the time-0 faults
+	// applied, the routes cached): a machine of a large cluster is costly.
+	m, err := exec.NewMachine(t, g, faults, s.Seed)
+	if err != nil {
 		return nil, err
 	}
 	st := &Setup{Topo: t, GPU: g}
@@ -241,7 +244,11 @@ func Build(s *spec.Serving) (*Setup, error) {
 	// The host issues kernels as the inference kind's (no autograd).
 	host := exec.Host{Mode: s.Execution, ForwardOpS: s.Host.ForwardOpS, BackwardOpS: s.Host.BackwardOpS, CollectiveS: s.Host.CollectiveS}
 	for r := 0; r < s.Replicas; r++ {
-		pr, err := sv.NewPricer(t, g, faults, s.Seed, cfg, s.TP, s.PP, hw.DType(s.DType), r, host, spec.TPAllReduce(e.CustomAllReduce), e.EnableExpertParallel)
+		// Every replica's pricer probes its links: stop on Ctrl-C.
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		pr, err := sv.NewPricer(m, faults, s.Seed, cfg, s.TP, s.PP, hw.DType(s.DType), r, host, spec.TPAllReduce(e.CustomAllReduce), e.EnableExpertParallel)
 		if err != nil {
 			return nil, err
 		}
@@ -306,11 +313,11 @@ func Build(s *spec.Serving) (*Setup, error) {
 	st.Transfer = func(a, b, tokens int) (float64, error) {
 		f, ok := fits[[2]int{a, b}]
 		if !ok {
-			t1, err := sv.Transfer(t, g, faults, s.Seed, s.TP, s.PP, a, b, b1)
+			t1, err := sv.Transfer(m, faults, s.Seed, s.TP, s.PP, a, b, b1)
 			if err != nil {
 				return 0, err
 			}
-			t2, err := sv.Transfer(t, g, faults, s.Seed, s.TP, s.PP, a, b, b2)
+			t2, err := sv.Transfer(m, faults, s.Seed, s.TP, s.PP, a, b, b2)
 			if err != nil {
 				return 0, err
 			}
@@ -365,7 +372,7 @@ func Source(s *spec.Serving) sv.Source {
 
 // Simulate runs a validated spec.
 func Simulate(env scenario.Env, s *spec.Serving) (*Outcome, error) {
-	st, err := Build(s)
+	st, err := Build(env.Context(), s)
 	if err != nil {
 		return nil, err
 	}

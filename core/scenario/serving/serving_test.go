@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eidolon-sim/eidolon/core/exec"
 	"github.com/eidolon-sim/eidolon/core/net"
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/scenario/all"
@@ -337,11 +338,13 @@ func TestDisaggregation(t *testing.T) {
 	}
 	_, s, err := all.Decode([]byte(`{"kind":"serving",` + base + `,"tp":2,"replicas":4,"disaggregation":{"prefill_replicas":2},"workload":{"rate_per_s":4}}`))
 	require.NoError(t, err)
-	st, err := serving.Build(s.(*spec.Serving))
+	st, err := serving.Build(context.Background(), s.(*spec.Serving))
 	require.NoError(t, err)
 	// The affine fit matches a direct simulation of the transfer.
 	bytes := 2000 * st.Pricers[0].KVBytesPerToken(0)
-	direct, err := sv.Transfer(st.Topo, st.GPU, net.FaultPlan{}, 0, 2, 1, 0, 2, bytes)
+	fresh, err := exec.NewMachine(st.Topo, st.GPU, net.FaultPlan{}, 0)
+	require.NoError(t, err)
+	direct, err := sv.Transfer(fresh, net.FaultPlan{}, 0, 2, 1, 0, 2, bytes)
 	require.NoError(t, err)
 	fit, err := st.Transfer(0, 2, 2000)
 	require.NoError(t, err)
