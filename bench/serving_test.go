@@ -55,6 +55,8 @@ func sharedFile(t testing.TB, rel string) string {
 //     moves the pattern (which prefills queue behind which); the
 //     20,000-token row reads −28 % with no tokenizing, −12 % at 1 µs a
 //     token (one decode step, 20 ms), +1 % at 2 µs (two) and +13 % at 3.
+//   - TTFT and ITL against the engine loop's own time per iteration and
+//     per sequence (engine.step_overhead_s, _per_seq; 0 in the rows).
 //
 // Run: go test ./bench -run NIMServing -v
 func TestNIMServing(t *testing.T) {
@@ -102,6 +104,12 @@ func TestNIMServing(t *testing.T) {
 		for _, k := range []float64{0, 1e-6, 2e-6, 3e-6} {
 			x := run(r, fmt.Sprintf(`"frontend_s_per_token":%g`, k)).Summary.TTFTSMean * 1e3
 			line += fmt.Sprintf(" %.0f µs a token: %.0f (%+.0f%%);", k*1e6, x, 100*(x/r.TTFTMS-1))
+		}
+		t.Log(line)
+		line = "    TTFT / ITL with the engine loop taking (engine.step_overhead_s + _per_seq per sequence)"
+		for _, o := range [][2]float64{{0.5e-3, 0}, {1e-3, 0}, {0.5e-3, 0.1e-3}} {
+			x := run(r, fmt.Sprintf(`"step_overhead_s":%g,"step_overhead_s_per_seq":%g`, o[0], o[1])).Summary
+			line += fmt.Sprintf(" %.1f ms + %.1f ms: %+.0f%% / %+.0f%%;", o[0]*1e3, o[1]*1e3, 100*(x.TTFTSMean*1e3/r.TTFTMS-1), 100*(x.ITLSMean*1e3/r.ITLMS-1))
 		}
 		t.Log(line)
 		v := runSpec(fidelity.NIMSpec(r, fidelity.NIMRounds(r)*r.Conc, "")).Summary

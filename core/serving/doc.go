@@ -88,6 +88,16 @@
 // token NVIDIA NIM row of bench's TestNIMServing, 0.65 to 0.85 s per
 // decode step of frontend time).
 //
+// # The engine loop's own time
+//
+// Config.StepS + Config.StepSPerSeq·n (n the sequences an iteration holds)
+// is CPU time of the engine loop that the GPUs wait for before the
+// iteration's kernels start: scheduling, preparing the inputs, sampling and
+// processing the outputs when the loop does them between iterations, as a
+// synchronous loop does. It is 0 by default (an engine that hides it under
+// the previous iteration); the serving spec's engine.step_overhead_s and
+// engine.step_overhead_s_per_seq set it.
+//
 // # Replicas, routing, disaggregation
 //
 // Arrivals go to a replica by round robin, least outstanding requests, or

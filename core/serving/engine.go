@@ -41,6 +41,13 @@ type Config struct {
 	// vLLM's benchmark_serving) time TTFT from the send, so it counts in
 	// TTFT and end to end.
 	FrontendS, FrontendSPerToken float64
+	// StepS is the engine loop's CPU time per iteration that the GPU waits
+	// for (scheduling, preparing the inputs, sampling and processing the
+	// outputs, when the loop does them between iterations rather than
+	// under the next one), StepSPerSeq its time per scheduled sequence on
+	// top. Such an iteration starts its kernels StepS + StepSPerSeq·n after
+	// it is scheduled.
+	StepS, StepSPerSeq float64
 }
 
 // Coster prices an iteration of one replica: Stages appends each pipeline
@@ -668,9 +675,10 @@ func (s *Sim) startIteration(r *rep) error {
 	if len(r.stageFree) != len(st) {
 		r.stageFree = make([]float64, len(st))
 	}
-	// The swaps block the first stage; each stage takes the iteration when
-	// it has left the previous stage and the stage is done with the last.
-	st[0] += extra
+	// The swaps and the engine loop's own time block the first stage; each
+	// stage takes the iteration when it has left the previous stage and the
+	// stage is done with the last.
+	st[0] += extra + s.cfg.StepS + s.cfg.StepSPerSeq*float64(len(r.sched))
 	end := s.now
 	for k, d := range st {
 		end = math.Max(end, r.stageFree[k]) + d

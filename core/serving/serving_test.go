@@ -169,3 +169,30 @@ func TestPipelineKeepsStagesBusy(t *testing.T) {
 	assert.Equal(t, []float64{4, 7, 10, 13}, []float64{out.Requests[0].FirstTokenS, out.Requests[1].FirstTokenS,
 		out.Requests[0].FinishS, out.Requests[1].FinishS})
 }
+
+// TestStepOverhead: the engine loop's time per iteration and per scheduled
+// sequence delays each iteration's kernels: every iteration lasts its
+// kernels plus StepS plus StepSPerSeq per sequence it holds.
+func TestStepOverhead(t *testing.T) {
+	run := func(stepS, perSeq float64) *Outcome {
+		cfg := Config{MaxBatchedTokens: 200, MaxSeqs: 8, ChunkTokens: 200, BlockTokens: 16, Preemption: "recompute",
+			StepS: stepS, StepSPerSeq: perSeq}
+		src := &listSource{reqs: []Request{
+			{Prompt: 100, Output: 3, Prefix: -1, Client: -1},
+			{Prompt: 100, Output: 3, Prefix: -1, Client: -1},
+		}}
+		out, err := NewSim(cfg, []Replica{{Cost: stagesCost{1}, Blocks: 100}}, LeastOutstanding, src, nil).Run(context.Background())
+		require.NoError(t, err)
+		return out
+	}
+	// The first request starts an iteration alone, the second joins the
+	// next: iterations of 1, 2, 2 and 1 sequences.
+	base, slow := run(0, 0), run(0.5, 0.25)
+	require.Len(t, slow.Iterations, 4)
+	for i, it := range slow.Iterations {
+		assert.Equal(t, base.Iterations[i].Sequences, it.Sequences)
+		assert.InDelta(t, 1+0.5+0.25*float64(it.Sequences), it.DurationS, 1e-12)
+	}
+	assert.Equal(t, []float64{1.75, 5.75}, []float64{slow.Requests[0].FirstTokenS, slow.Requests[0].FinishS})
+	assert.Equal(t, []float64{3.75, 7.5}, []float64{slow.Requests[1].FirstTokenS, slow.Requests[1].FinishS})
+}

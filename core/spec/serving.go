@@ -95,6 +95,18 @@ type ServingEngine struct {
 	// reaches the scheduler frontend_s + frontend_s_per_token · prompt
 	// tokens after it was sent.
 	FrontendSPerToken *float64 `json:"frontend_s_per_token,omitempty"`
+	// StepOverheadS is the engine loop's CPU time per iteration that its
+	// GPUs wait for (scheduling, input preparation, sampling and output
+	// processing done between iterations, as a synchronous loop does:
+	// vLLM without async scheduling), and StepOverheadSPerSeq its time per
+	// scheduled sequence on top; default 0 (an engine that hides them under
+	// the previous iteration). Measured, vLLM's scheduling overhead can
+	// exceed half of the inference time (V. Srivatsa, D. Li, Y. Zhang and
+	// R. Abhyankar, WukLab 2024, mlsys.wuklab.io/posts/scheduling_overhead:
+	// mostly tensor pre- and post-processing; SGLang's far lower), so no
+	// one default fits every engine.
+	StepOverheadS       float64 `json:"step_overhead_s,omitempty"`
+	StepOverheadSPerSeq float64 `json:"step_overhead_s_per_seq,omitempty"`
 	// CustomAllReduce as in the inference kind (default: true with
 	// cuda_graphs, false with eager).
 	CustomAllReduce *bool `json:"custom_all_reduce,omitempty"`
@@ -362,6 +374,8 @@ func (s *Serving) Validate(p *Problems) {
 	if e.FrontendSPerToken != nil {
 		p.Duration("engine.frontend_s_per_token", *e.FrontendSPerToken)
 	}
+	p.Duration("engine.step_overhead_s", e.StepOverheadS)
+	p.Duration("engine.step_overhead_s_per_seq", e.StepOverheadSPerSeq)
 	if e.PrefixHitRate < 0 || e.PrefixHitRate >= 1 {
 		p.Addf("engine.prefix_hit_rate", "must be in [0, 1), got %g", e.PrefixHitRate)
 	}

@@ -297,7 +297,7 @@ func Build(ctx context.Context, s *spec.Serving) (*Setup, error) {
 	st.Config = sv.Config{MaxBatchedTokens: e.MaxNumBatchedTokens, MaxSeqs: e.MaxNumSeqs, Chunked: *e.ChunkedPrefill,
 		ChunkTokens: e.ChunkTokens, BlockTokens: e.BlockTokens, Preemption: e.Preemption,
 		SwapBytesPerS: e.SwapBandwidthBytesPerS, PrefixCaching: *e.PrefixCaching, PrefixHitRate: e.PrefixHitRate,
-		FrontendS: e.FrontendS, FrontendSPerToken: *e.FrontendSPerToken}
+		FrontendS: e.FrontendS, FrontendSPerToken: *e.FrontendSPerToken, StepS: e.StepOverheadS, StepSPerSeq: e.StepOverheadSPerSeq}
 	if !st.Config.Chunked {
 		st.Config.ChunkTokens = e.MaxNumBatchedTokens
 	}

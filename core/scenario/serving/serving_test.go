@@ -104,6 +104,24 @@ func TestFrontendDelaysEveryRequestByItsTime(t *testing.T) {
 	}
 }
 
+// The engine loop's time per iteration (engine.step_overhead_s) and per
+// scheduled sequence (step_overhead_s_per_seq) lengthen every iteration:
+// with one closed-loop client each iteration holds its one sequence, so a
+// request's TTFT grows by one overhead and its inter-token latency by one
+// overhead per token.
+func TestStepOverheadLengthensEveryIteration(t *testing.T) {
+	const a, b = 0.004, 0.0015
+	w := `"workload":{"arrival":"closed_loop","concurrency":1,"requests":4,"prompt_tokens":{"tokens":500},"output_tokens":{"tokens":9}}`
+	base := table[serving.RequestRow](run(t, `,`+w), "requests")
+	rows := table[serving.RequestRow](run(t, fmt.Sprintf(`,"engine":{"step_overhead_s":%g,"step_overhead_s_per_seq":%g},`, a, b)+w), "requests")
+	require.Len(t, rows, len(base))
+	for i, r := range rows {
+		assert.InDelta(t, base[i].TTFTS+a+b, r.TTFTS, 1e-9, "TTFT of request %d", i)
+		assert.InDelta(t, base[i].ITLSMean+a+b, r.ITLSMean, 1e-9, "ITL of request %d", i)
+		assert.InDelta(t, base[i].E2ES+9*(a+b), r.E2ES, 1e-9, "end to end of request %d", i)
+	}
+}
+
 // With a frontend time per prompt token, a short prompt sent after a long
 // one reaches the scheduler first: the 10-token request sent 1 ms after the
 // 4,000-token one is scheduled at its own send + frontend on an idle
@@ -249,6 +267,8 @@ func TestSpecErrors(t *testing.T) {
 		{`,"workload":{"arrival":"closed_loop"}`, "workload.concurrency"},
 		{`,"workload":{"rate_per_s":1},"engine":{"frontend_s":-0.01}`, "engine.frontend_s"},
 		{`,"workload":{"rate_per_s":1},"engine":{"frontend_s_per_token":-1e-6}`, "engine.frontend_s_per_token"},
+		{`,"workload":{"rate_per_s":1},"engine":{"step_overhead_s":-0.001}`, "engine.step_overhead_s"},
+		{`,"workload":{"rate_per_s":1},"engine":{"step_overhead_s_per_seq":1e9}`, "engine.step_overhead_s_per_seq"},
 		{`,"workload":{"arrival":"trace","trace":{"arrival_s":[0,1],"prompt_tokens":[5],"output_tokens":[3,3]}}`, "workload.trace.prompt_tokens"},
 		{`,"replicas":2,"disaggregation":{"prefill_replicas":2},"workload":{"rate_per_s":1}`, "disaggregation.prefill_replicas"},
 		{`,"workload":{"rate_per_s":1,"prompt_tokens":{"tokens":9000}},"engine":{"chunked_prefill":false}`, "workload.prompt_tokens"},
