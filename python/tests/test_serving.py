@@ -56,10 +56,24 @@ def test_same_seed_same_tables():
     ({"workload": {"rate_per_s": 0}}, "workload.rate_per_s"),
     ({"workload": {"rate_per_s": 1}, "engine": {"max_num_batched_tokens": 256, "chunk_tokens": 512}}, "engine.chunk_tokens"),
     ({"workload": {"rate_per_s": 1}, "slo": {"ttft": 0.2}}, "slo.ttft"),
+    ({"workload": {"rate_per_s": 1}, "engine": {"step_overhead_s": -1e-3}}, "engine.step_overhead_s"),
 ])
 def test_spec_errors(bad, field):
     with pytest.raises(eidolon.SpecError, match=field.replace(".", r"\.")):
         eidolon.run(spec(**bad), progress=False)
+
+
+def test_step_overhead_adds_to_every_token():
+    # One closed-loop client: each iteration holds its one sequence, so
+    # every inter-token gap grows by the loop's time per iteration and per
+    # sequence, and the first token by one of them.
+    w = {"arrival": "closed_loop", "concurrency": 1, "requests": 3, "prompt_tokens": {"tokens": 300},
+         "output_tokens": {"tokens": 20}}
+    base = eidolon.run(spec(workload=w), progress=False).to_pandas("requests")
+    slow = eidolon.run(spec(workload=w, engine={"step_overhead_s": 2e-3, "step_overhead_s_per_seq": 5e-4}),
+                       progress=False).to_pandas("requests")
+    assert (slow.itl_s_mean - base.itl_s_mean).round(9).tolist() == [2.5e-3] * 3
+    assert (slow.ttft_s - base.ttft_s).round(9).tolist() == [2.5e-3] * 3
 
 
 def test_search_ranks_by_gpus():
