@@ -2,6 +2,7 @@ package fidelity
 
 import (
 	"context"
+	"math"
 	"os"
 	"testing"
 
@@ -84,4 +85,14 @@ func TestCollectivesWithin10(t *testing.T) {
 			require.True(t, seen[g.Name], "required group %s has no Within10 entry", g.Name)
 		}
 	}
+}
+
+// GeoMeanErrPct: 10 % fast and 10 % slow in ratio read 10 %, and an exact
+// point pulls the mean down instead of zeroing it.
+func TestGeoMeanErrPct(t *testing.T) {
+	rows := []CollRow{{MedianS: 1, SimulatedS: 1.1}, {MedianS: 1.1, SimulatedS: 1}}
+	require.InDelta(t, 10, GeoMeanErrPct(rows), 1e-9)
+	rows = append(rows, CollRow{MedianS: 2, SimulatedS: 2})
+	require.InDelta(t, 100*(math.Pow(1.1, 2.0/3)-1), GeoMeanErrPct(rows), 1e-9)
+	require.True(t, math.IsNaN(GeoMeanErrPct(nil)))
 }
