@@ -20,6 +20,7 @@ func TestFidelityTable(t *testing.T) {
 	require.NoError(t, err)
 	var b strings.Builder
 	b.WriteString(rowTable(t, rows, false))
+	b.WriteString(PublicToolComparison(rows))
 	diag, err := Diagnosis(context.Background())
 	require.NoError(t, err)
 	b.WriteString("\nOne mechanism for every row, nothing fitted to any of them: operators priced by core/compute " +
