@@ -6,6 +6,8 @@ import (
 	"math"
 	"testing"
 
+	"github.com/eidolon-sim/eidolon/bench/fidelity"
+
 	"github.com/eidolon-sim/eidolon/core/net"
 	"github.com/eidolon-sim/eidolon/core/sim"
 	"github.com/eidolon-sim/eidolon/core/topo"
@@ -102,11 +104,6 @@ func BenchmarkRingAllReduceNodeMajor(b *testing.B) {
 // (astra-sim.github.io/astra-sim-docs/validation/hardware/gpu-validation-hgx-h100.html).
 const ncclH100RingBusbw = 370e9
 
-// astraSimGeomeanError is ASTRA-sim's analytical backend against NCCL ring
-// all-reduce on HGX-H100 by GPU count (same ASTRA-sim page; geometric mean
-// over its size sweep).
-var astraSimGeomeanError = map[int]float64{2: 0.2063, 4: 0.1201, 8: 0.0969}
-
 // nvlinkProtocolEfficiency is the one mechanism added to the link model for
 // NCCL: the fraction of NVLink time carrying payload, 370/450, from the same
 // NVIDIA statement. It applies to every row alike; nothing is fitted per row.
@@ -184,7 +181,7 @@ func NCCLFidelity(tb testing.TB) []FidelityRow {
 			tuned := tunerRingBusbwH100(tb, gpus, size)
 			rows = append(rows, FidelityRow{GPUs: gpus, SizeBytes: size, ReferenceBusbw: ncclH100RingBusbw,
 				IdealBusbw: ringBusbwH100(tb, gpus, size, 1), EidolonBusbw: ours,
-				Error: math.Abs(ours-ncclH100RingBusbw) / ncclH100RingBusbw, AstraSimGeomeanError: astraSimGeomeanError[gpus],
+				Error: math.Abs(ours-ncclH100RingBusbw) / ncclH100RingBusbw, AstraSimGeomeanError: fidelity.AstraSimHGXH100[gpus] / 100,
 				TunerBusbw: tuned, TunerError: math.Abs(tuned-ncclH100RingBusbw) / ncclH100RingBusbw})
 		}
 	}
