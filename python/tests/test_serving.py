@@ -76,6 +76,23 @@ def test_step_overhead_adds_to_every_token():
     assert (slow.ttft_s - base.ttft_s).round(9).tolist() == [2.5e-3] * 3
 
 
+def test_step_overhead_costs_latency_and_capacity():
+    # Notebook 10's loop section: a synchronous engine loop's time per
+    # iteration raises the median ITL below capacity and lowers the
+    # throughput past it.
+    w = {"requests": 400, "warmup_requests": 40,
+         "prompt_tokens": {"dist": "lognormal", "tokens": 1500, "sigma": 0.6, "max_tokens": 16000},
+         "output_tokens": {"dist": "uniform", "min_tokens": 16, "max_tokens": 300}}
+    def summary(rate, ms):
+        s = spec(tp=2, workload={**w, "rate_per_s": rate},
+                 engine={"step_overhead_s": ms / 1e3, "step_overhead_s_per_seq": ms / 1e5})
+        return eidolon.run(s, progress=False).to_pandas("summary").iloc[0]
+    low = [summary(8, ms) for ms in (0, 1, 4)]
+    assert low[0].itl_s_p50 + 1e-3 < low[1].itl_s_p50 < low[2].itl_s_p50
+    high = [summary(15, ms) for ms in (0, 4)]
+    assert high[1].requests_per_s < 0.95 * high[0].requests_per_s
+
+
 def test_search_ranks_by_gpus():
     r = eidolon.run(spec(slo={"ttft_s": 0.5, "itl_s": 0.05},
                          search={"tp": [1, 2], "replicas": [1, 2]},
