@@ -152,7 +152,7 @@ func TestMonotoneInWork(t *testing.T) {
 	assert.Greater(t, prev, 100*first)
 	prev = 0
 	for kv := int64(128); kv <= 131072; kv *= 2 {
-		c, err := e.Op(model.NewDecodeAttention("d", hw.BF16, 8, 32, 8, kv, 128))
+		c, err := e.Op(model.NewDecodeAttention("d", hw.BF16, 2, 8, 32, 8, kv, 128))
 		require.NoError(t, err)
 		assert.GreaterOrEqual(t, c.TimeS, prev)
 		prev = c.TimeS
@@ -318,10 +318,10 @@ func TestFlashAttentionLongSequencesShareL2(t *testing.T) {
 func TestDecodeAttentionSplitsAndCombines(t *testing.T) {
 	g := gpu(t, "a100-80gb-sxm")
 	e := NewEvaluator(g)
-	small, err := e.Op(model.NewDecodeAttention("d", hw.BF16, 1, 32, 32, 4096, 128))
+	small, err := e.Op(model.NewDecodeAttention("d", hw.BF16, 2, 1, 32, 32, 4096, 128))
 	require.NoError(t, err)
 	assert.Equal(t, 2, small.Kernels)
-	big, err := e.Op(model.NewDecodeAttention("d", hw.BF16, 128, 32, 32, 4096, 128))
+	big, err := e.Op(model.NewDecodeAttention("d", hw.BF16, 2, 128, 32, 32, 4096, 128))
 	require.NoError(t, err)
 	assert.Equal(t, 1, big.Kernels)
 	// 32 heads in 4 pieces: 128 blocks on 108 SMs, two waves.

@@ -110,8 +110,9 @@ func TrainingLayout(s *spec.Training, gpus int) (workload.Training, error) {
 func InferenceLayout(s *spec.Inference, gpus int) (workload.Inference, error) {
 	m, _ := s.Model.Resolve()
 	in := workload.Inference{Model: m, TP: s.TP, PP: s.PP, Replicas: s.Replicas, Batch: s.Batch,
-		Prompt: s.PromptTokens, Output: s.OutputTokens, DType: hw.DType(s.DType), UnfusedAttention: s.UnfusedAttention,
-		EP: s.EP, HierarchicalA2A: s.HierarchicalA2A, ExpertsInTP: s.EnableExpertParallel}
+		Prompt: s.PromptTokens, Output: s.OutputTokens, DType: hw.DType(s.DType), KVDType: spec.KVCacheDType(s.KVCacheDType),
+		UnfusedAttention: s.UnfusedAttention,
+		EP:               s.EP, HierarchicalA2A: s.HierarchicalA2A, ExpertsInTP: s.EnableExpertParallel}
 	var p spec.Problems
 	if n := in.Ranks(); n > gpus {
 		p.Addf("replicas", "tp·pp·replicas = %d·%d·%d = %d GPUs, but the cluster has %d", s.TP, s.PP, s.Replicas, n, gpus)

@@ -214,9 +214,10 @@ func (b *builder) attention(shared bool, in, hs, kvs, hd, qkv int64) {
 		b.rows(T, (hs+kvs)*hd)
 	}
 	if !b.training() {
-		// Append this pass's keys and values to the KV cache.
+		// Append this pass's keys and values to the KV cache: read in the
+		// activation type, written in the cache's.
 		n := float64(T * 2 * kvs * hd)
-		b.stream("attn.kv_cache_write", Elementwise, 0, 2*n*b.e, 0, 0, 0)
+		b.stream("attn.kv_cache_write", Elementwise, 0, n*(b.e+b.kv), 0, 0, 0)
 	}
 	b.attentionCore(hs, kvs, hd)
 	b.gemm("attn.out", T, h, hs*hd)
@@ -342,7 +343,7 @@ func (b *builder) attentionCore(hs, kvs, hd int64) {
 	r := b.r
 	B := int64(r.Batch)
 	if r.Phase == Decode {
-		b.add(step{fwd: []Op{NewDecodeAttention("attn.decode", b.d, B, hs, kvs, int64(r.KVLen)+1, hd)}})
+		b.add(step{fwd: []Op{NewDecodeAttention("attn.decode", b.d, b.kv, B, hs, kvs, int64(r.KVLen)+1, hd)}})
 		return
 	}
 	s := int64(r.SeqLen)

@@ -74,6 +74,11 @@ type Run struct {
 	// DType is the math type of GEMMs and attention (activations are 16-bit
 	// when it is an 8-bit type).
 	DType hw.DType
+	// KVDType is the KV cache's element type in inference ("" keeps the
+	// activation type): vLLM's --kv-cache-dtype fp8 stores keys and values
+	// in 8 bits, written so by the cache write and read so by decode
+	// attention (which dequantizes them to the math type).
+	KVDType hw.DType
 	// GradDType, in training, is the type of the buffer every weight
 	// gradient GEMM accumulates into: Megatron-LM and Megatron-Core fuse the
 	// accumulation into the GEMM by default (--gradient-accumulation-fusion:
@@ -411,6 +416,7 @@ type builder struct {
 	d  hw.DType // math type
 	a  hw.DType // activation type
 	e  float64  // activation bytes per element
+	kv float64  // KV cache bytes per element
 	t  int64    // TP degree
 	sp bool     // sequence parallel
 	// T is tokens in this pass on a rank; Tn tokens in the norm/residual
@@ -429,6 +435,7 @@ type builder struct {
 func newBuilder(c Config, r Run) *builder {
 	b := &builder{c: c, r: r, d: r.DType, a: actDType(r.DType), t: int64(r.TP)}
 	b.e = b.a.Bytes()
+	b.kv = KVBytes(r.KVDType, r.DType)
 	b.T = int64(r.Batch)
 	if r.Phase != Decode {
 		b.T *= int64(r.SeqLen)
@@ -442,6 +449,15 @@ func newBuilder(c Config, r Run) *builder {
 }
 
 func (b *builder) training() bool { return b.r.Phase == Training }
+
+// KVBytes is the bytes of one KV cache element of type kv ("" the
+// activation type of math type d).
+func KVBytes(kv, d hw.DType) float64 {
+	if kv == "" {
+		return actDType(d).Bytes()
+	}
+	return kv.Bytes()
+}
 
 func (b *builder) add(s step) { b.steps = append(b.steps, s) }
 

@@ -18,7 +18,7 @@ func TestFlashAttentionCausalFLOPs(t *testing.T) {
 	// Backward: 2.5× (five matmuls against two).
 	assert.Equal(t, 2.5*o.FLOPs, flashBackward(o).FLOPs)
 	// Decode: one query over 1000 keys.
-	d := NewDecodeAttention("d", hw.BF16, 2, 32, 8, 1000, 128)
+	d := NewDecodeAttention("d", hw.BF16, 2, 2, 32, 8, 1000, 128)
 	assert.Equal(t, 4.0*2*32*1000*128, d.FLOPs)
 }
 

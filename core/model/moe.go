@@ -215,11 +215,11 @@ func (c Config) checkMoERun(r Run, bad func(field, format string, args ...any)) 
 // MLADecodeAttention is MLA's absorbed decode attention of B sequences of
 // skv cached tokens over hs heads of a rank: one shared "KV head" of the
 // latent and rotary key; its traffic is the latent cache once (shared by
-// every head) and the queries and outputs per head.
-func MLADecodeAttention(c Config, d hw.DType, B, hs, skv int64) Op {
+// every head, at kvBytes an element) and the queries and outputs per head.
+func MLADecodeAttention(c Config, d hw.DType, kvBytes float64, B, hs, skv int64) Op {
 	kvr, rope := int64(c.KVLoRARank), int64(c.QKRopeHeadDim)
-	o := NewDecodeAttention("attn.decode", d, B, hs, 1, skv, (2*kvr+rope)/2)
-	o.Bytes = float64(B) * actDType(d).Bytes() * (float64(skv*(kvr+rope)) + float64(hs*(2*kvr+rope)))
+	o := NewDecodeAttention("attn.decode", d, kvBytes, B, hs, 1, skv, (2*kvr+rope)/2)
+	o.Bytes = float64(B) * (kvBytes*float64(skv*(kvr+rope)) + actDType(d).Bytes()*float64(hs*(2*kvr+rope)))
 	return o
 }
 
@@ -269,7 +269,7 @@ func (b *builder) mla() {
 		B := int64(r.Batch)
 		b.stream("attn.kv_cache_write", Elementwise, 0, 2*float64(T*(kvr+rope))*b.e, 0, 0, 0)
 		b.add(step{fwd: []Op{NewGEMM("attn.q_absorb", b.d, hs, B, kvr, nope)}})
-		b.add(step{fwd: []Op{MLADecodeAttention(c, b.d, B, hs, int64(r.KVLen)+1)}})
+		b.add(step{fwd: []Op{MLADecodeAttention(c, b.d, b.kv, B, hs, int64(r.KVLen)+1)}})
 		b.add(step{fwd: []Op{NewGEMM("attn.v_absorb", b.d, hs, B, v, kvr)}})
 		b.gemm("attn.out", T, h, hs*v)
 		b.exit("attn", h)

@@ -386,3 +386,36 @@ func TestExpertsInsideTheTPGroup(t *testing.T) {
 	_, err := Build(c, Run{Phase: Training, Batch: 1, SeqLen: T, TP: 8, EP: 8, ExpertTP: 1, DType: hw.BF16})
 	require.ErrorContains(t, err, "expert_tp")
 }
+
+// An 8-bit KV cache (Run.KVDType): the decode attention reads the cache at
+// one byte an element and the query and output at the activations' two;
+// the cache write reads the new keys and values at two and writes them at
+// one; MLA's latent cache likewise.
+func TestKVCacheDType(t *testing.T) {
+	c, _ := FromPreset("llama2-7b", Config{Layers: 1})
+	find := func(r Run, name string) Op {
+		g, err := Build(c, r)
+		require.NoError(t, err)
+		for _, b := range g.Blocks {
+			for _, o := range b.Forward {
+				if o.Name == name {
+					return o
+				}
+			}
+		}
+		t.Fatalf("no %s", name)
+		return Op{}
+	}
+	dec := Run{Phase: Decode, Batch: 4, KVLen: 999, TP: 1, DType: hw.BF16, KVDType: hw.FP8}
+	o := find(dec, "attn.decode")
+	assert.Equal(t, 4*128*(2*1*32*1000+2*2*32.0), o.Bytes)
+	pre := Run{Phase: Prefill, Batch: 2, SeqLen: 100, TP: 1, DType: hw.BF16, KVDType: hw.FP8}
+	n := 2 * 100 * 2 * 32 * 128.0
+	assert.Equal(t, n*(2+1), find(pre, "attn.kv_cache_write").Bytes)
+	pre.KVDType = ""
+	assert.Equal(t, n*(2+2), find(pre, "attn.kv_cache_write").Bytes)
+
+	ds, _ := ByName("deepseek-v3")
+	m := MLADecodeAttention(ds, hw.FP8, 1, 2, 16, 4096)
+	assert.Equal(t, 2*(4096*576+2*16*(2*512+64.0)), m.Bytes)
+}

@@ -213,15 +213,16 @@ func flashBackward(f Op) Op {
 }
 
 // NewDecodeAttention is one query token per sequence against skv cached
-// keys and values: read the KV cache (the dominant traffic) and Q, write O.
-func NewDecodeAttention(name string, d hw.DType, batch, heads, kvHeads, skv, hd int64) Op {
+// keys and values: read the KV cache (the dominant traffic) at kvBytes an
+// element and Q, write O.
+func NewDecodeAttention(name string, d hw.DType, kvBytes float64, batch, heads, kvHeads, skv, hd int64) Op {
 	e := actDType(d).Bytes()
 	b := float64(batch)
 	return Op{
 		Name: name, Kind: DecodeAttention, DType: d, Batch: batch,
 		Heads: heads, KVHeads: kvHeads, SeqQ: 1, SeqKV: skv, HeadDim: hd,
 		FLOPs:  4 * b * float64(heads) * float64(skv) * float64(hd),
-		Bytes:  b * e * float64(hd) * (2*float64(kvHeads*skv) + 2*float64(heads)),
+		Bytes:  b * float64(hd) * (2*kvBytes*float64(kvHeads*skv) + 2*e*float64(heads)),
 		Tensor: true,
 	}
 }

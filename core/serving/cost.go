@@ -62,6 +62,10 @@ type Pricer struct {
 	cfg    model.Config
 	tp, pp int
 	dtype  hw.DType
+	// kvDType is the KV cache's element type (Engine.KVDType), kvBytes its
+	// bytes.
+	kvDType hw.DType
+	kvBytes float64
 	// expertsInTP spreads the experts whole over the TP ranks (vLLM's
 	// --enable-expert-parallel; workload.Inference.ExpertsInTP).
 	expertsInTP bool
@@ -119,14 +123,31 @@ func ReplicaRanks(tp, pp, r int) [][]int {
 	return out
 }
 
+// Engine is how a replica's engine runs the model.
+type Engine struct {
+	// TP and PP degrees of the replica.
+	TP, PP int
+	// DType is the math type; KVDType the KV cache's element type ("" the
+	// activation type; model.Run.KVDType).
+	DType, KVDType hw.DType
+	// Host issues the kernels.
+	Host exec.Host
+	// TPAllReduce runs the tensor-parallel all-reduces ("" NCCL's tuner,
+	// net.Custom the engine's custom all-reduce).
+	TPAllReduce net.Algorithm
+	// ExpertsInTP spreads the experts whole over the TP ranks (vLLM's
+	// --enable-expert-parallel).
+	ExpertsInTP bool
+}
+
 // NewPricer builds replica r's pricer on a topology (its link health
-// already holds the time-0 faults) with the spec's faults and seed; the
-// tensor-parallel all-reduces run with tpAllReduce ("" NCCL's tuner,
-// net.Custom the engine's custom all-reduce).
-func NewPricer(m *exec.Machine, faults net.FaultPlan, seed uint64, cfg model.Config,
-	tp, pp int, dtype hw.DType, r int, host exec.Host, tpAllReduce net.Algorithm, expertsInTP bool) (*Pricer, error) {
+// already holds the time-0 faults) with the spec's faults and seed, its
+// engine running as e says.
+func NewPricer(m *exec.Machine, faults net.FaultPlan, seed uint64, cfg model.Config, r int, e Engine) (*Pricer, error) {
 	t, gpu := m.Fabric.Topology(), m.GPU
-	p := &Pricer{gpu: gpu, ev: compute.NewEvaluator(gpu), cfg: cfg, tp: tp, pp: pp, dtype: dtype, host: host, expertsInTP: expertsInTP,
+	tp, pp := e.TP, e.PP
+	p := &Pricer{gpu: gpu, ev: compute.NewEvaluator(gpu), cfg: cfg, tp: tp, pp: pp, dtype: e.DType,
+		kvDType: e.KVDType, kvBytes: model.KVBytes(e.KVDType, e.DType), host: e.Host, expertsInTP: e.ExpertsInTP,
 		dense: map[partKey][]exec.Issue{}, denseComm: map[partKey]float64{}, head: map[partKey]exec.Issue{}, dec: map[[2]int]compute.Cost{}, pre: map[[2]int]float64{},
 		comm: map[commKey]float64{}}
 	g, err := model.Build(cfg, p.run(1, 1))
@@ -169,7 +190,7 @@ func NewPricer(m *exec.Machine, faults net.FaultPlan, seed uint64, cfg model.Con
 		p.slow = append(p.slow, f)
 	}
 	p.probe = func(kind model.Kind, bytes float64, stage int, p2p bool) (float64, error) {
-		return probe(m, faults, seed, ranks, kind, bytes, stage, p2p, tpAllReduce)
+		return probe(m, faults, seed, ranks, kind, bytes, stage, p2p, e.TPAllReduce)
 	}
 	return p, nil
 }
@@ -177,7 +198,7 @@ func NewPricer(m *exec.Machine, faults net.FaultPlan, seed uint64, cfg model.Con
 // run is the model run of a prefill pass of batch sequences of seqLen
 // tokens on one rank of the replica.
 func (p *Pricer) run(batch, seqLen int) model.Run {
-	r := model.Run{Phase: model.Prefill, Batch: batch, SeqLen: seqLen, TP: p.tp, DType: p.dtype}
+	r := model.Run{Phase: model.Prefill, Batch: batch, SeqLen: seqLen, TP: p.tp, DType: p.dtype, KVDType: p.kvDType}
 	if p.expertsInTP {
 		r.EP, r.ExpertTP = p.tp, 1
 	}
@@ -496,9 +517,9 @@ func (p *Pricer) attention(sh *Shape) (float64, int, error) {
 		k := [2]int{sh.Decode, p.bucketKV(sh.DecodeKV)}
 		c, ok := p.dec[k]
 		if !ok {
-			o := model.NewDecodeAttention("attn.decode", p.dtype, int64(sh.Decode), p.hs, p.kvs, int64(k[1])+1, p.hd)
+			o := model.NewDecodeAttention("attn.decode", p.dtype, p.kvBytes, int64(sh.Decode), p.hs, p.kvs, int64(k[1])+1, p.hd)
 			if p.cfg.IsMLA() {
-				o = model.MLADecodeAttention(p.cfg, p.dtype, int64(sh.Decode), p.hs, int64(k[1])+1)
+				o = model.MLADecodeAttention(p.cfg, p.dtype, p.kvBytes, int64(sh.Decode), p.hs, int64(k[1])+1)
 			}
 			var err error
 			if c, err = p.ev.Op(o); err != nil {
@@ -645,7 +666,7 @@ func Transfer(shared *exec.Machine, faults net.FaultPlan, seed uint64, tp, pp, a
 // (workload's memory model: 2 · kv heads per rank · head dim · bytes, per
 // attention layer of the stage).
 func (p *Pricer) KVBytesPerToken(s int) float64 {
-	return float64(p.attnLayers[s]) * model.KVBytesPerTokenLayer(p.cfg, p.tp, max(p.dtype.Bytes(), 2))
+	return float64(p.attnLayers[s]) * model.KVBytesPerTokenLayer(p.cfg, p.tp, p.kvBytes)
 }
 
 // StageWeightsBytes is the weights one GPU of stage s holds, and
@@ -656,7 +677,7 @@ func (p *Pricer) StageMemory(s, t int) (weights, activations float64, err error)
 	if err != nil {
 		return 0, 0, err
 	}
-	e := max(p.dtype.Bytes(), 2)
+	e := p.dtype.Bytes() // weights in the math type, as workload's memory model
 	seen := map[int]bool{}
 	for _, i := range p.stages[s] {
 		b := g.Blocks[g.Order[i]]

@@ -27,7 +27,7 @@ func pricer(t *testing.T, name string, tp int) *Pricer {
 	require.True(t, ok)
 	m, err := exec.NewMachine(tpg, g, net.FaultPlan{}, 1)
 	require.NoError(t, err)
-	p, err := NewPricer(m, net.FaultPlan{}, 1, cfg, tp, 1, hw.BF16, 0, exec.Host{Mode: exec.CUDAGraphs}, "", false)
+	p, err := NewPricer(m, net.FaultPlan{}, 1, cfg, 0, Engine{TP: tp, PP: 1, DType: hw.BF16, Host: exec.Host{Mode: exec.CUDAGraphs}})
 	require.NoError(t, err)
 	return p
 }

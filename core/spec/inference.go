@@ -1,6 +1,9 @@
 package spec
 
-import "github.com/eidolon-sim/eidolon/core/net"
+import (
+	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/net"
+)
 
 // Inference is the "inference" kind: a batch of requests served by
 // tensor- and pipeline-parallel replicas: prefill of the prompts, then
@@ -57,6 +60,23 @@ type Inference struct {
 	// true with cuda_graphs, false with eager (PyTorch's NCCL all-reduce,
 	// as Hugging Face transformers runs).
 	CustomAllReduce *bool `json:"custom_all_reduce,omitempty"`
+	// KVCacheDType is the KV cache's element type (vLLM's --kv-cache-dtype):
+	// "auto" (default: the activations' type, 16-bit) or one of
+	// KVCacheDTypes; "fp8" halves the cache a token takes and the bytes
+	// decode attention reads.
+	KVCacheDType string `json:"kv_cache_dtype,omitempty"`
+}
+
+// KVCacheDTypes lists the allowed kv_cache_dtype values.
+func KVCacheDTypes() []string { return []string{"auto", "bf16", "fp16", "fp8"} }
+
+// KVCacheDType is the KV cache type a filled kv_cache_dtype names ("" for
+// "auto": the activations' type).
+func KVCacheDType(s string) hw.DType {
+	if s == "auto" {
+		return ""
+	}
+	return hw.DType(s)
 }
 
 // TPAllReduce is the tensor-parallel all-reduce of an inference or serving
@@ -89,6 +109,9 @@ func (s *Inference) Defaults() {
 	if s.Execution == "" {
 		s.Execution = "cuda_graphs"
 	}
+	if s.KVCacheDType == "" {
+		s.KVCacheDType = "auto"
+	}
 	customAllReduceDefault(&s.CustomAllReduce, s.Execution)
 	for _, f := range []*int{&s.TP, &s.PP, &s.Replicas, &s.Batch, &s.EP} {
 		if *f == 0 {
@@ -117,6 +140,7 @@ func (s *Inference) Validate(p *Problems) {
 	p.IntInRange("prompt_tokens", s.PromptTokens, 1, 1<<24)
 	p.IntInRange("output_tokens", s.OutputTokens, 1, 1<<20)
 	p.OneOf("execution", s.Execution, ExecutionModes())
+	p.OneOf("kv_cache_dtype", s.KVCacheDType, KVCacheDTypes())
 	s.Host.validate(p, "host")
 	for i, r := range s.Requests {
 		path := Index("requests", i)

@@ -110,6 +110,9 @@ type ServingEngine struct {
 	// CustomAllReduce as in the inference kind (default: true with
 	// cuda_graphs, false with eager).
 	CustomAllReduce *bool `json:"custom_all_reduce,omitempty"`
+	// KVCacheDType as in the inference kind ("auto" or one of
+	// KVCacheDTypes): "fp8" fits twice the tokens in the same blocks' memory.
+	KVCacheDType string `json:"kv_cache_dtype,omitempty"`
 	// EnableExpertParallel as in the inference kind: a mixture-of-experts
 	// model's experts spread whole over a replica's TP ranks (vLLM's
 	// --enable-expert-parallel).
@@ -308,6 +311,9 @@ func (s *Serving) Defaults() {
 		k := TokenizeSPerToken
 		e.FrontendSPerToken = &k
 	}
+	if e.KVCacheDType == "" {
+		e.KVCacheDType = "auto"
+	}
 	w := &s.Workload
 	if w.Arrival == "" {
 		w.Arrival = "poisson"
@@ -374,6 +380,7 @@ func (s *Serving) Validate(p *Problems) {
 	if e.FrontendSPerToken != nil {
 		p.Duration("engine.frontend_s_per_token", *e.FrontendSPerToken)
 	}
+	p.OneOf("engine.kv_cache_dtype", e.KVCacheDType, KVCacheDTypes())
 	p.Duration("engine.step_overhead_s", e.StepOverheadS)
 	p.Duration("engine.step_overhead_s_per_seq", e.StepOverheadSPerSeq)
 	if e.PrefixHitRate < 0 || e.PrefixHitRate >= 1 {

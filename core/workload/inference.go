@@ -20,7 +20,10 @@ type Inference struct {
 	// Batch is sequences per replica; Prompt and Output tokens per sequence.
 	Batch, Prompt, Output int
 	DType                 hw.DType
-	UnfusedAttention      bool
+	// KVDType is the KV cache's element type ("" the activation type;
+	// model.Run.KVDType).
+	KVDType          hw.DType
+	UnfusedAttention bool
 	// LocalSSMProjections: see model.Run (false: Megatron split as is).
 	LocalSSMProjections bool
 	// Requests, if set, replaces Batch, Prompt and Output with groups of
@@ -124,7 +127,7 @@ func (in Inference) Check() []problem.Problem {
 
 func (in Inference) run(phase model.Phase, kv int) model.Run {
 	r := model.Run{Phase: phase, Batch: in.Batch, SeqLen: in.Prompt, KVLen: kv, TP: in.TP,
-		DType: in.DType, UnfusedAttention: in.UnfusedAttention, LocalSSMProjections: in.LocalSSMProjections, EP: in.EP}
+		DType: in.DType, KVDType: in.KVDType, UnfusedAttention: in.UnfusedAttention, LocalSSMProjections: in.LocalSSMProjections, EP: in.EP}
 	if in.ExpertsInTP {
 		r.EP, r.ExpertTP = max(in.TP, 1), 1
 	}
@@ -422,12 +425,14 @@ func (in Inference) stageMemory(g model.Graph, blocks []int, prompt int) Memory 
 	return in.memory(g, blocks, in.kvTokens(prompt), in.sequences())
 }
 
-// memory is the per-GPU memory of a stage holding blocks: weights, the KV
-// cache of kvTokens tokens, the SSM state of seqs sequences, and the
-// largest operator's tensors of the prefill graph g.
+// memory is the per-GPU memory of a stage holding blocks: weights (in the
+// math type: an 8-bit run's weights are 8-bit, as vLLM's FP8 and INT8
+// checkpoints are), the KV cache of kvTokens tokens, the SSM state of seqs
+// sequences (16-bit at least), and the largest operator's tensors of the
+// prefill graph g.
 func (in Inference) memory(g model.Graph, blocks []int, kvTokens, seqs float64) Memory {
 	c := in.Model
-	e := max(in.DType.Bytes(), 2)
+	w, e := in.DType.Bytes(), max(in.DType.Bytes(), 2)
 	t := float64(in.TP)
 	var m Memory
 	attn, ssm, ssmTotal := 0, 0, 0
@@ -439,10 +444,10 @@ func (in Inference) memory(g model.Graph, blocks []int, kvTokens, seqs float64) 
 	seen := map[int]bool{}
 	for _, bi := range blocks {
 		blk := g.Blocks[bi]
-		m.Weights += float64(blk.Params) * e
+		m.Weights += float64(blk.Params) * w
 		if !seen[bi] {
 			seen[bi] = true
-			m.Weights += float64(blk.SharedParams) * e
+			m.Weights += float64(blk.SharedParams) * w
 		}
 		switch blk.Name {
 		case model.BlockTransformer, model.BlockShared, model.BlockMoE:
@@ -456,7 +461,7 @@ func (in Inference) memory(g model.Graph, blocks []int, kvTokens, seqs float64) 
 			}
 		}
 	}
-	m.KVCache = float64(attn) * model.KVBytesPerTokenLayer(c, in.TP, e) * kvTokens
+	m.KVCache = float64(attn) * model.KVBytesPerTokenLayer(c, in.TP, model.KVBytes(in.KVDType, in.DType)) * kvTokens
 	if ssmTotal > 0 {
 		m.SSMState = model.SSMStateBytesPerSeq(c, hw.DType(dtypeOfBytes(e))) / float64(ssmTotal) * float64(ssm) / t * seqs
 	}

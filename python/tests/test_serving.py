@@ -57,6 +57,7 @@ def test_same_seed_same_tables():
     ({"workload": {"rate_per_s": 1}, "engine": {"max_num_batched_tokens": 256, "chunk_tokens": 512}}, "engine.chunk_tokens"),
     ({"workload": {"rate_per_s": 1}, "slo": {"ttft": 0.2}}, "slo.ttft"),
     ({"workload": {"rate_per_s": 1}, "engine": {"step_overhead_s": -1e-3}}, "engine.step_overhead_s"),
+    ({"workload": {"rate_per_s": 1}, "engine": {"kv_cache_dtype": "int4"}}, "engine.kv_cache_dtype"),
 ])
 def test_spec_errors(bad, field):
     with pytest.raises(eidolon.SpecError, match=field.replace(".", r"\.")):
@@ -91,6 +92,14 @@ def test_step_overhead_costs_latency_and_capacity():
     assert low[0].itl_s_p50 + 1e-3 < low[1].itl_s_p50 < low[2].itl_s_p50
     high = [summary(15, ms) for ms in (0, 4)]
     assert high[1].requests_per_s < 0.95 * high[0].requests_per_s
+
+
+def test_fp8_kv_cache_holds_twice_the_tokens():
+    w = {"rate_per_s": 2, "requests": 60, "prompt_tokens": {"tokens": 2000}, "output_tokens": {"tokens": 100}}
+    blocks = {kv: eidolon.run(spec(workload=w, engine={"kv_cache_dtype": kv, "gpu_memory_utilization": 0.3}),
+                              progress=False).to_pandas("summary").kv_blocks_per_replica[0]
+              for kv in ("auto", "fp8")}
+    assert abs(blocks["fp8"] - 2 * blocks["auto"]) <= 1
 
 
 def test_search_ranks_by_gpus():

@@ -69,3 +69,50 @@ func TestRequestErrorsNameFields(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "requests[0].count")
 }
+
+// memoryOf is a run's memory table by category (stage 0).
+func memoryOf(t *testing.T, extra string) (inference.SummaryRow, map[string]float64) {
+	res := run(t, extra)
+	m := map[string]float64{}
+	for _, r := range table[job.MemoryRow](res, "memory") {
+		if r.Stage == 0 {
+			m[r.Category] = r.Bytes
+		}
+	}
+	return table[inference.SummaryRow](res, "summary")[0], m
+}
+
+// kv_cache_dtype "fp8" stores keys and values in one byte: the KV cache
+// halves exactly (2 · 32 layers · 32 heads · 128 · 1 B per token of the
+// 4 × (2,000 + 64) tokens held), the weights do not move, and decoding at
+// a long context, whose attention reads the cache, gets faster.
+func TestFP8KVCacheHalvesTheCache(t *testing.T) {
+	const w = `,"batch":4,"prompt_tokens":2000,"output_tokens":64`
+	auto, am := memoryOf(t, w)
+	fp8, fm := memoryOf(t, w+`,"kv_cache_dtype":"fp8"`)
+	tokens := 4.0 * (2000 + 64)
+	assert.InDelta(t, 2*32*32*128*2*tokens, am["kv_cache"], 1)
+	assert.InDelta(t, 2*32*32*128*1*tokens, fm["kv_cache"], 1)
+	assert.Equal(t, am["weights"], fm["weights"])
+	assert.Less(t, fp8.TPOTS, auto.TPOTS)
+	explicit, em := memoryOf(t, w+`,"kv_cache_dtype":"bf16"`)
+	assert.Equal(t, auto, explicit, "auto is the activations' type")
+	assert.Equal(t, am, em)
+}
+
+// An 8-bit run keeps its weights in 8 bits (vLLM's FP8 checkpoints) and its
+// KV cache in 16 unless told otherwise.
+func TestFP8WeightsAreOneByte(t *testing.T) {
+	const w = `,"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1},"batch":2,"prompt_tokens":512,"output_tokens":8`
+	_, bf := memoryOf(t, w)
+	_, f8 := memoryOf(t, w+`,"dtype":"fp8"`)
+	assert.InEpsilon(t, bf["weights"]/2, f8["weights"], 1e-12)
+	assert.Equal(t, bf["kv_cache"], f8["kv_cache"])
+}
+
+func TestKVCacheDTypeErrorNamesField(t *testing.T) {
+	js := `{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"kv_cache_dtype":"int4"}`
+	_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "kv_cache_dtype")
+}

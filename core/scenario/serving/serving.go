@@ -197,6 +197,7 @@ func compileSpec(s *spec.Serving) (*topo.Topology, hw.GPU, net.FaultPlan, error)
 		p.Addf("replicas", "tp·pp·replicas = %d·%d·%d = %d GPUs, but the cluster has %d", s.TP, s.PP, s.Replicas, n, t.NumRanks())
 	}
 	in := workload.Inference{Model: cfg, TP: s.TP, PP: s.PP, Replicas: 1, Batch: 1, Prompt: s.Engine.MaxNumBatchedTokens, Output: 1, DType: hw.DType(s.DType),
+		KVDType:     spec.KVCacheDType(s.Engine.KVCacheDType),
 		ExpertsInTP: s.Engine.EnableExpertParallel}
 	for _, fp := range in.Check() {
 		field := fp.Path
@@ -248,7 +249,8 @@ func Build(ctx context.Context, s *spec.Serving) (*Setup, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		pr, err := sv.NewPricer(m, faults, s.Seed, cfg, s.TP, s.PP, hw.DType(s.DType), r, host, spec.TPAllReduce(e.CustomAllReduce), e.EnableExpertParallel)
+		pr, err := sv.NewPricer(m, faults, s.Seed, cfg, r, sv.Engine{TP: s.TP, PP: s.PP, DType: hw.DType(s.DType),
+			KVDType: spec.KVCacheDType(e.KVCacheDType), Host: host, TPAllReduce: spec.TPAllReduce(e.CustomAllReduce), ExpertsInTP: e.EnableExpertParallel})
 		if err != nil {
 			return nil, err
 		}
