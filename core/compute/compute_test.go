@@ -518,3 +518,31 @@ func TestH100PCIeMatmulAgainstMeasurement(t *testing.T) {
 		assert.InEpsilon(t, c.measured, 2*float64(c.m*c.n*c.k)/cost.TimeS, 0.05)
 	}
 }
+
+// Weight-only quantization (model.Op.WeightDType): a batch-1 decode GEMM
+// streams its int4 weights in a quarter of the bytes (the activations and
+// the output stay 16-bit) and takes about a quarter of the time; a
+// prefill-sized one is compute-bound, its MMAs at the activations' rate,
+// and barely moves.
+func TestWeightOnlyQuantizedGEMM(t *testing.T) {
+	e := NewEvaluator(gpu(t, "a100-80gb-sxm"))
+	price := func(m int64, w hw.DType) Cost {
+		o := model.NewGEMM("up", hw.BF16, 1, m, 11008, 4096)
+		if w != "" {
+			o = o.WithWeights(w)
+		}
+		c, err := e.Op(o)
+		require.NoError(t, err)
+		return c
+	}
+	bf, q := price(1, ""), price(1, hw.INT4)
+	assert.InEpsilon(t, 1*4096*2+4096*11008*(0.5+2.0/128)+1*11008*2, q.BytesHBM, 1e-9)
+	assert.InEpsilon(t, 1*4096*2+4096*11008*2+1*11008*2, bf.BytesHBM, 1e-9)
+	assert.InDelta(t, 0.27, q.TimeS/bf.TimeS, 0.05)
+	big, bigQ := price(4096, ""), price(4096, hw.INT4)
+	assert.Equal(t, BoundCompute, bigQ.Bound)
+	assert.InEpsilon(t, big.TimeS, bigQ.TimeS, 0.03)
+	assert.LessOrEqual(t, bigQ.TimeS, big.TimeS)
+	// int8 weights: half the bytes of bf16 and their scales.
+	assert.InEpsilon(t, 1*4096*2+4096*11008*(1+2.0/128)+1*11008*2, price(1, hw.INT8).BytesHBM, 1e-9)
+}

@@ -16,13 +16,16 @@ type gemmKey struct {
 	// promoteK is the reduction elements between two promotions of an
 	// 8-bit GEMM's accumulators into FP32 (0: none; promotionK).
 	promoteK int64
+	// w is the type the B operand (the weights) is stored in ("": d;
+	// model.Op.WeightDType).
+	w hw.DType
 }
 
 type gemmPlan struct{ cost Cost }
 
 // gemm prices Batch products [M×K]·[K×N], memoized per shape and type.
 func (e *Evaluator) gemm(o model.Op) Cost {
-	key := gemmKey{o.M, o.N, o.K, max(o.Batch, 1), o.DType, o.Accumulate, e.promotionK(o)}
+	key := gemmKey{o.M, o.N, o.K, max(o.Batch, 1), o.DType, o.Accumulate, e.promotionK(o), o.WeightDType}
 	if p, ok := e.gemms[key]; ok {
 		return p.cost
 	}
@@ -78,6 +81,7 @@ func (e *Evaluator) promotionK(o model.Op) int64 {
 func (e *Evaluator) searchTiles(key gemmKey) Cost {
 	g := e.gpu
 	in, out, sms, peakSM, overheadS := e.tileRates(key.d)
+	inB := weightBytes(key.w, in)
 	hbmBW := g.GEMMBandwidth()
 	useful := 2 * float64(key.batch) * float64(key.m) * float64(key.n) * float64(key.k)
 	l2 := float64(g.L2Bytes)
@@ -86,7 +90,14 @@ func (e *Evaluator) searchTiles(key gemmKey) Cost {
 	vectorAddsSM := g.VectorFP32FlopsPerS / 2 / float64(sms)
 
 	best := Cost{TimeS: math.Inf(1)}
-	tilesThatFit(g, in, []int64{256, 128, 64}, []int64{64, 32}, func(bm, bn, bk int64) {
+	rows := []int64{256, 128, 64}
+	if key.w != "" {
+		// Marlin's tiles go down to 16 rows (one MMA's height) for small
+		// batches, where a cuBLAS GEMM pads to 64 (IST-DASLab/marlin:
+		// 16-row A slices, near-ideal int4 speed-ups up to batch 16-32).
+		rows = append(rows, 32, 16)
+	}
+	tilesThatFit(g, in, rows, []int64{64, 32}, func(bm, bn, bk int64) {
 		for _, split := range [...]int64{1, 2, 4, 8, 16} {
 			kslice := ceil(key.k, split)
 			if split > 1 && (kslice < 4*bk || ceil(key.m, bm)*ceil(key.n, bn)*key.batch*split > 2*sms) {
@@ -107,7 +118,7 @@ func (e *Evaluator) searchTiles(key gemmKey) Cost {
 			}
 
 			wm, wn := min(bm, 64), min(bn, 64)
-			c.BytesSMEM = float64(tiles) * float64(bm*(bn/wn)+bn*(bm/wm)) * float64(kp) * in
+			c.BytesSMEM = float64(tiles) * (float64(bm*(bn/wn))*in + float64(bn*(bm/wm))*inB) * float64(kp)
 
 			outBytes := float64(key.batch*key.m*key.n) * out
 			if key.acc != "" {
@@ -118,10 +129,10 @@ func (e *Evaluator) searchTiles(key gemmKey) Cost {
 			if split > 1 {
 				partials = 2 * float64(split*key.batch*key.m*key.n) * 4
 			}
-			c.BytesL2 = float64(tiles)*float64((bm+bn)*kp)*in + outBytes + partials
+			c.BytesL2 = float64(tiles)*(float64(bm)*in+float64(bn)*inB)*float64(kp) + outBytes + partials
 
 			a := float64(key.m*key.k) * in
-			b := float64(key.k*key.n) * in
+			b := float64(key.k*key.n) * inB
 			small, large := math.Min(a, b), math.Max(a, b)
 			operands := small + large
 			if small > l2 {
@@ -155,6 +166,19 @@ func (e *Evaluator) tileRates(d hw.DType) (in, out float64, sms int64, peakSM, o
 	in = d.Bytes()
 	sms = int64(g.SMCount)
 	return in, max(in, 2), sms, g.TensorPeak(d) / float64(sms), g.GEMMTileOverheadCycles / g.ClockHz
+}
+
+// weightBytes is the bytes of a B (weight) element stored in w ("" keeps
+// the operand type's in), its group's scale included. A weight-only
+// quantized GEMM (Marlin, vLLM's GPTQ/AWQ kernels) streams its narrow
+// weights through L2 and shared memory and dequantizes them in registers,
+// overlapped with the MMAs of the previous K-slice, so only the weights'
+// traffic shrinks; the MMAs run at the activations' type.
+func weightBytes(w hw.DType, in float64) float64 {
+	if w == "" {
+		return in
+	}
+	return model.StoredWeightBytes(w)
 }
 
 // tilesThatFit calls f with every CTA tile of ms rows, 64–256 columns and

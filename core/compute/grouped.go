@@ -30,7 +30,7 @@ func (e *Evaluator) grouped(o model.Op) (Cost, error) {
 			m, k = o.K, g
 		}
 		one := model.NewGEMM(o.Name, o.DType, 1, m, n, k)
-		one.Accumulate, one.SplitAccumulator = o.Accumulate, o.SplitAccumulator
+		one.Accumulate, one.SplitAccumulator, one.WeightDType = o.Accumulate, o.SplitAccumulator, o.WeightDType
 		c, err := e.Op(one)
 		if err != nil {
 			return Cost{}, err
@@ -72,6 +72,7 @@ func (e *Evaluator) grouped(o model.Op) (Cost, error) {
 func (e *Evaluator) fusedGrouped(o model.Op) Cost {
 	g := e.gpu
 	in, out, sms, peakSM, overheadS := e.tileRates(o.DType)
+	inB := weightBytes(o.WeightDType, in)
 	var rows, hit int64
 	for _, m := range o.Groups {
 		if m > 0 {
@@ -95,10 +96,10 @@ func (e *Evaluator) fusedGrouped(o model.Op) Cost {
 		c.ExecutedFLOPs = float64(tiles) * tileFLOPs
 		mathTime := float64(waves) * tileFLOPs / peakSM
 		wm, wn := min(bm, 64), min(bn, 64)
-		c.BytesSMEM = float64(tiles) * float64(bm*max(bn/wn, 1)+bn*max(bm/wm, 1)) * float64(kp) * in
+		c.BytesSMEM = float64(tiles) * (float64(bm*max(bn/wn, 1))*in + float64(bn*max(bm/wm, 1))*inB) * float64(kp)
 		outBytes := float64(rows*o.N) * out
-		c.BytesL2 = float64(tiles)*float64((bm+bn)*kp)*in + outBytes
-		c.BytesHBM = float64(rows*o.K)*in + float64(hit*o.K*o.N)*in + outBytes
+		c.BytesL2 = float64(tiles)*(float64(bm)*in+float64(bn)*inB)*float64(kp) + outBytes
+		c.BytesHBM = float64(rows*o.K)*in + float64(hit*o.K*o.N)*inB + outBytes
 		c = e.finishBW(c, useful, mathTime, g.GEMMBandwidth(), float64(waves)*overheadS, gemmOverlapP)
 		if waves > 0 {
 			c.TileEfficiency = useful / (float64(waves*sms) * tileFLOPs)

@@ -13,6 +13,10 @@ const (
 	FP16 DType = "fp16"
 	FP8  DType = "fp8"
 	INT8 DType = "int8"
+	// INT4 is a storage type only (weight-only quantization: GPTQ, AWQ and
+	// the Marlin kernels that run them dequantize to 16 bits before the
+	// MMA); no GPU has int4 math units here, so it is not in DTypes.
+	INT4 DType = "int4"
 )
 
 // DTypes lists every data type in a fixed order.
@@ -27,6 +31,8 @@ func (d DType) Bytes() float64 {
 		return 2
 	case FP8, INT8:
 		return 1
+	case INT4:
+		return 0.5
 	}
 	return 0
 }

@@ -79,6 +79,11 @@ type Run struct {
 	// in 8 bits, written so by the cache write and read so by decode
 	// attention (which dequantizes them to the math type).
 	KVDType hw.DType
+	// WeightDType, in inference, stores the linear layers' weights (not the
+	// embedding, the output layer or a MoE router, which engines leave in
+	// 16 bits) in a narrower type: weight-only quantization ("int8",
+	// "int4"; "" keeps DType).
+	WeightDType hw.DType
 	// GradDType, in training, is the type of the buffer every weight
 	// gradient GEMM accumulates into: Megatron-LM and Megatron-Core fuse the
 	// accumulation into the GEMM by default (--gradient-accumulation-fusion:
@@ -170,6 +175,9 @@ type Block struct {
 	// ExpertParams is the part of Params in routed experts (sharded by
 	// expert parallelism, reduced over the expert-data-parallel group).
 	ExpertParams int64
+	// QuantizedParams is the part of Params stored in Run.WeightDType (the
+	// linear layers' weights of a weight-only quantized inference run).
+	QuantizedParams int64
 	// ActivationBytes is what one instance keeps from forward to backward
 	// (training), under the run's recompute policy.
 	ActivationBytes float64
@@ -429,6 +437,7 @@ type builder struct {
 	params   int64
 	shared   int64
 	expert   int64 // routed-expert parameters in params
+	quant    int64 // parameters in params stored in Run.WeightDType
 	moe      bool  // the transformer block's FFN is a mixture of experts
 }
 
@@ -450,6 +459,36 @@ func newBuilder(c Config, r Run) *builder {
 
 func (b *builder) training() bool { return b.r.Phase == Training }
 
+// GroupScaleBytes is what an integer weight-only quantized weight adds for
+// its group's scale: one 16-bit scale per 128 weights (GPTQ's and
+// AutoAWQ's default group_size 128, which vLLM's Marlin kernels read, and
+// Marlin's own ideal-speed model counts). FP8 weights carry one scale per
+// channel, nothing per weight.
+const GroupScaleBytes = 2.0 / 128
+
+// StoredWeightBytes is what one weight stored in w takes, its group's
+// scale included.
+func StoredWeightBytes(w hw.DType) float64 {
+	if w == hw.INT4 || w == hw.INT8 {
+		return w.Bytes() + GroupScaleBytes
+	}
+	return w.Bytes()
+}
+
+// WeightBytes is the memory of a block's own and shared parameters when an
+// inference run keeps them in the math type d (an 8-bit run's weights are
+// 8-bit, as vLLM's FP8 checkpoints) and its quantized parameters
+// (Block.QuantizedParams) in w with their group scales.
+func WeightBytes(blk Block, d, w hw.DType) (own, shared float64) {
+	e := d.Bytes()
+	q := min(blk.QuantizedParams, blk.Params)
+	own = float64(blk.Params-q) * e
+	if q > 0 {
+		own += float64(q) * StoredWeightBytes(w)
+	}
+	return own, float64(blk.SharedParams) * e
+}
+
 // KVBytes is the bytes of one KV cache element of type kv ("" the
 // activation type of math type d).
 func KVBytes(kv, d hw.DType) float64 {
@@ -463,7 +502,27 @@ func (b *builder) add(s step) { b.steps = append(b.steps, s) }
 
 // gemm adds Y[m×n] = X[m×k]·W[k×n] with its two gradient GEMMs,
 // dX = dY·Wᵀ (m×k over n) and dW = Xᵀ·dY (k×n over m); it keeps X.
-func (b *builder) gemm(name string, m, n, k int64) { b.gemmIn(b.d, name, m, n, k) }
+func (b *builder) gemm(name string, m, n, k int64) {
+	b.gemmIn(b.d, name, m, n, k)
+	b.quantizeWeights()
+}
+
+// quantizeWeights stores the weights of the forward GEMM just added in
+// Run.WeightDType (inference only) and counts them in the block's
+// quantized parameters.
+func (b *builder) quantizeWeights() {
+	w := b.r.WeightDType
+	if w == "" || b.training() {
+		return
+	}
+	f := b.steps[len(b.steps)-1].fwd
+	for i := range f {
+		if f[i].Kind == GEMM || f[i].Kind == GroupedGEMM {
+			b.quant += int64(max(len(f[i].Groups), 1)) * f[i].K * f[i].N
+			f[i] = f[i].WithWeights(w)
+		}
+	}
+}
 
 // gemm16 is gemm in 16-bit math when the run trains in FP8: the layers
 // Megatron leaves out of Transformer Engine's FP8 recipe (the output
@@ -745,7 +804,7 @@ func (b *builder) split(n int64) int64 { return max(n/b.t, 1) }
 
 // block assembles the steps into a Block under the run's recompute policy.
 func (b *builder) block(name string, count int) Block {
-	blk := Block{Name: name, Count: count, Params: b.params, SharedParams: b.shared, ExpertParams: b.expert}
+	blk := Block{Name: name, Count: count, Params: b.params, SharedParams: b.shared, ExpertParams: b.expert, QuantizedParams: b.quant}
 	for _, s := range b.steps {
 		for _, o := range s.fwd {
 			o.Pass = Forward

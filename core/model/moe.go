@@ -430,6 +430,7 @@ func (b *builder) moeFFN() {
 	}
 	b.sortChunks("moe.sort_chunks", groups, wd)
 	b.grouped("moe.experts.gate_up", groups, 2*fe, h)
+	b.quantizeWeights()
 	// SwiGLU scaled by each slot's routing probability (Megatron-Core's
 	// experts apply the probabilities after the activation, so the
 	// unpermutation is a plain sum): keeps the gate/up output and the fp32
@@ -438,6 +439,7 @@ func (b *builder) moeFFN() {
 	b.stream("moe.experts.swiglu", Elementwise, 7*n, 3*n*b.e+4*r, 14*n, 5*n*b.e+8*r, 2*n*b.e+4*r)
 	b.recomputable(ModuleMoEAct, n*b.e)
 	b.grouped("moe.experts.down", groups, h, fe)
+	b.quantizeWeights()
 	if et > 1 && b.sp {
 		b.add(step{
 			fwd: []Op{NewComm("moe.tp.reduce_scatter", ReduceScatter, full)},

@@ -419,3 +419,35 @@ func TestKVCacheDType(t *testing.T) {
 	m := MLADecodeAttention(ds, hw.FP8, 1, 2, 16, 4096)
 	assert.Equal(t, 2*(4096*576+2*16*(2*512+64.0)), m.Bytes)
 }
+
+// Weight-only quantization (Run.WeightDType) stores the linear layers'
+// weights, experts included, and counts them in QuantizedParams; the
+// router, the embedding and the output layer keep the math type, and
+// training ignores it.
+func TestWeightOnlyQuantizedParams(t *testing.T) {
+	c, _ := FromPreset("mixtral-8x7b", Config{Layers: 1})
+	r := Run{Phase: Decode, Batch: 2, KVLen: 100, TP: 2, DType: hw.BF16, WeightDType: hw.INT4}
+	g, err := Build(c, r)
+	require.NoError(t, err)
+	for _, b := range g.Blocks {
+		var q int64
+		for _, o := range b.Forward {
+			switch {
+			case o.Name == "moe.router" || o.Name == "head.logits":
+				assert.Equal(t, hw.DType(""), o.WeightDType, o.Name)
+			case o.Kind == GEMM || o.Kind == GroupedGEMM:
+				assert.Equal(t, hw.INT4, o.WeightDType, o.Name)
+				q += int64(max(len(o.Groups), 1)) * o.K * o.N
+			}
+		}
+		assert.Equal(t, q, b.QuantizedParams, b.Name)
+		assert.LessOrEqual(t, b.QuantizedParams, b.Params, b.Name)
+	}
+	moe, _ := g.Block(BlockMoE)
+	// Attention (q, k, v, o at TP 2) and the 8 experts' SwiGLU per rank.
+	assert.Equal(t, int64(4096*(4096+2*1024)/2+4096*4096/2+8*3*4096*14336/2), moe.QuantizedParams)
+	tr, err := Build(c, Run{Phase: Training, Batch: 1, SeqLen: 128, TP: 2, SequenceParallel: true, DType: hw.BF16, WeightDType: hw.INT4})
+	require.NoError(t, err)
+	m, _ := tr.Block(BlockMoE)
+	assert.Zero(t, m.QuantizedParams)
+}

@@ -110,6 +110,11 @@ type Op struct {
 	// use_split_accumulator, cuBLAS without fast accumulation); false runs
 	// fast accumulation.
 	SplitAccumulator bool
+	// WeightDType, on a forward GEMM (grouped or not) of an inference run,
+	// is the type its weight operand B is stored and read in when narrower
+	// than DType (weight-only quantization: int8 or int4 weights with
+	// 16-bit activations, dequantized in the kernel); "" is DType.
+	WeightDType hw.DType
 	// OnePass marks a norm whose kernel holds its row in registers and
 	// reads its input once with vector loads (Megatron-LM's persistent
 	// LayerNorm, apex.contrib FastLayerNorm; Transformer Engine's norms);
@@ -153,6 +158,16 @@ func NewGEMM(name string, d hw.DType, batch, m, n, k int64) Op {
 		Bytes:  b * (in*float64(m*k+k*n) + out*float64(m*n)),
 		Tensor: true,
 	}
+}
+
+// WithWeights stores GEMM o's weights (operand B, K×N per expert of a
+// grouped GEMM) in type w, which moves its bytes accordingly.
+func (o Op) WithWeights(w hw.DType) Op {
+	b := o.DType.Bytes()
+	experts := float64(max(len(o.Groups), 1))
+	o.Bytes -= experts * float64(o.K*o.N) * (b - StoredWeightBytes(w)) * float64(max(o.Batch, 1))
+	o.WeightDType = w
+	return o
 }
 
 // NewStreaming is a one-pass operator of the given kind over elements, with

@@ -66,6 +66,8 @@ type Pricer struct {
 	// bytes.
 	kvDType hw.DType
 	kvBytes float64
+	// weightDType stores the linear layers' weights (Engine.WeightDType).
+	weightDType hw.DType
 	// expertsInTP spreads the experts whole over the TP ranks (vLLM's
 	// --enable-expert-parallel; workload.Inference.ExpertsInTP).
 	expertsInTP bool
@@ -128,8 +130,9 @@ type Engine struct {
 	// TP and PP degrees of the replica.
 	TP, PP int
 	// DType is the math type; KVDType the KV cache's element type ("" the
-	// activation type; model.Run.KVDType).
-	DType, KVDType hw.DType
+	// activation type; model.Run.KVDType); WeightDType the linear layers'
+	// weights' ("" DType; model.Run.WeightDType).
+	DType, KVDType, WeightDType hw.DType
 	// Host issues the kernels.
 	Host exec.Host
 	// TPAllReduce runs the tensor-parallel all-reduces ("" NCCL's tuner,
@@ -147,7 +150,7 @@ func NewPricer(m *exec.Machine, faults net.FaultPlan, seed uint64, cfg model.Con
 	t, gpu := m.Fabric.Topology(), m.GPU
 	tp, pp := e.TP, e.PP
 	p := &Pricer{gpu: gpu, ev: compute.NewEvaluator(gpu), cfg: cfg, tp: tp, pp: pp, dtype: e.DType,
-		kvDType: e.KVDType, kvBytes: model.KVBytes(e.KVDType, e.DType), host: e.Host, expertsInTP: e.ExpertsInTP,
+		kvDType: e.KVDType, kvBytes: model.KVBytes(e.KVDType, e.DType), weightDType: e.WeightDType, host: e.Host, expertsInTP: e.ExpertsInTP,
 		dense: map[partKey][]exec.Issue{}, denseComm: map[partKey]float64{}, head: map[partKey]exec.Issue{}, dec: map[[2]int]compute.Cost{}, pre: map[[2]int]float64{},
 		comm: map[commKey]float64{}}
 	g, err := model.Build(cfg, p.run(1, 1))
@@ -198,7 +201,7 @@ func NewPricer(m *exec.Machine, faults net.FaultPlan, seed uint64, cfg model.Con
 // run is the model run of a prefill pass of batch sequences of seqLen
 // tokens on one rank of the replica.
 func (p *Pricer) run(batch, seqLen int) model.Run {
-	r := model.Run{Phase: model.Prefill, Batch: batch, SeqLen: seqLen, TP: p.tp, DType: p.dtype, KVDType: p.kvDType}
+	r := model.Run{Phase: model.Prefill, Batch: batch, SeqLen: seqLen, TP: p.tp, DType: p.dtype, KVDType: p.kvDType, WeightDType: p.weightDType}
 	if p.expertsInTP {
 		r.EP, r.ExpertTP = p.tp, 1
 	}
@@ -677,14 +680,14 @@ func (p *Pricer) StageMemory(s, t int) (weights, activations float64, err error)
 	if err != nil {
 		return 0, 0, err
 	}
-	e := p.dtype.Bytes() // weights in the math type, as workload's memory model
 	seen := map[int]bool{}
 	for _, i := range p.stages[s] {
 		b := g.Blocks[g.Order[i]]
-		weights += float64(b.Params) * e
+		own, shared := model.WeightBytes(b, p.dtype, p.weightDType)
+		weights += own
 		if !seen[g.Order[i]] {
 			seen[g.Order[i]] = true
-			weights += float64(b.SharedParams) * e
+			weights += shared
 		}
 		for _, o := range b.Forward {
 			if !o.IsComm() {

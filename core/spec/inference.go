@@ -65,6 +65,29 @@ type Inference struct {
 	// KVCacheDTypes; "fp8" halves the cache a token takes and the bytes
 	// decode attention reads.
 	KVCacheDType string `json:"kv_cache_dtype,omitempty"`
+	// WeightDType stores the linear layers' weights in a narrower type than
+	// dtype (weight-only quantization, as GPTQ/AWQ checkpoints served by
+	// vLLM's Marlin kernels): "auto" (default: dtype) or one of
+	// WeightDTypes; the embedding, the output layer and a MoE router stay
+	// in dtype.
+	WeightDType string `json:"weight_dtype,omitempty"`
+}
+
+// WeightDTypes lists the allowed weight_dtype values.
+func WeightDTypes() []string { return []string{"auto", "fp8", "int8", "int4"} }
+
+// WeightDTypeOf is the weight type a filled weight_dtype names ("" for
+// "auto": dtype's).
+func WeightDTypeOf(s string) hw.DType { return KVCacheDType(s) }
+
+// validateWeightDType checks weight_dtype at path against the math type.
+func validateWeightDType(p *Problems, path, w, dtype string) {
+	if !p.OneOf(path, w, WeightDTypes()) || w == "auto" {
+		return
+	}
+	if d := hw.DType(dtype); d.Bytes() > 0 && hw.DType(w).Bytes() >= d.Bytes() {
+		p.Addf(path, "%s weights are no narrower than dtype %s; choose a narrower type or \"auto\"", w, dtype)
+	}
 }
 
 // KVCacheDTypes lists the allowed kv_cache_dtype values.
@@ -112,6 +135,9 @@ func (s *Inference) Defaults() {
 	if s.KVCacheDType == "" {
 		s.KVCacheDType = "auto"
 	}
+	if s.WeightDType == "" {
+		s.WeightDType = "auto"
+	}
 	customAllReduceDefault(&s.CustomAllReduce, s.Execution)
 	for _, f := range []*int{&s.TP, &s.PP, &s.Replicas, &s.Batch, &s.EP} {
 		if *f == 0 {
@@ -141,6 +167,7 @@ func (s *Inference) Validate(p *Problems) {
 	p.IntInRange("output_tokens", s.OutputTokens, 1, 1<<20)
 	p.OneOf("execution", s.Execution, ExecutionModes())
 	p.OneOf("kv_cache_dtype", s.KVCacheDType, KVCacheDTypes())
+	validateWeightDType(p, "weight_dtype", s.WeightDType, s.DType)
 	s.Host.validate(p, "host")
 	for i, r := range s.Requests {
 		path := Index("requests", i)

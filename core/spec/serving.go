@@ -113,6 +113,9 @@ type ServingEngine struct {
 	// KVCacheDType as in the inference kind ("auto" or one of
 	// KVCacheDTypes): "fp8" fits twice the tokens in the same blocks' memory.
 	KVCacheDType string `json:"kv_cache_dtype,omitempty"`
+	// WeightDType as in the inference kind ("auto" or one of WeightDTypes):
+	// weight-only quantization, which leaves more memory to the KV cache.
+	WeightDType string `json:"weight_dtype,omitempty"`
 	// EnableExpertParallel as in the inference kind: a mixture-of-experts
 	// model's experts spread whole over a replica's TP ranks (vLLM's
 	// --enable-expert-parallel).
@@ -314,6 +317,9 @@ func (s *Serving) Defaults() {
 	if e.KVCacheDType == "" {
 		e.KVCacheDType = "auto"
 	}
+	if e.WeightDType == "" {
+		e.WeightDType = "auto"
+	}
 	w := &s.Workload
 	if w.Arrival == "" {
 		w.Arrival = "poisson"
@@ -381,6 +387,7 @@ func (s *Serving) Validate(p *Problems) {
 		p.Duration("engine.frontend_s_per_token", *e.FrontendSPerToken)
 	}
 	p.OneOf("engine.kv_cache_dtype", e.KVCacheDType, KVCacheDTypes())
+	validateWeightDType(p, "engine.weight_dtype", e.WeightDType, s.DType)
 	p.Duration("engine.step_overhead_s", e.StepOverheadS)
 	p.Duration("engine.step_overhead_s_per_seq", e.StepOverheadSPerSeq)
 	if e.PrefixHitRate < 0 || e.PrefixHitRate >= 1 {

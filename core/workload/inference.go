@@ -21,9 +21,10 @@ type Inference struct {
 	Batch, Prompt, Output int
 	DType                 hw.DType
 	// KVDType is the KV cache's element type ("" the activation type;
-	// model.Run.KVDType).
-	KVDType          hw.DType
-	UnfusedAttention bool
+	// model.Run.KVDType); WeightDType the linear layers' weights' (""
+	// DType; model.Run.WeightDType).
+	KVDType, WeightDType hw.DType
+	UnfusedAttention     bool
 	// LocalSSMProjections: see model.Run (false: Megatron split as is).
 	LocalSSMProjections bool
 	// Requests, if set, replaces Batch, Prompt and Output with groups of
@@ -127,7 +128,7 @@ func (in Inference) Check() []problem.Problem {
 
 func (in Inference) run(phase model.Phase, kv int) model.Run {
 	r := model.Run{Phase: phase, Batch: in.Batch, SeqLen: in.Prompt, KVLen: kv, TP: in.TP,
-		DType: in.DType, KVDType: in.KVDType, UnfusedAttention: in.UnfusedAttention, LocalSSMProjections: in.LocalSSMProjections, EP: in.EP}
+		DType: in.DType, KVDType: in.KVDType, WeightDType: in.WeightDType, UnfusedAttention: in.UnfusedAttention, LocalSSMProjections: in.LocalSSMProjections, EP: in.EP}
 	if in.ExpertsInTP {
 		r.EP, r.ExpertTP = max(in.TP, 1), 1
 	}
@@ -432,7 +433,7 @@ func (in Inference) stageMemory(g model.Graph, blocks []int, prompt int) Memory 
 // prefill graph g.
 func (in Inference) memory(g model.Graph, blocks []int, kvTokens, seqs float64) Memory {
 	c := in.Model
-	w, e := in.DType.Bytes(), max(in.DType.Bytes(), 2)
+	e := max(in.DType.Bytes(), 2)
 	t := float64(in.TP)
 	var m Memory
 	attn, ssm, ssmTotal := 0, 0, 0
@@ -444,10 +445,11 @@ func (in Inference) memory(g model.Graph, blocks []int, kvTokens, seqs float64) 
 	seen := map[int]bool{}
 	for _, bi := range blocks {
 		blk := g.Blocks[bi]
-		m.Weights += float64(blk.Params) * w
+		own, shared := model.WeightBytes(blk, in.DType, in.WeightDType)
+		m.Weights += own
 		if !seen[bi] {
 			seen[bi] = true
-			m.Weights += float64(blk.SharedParams) * w
+			m.Weights += shared
 		}
 		switch blk.Name {
 		case model.BlockTransformer, model.BlockShared, model.BlockMoE:

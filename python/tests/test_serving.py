@@ -58,6 +58,7 @@ def test_same_seed_same_tables():
     ({"workload": {"rate_per_s": 1}, "slo": {"ttft": 0.2}}, "slo.ttft"),
     ({"workload": {"rate_per_s": 1}, "engine": {"step_overhead_s": -1e-3}}, "engine.step_overhead_s"),
     ({"workload": {"rate_per_s": 1}, "engine": {"kv_cache_dtype": "int4"}}, "engine.kv_cache_dtype"),
+    ({"workload": {"rate_per_s": 1}, "engine": {"weight_dtype": "int2"}}, "engine.weight_dtype"),
 ])
 def test_spec_errors(bad, field):
     with pytest.raises(eidolon.SpecError, match=field.replace(".", r"\.")):

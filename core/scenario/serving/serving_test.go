@@ -269,6 +269,7 @@ func TestSpecErrors(t *testing.T) {
 		{`,"workload":{"rate_per_s":1},"engine":{"frontend_s_per_token":-1e-6}`, "engine.frontend_s_per_token"},
 		{`,"workload":{"rate_per_s":1},"engine":{"step_overhead_s":-0.001}`, "engine.step_overhead_s"},
 		{`,"workload":{"rate_per_s":1},"engine":{"kv_cache_dtype":"int4"}`, "engine.kv_cache_dtype"},
+		{`,"workload":{"rate_per_s":1},"engine":{"weight_dtype":"bf16"}`, "engine.weight_dtype"},
 		{`,"workload":{"rate_per_s":1},"engine":{"step_overhead_s_per_seq":1e9}`, "engine.step_overhead_s_per_seq"},
 		{`,"workload":{"arrival":"trace","trace":{"arrival_s":[0,1],"prompt_tokens":[5],"output_tokens":[3,3]}}`, "workload.trace.prompt_tokens"},
 		{`,"replicas":2,"disaggregation":{"prefill_replicas":2},"workload":{"rate_per_s":1}`, "disaggregation.prefill_replicas"},
@@ -693,4 +694,16 @@ func TestFP8KVCacheDoublesTheBlocks(t *testing.T) {
 	assert.InDelta(t, 2*auto.KVBlocksReplica, fp8.KVBlocksReplica, 1)
 	assert.Less(t, fp8.Preemptions, auto.Preemptions)
 	assert.Greater(t, fp8.RequestsPerS, auto.RequestsPerS)
+}
+
+// engine.weight_dtype "int4" leaves the memory its weights no longer take
+// to the KV cache: Llama-2-7B's 13.5 GB of 16-bit weights become about
+// 3.7 GB, and at 30 % of an A100 the blocks roughly double.
+func TestInt4WeightsLeaveMoreBlocks(t *testing.T) {
+	const w = `,"workload":{"rate_per_s":1,"requests":20}`
+	blocks := func(engine string) int {
+		return table[serving.SummaryRow](run(t, `,"engine":{`+engine+`"gpu_memory_utilization":0.3}`+w), "summary")[0].KVBlocksReplica
+	}
+	auto, q := blocks(""), blocks(`"weight_dtype":"int4",`)
+	assert.Greater(t, float64(q), 1.8*float64(auto))
 }
