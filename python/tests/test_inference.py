@@ -1,0 +1,34 @@
+"""The inference scenario kind's quantization options through the Python API."""
+
+import pytest
+
+import eidolon
+
+
+def serve(batch, **extra):
+    spec = {"kind": "inference", "model": "llama2-70b", "gpu": "a100-80gb-sxm",
+            "cluster": {"preset": "dgx-a100", "nodes": 1}, "tp": 2, "batch": batch,
+            "prompt_tokens": 512, "output_tokens": 32, "dtype": "fp16", **extra}
+    return eidolon.run(spec, progress=False).to_pandas("summary").iloc[0]
+
+
+def test_weight_only_quantization_speeds_decode_not_prefill():
+    # Notebook 04's quantization section: at batch 1 a decode step streams
+    # the weights (int4 well under half the 16-bit TPOT, int8 between), the
+    # prefill is compute-bound (TTFT within 1 %), and the freed memory
+    # lets much longer prompts fit.
+    s = {w: serve(1, weight_dtype=w) for w in ("auto", "int8", "int4")}
+    assert s["int4"].tpot_s < 0.5 * s["auto"].tpot_s
+    assert s["int4"].tpot_s < s["int8"].tpot_s < s["auto"].tpot_s
+    assert s["int4"].ttft_s == pytest.approx(s["auto"].ttft_s, rel=0.01)
+    assert s["int4"].longest_prompt_tokens > 4 * s["auto"].longest_prompt_tokens
+    # At batch 64 the GEMMs near their compute bound: the gain shrinks.
+    big = {w: serve(64, weight_dtype=w) for w in ("auto", "int4")}
+    assert big["int4"].tpot_s / big["auto"].tpot_s > s["int4"].tpot_s / s["auto"].tpot_s
+
+
+def test_fp8_kv_cache_and_weight_errors_name_fields():
+    with pytest.raises(eidolon.SpecError, match="kv_cache_dtype"):
+        serve(1, kv_cache_dtype="int4")
+    with pytest.raises(eidolon.SpecError, match="weight_dtype"):
+        serve(1, weight_dtype="fp16")
