@@ -52,6 +52,10 @@ type ServingSearch struct {
 	// EnableExpertParallel lists engine.enable_expert_parallel values (a
 	// mixture-of-experts model's experts split by TP, or whole per GPU).
 	EnableExpertParallel []bool `json:"enable_expert_parallel,omitempty"`
+	// KVCacheDType and WeightDType list engine.kv_cache_dtype and
+	// engine.weight_dtype values (an FP8 cache, quantized weights).
+	KVCacheDType []string `json:"kv_cache_dtype,omitempty"`
+	WeightDType  []string `json:"weight_dtype,omitempty"`
 	// Attainment is the share of requests that must meet every SLO for a
 	// configuration to pass; default 0.9.
 	Attainment float64 `json:"attainment,omitempty"`
@@ -356,6 +360,12 @@ func (s *Serving) Validate(p *Problems) {
 			for i, v := range l.v {
 				p.IntInRange(Index(Field("search", l.name), i), v, l.lo, 1<<24)
 			}
+		}
+		for i, v := range q.KVCacheDType {
+			p.OneOf(Index(Field("search", "kv_cache_dtype"), i), v, KVCacheDTypes())
+		}
+		for i, v := range q.WeightDType {
+			p.OneOf(Index(Field("search", "weight_dtype"), i), v, WeightDTypes())
 		}
 		if q.Attainment <= 0 || q.Attainment > 1 {
 			p.Addf("search.attainment", "must be in (0, 1], got %g", q.Attainment)

@@ -22,8 +22,11 @@ type ConfigRow struct {
 	PrefillReplicas     int `arrow:"prefill_replicas"`
 	MaxNumBatchedTokens int `arrow:"max_num_batched_tokens"`
 	ChunkTokens         int `arrow:"chunk_tokens"`
-	// ExpertParallel is the engine's enable_expert_parallel.
+	// ExpertParallel is the engine's enable_expert_parallel; KVCacheDType
+	// and WeightDType its kv_cache_dtype and weight_dtype.
 	ExpertParallel    bool    `arrow:"enable_expert_parallel"`
+	KVCacheDType      string  `arrow:"kv_cache_dtype"`
+	WeightDType       string  `arrow:"weight_dtype"`
 	GPUs              int     `arrow:"gpus"`
 	MeetsSLO          bool    `arrow:"meets_slo"`
 	SLOAttainment     float64 `arrow:"slo_attainment"`
@@ -41,51 +44,77 @@ type ConfigRow struct {
 	Reason string `arrow:"reason"`
 }
 
-// Configs are the spec's search combinations, in a fixed order.
+// Configs are the spec's search combinations, in a fixed order: every
+// value of each list in turn (an empty list keeps the spec's value), the
+// earlier lists varying slowest.
 func Configs(s *spec.Serving) []*spec.Serving {
 	q := s.Search
-	or := func(l []int, v int) []int {
+	base := *s
+	base.Search = nil
+	pre := 0
+	if s.Disaggregation != nil {
+		pre = s.Disaggregation.PrefillReplicas
+	}
+	configs := []spec.Serving{base}
+	// each combines every configuration so far with each of n values.
+	each := func(n int, set func(c *spec.Serving, i int)) {
+		next := make([]spec.Serving, 0, len(configs)*max(n, 1))
+		for _, c := range configs {
+			for i := range n {
+				d := c
+				set(&d, i)
+				next = append(next, d)
+			}
+		}
+		configs = next
+	}
+	ints := func(l []int, v int) []int {
 		if len(l) == 0 {
 			return []int{v}
 		}
 		return l
 	}
-	pre := 0
-	if s.Disaggregation != nil {
-		pre = s.Disaggregation.PrefillReplicas
+	strs := func(l []string, v string) []string {
+		if len(l) == 0 {
+			return []string{v}
+		}
+		return l
+	}
+	tps, pps, reps := ints(q.TP, s.TP), ints(q.PP, s.PP), ints(q.Replicas, s.Replicas)
+	each(len(tps), func(c *spec.Serving, i int) { c.TP = tps[i] })
+	each(len(pps), func(c *spec.Serving, i int) { c.PP = pps[i] })
+	each(len(reps), func(c *spec.Serving, i int) { c.Replicas = reps[i] })
+	prs := ints(q.PrefillReplicas, pre)
+	each(len(prs), func(c *spec.Serving, i int) {
+		c.Disaggregation = nil
+		if prs[i] > 0 {
+			c.Disaggregation = &spec.ServingDisaggSpec{PrefillReplicas: prs[i]}
+		}
+	})
+	// A chunk equal to the spec's token budget follows the budget; none
+	// exceeds it.
+	mbts := ints(q.MaxNumBatchedTokens, s.Engine.MaxNumBatchedTokens)
+	each(len(mbts), func(c *spec.Serving, i int) {
+		if c.Engine.ChunkTokens == s.Engine.MaxNumBatchedTokens {
+			c.Engine.ChunkTokens = mbts[i]
+		}
+		c.Engine.MaxNumBatchedTokens = mbts[i]
+		c.Engine.ChunkTokens = min(c.Engine.ChunkTokens, mbts[i])
+	})
+	if len(q.ChunkTokens) > 0 {
+		each(len(q.ChunkTokens), func(c *spec.Serving, i int) { c.Engine.ChunkTokens = q.ChunkTokens[i] })
 	}
 	eps := q.EnableExpertParallel
 	if len(eps) == 0 {
 		eps = []bool{s.Engine.EnableExpertParallel}
 	}
-	var out []*spec.Serving
-	for _, tp := range or(q.TP, s.TP) {
-		for _, pp := range or(q.PP, s.PP) {
-			for _, r := range or(q.Replicas, s.Replicas) {
-				for _, pr := range or(q.PrefillReplicas, pre) {
-					for _, mbt := range or(q.MaxNumBatchedTokens, s.Engine.MaxNumBatchedTokens) {
-						chunk := s.Engine.ChunkTokens
-						if chunk == s.Engine.MaxNumBatchedTokens {
-							chunk = mbt
-						}
-						for _, ch := range or(q.ChunkTokens, min(chunk, mbt)) {
-							for _, ep := range eps {
-								c := *s
-								c.Search = nil
-								c.TP, c.PP, c.Replicas = tp, pp, r
-								c.Engine.MaxNumBatchedTokens, c.Engine.ChunkTokens = mbt, ch
-								c.Engine.EnableExpertParallel = ep
-								c.Disaggregation = nil
-								if pr > 0 {
-									c.Disaggregation = &spec.ServingDisaggSpec{PrefillReplicas: pr}
-								}
-								out = append(out, &c)
-							}
-						}
-					}
-				}
-			}
-		}
+	each(len(eps), func(c *spec.Serving, i int) { c.Engine.EnableExpertParallel = eps[i] })
+	kvs, ws := strs(q.KVCacheDType, s.Engine.KVCacheDType), strs(q.WeightDType, s.Engine.WeightDType)
+	each(len(kvs), func(c *spec.Serving, i int) { c.Engine.KVCacheDType = kvs[i] })
+	each(len(ws), func(c *spec.Serving, i int) { c.Engine.WeightDType = ws[i] })
+	out := make([]*spec.Serving, len(configs))
+	for i := range configs {
+		out[i] = &configs[i]
 	}
 	return out
 }
@@ -170,7 +199,8 @@ func Search(env scenario.Env, s *spec.Serving) ([]ConfigRow, error) {
 // error (the search goes on).
 func evaluate(c *spec.Serving, attainment float64) (row ConfigRow, err error) {
 	row = ConfigRow{TP: c.TP, PP: c.PP, Replicas: c.Replicas, MaxNumBatchedTokens: c.Engine.MaxNumBatchedTokens,
-		ChunkTokens: c.Engine.ChunkTokens, ExpertParallel: c.Engine.EnableExpertParallel, GPUs: c.TP * c.PP * c.Replicas, Status: "simulated"}
+		ChunkTokens: c.Engine.ChunkTokens, ExpertParallel: c.Engine.EnableExpertParallel, KVCacheDType: c.Engine.KVCacheDType,
+		WeightDType: c.Engine.WeightDType, GPUs: c.TP * c.PP * c.Replicas, Status: "simulated"}
 	if c.Disaggregation != nil {
 		row.PrefillReplicas = c.Disaggregation.PrefillReplicas
 	}

@@ -707,3 +707,24 @@ func TestInt4WeightsLeaveMoreBlocks(t *testing.T) {
 	auto, q := blocks(""), blocks(`"weight_dtype":"int4",`)
 	assert.Greater(t, float64(q), 1.8*float64(auto))
 }
+
+// search.weight_dtype and search.kv_cache_dtype are dimensions of the
+// search: Llama-3-70B's 16-bit weights do not fit one A100, its int4 ones
+// do, so the search's single-GPU configurations are simulated only with
+// int4 weights, and every row names its types.
+func TestSearchOverQuantization(t *testing.T) {
+	res := runJS(t, `{"kind":"serving","model":"llama3-70b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},
+		"slo":{"ttft_s":5,"itl_s":0.2},"workload":{"rate_per_s":0.5,"requests":30,"prompt_tokens":{"tokens":500},"output_tokens":{"tokens":50}},
+		"search":{"tp":[1,2],"weight_dtype":["auto","int4"],"kv_cache_dtype":["auto","fp8"]}}`)
+	rows := table[serving.ConfigRow](res, "configs")
+	require.Len(t, rows, 8)
+	for _, r := range rows {
+		require.Contains(t, []string{"auto", "int4"}, r.WeightDType)
+		require.Contains(t, []string{"auto", "fp8"}, r.KVCacheDType)
+		if r.TP == 1 {
+			assert.Equal(t, r.WeightDType == "int4", r.Status == "simulated", "%+v", r)
+		}
+	}
+	assert.Equal(t, 1, rows[0].GPUs, "the cheapest configuration meeting the SLOs runs int4 weights on one GPU")
+	assert.Equal(t, "int4", rows[0].WeightDType)
+}
