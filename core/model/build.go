@@ -478,15 +478,18 @@ func StoredWeightBytes(w hw.DType) float64 {
 // WeightBytes is the memory of a block's own and shared parameters when an
 // inference run keeps them in the math type d (an 8-bit run's weights are
 // 8-bit, as vLLM's FP8 checkpoints) and its quantized parameters
-// (Block.QuantizedParams) in w with their group scales.
+// (Block.QuantizedParams: its own first, the rest shared, as Zamba's shared
+// block quantizes its per-use linear and its shared attention and MLP) in
+// w with their group scales.
 func WeightBytes(blk Block, d, w hw.DType) (own, shared float64) {
-	e := d.Bytes()
-	q := min(blk.QuantizedParams, blk.Params)
-	own = float64(blk.Params-q) * e
-	if q > 0 {
-		own += float64(q) * StoredWeightBytes(w)
+	e, we := d.Bytes(), StoredWeightBytes(w)
+	quant := blk.QuantizedParams
+	if w == "" {
+		quant = 0
 	}
-	return own, float64(blk.SharedParams) * e
+	q := min(quant, blk.Params)
+	sq := min(quant-q, blk.SharedParams)
+	return float64(blk.Params-q)*e + float64(q)*we, float64(blk.SharedParams-sq)*e + float64(sq)*we
 }
 
 // KVBytes is the bytes of one KV cache element of type kv ("" the

@@ -451,3 +451,23 @@ func TestWeightOnlyQuantizedParams(t *testing.T) {
 	m, _ := tr.Block(BlockMoE)
 	assert.Zero(t, m.QuantizedParams)
 }
+
+// WeightBytes: a block's own quantized parameters first, the rest shared:
+// Zamba's shared block quantizes its per-use linear (own) and its shared
+// attention and MLP; a transformer block has nothing shared.
+func TestWeightBytesSplitsOwnAndShared(t *testing.T) {
+	c, _ := ByName("zamba-7b")
+	g, err := Build(c, Run{Phase: Decode, Batch: 1, KVLen: 10, TP: 1, DType: hw.BF16, WeightDType: hw.INT4})
+	require.NoError(t, err)
+	sb, ok := g.Block(BlockShared)
+	require.True(t, ok)
+	we := 0.5 + 2.0/128
+	h := int64(c.Hidden)
+	own, shared := WeightBytes(sb, hw.BF16, hw.INT4)
+	assert.InDelta(t, float64(h*h)*we, own, 1e-6)
+	sq := sb.QuantizedParams - h*h
+	require.Greater(t, sq, int64(0))
+	assert.InDelta(t, float64(sb.SharedParams-sq)*2+float64(sq)*we, shared, 1e-6)
+	bf, _ := WeightBytes(sb, hw.BF16, "")
+	assert.InDelta(t, float64(sb.Params)*2, bf, 1e-6, "no quantized parameters without a weight type")
+}
