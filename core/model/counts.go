@@ -31,11 +31,7 @@ func KVCacheBytesPerToken(c Config, d hw.DType) float64 {
 			inv++
 		}
 	}
-	if c.IsMLA() {
-		// MLA caches the compressed latent and the shared rotary key.
-		return float64(inv) * float64(c.KVLoRARank+c.QKRopeHeadDim) * d.Bytes()
-	}
-	return float64(inv) * 2 * float64(c.KVHeads*c.HeadDim) * d.Bytes()
+	return float64(inv) * KVBytesPerTokenLayer(c, 1, d.Bytes())
 }
 
 // KVBytesPerTokenLayer is the KV cache one token adds to one attention
