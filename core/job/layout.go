@@ -110,8 +110,8 @@ func TrainingLayout(s *spec.Training, gpus int) (workload.Training, error) {
 func InferenceLayout(s *spec.Inference, gpus int) (workload.Inference, error) {
 	m, _ := s.Model.Resolve()
 	in := workload.Inference{Model: m, TP: s.TP, PP: s.PP, Replicas: s.Replicas, Batch: s.Batch,
-		Prompt: s.PromptTokens, Output: s.OutputTokens, DType: hw.DType(s.DType), KVDType: spec.KVCacheDType(s.KVCacheDType),
-		WeightDType:      spec.WeightDTypeOf(s.WeightDType),
+		Prompt: s.PromptTokens, Output: s.OutputTokens, DType: hw.DType(s.DType), KVDType: spec.StorageDType(s.KVCacheDType),
+		WeightDType:      spec.StorageDType(s.WeightDType),
 		UnfusedAttention: s.UnfusedAttention,
 		EP:               s.EP, HierarchicalA2A: s.HierarchicalA2A, ExpertsInTP: s.EnableExpertParallel}
 	var p spec.Problems

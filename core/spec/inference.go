@@ -76,10 +76,6 @@ type Inference struct {
 // WeightDTypes lists the allowed weight_dtype values.
 func WeightDTypes() []string { return []string{"auto", "fp8", "int8", "int4"} }
 
-// WeightDTypeOf is the weight type a filled weight_dtype names ("" for
-// "auto": dtype's).
-func WeightDTypeOf(s string) hw.DType { return KVCacheDType(s) }
-
 // validateWeightDType checks weight_dtype at path against the math type.
 func validateWeightDType(p *Problems, path, w, dtype string) {
 	if !p.OneOf(path, w, WeightDTypes()) || w == "auto" {
@@ -93,9 +89,9 @@ func validateWeightDType(p *Problems, path, w, dtype string) {
 // KVCacheDTypes lists the allowed kv_cache_dtype values.
 func KVCacheDTypes() []string { return []string{"auto", "bf16", "fp16", "fp8"} }
 
-// KVCacheDType is the KV cache type a filled kv_cache_dtype names ("" for
-// "auto": the activations' type).
-func KVCacheDType(s string) hw.DType {
+// StorageDType is the type a filled kv_cache_dtype or weight_dtype names
+// ("" for "auto": the activations' or dtype's, as model.Run takes it).
+func StorageDType(s string) hw.DType {
 	if s == "auto" {
 		return ""
 	}

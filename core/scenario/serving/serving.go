@@ -197,7 +197,7 @@ func compileSpec(s *spec.Serving) (*topo.Topology, hw.GPU, net.FaultPlan, error)
 		p.Addf("replicas", "tp·pp·replicas = %d·%d·%d = %d GPUs, but the cluster has %d", s.TP, s.PP, s.Replicas, n, t.NumRanks())
 	}
 	in := workload.Inference{Model: cfg, TP: s.TP, PP: s.PP, Replicas: 1, Batch: 1, Prompt: s.Engine.MaxNumBatchedTokens, Output: 1, DType: hw.DType(s.DType),
-		KVDType: spec.KVCacheDType(s.Engine.KVCacheDType), WeightDType: spec.WeightDTypeOf(s.Engine.WeightDType),
+		KVDType: spec.StorageDType(s.Engine.KVCacheDType), WeightDType: spec.StorageDType(s.Engine.WeightDType),
 		ExpertsInTP: s.Engine.EnableExpertParallel}
 	for _, fp := range in.Check() {
 		field := fp.Path
@@ -250,7 +250,7 @@ func Build(ctx context.Context, s *spec.Serving) (*Setup, error) {
 			return nil, err
 		}
 		pr, err := sv.NewPricer(m, faults, s.Seed, cfg, r, sv.Engine{TP: s.TP, PP: s.PP, DType: hw.DType(s.DType),
-			KVDType: spec.KVCacheDType(e.KVCacheDType), WeightDType: spec.WeightDTypeOf(e.WeightDType), Host: host, TPAllReduce: spec.TPAllReduce(e.CustomAllReduce), ExpertsInTP: e.EnableExpertParallel})
+			KVDType: spec.StorageDType(e.KVCacheDType), WeightDType: spec.StorageDType(e.WeightDType), Host: host, TPAllReduce: spec.TPAllReduce(e.CustomAllReduce), ExpertsInTP: e.EnableExpertParallel})
 		if err != nil {
 			return nil, err
 		}
