@@ -24,7 +24,7 @@ func (e *engine) allToAllV(ci commInfo, ranks []int, task *workload.Task, pendin
 	e.res.Collectives++
 	quiet, bulk := e.bulkActive == 0, e.bulkStarted
 	a := net.AllToAllV{Ranks: ranks, Bytes: task.Pairs, Hierarchical: task.Hierarchical, TopK: int(task.TopK), NodeLimit: int(task.NodeLimit),
-		ProtocolEfficiency: ci.eff, Label: task.Name}
+		PathEfficiency: e.opt.Protocol, Label: task.Name}
 	if err := e.comms.StartAllToAllV(a, func(res net.Result) {
 		if quiet && e.bulkActive == 0 && e.bulkStarted == bulk {
 			e.memo[key] = res.End - res.Start

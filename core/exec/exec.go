@@ -128,8 +128,9 @@ type Options struct {
 	// size and communicator, its latency, its achieved bandwidth), computed
 	// once per communicator and size. Other collectives and transfers pay
 	// CollectiveLaunchS and carry their payload at the collective
-	// efficiency of the slowest link technology on their routes
-	// (hw.Link.CollectiveEfficiency).
+	// efficiency of the link that limits their route
+	// (hw.Link.CollectiveEfficiency; net.PathEfficiency), each pair of an
+	// all-to-all-v its own.
 	Protocol bool
 	// ExactAllToAll simulates every expert-parallel all-to-all-v as flows.
 	// By default the first one with a given routing matrix on a
@@ -183,23 +184,22 @@ type opsKey struct {
 }
 
 type engine struct {
-	opt     Options
-	k       *sim.Kernel
-	comms   *net.Comms
-	topo    *topo.Topology
-	plan    *workload.Plan
-	progs   []progInfo
-	units   []unitState
-	res     *Result
-	simul   []bool
-	rv      map[uint64]*rendezvous
-	mirror  [][]int       // group -> mirror groups launched with it
-	driven  []int         // group -> number of simulated member units
-	info    [][]*commInfo // group -> communicator -> info, filled on first use
-	copies  [][]issueCopy // driver group -> its collectives' copies (copiesOf)
-	shapes  map[shapeKey][]*net.Shape
-	techEff map[string]float64 // link technology -> collective efficiency
-	users   [][]int64          // link -> communicators using it (group<<20 | index)
+	opt    Options
+	k      *sim.Kernel
+	comms  *net.Comms
+	topo   *topo.Topology
+	plan   *workload.Plan
+	progs  []progInfo
+	units  []unitState
+	res    *Result
+	simul  []bool
+	rv     map[uint64]*rendezvous
+	mirror [][]int       // group -> mirror groups launched with it
+	driven []int         // group -> number of simulated member units
+	info   [][]*commInfo // group -> communicator -> info, filled on first use
+	copies [][]issueCopy // driver group -> its collectives' copies (copiesOf)
+	shapes map[shapeKey][]*net.Shape
+	users  [][]int64 // link -> communicators using it (group<<20 | index)
 	// quiet[h] is true for a data-parallel group whose collectives all
 	// start after every member unit's tensor-parallel work (gradients
 	// reduced after the backward, no ZeRO-3 gathers): they cannot overlap

@@ -8,7 +8,6 @@ import (
 	"encoding/binary"
 	"math"
 
-	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
 	"github.com/eidolon-sim/eidolon/core/net"
 	"github.com/eidolon-sim/eidolon/core/workload"
@@ -20,7 +19,8 @@ type commInfo struct {
 	// (bandwidth × health, latency) and its ranks' speeds, as data
 	// (engine.sigs interns it); equal sigs, equal data, equal times.
 	sig int32
-	// eff is the protocol efficiency on the communicator's links (1 when
+	// eff is the protocol efficiency of its least efficient route (the
+	// bottleneck of each: net.PathEfficiency; 1 when
 	// Options.Protocol is off).
 	eff float64
 }
@@ -137,11 +137,11 @@ func (e *engine) comm(g, c int) *commInfo {
 	put(float64(len(routes)))
 	for _, p := range routes {
 		put(float64(len(p)))
+		if e.opt.Protocol {
+			ci.eff = min(ci.eff, net.PathEfficiency(e.topo, p))
+		}
 		for _, l := range p {
 			lk := e.topo.Links[l]
-			if e.opt.Protocol {
-				ci.eff = min(ci.eff, e.linkEfficiency(lk.Tech))
-			}
 			put(lk.BandwidthBytesPerS * lk.Health)
 			put(lk.LatencyS)
 			for _, other := range e.users[l] {
@@ -162,21 +162,4 @@ func (e *engine) comm(g, c int) *commInfo {
 	ci.sig = sig
 	e.info[g][c] = &ci
 	return &ci
-}
-
-// linkEfficiency is a link technology's collective efficiency (1 if
-// unknown), looked up once per technology.
-func (e *engine) linkEfficiency(tech string) float64 {
-	if eff, ok := e.techEff[tech]; ok {
-		return eff
-	}
-	eff := 1.0
-	if l, ok := hw.LinkByName(tech); ok && l.CollectiveEfficiency > 0 {
-		eff = l.CollectiveEfficiency
-	}
-	if e.techEff == nil {
-		e.techEff = map[string]float64{}
-	}
-	e.techEff[tech] = eff
-	return eff
 }

@@ -31,10 +31,28 @@ type AllToAllV struct {
 	// communicator spans), so each sender-to-node transfer carries D/k of
 	// its per-slot bytes. TopK 0 sends every routed copy.
 	TopK, NodeLimit int
-	// ProtocolEfficiency as in Collective (0 means 1).
+	// ProtocolEfficiency as in Collective (0 means 1). PathEfficiency
+	// instead gives each flow its own route's (net.PathEfficiency): an
+	// all-to-all's NVLink pairs and its network pairs are limited by
+	// different links.
 	ProtocolEfficiency float64
+	PathEfficiency     bool
 	Label              string
 }
+
+// RelayChunks is how many pieces a hierarchical all-to-all's network
+// transfer arrives in, one after another, each forwarded over NVLink as it
+// lands: DeepEP's internode kernels forward tokens while later ones are
+// still on the network (chunks of num_max_rdma_chunked_send_tokens tokens,
+// csrc/kernels/internode.cu), so only the last piece's NVLink hop is not
+// hidden behind the network. Eight pieces leave an eighth of it exposed. A
+// piece is at least RelayPieceMinBytes: each pays the route's latency in
+// series, which a 1 MiB piece's transfer (21 µs at 50 GB/s) dwarfs, where
+// DeepEP keeps several smaller chunks in flight.
+const (
+	RelayChunks        = 8
+	RelayPieceMinBytes = 1 << 20
+)
 
 // StartAllToAllV begins an all-to-all-v now; done runs when every pair's
 // bytes have arrived. Every pair is a flow of its own on the fabric, so
@@ -76,14 +94,25 @@ func (c *Comms) StartAllToAllV(a AllToAllV, done func(Result)) error {
 		}
 	})
 	started := false // sends from relays run in delivery callbacks
+	pathEff := func(i, j int) float64 {
+		if !a.PathEfficiency {
+			return eff
+		}
+		path, err := c.t.Route(dev[i], dev[j])
+		if err != nil {
+			return eff // Send reports the missing route
+		}
+		return PathEfficiency(c.t, path)
+	}
 	send := func(i, j int, bytes float64, sink Sink) {
 		if failed != nil {
 			return
 		}
 		pending++
 		res.Flows++
-		res.WireBytes += bytes / eff
-		if err := c.f.Send(dev[i], dev[j], bytes/eff, sink, 0); err != nil {
+		wire := bytes / pathEff(i, j)
+		res.WireBytes += wire
+		if err := c.f.Send(dev[i], dev[j], wire, sink, 0); err != nil {
 			failed = fmt.Errorf("all_to_all_v from rank %d to %d: %w", a.Ranks[i], a.Ranks[j], err)
 			if started {
 				k.Fail(failed)
@@ -148,14 +177,24 @@ func (c *Comms) StartAllToAllV(a AllToAllV, done func(Result)) error {
 					continue
 				}
 				src, dsts := i, m
-				send(i, relay, total*share, SinkFunc(func(int) {
-					for _, j := range dsts {
-						if b := a.Bytes[src*n+j]; j != relay && b > 0 {
-							send(relay, j, b, finish)
+				pieces := int(min(RelayChunks, max(1, total*share/RelayPieceMinBytes)))
+				// The pieces go one after another; each one's arrival
+				// starts the next and forwards it over NVLink.
+				var piece func(k int)
+				piece = func(k int) {
+					send(src, relay, total*share/float64(pieces), SinkFunc(func(int) {
+						if k+1 < pieces {
+							piece(k + 1)
 						}
-					}
-					finish(0)
-				}))
+						for _, j := range dsts {
+							if b := a.Bytes[src*n+j]; j != relay && b > 0 {
+								send(relay, j, b/float64(pieces), finish)
+							}
+						}
+						finish(0)
+					}))
+				}
+				piece(0)
 			}
 		}
 	}

@@ -315,6 +315,26 @@ func linkEff(tech string) float64 {
 	return 1
 }
 
+// PathEfficiency is the collective efficiency of a route as a whole: its
+// slowest link after each link's own efficiency over its slowest raw
+// link, min(B·e) / min(B). A flow's bytes over it divided by this take
+// the time the efficient bottleneck sets; the least efficient link
+// technology on the route may not be the one that limits it (a NIC path's
+// PCIe hops are wider than the NIC).
+func PathEfficiency(t *topo.Topology, path []int32) float64 {
+	raw, eff := math.Inf(1), math.Inf(1)
+	for _, l := range path {
+		lk := t.Links[l]
+		bw := lk.BandwidthBytesPerS * lk.Health
+		raw = math.Min(raw, bw)
+		eff = math.Min(eff, bw*linkEff(lk.Tech))
+	}
+	if !(raw > 0) || math.IsInf(raw, 1) {
+		return 1
+	}
+	return eff / raw
+}
+
 // ladder is the fastest speed of the ladder not above bw (the slowest if
 // none fits).
 func ladder(speeds []float64, bw float64) float64 {
