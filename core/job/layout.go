@@ -113,7 +113,7 @@ func InferenceLayout(s *spec.Inference, gpus int) (workload.Inference, error) {
 		Prompt: s.PromptTokens, Output: s.OutputTokens, DType: hw.DType(s.DType), KVDType: spec.StorageDType(s.KVCacheDType),
 		WeightDType:      spec.StorageDType(s.WeightDType),
 		UnfusedAttention: s.UnfusedAttention,
-		EP:               s.EP, HierarchicalA2A: s.HierarchicalA2A, ExpertsInTP: s.EnableExpertParallel}
+		EP:               s.EP, HierarchicalA2A: s.HierarchicalA2A, ExpertsInTP: s.EnableExpertParallel, TwoBatchOverlap: s.TwoBatchOverlap}
 	var p spec.Problems
 	if n := in.Ranks(); n > gpus {
 		p.Addf("replicas", "tp·pp·replicas = %d·%d·%d = %d GPUs, but the cluster has %d", s.TP, s.PP, s.Replicas, n, gpus)

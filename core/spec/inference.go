@@ -29,6 +29,10 @@ type Inference struct {
 	// without data-parallel attention), instead of a TP share of every
 	// expert on each rank; tp must divide the experts.
 	EnableExpertParallel bool `json:"enable_expert_parallel,omitempty"`
+	// TwoBatchOverlap splits each pass's sequences into two micro-batches
+	// that overlap each other's expert-parallel all-to-alls (SGLang's
+	// --enable-two-batch-overlap); needs ep > 1 and pp 1.
+	TwoBatchOverlap bool `json:"two_batch_overlap,omitempty"`
 	// Batch is the number of requests (sequences) per replica; default 1.
 	Batch int `json:"batch,omitempty"`
 	// PromptTokens and OutputTokens per request; default 512 and 128.

@@ -42,6 +42,12 @@ type Inference struct {
 	// every TP rank holds experts/TP whole experts instead of a TP share of
 	// each (model.Run EP = TP, ExpertTP = 1).
 	ExpertsInTP bool
+	// TwoBatchOverlap splits each pass's sequences into two micro-batches
+	// whose layers interleave, so that one's expert-parallel all-to-all is
+	// in flight while the other computes (SGLang's --enable-two-batch-
+	// overlap, DeepSeek's inference system: arXiv 2412.19437 §3.4). Needs
+	// EP > 1 and one stage; a pass of one sequence runs whole.
+	TwoBatchOverlap bool
 	// Canceled, if set, is polled while the plan is built (a pass per
 	// output token: seconds for thousands); its error stops the build.
 	Canceled func() error
@@ -115,6 +121,14 @@ func (in Inference) Check() []problem.Problem {
 		}
 		if len(ps) > 0 {
 			break
+		}
+	}
+	if in.TwoBatchOverlap {
+		switch {
+		case !in.Model.IsMoE() || in.EP < 2:
+			ps = append(ps, problem.Problem{Path: "two_batch_overlap", Message: fmt.Sprintf("overlaps expert-parallel all-to-alls: needs a mixture-of-experts model and ep >= 2, got ep %d", max(in.EP, 1))})
+		case in.PP > 1:
+			ps = append(ps, problem.Problem{Path: "two_batch_overlap", Message: fmt.Sprintf("needs pp 1, got %d", in.PP)})
 		}
 	}
 	if ep := max(in.EP, 1); in.EP < 0 || in.Replicas%ep != 0 {
@@ -201,6 +215,9 @@ type inferencePass struct {
 	g             model.Graph
 	batch, tokens int
 	name          string
+	// halves are the pass's two micro-batches under TwoBatchOverlap (nil:
+	// it runs whole).
+	halves []model.Graph
 }
 
 // NewInferenceBuilder prepares the prefill passes, the stages' blocks,
@@ -222,7 +239,11 @@ func NewInferenceBuilder(in Inference) (*InferenceBuilder, error) {
 		if G > 1 {
 			name = fmt.Sprintf("prefill%d.", i)
 		}
-		ib.prefill = append(ib.prefill, inferencePass{g, r.Count, r.Prompt, name})
+		halves, err := in.halves(run)
+		if err != nil {
+			return nil, err
+		}
+		ib.prefill = append(ib.prefill, inferencePass{g, r.Count, r.Prompt, name, halves})
 	}
 	ib.chunks = chunkPositions(ib.prefill[0].g, in.PP, false, false, nil)
 	if in.Model.IsMoE() && in.EP > 1 {
@@ -299,7 +320,11 @@ func (ib *InferenceBuilder) Range(from, to int) (*Plan, error) {
 		if err != nil {
 			return nil, err
 		}
-		passes = append(passes, inferencePass{g, batch, 1, fmt.Sprintf("decode%d.", k)})
+		halves, err := in.halves(run)
+		if err != nil {
+			return nil, err
+		}
+		passes = append(passes, inferencePass{g, batch, 1, fmt.Sprintf("decode%d.", k), halves})
 	}
 	P, T := in.PP, in.TP
 	pl := ib.shape
@@ -339,11 +364,7 @@ func (ib *InferenceBuilder) Range(from, to int) (*Plan, error) {
 				// (a range's first step received them in the range before).
 				last = b.recvTokens(pre, step, ps.batch)
 			}
-			for _, bi := range ib.chunks[s] {
-				if r := b.ops(pre, ps.g.Blocks[bi].Forward, int32(step), deps(last), false); r >= 0 {
-					last = r
-				}
-			}
+			last = b.inferencePass(pre, ps, ib.chunks[s], int32(step), last)
 			if s < P-1 {
 				b.p2pAfter(pre+"send_activations", Send, SlotFwdOut, int32(step), msg, int32(step), last)
 			} else if P > 1 && step >= G-1 && step+1 < total {
@@ -379,6 +400,52 @@ func (ib *InferenceBuilder) Range(from, to int) (*Plan, error) {
 		pl.Programs = append(pl.Programs, *b.p)
 	}
 	return &pl, nil
+}
+
+// halves builds run's two micro-batches under TwoBatchOverlap: its
+// sequences split as evenly as they go (nil when it is off or the run has
+// one sequence).
+func (in Inference) halves(run model.Run) ([]model.Graph, error) {
+	if !in.TwoBatchOverlap || run.Batch < 2 {
+		return nil, nil
+	}
+	var out []model.Graph
+	for _, n := range []int{(run.Batch + 1) / 2, run.Batch / 2} {
+		r := run
+		r.Batch = n
+		g, err := model.Build(in.Model, r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// inferencePass appends a pass's blocks (chunk) after task after and
+// returns its last task. Under TwoBatchOverlap its two micro-batches are
+// issued one after the other and interleaved at their all-to-alls
+// (Interleave: while one waits on its dispatch or combine, the compute
+// stream runs the other's attention or experts), then joined.
+func (b *progBuilder) inferencePass(pre string, ps inferencePass, chunk []int, step, after int32) int32 {
+	one := func(pre string, g model.Graph) int32 {
+		last := after
+		for _, bi := range chunk {
+			if r := b.ops(pre, g.Blocks[bi].Forward, step, deps(last), false); r >= 0 {
+				last = r
+			}
+		}
+		return last
+	}
+	if ps.halves == nil {
+		return one(pre, ps.g)
+	}
+	from := int32(len(b.p.Tasks))
+	first := one(pre+"mb0.", ps.halves[0])
+	mid := int32(len(b.p.Tasks))
+	second := one(pre+"mb1.", ps.halves[1])
+	remap := b.interleave(from, mid)
+	return b.compute(pre+"tbo.join", nil, step, remap(first), remap(second))
 }
 
 // Release hands a plan from Range back: its task storage serves the next

@@ -123,3 +123,18 @@ def test_experts_whole_per_gpu_story():
                      "cluster": {"preset": "dgx-h100", "nodes": 1}, "tp": 8, "enable_expert_parallel": True},
                     progress=False)
     assert "enable_expert_parallel" in str(e.value)
+
+
+def wide_prefill(**extra):
+    spec = {"kind": "inference", "model": {"preset": "deepseek-v3", "layers": 4}, "gpu": "h800",
+            "cluster": {"preset": "dgx-h800", "nodes": 2}, "replicas": 16, "ep": 16, "hierarchical_a2a": True,
+            "batch": 8, "prompt_tokens": 1024, "output_tokens": 1, "dtype": "fp8", **extra}
+    return eidolon.run(spec, progress=False).to_pandas("summary").iloc[0]
+
+
+def test_two_batch_overlap_hides_the_all_to_alls():
+    plain, tbo = wide_prefill(), wide_prefill(two_batch_overlap=True)
+    assert tbo.ttft_s < plain.ttft_s
+    with pytest.raises(eidolon.SpecError) as e:
+        wide_prefill(ep=1, two_batch_overlap=True)
+    assert "two_batch_overlap" in str(e.value)

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/eidolon-sim/eidolon/core/job"
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/scenario/all"
 	"github.com/eidolon-sim/eidolon/core/scenario/inference"
@@ -79,5 +80,65 @@ func TestInferenceExpertsInsideTP(t *testing.T) {
 		_, err := run(c.model, c.tp, c.replicas, c.ep, true)
 		require.ErrorContains(t, err, c.field, c.model)
 		require.ErrorContains(t, err, c.says, c.model)
+	}
+}
+
+// Two-batch overlap (SGLang's --enable-two-batch-overlap, DeepSeek's
+// inference system): a wide-EP prefill split into two micro-batches whose
+// layers interleave, so one's dispatch or combine crosses the network
+// while the other computes. It does the same work (the same FLOPs) in less
+// time, but no less than either stream alone is busy (the compute stream
+// runs every kernel, the expert-parallel stream every all-to-all, each in
+// order); one sequence per replica cannot split and runs as before.
+func TestInferenceTwoBatchOverlap(t *testing.T) {
+	run := func(batch int, tbo bool) (inference.SummaryRow, scenario.Result) {
+		js := fmt.Sprintf(`{"kind":"inference","model":{"preset":"deepseek-v3","layers":6},"gpu":"h800",
+			"cluster":{"preset":"dgx-h800","nodes":2},"replicas":16,"ep":16,"hierarchical_a2a":true,"two_batch_overlap":%t,
+			"batch":%d,"prompt_tokens":1024,"output_tokens":1,"dtype":"fp8","timeline_ranks":[0]}`, tbo, batch)
+		_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
+		require.NoError(t, err)
+		return res.Tables[0].Rows.([]inference.SummaryRow)[0], res
+	}
+	busy := func(res scenario.Result) (compute, ep, flops float64) {
+		for _, tb := range res.Tables {
+			if tb.Name != "timeline" {
+				continue
+			}
+			for _, r := range tb.Rows.([]job.TimelineRow) {
+				switch r.Stream {
+				case "compute":
+					compute += r.EndS - r.StartS
+					flops += r.FLOPs
+				case "ep":
+					ep += r.EndS - r.StartS
+				}
+			}
+		}
+		return compute, ep, flops
+	}
+	plain, plainRes := run(8, false)
+	tbo, tboRes := run(8, true)
+	c0, e0, f0 := busy(plainRes)
+	c1, e1, f1 := busy(tboRes)
+	t.Logf("TTFT %.4g s alone, %.4g s overlapped; compute %.4g / %.4g s, all-to-all %.4g / %.4g s", plain.TTFTS, tbo.TTFTS, c0, c1, e0, e1)
+	require.Positive(t, e0, "the prefill exchanges tokens")
+	assert.InEpsilon(t, f0, f1, 1e-9, "the same work")
+	assert.Less(t, tbo.TTFTS, plain.TTFTS)
+	assert.GreaterOrEqual(t, tbo.TTFTS, max(c1, e1)*(1-1e-9))
+	// Alone, the streams take turns: the prefill is at least their sum.
+	assert.GreaterOrEqual(t, plain.TTFTS, (c0+e0)*(1-1e-9))
+
+	one, _ := run(1, false)
+	oneTBO, _ := run(1, true)
+	assert.Equal(t, one.TTFTS, oneTBO.TTFTS, "one sequence runs whole")
+
+	for _, bad := range []string{
+		`"model":"llama3-8b","gpu":"h800","cluster":{"preset":"dgx-h800","nodes":1},"replicas":8,"two_batch_overlap":true`,
+		`"model":{"preset":"deepseek-v3","layers":4},"gpu":"h800","cluster":{"preset":"dgx-h800","nodes":1},"replicas":8,"two_batch_overlap":true`,
+		`"model":{"preset":"deepseek-v3","layers":4},"gpu":"h800","cluster":{"preset":"dgx-h800","nodes":2},"pp":2,"replicas":8,"ep":8,"two_batch_overlap":true`,
+	} {
+		_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(`{"kind":"inference",`+bad+`}`))
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "two_batch_overlap")
 	}
 }
