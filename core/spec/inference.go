@@ -33,6 +33,13 @@ type Inference struct {
 	// that overlap each other's expert-parallel all-to-alls (SGLang's
 	// --enable-two-batch-overlap); needs ep > 1 and pp 1.
 	TwoBatchOverlap bool `json:"two_batch_overlap,omitempty"`
+	// RedundantExperts are extra expert slots under wide EP (DeepSeek's
+	// EPLB, SGLang's --ep-num-redundant-experts): the busiest experts
+	// replicated so that experts + redundant_experts slots spread evenly
+	// over the ep ranks (256 + 32 = 288 over 72 GPUs). Routing fills every
+	// slot alike, as EPLB's placement aims to; each rank holds its slots'
+	// weights.
+	RedundantExperts int `json:"redundant_experts,omitempty"`
 	// Batch is the number of requests (sequences) per replica; default 1.
 	Batch int `json:"batch,omitempty"`
 	// PromptTokens and OutputTokens per request; default 512 and 128.

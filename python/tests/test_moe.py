@@ -138,3 +138,14 @@ def test_two_batch_overlap_hides_the_all_to_alls():
     with pytest.raises(eidolon.SpecError) as e:
         wide_prefill(ep=1, two_batch_overlap=True)
     assert "two_batch_overlap" in str(e.value)
+
+
+def test_redundant_experts_let_ep_72_divide():
+    spec = {"kind": "inference", "model": {"preset": "deepseek-v3", "layers": 4}, "gpu": "h100-sxm",
+            "cluster": {"preset": "dgx-h100", "nodes": 9}, "replicas": 72, "ep": 72,
+            "batch": 16, "prompt_tokens": 256, "output_tokens": 4, "dtype": "fp8"}
+    with pytest.raises(eidolon.SpecError) as e:
+        eidolon.run(spec, progress=False)
+    assert "ep" in str(e.value)
+    s = eidolon.run({**spec, "redundant_experts": 32}, progress=False).to_pandas("summary").iloc[0]
+    assert s.tpot_s > 0

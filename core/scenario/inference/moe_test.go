@@ -142,3 +142,40 @@ func TestInferenceTwoBatchOverlap(t *testing.T) {
 		assert.Contains(t, err.Error(), "two_batch_overlap")
 	}
 }
+
+// Redundant experts (EPLB): 256 + 32 slots over 72 GPUs is 4 a GPU, where
+// 256 alone does not divide; each GPU holds its four slots' weights, and
+// the balanced routing spreads a token's 8 slots over all 288. Over EP 16
+// the 32 extra slots add two experts' weights a GPU, each layer's 2 more
+// GEMMs of fewer tokens.
+func TestInferenceRedundantExperts(t *testing.T) {
+	run := func(nodes, ep, redundant int) (inference.SummaryRow, error) {
+		js := fmt.Sprintf(`{"kind":"inference","model":{"preset":"deepseek-v3","layers":4},"gpu":"h800",
+			"cluster":{"preset":"dgx-h800","nodes":%d},"replicas":%d,"ep":%d,"redundant_experts":%d,
+			"batch":16,"prompt_tokens":256,"output_tokens":4,"dtype":"fp8"}`, nodes, ep, ep, redundant)
+		_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
+		if err != nil {
+			return inference.SummaryRow{}, err
+		}
+		return res.Tables[0].Rows.([]inference.SummaryRow)[0], nil
+	}
+	_, err := run(9, 72, 0)
+	require.ErrorContains(t, err, "ep")
+	wide, err := run(9, 72, 32)
+	require.NoError(t, err)
+	assert.Positive(t, wide.TPOTS)
+
+	plain, err := run(2, 16, 0)
+	require.NoError(t, err)
+	more, err := run(2, 16, 32)
+	require.NoError(t, err)
+	expert := 3 * 7168 * 2048 * 1.0 // one expert of one MoE layer, FP8 weights
+	assert.InEpsilon(t, 2*expert, more.MemoryPeakBytes-plain.MemoryPeakBytes, 0.05)
+
+	for _, c := range []struct{ nodes, ep, redundant int }{{2, 16, -1}, {2, 16, 300}, {2, 1, 16}} {
+		_, err := run(c.nodes, c.ep, c.redundant)
+		require.ErrorContains(t, err, "redundant_experts", "%+v", c)
+	}
+	_, err = run(2, 16, 8)
+	require.ErrorContains(t, err, "must divide the experts plus redundant_experts")
+}
