@@ -253,7 +253,11 @@ func NewInferenceBuilder(in Inference) (*InferenceBuilder, error) {
 	for s := range ib.chunks {
 		var mem Memory
 		for i := range ib.groups {
-			if m := in.memory(ib.prefill[i].g, ib.chunks[s], in.kvTokens(0), in.sequences()); m.Total() > mem.Total() {
+			g := ib.prefill[i].g
+			if h := ib.prefill[i].halves; h != nil {
+				g = h[0] // as memoryRun
+			}
+			if m := in.memory(g, ib.chunks[s], in.kvTokens(0), in.sequences()); m.Total() > mem.Total() {
 				mem = m
 			}
 		}
@@ -544,6 +548,18 @@ func dtypeOfBytes(e float64) hw.DType {
 	return hw.BF16
 }
 
+// memoryRun is the run whose largest operator sets a pass's activation
+// memory: under TwoBatchOverlap one micro-batch's, the larger half (SGLang
+// finds two-batch overlap halves the prefill's peak: 16,384 tokens a GPU
+// fit where 8,192 was the most without it, lmsys.org/blog/2025-05-05-
+// large-scale-ep). The KV cache still holds every sequence.
+func (in Inference) memoryRun(r model.Run) model.Run {
+	if in.TwoBatchOverlap && r.Batch > 1 {
+		r.Batch = (r.Batch + 1) / 2
+	}
+	return r
+}
+
 // PeakMemory is the largest per-GPU memory over stages for a prompt length.
 func (in Inference) PeakMemory(prompt int) (float64, error) {
 	r := in.run(model.Prefill, 0)
@@ -551,7 +567,7 @@ func (in Inference) PeakMemory(prompt int) (float64, error) {
 	for _, g := range in.Groups() {
 		r.Batch = max(r.Batch, g.Count) // the largest prefill pass
 	}
-	g, err := model.Build(in.Model, r)
+	g, err := model.Build(in.Model, in.memoryRun(r))
 	if err != nil {
 		return 0, err
 	}

@@ -8,7 +8,7 @@ import "github.com/eidolon-sim/eidolon/core/model"
 func (in Inference) MemoryAt(prompt int) (Memory, error) {
 	r := in.run(model.Prefill, 0)
 	r.SeqLen = prompt
-	g, err := model.Build(in.Model, r)
+	g, err := model.Build(in.Model, in.memoryRun(r))
 	if err != nil {
 		return Memory{}, err
 	}

@@ -128,9 +128,15 @@ func TestInferenceTwoBatchOverlap(t *testing.T) {
 	// Alone, the streams take turns: the prefill is at least their sum.
 	assert.GreaterOrEqual(t, plain.TTFTS, (c0+e0)*(1-1e-9))
 
+	// One micro-batch's activations at a time: less memory, the same
+	// weights and cache (SGLang fits twice the prefill tokens with it).
+	assert.Less(t, tbo.MemoryPeakBytes, plain.MemoryPeakBytes)
+	assert.Greater(t, tbo.LongestPromptTokens, plain.LongestPromptTokens)
+
 	one, _ := run(1, false)
 	oneTBO, _ := run(1, true)
 	assert.Equal(t, one.TTFTS, oneTBO.TTFTS, "one sequence runs whole")
+	assert.Equal(t, one.MemoryPeakBytes, oneTBO.MemoryPeakBytes)
 
 	for _, bad := range []string{
 		`"model":"llama3-8b","gpu":"h800","cluster":{"preset":"dgx-h800","nodes":1},"replicas":8,"two_batch_overlap":true`,
