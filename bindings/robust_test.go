@@ -188,6 +188,11 @@ func TestMemoryBudget(t *testing.T) {
 		{`{"kind":"ssm_tp","model":"mamba-2.8b","gpu":"a100-80gb-sxm","cluster":{"topology":"switch","gpus":4,"link":"nvlink3"},"tp_degrees":[1,2],"batch":2,"prompt_lengths":[256],"output_length":64000}`, "output_length"},
 		{`{"kind":"parallel_search","model":{"preset":"gpt-22b","layers":2},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":4},"global_batch":524288000,"seq_len":512,"tp":[2,4],"pp":[1],"micro_batch":[1],"keep":2}`, "global_batch"},
 		{`{"kind":"fault_sweep","link_failures":1,"training":{"model":{"preset":"gpt-22b","layers":2},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"parallel":{"tp":8,"global_batch":2000000}}}`, "training.parallel.global_batch"},
+		// the cluster itself: 524,288 GPUs hold about 5 GB of topology,
+		// links and routes in a step, 10 in a fault sweep
+		{`{"kind":"training","model":{"preset":"gpt-22b","layers":2},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":65536},"parallel":{"tp":8,"global_batch":131072}}`, "cluster"},
+		{`{"kind":"fault_sweep","samples":2,"link_failures":1,"training":{"model":{"preset":"gpt-22b","layers":2},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":65536},"parallel":{"tp":8,"global_batch":131072}}}`, "training.cluster"},
+		{`{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":65536},"output_tokens":4}`, "cluster"},
 	} {
 		h, err := Start(c.js, 2*gib)
 		require.Error(t, err, c.js)
