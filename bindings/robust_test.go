@@ -193,6 +193,7 @@ func TestMemoryBudget(t *testing.T) {
 		{`{"kind":"training","model":{"preset":"gpt-22b","layers":2},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":65536},"parallel":{"tp":8,"global_batch":131072}}`, "cluster"},
 		{`{"kind":"fault_sweep","samples":2,"link_failures":1,"training":{"model":{"preset":"gpt-22b","layers":2},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":65536},"parallel":{"tp":8,"global_batch":131072}}}`, "training.cluster"},
 		{`{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":65536},"output_tokens":4}`, "cluster"},
+		{`{"kind":"parallel_search","model":{"preset":"gpt-22b","layers":2},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":65536},"global_batch":131072,"seq_len":256,"tp":[8],"pp":[1,2],"micro_batch":[1]}`, "cluster"},
 	} {
 		h, err := Start(c.js, 2*gib)
 		require.Error(t, err, c.js)

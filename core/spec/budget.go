@@ -582,10 +582,11 @@ func (s *ParallelSearch) Budget() Budget {
 			}
 		}
 	}
+	cluster := clusterBytesPerGPU * float64(gpus) // each worker builds its own
 	return Budget{
-		MemoryBytes: 4 * worst,
-		Fields:      []string{"global_batch", "model.layers", "tp", "pp", "micro_batch"},
-		Detail:      fmt.Sprintf("the largest layout's training step, %.3g GiB, four at a time", worst/(1<<30)),
+		MemoryBytes: 4 * (worst + cluster),
+		Fields:      clusterFirst([]string{"global_batch", "model.layers", "tp", "pp", "micro_batch", "cluster"}, cluster, worst),
+		Detail:      fmt.Sprintf("the largest layout's training step, %.3g GiB, and the cluster, %.3g GiB, four at a time", worst/(1<<30), cluster/(1<<30)),
 	}
 }
 
