@@ -92,6 +92,7 @@ func TestBudgetEstimatesTheAllocation(t *testing.T) {
 		`{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"tp":2,"pp":2,"batch":4,"prompt_tokens":128,"output_tokens":1024}`,
 		`{"kind":"inference","model":{"preset":"llama2-7b","layers":8},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"tp":8,"batch":1,"prompt_tokens":128,"output_tokens":2048,"timeline_ranks":[-1]}`,
 		`{"kind":"inference","model":{"preset":"llama2-7b","layers":8},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"tp":2,"batch":4,"prompt_tokens":128,"output_tokens":8192}`,
+		`{"kind":"inference","model":{"preset":"deepseek-v3","layers":8},"gpu":"h800","cluster":{"preset":"dgx-h800","nodes":2},"replicas":16,"ep":16,"two_batch_overlap":true,"batch":8,"prompt_tokens":128,"output_tokens":1024,"dtype":"fp8"}`,
 		`{"kind":"inference","model":{"preset":"llama2-7b","layers":8},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"tp":2,"replicas":2,"batch":4,"prompt_tokens":128,"output_tokens":2048,"faults":{"stragglers":[{"device":"n0.gpu1","slowdown":1.5}]}}`,
 	} {
 		_, s, err := all.Decode([]byte(js))
