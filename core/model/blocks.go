@@ -214,10 +214,7 @@ func (b *builder) attention(shared bool, in, hs, kvs, hd, qkv int64) {
 		b.rows(T, (hs+kvs)*hd)
 	}
 	if !b.training() {
-		// Append this pass's keys and values to the KV cache: read in the
-		// activation type, written in the cache's.
-		n := float64(T * 2 * kvs * hd)
-		b.stream("attn.kv_cache_write", Elementwise, 0, n*(b.e+b.kv), 0, 0, 0)
+		b.kvCacheWrite(float64(T * 2 * kvs * hd))
 	}
 	b.attentionCore(hs, kvs, hd)
 	b.gemm("attn.out", T, h, hs*hd)
@@ -335,6 +332,13 @@ func (b *builder) flash(hs, kvs, hd int64, per tokenElems, saved float64) {
 	accumulate := NewStreaming("attn.cp.grad_accumulate", Elementwise, b.a, steps*(out+kvs2)/b.e,
 		3*(2*steps-1)*out+3*steps*kvs2)
 	b.add(step{fwd: []Op{kv, fa, merge}, bwd: []Op{kv, dkv, flashBackward(fa), accumulate}, saved: saved})
+}
+
+// kvCacheWrite appends a pass's n new cache elements (keys and values, or
+// MLA's latent and rotary key) to the KV cache: read in the activation
+// type, written in the cache's (Run.KVDType).
+func (b *builder) kvCacheWrite(n float64) {
+	b.stream("attn.kv_cache_write", Elementwise, 0, n*(b.e+b.kv), 0, 0, 0)
 }
 
 // attentionCore is causal self-attention over this rank's heads: decode

@@ -267,7 +267,7 @@ func (b *builder) mla() {
 	r := b.r
 	if r.Phase == Decode {
 		B := int64(r.Batch)
-		b.stream("attn.kv_cache_write", Elementwise, 0, 2*float64(T*(kvr+rope))*b.e, 0, 0, 0)
+		b.kvCacheWrite(float64(T * (kvr + rope)))
 		b.add(step{fwd: []Op{NewGEMM("attn.q_absorb", b.d, hs, B, kvr, nope)}})
 		b.add(step{fwd: []Op{MLADecodeAttention(c, b.d, b.kv, B, hs, int64(r.KVLen)+1)}})
 		b.add(step{fwd: []Op{NewGEMM("attn.v_absorb", b.d, hs, B, v, kvr)}})
@@ -277,7 +277,7 @@ func (b *builder) mla() {
 	}
 	b.gemm("attn.kv_up", T, hs*(nope+v), kvr)
 	if r.Phase == Prefill {
-		b.stream("attn.kv_cache_write", Elementwise, 0, 2*float64(T*(kvr+rope))*b.e, 0, 0, 0)
+		b.kvCacheWrite(float64(T * (kvr + rope)))
 	}
 	B, s := int64(r.Batch), int64(r.SeqLen)
 	hd := (nope + rope + v) / 2

@@ -418,6 +418,20 @@ func TestKVCacheDType(t *testing.T) {
 	ds, _ := ByName("deepseek-v3")
 	m := MLADecodeAttention(ds, hw.FP8, 1, 2, 16, 4096)
 	assert.Equal(t, 2*(4096*576+2*16*(2*512+64.0)), m.Bytes)
+	// MLA's cache write too, prefill and decode: its latent and rotary key.
+	ds, _ = FromPreset("deepseek-v3", Config{Layers: 4})
+	for _, r := range []Run{{Phase: Prefill, Batch: 2, SeqLen: 100}, {Phase: Decode, Batch: 200, KVLen: 50}} {
+		r.TP, r.DType, r.KVDType = 1, hw.BF16, hw.FP8
+		g, err := Build(ds, r)
+		require.NoError(t, err)
+		for _, blk := range g.Blocks {
+			for _, o := range blk.Forward {
+				if o.Name == "attn.kv_cache_write" {
+					assert.Equal(t, 200*576*(2+1.0), o.Bytes, "%s %s", r.Phase, blk.Name)
+				}
+			}
+		}
+	}
 }
 
 // Weight-only quantization (Run.WeightDType) stores the linear layers'
