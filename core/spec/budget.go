@@ -455,15 +455,19 @@ func (s *Training) Budget() Budget {
 	}
 }
 
-// clusterFirst moves the field "cluster" (the last of fields) to the front
-// when the cluster's share of the memory is the larger: the message's path
-// names what to make smaller.
+// clusterFirst moves the cluster's field (cluster, or a base's
+// x.cluster) to the front when the cluster's share of the memory is the
+// larger: the message's path names what to make smaller.
 func clusterFirst(fields []string, cluster, work float64) []string {
 	if cluster <= work {
 		return fields
 	}
-	n := len(fields) - 1
-	return append([]string{fields[n]}, fields[:n]...)
+	for i, f := range fields {
+		if f == "cluster" || strings.HasSuffix(f, ".cluster") {
+			return append([]string{f}, append(fields[:i:i], fields[i+1:]...)...)
+		}
+	}
+	return fields
 }
 
 // clusterBytesPerGPU is the run's memory that grows with the cluster
@@ -496,33 +500,23 @@ func trainingBytesPerMicroBatch(layers float64, pp int) float64 {
 func (s *FaultSweep) Budget() Budget {
 	var b Budget
 	var base string
+	var cluster *Cluster
 	switch {
 	case s.Training != nil:
-		b, base = s.Training.Budget(), "training"
+		b, base, cluster = s.Training.Budget(), "training", &s.Training.Cluster
 	case s.Inference != nil:
-		b, base = s.Inference.Budget(), "inference"
+		b, base, cluster = s.Inference.Budget(), "inference", &s.Inference.Cluster
 	case s.Collective != nil:
-		b, base = s.Collective.Budget(), "collective"
+		b, base, cluster = s.Collective.Budget(), "collective", &s.Collective.Cluster
 	default:
 		return Budget{}
 	}
 	for i, f := range b.Fields {
 		b.Fields[i] = Field(base, f)
 	}
-	var cluster *Cluster
-	switch {
-	case s.Training != nil:
-		cluster = &s.Training.Cluster
-	case s.Inference != nil:
-		cluster = &s.Inference.Cluster
-	default:
-		cluster = &s.Collective.Cluster
-	}
-	sweep := sweepBytesPerGPU * float64(clusterGPUs(cluster))
-	if b.Fields[0] != Field(base, "cluster") && sweep > b.MemoryBytes {
-		b.Fields = clusterFirst(b.Fields, sweep, b.MemoryBytes)
-	}
-	b.MemoryBytes += sweep
+	gpus := float64(clusterGPUs(cluster))
+	b.Fields = clusterFirst(b.Fields, (clusterBytesPerGPU+sweepBytesPerGPU)*gpus, b.MemoryBytes-clusterBytesPerGPU*gpus)
+	b.MemoryBytes += sweepBytesPerGPU * gpus
 	if s.Mode == "sample" {
 		// the healthy run and every sample
 		b.Events *= float64(s.Samples + 1)
