@@ -108,7 +108,11 @@ func TestFidelityTable(t *testing.T) {
 		"at 1M). Subtracting the simulated rest of the step, the measured steps leave the attention 261–295 TFLOP/s of causal " +
 		"work (forward and backward) at 32K–1M where the model runs it at 454–460, the rate of the July 2024 cuDNN and " +
 		"FlashAttention-3 kernels KERNELS.md checks it against (FlashAttention-2, which those replaced on Hopper, reached " +
-		"35 % of the H100's peak, Shah et al. 2024). The attention kernels of NeMo 24.03's stack are not modelled; the rows " +
+		"35 % of the H100's peak, Shah et al. 2024: 370, 335 and 322 TFLOP/s forward, causal forward and backward at 16k, " +
+		"head dim 128). FlashAttention-2 would account for the gap, but it is not what that stack ran: Transformer Engine 1.4, " +
+		"NeMo 24.03's, runs cuDNN's fused attention on Hopper wherever both can (transformer_engine/pytorch/attention.py at " +
+		"v1.4: \"Select FusedAttention on sm90 and FlashAttention on others for performance\"), context parallelism included. " +
+		"The cuDNN of that early-2024 stack is what is not modelled (no measurement of its attention rate was found); the rows " +
 		"show what the model's attention assumes.\n")
 	b.WriteString("- Llama 3.1 405B runs Meta's interleaved schedule with one layer a chunk (16 stages of 8 chunks, the first " +
 		"chunk only the embedding and the last only the output projection and loss, as the paper's §3.3.2 describes the layout; " +
