@@ -57,6 +57,8 @@ func sharedFile(t testing.TB, rel string) string {
 //     token (one decode step, 20 ms), +1 % at 2 µs (two) and +13 % at 3.
 //   - TTFT and ITL against the engine loop's own time per iteration and
 //     per sequence (engine.step_overhead_s, _per_seq; 0 in the rows).
+//   - TTFT and ITL with the residual adds fused into the norms
+//     (engine.fused_add_norm, as today's engines run them; off in the rows).
 //
 // Run: go test ./bench -run NIMServing -v
 func TestNIMServing(t *testing.T) {
@@ -112,6 +114,9 @@ func TestNIMServing(t *testing.T) {
 			line += fmt.Sprintf(" %.1f ms + %.1f ms: %+.0f%% / %+.0f%%;", o[0]*1e3, o[1]*1e3, 100*(x.TTFTSMean*1e3/r.TTFTMS-1), 100*(x.ITLSMean*1e3/r.ITLMS-1))
 		}
 		t.Log(line)
+		f := run(r, `"fused_add_norm":true`).Summary
+		t.Logf("    with the residual adds fused into the norms (engine.fused_add_norm): TTFT %.0f (%+.1f%%), ITL %.2f (%+.1f%%)",
+			f.TTFTSMean*1e3, 100*(f.TTFTSMean*1e3/r.TTFTMS-1), f.ITLSMean*1e3, 100*(f.ITLSMean*1e3/r.ITLMS-1))
 		v := runSpec(fidelity.NIMSpec(r, fidelity.NIMRounds(r)*r.Conc, "")).Summary
 		t.Logf("    vLLM V1's budget on an A100 (the serving kind's default, 2048 tokens): TTFT %.0f (%+.0f%%), ITL %.2f (%+.0f%%)",
 			v.TTFTSMean*1e3, 100*(v.TTFTSMean*1e3/r.TTFTMS-1), v.ITLSMean*1e3, 100*(v.ITLSMean*1e3/r.ITLMS-1))

@@ -217,7 +217,9 @@ func readmeMFURows(ctx context.Context) ([]Row, error) {
 // 330 W, bf16, a 5-token prompt, 200 new tokens over the whole generate()
 // call), an engine whose execution is stated: torch.compile with CUDA
 // graphs (mode "reduce-overhead") and PyTorch's intra-node all-reduce, the
-// inference kind's cuda_graphs execution with its custom all-reduce.
+// inference kind's cuda_graphs execution with its custom all-reduce, and
+// Inductor's kernels: each residual add fused into the next RMSNorm
+// (fused_add_norm).
 func gptFastRows(ctx context.Context) ([]Row, error) {
 	var rows []Row
 	layers := map[string]float64{"7b": 32, "70b": 80}
@@ -230,7 +232,7 @@ func gptFastRows(ctx context.Context) ([]Row, error) {
 		{"70b", 2, 21.32}, {"70b", 4, 38.01}, {"70b", 8, 62.50},
 	} {
 		js := fmt.Sprintf(`{"kind":"inference","model":"llama2-%s","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},
-			"tp":%d,"batch":1,"prompt_tokens":5,"output_tokens":200,"dtype":"bf16","execution":"cuda_graphs"}`, c.model, c.tp)
+			"tp":%d,"batch":1,"prompt_tokens":5,"output_tokens":200,"dtype":"bf16","execution":"cuda_graphs","fused_add_norm":true}`, c.model, c.tp)
 		res, err := run(ctx, js)
 		if err != nil {
 			return nil, fmt.Errorf("gpt-fast llama2-%s tp%d: %w", c.model, c.tp, err)

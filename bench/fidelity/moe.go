@@ -241,13 +241,14 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	// CUDA graphs (torch.compile mode "reduce-overhead") with PyTorch's
 	// intra-node all-reduce (ENABLE_INTRA_NODE_COMM=1): the inference
 	// kind's cuda_graphs execution, whose default all-reduce is the custom
-	// one.
+	// one, with Inductor's residual adds fused into the norms
+	// (fused_add_norm).
 	for _, g := range []struct {
 		tp  int
 		ref float64
 	}{{2, 96.67}, {4, 155.35}, {8, 227.82}} {
 		js := fmt.Sprintf(`{"kind":"inference","model":"mixtral-8x7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},
-			"tp":%d,"batch":1,"prompt_tokens":5,"output_tokens":200,"dtype":"bf16","execution":"cuda_graphs"}`, g.tp)
+			"tp":%d,"batch":1,"prompt_tokens":5,"output_tokens":200,"dtype":"bf16","execution":"cuda_graphs","fused_add_norm":true}`, g.tp)
 		if res, err = run(ctx, js); err != nil {
 			return nil, fmt.Errorf("mixtral-8x7b tp%d: %w", g.tp, err)
 		}

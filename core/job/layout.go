@@ -112,8 +112,8 @@ func InferenceLayout(s *spec.Inference, gpus int) (workload.Inference, error) {
 	in := workload.Inference{Model: m, TP: s.TP, PP: s.PP, Replicas: s.Replicas, Batch: s.Batch,
 		Prompt: s.PromptTokens, Output: s.OutputTokens, DType: hw.DType(s.DType), KVDType: spec.StorageDType(s.KVCacheDType),
 		WeightDType:      spec.StorageDType(s.WeightDType),
-		UnfusedAttention: s.UnfusedAttention,
-		EP:               s.EP, HierarchicalA2A: s.HierarchicalA2A, ExpertsInTP: s.EnableExpertParallel, TwoBatchOverlap: s.TwoBatchOverlap}
+		UnfusedAttention: s.UnfusedAttention, FusedAddNorm: s.FusedAddNorm,
+		EP: s.EP, HierarchicalA2A: s.HierarchicalA2A, ExpertsInTP: s.EnableExpertParallel, TwoBatchOverlap: s.TwoBatchOverlap}
 	var p spec.Problems
 	if r := s.RedundantExperts; r != 0 {
 		switch E, ep := m.Experts, max(s.EP, 1); {

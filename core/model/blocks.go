@@ -170,23 +170,37 @@ func (b *builder) transformer(shared bool) {
 		b.params = attn + norms + mlp
 	}
 
-	b.norm("attn.norm", b.Tn, in)
+	// With fused add-norms each norm takes in the residual add before it
+	// (the previous block's MLP output; this block's attention output) and
+	// the adds go: the first block's input norm has no add before it and
+	// the final norm one, so every block counts two.
+	fused := b.fuseAddNorm() && !shared
+	if fused {
+		b.fusedAddNorm("attn.norm", b.Tn, in)
+	} else {
+		b.norm("attn.norm", b.Tn, in)
+	}
 	b.recomputable(ModuleLayerNorm, float64(b.Tn*in)*b.e)
 	if c.IsMLA() {
 		b.mla()
 	} else {
 		b.attention(shared, in, hs, kvs, hd, qkv)
 	}
-	b.residual("attn.residual", h)
-
-	b.norm("mlp.norm", b.Tn, h)
+	if fused {
+		b.fusedAddNorm("mlp.norm", b.Tn, h)
+	} else {
+		b.residual("attn.residual", h)
+		b.norm("mlp.norm", b.Tn, h)
+	}
 	b.recomputable(ModuleLayerNorm, float64(b.Tn*h)*b.e)
 	if b.moe {
 		b.moeFFN()
 	} else {
 		b.mlp(f)
 	}
-	b.residual("mlp.residual", h)
+	if !fused {
+		b.residual("mlp.residual", h)
+	}
 	if shared {
 		b.gemm("shared.linear", T, h, h)
 	}

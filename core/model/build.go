@@ -100,6 +100,11 @@ type Run struct {
 	// UnfusedAttention materializes the score matrix (Megatron without
 	// FlashAttention): batched GEMMs, softmax and dropout kernels.
 	UnfusedAttention bool
+	// FusedAddNorm, in inference, runs each residual add inside the RMSNorm
+	// after it, as one vectorized kernel (fusedAddNorm), as the serving
+	// engines run LLaMA-style blocks; false keeps the add and the norm two
+	// kernels (Hugging Face transformers, Vidur's profiled kernels).
+	FusedAddNorm bool
 	// LocalSSMProjections keeps Mamba-1's x_proj local to each rank's
 	// channel shard (the SSM tensor-parallel partition of Dutt et al. 2026,
 	// arXiv 2602.21144): no all-reduce of its output, one all-reduce per
@@ -721,6 +726,30 @@ func (b *builder) norm(name string, rows, w int64) {
 	}
 	b.add(s)
 	b.rows(rows, w)
+}
+
+// fusedAddNorm is the residual add of the block output before it and the
+// RMSNorm after it as one kernel, as vLLM runs LLaMA-style blocks
+// (fused_add_rms_norm, vllm-project/vllm PR #1667; SGLang and TensorRT-LLM
+// fuse them too, and Inductor under torch.compile): read the block output
+// and the residual stream, write the new residual stream and the normed
+// rows, n·(1 add + 5 norm) FLOPs. Its FP16/BF16 specialization loads and
+// stores 8 elements at a time (layernorm_kernels.cu, vllm PR #3662: "this
+// kernel is memory latency-bound"), so it streams at the vectorized
+// kernels' bandwidth (Op.OnePass) where the separate norm is the scalar
+// one-block-per-row kernel.
+func (b *builder) fusedAddNorm(name string, rows, w int64) {
+	n := float64(rows * w)
+	o := NewStreaming(name, Norm, b.a, 6*n, 4*n*b.e+8*float64(rows))
+	o.OnePass = true
+	b.add(step{fwd: []Op{o}})
+	b.rows(rows, w)
+}
+
+// fuseAddNorm reports whether a block's residual adds run inside the next
+// norm (Run.FusedAddNorm: inference with RMSNorm).
+func (b *builder) fuseAddNorm() bool {
+	return b.r.FusedAddNorm && !b.training() && b.c.Family != GPT
 }
 
 // biasGrad is the gradient of a bias added over rows of width w: a column

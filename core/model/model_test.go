@@ -538,3 +538,63 @@ func TestContextParallelAllToAll(t *testing.T) {
 	require.NotEmpty(t, ps)
 	require.Equal(t, "cp_comm_type", ps[0].Path, "4 key/value heads a rank do not split 8 ways")
 }
+
+// With fused add-norms (vLLM's fused_add_rms_norm) a LLaMA block's two
+// residual adds go into its two norms: the same rows, one vectorized
+// kernel each reading the block output and the residual stream and
+// writing both (4 tensors where the add moved 3 and the norm 2), the
+// add's FLOPs with the norm's. GPT's LayerNorm blocks and training keep
+// the separate kernels.
+func TestFusedAddNorm(t *testing.T) {
+	c, _ := ByName("llama2-7b")
+	for _, ph := range []Phase{Prefill, Decode} {
+		r := Run{Phase: ph, Batch: 2, SeqLen: 64, KVLen: 64, TP: 2, DType: hw.BF16}
+		plain, err := Build(c, r)
+		require.NoError(t, err)
+		r.FusedAddNorm = true
+		fused, err := Build(c, r)
+		require.NoError(t, err)
+		pb, _ := plain.Block(BlockTransformer)
+		fb, _ := fused.Block(BlockTransformer)
+		require.Len(t, fb.Forward, len(pb.Forward)-2, "the two residual adds go")
+		ops := map[string]Op{}
+		for _, o := range pb.Forward {
+			ops[o.Name] = o
+		}
+		var flops float64
+		for _, o := range pb.Forward {
+			flops += o.FLOPs
+		}
+		for _, o := range fb.Forward {
+			flops -= o.FLOPs
+			assert.NotContains(t, o.Name, "residual")
+			if o.Kind != Norm {
+				assert.Equal(t, ops[o.Name], o, "%s unchanged", o.Name)
+				continue
+			}
+			rows := ops[o.Name].M
+			n := float64(rows * ops[o.Name].N)
+			assert.True(t, o.OnePass, "%s vectorized", o.Name)
+			assert.Equal(t, [2]int64{rows, 4096}, [2]int64{o.M, o.N})
+			assert.InDelta(t, 4*n*2+8*float64(rows), o.Bytes, 1e-6, o.Name)
+		}
+		assert.InDelta(t, 0, flops, 1e-6, "the adds' FLOPs move into the norms")
+	}
+	g, _ := ByName("gpt-22b")
+	for _, x := range []struct {
+		c Config
+		r Run
+	}{{g, Run{Phase: Prefill, Batch: 1, SeqLen: 64, TP: 1, DType: hw.BF16, FusedAddNorm: true}},
+		{c, Run{Phase: Training, Batch: 1, SeqLen: 64, TP: 1, DType: hw.BF16, FusedAddNorm: true}}} {
+		gr, err := Build(x.c, x.r)
+		require.NoError(t, err)
+		blk, _ := gr.Block(BlockTransformer)
+		n := 0
+		for _, o := range blk.Forward {
+			if strings.HasSuffix(o.Name, ".residual") {
+				n++
+			}
+		}
+		assert.Equal(t, 2, n, "%s %s keeps its adds", x.c.Name, x.r.Phase)
+	}
+}

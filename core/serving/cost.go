@@ -71,6 +71,8 @@ type Pricer struct {
 	// expertsInTP spreads the experts whole over the TP ranks (vLLM's
 	// --enable-expert-parallel; workload.Inference.ExpertsInTP).
 	expertsInTP bool
+	// fusedAddNorm: model.Run.FusedAddNorm.
+	fusedAddNorm bool
 	// stages[s] are the model positions (indices into a graph's Order) of stage s.
 	stages [][]int
 	// attnLayers[s] is the attention blocks on stage s.
@@ -141,6 +143,9 @@ type Engine struct {
 	// ExpertsInTP spreads the experts whole over the TP ranks (vLLM's
 	// --enable-expert-parallel).
 	ExpertsInTP bool
+	// FusedAddNorm runs the residual adds inside the norms
+	// (model.Run.FusedAddNorm).
+	FusedAddNorm bool
 }
 
 // NewPricer builds replica r's pricer on a topology (its link health
@@ -150,7 +155,7 @@ func NewPricer(m *exec.Machine, faults net.FaultPlan, seed uint64, cfg model.Con
 	t, gpu := m.Fabric.Topology(), m.GPU
 	tp, pp := e.TP, e.PP
 	p := &Pricer{gpu: gpu, ev: compute.NewEvaluator(gpu), cfg: cfg, tp: tp, pp: pp, dtype: e.DType,
-		kvDType: e.KVDType, kvBytes: model.KVBytes(e.KVDType, e.DType), weightDType: e.WeightDType, host: e.Host, expertsInTP: e.ExpertsInTP,
+		kvDType: e.KVDType, kvBytes: model.KVBytes(e.KVDType, e.DType), weightDType: e.WeightDType, host: e.Host, expertsInTP: e.ExpertsInTP, fusedAddNorm: e.FusedAddNorm,
 		dense: map[partKey][]exec.Issue{}, denseComm: map[partKey]float64{}, head: map[partKey]exec.Issue{}, dec: map[[2]int]compute.Cost{}, pre: map[[2]int]float64{},
 		comm: map[commKey]float64{}}
 	g, err := model.Build(cfg, p.run(1, 1))
@@ -201,7 +206,8 @@ func NewPricer(m *exec.Machine, faults net.FaultPlan, seed uint64, cfg model.Con
 // run is the model run of a prefill pass of batch sequences of seqLen
 // tokens on one rank of the replica.
 func (p *Pricer) run(batch, seqLen int) model.Run {
-	r := model.Run{Phase: model.Prefill, Batch: batch, SeqLen: seqLen, TP: p.tp, DType: p.dtype, KVDType: p.kvDType, WeightDType: p.weightDType}
+	r := model.Run{Phase: model.Prefill, Batch: batch, SeqLen: seqLen, TP: p.tp, DType: p.dtype, KVDType: p.kvDType, WeightDType: p.weightDType,
+		FusedAddNorm: p.fusedAddNorm}
 	if p.expertsInTP {
 		r.EP, r.ExpertTP = p.tp, 1
 	}

@@ -71,6 +71,12 @@ type Inference struct {
 	// true with cuda_graphs, false with eager (PyTorch's NCCL all-reduce,
 	// as Hugging Face transformers runs).
 	CustomAllReduce *bool `json:"custom_all_reduce,omitempty"`
+	// FusedAddNorm runs each residual add inside the RMSNorm after it, one
+	// vectorized kernel, as vLLM runs LLaMA-style blocks today
+	// (fused_add_rms_norm; SGLang's and torch.compile's fuse them too).
+	// Default false: the add and the scalar norm kernel Vidur profiled
+	// (the kernels the compute model is fitted on), two kernels each.
+	FusedAddNorm bool `json:"fused_add_norm,omitempty"`
 	// KVCacheDType is the KV cache's element type (vLLM's --kv-cache-dtype):
 	// "auto" (default: the activations' type, 16-bit) or one of
 	// KVCacheDTypes; "fp8" halves the cache a token takes and the bytes

@@ -114,6 +114,8 @@ type ServingEngine struct {
 	// CustomAllReduce as in the inference kind (default: true with
 	// cuda_graphs, false with eager).
 	CustomAllReduce *bool `json:"custom_all_reduce,omitempty"`
+	// FusedAddNorm as in the inference kind (default false).
+	FusedAddNorm bool `json:"fused_add_norm,omitempty"`
 	// KVCacheDType as in the inference kind ("auto" or one of
 	// KVCacheDTypes): "fp8" fits twice the tokens in the same blocks' memory.
 	KVCacheDType string `json:"kv_cache_dtype,omitempty"`

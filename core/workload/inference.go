@@ -25,6 +25,8 @@ type Inference struct {
 	// DType; model.Run.WeightDType).
 	KVDType, WeightDType hw.DType
 	UnfusedAttention     bool
+	// FusedAddNorm: see model.Run.
+	FusedAddNorm bool
 	// LocalSSMProjections: see model.Run (false: Megatron split as is).
 	LocalSSMProjections bool
 	// Requests, if set, replaces Batch, Prompt and Output with groups of
@@ -142,7 +144,7 @@ func (in Inference) Check() []problem.Problem {
 
 func (in Inference) run(phase model.Phase, kv int) model.Run {
 	r := model.Run{Phase: phase, Batch: in.Batch, SeqLen: in.Prompt, KVLen: kv, TP: in.TP,
-		DType: in.DType, KVDType: in.KVDType, WeightDType: in.WeightDType, UnfusedAttention: in.UnfusedAttention, LocalSSMProjections: in.LocalSSMProjections, EP: in.EP}
+		DType: in.DType, KVDType: in.KVDType, WeightDType: in.WeightDType, UnfusedAttention: in.UnfusedAttention, FusedAddNorm: in.FusedAddNorm, LocalSSMProjections: in.LocalSSMProjections, EP: in.EP}
 	if in.ExpertsInTP {
 		r.EP, r.ExpertTP = max(in.TP, 1), 1
 	}

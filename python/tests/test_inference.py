@@ -32,3 +32,14 @@ def test_fp8_kv_cache_and_weight_errors_name_fields():
         serve(1, kv_cache_dtype="int4")
     with pytest.raises(eidolon.SpecError, match="weight_dtype"):
         serve(1, weight_dtype="fp16")
+
+
+def test_fused_add_norm_shortens_both_phases_and_checks_its_type():
+    # vLLM's fused_add_rms_norm: the residual add runs inside the next
+    # RMSNorm, one vectorized kernel where two ran; memory is unchanged.
+    plain, fused = serve(1), serve(1, fused_add_norm=True)
+    assert fused.ttft_s < plain.ttft_s
+    assert fused.tpot_s < plain.tpot_s
+    assert fused.longest_prompt_tokens == plain.longest_prompt_tokens
+    with pytest.raises(eidolon.SpecError, match="fused_add_norm"):
+        serve(1, fused_add_norm="yes")

@@ -53,8 +53,13 @@ func table[T any](res scenario.Result, name string) []T {
 // pricer composes the same operator costs and collective times, with the
 // cache lengths bucketed.
 func TestVanishingLoadIsOnePrefill(t *testing.T) {
-	for _, layout := range []string{`"tp":1`, `"tp":2`, `"tp":2,"pp":2`} {
-		res := run(t, `,`+layout+`,"workload":{"rate_per_s":0.01,"requests":5,"prompt_tokens":{"tokens":700},"output_tokens":{"tokens":40}}`)
+	// Each layout, and one with the engine's fused add-norms in both kinds.
+	for _, c := range []struct{ layout, engine, option string }{
+		{`"tp":1`, "", ""}, {`"tp":2`, "", ""}, {`"tp":2,"pp":2`, "", ""},
+		{`"tp":2`, `,"engine":{"fused_add_norm":true}`, `,"fused_add_norm":true`},
+	} {
+		layout := c.layout + c.option
+		res := run(t, `,`+c.layout+c.engine+`,"workload":{"rate_per_s":0.01,"requests":5,"prompt_tokens":{"tokens":700},"output_tokens":{"tokens":40}}`)
 		inf := runJS(t, fmt.Sprintf(`{"kind":"inference",%s,%s,"batch":1,"prompt_tokens":700,"output_tokens":40}`, base, layout))
 		want := table[inference.SummaryRow](inf, "summary")[0]
 		for _, r := range table[serving.RequestRow](res, "requests") {

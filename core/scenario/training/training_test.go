@@ -341,6 +341,12 @@ func TestInferenceExecutionMode(t *testing.T) {
 	assert.Greater(t, one.TPOTS/eager.TPOTS, 1.0)
 	assert.Less(t, one.TPOTS/eager.TPOTS, oneG.TPOTS/graphs.TPOTS, "graphs scale better with TP")
 
+	// Fused add-norms (vLLM's fused_add_rms_norm) shorten both phases:
+	// one vectorized kernel where the scalar norm and the add ran.
+	fused := at(8, `,"fused_add_norm":true`)
+	assert.Less(t, fused.TTFTS, graphs.TTFTS)
+	assert.Less(t, fused.TPOTS, graphs.TPOTS)
+
 	_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(`{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm",
 			"cluster":{"preset":"dgx-a100","nodes":1},"execution":"graphs"}`))
 	var se *spec.Error
