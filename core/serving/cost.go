@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sort"
 
 	"github.com/eidolon-sim/eidolon/core/compute"
 	"github.com/eidolon-sim/eidolon/core/exec"
@@ -73,6 +74,8 @@ type Pricer struct {
 	expertsInTP bool
 	// fusedAddNorm: model.Run.FusedAddNorm.
 	fusedAddNorm bool
+	// ep is Engine.EP (≥ 1).
+	ep int
 	// stages[s] are the model positions (indices into a graph's Order) of stage s.
 	stages [][]int
 	// attnLayers[s] is the attention blocks on stage s.
@@ -146,6 +149,12 @@ type Engine struct {
 	// FusedAddNorm runs the residual adds inside the norms
 	// (model.Run.FusedAddNorm).
 	FusedAddNorm bool
+	// EP is the data-parallel attention ranks of a replica (1: none): EP
+	// ranks of TP GPUs each, every rank attending to its own sequences,
+	// the experts spread over the EP ranks (each TP-sharded over its
+	// rank's GPUs, as the inference kind's wide expert parallelism), the
+	// ranks stepping together (rankShape).
+	EP int
 }
 
 // NewPricer builds replica r's pricer on a topology (its link health
@@ -155,7 +164,7 @@ func NewPricer(m *exec.Machine, faults net.FaultPlan, seed uint64, cfg model.Con
 	t, gpu := m.Fabric.Topology(), m.GPU
 	tp, pp := e.TP, e.PP
 	p := &Pricer{gpu: gpu, ev: compute.NewEvaluator(gpu), cfg: cfg, tp: tp, pp: pp, dtype: e.DType,
-		kvDType: e.KVDType, kvBytes: model.KVBytes(e.KVDType, e.DType), weightDType: e.WeightDType, host: e.Host, expertsInTP: e.ExpertsInTP, fusedAddNorm: e.FusedAddNorm,
+		kvDType: e.KVDType, kvBytes: model.KVBytes(e.KVDType, e.DType), weightDType: e.WeightDType, host: e.Host, expertsInTP: e.ExpertsInTP, fusedAddNorm: e.FusedAddNorm, ep: max(e.EP, 1),
 		dense: map[partKey][]exec.Issue{}, denseComm: map[partKey]float64{}, head: map[partKey]exec.Issue{}, dec: map[[2]int]compute.Cost{}, pre: map[[2]int]float64{},
 		comm: map[commKey]float64{}}
 	g, err := model.Build(cfg, p.run(1, 1))
@@ -185,19 +194,32 @@ func NewPricer(m *exec.Machine, faults net.FaultPlan, seed uint64, cfg model.Con
 	if p.hd == 0 {
 		return nil, fmt.Errorf("serving: model %q has no attention operator", cfg.Name)
 	}
-	ranks := ReplicaRanks(tp, pp, r)
-	if need := ranks[pp-1][tp-1] + 1; need > t.NumRanks() {
-		return nil, fmt.Errorf("replica %d needs rank %d but the cluster has %d GPUs", r, need-1, t.NumRanks())
+	// A replica of EP data-parallel ranks is EP consecutive TP groups; the
+	// TP collectives are probed on its first.
+	groups := make([][][]int, p.ep)
+	for j := range groups {
+		groups[j] = ReplicaRanks(tp, pp, r*p.ep+j)
 	}
-	// Stragglers: a stage computes at its slowest rank's pace (as exec runs a unit).
-	for _, st := range ranks {
+	ranks := groups[0]
+	if last := groups[p.ep-1]; last[pp-1][tp-1]+1 > t.NumRanks() {
+		return nil, fmt.Errorf("replica %d needs rank %d but the cluster has %d GPUs", r, last[pp-1][tp-1], t.NumRanks())
+	}
+	// Stragglers: a stage computes at its slowest rank's pace (as exec runs
+	// a unit); data-parallel attention ranks step together, so the slowest
+	// of them all.
+	for s := range ranks {
 		f := 1.0
-		for _, rk := range st {
-			f = max(f, m.Fabric.Slowdown(t.RankDevice(rk)))
+		for _, g := range groups {
+			for _, rk := range g[s] {
+				f = max(f, m.Fabric.Slowdown(t.RankDevice(rk)))
+			}
 		}
 		p.slow = append(p.slow, f)
 	}
 	p.probe = func(kind model.Kind, bytes float64, stage int, p2p bool) (float64, error) {
+		if kind == model.AllToAll {
+			return probeAllToAll(m, faults, seed, groups, bytes)
+		}
 		return probe(m, faults, seed, ranks, kind, bytes, stage, p2p, e.TPAllReduce)
 	}
 	return p, nil
@@ -210,6 +232,9 @@ func (p *Pricer) run(batch, seqLen int) model.Run {
 		FusedAddNorm: p.fusedAddNorm}
 	if p.expertsInTP {
 		r.EP, r.ExpertTP = p.tp, 1
+	}
+	if p.ep > 1 {
+		r.EP = p.ep
 	}
 	return r
 }
@@ -284,6 +309,96 @@ func probe(shared *exec.Machine, faults net.FaultPlan, seed uint64, ranks [][]in
 	opt.TPAllReduce = tpAllReduce
 	return timeRun(m, pl, opt)
 }
+
+// probeAllToAll simulates one expert-parallel all-to-all of bytes per rank
+// over a replica's data-parallel ranks, one communicator per TP index, as
+// the inference kind's wide expert parallelism runs it between replicas
+// under balanced routing: an all-to-all-v with bytes/n to every rank.
+func probeAllToAll(shared *exec.Machine, faults net.FaultPlan, seed uint64, groups [][][]int, bytes float64) (float64, error) {
+	m, err := runMachine(shared, faults, seed)
+	if err != nil {
+		return 0, err
+	}
+	pl := &workload.Plan{Ranks: m.Fabric.Topology().NumRanks()}
+	grp := workload.Group{}
+	for j, g := range groups {
+		u := workload.Unit{Ranks: g[0], Program: 0}
+		for i := range u.Groups {
+			u.Groups[i] = -1
+		}
+		u.Groups[workload.SlotEP] = 0
+		pl.Units = append(pl.Units, u)
+		pl.Replicas = append(pl.Replicas, []int{j})
+		grp.Units = append(grp.Units, j)
+	}
+	for k := range groups[0][0] {
+		var comm []int
+		for _, g := range groups {
+			comm = append(comm, g[0][k])
+		}
+		grp.Comms = append(grp.Comms, comm)
+	}
+	pl.Groups = []workload.Group{grp}
+	n := len(groups)
+	pairs := make([]float64, n*n)
+	for i := range pairs {
+		pairs[i] = bytes / float64(n)
+	}
+	pl.Programs = []workload.Program{{Name: "probe", Tasks: []workload.Task{{Name: "moe.all_to_all", Kind: workload.Collective,
+		Stream: workload.StreamEP, Coll: workload.AllToAllV, Bytes: bytes, Slot: workload.SlotEP, Pairs: pairs}}}}
+	opt := m.Options(true)
+	opt.Host = exec.Host{}
+	return timeRun(m, pl, opt)
+}
+
+// rankShape is the busiest data-parallel rank's share of a replica's
+// iteration: its sequences dealt to the EP ranks evenly (the scheduler
+// hands each rank its share, as SGLang's and vLLM's data-parallel
+// attention balance requests), each prefill chunk to the rank with the
+// fewest tokens so far, largest first; the ranks step together, so the
+// iteration lasts as long as the rank with the most tokens (its decode
+// sequences at the replica's mean cache length).
+func (p *Pricer) rankShape(sh *Shape) *Shape {
+	if p.ep <= 1 {
+		return sh
+	}
+	n := p.ep
+	decode := make([]int, n)
+	for i := 0; i < sh.Decode; i++ {
+		decode[i%n]++
+	}
+	tokens := append([]int(nil), decode...)
+	chunks := append([]Chunk(nil), sh.Chunks...)
+	sort.SliceStable(chunks, func(i, j int) bool { return chunks[i].Query > chunks[j].Query })
+	owner := make([]int, len(chunks))
+	for i, c := range chunks {
+		r := 0
+		for k := 1; k < n; k++ {
+			if tokens[k] < tokens[r] {
+				r = k
+			}
+		}
+		owner[i], tokens[r] = r, tokens[r]+c.Query
+	}
+	busy := 0
+	for k := 1; k < n; k++ {
+		if tokens[k] > tokens[busy] {
+			busy = k
+		}
+	}
+	out := &Shape{Tokens: tokens[busy], Decode: decode[busy], DecodeKV: sh.DecodeKV}
+	for i, c := range chunks {
+		if owner[i] == busy {
+			out.Chunks = append(out.Chunks, c)
+		}
+	}
+	// A rank samples for its decodes and for its chunks that end a prompt:
+	// at most its sequences, the replica's logits dealt evenly.
+	out.Logits = min(ceilDivInt(sh.Logits, n), out.Decode+len(out.Chunks))
+	return out
+}
+
+func ceilDivInt(a, b int) int { return (a + b - 1) / b }
 
 // runMachine is the machine a probe runs on: the run's shared one, whose
 // clock goes on from run to run (its routes cached, its links idle again
@@ -435,7 +550,7 @@ func (p *Pricer) Dense(t int, graph bool) ([]exec.Issue, error) {
 				switch {
 				case o.Kind == model.FlashAttention, o.Name == "head.logits", o.Name == "head.logits.all_gather":
 					continue
-				case o.Kind == model.AllToAll:
+				case o.Kind == model.AllToAll && p.ep <= 1:
 					// A mixture-of-experts dispatch and combine over an
 					// expert-parallel group of one replica: nothing moves
 					// (as workload's plan leaves them out without EP).
@@ -561,6 +676,7 @@ func (p *Pricer) Iteration(sh *Shape) (float64, error) {
 // the sampled tokens back before it schedules their sequences again.
 func (p *Pricer) Stages(sh *Shape, out []float64) ([]float64, error) {
 	out = out[:0]
+	sh = p.rankShape(sh)
 	if sh.Tokens <= 0 {
 		return append(out, 0), nil
 	}
@@ -605,6 +721,7 @@ func (p *Pricer) graph(sh *Shape) bool {
 // transfers, the attention kernels and the logits (they sum to Iteration).
 func (p *Pricer) Breakdown(sh *Shape) (compute, comm, attention, head float64, err error) {
 	total, err := p.Iteration(sh)
+	sh = p.rankShape(sh)
 	if err != nil || sh.Tokens <= 0 {
 		return 0, 0, 0, 0, err
 	}

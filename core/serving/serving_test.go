@@ -196,3 +196,27 @@ func TestStepOverhead(t *testing.T) {
 	assert.Equal(t, []float64{1.75, 5.75}, []float64{slow.Requests[0].FirstTokenS, slow.Requests[0].FinishS})
 	assert.Equal(t, []float64{3.75, 7.5}, []float64{slow.Requests[1].FirstTokenS, slow.Requests[1].FinishS})
 }
+
+// A replica of data-parallel attention ranks prices its busiest rank:
+// decodes dealt evenly (10 over 4 ranks: 3, 3, 2, 2), prompt chunks
+// largest first to the rank with the fewest tokens (the 500-token chunk
+// and the 300 to the 2-decode ranks, the 200 to a 3-decode one), logits
+// at most the rank's sequences; one rank is the replica itself.
+func TestRankShapeDealsTheBatch(t *testing.T) {
+	p := &Pricer{ep: 4}
+	sh := &Shape{Tokens: 1010, Logits: 11, Decode: 10, DecodeKV: 700,
+		Chunks: []Chunk{{Query: 200, Context: 0}, {Query: 500, Context: 100}, {Query: 300, Context: 0}}}
+	got := p.rankShape(sh)
+	require.Equal(t, 502, got.Tokens, "the busiest rank: 2 decodes and the 500-token chunk")
+	require.Equal(t, 2, got.Decode)
+	require.Equal(t, []Chunk{{Query: 500, Context: 100}}, got.Chunks)
+	require.Equal(t, 700, got.DecodeKV)
+	require.Equal(t, 3, got.Logits, "ceil(11/4)")
+	require.Equal(t, 1010, sh.Tokens, "the replica's shape is left as it was")
+	p.ep = 1
+	require.Same(t, sh, p.rankShape(sh))
+	// Only decodes: the largest share.
+	p.ep = 4
+	d := p.rankShape(&Shape{Tokens: 9, Logits: 9, Decode: 9, DecodeKV: 50})
+	require.Equal(t, Shape{Tokens: 3, Logits: 3, Decode: 3, DecodeKV: 50}, *d)
+}

@@ -16,10 +16,22 @@ type Serving struct {
 	// Target: the model, the GPU preset and the cluster (see Target).
 	Target
 	// TP and PP of a replica (default 1); Replicas engines (default 1).
-	TP       int    `json:"tp,omitempty"`
-	PP       int    `json:"pp,omitempty"`
-	Replicas int    `json:"replicas,omitempty"`
-	Faults   Faults `json:"faults,omitempty"`
+	TP       int `json:"tp,omitempty"`
+	PP       int `json:"pp,omitempty"`
+	Replicas int `json:"replicas,omitempty"`
+	// EP (default 1) makes each replica EP data-parallel attention ranks of
+	// TP GPUs serving a mixture-of-experts model with wide expert
+	// parallelism: every rank attends to its own sequences (its own KV
+	// cache), the experts spread over the EP ranks (each TP-sharded over
+	// its rank's GPUs, whole at tp 1, as the inference kind's "ep"),
+	// dispatch and combine an all-to-all among the ranks, and the ranks
+	// step together, the scheduler dealing each iteration's sequences to
+	// them evenly (SGLang's --enable-dp-attention, vLLM's
+	// --data-parallel-size with --enable-expert-parallel). Engine limits
+	// are per rank. Needs pp 1, no disaggregation and
+	// engine.enable_expert_parallel off.
+	EP     int    `json:"ep,omitempty"`
+	Faults Faults `json:"faults,omitempty"`
 	// Routing of arrivals to replicas: "round_robin", "least_outstanding"
 	// (default) or "kv_aware" (a replica holding the request's prefix
 	// first, then least outstanding, then least KV used).
@@ -274,7 +286,7 @@ func (s *Serving) Defaults() {
 		s.Execution = "cuda_graphs"
 	}
 	customAllReduceDefault(&s.Engine.CustomAllReduce, s.Execution)
-	for _, f := range []*int{&s.TP, &s.PP, &s.Replicas} {
+	for _, f := range []*int{&s.TP, &s.PP, &s.Replicas, &s.EP} {
 		if *f == 0 {
 			*f = 1
 		}
@@ -380,6 +392,25 @@ func (s *Serving) Validate(p *Problems) {
 	p.IntInRange("tp", s.TP, 1, 1<<16)
 	p.IntInRange("pp", s.PP, 1, 1<<16)
 	p.IntInRange("replicas", s.Replicas, 1, 1<<20)
+	p.IntInRange("ep", s.EP, 1, 1<<16)
+	if s.EP > 1 {
+		if s.PP != 1 {
+			p.Addf("ep", "data-parallel attention ranks step together through one pass: needs pp 1, got pp %d", s.PP)
+		}
+		if s.Disaggregation != nil {
+			p.Addf("ep", "is not modelled with disaggregation; remove one")
+		}
+		if m, ok := s.Model.Resolve(); ok {
+			if !m.IsMoE() {
+				p.Addf("ep", "spreads a mixture-of-experts model's experts over ep·tp GPUs; %q has no experts", m.Name)
+			} else if m.Experts%s.EP != 0 {
+				p.Addf("ep", "must divide the experts (%d), got %d", m.Experts, s.EP)
+			}
+		}
+		if s.Engine.EnableExpertParallel {
+			p.Addf("engine.enable_expert_parallel", "spreads the experts inside each TP group; with ep %d they spread over the ep ranks: leave it off", s.EP)
+		}
+	}
 	p.OneOf("routing", s.Routing, []string{"round_robin", "least_outstanding", "kv_aware"})
 	e := s.Engine
 	p.IntInRange("engine.max_num_batched_tokens", e.MaxNumBatchedTokens, 1, 1<<24)

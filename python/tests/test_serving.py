@@ -59,6 +59,7 @@ def test_same_seed_same_tables():
     ({"workload": {"rate_per_s": 1}, "engine": {"step_overhead_s": -1e-3}}, "engine.step_overhead_s"),
     ({"workload": {"rate_per_s": 1}, "engine": {"kv_cache_dtype": "int4"}}, "engine.kv_cache_dtype"),
     ({"workload": {"rate_per_s": 1}, "engine": {"weight_dtype": "int2"}}, "engine.weight_dtype"),
+    ({"workload": {"rate_per_s": 1}, "ep": 2}, "ep"),
 ])
 def test_spec_errors(bad, field):
     with pytest.raises(eidolon.SpecError, match=field.replace(".", r"\.")):
@@ -146,3 +147,22 @@ def test_pipeline_replica_throughput_near_separate_replicas():
     assert pp2.requests_per_s > tp4.requests_per_s
     assert pp2.requests_per_s > 0.85 * two.requests_per_s
     assert summary(10, tp=4).itl_s_p50 < summary(10, tp=2, pp=2).itl_s_p50
+
+
+def test_data_parallel_attention_replica():
+    # Wide expert parallelism: one replica of 4 data-parallel attention
+    # ranks (ep), each attending to its own sequences, holds four ranks'
+    # KV cache (each GPU holding a quarter of the experts leaves more room
+    # than four copies of a one-GPU replica), and its decode, each GPU
+    # reading a quarter of the experts for its share of the sequences, is
+    # faster than one GPU's.
+    moe = {"kind": "serving", "model": {"preset": "qwen3-30b-a3b", "layers": 6}, "gpu": "h100-sxm",
+           "cluster": {"preset": "dgx-h100", "nodes": 1},
+           "workload": {"rate_per_s": 50, "requests": 200, "prompt_tokens": {"tokens": 500},
+                        "output_tokens": {"tokens": 50}}}
+    wide = eidolon.run({**moe, "ep": 4}, progress=False)
+    one = eidolon.run(moe, progress=False)
+    it_w, it_1 = wide.to_pandas("iterations"), one.to_pandas("iterations")
+    assert it_w.kv_blocks.iloc[0] > 4 * it_1.kv_blocks.iloc[0]
+    s, s1 = wide.to_pandas("summary").iloc[0], one.to_pandas("summary").iloc[0]
+    assert s.requests == 200 and 0 < s.itl_s_p50 < s1.itl_s_p50

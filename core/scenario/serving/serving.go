@@ -193,8 +193,8 @@ func compileSpec(s *spec.Serving) (*topo.Topology, hw.GPU, net.FaultPlan, error)
 		return nil, g, net.FaultPlan{}, err
 	}
 	var p spec.Problems
-	if n := s.TP * s.PP * s.Replicas; n > t.NumRanks() {
-		p.Addf("replicas", "tp·pp·replicas = %d·%d·%d = %d GPUs, but the cluster has %d", s.TP, s.PP, s.Replicas, n, t.NumRanks())
+	if n := s.TP * s.PP * s.EP * s.Replicas; n > t.NumRanks() {
+		p.Addf("replicas", "tp·pp·ep·replicas = %d·%d·%d·%d = %d GPUs, but the cluster has %d", s.TP, s.PP, s.EP, s.Replicas, n, t.NumRanks())
 	}
 	in := workload.Inference{Model: cfg, TP: s.TP, PP: s.PP, Replicas: 1, Batch: 1, Prompt: s.Engine.MaxNumBatchedTokens, Output: 1, DType: hw.DType(s.DType),
 		KVDType: spec.StorageDType(s.Engine.KVCacheDType), WeightDType: spec.StorageDType(s.Engine.WeightDType),
@@ -251,7 +251,7 @@ func Build(ctx context.Context, s *spec.Serving) (*Setup, error) {
 		}
 		pr, err := sv.NewPricer(m, faults, s.Seed, cfg, r, sv.Engine{TP: s.TP, PP: s.PP, DType: hw.DType(s.DType),
 			KVDType: spec.StorageDType(e.KVCacheDType), WeightDType: spec.StorageDType(e.WeightDType), Host: host, TPAllReduce: spec.TPAllReduce(e.CustomAllReduce), ExpertsInTP: e.EnableExpertParallel,
-			FusedAddNorm: e.FusedAddNorm})
+			FusedAddNorm: e.FusedAddNorm, EP: s.EP})
 		if err != nil {
 			return nil, err
 		}
@@ -286,6 +286,8 @@ func Build(ctx context.Context, s *spec.Serving) (*Setup, error) {
 				}
 				blocks = min(blocks, b)
 			}
+			// Each data-parallel rank caches its own sequences.
+			blocks *= s.EP
 		}
 		role := sv.Both
 		if d := s.Disaggregation; d != nil {
@@ -297,7 +299,9 @@ func Build(ctx context.Context, s *spec.Serving) (*Setup, error) {
 		st.Replicas = append(st.Replicas, sv.Replica{Cost: pr, Blocks: blocks,
 			BlockBytes: pr.KVBytesPerToken(0) * float64(e.BlockTokens), Role: role})
 	}
-	st.Config = sv.Config{MaxBatchedTokens: e.MaxNumBatchedTokens, MaxSeqs: e.MaxNumSeqs, Chunked: *e.ChunkedPrefill,
+	// The engine limits are each data-parallel rank's (vLLM and SGLang set
+	// them per rank): a replica of ep ranks schedules ep times as much.
+	st.Config = sv.Config{MaxBatchedTokens: s.EP * e.MaxNumBatchedTokens, MaxSeqs: s.EP * e.MaxNumSeqs, Chunked: *e.ChunkedPrefill,
 		ChunkTokens: e.ChunkTokens, BlockTokens: e.BlockTokens, Preemption: e.Preemption,
 		SwapBytesPerS: e.SwapBandwidthBytesPerS, PrefixCaching: *e.PrefixCaching, PrefixHitRate: e.PrefixHitRate,
 		FrontendS: e.FrontendS, FrontendSPerToken: *e.FrontendSPerToken, StepS: e.StepOverheadS, StepSPerSeq: e.StepOverheadSPerSeq}

@@ -733,3 +733,46 @@ func TestSearchOverQuantization(t *testing.T) {
 	assert.Equal(t, 1, rows[0].GPUs, "the cheapest configuration meeting the SLOs runs int4 weights on one GPU")
 	assert.Equal(t, "int4", rows[0].WeightDType)
 }
+
+// A replica of ep data-parallel attention ranks (wide expert
+// parallelism): at vanishing load with one sequence a rank it runs as the
+// inference kind's ep replicas, one sequence each (TTFT and ITL within
+// 2 %: the same dispatch and combine over the ranks, the experts ep ways);
+// the ranks step together, so a long prompt on one rank stalls another
+// rank's decode, which a replica of its own does not see; ep·tp GPUs a
+// replica count against the cluster, and the errors name their field.
+func TestServingDataParallelAttention(t *testing.T) {
+	const moe = `"model":{"preset":"qwen3-30b-a3b","layers":6},"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1}`
+	inf := table[inference.SummaryRow](runJS(t, `{"kind":"inference",`+moe+`,"tp":1,"replicas":4,"ep":4,"batch":1,"prompt_tokens":600,"output_tokens":20}`), "summary")[0]
+	// Four requests sent together: the first's iteration starts as it
+	// arrives, the other three share the next; then all four decode, one
+	// a rank.
+	rows := table[serving.RequestRow](runJS(t, `{"kind":"serving",`+moe+`,"tp":1,"ep":4,"engine":{"frontend_s_per_token":0},
+		"workload":{"arrival":"trace","trace":{"arrival_s":[0,0,0,0],"prompt_tokens":[600,600,600,600],"output_tokens":[20,20,20,20]}}}`), "requests")
+	require.Len(t, rows, 4)
+	assert.InDelta(t, inf.TTFTS, rows[0].TTFTS, 0.02*inf.TTFTS)
+	for _, r := range rows[1:] {
+		assert.InDelta(t, 2*inf.TTFTS, r.TTFTS, 0.04*inf.TTFTS, "one prefill iteration, then their own")
+		assert.InDelta(t, inf.TPOTS, r.ITLSMean, 0.02*inf.TPOTS)
+	}
+	// A 16,000-token prompt arrives while a short request decodes: in one
+	// replica of two ranks its prefill holds the other rank's next token;
+	// on two replicas of one rank each (least outstanding routing) it
+	// does not.
+	trace := `"workload":{"arrival":"trace","trace":{"arrival_s":[0,0.05],"prompt_tokens":[100,16000],"output_tokens":[400,2]}}`
+	lock := table[serving.RequestRow](runJS(t, `{"kind":"serving",`+moe+`,"tp":1,"ep":2,`+trace+`}`), "requests")[0]
+	apart := table[serving.RequestRow](runJS(t, `{"kind":"serving",`+moe+`,"tp":1,"replicas":2,`+trace+`}`), "requests")[0]
+	assert.Greater(t, lock.ITLSMax, 5*apart.ITLSMax, "the long prefill stalls the other rank: %g s against %g s", lock.ITLSMax, apart.ITLSMax)
+
+	for _, c := range []struct{ extra, field string }{
+		{`"model":"llama3-8b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1},"ep":2`, "ep"},
+		{moe + `,"ep":3`, "ep"},
+		{moe + `,"ep":2,"pp":2`, "ep"},
+		{moe + `,"ep":2,"engine":{"enable_expert_parallel":true}`, "engine.enable_expert_parallel"},
+		{moe + `,"ep":4,"tp":4`, "replicas"},
+	} {
+		_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(`{"kind":"serving",`+c.extra+`,"workload":{"rate_per_s":1,"requests":2}}`))
+		require.Error(t, err, c.extra)
+		require.ErrorContains(t, err, c.field, c.extra)
+	}
+}
