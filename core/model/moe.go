@@ -154,6 +154,12 @@ func (c Config) checkMoE() []problem.Problem {
 	if c.DenseLayers > c.Layers {
 		bad("dense_layers", "must not exceed layers (%d), got %d", c.Layers, c.DenseLayers)
 	}
+	// Each MTP module is a transformer layer more (DeepSeek-V3 runs one);
+	// more of them than the model's layers is no model, and unbounded they
+	// would escape the spec's work and memory budgets.
+	if c.MTPLayers > c.Layers {
+		bad("mtp_layers", "must not exceed layers (%d), got %d", c.Layers, c.MTPLayers)
+	}
 	if c.IsMLA() {
 		if c.QKRopeHeadDim <= 0 || c.QKNopeHeadDim <= 0 || c.VHeadDim <= 0 {
 			bad("kv_lora_rank", "multi-head latent attention needs qk_rope_head_dim, qk_nope_head_dim and v_head_dim > 0, got %d, %d, %d",

@@ -183,6 +183,11 @@ func TestMTPModule(t *testing.T) {
 	_, ok = inf.Block(BlockMTP)
 	require.False(t, ok, "inference runs the main model only")
 	require.Equal(t, 1, inf.Tail())
+	// More MTP modules than layers is an error naming the field (a spec
+	// fuzz case asked for a million, which no budget had counted).
+	c.MTPLayers = c.Layers + 1
+	_, err = Build(c, run)
+	require.ErrorContains(t, err, "mtp_layers")
 }
 
 // Megatron-Core's second permutation: with more than one local expert a
