@@ -57,6 +57,7 @@ type Serving struct {
 type ServingSearch struct {
 	TP                  []int `json:"tp,omitempty"`
 	PP                  []int `json:"pp,omitempty"`
+	EP                  []int `json:"ep,omitempty"`
 	Replicas            []int `json:"replicas,omitempty"`
 	MaxNumBatchedTokens []int `json:"max_num_batched_tokens,omitempty"`
 	ChunkTokens         []int `json:"chunk_tokens,omitempty"`
@@ -369,7 +370,7 @@ func (s *Serving) Validate(p *Problems) {
 			name string
 			v    []int
 			lo   int
-		}{{"tp", q.TP, 1}, {"pp", q.PP, 1}, {"replicas", q.Replicas, 1}, {"max_num_batched_tokens", q.MaxNumBatchedTokens, 1},
+		}{{"tp", q.TP, 1}, {"pp", q.PP, 1}, {"ep", q.EP, 1}, {"replicas", q.Replicas, 1}, {"max_num_batched_tokens", q.MaxNumBatchedTokens, 1},
 			{"chunk_tokens", q.ChunkTokens, 1}, {"prefill_replicas", q.PrefillReplicas, 0}} {
 			for i, v := range l.v {
 				p.IntInRange(Index(Field("search", l.name), i), v, l.lo, 1<<24)

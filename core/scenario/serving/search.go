@@ -15,9 +15,11 @@ import (
 // orders the configurations that meet the SLOs by GPUs, then goodput
 // (highest first), then TTFT p99; the rest follow with rank 0.
 type ConfigRow struct {
-	Rank                int `arrow:"rank"`
-	TP                  int `arrow:"tp"`
-	PP                  int `arrow:"pp"`
+	Rank int `arrow:"rank"`
+	TP   int `arrow:"tp"`
+	PP   int `arrow:"pp"`
+	// EP is the data-parallel attention ranks of a replica (the spec's ep).
+	EP                  int `arrow:"ep"`
 	Replicas            int `arrow:"replicas"`
 	PrefillReplicas     int `arrow:"prefill_replicas"`
 	MaxNumBatchedTokens int `arrow:"max_num_batched_tokens"`
@@ -83,6 +85,8 @@ func Configs(s *spec.Serving) []*spec.Serving {
 	tps, pps, reps := ints(q.TP, s.TP), ints(q.PP, s.PP), ints(q.Replicas, s.Replicas)
 	each(len(tps), func(c *spec.Serving, i int) { c.TP = tps[i] })
 	each(len(pps), func(c *spec.Serving, i int) { c.PP = pps[i] })
+	eps := ints(q.EP, s.EP)
+	each(len(eps), func(c *spec.Serving, i int) { c.EP = eps[i] })
 	each(len(reps), func(c *spec.Serving, i int) { c.Replicas = reps[i] })
 	prs := ints(q.PrefillReplicas, pre)
 	each(len(prs), func(c *spec.Serving, i int) {
@@ -104,11 +108,11 @@ func Configs(s *spec.Serving) []*spec.Serving {
 	if len(q.ChunkTokens) > 0 {
 		each(len(q.ChunkTokens), func(c *spec.Serving, i int) { c.Engine.ChunkTokens = q.ChunkTokens[i] })
 	}
-	eps := q.EnableExpertParallel
-	if len(eps) == 0 {
-		eps = []bool{s.Engine.EnableExpertParallel}
+	whole := q.EnableExpertParallel
+	if len(whole) == 0 {
+		whole = []bool{s.Engine.EnableExpertParallel}
 	}
-	each(len(eps), func(c *spec.Serving, i int) { c.Engine.EnableExpertParallel = eps[i] })
+	each(len(whole), func(c *spec.Serving, i int) { c.Engine.EnableExpertParallel = whole[i] })
 	kvs, ws := strs(q.KVCacheDType, s.Engine.KVCacheDType), strs(q.WeightDType, s.Engine.WeightDType)
 	each(len(kvs), func(c *spec.Serving, i int) { c.Engine.KVCacheDType = kvs[i] })
 	each(len(ws), func(c *spec.Serving, i int) { c.Engine.WeightDType = ws[i] })
@@ -198,9 +202,9 @@ func Search(env scenario.Env, s *spec.Serving) ([]ConfigRow, error) {
 // evaluate simulates one configuration; a spec problem is a row, not an
 // error (the search goes on).
 func evaluate(c *spec.Serving, attainment float64) (row ConfigRow, err error) {
-	row = ConfigRow{TP: c.TP, PP: c.PP, Replicas: c.Replicas, MaxNumBatchedTokens: c.Engine.MaxNumBatchedTokens,
+	row = ConfigRow{TP: c.TP, PP: c.PP, EP: c.EP, Replicas: c.Replicas, MaxNumBatchedTokens: c.Engine.MaxNumBatchedTokens,
 		ChunkTokens: c.Engine.ChunkTokens, ExpertParallel: c.Engine.EnableExpertParallel, KVCacheDType: c.Engine.KVCacheDType,
-		WeightDType: c.Engine.WeightDType, GPUs: c.TP * c.PP * c.Replicas, Status: "simulated"}
+		WeightDType: c.Engine.WeightDType, GPUs: c.TP * c.PP * c.EP * c.Replicas, Status: "simulated"}
 	if c.Disaggregation != nil {
 		row.PrefillReplicas = c.Disaggregation.PrefillReplicas
 	}

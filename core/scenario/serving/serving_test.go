@@ -665,6 +665,22 @@ func TestServingSearchExpertParallel(t *testing.T) {
 			require.Equal(t, "simulated", r.Status, r.Reason)
 		}
 	}
+	// Data-parallel attention ranks: a replica of ep ranks of tp GPUs
+	// counts ep·tp GPUs; an ep the experts do not divide is invalid.
+	res := runJS(t, `{"kind":"serving","model":{"preset":"mixtral-8x7b","layers":2},"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1},
+		"slo":{"ttft_s":2},"search":{"tp":[1,2],"ep":[1,2,3]},
+		"workload":{"rate_per_s":2,"requests":20,"prompt_tokens":{"tokens":200},"output_tokens":{"tokens":20}}}`)
+	rows := table[serving.ConfigRow](res, "configs")
+	require.Len(t, rows, 6)
+	for _, r := range rows {
+		require.Equal(t, r.TP*r.EP, r.GPUs)
+		if r.EP == 3 {
+			require.Equal(t, "invalid", r.Status)
+			require.Contains(t, r.Reason, "ep")
+		} else {
+			require.Equal(t, "simulated", r.Status, r.Reason)
+		}
+	}
 }
 
 // A prefill replica holds each prompt's KV blocks until its transfer to a
