@@ -28,8 +28,8 @@ type Serving struct {
 	// step together, the scheduler dealing each iteration's sequences to
 	// them evenly (SGLang's --enable-dp-attention, vLLM's
 	// --data-parallel-size with --enable-expert-parallel). Engine limits
-	// are per rank. Needs pp 1, no disaggregation and
-	// engine.enable_expert_parallel off.
+	// are per rank. Needs pp 1 and engine.enable_expert_parallel off; with
+	// disaggregation both pools' replicas are such groups.
 	EP     int    `json:"ep,omitempty"`
 	Faults Faults `json:"faults,omitempty"`
 	// Routing of arrivals to replicas: "round_robin", "least_outstanding"
@@ -397,9 +397,6 @@ func (s *Serving) Validate(p *Problems) {
 	if s.EP > 1 {
 		if s.PP != 1 {
 			p.Addf("ep", "data-parallel attention ranks step together through one pass: needs pp 1, got pp %d", s.PP)
-		}
-		if s.Disaggregation != nil {
-			p.Addf("ep", "is not modelled with disaggregation; remove one")
 		}
 		if m, ok := s.Model.Resolve(); ok {
 			if !m.IsMoE() {

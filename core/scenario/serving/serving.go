@@ -320,11 +320,13 @@ func Build(ctx context.Context, s *spec.Serving) (*Setup, error) {
 	st.Transfer = func(a, b, tokens int) (float64, error) {
 		f, ok := fits[[2]int{a, b}]
 		if !ok {
-			t1, err := sv.Transfer(m, faults, s.Seed, s.TP, s.PP, a, b, b1)
+			// A request's cache lives on one data-parallel rank of each
+			// replica: the first ranks' path stands for every rank's.
+			t1, err := sv.Transfer(m, faults, s.Seed, s.TP, s.PP, a*s.EP, b*s.EP, b1)
 			if err != nil {
 				return 0, err
 			}
-			t2, err := sv.Transfer(m, faults, s.Seed, s.TP, s.PP, a, b, b2)
+			t2, err := sv.Transfer(m, faults, s.Seed, s.TP, s.PP, a*s.EP, b*s.EP, b2)
 			if err != nil {
 				return 0, err
 			}

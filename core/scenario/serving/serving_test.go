@@ -780,6 +780,15 @@ func TestServingDataParallelAttention(t *testing.T) {
 	apart := table[serving.RequestRow](runJS(t, `{"kind":"serving",`+moe+`,"tp":1,"replicas":2,`+trace+`}`), "requests")[0]
 	assert.Greater(t, lock.ITLSMax, 5*apart.ITLSMax, "the long prefill stalls the other rank: %g s against %g s", lock.ITLSMax, apart.ITLSMax)
 
+	// Disaggregated: a prefill and a decode replica of two ranks each, the
+	// cache moved between them.
+	dis := table[serving.RequestRow](runJS(t, `{"kind":"serving",`+moe+`,"tp":1,"ep":2,"replicas":2,"disaggregation":{"prefill_replicas":1},
+		"workload":{"rate_per_s":5,"requests":6,"prompt_tokens":{"tokens":500},"output_tokens":{"tokens":4}}}`), "requests")
+	for _, r := range dis {
+		require.Positive(t, r.KVTransferS)
+		require.Equal(t, 1, r.DecodeReplica)
+	}
+
 	for _, c := range []struct{ extra, field string }{
 		{`"model":"llama3-8b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1},"ep":2`, "ep"},
 		{moe + `,"ep":3`, "ep"},
