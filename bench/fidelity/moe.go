@@ -283,10 +283,11 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	// DeepSeek-V3 decode on SGLang's 9 decode nodes: EP 72 over 288 expert
 	// slots (EPLB's 32 redundant experts), 256 sequences a GPU at a
 	// 2,000-token cache, two-batch overlap, DeepEP's low-latency kernels
-	// (direct RDMA: the all-to-all-v without the relay), CUDA graphs;
-	// throughput per node is 8 × 256 tokens over a decode step.
+	// (low_latency_a2a: the all-to-all-v without the relay, each kernel's
+	// fixed time on top), CUDA graphs; throughput per node is 8 × 256
+	// tokens over a decode step.
 	js = `{"kind":"inference","model":"deepseek-v3","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":9},
-		"replicas":72,"ep":72,"redundant_experts":32,"two_batch_overlap":true,"batch":256,"prompt_tokens":2000,"output_tokens":4,"dtype":"fp8"}`
+		"replicas":72,"ep":72,"redundant_experts":32,"two_batch_overlap":true,"low_latency_a2a":true,"batch":256,"prompt_tokens":2000,"output_tokens":4,"dtype":"fp8"}`
 	if res, err = run(ctx, js); err != nil {
 		return nil, fmt.Errorf("deepseek-v3 decode: %w", err)
 	}

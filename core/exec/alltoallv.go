@@ -25,6 +25,12 @@ func (e *engine) allToAllV(ci commInfo, ranks []int, task *workload.Task, pendin
 	quiet, bulk := e.bulkActive == 0, e.bulkStarted
 	a := net.AllToAllV{Ranks: ranks, Bytes: task.Pairs, Hierarchical: task.Hierarchical, TopK: int(task.TopK), NodeLimit: int(task.NodeLimit),
 		PathEfficiency: e.opt.Protocol, Label: task.Name}
+	switch task.LowLatency {
+	case workload.LowLatencyDispatch:
+		a.FixedS = net.DeepEPLowLatencyDispatchS
+	case workload.LowLatencyCombine:
+		a.FixedS = net.DeepEPLowLatencyCombineS
+	}
 	if err := e.comms.StartAllToAllV(a, func(res net.Result) {
 		if quiet && e.bulkActive == 0 && e.bulkStarted == bulk {
 			e.memo[key] = res.End - res.Start

@@ -113,7 +113,7 @@ func InferenceLayout(s *spec.Inference, gpus int) (workload.Inference, error) {
 		Prompt: s.PromptTokens, Output: s.OutputTokens, DType: hw.DType(s.DType), KVDType: spec.StorageDType(s.KVCacheDType),
 		WeightDType:      spec.StorageDType(s.WeightDType),
 		UnfusedAttention: s.UnfusedAttention, FusedAddNorm: s.FusedAddNorm,
-		EP: s.EP, HierarchicalA2A: s.HierarchicalA2A, ExpertsInTP: s.EnableExpertParallel, TwoBatchOverlap: s.TwoBatchOverlap}
+		EP: s.EP, HierarchicalA2A: s.HierarchicalA2A, LowLatencyA2A: s.LowLatencyA2A, ExpertsInTP: s.EnableExpertParallel, TwoBatchOverlap: s.TwoBatchOverlap}
 	var p spec.Problems
 	if r := s.RedundantExperts; r != 0 {
 		switch E, ep := m.Experts, max(s.EP, 1); {

@@ -3,6 +3,8 @@ package net
 import (
 	"fmt"
 	"math"
+
+	"github.com/eidolon-sim/eidolon/core/sim"
 )
 
 // AllToAllV is an all-to-all with a size per (sender, receiver) pair, as a
@@ -37,8 +39,26 @@ type AllToAllV struct {
 	// different links.
 	ProtocolEfficiency float64
 	PathEfficiency     bool
-	Label              string
+	// FixedS is what the kernels take beyond their flows, added once at
+	// the end (DeepEP's low-latency kernels: DeepEPLowLatencyDispatchS,
+	// DeepEPLowLatencyCombineS).
+	FixedS float64
+	Label  string
 }
+
+// DeepEP's low-latency kernels (decode) each take a fixed time beyond the
+// bytes they move: the sender's FP8 cast and per-expert packing, the
+// signalling of every (expert, rank) count, the receiver's wait for all of
+// them and its unpacking into the experts' layout. Fitted on the dispatch
+// and combine times of deepseek-ai/DeepEP docs/legacy.md ("Low-latency
+// kernels with pure RDMA": H800 + CX7, 128 tokens, top-8, FP8 dispatch and
+// BF16 combine) at EP 16 and 32, as each time less the direct
+// all-to-all-v's on dgx-h800 nodes; EP 64 and 128 check it (core/net
+// TestDirectAllToAllAgainstDeepEPLowLatency).
+const (
+	DeepEPLowLatencyDispatchS = 32.8e-6
+	DeepEPLowLatencyCombineS  = 35.2e-6
+)
 
 // RelayChunks is how many pieces a hierarchical all-to-all's network
 // transfer arrives in, one after another, each forwarded over NVLink as it
@@ -88,10 +108,18 @@ func (c *Comms) StartAllToAllV(a AllToAllV, done func(Result)) error {
 	var failed error
 	finish := SinkFunc(func(int) {
 		pending--
-		if pending == 0 {
+		if pending != 0 {
+			return
+		}
+		end := func() {
 			res.End = k.Now()
 			done(res)
 		}
+		if a.FixedS > 0 {
+			k.After(sim.Seconds(a.FixedS), end)
+			return
+		}
+		end()
 	})
 	started := false // sends from relays run in delivery callbacks
 	pathEff := func(i, j int) float64 {

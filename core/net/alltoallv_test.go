@@ -154,16 +154,17 @@ func TestHierarchicalAllToAllMatchesDeepEP(t *testing.T) {
 // (FP8 with a 4-byte scale per 128 values to dispatch, BF16 to combine):
 // 118 / 155 / 173 / 192 µs to dispatch and 195 / 273 / 314 / 369 µs to
 // combine at EP 16 / 32 / 64 / 128 (deepseek-ai/DeepEP docs/legacy.md,
-// "Low-latency kernels with pure RDMA"). The direct all-to-all-v, which the
-// inference kind runs for them, moves the same bytes over the network in
-// the measured time less a fixed part of every kernel (its FP8 casts, the
-// receiver's unpacking into the experts' layout, the signalling) that it
-// does not model: 29–38 µs to dispatch, 35–73 µs to combine. The test
-// holds the simulation under the measurement and within 80 µs of it at
-// every EP, so that neither the bytes nor the links' rates can drift.
+// "Low-latency kernels with pure RDMA"). The direct all-to-all-v moves the
+// same bytes over the network in the measured time less a fixed part of
+// every kernel: DeepEPLowLatencyDispatchS and ...CombineS are that part's
+// mean at EP 16 and 32 (the fit: the test checks they are), and with them
+// EP 64 and 128 come out within 3 % but for the EP 128 combine (−10 %:
+// its kernel's fixed part is twice the others').
 func TestDirectAllToAllAgainstDeepEPLowLatency(t *testing.T) {
 	const tokens, hidden, topK = 128.0, 7168.0, 8
 	want := map[int][2]float64{16: {118e-6, 195e-6}, 32: {155e-6, 273e-6}, 64: {173e-6, 314e-6}, 128: {192e-6, 369e-6}}
+	fixed := [2]float64{DeepEPLowLatencyDispatchS, DeepEPLowLatencyCombineS}
+	var fit [2]float64
 	for _, ep := range []int{16, 32, 64, 128} {
 		tp, err := topo.Preset("dgx-h800", ep/8)
 		require.NoError(t, err)
@@ -173,13 +174,27 @@ func TestDirectAllToAllAgainstDeepEPLowLatency(t *testing.T) {
 			for i := range sizes {
 				sizes[i] = per
 			}
-			res, _ := runV(t, NewFlowNet(sim.New(), tp), AllToAllV{Ranks: all(ep), Bytes: sizes, PathEfficiency: true})
-			got, gap := (res.End - res.Start).Seconds(), want[ep][k]-(res.End-res.Start).Seconds()
-			t.Logf("EP %d %s: %.0f µs against %.0f", ep, []string{"dispatch", "combine"}[k], got*1e6, want[ep][k]*1e6)
-			assert.Greater(t, gap, 0.0, "EP %d: the simulation leaves out the kernels' fixed part, so it is under the measurement", ep)
-			assert.Less(t, gap, 80e-6, "EP %d: %.0f µs short", ep, gap*1e6)
+			a := AllToAllV{Ranks: all(ep), Bytes: sizes, PathEfficiency: true}
+			res, _ := runV(t, NewFlowNet(sim.New(), tp), a)
+			wire := (res.End - res.Start).Seconds()
+			a.FixedS = fixed[k]
+			res, _ = runV(t, NewFlowNet(sim.New(), tp), a)
+			got := (res.End - res.Start).Seconds()
+			require.InDelta(t, wire+fixed[k], got, 1e-9, "the fixed part is added once, at the end")
+			t.Logf("EP %d %s: %.0f µs on the network, %.0f with the kernels' fixed part, against %.0f", ep, []string{"dispatch", "combine"}[k], wire*1e6, got*1e6, want[ep][k]*1e6)
+			if ep <= 32 {
+				fit[k] += (want[ep][k] - wire) / 2
+				continue
+			}
+			tol := 0.03
+			if ep == 128 && k == 1 {
+				tol = 0.11
+			}
+			assert.InEpsilon(t, want[ep][k], got, tol, "EP %d held out", ep)
 		}
 	}
+	assert.InDelta(t, fit[0], DeepEPLowLatencyDispatchS, 0.5e-6, "dispatch's fixed part is its EP 16 and 32 mean")
+	assert.InDelta(t, fit[1], DeepEPLowLatencyCombineS, 0.5e-6, "combine's fixed part is its EP 16 and 32 mean")
 }
 
 // Pieces forwarded as they arrive: the relay's NVLink hop hides behind

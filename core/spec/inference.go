@@ -24,6 +24,12 @@ type Inference struct {
 	// experts. HierarchicalA2A as in Routing.
 	EP              int  `json:"ep,omitempty"`
 	HierarchicalA2A bool `json:"hierarchical_a2a,omitempty"`
+	// LowLatencyA2A runs the dispatch and combine as DeepEP's low-latency
+	// (decode) kernels: every pair sent directly, each kernel taking a
+	// fixed time beyond its bytes (net.DeepEPLowLatencyDispatchS and
+	// ...CombineS, fitted on DeepEP's published times). Needs ep >= 2,
+	// not with hierarchical_a2a.
+	LowLatencyA2A bool `json:"low_latency_a2a,omitempty"`
 	// EnableExpertParallel spreads a mixture-of-experts model's experts over
 	// each replica's TP ranks, whole (vLLM's --enable-expert-parallel
 	// without data-parallel attention), instead of a TP share of every

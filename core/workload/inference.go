@@ -39,6 +39,10 @@ type Inference struct {
 	// routing; HierarchicalA2A as in Routing. 0 means 1.
 	EP              int
 	HierarchicalA2A bool
+	// LowLatencyA2A runs the dispatch and combine as DeepEP's low-latency
+	// kernels: sent directly, each paying the kernels' fixed time
+	// (Task.LowLatency).
+	LowLatencyA2A bool
 	// ExpertsInTP is expert parallelism inside each replica's TP group
 	// (vLLM's --enable-expert-parallel without data-parallel attention):
 	// every TP rank holds experts/TP whole experts instead of a TP share of
@@ -131,6 +135,14 @@ func (in Inference) Check() []problem.Problem {
 			ps = append(ps, problem.Problem{Path: "two_batch_overlap", Message: fmt.Sprintf("overlaps expert-parallel all-to-alls: needs a mixture-of-experts model and ep >= 2, got ep %d", max(in.EP, 1))})
 		case in.PP > 1:
 			ps = append(ps, problem.Problem{Path: "two_batch_overlap", Message: fmt.Sprintf("needs pp 1, got %d", in.PP)})
+		}
+	}
+	if in.LowLatencyA2A {
+		switch {
+		case !in.Model.IsMoE() || in.EP < 2:
+			ps = append(ps, problem.Problem{Path: "low_latency_a2a", Message: fmt.Sprintf("runs the expert-parallel all-to-alls: needs a mixture-of-experts model and ep >= 2, got ep %d", max(in.EP, 1))})
+		case in.HierarchicalA2A:
+			ps = append(ps, problem.Problem{Path: "low_latency_a2a", Message: "sends every pair directly (DeepEP's low-latency kernels); hierarchical_a2a is its normal kernels: choose one"})
 		}
 	}
 	if ep := max(in.EP, 1); in.EP < 0 || in.Replicas%ep != 0 {
@@ -342,7 +354,7 @@ func (ib *InferenceBuilder) Range(from, to int) (*Plan, error) {
 			tasks = ib.spare[s]
 		}
 		b := &progBuilder{p: &Program{Name: fmt.Sprintf("stage%d", s), Marks: map[string]int32{}, Tasks: tasks}, a2a: ib.a2a, hierarchical: in.HierarchicalA2A,
-			topK: int32(in.Model.ExpertsPerToken)}
+			lowLatency: in.LowLatencyA2A, topK: int32(in.Model.ExpertsPerToken)}
 		for j, ps := range passes {
 			step := from + j
 			if err := in.canceled(step); err != nil {

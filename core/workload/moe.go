@@ -356,9 +356,18 @@ func (b *progBuilder) allToAll(name string, o model.Op, mb int32, after ...int32
 	for _, v := range pairs {
 		total += v
 	}
+	ll := NoLowLatency
+	if b.lowLatency {
+		// The dispatch sends tokens to the experts, the combine returns
+		// them (model.Op.Return).
+		ll = LowLatencyDispatch
+		if o.Return {
+			ll = LowLatencyCombine
+		}
+	}
 	return b.add(Task{Name: name, Kind: Collective, Stream: StreamEP, Coll: AllToAllV, Bytes: total, Slot: SlotEP,
 		Tag: tag, Deps: deps(after...), MicroBatch: mb, Pairs: pairs, PairsID: id, Hierarchical: b.hierarchical,
-		TopK: b.topK, NodeLimit: b.limit})
+		TopK: b.topK, NodeLimit: b.limit, LowLatency: ll})
 }
 
 // expertGroups adds, per stage, the expert-parallel groups and the

@@ -127,10 +127,23 @@ type Task struct {
 	Pairs        []float64
 	PairsID      int32
 	Hierarchical bool
+	// LowLatency (AllToAllV) runs it as DeepEP's low-latency kernel of
+	// that direction, whose fixed time exec adds (net.AllToAllV.FixedS).
+	LowLatency LowLatencyKernel
 	// TopK and NodeLimit deduplicate a hierarchical all-to-all's network
 	// hop (net.AllToAllV).
 	TopK, NodeLimit int32
 }
+
+// LowLatencyKernel is which of DeepEP's low-latency kernels an
+// all-to-all-v runs as (none, the dispatch or the combine).
+type LowLatencyKernel uint8
+
+const (
+	NoLowLatency LowLatencyKernel = iota
+	LowLatencyDispatch
+	LowLatencyCombine
+)
 
 // Program is the task graph one unit runs; Marks name tasks whose end times
 // a scenario reads (e.g. "prefill_end").
@@ -183,7 +196,9 @@ type progBuilder struct {
 	// forward dispatch all-to-all (training; see ops).
 	dispatchSync bool
 	hierarchical bool
-	topK, limit  int32
+	// lowLatency: DeepEP's low-latency kernels (Task.FixedS).
+	lowLatency  bool
+	topK, limit int32
 }
 
 func (b *progBuilder) add(t Task) int32 {

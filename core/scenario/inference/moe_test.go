@@ -3,6 +3,7 @@ package inference_test
 import (
 	"context"
 	"fmt"
+	"github.com/eidolon-sim/eidolon/core/net"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -184,4 +185,33 @@ func TestInferenceRedundantExperts(t *testing.T) {
 	}
 	_, err = run(2, 16, 8)
 	require.ErrorContains(t, err, "must divide the experts plus redundant_experts")
+}
+
+// DeepEP's low-latency kernels (low_latency_a2a): the same direct
+// all-to-alls, each dispatch and combine taking the kernels' fixed time
+// more. Without the overlap every one is on the decode step's path, so a
+// step of L MoE layers grows by exactly L·(dispatch + combine) fixed
+// times; with hierarchical_a2a, or without expert parallelism, it is an
+// error naming the field.
+func TestInferenceLowLatencyAllToAll(t *testing.T) {
+	const layers = 5 // DeepSeek-V3's first 3 are dense: 2 MoE layers
+	run := func(extra string) (inference.SummaryRow, error) {
+		js := fmt.Sprintf(`{"kind":"inference","model":{"preset":"deepseek-v3","layers":%d},"gpu":"h800",
+			"cluster":{"preset":"dgx-h800","nodes":2},"replicas":16,"ep":16,"batch":8,"prompt_tokens":128,"output_tokens":3,"dtype":"fp8"%s}`, layers, extra)
+		_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
+		if err != nil {
+			return inference.SummaryRow{}, err
+		}
+		return res.Tables[0].Rows.([]inference.SummaryRow)[0], nil
+	}
+	plain, err := run("")
+	require.NoError(t, err)
+	ll, err := run(`,"low_latency_a2a":true`)
+	require.NoError(t, err)
+	moe := float64(layers - 3)
+	assert.InDelta(t, plain.TPOTS+moe*(net.DeepEPLowLatencyDispatchS+net.DeepEPLowLatencyCombineS), ll.TPOTS, 1e-7)
+	for _, bad := range []string{`,"low_latency_a2a":true,"hierarchical_a2a":true`, `,"low_latency_a2a":true,"ep":1`} {
+		_, err := run(bad)
+		require.ErrorContains(t, err, "low_latency_a2a", bad)
+	}
 }
