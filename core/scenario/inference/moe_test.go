@@ -3,8 +3,9 @@ package inference_test
 import (
 	"context"
 	"fmt"
-	"github.com/eidolon-sim/eidolon/core/net"
 	"testing"
+
+	"github.com/eidolon-sim/eidolon/core/net"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
