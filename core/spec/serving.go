@@ -30,8 +30,13 @@ type Serving struct {
 	// --data-parallel-size with --enable-expert-parallel). Engine limits
 	// are per rank. Needs pp 1 and engine.enable_expert_parallel off; with
 	// disaggregation both pools' replicas are such groups.
-	EP     int    `json:"ep,omitempty"`
-	Faults Faults `json:"faults,omitempty"`
+	EP int `json:"ep,omitempty"`
+	// RedundantExperts are extra expert slots over the ep ranks, as in the
+	// inference kind (DeepSeek's EPLB, SGLang's
+	// --ep-num-redundant-experts): experts + redundant_experts spread
+	// evenly, every slot an even share of the routing.
+	RedundantExperts int    `json:"redundant_experts,omitempty"`
+	Faults           Faults `json:"faults,omitempty"`
 	// Routing of arrivals to replicas: "round_robin", "least_outstanding"
 	// (default) or "kv_aware" (a replica holding the request's prefix
 	// first, then least outstanding, then least KV used).
@@ -399,15 +404,23 @@ func (s *Serving) Validate(p *Problems) {
 			p.Addf("ep", "data-parallel attention ranks step together through one pass: needs pp 1, got pp %d", s.PP)
 		}
 		if m, ok := s.Model.Resolve(); ok {
-			if !m.IsMoE() {
-				p.Addf("ep", "spreads a mixture-of-experts model's experts over ep·tp GPUs; %q has no experts", m.Name)
-			} else if m.Experts%s.EP != 0 {
-				p.Addf("ep", "must divide the experts (%d), got %d", m.Experts, s.EP)
+			switch r := s.RedundantExperts; {
+			case !m.IsMoE():
+				p.Addf("ep", "spreads a mixture-of-experts model's experts over the ep ranks; %q has no experts", m.Name)
+			case r < 0 || r > m.Experts:
+				p.Addf("redundant_experts", "must be between 0 and the experts (%d), got %d", m.Experts, r)
+			case (m.Experts+r)%s.EP != 0 && r > 0:
+				p.Addf("ep", "must divide the experts plus redundant_experts (%d + %d = %d), got %d", m.Experts, r, m.Experts+r, s.EP)
+			case m.Experts%s.EP != 0 && r == 0:
+				p.Addf("ep", "must divide the experts (%d), got %d (redundant_experts can make up the difference)", m.Experts, s.EP)
 			}
 		}
 		if s.Engine.EnableExpertParallel {
 			p.Addf("engine.enable_expert_parallel", "spreads the experts inside each TP group; with ep %d they spread over the ep ranks: leave it off", s.EP)
 		}
+	}
+	if s.RedundantExperts != 0 && s.EP < 2 {
+		p.Addf("redundant_experts", "spreads replicated experts over the ep ranks: needs ep >= 2, got ep %d", s.EP)
 	}
 	p.OneOf("routing", s.Routing, []string{"round_robin", "least_outstanding", "kv_aware"})
 	e := s.Engine

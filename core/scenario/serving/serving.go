@@ -180,10 +180,19 @@ func check(s *spec.Serving) error {
 	return err
 }
 
+// servedModel is a validated spec's model with its redundant expert slots.
+func servedModel(s *spec.Serving) model.Config {
+	cfg, _ := s.Model.Resolve()
+	if cfg.IsMoE() {
+		cfg.Experts += s.RedundantExperts
+	}
+	return cfg
+}
+
 // compileSpec compiles a validated spec's cluster, GPU and faults and
 // checks its layout against them.
 func compileSpec(s *spec.Serving) (*topo.Topology, hw.GPU, net.FaultPlan, error) {
-	cfg, _ := s.Model.Resolve()
+	cfg := servedModel(s)
 	g, err := compile.GPU("", s.GPU)
 	if err != nil {
 		return nil, g, net.FaultPlan{}, err
@@ -224,7 +233,7 @@ func compileSpec(s *spec.Serving) (*topo.Topology, hw.GPU, net.FaultPlan, error)
 
 // Build prepares a validated spec's replicas.
 func Build(ctx context.Context, s *spec.Serving) (*Setup, error) {
-	cfg, _ := s.Model.Resolve()
+	cfg := servedModel(s)
 	t, g, faults, err := compileSpec(s)
 	if err != nil {
 		return nil, err

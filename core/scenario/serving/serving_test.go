@@ -789,7 +789,20 @@ func TestServingDataParallelAttention(t *testing.T) {
 		require.Equal(t, 1, r.DecodeReplica)
 	}
 
+	// Redundant expert slots (EPLB): 16 more over 4 ranks hold 4 more
+	// experts' weights a GPU, leaving fewer KV blocks; 6 ranks need
+	// redundant slots to divide Qwen3's 128 experts (132 = 6 · 22).
+	blocks := func(extra string) int {
+		res := runJS(t, `{"kind":"serving",`+moe+`,"tp":1,`+extra+`,"workload":{"rate_per_s":5,"requests":2,"prompt_tokens":{"tokens":100},"output_tokens":{"tokens":2}}}`)
+		return table[serving.IterationRow](res, "iterations")[0].KVBlocks
+	}
+	require.Less(t, blocks(`"ep":4,"redundant_experts":16`), blocks(`"ep":4`))
+	require.Positive(t, blocks(`"ep":6,"redundant_experts":4`))
+
 	for _, c := range []struct{ extra, field string }{
+		{moe + `,"ep":6`, "redundant_experts can make up"},
+		{moe + `,"ep":4,"redundant_experts":2`, "ep"},
+		{moe + `,"redundant_experts":4`, "redundant_experts"},
 		{`"model":"llama3-8b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1},"ep":2`, "ep"},
 		{moe + `,"ep":3`, "ep"},
 		{moe + `,"ep":2,"pp":2`, "ep"},
