@@ -60,6 +60,22 @@ const (
 	DeepEPLowLatencyCombineS  = 35.2e-6
 )
 
+// The expert-parallel all-to-all backends a serving engine runs, vLLM's
+// --all2all-backend names: every pair sent directly; DeepEP's low-latency
+// kernels (directly, each kernel's fixed time on top); its high-throughput
+// (normal) kernels (across nodes in two hops: AllToAllV.Hierarchical); or
+// SGLang's --deepep-mode auto: low-latency for decode-only iterations,
+// high-throughput for those with a prompt.
+const (
+	A2ADirect         = "direct"
+	A2ALowLatency     = "deepep_low_latency"
+	A2AHighThroughput = "deepep_high_throughput"
+	A2AAuto           = "deepep_auto"
+)
+
+// A2ABackends lists them.
+func A2ABackends() []string { return []string{A2ADirect, A2ALowLatency, A2AHighThroughput, A2AAuto} }
+
 // RelayChunks is how many pieces a hierarchical all-to-all's network
 // transfer arrives in, one after another, each forwarded over NVLink as it
 // lands: DeepEP's internode kernels forward tokens while later ones are

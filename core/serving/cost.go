@@ -74,8 +74,13 @@ type Pricer struct {
 	expertsInTP bool
 	// fusedAddNorm: model.Run.FusedAddNorm.
 	fusedAddNorm bool
-	// ep is Engine.EP (≥ 1).
-	ep int
+	// ep is Engine.EP (≥ 1); a2aBackend Engine.A2ABackend.
+	ep         int
+	a2aBackend string
+	// probeA2A times one all-to-all among the data-parallel ranks, a2a
+	// memoizes it.
+	probeA2A func(k a2aKey) (float64, error)
+	a2a      map[a2aKey]float64
 	// stages[s] are the model positions (indices into a graph's Order) of stage s.
 	stages [][]int
 	// attnLayers[s] is the attention blocks on stage s.
@@ -95,9 +100,9 @@ type Pricer struct {
 	host exec.Host
 
 	// dense is each stage's share of Dense.
-	dense map[partKey][]exec.Issue
+	dense map[denseKey][]exec.Issue
 	// denseComm is the collectives' and transfers' share of dense's device time.
-	denseComm map[partKey]float64
+	denseComm map[denseKey]float64
 	head      map[partKey]exec.Issue
 	dec       map[[2]int]compute.Cost
 	pre       map[[2]int]float64
@@ -109,6 +114,18 @@ type Pricer struct {
 type partKey struct {
 	n     int
 	graph bool
+}
+
+// denseKey memoizes Dense: its tokens, whether it replays from a CUDA
+// graph, and, where the all-to-all backend depends on it (A2AAuto),
+// whether the iteration is decode-only.
+type denseKey struct {
+	n             int
+	graph, decode bool
+}
+
+func (p *Pricer) denseKey(t int, graph, decode bool) denseKey {
+	return denseKey{t, graph, decode && p.a2aBackend == net.A2AAuto}
 }
 
 type commKey struct {
@@ -155,6 +172,9 @@ type Engine struct {
 	// rank's GPUs, as the inference kind's wide expert parallelism), the
 	// ranks stepping together (rankShape).
 	EP int
+	// A2ABackend is how those ranks exchange tokens (net.A2ABackends;
+	// "" is net.A2ADirect).
+	A2ABackend string
 }
 
 // NewPricer builds replica r's pricer on a topology (its link health
@@ -164,8 +184,8 @@ func NewPricer(m *exec.Machine, faults net.FaultPlan, seed uint64, cfg model.Con
 	t, gpu := m.Fabric.Topology(), m.GPU
 	tp, pp := e.TP, e.PP
 	p := &Pricer{gpu: gpu, ev: compute.NewEvaluator(gpu), cfg: cfg, tp: tp, pp: pp, dtype: e.DType,
-		kvDType: e.KVDType, kvBytes: model.KVBytes(e.KVDType, e.DType), weightDType: e.WeightDType, host: e.Host, expertsInTP: e.ExpertsInTP, fusedAddNorm: e.FusedAddNorm, ep: max(e.EP, 1),
-		dense: map[partKey][]exec.Issue{}, denseComm: map[partKey]float64{}, head: map[partKey]exec.Issue{}, dec: map[[2]int]compute.Cost{}, pre: map[[2]int]float64{},
+		kvDType: e.KVDType, kvBytes: model.KVBytes(e.KVDType, e.DType), weightDType: e.WeightDType, host: e.Host, expertsInTP: e.ExpertsInTP, fusedAddNorm: e.FusedAddNorm, ep: max(e.EP, 1), a2aBackend: e.A2ABackend, a2a: map[a2aKey]float64{},
+		dense: map[denseKey][]exec.Issue{}, denseComm: map[denseKey]float64{}, head: map[partKey]exec.Issue{}, dec: map[[2]int]compute.Cost{}, pre: map[[2]int]float64{},
 		comm: map[commKey]float64{}}
 	g, err := model.Build(cfg, p.run(1, 1))
 	if err != nil {
@@ -217,10 +237,10 @@ func NewPricer(m *exec.Machine, faults net.FaultPlan, seed uint64, cfg model.Con
 		p.slow = append(p.slow, f)
 	}
 	p.probe = func(kind model.Kind, bytes float64, stage int, p2p bool) (float64, error) {
-		if kind == model.AllToAll {
-			return probeAllToAll(m, faults, seed, groups, bytes)
-		}
 		return probe(m, faults, seed, ranks, kind, bytes, stage, p2p, e.TPAllReduce)
+	}
+	p.probeA2A = func(k a2aKey) (float64, error) {
+		return probeAllToAll(m, faults, seed, groups, k, int32(cfg.ExpertsPerToken))
 	}
 	return p, nil
 }
@@ -310,11 +330,44 @@ func probe(shared *exec.Machine, faults net.FaultPlan, seed uint64, ranks [][]in
 	return timeRun(m, pl, opt)
 }
 
-// probeAllToAll simulates one expert-parallel all-to-all of bytes per rank
-// over a replica's data-parallel ranks, one communicator per TP index, as
-// the inference kind's wide expert parallelism runs it between replicas
-// under balanced routing: an all-to-all-v with bytes/n to every rank.
-func probeAllToAll(shared *exec.Machine, faults net.FaultPlan, seed uint64, groups [][][]int, bytes float64) (float64, error) {
+// a2aKey is one all-to-all among a replica's data-parallel ranks: its
+// bytes per rank and how it runs.
+type a2aKey struct {
+	bytes        float64
+	hierarchical bool
+	lowLatency   workload.LowLatencyKernel
+}
+
+// a2aTime is the time of a dispatch (combine: ret) of bytes per rank in an
+// iteration that is decode-only or not, by the engine's backend.
+func (p *Pricer) a2aTime(bytes float64, ret, decode bool) (float64, error) {
+	k := a2aKey{bytes: bytes}
+	ll := p.a2aBackend == net.A2ALowLatency || (p.a2aBackend == net.A2AAuto && decode)
+	k.hierarchical = p.a2aBackend == net.A2AHighThroughput || (p.a2aBackend == net.A2AAuto && !decode)
+	if ll {
+		k.lowLatency = workload.LowLatencyDispatch
+		if ret {
+			k.lowLatency = workload.LowLatencyCombine
+		}
+	}
+	if v, ok := p.a2a[k]; ok {
+		return v, nil
+	}
+	v, err := p.probeA2A(k)
+	if err != nil {
+		return 0, err
+	}
+	p.a2a[k] = v
+	return v, nil
+}
+
+// probeAllToAll simulates one expert-parallel all-to-all of k.bytes per
+// rank over a replica's data-parallel ranks, one communicator per TP
+// index, as the inference kind's wide expert parallelism runs it between
+// replicas under balanced routing: an all-to-all-v with bytes/n to every
+// rank (top-k routed copies deduplicated per node when hierarchical).
+func probeAllToAll(shared *exec.Machine, faults net.FaultPlan, seed uint64, groups [][][]int, k a2aKey, topK int32) (float64, error) {
+	bytes := k.bytes
 	m, err := runMachine(shared, faults, seed)
 	if err != nil {
 		return 0, err
@@ -345,7 +398,8 @@ func probeAllToAll(shared *exec.Machine, faults net.FaultPlan, seed uint64, grou
 		pairs[i] = bytes / float64(n)
 	}
 	pl.Programs = []workload.Program{{Name: "probe", Tasks: []workload.Task{{Name: "moe.all_to_all", Kind: workload.Collective,
-		Stream: workload.StreamEP, Coll: workload.AllToAllV, Bytes: bytes, Slot: workload.SlotEP, Pairs: pairs}}}}
+		Stream: workload.StreamEP, Coll: workload.AllToAllV, Bytes: bytes, Slot: workload.SlotEP, Pairs: pairs,
+		Hierarchical: k.hierarchical, TopK: topK, LowLatency: k.lowLatency}}}}
 	opt := m.Options(true)
 	opt.Host = exec.Host{}
 	return timeRun(m, pl, opt)
@@ -495,11 +549,11 @@ func (p *Pricer) coll(devS float64, graph bool) exec.Issue {
 // another on one stream as the stage's host issues them (graph: replayed
 // from a captured CUDA graph); a stage's kernels run at its straggler
 // factor.
-func (p *Pricer) Dense(t int, graph bool) ([]exec.Issue, error) {
+func (p *Pricer) Dense(t int, graph, decode bool) ([]exec.Issue, error) {
 	if !p.exact {
 		t = BucketTokens(t)
 	}
-	key := partKey{t, graph}
+	key := p.denseKey(t, graph, decode)
 	if v, ok := p.dense[key]; ok {
 		return v, nil
 	}
@@ -555,6 +609,13 @@ func (p *Pricer) Dense(t int, graph bool) ([]exec.Issue, error) {
 					// expert-parallel group of one replica: nothing moves
 					// (as workload's plan leaves them out without EP).
 					continue
+				case o.Kind == model.AllToAll:
+					c, err := p.a2aTime(o.Bytes, o.Return, decode)
+					if err != nil {
+						return nil, err
+					}
+					v = v.Then(p.coll(c, graph))
+					vc += c
 				case o.IsComm():
 					c, err := p.commTime(o.Kind, o.Bytes, s, false)
 					if err != nil {
@@ -681,7 +742,7 @@ func (p *Pricer) Stages(sh *Shape, out []float64) ([]float64, error) {
 		return append(out, 0), nil
 	}
 	graph := p.graph(sh)
-	dense, err := p.Dense(sh.Tokens, graph)
+	dense, err := p.Dense(sh.Tokens, graph, len(sh.Chunks) == 0)
 	if err != nil {
 		return out, err
 	}
@@ -730,7 +791,7 @@ func (p *Pricer) Breakdown(sh *Shape) (compute, comm, attention, head float64, e
 		t = BucketTokens(t)
 	}
 	graph := p.graph(sh)
-	comm = p.denseComm[partKey{t, graph}]
+	comm = p.denseComm[p.denseKey(t, graph, len(sh.Chunks) == 0)]
 	a, _, err := p.attention(sh)
 	if err != nil {
 		return 0, 0, 0, 0, err

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/net"
 )
 
 // Serving is the "serving" kind: requests arriving over time at TP·PP
@@ -134,6 +135,11 @@ type ServingEngine struct {
 	CustomAllReduce *bool `json:"custom_all_reduce,omitempty"`
 	// FusedAddNorm as in the inference kind (default false).
 	FusedAddNorm bool `json:"fused_add_norm,omitempty"`
+	// All2AllBackend is how ep ranks exchange tokens (net.A2ABackends:
+	// "direct", the default, "deepep_low_latency", "deepep_high_throughput"
+	// or "deepep_auto", vLLM's --all2all-backend names and SGLang's
+	// --deepep-mode auto); needs ep >= 2 unless "direct".
+	All2AllBackend string `json:"all2all_backend,omitempty"`
 	// KVCacheDType as in the inference kind ("auto" or one of
 	// KVCacheDTypes): "fp8" fits twice the tokens in the same blocks' memory.
 	KVCacheDType string `json:"kv_cache_dtype,omitempty"`
@@ -292,6 +298,9 @@ func (s *Serving) Defaults() {
 		s.Execution = "cuda_graphs"
 	}
 	customAllReduceDefault(&s.Engine.CustomAllReduce, s.Execution)
+	if s.Engine.All2AllBackend == "" {
+		s.Engine.All2AllBackend = net.A2ADirect
+	}
 	for _, f := range []*int{&s.TP, &s.PP, &s.Replicas, &s.EP} {
 		if *f == 0 {
 			*f = 1
@@ -418,6 +427,9 @@ func (s *Serving) Validate(p *Problems) {
 		if s.Engine.EnableExpertParallel {
 			p.Addf("engine.enable_expert_parallel", "spreads the experts inside each TP group; with ep %d they spread over the ep ranks: leave it off", s.EP)
 		}
+	}
+	if b := s.Engine.All2AllBackend; p.OneOf("engine.all2all_backend", b, net.A2ABackends()) && b != net.A2ADirect && s.EP < 2 {
+		p.Addf("engine.all2all_backend", "exchanges tokens among data-parallel attention ranks: needs ep >= 2, got ep %d", s.EP)
 	}
 	if s.RedundantExperts != 0 && s.EP < 2 {
 		p.Addf("redundant_experts", "spreads replicated experts over the ep ranks: needs ep >= 2, got ep %d", s.EP)

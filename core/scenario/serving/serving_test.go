@@ -799,7 +799,22 @@ func TestServingDataParallelAttention(t *testing.T) {
 	require.Less(t, blocks(`"ep":4,"redundant_experts":16`), blocks(`"ep":4`))
 	require.Positive(t, blocks(`"ep":6,"redundant_experts":4`))
 
+	// The all-to-all backend: DeepEP's low-latency kernels add their fixed
+	// time to each of a decode step's 6 dispatches and 6 combines; auto
+	// runs them for decode-only iterations and the high-throughput
+	// kernels for iterations with a prompt (one at vanishing load).
+	one := func(backend string) serving.RequestRow {
+		return table[serving.RequestRow](runJS(t, `{"kind":"serving",`+moe+`,"tp":1,"ep":4,"engine":{"all2all_backend":"`+backend+`"},
+			"workload":{"rate_per_s":0.01,"requests":1,"prompt_tokens":{"tokens":300},"output_tokens":{"tokens":10}}}`), "requests")[0]
+	}
+	direct, ll, ht, auto := one("direct"), one("deepep_low_latency"), one("deepep_high_throughput"), one("deepep_auto")
+	assert.InDelta(t, direct.ITLSMean+6*(net.DeepEPLowLatencyDispatchS+net.DeepEPLowLatencyCombineS), ll.ITLSMean, 1e-7)
+	assert.InDelta(t, ll.ITLSMean, auto.ITLSMean, 1e-12)
+	assert.InDelta(t, ht.TTFTS, auto.TTFTS, 1e-12)
+
 	for _, c := range []struct{ extra, field string }{
+		{moe + `,"engine":{"all2all_backend":"deepep_low_latency"}`, "engine.all2all_backend"},
+		{moe + `,"ep":2,"engine":{"all2all_backend":"nccl"}`, "engine.all2all_backend"},
 		{moe + `,"ep":6`, "redundant_experts can make up"},
 		{moe + `,"ep":4,"redundant_experts":2`, "ep"},
 		{moe + `,"redundant_experts":4`, "redundant_experts"},
