@@ -78,7 +78,7 @@ BASES: dict[str, dict[str, Any]] = {
                                  "prompt_tokens": {"tokens": 300}, "output_tokens": {"tokens": 6}}},
     "serving_wide_ep": {"kind": "serving", "model": {"preset": "qwen3-30b-a3b", "layers": 2}, "gpu": "h100-sxm",
                         "cluster": {"preset": "dgx-h100", "nodes": 1}, "tp": 2, "ep": 4, "redundant_experts": 4,
-                        "engine": {"max_num_batched_tokens": 1024, "max_num_seqs": 8},
+                        "engine": {"max_num_batched_tokens": 1024, "max_num_seqs": 8, "all2all_backend": "deepep_auto"},
                         "workload": {"rate_per_s": 40, "requests": 20, "prompt_tokens": {"tokens": 400},
                                      "output_tokens": {"tokens": 6}}},
     "training_layout": {"kind": "training", "model": {"preset": "deepseek-v3", "layers": 4, "mtp_layers": 1}, "gpu": "h800",
