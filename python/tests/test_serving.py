@@ -60,6 +60,7 @@ def test_same_seed_same_tables():
     ({"workload": {"rate_per_s": 1}, "engine": {"kv_cache_dtype": "int4"}}, "engine.kv_cache_dtype"),
     ({"workload": {"rate_per_s": 1}, "engine": {"weight_dtype": "int2"}}, "engine.weight_dtype"),
     ({"workload": {"rate_per_s": 1}, "ep": 2}, "ep"),
+    ({"workload": {"rate_per_s": 1}, "engine": {"all2all_backend": "deepep_low_latency"}}, "engine.all2all_backend"),
 ])
 def test_spec_errors(bad, field):
     with pytest.raises(eidolon.SpecError, match=field.replace(".", r"\.")):
