@@ -293,15 +293,8 @@ func probe(shared *exec.Machine, faults net.FaultPlan, seed uint64, ranks [][]in
 	}
 	t := m.Fabric.Topology()
 	pl := &workload.Plan{Ranks: t.NumRanks()}
-	unit := func(rs []int, prog int) workload.Unit {
-		u := workload.Unit{Ranks: rs, Program: prog}
-		for i := range u.Groups {
-			u.Groups[i] = -1
-		}
-		return u
-	}
 	if !p2p {
-		u := unit(ranks[stage], 0)
+		u := workload.NewUnit(ranks[stage], 0)
 		u.Groups[workload.SlotTP] = 0
 		pl.Units = []workload.Unit{u}
 		pl.Groups = []workload.Group{{Units: []int{0}, Comms: [][]int{ranks[stage]}}}
@@ -309,7 +302,7 @@ func probe(shared *exec.Machine, faults net.FaultPlan, seed uint64, ranks [][]in
 			Stream: workload.StreamTP, Coll: kind, Bytes: bytes, Slot: workload.SlotTP}}}}
 		pl.Replicas = [][]int{{0}}
 	} else {
-		a, b := unit(ranks[stage-1], 0), unit(ranks[stage], 1)
+		a, b := workload.NewUnit(ranks[stage-1], 0), workload.NewUnit(ranks[stage], 1)
 		a.Groups[workload.SlotFwdOut], b.Groups[workload.SlotFwdIn] = 0, 0
 		g := workload.Group{Units: []int{0, 1}}
 		for k := range ranks[stage] {
@@ -345,10 +338,7 @@ func (p *Pricer) a2aTime(bytes float64, ret, decode bool) (float64, error) {
 	ll := p.a2aBackend == net.A2ALowLatency || (p.a2aBackend == net.A2AAuto && decode)
 	k.hierarchical = p.a2aBackend == net.A2AHighThroughput || (p.a2aBackend == net.A2AAuto && !decode)
 	if ll {
-		k.lowLatency = workload.LowLatencyDispatch
-		if ret {
-			k.lowLatency = workload.LowLatencyCombine
-		}
+		k.lowLatency = workload.LowLatencyFor(ret)
 	}
 	if v, ok := p.a2a[k]; ok {
 		return v, nil
@@ -375,10 +365,7 @@ func probeAllToAll(shared *exec.Machine, faults net.FaultPlan, seed uint64, grou
 	pl := &workload.Plan{Ranks: m.Fabric.Topology().NumRanks()}
 	grp := workload.Group{}
 	for j, g := range groups {
-		u := workload.Unit{Ranks: g[0], Program: 0}
-		for i := range u.Groups {
-			u.Groups[i] = -1
-		}
+		u := workload.NewUnit(g[0], 0)
 		u.Groups[workload.SlotEP] = 0
 		pl.Units = append(pl.Units, u)
 		pl.Replicas = append(pl.Replicas, []int{j})
@@ -448,11 +435,9 @@ func (p *Pricer) rankShape(sh *Shape) *Shape {
 	}
 	// A rank samples for its decodes and for its chunks that end a prompt:
 	// at most its sequences, the replica's logits dealt evenly.
-	out.Logits = min(ceilDivInt(sh.Logits, n), out.Decode+len(out.Chunks))
+	out.Logits = min(ceilDiv(sh.Logits, n), out.Decode+len(out.Chunks))
 	return out
 }
-
-func ceilDivInt(a, b int) int { return (a + b - 1) / b }
 
 // runMachine is the machine a probe runs on: the run's shared one, whose
 // clock goes on from run to run (its routes cached, its links idle again
@@ -830,10 +815,7 @@ func Transfer(shared *exec.Machine, faults net.FaultPlan, seed uint64, tp, pp, a
 		return o
 	}
 	u := func(rs []int, prog int, slot workload.Slot) workload.Unit {
-		x := workload.Unit{Ranks: rs, Program: prog}
-		for i := range x.Groups {
-			x.Groups[i] = -1
-		}
+		x := workload.NewUnit(rs, prog)
 		x.Groups[slot] = 0
 		return x
 	}

@@ -662,10 +662,8 @@ func (in Inference) layout(pl *Plan) {
 	for r := 0; r < R; r++ {
 		var rep []int
 		for s := 0; s < P; s++ {
-			u := Unit{Program: s, Replica: r, Stage: s}
-			for i := range u.Groups {
-				u.Groups[i] = -1
-			}
+			u := NewUnit(nil, s)
+			u.Replica, u.Stage = r, s
 			for k := 0; k < T; k++ {
 				u.Ranks = append(u.Ranks, in.Rank(k, s, r))
 			}

@@ -358,12 +358,7 @@ func (b *progBuilder) allToAll(name string, o model.Op, mb int32, after ...int32
 	}
 	ll := NoLowLatency
 	if b.lowLatency {
-		// The dispatch sends tokens to the experts, the combine returns
-		// them (model.Op.Return).
-		ll = LowLatencyDispatch
-		if o.Return {
-			ll = LowLatencyCombine
-		}
+		ll = LowLatencyFor(o.Return)
 	}
 	return b.add(Task{Name: name, Kind: Collective, Stream: StreamEP, Coll: AllToAllV, Bytes: total, Slot: SlotEP,
 		Tag: tag, Deps: deps(after...), MicroBatch: mb, Pairs: pairs, PairsID: id, Hierarchical: b.hierarchical,

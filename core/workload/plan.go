@@ -145,6 +145,16 @@ const (
 	LowLatencyCombine
 )
 
+// LowLatencyFor is the low-latency kernel of an all-to-all's direction:
+// the dispatch sends tokens to the experts, the combine (ret,
+// model.Op.Return) returns them.
+func LowLatencyFor(ret bool) LowLatencyKernel {
+	if ret {
+		return LowLatencyCombine
+	}
+	return LowLatencyDispatch
+}
+
 // Program is the task graph one unit runs; Marks name tasks whose end times
 // a scenario reads (e.g. "prefill_end").
 type Program struct {
@@ -162,6 +172,15 @@ type Unit struct {
 	Replica, Stage int
 	// Groups maps each slot to a group index, -1 where the unit has none.
 	Groups [NumSlots]int
+}
+
+// NewUnit is a unit of ranks running program, in no group yet.
+func NewUnit(ranks []int, program int) Unit {
+	u := Unit{Ranks: ranks, Program: program}
+	for i := range u.Groups {
+		u.Groups[i] = -1
+	}
+	return u
 }
 
 // Group is a communicator shared by member units. A collective on it runs

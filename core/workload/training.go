@@ -177,10 +177,8 @@ func (t Training) layout(pl *Plan, perStage int) {
 	unit := func(dp, pp int) int { return dp + D*pp }
 	for pp := 0; pp < P; pp++ {
 		for dp := 0; dp < D; dp++ {
-			u := Unit{Program: pp*perStage + dp%perStage, Replica: dp, Stage: pp}
-			for i := range u.Groups {
-				u.Groups[i] = -1
-			}
+			u := NewUnit(nil, pp*perStage+dp%perStage)
+			u.Replica, u.Stage = dp, pp
 			for k := 0; k < T; k++ {
 				u.Ranks = append(u.Ranks, par.Rank(k, dp, pp))
 			}
