@@ -115,18 +115,7 @@ func InferenceLayout(s *spec.Inference, gpus int) (workload.Inference, error) {
 		UnfusedAttention: s.UnfusedAttention, FusedAddNorm: s.FusedAddNorm,
 		EP: s.EP, HierarchicalA2A: s.HierarchicalA2A, LowLatencyA2A: s.LowLatencyA2A, ExpertsInTP: s.EnableExpertParallel, TwoBatchOverlap: s.TwoBatchOverlap}
 	var p spec.Problems
-	if r := s.RedundantExperts; r != 0 {
-		switch E, ep := m.Experts, max(s.EP, 1); {
-		case r < 0 || r > E:
-			p.Addf("redundant_experts", "must be between 0 and the experts (%d), got %d", E, r)
-		case !m.IsMoE() || ep < 2:
-			p.Addf("redundant_experts", "spreads replicated experts over the ep ranks: needs a mixture-of-experts model and ep >= 2, got ep %d", ep)
-		case (E+r)%ep != 0:
-			p.Addf("ep", "must divide the experts plus redundant_experts (%d + %d = %d), got %d", E, r, E+r, ep)
-		default:
-			in.Model.Experts += r
-		}
-	}
+	in.Model.Experts = spec.ExpertSlots(&p, m, s.RedundantExperts, s.EP)
 	if n := in.Ranks(); n > gpus {
 		p.Addf("replicas", "tp·pp·replicas = %d·%d·%d = %d GPUs, but the cluster has %d", s.TP, s.PP, s.Replicas, n, gpus)
 	}

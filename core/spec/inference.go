@@ -2,6 +2,7 @@ package spec
 
 import (
 	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/model"
 	"github.com/eidolon-sim/eidolon/core/net"
 )
 
@@ -94,6 +95,24 @@ type Inference struct {
 	// WeightDTypes; the embedding, the output layer and a MoE router stay
 	// in dtype.
 	WeightDType string `json:"weight_dtype,omitempty"`
+}
+
+// ExpertSlots checks redundant_experts r for model m's experts spread
+// over ep ranks, and returns the expert slots the ranks hold: the experts
+// plus r when r is valid, the experts otherwise.
+func ExpertSlots(p *Problems, m model.Config, r, ep int) int {
+	switch ep = max(ep, 1); {
+	case r == 0:
+	case r < 0 || r > m.Experts:
+		p.Addf("redundant_experts", "must be between 0 and the experts (%d), got %d", m.Experts, r)
+	case !m.IsMoE() || ep < 2:
+		p.Addf("redundant_experts", "spreads replicated experts over the ep ranks: needs a mixture-of-experts model and ep >= 2, got ep %d", ep)
+	case (m.Experts+r)%ep != 0:
+		p.Addf("ep", "must divide the experts plus redundant_experts (%d + %d = %d), got %d", m.Experts, r, m.Experts+r, ep)
+	default:
+		return m.Experts + r
+	}
+	return m.Experts
 }
 
 // WeightDTypes lists the allowed weight_dtype values.

@@ -413,14 +413,10 @@ func (s *Serving) Validate(p *Problems) {
 			p.Addf("ep", "data-parallel attention ranks step together through one pass: needs pp 1, got pp %d", s.PP)
 		}
 		if m, ok := s.Model.Resolve(); ok {
-			switch r := s.RedundantExperts; {
+			switch {
 			case !m.IsMoE():
 				p.Addf("ep", "spreads a mixture-of-experts model's experts over the ep ranks; %q has no experts", m.Name)
-			case r < 0 || r > m.Experts:
-				p.Addf("redundant_experts", "must be between 0 and the experts (%d), got %d", m.Experts, r)
-			case (m.Experts+r)%s.EP != 0 && r > 0:
-				p.Addf("ep", "must divide the experts plus redundant_experts (%d + %d = %d), got %d", m.Experts, r, m.Experts+r, s.EP)
-			case m.Experts%s.EP != 0 && r == 0:
+			case s.RedundantExperts == 0 && m.Experts%s.EP != 0:
 				p.Addf("ep", "must divide the experts (%d), got %d (redundant_experts can make up the difference)", m.Experts, s.EP)
 			}
 		}
@@ -431,8 +427,8 @@ func (s *Serving) Validate(p *Problems) {
 	if b := s.Engine.All2AllBackend; p.OneOf("engine.all2all_backend", b, net.A2ABackends()) && b != net.A2ADirect && s.EP < 2 {
 		p.Addf("engine.all2all_backend", "exchanges tokens among data-parallel attention ranks: needs ep >= 2, got ep %d", s.EP)
 	}
-	if s.RedundantExperts != 0 && s.EP < 2 {
-		p.Addf("redundant_experts", "spreads replicated experts over the ep ranks: needs ep >= 2, got ep %d", s.EP)
+	if m, ok := s.Model.Resolve(); ok {
+		ExpertSlots(p, m, s.RedundantExperts, s.EP)
 	}
 	p.OneOf("routing", s.Routing, []string{"round_robin", "least_outstanding", "kv_aware"})
 	e := s.Engine
