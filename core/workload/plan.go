@@ -215,7 +215,7 @@ type progBuilder struct {
 	// forward dispatch all-to-all (training; see ops).
 	dispatchSync bool
 	hierarchical bool
-	// lowLatency: DeepEP's low-latency kernels (Task.FixedS).
+	// lowLatency: DeepEP's low-latency kernels (Task.LowLatency).
 	lowLatency  bool
 	topK, limit int32
 }
