@@ -79,10 +79,13 @@ func ReadNIMRows(path string) ([]NIMRow, error) {
 // NIMEngine is TensorRT-LLM's in-flight batcher, which NIM prefers on A100:
 // it packs an iteration as the serving kind's scheduler does (generation
 // requests first, then context chunks first come first served) up to
-// max_num_tokens, 8192 by default. vLLM V1's server would budget 2048
-// tokens on an A100 (the serving kind's default there); the rows' engine
-// is not stated, and bench's TestNIMServing logs both.
-const NIMEngine = `"max_num_batched_tokens":8192`
+// max_num_tokens, 8192 by default, and its all-reduce plugin picks between
+// the custom kernels and NCCL by its own limits (net.TRTLLMCustom: NCCL
+// above 8,000,000 bytes, where vLLM's custom all-reduce goes to 8 MiB).
+// vLLM V1's server would budget 2048 tokens on an A100 (the serving kind's
+// default there); the rows' engine is not stated, and bench's
+// TestNIMServing logs both.
+const NIMEngine = `"max_num_batched_tokens":8192,"custom_all_reduce_engine":"tensorrt_llm"`
 
 // NIMRounds is how many requests each client sends: the closed loop takes
 // two or three rounds to settle from its lock-step start into its steady

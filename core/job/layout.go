@@ -25,7 +25,7 @@ func Training(s *spec.Training) Job {
 func Inference(s *spec.Inference) Job {
 	return Job{Cluster: s.Cluster, GPU: s.GPU, Faults: s.Faults, Seed: s.Seed,
 		FullSimulation: s.FullSimulation, RingSteps: s.RingSteps, TimelineRanks: s.TimelineRanks, Host: InferenceHost(s),
-		TPAllReduce: spec.TPAllReduce(s.CustomAllReduce)}
+		TPAllReduce: spec.TPAllReduce(s.CustomAllReduce, s.CustomAllReduceEngine)}
 }
 
 // TrainingPlan lays out a validated training spec on gpus GPUs and builds

@@ -9,24 +9,28 @@ import (
 
 // The engines' custom all-reduce is on where they replay decode from CUDA
 // graphs and off eagerly, unless the spec says otherwise; serving follows
-// its own execution the same way.
+// its own execution the same way. Its rules are vLLM's unless the spec
+// names TensorRT-LLM's.
 func TestCustomAllReduceDefault(t *testing.T) {
-	inf := func(doc string) *Inference {
+	inf := func(doc string) net.Algorithm {
 		var s Inference
 		require.NoError(t, Decode([]byte(doc), &s))
 		s.Defaults()
-		return &s
+		return TPAllReduce(s.CustomAllReduce, s.CustomAllReduceEngine)
 	}
-	require.Equal(t, net.Custom, TPAllReduce(inf(`{"kind":"inference"}`).CustomAllReduce))
-	require.Equal(t, net.Algorithm(""), TPAllReduce(inf(`{"kind":"inference","execution":"eager"}`).CustomAllReduce))
-	require.Equal(t, net.Custom, TPAllReduce(inf(`{"kind":"inference","execution":"eager","custom_all_reduce":true}`).CustomAllReduce))
-	require.Equal(t, net.Algorithm(""), TPAllReduce(inf(`{"kind":"inference","custom_all_reduce":false}`).CustomAllReduce))
-	var sv Serving
-	require.NoError(t, Decode([]byte(`{"kind":"serving","execution":"eager"}`), &sv))
-	sv.Defaults()
-	require.Equal(t, net.Algorithm(""), TPAllReduce(sv.Engine.CustomAllReduce))
-	sv = Serving{}
-	require.NoError(t, Decode([]byte(`{"kind":"serving","engine":{"custom_all_reduce":true},"execution":"eager"}`), &sv))
-	sv.Defaults()
-	require.Equal(t, net.Custom, TPAllReduce(sv.Engine.CustomAllReduce))
+	serving := func(doc string) net.Algorithm {
+		var s Serving
+		require.NoError(t, Decode([]byte(doc), &s))
+		s.Defaults()
+		return TPAllReduce(s.Engine.CustomAllReduce, s.Engine.CustomAllReduceEngine)
+	}
+	require.Equal(t, net.Custom, inf(`{"kind":"inference"}`))
+	require.Equal(t, net.Algorithm(""), inf(`{"kind":"inference","execution":"eager"}`))
+	require.Equal(t, net.Custom, inf(`{"kind":"inference","execution":"eager","custom_all_reduce":true}`))
+	require.Equal(t, net.Algorithm(""), inf(`{"kind":"inference","custom_all_reduce":false}`))
+	require.Equal(t, net.CustomTRTLLM, inf(`{"kind":"inference","custom_all_reduce_engine":"tensorrt_llm"}`))
+	require.Equal(t, net.Algorithm(""), inf(`{"kind":"inference","custom_all_reduce":false,"custom_all_reduce_engine":"tensorrt_llm"}`))
+	require.Equal(t, net.Algorithm(""), serving(`{"kind":"serving","execution":"eager"}`))
+	require.Equal(t, net.Custom, serving(`{"kind":"serving","engine":{"custom_all_reduce":true},"execution":"eager"}`))
+	require.Equal(t, net.CustomTRTLLM, serving(`{"kind":"serving","engine":{"custom_all_reduce_engine":"tensorrt_llm"}}`))
 }

@@ -78,6 +78,12 @@ type Inference struct {
 	// true with cuda_graphs, false with eager (PyTorch's NCCL all-reduce,
 	// as Hugging Face transformers runs).
 	CustomAllReduce *bool `json:"custom_all_reduce,omitempty"`
+	// CustomAllReduceEngine is whose rules pick between the custom kernels
+	// and NCCL (net.CustomEngines): "vllm" (default; SGLang's are the
+	// same: below 8 MiB) or "tensorrt_llm" (a built engine's all-reduce
+	// plugin: up to 8,000,000 bytes, 16,000,000 on 2 GPUs, one-shot below
+	// 500,000 bytes on more than 4).
+	CustomAllReduceEngine string `json:"custom_all_reduce_engine,omitempty"`
 	// FusedAddNorm runs each residual add inside the RMSNorm after it, one
 	// vectorized kernel, as vLLM runs LLaMA-style blocks today
 	// (fused_add_rms_norm; SGLang's and torch.compile's fuse them too).
@@ -141,20 +147,24 @@ func StorageDType(s string) hw.DType {
 }
 
 // TPAllReduce is the tensor-parallel all-reduce of an inference or serving
-// spec's filled custom_all_reduce: the engine's custom all-reduce, or
-// NCCL's tuner ("").
-func TPAllReduce(custom *bool) net.Algorithm {
+// spec's filled custom_all_reduce and custom_all_reduce_engine: that
+// engine's custom all-reduce, or NCCL's tuner ("").
+func TPAllReduce(custom *bool, engine string) net.Algorithm {
 	if custom != nil && *custom {
-		return net.Custom
+		return net.CustomFor(engine)
 	}
 	return ""
 }
 
-// customAllReduceDefault fills CustomAllReduce from the execution mode.
-func customAllReduceDefault(p **bool, execution string) {
+// customAllReduceDefault fills CustomAllReduce from the execution mode and
+// CustomAllReduceEngine with the default engine's rules.
+func customAllReduceDefault(p **bool, engine *string, execution string) {
 	if *p == nil {
 		on := execution == "cuda_graphs"
 		*p = &on
+	}
+	if *engine == "" {
+		*engine = net.CustomEngines()[0]
 	}
 }
 
@@ -176,7 +186,7 @@ func (s *Inference) Defaults() {
 	if s.WeightDType == "" {
 		s.WeightDType = "auto"
 	}
-	customAllReduceDefault(&s.CustomAllReduce, s.Execution)
+	customAllReduceDefault(&s.CustomAllReduce, &s.CustomAllReduceEngine, s.Execution)
 	for _, f := range []*int{&s.TP, &s.PP, &s.Replicas, &s.Batch, &s.EP} {
 		if *f == 0 {
 			*f = 1
@@ -205,6 +215,7 @@ func (s *Inference) Validate(p *Problems) {
 	p.IntInRange("output_tokens", s.OutputTokens, 1, 1<<20)
 	p.OneOf("execution", s.Execution, ExecutionModes())
 	p.OneOf("kv_cache_dtype", s.KVCacheDType, KVCacheDTypes())
+	p.OneOf("custom_all_reduce_engine", s.CustomAllReduceEngine, net.CustomEngines())
 	validateWeightDType(p, "weight_dtype", s.WeightDType, s.DType)
 	s.Host.validate(p, "host")
 	for i, r := range s.Requests {

@@ -133,6 +133,9 @@ type ServingEngine struct {
 	// CustomAllReduce as in the inference kind (default: true with
 	// cuda_graphs, false with eager).
 	CustomAllReduce *bool `json:"custom_all_reduce,omitempty"`
+	// CustomAllReduceEngine as in the inference kind ("vllm", the default,
+	// or "tensorrt_llm").
+	CustomAllReduceEngine string `json:"custom_all_reduce_engine,omitempty"`
 	// FusedAddNorm as in the inference kind (default false).
 	FusedAddNorm bool `json:"fused_add_norm,omitempty"`
 	// All2AllBackend is how ep ranks exchange tokens (net.A2ABackends:
@@ -297,7 +300,7 @@ func (s *Serving) Defaults() {
 	if s.Execution == "" {
 		s.Execution = "cuda_graphs"
 	}
-	customAllReduceDefault(&s.Engine.CustomAllReduce, s.Execution)
+	customAllReduceDefault(&s.Engine.CustomAllReduce, &s.Engine.CustomAllReduceEngine, s.Execution)
 	if s.Engine.All2AllBackend == "" {
 		s.Engine.All2AllBackend = net.A2ADirect
 	}
@@ -449,6 +452,7 @@ func (s *Serving) Validate(p *Problems) {
 		p.Duration("engine.frontend_s_per_token", *e.FrontendSPerToken)
 	}
 	p.OneOf("engine.kv_cache_dtype", e.KVCacheDType, KVCacheDTypes())
+	p.OneOf("engine.custom_all_reduce_engine", e.CustomAllReduceEngine, net.CustomEngines())
 	validateWeightDType(p, "engine.weight_dtype", e.WeightDType, s.DType)
 	p.Duration("engine.step_overhead_s", e.StepOverheadS)
 	p.Duration("engine.step_overhead_s_per_seq", e.StepOverheadSPerSeq)

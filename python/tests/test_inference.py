@@ -43,3 +43,19 @@ def test_fused_add_norm_shortens_both_phases_and_checks_its_type():
     assert fused.longest_prompt_tokens == plain.longest_prompt_tokens
     with pytest.raises(eidolon.SpecError, match="fused_add_norm"):
         serve(1, fused_add_norm="yes")
+
+
+def test_custom_all_reduce_engine_rules():
+    # A 500-token prompt of an 8,192-wide model all-reduces 8,192,000
+    # bytes: vLLM's custom two-shot kernel (below 8 MiB), TensorRT-LLM's
+    # NCCL (above its 8,000,000-byte workspace), so its prefill is slower;
+    # 400 tokens (6,553,600 bytes) run two-shot under both rules.
+    def ttft(prompt, engine):
+        s = {"kind": "inference", "model": "llama3-70b", "gpu": "a100-80gb-sxm",
+             "cluster": {"preset": "dgx-a100", "nodes": 1}, "tp": 8, "batch": 1,
+             "prompt_tokens": prompt, "output_tokens": 2, "custom_all_reduce_engine": engine}
+        return eidolon.run(s, progress=False).tables["summary"].to_pandas().ttft_s[0]
+    assert ttft(500, "tensorrt_llm") > 1.03 * ttft(500, "vllm")
+    assert ttft(400, "tensorrt_llm") == pytest.approx(ttft(400, "vllm"), rel=1e-9)
+    with pytest.raises(eidolon.SpecError, match="custom_all_reduce_engine"):
+        ttft(400, "nccl")

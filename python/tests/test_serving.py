@@ -61,6 +61,7 @@ def test_same_seed_same_tables():
     ({"workload": {"rate_per_s": 1}, "engine": {"weight_dtype": "int2"}}, "engine.weight_dtype"),
     ({"workload": {"rate_per_s": 1}, "ep": 2}, "ep"),
     ({"workload": {"rate_per_s": 1}, "engine": {"all2all_backend": "deepep_low_latency"}}, "engine.all2all_backend"),
+    ({"workload": {"rate_per_s": 1}, "engine": {"custom_all_reduce_engine": "trt"}}, "engine.custom_all_reduce_engine"),
 ])
 def test_spec_errors(bad, field):
     with pytest.raises(eidolon.SpecError, match=field.replace(".", r"\.")):

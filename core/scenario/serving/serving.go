@@ -259,7 +259,7 @@ func Build(ctx context.Context, s *spec.Serving) (*Setup, error) {
 			return nil, err
 		}
 		pr, err := sv.NewPricer(m, faults, s.Seed, cfg, r, sv.Engine{TP: s.TP, PP: s.PP, DType: hw.DType(s.DType),
-			KVDType: spec.StorageDType(e.KVCacheDType), WeightDType: spec.StorageDType(e.WeightDType), Host: host, TPAllReduce: spec.TPAllReduce(e.CustomAllReduce), ExpertsInTP: e.EnableExpertParallel,
+			KVDType: spec.StorageDType(e.KVCacheDType), WeightDType: spec.StorageDType(e.WeightDType), Host: host, TPAllReduce: spec.TPAllReduce(e.CustomAllReduce, e.CustomAllReduceEngine), ExpertsInTP: e.EnableExpertParallel,
 			FusedAddNorm: e.FusedAddNorm, EP: s.EP, A2ABackend: e.All2AllBackend})
 		if err != nil {
 			return nil, err
