@@ -546,3 +546,23 @@ func TestWeightOnlyQuantizedGEMM(t *testing.T) {
 	// int8 weights: half the bytes of bf16 and their scales.
 	assert.InEpsilon(t, 1*4096*2+4096*11008*(1+2.0/128)+1*11008*2, price(1, hw.INT8).BytesHBM, 1e-9)
 }
+
+// A split-K GEMM runs as cuBLAS runs it: the tiles write each K-slice's
+// fp32 partials and a second kernel (splitKreduce_kernel) sums them into
+// the output, so it pays a second kernel's fixed time and the partials'
+// traffic; a GEMM with tiles enough to fill the SMs runs one kernel.
+func TestSplitKRunsAReductionKernel(t *testing.T) {
+	g := gpu(t, "a100-80gb-sxm")
+	const m, n, k = 64, 1280, 8192
+	c, err := NewEvaluator(g).Op(model.NewGEMM("qkv", hw.BF16, 1, m, n, k))
+	require.NoError(t, err)
+	require.Greater(t, c.SplitK, 1, "a skinny GEMM over a long K splits K")
+	require.Equal(t, 2, c.Kernels)
+	reduce := (float64(c.SplitK)*m*n*4 + m*n*2) / g.HBMBandwidth()
+	mma := 2.0 * m * n * k / (g.PeakBF16FlopsPerS * g.TensorEfficiency)
+	assert.Greater(t, c.TimeS, 2*g.KernelLaunchS+reduce+mma)
+	big, err := NewEvaluator(g).Op(model.NewGEMM("mlp", hw.BF16, 1, 4096, 4096, 4096))
+	require.NoError(t, err)
+	assert.Equal(t, 1, big.SplitK)
+	assert.Equal(t, 1, big.Kernels)
+}

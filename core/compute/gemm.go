@@ -64,8 +64,14 @@ func (e *Evaluator) promotionK(o model.Op) int64 {
 //   - shared memory: each warp (64×64 warp tiles) reads its A rows and B
 //     columns of every staged K-slice;
 //   - L2: each tile loads its A panel (tile_m × K) and B panel (K × tile_n),
-//     writes its output (split-K: fp32 partials written and read back; a
-//     weight gradient accumulated into its buffer reads it first);
+//     writes its output (split-K: its slice's fp32 partials; a weight
+//     gradient accumulated into its buffer reads it first);
+//   - split-K's reduction: cuBLAS follows a split-K GEMM with a second
+//     kernel (splitKreduce_kernel in profiler traces) that reads every
+//     slice's fp32 partials and writes the output, at the vectorized
+//     kernels' bandwidth after its own fixed device time. Without it the
+//     model chose splits of 8 and 16 that Vidur's GEMMs run 11-15 % slower
+//     than priced, on both GPUs (bench/fidelity/KERNELS.md);
 //   - HBM: compulsory traffic when the smaller operand fits in L2 (it stays
 //     resident while the larger streams once); otherwise the smaller is
 //     re-read once per wave-sized band of the larger, at the GEMM's
@@ -125,11 +131,16 @@ func (e *Evaluator) searchTiles(key gemmKey) Cost {
 				// Accumulating: the epilogue reads the buffer and writes it back.
 				outBytes = float64(key.batch*key.m*key.n) * 2 * key.acc.Bytes()
 			}
-			partials := 0.0
+			// What the tiles' epilogue writes: the output, or with split-K
+			// each slice's fp32 partials, which the reduction kernel
+			// reads back and sums into the output.
+			epilogue, reduceS := outBytes, 0.0
 			if split > 1 {
-				partials = 2 * float64(split*key.batch*key.m*key.n) * 4
+				epilogue = float64(split*key.batch*key.m*key.n) * 4
+				c.Kernels = 2
+				reduceS = (epilogue + outBytes) / g.HBMBandwidth()
 			}
-			c.BytesL2 = float64(tiles)*(float64(bm)*in+float64(bn)*inB)*float64(kp) + outBytes + partials
+			c.BytesL2 = float64(tiles)*(float64(bm)*in+float64(bn)*inB)*float64(kp) + epilogue
 
 			a := float64(key.m*key.k) * in
 			b := float64(key.k*key.n) * inB
@@ -146,11 +157,16 @@ func (e *Evaluator) searchTiles(key gemmKey) Cost {
 				}
 				operands = large + small*float64(bands)
 			}
-			c.BytesHBM = float64(key.batch)*operands + outBytes
-			if partials > l2 {
-				c.BytesHBM += partials
+			c.BytesHBM = float64(key.batch) * operands
+			if split == 1 || epilogue > l2 {
+				c.BytesHBM += epilogue
 			}
 			c = e.finishBW(c, useful, mathTime, hbmBW, float64(waves)*overheadS, gemmOverlapP)
+			if split > 1 {
+				c.TimeS += reduceS
+				c.BytesL2 += epilogue + outBytes
+				c.BytesHBM += outBytes
+			}
 			c.TileEfficiency = useful / (float64(waves*sms) * tileFLOPs)
 			best = faster(best, c)
 		}
