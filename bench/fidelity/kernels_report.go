@@ -214,6 +214,15 @@ func KernelReport(rows []KernelRow, cook []CookbookRow) (string, error) {
 		}
 	}
 
+	b.WriteString("\nWhat no shape-monotone mechanism can follow: the measured GEMMs that take more than 10 % longer than the " +
+		"same GEMM (model, TP, operator) at a larger token count, cuBLAS's heuristic picking a worse kernel for the smaller " +
+		"problem (H100 GEMMs of 160-192 tokens often run 15-40 % slower than at 256):")
+	for _, sku := range skus {
+		slower, n := nonMonotoneGEMMs(rows, sku, 0.10)
+		fmt.Fprintf(&b, " %s %d of %d rows (%s);", sku, slower, n, pct(float64(slower)/float64(n)))
+	}
+	b.WriteString(" the model's time never falls as tokens grow.\n")
+
 	b.WriteString("\n## Held-out split per GPU and operator\n\n")
 	b.WriteString("| GPU | op | class | rows | median \\|err\\| | p90 \\|err\\| | median signed |\n|---|---|---|---:|---:|---:|---:|\n")
 	skusOp, byOp := BySKU(rows)
@@ -299,4 +308,33 @@ func absf(x float64) float64 {
 		return -x
 	}
 	return x
+}
+
+// nonMonotoneGEMMs counts sku's GEMM rows whose measured time exceeds by
+// more than tol that of the same GEMM (model, TP, operator) at some larger
+// token count, and the GEMM rows.
+func nonMonotoneGEMMs(rows []KernelRow, sku string, tol float64) (slower, n int) {
+	type gemm struct {
+		model, op string
+		tp        int64
+	}
+	by := map[gemm][]*KernelRow{}
+	for i := range rows {
+		if r := &rows[i]; r.GPU == sku && r.Class == "gemm" {
+			k := gemm{r.Model, r.Op, r.TP}
+			by[k] = append(by[k], r)
+		}
+	}
+	for _, rs := range by {
+		for _, r := range rs {
+			n++
+			for _, q := range rs {
+				if q.Tokens > r.Tokens && r.MeasuredS > (1+tol)*q.MeasuredS {
+					slower++
+					break
+				}
+			}
+		}
+	}
+	return slower, n
 }
