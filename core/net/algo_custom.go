@@ -148,10 +148,6 @@ func (r CustomRules) Eligible(c *Comms, ranks []int, bytes float64) (bool, error
 	return true, nil
 }
 
-// OneShot reports whether the engine runs the one-shot kernel on n ranks
-// for a payload of bytes it serves.
-func (r CustomRules) OneShot(n int, bytes float64) bool { return r.oneShot(n, bytes) }
-
 // buildOneShot: every rank sends its whole buffer (in Chunks pieces) to
 // every other rank in one phase.
 func buildOneShot(_ *Comms, col *Collective) (program, error) {
@@ -172,7 +168,7 @@ func (r CustomRules) choose(c *Comms, col *Collective, shape *checkedShape) erro
 	n := len(col.Ranks)
 	ch := NCCLChoice{Algorithm: Direct, LatencyS: CustomTwoShotLatencyS, Channels: 1}
 	phases, read, share := 2, 2*float64(n-1)/float64(n)*col.Bytes, CustomTwoShotLinkShare
-	if r.OneShot(n, col.Bytes) {
+	if r.oneShot(n, col.Bytes) {
 		ch.Algorithm, ch.LatencyS = OneShot, CustomOneShotLatencyS
 		phases, read, share = 1, float64(n-1)*col.Bytes, CustomOneShotLinkShare
 	}
