@@ -52,7 +52,16 @@ const (
 	readme2022 = "NVIDIA/Megatron-LM README (May 2022): MFU of Korthikanti et al. 2022's configurations"
 	gptFast    = "meta-pytorch/gpt-fast README, Tensor Parallelism (torch.compile, CUDA graphs, intra-node all-reduce; 8×A100 80 GB at 330 W)"
 	readme2021 = "NVIDIA/Megatron-LM README (2021) and examples/pretrain_gpt3_175B.sh"
-	gib        = 1 << 30
+	// scaling2021 is the weak-scaling table of Megatron-LM's README of
+	// April 2021 (images/cases_april2021.png, removed by commit f2e5db4),
+	// Narayanan et al. 2021's Table 1: GPT models of 1.7B to 1T parameters
+	// on 32 to 3,072 A100s of Selene.
+	scaling2021 = "NVIDIA/Megatron-LM README (April 2021), weak scaling on Selene (Narayanan et al. 2021, Table 1)"
+	// scaling2024 is the weak-scaling table of Megatron-LM's README since
+	// July 2024 (images/model_table.png, commit f2e5db4): GPT models of
+	// 1.7B to 462B parameters on 48 to 6,144 H100s.
+	scaling2024 = "NVIDIA/Megatron-LM README (July 2024), weak scaling on H100 (images/model_table.png)"
+	gib         = 1 << 30
 )
 
 // Selene: DGX A100 80 GB nodes, fp16, sequence 2048, vocabulary 51,200,
@@ -99,7 +108,8 @@ func PublicToolComparison(rows []Row) string {
 	for _, r := range rows {
 		e := math.Abs(r.ErrorPct)
 		switch {
-		case r.Source == table5 || r.Source == table4 || r.Source == readme2022 || r.Source == readme2021:
+		case r.Source == table5 || r.Source == table4 || r.Source == readme2022 || r.Source == readme2021,
+			r.Source == scaling2021 && r.Reference >= 155: // RAPID-LLM's Selene cases: 310B, 530B, 1T
 			if r.Quantity != "gib_per_gpu" {
 				train = append(train, e)
 			}
@@ -112,7 +122,7 @@ func PublicToolComparison(rows []Row) string {
 	b.WriteString("../shared/reference/README.md reports RAPID-LLM's public code, in its analytical mode, off the Korthikanti, Selene and " +
 		"LLaMA-2 validation cases by a median of about 18 % in training (up to 25 %) and 17 % in inference (up to 100 %, at TP 8), " +
 		"taking 2–17 s a case. The same cases here (every A100 training time row above: Korthikanti et al.'s Tables 4 and 5, " +
-		"the 530B and 1T MFU, GPT-3 on 1,024 A100s; the LLaMA-2 batch-1 rows on A100), each run in under 2 s on a 2-core machine (bench's " +
+		"the 530B and 1T MFU, GPT-3 on 1,024 A100s, the 310B, 530B and 1T rows of the 2021 weak-scaling table; the LLaMA-2 batch-1 rows on A100), each run in under 2 s on a 2-core machine (bench's " +
 		"benchmarks time the scenarios):\n\n")
 	b.WriteString("| cases | rows | median \\|error\\| | largest \\|error\\| | RAPID-LLM's public code: median | largest |\n|---|---|---|---|---|---|\n")
 	fmt.Fprintf(&b, "| training (A100) | %d | %.1f%% | %.1f%% | %.0f%% | %.0f%% |\n", len(train), Quantile(train, 0.5), Quantile(train, 1),
@@ -180,7 +190,7 @@ func Rows(ctx context.Context) ([]Row, error) {
 		}
 	}
 	for _, more := range []func(context.Context) ([]Row, error){
-		table4Rows, readmeMFURows, nemoFP8Rows, nemoLongSequenceRows, gpt3ReadmeRows, llama3Rows, llama2InferenceRows, gptFastRows,
+		table4Rows, readmeMFURows, scalingRows, nemoFP8Rows, nemoLongSequenceRows, gpt3ReadmeRows, llama3Rows, llama2InferenceRows, gptFastRows,
 	} {
 		rs, err := more(ctx)
 		if err != nil {
@@ -208,6 +218,95 @@ func readmeMFURows(ctx context.Context) ([]Row, error) {
 		s := res.Tables[0].Rows.([]training.SummaryRow)[0]
 		rows = append(rows, row(c.name+" sequence parallel + selective recompute", "mfu", c.mfu, s.MFU, readme2022,
 			fmt.Sprintf("step %.2f s: compute %.2f s + exposed comm %.2f s + bubble %.2f s", s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS)))
+	}
+	return rows, nil
+}
+
+// scalingRows are the weak-scaling tables of Megatron-LM's README: GPT
+// models (LayerNorm, GeLU MLP of 4h, learned positions, multi-head
+// attention) at the table's size, layout, GPU count and global batch,
+// compared in the README's own FLOP count.
+//
+// 2021 (Selene, A100 80 GB, fp16, vocabulary 51,200, sequence 2,048,
+// tied embeddings): the model-parallel size split as Narayanan et al.'s
+// Table 1 splits it (TP up to 8, then PP) with its attention heads; the
+// table gives no micro-batch or schedule, so the rows run micro-batch 1
+// and 1F1B with full recomputation, as the paper's FLOP count (eq. 3, with
+// the recomputation) assumes; Megatron-LM of 2021 reduced the gradients
+// after the backward, and ran unfused attention.
+//
+// 2024 (H100, bf16, vocabulary 131,072, sequence 4,096, untied
+// embeddings: the parameter counts come out at the table's): the README
+// states the runs overlap the data-parallel reduction and gathering
+// (distributed optimizer) and the tensor-parallel communication
+// (--tp-comm-overlap, Transformer Engine's userbuffers); they run with
+// sequence parallelism where TP > 1, micro-batch 1, no recomputation and
+// FlashAttention. The tensor-parallel all-gathers and reduce-scatters of
+// the forward are not overlapped here (only the backward's, behind the
+// weight gradients): Transformer Engine's split GEMMs are not modelled.
+func scalingRows(ctx context.Context) ([]Row, error) {
+	type scale struct {
+		name                                   string
+		heads, hidden, layers, tp, pp, gpus, b int
+		tflops                                 float64
+	}
+	var rows []Row
+	add := func(c scale, src, gpu, cluster, dtype string, vocab, seq int, extra string, flops func(c scale) float64) error {
+		dp := c.gpus / (c.tp * c.pp)
+		par := fmt.Sprintf(`"tp":%d,"pp":%d,"dp":%d,"global_batch":%d,"micro_batch":1%s`, c.tp, c.pp, dp, c.b, extra)
+		if c.tp > 1 && src == scaling2024 {
+			par += `,"sequence_parallel":true`
+		}
+		tied := src == scaling2021
+		js := fmt.Sprintf(`{"kind":"training","model":{"family":"gpt","layers":%d,"hidden":%d,"heads":%d,"vocab":%d,"positions":%d,"tied_embeddings":%v},
+			"gpu":%q,"cluster":{"preset":%q,"nodes":%d},"parallel":{%s},"seq_len":%d,"dtype":%q,"unfused_attention":%v}`,
+			c.layers, c.hidden, c.heads, vocab, seq, tied, gpu, cluster, c.gpus/8, par, seq, dtype, src == scaling2021)
+		res, err := run(ctx, js)
+		if err != nil {
+			return fmt.Errorf("%s on %d GPUs: %w", c.name, c.gpus, err)
+		}
+		s := res.Tables[0].Rows.([]training.SummaryRow)[0]
+		rows = append(rows, row(fmt.Sprintf("GPT %s on %d %s, TP%d PP%d DP%d", c.name, c.gpus, strings.ToUpper(gpu[:4]), c.tp, c.pp, dp),
+			"tflops_per_gpu", c.tflops, flops(c)/s.StepTimeS/float64(c.gpus)/1e12, src,
+			fmt.Sprintf("step %.2f s: compute %.2f s + exposed comm %.2f s + bubble %.2f s; the README's FLOP count", s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS)))
+		return nil
+	}
+	// Narayanan et al. 2021, eq. 3: 96·B·s·l·h²·(1 + s/6h + V/16lh).
+	flops2021 := func(c scale) float64 {
+		const s, v = 2048.0, 51200.0
+		l, h := float64(c.layers), float64(c.hidden)
+		return 96 * float64(c.b) * s * l * h * h * (1 + s/(6*h) + v/(16*l*h))
+	}
+	for _, c := range []scale{
+		{"1.7B", 24, 2304, 24, 1, 1, 32, 512, 137}, {"3.6B", 32, 3072, 30, 2, 1, 64, 512, 138},
+		{"7.5B", 32, 4096, 36, 4, 1, 128, 512, 142}, {"18.4B", 48, 6144, 40, 8, 1, 256, 1024, 135},
+		{"39.1B", 64, 8192, 48, 8, 2, 512, 1536, 138}, {"76.1B", 80, 10240, 60, 8, 4, 1024, 1792, 140},
+		{"145.6B", 96, 12288, 80, 8, 8, 1536, 2304, 148}, {"310.1B", 128, 16384, 96, 8, 16, 1920, 2160, 155},
+		{"529.6B", 128, 20480, 105, 8, 35, 2520, 2520, 163}, {"1008B", 160, 25600, 128, 8, 64, 3072, 3072, 163},
+	} {
+		if err := add(c, scaling2021, "a100-80gb-sxm", "dgx-a100", "fp16", 51200, 2048, `,"recompute":"full"`, flops2021); err != nil {
+			return nil, err
+		}
+	}
+	// Megatron-LM's num_floating_point_operations (megatron/training/
+	// training.py at f2e5db4): 12·B·s·l·h²·((2 + s/h) + 4 + V/2lh) for
+	// multi-head attention and a 4h MLP, no recomputation counted.
+	flops2024 := func(c scale) float64 {
+		const s, v = 4096.0, 131072.0
+		l, h := float64(c.layers), float64(c.hidden)
+		return 12 * float64(c.b) * s * l * h * h * (2 + s/h + 4 + v/(2*l*h))
+	}
+	for _, c := range []scale{
+		{"1.7B", 16, 2048, 24, 1, 1, 48, 192, 408.8}, {"7.1B", 32, 4096, 30, 2, 1, 96, 192, 465.9},
+		{"16B", 48, 6144, 32, 4, 1, 192, 192, 489.1}, {"32B", 56, 7168, 48, 8, 1, 384, 192, 459.6},
+		{"70B", 64, 8192, 84, 8, 2, 768, 384, 419.7}, {"119B", 80, 10240, 92, 8, 4, 1536, 768, 420.5},
+		{"177B", 96, 12288, 96, 8, 6, 2304, 1152, 432.8}, {"314B", 128, 16384, 96, 8, 8, 3072, 1536, 474.4},
+		{"462B", 144, 18432, 112, 8, 16, 6144, 3072, 459.9},
+	} {
+		if err := add(c, scaling2024, "h100-sxm", "dgx-h100", "bf16", 131072, 4096,
+			`,"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true`, flops2024); err != nil {
+			return nil, err
+		}
 	}
 	return rows, nil
 }
