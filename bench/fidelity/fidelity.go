@@ -239,11 +239,10 @@ func readmeMFURows(ctx context.Context) ([]Row, error) {
 // embeddings: the parameter counts come out at the table's): the README
 // states the runs overlap the data-parallel reduction and gathering
 // (distributed optimizer) and the tensor-parallel communication
-// (--tp-comm-overlap, Transformer Engine's userbuffers); they run with
-// sequence parallelism where TP > 1, micro-batch 1, no recomputation and
-// FlashAttention. The tensor-parallel all-gathers and reduce-scatters of
-// the forward are not overlapped here (only the backward's, behind the
-// weight gradients): Transformer Engine's split GEMMs are not modelled.
+// (--tp-comm-overlap, Transformer Engine's userbuffers: parallel
+// tp_comm_overlap); they run with sequence parallelism where TP > 1,
+// micro-batch 1, no recomputation and FlashAttention, the gradients
+// reduced in fp32 (Megatron-LM's default for bf16).
 func scalingRows(ctx context.Context) ([]Row, error) {
 	type scale struct {
 		name                                   string
@@ -255,7 +254,7 @@ func scalingRows(ctx context.Context) ([]Row, error) {
 		dp := c.gpus / (c.tp * c.pp)
 		par := fmt.Sprintf(`"tp":%d,"pp":%d,"dp":%d,"global_batch":%d,"micro_batch":1%s`, c.tp, c.pp, dp, c.b, extra)
 		if c.tp > 1 && src == scaling2024 {
-			par += `,"sequence_parallel":true`
+			par += `,"sequence_parallel":true,"tp_comm_overlap":true`
 		}
 		tied := src == scaling2021
 		js := fmt.Sprintf(`{"kind":"training","model":{"family":"gpt","layers":%d,"hidden":%d,"heads":%d,"vocab":%d,"positions":%d,"tied_embeddings":%v},

@@ -122,11 +122,14 @@ func TestFidelityTable(t *testing.T) {
 		"2021 (Selene, A100, GPT 1.7B–1T, Narayanan et al.'s Table 1 layouts; the table states no micro-batch, run at 1 with " +
 		"full recomputation, 1F1B): the 76B–1T rows within 5.1 %, the 3.6B–39B rows (TP 2–8, data parallel 32) 7–14 % slow, " +
 		"their tensor-parallel all-reduces exposed at micro-batch 1 (at micro-batch 4 the 1.7B–39B rows read +3.4 / −0.1 / " +
-		"−3.3 / −3.9 / −1.4 %). 2024 (H100, GPT 1.7B–462B, sequence 4,096, vocabulary 131,072): the runs overlap the " +
-		"tensor-parallel communication with the GEMMs (--tp-comm-overlap, Transformer Engine's userbuffers), which the rows " +
-		"do not model (only the backward's collective behind the weight gradients is hidden), so the TP 8 rows are 4–29 % slow " +
-		"(32B at TP 8 without pipelining most: 0.56 s of its 1.26 s step is exposed tensor-parallel communication); the 1.7B " +
-		"and 7.1B rows (TP 1 and 2) are 28 and 18 % fast, as the NeMo rows of small models on H100 are.\n")
+		"−3.3 / −3.9 / −1.4 %). 2024 (H100, GPT 1.7B–462B, sequence 4,096, vocabulary 131,072, 48-way data parallelism): the " +
+		"runs overlap the tensor-parallel communication with the GEMMs (--tp-comm-overlap: parallel.tp_comm_overlap, " +
+		"Transformer Engine's ring exchange under the GEMM's row chunks and its pipelined reduce-scatter), which moves the TP 8 " +
+		"rows by −1 to +5 points (the chunks are smaller GEMMs: 512 rows at TP 8); 70B–462B come out 3–13 % slow, the 32B row " +
+		"(no pipelining, four micro-batches a step) 28 % slow: it ends on its gradients' reduce-scatter over 48 nodes, which only " +
+		"the last micro-batch's backward can hide. The runs' gradient type is not stated; Megatron-LM reduces bf16 training's " +
+		"gradients in fp32 (its default, run here); reduced in bf16 the TP 8 rows read −16.8 / −0.9 / −3.3 / −2.7 / −0.0 / " +
+		"−3.5 %. The 1.7B and 7.1B rows (TP 1 and 2) are 28 and 23 % fast, as the NeMo rows of small models on H100 are.\n")
 	b.WriteString("- NeMo's long-sequence table (LLAMA2-7B at FP8 on H100, NeMo 24.03.01; batches of 4M tokens, one GPU per 1K " +
 		"tokens of sequence, context parallelism from 32K) is compared in NeMo's own FLOP count, whose attention term is the full " +
 		"S² (twice the causal work). The 4K row comes out 19 % fast, as the other small-model FP8 rows do, and the error grows " +

@@ -16,7 +16,9 @@ import (
 // the memory-bound part by B / (B − r), r the collective's HBM traffic.
 // Nothing changes when no collective overlaps compute (collectives between
 // dependent compute tasks, as Megatron's un-overlapped tensor-parallel
-// ones are).
+// ones are). A transfer on the copy engines (workload.Task.CopyEngine:
+// Transformer Engine's ring exchange) holds no SMs: only its HBM traffic
+// slows the compute beside it.
 //
 // Measured: Lee et al., "Characterizing Compute-Communication Overlap in
 // GPU-Accelerated Distributed Deep Learning" (arXiv 2507.03114, 2025), on
@@ -61,9 +63,11 @@ type busyState struct {
 	since  sim.Time
 	factor float64
 	math   float64 // math-bound fraction of the device time
-	// inflight counts the unit's collectives in flight; hbm their HBM traffic.
-	inflight int
-	hbm      float64
+	// inflight counts the unit's collectives in flight that hold SMs,
+	// copies those on the copy engines (workload.Task.CopyEngine); hbm is
+	// their HBM traffic.
+	inflight, copies int
+	hbm              float64
 }
 
 // startCompute schedules compute task i of unit u started at now with
@@ -105,7 +109,7 @@ func stretched(b *busyState) sim.Time {
 // running compute task.
 func (e *engine) stretch(b *busyState) float64 {
 	in := e.opt.Interference
-	if b.inflight == 0 || in == nil {
+	if b.inflight+b.copies == 0 || in == nil {
 		return 1
 	}
 	free := float64(in.SMs - min(b.inflight*in.CTAs, in.SMs-1))
@@ -141,7 +145,11 @@ func (e *engine) commBegin(u int, task *workload.Task) {
 		return
 	}
 	b := &e.units[u].busy
-	b.inflight++
+	if task.CopyEngine {
+		b.copies++
+	} else {
+		b.inflight++
+	}
 	b.hbm += e.wireRate(e.plan.Units[u].Groups[task.Slot]) * e.opt.Interference.TrafficPerWireByte
 	e.retime(u)
 }
@@ -151,9 +159,13 @@ func (e *engine) commEnd(u int, task *workload.Task) {
 		return
 	}
 	b := &e.units[u].busy
-	b.inflight--
+	if task.CopyEngine {
+		b.copies--
+	} else {
+		b.inflight--
+	}
 	b.hbm -= e.wireRate(e.plan.Units[u].Groups[task.Slot]) * e.opt.Interference.TrafficPerWireByte
-	if b.inflight == 0 {
+	if b.inflight+b.copies == 0 {
 		b.hbm = 0
 	}
 	e.retime(u)

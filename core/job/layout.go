@@ -87,7 +87,7 @@ func TrainingLayout(s *spec.Training, gpus int) (workload.Training, error) {
 		FirstStageLayers: par.DecoderFirstStageLayers, LastStageLayers: par.DecoderLastStageLayers, Layout: par.PipelineLayout,
 		Recompute: model.Recompute(par.Recompute), RecomputeModules: par.RecomputeModules, ZeRO: par.ZeRO, OverlapGradReduce: par.OverlapGradReduce,
 		OverlapParamGather: par.OverlapParamGather,
-		BucketParams:       par.BucketParams, OverlapTPComm: *par.OverlapTPComm, EP: par.EP,
+		BucketParams:       par.BucketParams, OverlapTPComm: *par.OverlapTPComm, TPCommOverlap: par.TPCommOverlap, EP: par.EP,
 		ExpertTP: par.ExpertTP, OverlapEPComm: par.OverlapEPComm})
 	t.Routing = workload.Routing{Distribution: s.Routing.Distribution, Skew: s.Routing.Skew, Loads: s.Routing.Loads, Seed: s.Routing.Seed,
 		CapacityFactor: s.Routing.CapacityFactor, PadToCapacity: s.Routing.PadToCapacity, HierarchicalA2A: s.Routing.HierarchicalA2A,

@@ -160,6 +160,18 @@ func NewGEMM(name string, d hw.DType, batch, m, n, k int64) Op {
 	}
 }
 
+// RowChunk is GEMM o over m of its rows, as a GEMM split along M computes
+// each part: every part reads the whole weight; the type, pass and
+// accumulation flags stay o's.
+func (o Op) RowChunk(m int64) Op {
+	c := NewGEMM(o.Name, o.DType, o.Batch, m, o.N, o.K)
+	c.Pass, c.Accumulate, c.SplitAccumulator = o.Pass, o.Accumulate, o.SplitAccumulator
+	if o.WeightDType != "" {
+		c = c.WithWeights(o.WeightDType)
+	}
+	return c
+}
+
 // WithWeights stores GEMM o's weights (operand B, K×N per expert of a
 // grouped GEMM) in type w, which moves its bytes accordingly.
 func (o Op) WithWeights(w hw.DType) Op {

@@ -87,6 +87,12 @@ type Parallel struct {
 	// --no-async-tensor-model-parallel-allreduce; Korthikanti et al. 2022,
 	// §6.2: "all-reduce is overlapped with the weight-gradient GEMM").
 	OverlapTPComm *bool `json:"overlap_tp_comm,omitempty"`
+	// TPCommOverlap splits each sequence-parallel all-gather and
+	// reduce-scatter next to a GEMM into a ring of point-to-point steps
+	// that run under the GEMM's chunks, as Transformer Engine's userbuffers
+	// do (Megatron-Core --tp-comm-overlap, NeMo tp_comm_overlap): needs
+	// sequence_parallel.
+	TPCommOverlap bool `json:"tp_comm_overlap,omitempty"`
 	// EP is the expert-parallel degree of a mixture-of-experts model
 	// (default 1). It must divide the experts, and ep·expert_tp must
 	// divide tp·dp (Megatron-Core folds the expert layers' TP, EP and
@@ -185,6 +191,9 @@ func (p *Parallel) Validate(probs *Problems, path string) {
 	probs.IntInRange(f("expert_tp"), p.ExpertTP, 0, 1<<16)
 	if p.BucketParams < 0 {
 		probs.Addf(f("bucket_params"), "must be >= 0, got %d", p.BucketParams)
+	}
+	if p.TPCommOverlap && (!p.SequenceParallel || p.TP < 2) {
+		probs.Addf(f("tp_comm_overlap"), "overlaps the sequence-parallel all-gathers and reduce-scatters, so it needs sequence_parallel and tp >= 2; got sequence_parallel %v, tp %d", p.SequenceParallel, p.TP)
 	}
 	if p.OverlapParamGather && (p.ZeRO < 1 || p.ZeRO > 2 || !p.OverlapGradReduce) {
 		probs.Addf(f("overlap_param_gather"), "needs the distributed optimizer's gather (zero 1 or 2) and overlap_grad_reduce, as Megatron does; got zero %d, overlap_grad_reduce %v", p.ZeRO, p.OverlapGradReduce)

@@ -85,6 +85,11 @@ type Parallel struct {
 	// OverlapTPComm runs the backward's input-gradient all-reduce (or
 	// reduce-scatter) while the weight-gradient GEMM computes.
 	OverlapTPComm bool
+	// TPCommOverlap runs each sequence-parallel all-gather that feeds a
+	// GEMM, and each reduce-scatter of a forward GEMM's output, as a ring of
+	// point-to-point steps under the GEMM split in TP chunks (Transformer
+	// Engine's userbuffers, plan.go tpRing).
+	TPCommOverlap bool
 	// EP is the expert-parallel degree (moe.go): it divides the model's
 	// experts, and EP·ExpertTP/TP (the replicas an expert-parallel group
 	// spans) divides DP; 0 means 1.

@@ -13,6 +13,9 @@
 package workload
 
 import (
+	"fmt"
+	"math"
+
 	"github.com/eidolon-sim/eidolon/core/model"
 )
 
@@ -133,6 +136,9 @@ type Task struct {
 	// TopK and NodeLimit deduplicate a hierarchical all-to-all's network
 	// hop (net.AllToAllV).
 	TopK, NodeLimit int32
+	// CopyEngine marks a transfer the GPUs' copy engines run (tpRing's
+	// steps): it draws on HBM but holds no SMs (exec's interference).
+	CopyEngine bool
 }
 
 // LowLatencyKernel is which of DeepEP's low-latency kernels an
@@ -218,6 +224,10 @@ type progBuilder struct {
 	// lowLatency: DeepEP's low-latency kernels (Task.LowLatency).
 	lowLatency  bool
 	topK, limit int32
+	// rings numbers tpRing's step matrices (nil: no comm-GEMM overlap);
+	// tp is the tensor-parallel degree.
+	rings *ringCache
+	tp    int
 }
 
 func (b *progBuilder) add(t Task) int32 {
@@ -349,6 +359,58 @@ func (b *progBuilder) ops(prefix string, list []model.Op, mb int32, after []int3
 			start = i + 1
 			continue
 		}
+		if b.rings != nil && o.Kind == model.ReduceScatter && endsWithChunkable(seg) {
+			// The forward's row-parallel GEMM and its reduce-scatter.
+			if w := len(seg) - 1; w > 0 {
+				last = b.compute(prefix+segName(seg[:w]), seg[:w], mb, first()...)
+			}
+			var chunk int32
+			last, chunk = b.tpPipeline(prefix, seg[len(seg)-1], o, mb, first())
+			join = append(join, chunk)
+			start = i + 1
+			continue
+		}
+		if b.rings != nil && o.Kind == model.AllGather && i+1 < len(list) && chunkable(list[i+1]) {
+			// A column-parallel GEMM (or the backward's input-gradient
+			// GEMM of a row-parallel one) and the all-gather it reads;
+			// weight gradients before it run beside the ring, as beside
+			// the collective (overlap).
+			if len(seg) > 0 {
+				w := len(seg)
+				if overlap && hidesBehindWgrad(seg) {
+					w = wgradStart(seg)
+				}
+				last = b.compute(prefix+segName(seg[:w]), seg[:w], mb, first()...)
+				if w < len(seg) {
+					b.compute(prefix+segName(seg[w:]), seg[w:], mb, last)
+				}
+			}
+			last = b.tpRing(prefix, list[i+1], o, mb, first())
+			start = i + 2
+			continue
+		}
+		if d := wgradStart(seg) - 1; overlap && d >= 0 && seg[d].Kind == model.GEMM && hidesBehindWgrad(seg) &&
+			o.Kind == model.AllGather && i+1 < len(list) && list[i+1].Kind == model.ReduceScatter {
+			// Sequence parallelism's backward of a column-parallel GEMM:
+			// the input's all-gather runs under the input-gradient GEMM,
+			// the weight gradient waits for it, and the input gradient's
+			// reduce-scatter runs under the weight gradient (Megatron's
+			// async all-gather and reduce-scatter in
+			// LinearWithGradAccumulationAndAsyncCommunication; Transformer
+			// Engine's bulk overlaps).
+			w := d + 1
+			pre := first()
+			if d > 0 {
+				pre = []int32{b.compute(prefix+segName(seg[:d]), seg[:d], mb, pre...)}
+			}
+			ag := b.collective(prefix+o.Name, StreamTP, SlotTP, o.Kind, o.Bytes, mb, pre...)
+			dg := b.compute(prefix+segName(seg[d:w]), seg[d:w], mb, pre...)
+			b.compute(prefix+segName(seg[w:]), seg[w:], mb, dg, ag)
+			rs := list[i+1]
+			last = b.collective(prefix+rs.Name, StreamTP, SlotTP, rs.Kind, rs.Bytes, mb, dg, ag)
+			start = i + 2
+			continue
+		}
 		if overlap && hidesBehindWgrad(seg) {
 			w := wgradStart(seg)
 			a := b.compute(prefix+segName(seg[:w]), seg[:w], mb, first()...)
@@ -398,6 +460,115 @@ func (b *progBuilder) ringExchange(prefix string, list []model.Op, i int, mb int
 		j++
 	}
 	return attn, comms, j
+}
+
+// Transformer Engine's comm-GEMM overlap (userbuffers, Megatron-Core
+// --tp-comm-overlap, NeMo tp_comm_overlap) as its default configuration
+// runs the forward (transformer_engine/pytorch/module/base.py
+// initialize_ub): the all-gather before a column-parallel GEMM (and, in
+// the backward, the output-gradient gather before a row-parallel GEMM's
+// input gradient) as a ring exchange, the reduce-scatter after a
+// row-parallel GEMM as a pipeline of splits. The backward's input gather
+// and input-gradient reduce-scatter around a column-parallel GEMM run as
+// the async overlap does (ops: beside the weight gradient).
+
+// tpRing is the ring exchange of all-gather c feeding GEMM g, after before:
+// the GEMM runs as TP chunks of its rows and the gather as TP−1 steps in
+// which every rank passes one shard (c's payload over TP) to its neighbour
+// on the copy engines (TE's ring_exchange, use_ce). Chunk 0 computes on
+// the rank's own shard while the first step brings the next; chunk k waits
+// for step k−1. The steps move what a ring all-gather moves; what changes
+// is that they move under the GEMM, whose chunks are smaller GEMMs. It
+// returns the last chunk.
+func (b *progBuilder) tpRing(prefix string, g, c model.Op, mb int32, before []int32) int32 {
+	n := b.tp
+	pairs, id := b.rings.matrix(n, c.Bytes/float64(n))
+	last, arrived := int32(-1), int32(-1) // arrived: the step that brought chunk k's shard
+	for k := 0; k < n; k++ {
+		next := int32(-1)
+		if k+1 < n {
+			after := before
+			if arrived >= 0 {
+				after = []int32{arrived}
+			}
+			tag := b.tags[SlotTP]
+			b.tags[SlotTP]++
+			next = b.add(Task{Name: fmt.Sprintf("%s%s.ring%d", prefix, c.Name, k), Kind: Collective, Stream: StreamTP,
+				Coll: AllToAllV, Bytes: c.Bytes, Slot: SlotTP, Tag: tag, Deps: deps(after...),
+				MicroBatch: mb, Pairs: pairs, PairsID: id, CopyEngine: true})
+		}
+		after := before
+		if k > 0 {
+			after = []int32{last, arrived}
+		}
+		last, arrived = b.gemmChunk(prefix, g, k, n, mb, after...), next
+	}
+	return last
+}
+
+// tpPipelineSplits is how many parts TE's pipeline overlap cuts a
+// row-parallel GEMM into (initialize_ub's default num_splits).
+const tpPipelineSplits = 4
+
+// tpPipeline is the pipelined reduce-scatter c of GEMM g's output, after
+// before: the GEMM runs as tpPipelineSplits chunks of its rows, each
+// chunk's partial sums reduce-scattered (userbuffers' kernels, on SMs the
+// GEMM leaves them) while the next chunk computes. It returns the last
+// reduce-scatter and the last chunk, which what follows waits for too.
+func (b *progBuilder) tpPipeline(prefix string, g, c model.Op, mb int32, before []int32) (scatter, chunk int32) {
+	n := tpPipelineSplits
+	scatter, chunk = -1, -1
+	for k := 0; k < n; k++ {
+		after := before
+		if k > 0 {
+			after = []int32{chunk}
+		}
+		chunk = b.gemmChunk(prefix, g, k, n, mb, after...)
+		scatter = b.collective(fmt.Sprintf("%s%s.split%d", prefix, c.Name, k), StreamTP, SlotTP, c.Kind, c.Bytes/float64(n), mb, chunk, scatter)
+	}
+	return scatter, chunk
+}
+
+// gemmChunk adds part k of n of GEMM g split along its rows.
+func (b *progBuilder) gemmChunk(prefix string, g model.Op, k, n int, mb int32, after ...int32) int32 {
+	rows := (g.M + int64(n) - 1) / int64(n)
+	part := g.RowChunk(max(min(rows, g.M-int64(k)*rows), 1))
+	part.Name = fmt.Sprintf("%s.chunk%d", g.Name, k)
+	return b.compute(prefix+part.Name, []model.Op{part}, mb, after...)
+}
+
+// chunkable reports whether o is a GEMM tpRing can split along its rows:
+// a forward GEMM or an input gradient, not a weight gradient (whose rows
+// are a weight's).
+func chunkable(o model.Op) bool { return o.Kind == model.GEMM && !isWgrad(o) && o.M > 1 }
+
+// endsWithChunkable reports whether seg ends with a chunkable GEMM.
+func endsWithChunkable(seg []model.Op) bool { return len(seg) > 0 && chunkable(seg[len(seg)-1]) }
+
+// ringCache numbers tpRing's step matrices (Task.Pairs: every rank sends a
+// shard to the next), shared by a plan's programs so that one matrix keeps
+// one PairsID; the IDs start above any all-to-all's (a2aCache's).
+type ringCache struct {
+	ids   map[[2]uint64]int32
+	pairs [][]float64
+}
+
+// ringPairsBase is the first PairsID of a ring step.
+const ringPairsBase = 1 << 28
+
+func (c *ringCache) matrix(n int, shard float64) ([]float64, int32) {
+	key := [2]uint64{uint64(n), math.Float64bits(shard)}
+	if id, ok := c.ids[key]; ok {
+		return c.pairs[id-ringPairsBase], id
+	}
+	m := make([]float64, n*n)
+	for s := 0; s < n; s++ {
+		m[s*n+(s+1)%n] = shard
+	}
+	id := int32(ringPairsBase + len(c.pairs))
+	c.pairs = append(c.pairs, m)
+	c.ids[key] = id
+	return m, id
 }
 
 // wgradStart is where a compute segment's trailing weight-gradient GEMMs

@@ -89,6 +89,10 @@ func BuildTraining(t Training) (*TrainingPlan, error) {
 	EP, f := max(par.EP, 1), T/par.expertTP()
 	tp.ProgramsPerStage = 1
 	var cache *a2aCache
+	var rings *ringCache
+	if par.TPCommOverlap {
+		rings = &ringCache{ids: map[[2]uint64]int32{}}
+	}
 	if t.Model.IsMoE() {
 		tp.Routing = Route(t.Routing, t.Model, EP, int64(par.MicroBatch*t.localSeqLen()/f))
 		if EP > 1 {
@@ -124,7 +128,7 @@ func BuildTraining(t Training) (*TrainingPlan, error) {
 			if n := len(tp.Programs); n > 0 {
 				hint = len(tp.Programs[n-1].Tasks) * 9 / 8
 			}
-			prog, mem, params := t.stageProgram(gk, pk, chunks, s, m, cache, hint)
+			prog, mem, params := t.stageProgram(gk, pk, chunks, s, m, cache, rings, hint)
 			if tp.ProgramsPerStage > 1 {
 				prog.Name = fmt.Sprintf("stage%d.ep%d", s, k)
 			}
@@ -283,11 +287,11 @@ func (pl *Plan) link(a, b int, out, in Slot) {
 
 // stageProgram builds stage s's program, its memory and its parameters;
 // tasks is the capacity its task list starts with.
-func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a2a *a2aCache, tasks int) (Program, Memory, int64) {
+func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a2a *a2aCache, rings *ringCache, tasks int) (Program, Memory, int64) {
 	par := t.Par
 	P, V, D, T := par.PP, par.VirtualStages, par.DP, par.TP
 	b := &progBuilder{p: &Program{Name: fmt.Sprintf("stage%d", s), Tasks: make([]Task, 0, tasks)}, a2a: a2a, dispatchSync: true, hierarchical: t.Routing.HierarchicalA2A,
-		topK: int32(t.Model.ExpertsPerToken), limit: int32(t.Routing.NodeLimit)}
+		topK: int32(t.Model.ExpertsPerToken), limit: int32(t.Routing.NodeLimit), rings: rings, tp: T}
 	e := hw.DType(t.DType).Bytes()
 	if e < 2 {
 		e = 2

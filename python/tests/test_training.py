@@ -46,6 +46,18 @@ def test_bad_layout_is_a_spec_error():
     assert "parallel.tp" in str(err.value)
 
 
+def test_tp_comm_overlap_hides_tensor_parallel_communication():
+    plain = training(tp=8, global_batch=1, sequence_parallel=True)
+    ring = training(tp=8, global_batch=1, sequence_parallel=True, tp_comm_overlap=True)
+    a, b = plain.to_pandas("summary").iloc[0], ring.to_pandas("summary").iloc[0]
+    assert b.exposed_comm_s < a.exposed_comm_s
+    names = ring.to_pandas("timeline")["name"]
+    assert names.str.contains(r"fwd\.attn\.all_gather\.ring\d").any()
+    assert names.str.contains(r"fwd\.mlp\.down\.chunk3$").any()
+    with pytest.raises(eidolon.SpecError, match="parallel.tp_comm_overlap"):
+        training(tp=8, global_batch=1, tp_comm_overlap=True)
+
+
 def test_inference_by_tp():
     def run(tp):
         return eidolon.run({"kind": "inference", "model": "llama2-7b", "gpu": "a100-80gb-sxm", "cluster": CLUSTER,

@@ -200,6 +200,7 @@ func TestFeatureMatrix(t *testing.T) {
 		`"tp":2,"pp":2,"dp":2,"global_batch":8,"zero":2,"recompute":"full"`,
 		`"tp":2,"pp":2,"dp":2,"global_batch":8,"zero":3,"recompute":"selective","sequence_parallel":true`,
 		`"tp":4,"pp":1,"dp":2,"global_batch":4,"micro_batch":2,"overlap_tp_comm":true`,
+		`"tp":4,"pp":2,"dp":1,"global_batch":4,"sequence_parallel":true,"tp_comm_overlap":true,"recompute":"full"`,
 		`"tp":1,"pp":4,"dp":2,"global_batch":8`,
 	} {
 		for _, model := range []string{`{"preset":"gpt-22b","layers":4}`, `{"preset":"zamba-7b","layers":8,"pattern":"MMSMMMSMMM"}`, `{"preset":"mamba2-2.7b","layers":4}`} {
