@@ -491,9 +491,11 @@ func llama3Rows(ctx context.Context) ([]Row, error) {
 // (per-tensor delayed scaling: the forward GEMMs with fast accumulation,
 // the gradient GEMMs with a split accumulator), the cross entropy fused
 // (NeMo's GPTConfig sets cross_entropy_loss_fusion, Megatron's native
-// implementation), sequence parallelism with TP, the distributed
-// optimizer with overlapped gradient reduction and parameter gathering
-// (the recipes' DistributedDataParallelConfig), no recomputation, the
+// implementation), sequence parallelism with TP and Transformer Engine's
+// comm-GEMM overlap (the recipes' MegatronCommOverlapCallback with
+// tp_comm_overlap), the distributed optimizer with overlapped gradient
+// reduction and parameter gathering (the recipes'
+// DistributedDataParallelConfig), no recomputation, the
 // Llama 3 rows with context parallelism 2 as the table lays them out
 // (parallel.cp). The rows of a model with no preset here are left out.
 func nemoFP8Rows(ctx context.Context) ([]Row, error) {
@@ -528,8 +530,8 @@ func nemoFP8Rows(ctx context.Context) ([]Row, error) {
 		dp := c.gpus / (c.tp * c.cp * c.pp)
 		js := fmt.Sprintf(`{"kind":"training","model":%q,"gpu":%q,"cluster":%s,
 			"parallel":{"tp":%d,"pp":%d,"cp":%d,"dp":%d,"virtual_stages":%d,"micro_batch":%d,"global_batch":%d,
-				"sequence_parallel":%v,"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true,"recompute":"none"},
-			"seq_len":%d,"dtype":"fp8","cross_entropy_fusion":"native"}`, c.model, c.gpu, c.cluster, c.tp, c.pp, c.cp, dp, c.v, c.mb, c.gb, c.tp > 1, c.seq)
+				"sequence_parallel":%v,"tp_comm_overlap":%v,"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true,"recompute":"none"},
+			"seq_len":%d,"dtype":"fp8","cross_entropy_fusion":"native"}`, c.model, c.gpu, c.cluster, c.tp, c.pp, c.cp, dp, c.v, c.mb, c.gb, c.tp > 1, c.tp > 1, c.seq)
 		res, err := run(ctx, js)
 		if err != nil {
 			return nil, fmt.Errorf("nemo %s on %d %s: %w", c.name, c.gpus, c.label, err)
