@@ -15,6 +15,7 @@ package workload
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/eidolon-sim/eidolon/core/model"
 )
@@ -537,10 +538,14 @@ func (b *progBuilder) gemmChunk(prefix string, g model.Op, k, n int, mb int32, a
 	return b.compute(prefix+part.Name, []model.Op{part}, mb, after...)
 }
 
-// chunkable reports whether o is a GEMM tpRing can split along its rows:
-// a forward GEMM or an input gradient, not a weight gradient (whose rows
-// are a weight's).
-func chunkable(o model.Op) bool { return o.Kind == model.GEMM && !isWgrad(o) && o.M > 1 }
+// chunkable reports whether o is a GEMM Transformer Engine overlaps with
+// its collective, split along its rows: a forward GEMM or an input
+// gradient, not a weight gradient (whose rows are a weight's), and not the
+// output layer's (Megatron-Core's output layer is a plain
+// ColumnParallelLinear, without userbuffers).
+func chunkable(o model.Op) bool {
+	return o.Kind == model.GEMM && !isWgrad(o) && o.M > 1 && !strings.HasPrefix(o.Name, "head.")
+}
 
 // endsWithChunkable reports whether seg ends with a chunkable GEMM.
 func endsWithChunkable(seg []model.Op) bool { return len(seg) > 0 && chunkable(seg[len(seg)-1]) }
