@@ -270,11 +270,8 @@ func scalingRows(ctx context.Context) ([]Row, error) {
 			fmt.Sprintf("step %.2f s: compute %.2f s + exposed comm %.2f s + bubble %.2f s; the README's FLOP count", s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS)))
 		return nil
 	}
-	// Narayanan et al. 2021, eq. 3: 96·B·s·l·h²·(1 + s/6h + V/16lh).
 	flops2021 := func(c scale) float64 {
-		const s, v = 2048.0, 51200.0
-		l, h := float64(c.layers), float64(c.hidden)
-		return 96 * float64(c.b) * s * l * h * h * (1 + s/(6*h) + v/(16*l*h))
+		return megatronFLOPs2021(float64(c.b), 2048, float64(c.layers), float64(c.hidden), 51200)
 	}
 	for _, c := range []scale{
 		{"1.7B", 24, 2304, 24, 1, 1, 32, 512, 137}, {"3.6B", 32, 3072, 30, 2, 1, 64, 512, 138},
@@ -308,6 +305,14 @@ func scalingRows(ctx context.Context) ([]Row, error) {
 		}
 	}
 	return rows, nil
+}
+
+// megatronFLOPs2021 is a GPT training step's FLOPs as Narayanan et al.
+// 2021 count them (eq. 3, with the activation recomputation): batch b of
+// sequences s through l layers of hidden h, vocabulary v:
+// 96·b·s·l·h²·(1 + s/6h + v/16lh).
+func megatronFLOPs2021(b, s, l, h, v float64) float64 {
+	return 96 * b * s * l * h * h * (1 + s/(6*h) + v/(16*l*h))
 }
 
 // gptFastRows are gpt-fast's Llama-2 batch-1 tokens/s by TP
@@ -614,10 +619,8 @@ func gpt3ReadmeRows(ctx context.Context) ([]Row, error) {
 		return nil, fmt.Errorf("gpt3-175b on 1024 GPUs: %w", err)
 	}
 	s := res.Tables[0].Rows.([]training.SummaryRow)[0]
-	// The README counts FLOPs as Narayanan et al. 2021 eq. 3 does, with
-	// the recomputation: 96·B·s·l·h²·(1 + s/6h + V/16lh).
-	const b, seq, l, h, v = 1536.0, 2048.0, 96.0, 12288.0, 51200.0
-	flops := 96 * b * seq * l * h * h * (1 + seq/(6*h) + v/(16*l*h))
+	// The README counts FLOPs as Narayanan et al. 2021 eq. 3 does.
+	flops := megatronFLOPs2021(1536, 2048, 96, 12288, 51200)
 	return []Row{row("GPT-3 175B on 1024 A100, TP8 PP16 DP8, full recompute", "step_time_s", 32, s.StepTimeS, src,
 		fmt.Sprintf("compute %.2f s + exposed comm %.2f s + bubble %.2f s; %.0f TFLOP/s a GPU as the README counts them (138 measured)",
 			s.ComputeS, s.ExposedCommS, s.BubbleS, flops/s.StepTimeS/1024/1e12))}, nil
