@@ -230,10 +230,13 @@ func readmeMFURows(ctx context.Context) ([]Row, error) {
 // 2021 (Selene, A100 80 GB, fp16, vocabulary 51,200, sequence 2,048,
 // tied embeddings): the model-parallel size split as Narayanan et al.'s
 // Table 1 splits it (TP up to 8, then PP) with its attention heads; the
-// table gives no micro-batch or schedule, so the rows run micro-batch 1
-// and 1F1B with full recomputation, as the paper's FLOP count (eq. 3, with
-// the recomputation) assumes; Megatron-LM of 2021 reduced the gradients
-// after the backward, and ran unfused attention.
+// table gives no micro-batch or schedule, so the rows run as the
+// repository's GPT-3 script of then does (examples/pretrain_gpt3_175B.sh
+// at aed2f75, April 2021): micro-batch 1, 1F1B, full recomputation (which
+// the paper's FLOP count, eq. 3, assumes), --fp16 without
+// --accumulate-allreduce-grads-in-fp32 (default off for fp16:
+// megatron/arguments.py), so the gradients accumulate and are all-reduced
+// in fp16 (grad_dtype), after the backward; unfused attention.
 //
 // 2024 (H100, bf16, vocabulary 131,072, sequence 4,096, untied
 // embeddings: the parameter counts come out at the table's): the README
@@ -258,8 +261,8 @@ func scalingRows(ctx context.Context) ([]Row, error) {
 		}
 		tied := src == scaling2021
 		js := fmt.Sprintf(`{"kind":"training","model":{"family":"gpt","layers":%d,"hidden":%d,"heads":%d,"vocab":%d,"positions":%d,"tied_embeddings":%v},
-			"gpu":%q,"cluster":{"preset":%q,"nodes":%d},"parallel":{%s},"seq_len":%d,"dtype":%q,"unfused_attention":%v}`,
-			c.layers, c.hidden, c.heads, vocab, seq, tied, gpu, cluster, c.gpus/8, par, seq, dtype, src == scaling2021)
+			"gpu":%q,"cluster":{"preset":%q,"nodes":%d},"parallel":{%s},"seq_len":%d,"dtype":%q,"unfused_attention":%v,"grad_dtype":%q}`,
+			c.layers, c.hidden, c.heads, vocab, seq, tied, gpu, cluster, c.gpus/8, par, seq, dtype, src == scaling2021, map[bool]string{true: "fp16", false: "fp32"}[src == scaling2021])
 		res, err := run(ctx, js)
 		if err != nil {
 			return fmt.Errorf("%s on %d GPUs: %w", c.name, c.gpus, err)
@@ -608,12 +611,14 @@ func nemoLongSequenceRows(ctx context.Context) ([]Row, error) {
 // examples/pretrain_gpt3_175B.sh: TP 8, PP 16 (so DP 8 over 128 nodes),
 // micro-batch 1, global batch 1536, sequence 2048, fp16, full activation
 // recomputation (--activations-checkpoint-method uniform), the
-// non-interleaved 1F1B schedule, Megatron-LM's attention of 2021 (unfused).
+// non-interleaved 1F1B schedule, Megatron-LM's attention of 2021 (unfused),
+// the gradients in fp16 (the script does not pass
+// --accumulate-allreduce-grads-in-fp32).
 func gpt3ReadmeRows(ctx context.Context) ([]Row, error) {
 	const src = readme2021
 	js := `{"kind":"training","model":"gpt3-175b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":128},
 		"parallel":{"tp":8,"pp":16,"dp":8,"global_batch":1536,"micro_batch":1,"recompute":"full"},
-		"seq_len":2048,"dtype":"fp16","unfused_attention":true}`
+		"seq_len":2048,"dtype":"fp16","unfused_attention":true,"grad_dtype":"fp16"}`
 	res, err := run(ctx, js)
 	if err != nil {
 		return nil, fmt.Errorf("gpt3-175b on 1024 GPUs: %w", err)
