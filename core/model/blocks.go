@@ -30,6 +30,14 @@ func (b *builder) embedding() {
 	}
 }
 
+// OpLogits names the output layer's GEMM (Megatron-Core's output layer, a
+// plain ColumnParallelLinear, not a Transformer Engine module), and
+// OpLogitsGather the inference gather of its vocabulary shards.
+const (
+	OpLogits       = "head.logits"
+	OpLogitsGather = OpLogits + ".all_gather"
+)
+
 // lmHead is the final norm, the vocabulary-parallel output projection and,
 // in training, Megatron's vocabulary-parallel cross entropy (crossEntropy).
 // Inference computes logits for the last token of each sequence only and
@@ -51,13 +59,13 @@ func (b *builder) lmHead() {
 	if !b.training() {
 		m = int64(b.r.Batch)
 	}
-	b.gemm16("head.logits", m, vt, h)
+	b.gemm16(OpLogits, m, vt, h)
 	if b.training() {
 		b.crossEntropy(m, vt)
 		return
 	}
 	if b.t > 1 {
-		b.add(step{fwd: []Op{NewComm("head.logits.all_gather", AllGather, float64(m*int64(c.Vocab))*b.e)}})
+		b.add(step{fwd: []Op{NewComm(OpLogitsGather, AllGather, float64(m*int64(c.Vocab))*b.e)}})
 	}
 }
 

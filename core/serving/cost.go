@@ -587,7 +587,7 @@ func (p *Pricer) Dense(t int, graph, decode bool) ([]exec.Issue, error) {
 			vc := 0.0
 			for _, o := range g.Blocks[bi].Forward {
 				switch {
-				case o.Kind == model.FlashAttention, o.Name == "head.logits", o.Name == "head.logits.all_gather":
+				case o.Kind == model.FlashAttention, o.Name == model.OpLogits, o.Name == model.OpLogitsGather:
 					continue
 				case o.Kind == model.AllToAll && p.ep <= 1:
 					// A mixture-of-experts dispatch and combine over an

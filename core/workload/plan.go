@@ -15,7 +15,6 @@ package workload
 import (
 	"fmt"
 	"math"
-	"strings"
 
 	"github.com/eidolon-sim/eidolon/core/model"
 )
@@ -377,14 +376,7 @@ func (b *progBuilder) ops(prefix string, list []model.Op, mb int32, after []int3
 			// weight gradients before it run beside the ring, as beside
 			// the collective (overlap).
 			if len(seg) > 0 {
-				w := len(seg)
-				if overlap && hidesBehindWgrad(seg) {
-					w = wgradStart(seg)
-				}
-				last = b.compute(prefix+segName(seg[:w]), seg[:w], mb, first()...)
-				if w < len(seg) {
-					b.compute(prefix+segName(seg[w:]), seg[w:], mb, last)
-				}
+				last = b.leadIn(prefix, seg, mb, overlap, first())
 			}
 			last = b.tpRing(prefix, list[i+1], o, mb, first())
 			start = i + 2
@@ -412,20 +404,10 @@ func (b *progBuilder) ops(prefix string, list []model.Op, mb int32, after []int3
 			start = i + 2
 			continue
 		}
-		if overlap && hidesBehindWgrad(seg) {
-			w := wgradStart(seg)
-			a := b.compute(prefix+segName(seg[:w]), seg[:w], mb, first()...)
-			b.compute(prefix+segName(seg[w:]), seg[w:], mb, a)
-			last = b.collective(prefix+o.Name, StreamTP, SlotTP, o.Kind, o.Bytes, mb, a)
-			start = i + 1
-			continue
-		}
 		if len(seg) > 0 {
-			last = b.compute(prefix+segName(seg), seg, mb, first()...)
-			last = b.collective(prefix+o.Name, StreamTP, SlotTP, o.Kind, o.Bytes, mb, last)
-		} else {
-			last = b.collective(prefix+o.Name, StreamTP, SlotTP, o.Kind, o.Bytes, mb, first()...)
+			last = b.leadIn(prefix, seg, mb, overlap, first())
 		}
+		last = b.collective(prefix+o.Name, StreamTP, SlotTP, o.Kind, o.Bytes, mb, first()...)
 		start = i + 1
 	}
 	if seg := list[start:]; len(seg) > 0 {
@@ -440,6 +422,20 @@ func (b *progBuilder) ops(prefix string, list []model.Op, mb int32, after []int3
 		return after[0]
 	}
 	return last
+}
+
+// leadIn issues the compute segment before a tensor-parallel collective,
+// after deps, and returns the task the collective waits for: the whole
+// segment, or with overlap its part before trailing weight-gradient GEMMs,
+// which then run beside the collective (Megatron's async backward).
+func (b *progBuilder) leadIn(prefix string, seg []model.Op, mb int32, overlap bool, deps []int32) int32 {
+	if !overlap || !hidesBehindWgrad(seg) {
+		return b.compute(prefix+segName(seg), seg, mb, deps...)
+	}
+	w := wgradStart(seg)
+	a := b.compute(prefix+segName(seg[:w]), seg[:w], mb, deps...)
+	b.compute(prefix+segName(seg[w:]), seg[w:], mb, a)
+	return a
 }
 
 // ringExchange issues the context-parallel exchange at list[i] (and any
@@ -544,7 +540,7 @@ func (b *progBuilder) gemmChunk(prefix string, g model.Op, k, n int, mb int32, a
 // output layer's (Megatron-Core's output layer is a plain
 // ColumnParallelLinear, without userbuffers).
 func chunkable(o model.Op) bool {
-	return o.Kind == model.GEMM && !isWgrad(o) && o.M > 1 && !strings.HasPrefix(o.Name, "head.")
+	return o.Kind == model.GEMM && !isWgrad(o) && o.M > 1 && o.Name != model.OpLogits
 }
 
 // endsWithChunkable reports whether seg ends with a chunkable GEMM.
