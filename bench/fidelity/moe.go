@@ -345,19 +345,23 @@ var qwen16K = struct {
 	forced, dropless float64
 }{`"tp":4,"pp":8,"dp":8,"ep":8,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe"]`, `,"routing":{"hierarchical_a2a":true}`, 256, 295, 237}
 
-// QwenDroplessRatio is the simulated throughput of the 16,384-token layout
-// with routing Zipf skew over its throughput balanced, the quantity
-// QwenDroplessSkew is fitted to make qwen16K's dropless / forced.
-func QwenDroplessRatio(ctx context.Context, skew float64) (sim, published float64, err error) {
+// QwenDroplessRatio runs the 16,384-token layout balanced once and returns
+// its throughput with routing Zipf skew over the balanced one, the quantity
+// QwenDroplessSkew is fitted to make the published dropless / forced (also
+// returned).
+func QwenDroplessRatio(ctx context.Context) (ratio func(skew float64) (float64, error), published float64, err error) {
 	b, err := qwenRun(ctx, qwen16K.par, qwen16K.batch, 16384, qwen16K.routing)
 	if err != nil {
-		return 0, 0, err
+		return nil, 0, err
 	}
-	d, err := qwenRun(ctx, qwen16K.par, qwen16K.batch, 16384, droplessRouting(qwen16K.routing, skew))
-	if err != nil {
-		return 0, 0, err
+	ratio = func(skew float64) (float64, error) {
+		d, err := qwenRun(ctx, qwen16K.par, qwen16K.batch, 16384, droplessRouting(qwen16K.routing, skew))
+		if err != nil {
+			return 0, err
+		}
+		return b.StepTimeS / d.StepTimeS, nil
 	}
-	return b.StepTimeS / d.StepTimeS, qwen16K.dropless / qwen16K.forced, nil
+	return ratio, qwen16K.dropless / qwen16K.forced, nil
 }
 
 // qwenRun is one Qwen3-235B-A22B training step on 256 H100s with the
