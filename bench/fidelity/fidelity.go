@@ -252,59 +252,70 @@ func scalingRows(ctx context.Context) ([]Row, error) {
 		heads, hidden, layers, tp, pp, gpus, b int
 		tflops                                 float64
 	}
+	// A table: its source, machine and vocabulary; par the parallel members
+	// of every row, tpPar those of a row with TP > 1, step the spec's other
+	// members; flops the README's FLOP count of a row.
+	type table struct {
+		src, gpu, cluster string
+		vocab, seq        int
+		tied              bool
+		par, tpPar, step  string
+		flops             func(c scale) float64
+		rows              []scale
+	}
 	var rows []Row
-	add := func(c scale, src, gpu, cluster, dtype string, vocab, seq int, extra string, flops func(c scale) float64) error {
-		dp := c.gpus / (c.tp * c.pp)
-		par := fmt.Sprintf(`"tp":%d,"pp":%d,"dp":%d,"global_batch":%d,"micro_batch":1%s`, c.tp, c.pp, dp, c.b, extra)
-		if c.tp > 1 && src == scaling2024 {
-			par += `,"sequence_parallel":true,"tp_comm_overlap":true`
-		}
-		tied := src == scaling2021
-		js := fmt.Sprintf(`{"kind":"training","model":{"family":"gpt","layers":%d,"hidden":%d,"heads":%d,"vocab":%d,"positions":%d,"tied_embeddings":%v},
-			"gpu":%q,"cluster":{"preset":%q,"nodes":%d},"parallel":{%s},"seq_len":%d,"dtype":%q,"unfused_attention":%v,"grad_dtype":%q}`,
-			c.layers, c.hidden, c.heads, vocab, seq, tied, gpu, cluster, c.gpus/8, par, seq, dtype, src == scaling2021, map[bool]string{true: "fp16", false: "fp32"}[src == scaling2021])
-		res, err := run(ctx, js)
-		if err != nil {
-			return fmt.Errorf("%s on %d GPUs: %w", c.name, c.gpus, err)
-		}
-		s := res.Tables[0].Rows.([]training.SummaryRow)[0]
-		rows = append(rows, row(fmt.Sprintf("GPT %s on %d %s, TP%d PP%d DP%d", c.name, c.gpus, strings.ToUpper(gpu[:4]), c.tp, c.pp, dp),
-			"tflops_per_gpu", c.tflops, flops(c)/s.StepTimeS/float64(c.gpus)/1e12, src,
-			fmt.Sprintf("step %.2f s: compute %.2f s + exposed comm %.2f s + bubble %.2f s; the README's FLOP count", s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS)))
-		return nil
-	}
-	flops2021 := func(c scale) float64 {
-		return megatronFLOPs2021(float64(c.b), 2048, float64(c.layers), float64(c.hidden), 51200)
-	}
-	for _, c := range []scale{
-		{"1.7B", 24, 2304, 24, 1, 1, 32, 512, 137}, {"3.6B", 32, 3072, 30, 2, 1, 64, 512, 138},
-		{"7.5B", 32, 4096, 36, 4, 1, 128, 512, 142}, {"18.4B", 48, 6144, 40, 8, 1, 256, 1024, 135},
-		{"39.1B", 64, 8192, 48, 8, 2, 512, 1536, 138}, {"76.1B", 80, 10240, 60, 8, 4, 1024, 1792, 140},
-		{"145.6B", 96, 12288, 80, 8, 8, 1536, 2304, 148}, {"310.1B", 128, 16384, 96, 8, 16, 1920, 2160, 155},
-		{"529.6B", 128, 20480, 105, 8, 35, 2520, 2520, 163}, {"1008B", 160, 25600, 128, 8, 64, 3072, 3072, 163},
-	} {
-		if err := add(c, scaling2021, "a100-80gb-sxm", "dgx-a100", "fp16", 51200, 2048, `,"recompute":"full"`, flops2021); err != nil {
-			return nil, err
-		}
-	}
-	// Megatron-LM's num_floating_point_operations (megatron/training/
-	// training.py at f2e5db4): 12·B·s·l·h²·((2 + s/h) + 4 + V/2lh) for
-	// multi-head attention and a 4h MLP, no recomputation counted.
-	flops2024 := func(c scale) float64 {
-		const s, v = 4096.0, 131072.0
-		l, h := float64(c.layers), float64(c.hidden)
-		return 12 * float64(c.b) * s * l * h * h * (2 + s/h + 4 + v/(2*l*h))
-	}
-	for _, c := range []scale{
-		{"1.7B", 16, 2048, 24, 1, 1, 48, 192, 408.8}, {"7.1B", 32, 4096, 30, 2, 1, 96, 192, 465.9},
-		{"16B", 48, 6144, 32, 4, 1, 192, 192, 489.1}, {"32B", 56, 7168, 48, 8, 1, 384, 192, 459.6},
-		{"70B", 64, 8192, 84, 8, 2, 768, 384, 419.7}, {"119B", 80, 10240, 92, 8, 4, 1536, 768, 420.5},
-		{"177B", 96, 12288, 96, 8, 6, 2304, 1152, 432.8}, {"314B", 128, 16384, 96, 8, 8, 3072, 1536, 474.4},
-		{"462B", 144, 18432, 112, 8, 16, 6144, 3072, 459.9},
-	} {
-		if err := add(c, scaling2024, "h100-sxm", "dgx-h100", "bf16", 131072, 4096,
-			`,"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true`, flops2024); err != nil {
-			return nil, err
+	for _, tb := range []table{{
+		src: scaling2021, gpu: "a100-80gb-sxm", cluster: "dgx-a100", vocab: 51200, seq: 2048, tied: true,
+		par:  `,"recompute":"full"`,
+		step: `,"dtype":"fp16","unfused_attention":true,"grad_dtype":"fp16"`,
+		flops: func(c scale) float64 {
+			return megatronFLOPs2021(float64(c.b), 2048, float64(c.layers), float64(c.hidden), 51200)
+		},
+		rows: []scale{
+			{"1.7B", 24, 2304, 24, 1, 1, 32, 512, 137}, {"3.6B", 32, 3072, 30, 2, 1, 64, 512, 138},
+			{"7.5B", 32, 4096, 36, 4, 1, 128, 512, 142}, {"18.4B", 48, 6144, 40, 8, 1, 256, 1024, 135},
+			{"39.1B", 64, 8192, 48, 8, 2, 512, 1536, 138}, {"76.1B", 80, 10240, 60, 8, 4, 1024, 1792, 140},
+			{"145.6B", 96, 12288, 80, 8, 8, 1536, 2304, 148}, {"310.1B", 128, 16384, 96, 8, 16, 1920, 2160, 155},
+			{"529.6B", 128, 20480, 105, 8, 35, 2520, 2520, 163}, {"1008B", 160, 25600, 128, 8, 64, 3072, 3072, 163},
+		},
+	}, {
+		src: scaling2024, gpu: "h100-sxm", cluster: "dgx-h100", vocab: 131072, seq: 4096,
+		par:   `,"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true`,
+		tpPar: `,"sequence_parallel":true,"tp_comm_overlap":true`,
+		step:  `,"dtype":"bf16"`,
+		// Megatron-LM's num_floating_point_operations (megatron/training/
+		// training.py at f2e5db4): 12·B·s·l·h²·((2 + s/h) + 4 + V/2lh) for
+		// multi-head attention and a 4h MLP, no recomputation counted.
+		flops: func(c scale) float64 {
+			const s, v = 4096.0, 131072.0
+			l, h := float64(c.layers), float64(c.hidden)
+			return 12 * float64(c.b) * s * l * h * h * (2 + s/h + 4 + v/(2*l*h))
+		},
+		rows: []scale{
+			{"1.7B", 16, 2048, 24, 1, 1, 48, 192, 408.8}, {"7.1B", 32, 4096, 30, 2, 1, 96, 192, 465.9},
+			{"16B", 48, 6144, 32, 4, 1, 192, 192, 489.1}, {"32B", 56, 7168, 48, 8, 1, 384, 192, 459.6},
+			{"70B", 64, 8192, 84, 8, 2, 768, 384, 419.7}, {"119B", 80, 10240, 92, 8, 4, 1536, 768, 420.5},
+			{"177B", 96, 12288, 96, 8, 6, 2304, 1152, 432.8}, {"314B", 128, 16384, 96, 8, 8, 3072, 1536, 474.4},
+			{"462B", 144, 18432, 112, 8, 16, 6144, 3072, 459.9},
+		},
+	}} {
+		for _, c := range tb.rows {
+			dp := c.gpus / (c.tp * c.pp)
+			par := fmt.Sprintf(`"tp":%d,"pp":%d,"dp":%d,"global_batch":%d,"micro_batch":1%s`, c.tp, c.pp, dp, c.b, tb.par)
+			if c.tp > 1 {
+				par += tb.tpPar
+			}
+			js := fmt.Sprintf(`{"kind":"training","model":{"family":"gpt","layers":%d,"hidden":%d,"heads":%d,"vocab":%d,"positions":%d,"tied_embeddings":%v},
+				"gpu":%q,"cluster":{"preset":%q,"nodes":%d},"parallel":{%s},"seq_len":%d%s}`,
+				c.layers, c.hidden, c.heads, tb.vocab, tb.seq, tb.tied, tb.gpu, tb.cluster, c.gpus/8, par, tb.seq, tb.step)
+			res, err := run(ctx, js)
+			if err != nil {
+				return nil, fmt.Errorf("%s on %d GPUs: %w", c.name, c.gpus, err)
+			}
+			s := res.Tables[0].Rows.([]training.SummaryRow)[0]
+			rows = append(rows, row(fmt.Sprintf("GPT %s on %d %s, TP%d PP%d DP%d", c.name, c.gpus, strings.ToUpper(tb.gpu[:4]), c.tp, c.pp, dp),
+				"tflops_per_gpu", c.tflops, tb.flops(c)/s.StepTimeS/float64(c.gpus)/1e12, tb.src,
+				fmt.Sprintf("step %.2f s: compute %.2f s + exposed comm %.2f s + bubble %.2f s; the README's FLOP count", s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS)))
 		}
 	}
 	return rows, nil
