@@ -104,7 +104,7 @@ func TestFidelityTable(t *testing.T) {
 		"Transformer Engine's comm-GEMM overlap). The Llama 3 rows run the table's context parallelism 2 (parallel.cp: Transformer " +
 		"Engine's ring attention); the rows with TP > 1 run the recipes' comm-GEMM overlap (NeMo's MegatronCommOverlapCallback, " +
 		"tp_comm_overlap: parallel.tp_comm_overlap), which moves them 1–4 points faster. The 70B and 175B rows are within 10 % " +
-		"(+3.3 to +9.6 %); 7B and 13B come out 15–16 % fast, and " +
+		"(+3.6 to +9.7 %); 7B and 13B come out 15–17 % fast, and " +
 		"Llama-3-8B (a 128K vocabulary; 4,096 tokens a rank) 22 %. The FP8 main loop is priced with the " +
 		"efficiency fitted on BF16 kernels (Vidur's tables have no FP8 kernel): against DeepGEMM's published H800 FP8 GEMMs " +
 		"(deepseek-ai/DeepGEMM README, February 2025; block-scaled, every GEMM promoting) the tile model has 8 of the 12 " +
@@ -131,7 +131,7 @@ func TestFidelityTable(t *testing.T) {
 		"(no pipelining, four micro-batches a step) 28 % slow: it ends on its gradients' reduce-scatter over 48 nodes, which only " +
 		"the last micro-batch's backward can hide. The runs' gradient type is not stated; Megatron-LM reduces bf16 training's " +
 		"gradients in fp32 (its default, run here); reduced in bf16 the TP 8 rows read −16.8 / −0.9 / −3.3 / −2.7 / −0.0 / " +
-		"−3.5 %. The 1.7B and 7.1B rows (TP 1 and 2) are 28 and 23 % fast, as the NeMo rows of small models on H100 are.\n")
+		"−3.5 %. The 1.7B and 7.1B rows (TP 1 and 2) are 29 and 24 % fast, as the NeMo rows of small models on H100 are.\n")
 	b.WriteString("- NeMo's long-sequence table (LLAMA2-7B at FP8 on H100, NeMo 24.03.01; batches of 4M tokens, one GPU per 1K " +
 		"tokens of sequence, context parallelism from 32K) is compared in NeMo's own FLOP count, whose attention term is the full " +
 		"S² (twice the causal work). The 4K row comes out 19 % fast, as the other small-model FP8 rows do, and the error grows " +

@@ -32,7 +32,7 @@ const softmaxLaneOpsPerScore = 8
 // runs do), checked on the others and on FlashAttention-3's (`go test
 // ./bench/fidelity -run TestFlashBackwardFitIsOptimal -v`, KERNELS.md).
 // A kernel's structure, not the GPU's: every GPU takes it.
-const FlashBackwardLaneOpsPerScore = 25
+const FlashBackwardLaneOpsPerScore = 26
 
 // flashTile returns FlashAttention-2's query and key block sizes for a head
 // dimension: 128×64 up to d = 128 and 128×32 beyond (flash_fwd_launch_template.h).

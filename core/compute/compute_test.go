@@ -410,23 +410,24 @@ func TestOnePassNorm(t *testing.T) {
 	assert.Greater(t, two.TimeS, 1.5*one.TimeS)
 }
 
-// An embedding gather: two dependent latencies (token id, then row) or its
-// bytes over the gather bandwidth, whichever is longer, plus the launch.
+// An embedding gather: two dependent latencies (token id, then row), then
+// its bytes over the gather bandwidth, plus the launch.
 func TestGatherLatencyThenBandwidth(t *testing.T) {
 	g := gpu(t, "h100-sxm")
 	e := NewEvaluator(g)
-	small, err := e.Op(model.NewStreaming("emb", model.Embedding, hw.FP16, 0, 4+2*8192*2))
+	s := 4 + 2*8192*2.0
+	small, err := e.Op(model.NewStreaming("emb", model.Embedding, hw.FP16, 0, s))
 	require.NoError(t, err)
-	assert.InEpsilon(t, g.KernelLaunchS+2*g.MemoryLatencyS, small.TimeS, 1e-9)
+	assert.InEpsilon(t, g.KernelLaunchS+2*g.MemoryLatencyS+s/g.GatherBandwidth(), small.TimeS, 1e-9)
 	b := 4*4096 + 2*4096*8192*2.0
 	large, err := e.Op(model.NewStreaming("emb", model.Embedding, hw.FP16, 0, b))
 	require.NoError(t, err)
-	assert.InEpsilon(t, g.KernelLaunchS+b/g.GatherBandwidth(), large.TimeS, 1e-9)
+	assert.InEpsilon(t, g.KernelLaunchS+2*g.MemoryLatencyS+b/g.GatherBandwidth(), large.TimeS, 1e-9)
 	assert.Less(t, g.GatherBandwidth(), g.HBMBandwidth())
 }
 
 // Up to 16 ids, index_select's small-index kernel walks the ids one after
-// another: two latencies per id, so 16 ids take 16 times one id's chain,
+// another: two latencies per id, so 16 ids pay 16 times one id's chain,
 // and 17 ids (the large-index kernel) fall back to one chain.
 func TestGatherSmallIndexChain(t *testing.T) {
 	g := gpu(t, "a100-80gb-sxm")
@@ -438,12 +439,13 @@ func TestGatherSmallIndexChain(t *testing.T) {
 		require.NoError(t, err)
 		return c
 	}
+	bytes := func(ids int64) float64 { return float64(4*ids + 2*ids*4096*2) }
 	for _, ids := range []int64{1, 2, 8, 16} {
-		assert.InEpsilon(t, g.KernelLaunchS+float64(ids)*2*g.MemoryLatencyS, emb(ids).TimeS, 1e-9, "%d ids", ids)
+		assert.InEpsilon(t, g.KernelLaunchS+float64(ids)*2*g.MemoryLatencyS+bytes(ids)/g.GatherBandwidth(), emb(ids).TimeS, 1e-9, "%d ids", ids)
 	}
 	o := emb(17)
 	assert.Less(t, o.TimeS, emb(16).TimeS)
-	assert.InEpsilon(t, g.KernelLaunchS+max(2*g.MemoryLatencyS, (4*17+2*17*4096*2)/g.GatherBandwidth()), o.TimeS, 1e-9)
+	assert.InEpsilon(t, g.KernelLaunchS+2*g.MemoryLatencyS+bytes(17)/g.GatherBandwidth(), o.TimeS, 1e-9)
 }
 
 // A weight gradient accumulated into an fp32 buffer moves 8 bytes per
