@@ -306,7 +306,11 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	is := res.Tables[0].Rows.([]inference.SummaryRow)[0]
 	rows = append(rows, row("DeepSeek-V3 decode, 72 H100, EP72 + 32 redundant experts, two-batch overlap", "tokens_per_s_per_node", 22282, 8*256/is.TPOTS, sglangDecodeSrc,
 		fmt.Sprintf("decode step %.1f ms at 256 sequences a GPU", 1e3*is.TPOTS)))
-	return rows, nil
+	layer, err := moeLayerRows(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return append(rows, layer...), nil
 }
 
 // streamBusy is the time the timeline's rank 0 spends on one stream.
