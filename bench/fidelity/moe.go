@@ -28,6 +28,7 @@ const (
 	gptFastSrc      = "meta-pytorch/gpt-fast, mixtral-moe/README.md (bf16, batch 1, 5-token prompt, torch.compile with CUDA graphs, intra-node all-reduce; 8×A100 80 GB at 330 W)"
 	dsProfSrc       = "deepseek-ai/profile-data, prefill (EP32, TP1, 4K prompts, 16K tokens a GPU, two micro-batches, balanced routing; H800), as lmsys.org/blog/2025-05-05-large-scale-ep derives its throughput"
 	sglangDecodeSrc = "lmsys.org/blog/2025-05-05-large-scale-ep (SGLang decode, 9×8 H100, EP72 with EPLB's 288 slots, DeepEP low-latency kernels, two-batch overlap, 256 sequences a GPU, 2,000-token cache)"
+	paiSrc          = "alibaba/Pai-Megatron-Patch issue #658 (Megatron-Core via Pai-Megatron-Patch 2b201af, 25.04 image, 256 H800, forced balance, no CUDA graphs)"
 	sglangSrc       = "lmsys.org/blog/2025-05-05-large-scale-ep (SGLang, 4×8 H100, EP32, DeepEP normal kernels, DeepGEMM, two-batch overlap, 16,384 tokens a GPU, 4,096-token prompts, simulated perfect EPLB)"
 )
 
@@ -118,6 +119,32 @@ func MoERows(ctx context.Context) ([]Row, error) {
 				row(c+", dropless over forced balance", "throughput_ratio", q.dropless/q.tflops, s.StepTimeS/d.StepTimeS, src,
 					"the imbalance's cost alone: the readme's dropless over forced-balance TFLOP/s; simulated, the balanced step over the step with "+zipf))
 		}
+	}
+
+	// The same model on 256 H800s with Alibaba's Pai-Megatron-Patch
+	// (Megatron-Core 25.04 image, commit 2b201af; alibaba/Pai-Megatron-Patch
+	// issue #658): sequence 4,096, PP 32 with 3 virtual stages, EP 8, the
+	// official Qwen3 example's flags with forced load balancing, overlapped
+	// gradient reduction and parameter gathering, Transformer Engine's fused
+	// cross entropy, no CUDA graphs; four layouts with their step times.
+	for _, q := range []struct {
+		layout, par string
+		mb, batch   int
+		ref         float64
+	}{
+		{"TP1 PP32 VPP3 EP8, micro-batch 4, full recompute", `"tp":1,"pp":32,"dp":8,"ep":8,"virtual_stages":3,"recompute":"full"`, 4, 4096, 42.537},
+		{"TP2 PP32 VPP3 EP8, micro-batch 4, full recompute", `"tp":2,"pp":32,"dp":4,"ep":8,"virtual_stages":3,"recompute":"full","sequence_parallel":true`, 4, 4096, 43.495},
+		{"TP2 PP32 VPP3 EP8, micro-batch 1, recompute norm and act", `"tp":2,"pp":32,"dp":4,"ep":8,"virtual_stages":3,"recompute":"selective","recompute_modules":["layernorm","moe_act"],"sequence_parallel":true`, 1, 2048, 22.42},
+		{"TP1 PP32 VPP3 EP8, micro-batch 1, recompute norm and MoE", `"tp":1,"pp":32,"dp":8,"ep":8,"virtual_stages":3,"recompute":"selective","recompute_modules":["layernorm","moe"]`, 1, 2048, 22.946},
+	} {
+		s, err := qwenRunOn(ctx, "h800", "dgx-h800", q.par, q.mb, q.batch, 4096, "")
+		if err != nil {
+			return nil, fmt.Errorf("qwen3-235b on h800 %s: %w", q.layout, err)
+		}
+		passes := float64(s.MicroBatches) * float64(qwen.Layers) / 32
+		rows = append(rows, row("Qwen3-235B-A22B, 256 H800, "+q.layout, "step_time_s", q.ref, s.StepTimeS, paiSrc,
+			fmt.Sprintf("compute %.1f s + exposed comm %.1f s + bubble %.1f s; %.1f ms a layer pass (%.0f a GPU) against the reference's %.1f ms; memory %.0f GB (fits %v)",
+				s.ComputeS, s.ExposedCommS, s.BubbleS, s.StepTimeS/passes*1e3, passes, q.ref/passes*1e3, s.MemoryPeakBytes/1e9, s.Fits)))
 	}
 
 	// The readme's GB200 BF16 row: 256 GB200s (64 trays of 4, in NVL72
@@ -373,10 +400,16 @@ func QwenDroplessRatio(ctx context.Context) (ratio func(skew float64) (float64, 
 // MoERows), the layout par, the global batch, the sequence and routing (a
 // JSON fragment ",\"routing\":{...}" or "").
 func qwenRun(ctx context.Context, par string, batch, seq int, routing string) (training.SummaryRow, error) {
-	js := fmt.Sprintf(`{"kind":"training","model":"qwen3-235b-a22b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":32},
-		"parallel":{%s,"expert_tp":1,"micro_batch":1,"global_batch":%d,
+	return qwenRunOn(ctx, "h100-sxm", "dgx-h100", par+`,"sequence_parallel":true`, 1, batch, seq, routing)
+}
+
+// qwenRunOn is qwenRun on 32 nodes of a preset, with the micro-batch given
+// (par names the sequence parallelism).
+func qwenRunOn(ctx context.Context, gpu, cluster, par string, microBatch, batch, seq int, routing string) (training.SummaryRow, error) {
+	js := fmt.Sprintf(`{"kind":"training","model":"qwen3-235b-a22b","gpu":%q,"cluster":{"preset":%q,"nodes":32},
+		"parallel":{%s,"expert_tp":1,"micro_batch":%d,"global_batch":%d,
 		"account_for_embedding_in_pipeline_split":true,"account_for_loss_in_pipeline_split":true,
-		"sequence_parallel":true,"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true},"seq_len":%d,"cross_entropy_fusion":"te","timeline_ranks":[-1]%s}`, par, batch, seq, routing)
+		"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true},"seq_len":%d,"cross_entropy_fusion":"te","timeline_ranks":[-1]%s}`, gpu, cluster, par, microBatch, batch, seq, routing)
 	res, err := run(ctx, js)
 	if err != nil {
 		return training.SummaryRow{}, err
