@@ -38,7 +38,8 @@ const (
 	BoundHBM     Bound = "hbm"
 	BoundLaunch  Bound = "launch"
 	// BoundLatency: a row kernel waiting on one memory latency per loop
-	// iteration (few rows, wide rows).
+	// iteration (few rows, wide rows), or a gather's dependent loads taking
+	// longer than its bytes.
 	BoundLatency Bound = "latency"
 )
 

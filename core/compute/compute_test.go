@@ -419,10 +419,12 @@ func TestGatherLatencyThenBandwidth(t *testing.T) {
 	small, err := e.Op(model.NewStreaming("emb", model.Embedding, hw.FP16, 0, s))
 	require.NoError(t, err)
 	assert.InEpsilon(t, g.KernelLaunchS+2*g.MemoryLatencyS+s/g.GatherBandwidth(), small.TimeS, 1e-9)
+	assert.Equal(t, BoundLatency, small.Bound)
 	b := 4*4096 + 2*4096*8192*2.0
 	large, err := e.Op(model.NewStreaming("emb", model.Embedding, hw.FP16, 0, b))
 	require.NoError(t, err)
 	assert.InEpsilon(t, g.KernelLaunchS+2*g.MemoryLatencyS+b/g.GatherBandwidth(), large.TimeS, 1e-9)
+	assert.Equal(t, BoundHBM, large.Bound)
 	assert.Less(t, g.GatherBandwidth(), g.HBMBandwidth())
 }
 

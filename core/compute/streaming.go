@@ -118,7 +118,11 @@ func (e *Evaluator) streaming(o model.Op, impl Impl) Cost {
 		if o.M > 0 && o.M <= smallIndexIDs {
 			chain *= float64(o.M)
 		}
-		return e.finishBW(c, o.FLOPs, 0, g.GatherBandwidth(), chain, 0)
+		c = e.finishBW(c, o.FLOPs, 0, g.GatherBandwidth(), chain, 0)
+		if chain > c.BytesHBM/g.GatherBandwidth() {
+			c.Bound = BoundLatency
+		}
+		return c
 	case ImplVectorized:
 		// L2 residency between kernels: of the input the previous kernel
 		// just wrote (one M×N tensor), up to a quarter of L2 is still there
