@@ -24,7 +24,7 @@ const moeLayerSrc = "NVIDIA/Megatron-LM tests/functional_tests/test_cases/common
 // moeLayerCase is one of the test's model proxies and its measured times.
 type moeLayerCase struct {
 	name, model  string // label; the spec's model object
-	dtype        string // the spec's dtype fields
+	fp8          bool   // Transformer Engine's block-wise FP8 recipe (else BF16)
 	fwdMs, bwdMs float64
 }
 
@@ -38,12 +38,11 @@ var moeLayerCases = func() []moeLayerCase {
 		"experts":8,"experts_per_token":2,"expert_ffn_hidden":14336}`
 	const deepseek = `{"family":"llama","layers":1,"hidden":7168,"heads":8,"kv_heads":8,"ffn_hidden":2048,"vocab":32000,"positions":4096,
 		"experts":32,"experts_per_token":8,"expert_ffn_hidden":2048,"shared_experts":1,"shared_expert_ffn_hidden":2048,"router":"sigmoid"}`
-	const bf16, fp8 = `"dtype":"bf16"`, `"dtype":"fp8","fp8_recipe":"blockwise"`
 	return []moeLayerCase{
-		{"Mixtral proxy (8 experts, top-2)", mixtral, bf16, 4.327, 7.684},
-		{"Mixtral proxy (8 experts, top-2), block-wise FP8", mixtral, fp8, 3.788, 6.618},
-		{"DeepSeek proxy (32 experts, top-8, shared expert)", deepseek, bf16, 7.119, 10.483},
-		{"DeepSeek proxy (32 experts, top-8, shared expert), block-wise FP8", deepseek, fp8, 7.609, 10.126},
+		{"Mixtral proxy (8 experts, top-2)", mixtral, false, 4.327, 7.684},
+		{"Mixtral proxy (8 experts, top-2), block-wise FP8", mixtral, true, 3.788, 6.618},
+		{"DeepSeek proxy (32 experts, top-8, shared expert)", deepseek, false, 7.119, 10.483},
+		{"DeepSeek proxy (32 experts, top-8, shared expert), block-wise FP8", deepseek, true, 7.609, 10.126},
 	}
 }()
 
@@ -59,14 +58,17 @@ var moeLayerCases = func() []moeLayerCase {
 func moeLayerRows(ctx context.Context) ([]Row, error) {
 	var rows []Row
 	for _, c := range moeLayerCases {
+		dtype, recipe := "bf16", ""
+		if c.fp8 {
+			dtype, recipe = "fp8", `,"fp8_recipe":"blockwise"`
+		}
 		js := fmt.Sprintf(`{"kind":"training","model":%s,"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1},
-			"parallel":{"tp":1,"pp":1,"dp":8,"ep":8,"micro_batch":1,"global_batch":8},"seq_len":4096,%s,"timeline_ranks":[0]}`, c.model, c.dtype)
+			"parallel":{"tp":1,"pp":1,"dp":8,"ep":8,"micro_batch":1,"global_batch":8},"seq_len":4096,"dtype":%q%s,"timeline_ranks":[0]}`, c.model, dtype, recipe)
 		res, err := run(ctx, js)
 		if err != nil {
 			return nil, fmt.Errorf("moe layer %s: %w", c.name, err)
 		}
-		dt := strings.Replace(c.dtype, `,"fp8_recipe":"blockwise"`, "", 1)
-		ops, err := run(ctx, fmt.Sprintf(`{"kind":"operators","model":%s,"gpu":"h100-sxm","seq_len":4096,"batch":1,%s}`, c.model, dt))
+		ops, err := run(ctx, fmt.Sprintf(`{"kind":"operators","model":%s,"gpu":"h100-sxm","seq_len":4096,"batch":1,"dtype":%q}`, c.model, dtype))
 		if err != nil {
 			return nil, fmt.Errorf("moe layer %s operators: %w", c.name, err)
 		}
