@@ -162,16 +162,21 @@ func (r *run) simulate(ctx context.Context, data []byte, limit float64) {
 		"spec":            string(canonical),
 		"wall_s":          strconv.FormatFloat(time.Since(start).Seconds(), 'g', 6, 64),
 	}
-	r.result, r.err = encode(res.Tables, meta)
+	r.result, r.err = encode(res.Tables, meta, env.Canceled)
 }
 
-func encode(tables []scenario.Table, meta map[string]string) ([]byte, error) {
+// encode bundles the tables, stopping when canceled reports an error (a
+// timeline of millions of rows takes a second to encode).
+func encode(tables []scenario.Table, meta map[string]string, canceled func() error) ([]byte, error) {
 	named := make([]table.Named, len(tables))
 	for i, t := range tables {
 		named[i] = table.Named{Name: t.Name, Rows: t.Rows}
 	}
-	b, err := table.Bundle(named, meta)
-	if err != nil {
+	b, err := table.Bundle(named, meta, canceled)
+	switch {
+	case err != nil && canceled != nil && canceled() != nil:
+		return nil, classify(canceled())
+	case err != nil:
 		return nil, fmt.Errorf("InternalError: %w", err)
 	}
 	return b, nil
@@ -288,7 +293,7 @@ func Presets(name string) (bundle []byte, err error) {
 	if err != nil {
 		return nil, err
 	}
-	return encode([]scenario.Table{{Name: name, Rows: rows}}, map[string]string{"eidolon_version": Version})
+	return encode([]scenario.Table{{Name: name, Rows: rows}}, map[string]string{"eidolon_version": Version}, nil)
 }
 
 // ForcePanic panics inside an exported function; tests use it to show that

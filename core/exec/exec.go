@@ -184,6 +184,9 @@ type opsKey struct {
 }
 
 type engine struct {
+	// ctx is the running plan's: pricing a plan of millions of tasks
+	// takes seconds, and a Ctrl-C must not wait for it.
+	ctx    context.Context
 	opt    Options
 	k      *sim.Kernel
 	comms  *net.Comms
@@ -299,7 +302,7 @@ func Simulated(plan *workload.Plan, opt Options) []bool {
 // plan before (each host's clock and each program's task before).
 func (s *Session) Run(ctx context.Context, plan *workload.Plan, from *Resume) (*Result, error) {
 	e := s.e
-	e.resume = from
+	e.ctx, e.resume = ctx, from
 	opt := e.opt
 	if len(plan.Units) != len(e.simul) || len(plan.Groups) != len(e.info) {
 		return nil, fmt.Errorf("exec: a session's plans must share their units and groups")
@@ -400,6 +403,14 @@ func (e *engine) prepare() error {
 	return nil
 }
 
+// canceled polls the run's context every 4,096th task index i.
+func (e *engine) canceled(i int) error {
+	if e.ctx == nil || i%4096 != 0 {
+		return nil
+	}
+	return e.ctx.Err()
+}
+
 // price computes each program's dependents, stream lists, compute times
 // and host schedule; tasks sharing an operator slice are priced once.
 func (e *engine) price() error {
@@ -416,6 +427,9 @@ func (e *engine) price() error {
 		p := &e.plan.Programs[pi]
 		info := progInfo{dependents: make([][]int32, len(p.Tasks)), nominal: make([]sim.Time, len(p.Tasks))}
 		for i, task := range p.Tasks {
+			if err := e.canceled(i); err != nil {
+				return err
+			}
 			for _, d := range task.Deps {
 				info.dependents[d] = append(info.dependents[d], int32(i))
 			}

@@ -284,6 +284,9 @@ func (e *engine) planHost(p *workload.Program, kernel func(model.Op) (Kernel, er
 	// cum[i] is the number of kernels issued before task i.
 	cum := make([]int64, len(p.Tasks)+1)
 	for i := range p.Tasks {
+		if err := e.canceled(i); err != nil {
+			return hostPlan{}, err
+		}
 		task := &p.Tasks[i]
 		graph := captured(i)
 		var launch bool

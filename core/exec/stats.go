@@ -141,11 +141,11 @@ func overlap(a, b []interval) sim.Time {
 	return s
 }
 
-// Timeline returns the spans of the given ranks (a mirrored rank shows its
-// representative's times, which are its own by symmetry), in rank then
-// start order. Compute spans of a straggler rank end when its own share of
-// the work ends.
-func (r *Result) Timeline(ranks []int) []Span {
+// EachSpan calls f with the spans of the given ranks (a mirrored rank
+// shows its representative's times, which are its own by symmetry), in
+// rank then task order, and stops at f's first error. Compute spans of a
+// straggler rank end when its own share of the work ends.
+func (r *Result) EachSpan(ranks []int, f func(Span) error) error {
 	pl := r.Plan
 	where := map[int][2]int{}
 	for u, unit := range pl.Units {
@@ -153,7 +153,6 @@ func (r *Result) Timeline(ranks []int) []Span {
 			where[rk] = [2]int{u, k}
 		}
 	}
-	var out []Span
 	for _, rk := range ranks {
 		w, ok := where[rk]
 		if !ok {
@@ -176,10 +175,28 @@ func (r *Result) Timeline(ranks []int) []Span {
 			} else {
 				s.Bytes = t.Bytes
 			}
-			out = append(out, s)
+			if err := f(s); err != nil {
+				return err
+			}
 		}
 	}
-	return out
+	return nil
+}
+
+// Spans is the number of spans EachSpan gives for ranks.
+func (r *Result) Spans(ranks []int) int {
+	pl := r.Plan
+	tasks := map[int]int{}
+	for _, unit := range pl.Units {
+		for _, rk := range unit.Ranks {
+			tasks[rk] = len(pl.Programs[unit.Program].Tasks)
+		}
+	}
+	n := 0
+	for _, rk := range ranks {
+		n += tasks[rk]
+	}
+	return n
 }
 
 // MarkEnd is when the task a program marks with name ended on unit u

@@ -82,6 +82,8 @@ type Finished struct {
 	// whole plan at once).
 	Segments int
 	Ranks    []RankRow
+	// Stats are the ranks' statistics the ranks table shows, in rank order.
+	Stats    []exec.RankStats
 	Timeline []TimelineRow
 	Memory   []MemoryRow
 	// PeakBytes is the largest stage's memory per GPU, HBMBytes one GPU's.
@@ -154,8 +156,13 @@ func (j Job) runWhole(env scenario.Env, m *exec.Machine, plan *workload.Plan, me
 	env.Report(1)
 	r := j.finished(m, mems)
 	r.Exec, r.End, r.Collectives, r.Reused, r.Segments = res, res.End, res.Collectives, res.Reused, 1
+	if err := env.Canceled(); err != nil {
+		return nil, err
+	}
 	r.setRanks(plan, res.Ranks())
-	r.Timeline = TimelineRows(res, TimelineRanks(j.TimelineRanks, plan, m))
+	if r.Timeline, err = TimelineRows(res, TimelineRanks(j.TimelineRanks, plan, m), env.Canceled); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -171,6 +178,7 @@ func (j Job) finished(m *exec.Machine, mems []workload.Memory) *Finished {
 
 // setRanks sets the ranks table from the ranks' statistics.
 func (r *Finished) setRanks(plan *workload.Plan, stats []exec.RankStats) {
+	r.Stats = stats
 	r.Ranks = RankRows(plan, stats, r.Machine, func(stage int) float64 { return r.mems[stage].Total() }, r.HBMBytes)
 	for _, st := range stats {
 		if st.Simulated {
@@ -307,15 +315,22 @@ func TimelineRanks(asked []int, pl *workload.Plan, m *exec.Machine) []int {
 	return out
 }
 
-// TimelineRows converts a run's spans for some ranks to rows.
-func TimelineRows(res *exec.Result, ranks []int) []TimelineRow {
-	spans := res.Timeline(ranks)
-	rows := make([]TimelineRow, len(spans))
-	for i, s := range spans {
-		rows[i] = TimelineRow{Rank: s.Rank, Stream: s.Stream, Name: s.Name, StartS: s.Start.Seconds(),
-			EndS: s.End.Seconds(), Bytes: s.Bytes, FLOPs: s.FLOPs, MicroBatch: s.MicroBatch}
-	}
-	return rows
+// TimelineRows converts a run's spans for some ranks to rows, polling
+// canceled (if set) as it goes: a timeline of millions of spans takes
+// seconds.
+func TimelineRows(res *exec.Result, ranks []int, canceled func() error) ([]TimelineRow, error) {
+	rows := make([]TimelineRow, 0, res.Spans(ranks))
+	err := res.EachSpan(ranks, func(s exec.Span) error {
+		if canceled != nil && len(rows)%65536 == 0 {
+			if err := canceled(); err != nil {
+				return err
+			}
+		}
+		rows = append(rows, TimelineRow{Rank: s.Rank, Stream: s.Stream, Name: s.Name, StartS: s.Start.Seconds(),
+			EndS: s.End.Seconds(), Bytes: s.Bytes, FLOPs: s.FLOPs, MicroBatch: s.MicroBatch})
+		return nil
+	})
+	return rows, err
 }
 
 // RankRow is one rank of the "ranks" table (training and inference).

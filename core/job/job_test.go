@@ -46,7 +46,7 @@ func TestRunTables(t *testing.T) {
 	var plan *workload.TrainingPlan
 	r, err := j.Run(scenario.Env{Ctx: context.Background()}, nil, func(gpus int) (*workload.Plan, []workload.Memory, error) {
 		var err error
-		_, plan, err = job.TrainingPlan(s, gpus)
+		_, plan, err = job.TrainingPlan(s, gpus, nil)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -29,12 +29,13 @@ func Inference(s *spec.Inference) Job {
 }
 
 // TrainingPlan lays out a validated training spec on gpus GPUs and builds
-// its plan.
-func TrainingPlan(s *spec.Training, gpus int) (workload.Training, *workload.TrainingPlan, error) {
+// its plan, polling canceled (if set) as it goes.
+func TrainingPlan(s *spec.Training, gpus int, canceled func() error) (workload.Training, *workload.TrainingPlan, error) {
 	t, err := TrainingLayout(s, gpus)
 	if err != nil {
 		return t, nil, err
 	}
+	t.Canceled = canceled
 	plan, err := workload.BuildTraining(t)
 	return t, plan, err
 }

@@ -174,7 +174,11 @@ func (j Job) runSegments(env scenario.Env, m *exec.Machine, st Stepped, seg int,
 			}
 		}
 		for i, rk := range ranks {
-			timeline[i] = append(timeline[i], TimelineRows(res, []int{rk}))
+			rows, err := TimelineRows(res, []int{rk}, env.Canceled)
+			if err != nil {
+				return nil, false, err
+			}
+			timeline[i] = append(timeline[i], rows)
 		}
 		if hi < steps {
 			from = resume(pl, res)

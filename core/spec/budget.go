@@ -409,15 +409,13 @@ func clusterGPUs(c *Cluster) int {
 
 // Budget of a training step: every micro-batch of one replica is a task
 // graph per layer of a stage on each of its TP·PP ranks (data-parallel
-// replicas are mirrored, simulated once, unless full_simulation). Measured
-// (Go's TotalAlloc, GPT-22B at 2 and 8 layers, 1,000 and 4,000
-// micro-batches, tp 1, 2, 8 and pp 1, 4 on one DGX A100): 1.7 to 2.3 KB per
-// micro-batch, layer of the stage and simulated rank at pp 1, and about
-// 16 KB more per micro-batch and rank with a pipeline (its sends, receives
-// and schedule); 4 KB and 32 KB here. Events (the kernel's count, GPT-22B
-// at 8 and 32 layers, tp 2 and 8, pp 1, 2 and 4, mirrored and full): 1.9
-// to 2 per micro-batch, layer of the stage and simulated rank, and about
-// 11 more per micro-batch and rank with a pipeline; 4 and 32 here.
+// replicas are mirrored, simulated once, unless full_simulation). Its bytes
+// (trainingBytesPerMicroBatch) are measured as Go's TotalAlloc, which on
+// these runs is about twice the live heap's peak (so about what the
+// process holds at that peak under GOGC=100). Events (the kernel's count,
+// GPT-22B at 8 and 32 layers, tp 2 and 8, pp 1, 2 and 4, mirrored and
+// full): 1.9 to 2 per micro-batch, layer of the stage and simulated rank,
+// and about 11 more per micro-batch and rank with a pipeline; 4 and 32 here.
 func (s *Training) Budget() Budget {
 	par := s.Parallel
 	tp, pp, cp, mb := max(par.TP, 1), max(par.PP, 1), max(par.CP, 1), max(par.MicroBatch, 1)
@@ -446,7 +444,7 @@ func (s *Training) Budget() Budget {
 		events += 32
 	}
 	gpus := float64(clusterGPUs(&s.Cluster))
-	work := micro * ranks * trainingBytesPerMicroBatch(layers, pp)
+	work := micro * ranks * trainingBytesPerMicroBatch(layers, par, ok && m.IsMoE())
 	return Budget{
 		MemoryBytes: work + clusterBytesPerGPU*gpus,
 		Events:      micro * ranks * events,
@@ -483,14 +481,42 @@ const clusterBytesPerGPU = 8192
 // than a step; 8 KB here.
 const sweepBytesPerGPU = 8192
 
-// trainingBytesPerMicroBatch is one micro-batch's tasks on one rank (see
-// Training.Budget for the measurements).
-func trainingBytesPerMicroBatch(layers float64, pp int) float64 {
-	b := 4096 * (math.Ceil(layers/float64(pp)) + 1)
-	if pp > 1 {
-		b += 32 << 10
+// trainingBytesPerMicroBatch is one micro-batch's tasks on one rank: bytes
+// per layer of the stage by what multiplies its tasks, plus the pipeline's
+// sends, receives and schedule. Measured (TotalAlloc per micro-batch, layer
+// of the stage and simulated rank; GPT-3 and Mixtral-8x7B at 4 and 16
+// layers, 512 to 4,096 micro-batches, two DGX H100): dense 1.5–2.0 KB at
+// tp 1, 2.1–2.2 KB at tp 4, 4.2–4.3 KB with sequence parallelism (separate
+// gathers and scatters) and 11.7–13.2 KB with tp_comm_overlap (each GEMM
+// in chunks, each with its collective). A mixture-of-experts layer adds
+// its router, permutes and all-to-alls: 2 KB more at ep 1 and 6 KB at ep 8
+// on tp 1, a quarter of that per rank at tp 4 (each TP rank holds a
+// quarter of the expert-parallel member's work). A pipeline's sends,
+// receives and schedule add up to 2.3 KB per layer (GPT-3 at tp 2 and
+// pp 2, 4.1–4.8 KB in all; at tp 1, 4 and 8 they are within the layer
+// terms above, which come out high there: 1.5–2.2 KB in all).
+func trainingBytesPerMicroBatch(layers float64, par Parallel, moe bool) float64 {
+	tp := max(par.TP, 1)
+	layer := 2e3
+	switch {
+	case tp > 1 && par.TPCommOverlap:
+		layer = 14e3
+	case tp > 1 && par.SequenceParallel:
+		layer = 5e3
+	case tp > 1:
+		layer = 2.5e3
 	}
-	return b
+	if moe {
+		expert := 2.5e3
+		if par.EP > 1 {
+			expert = 7e3
+		}
+		layer += expert / float64(tp)
+	}
+	if par.PP > 1 {
+		layer += 2.5e3
+	}
+	return layer * (math.Ceil(layers/float64(max(par.PP, 1))) + 1)
 }
 
 // Budget of a fault sweep: its samples run one after another, each one
@@ -562,7 +588,7 @@ func (s *SSMTP) Budget() Budget {
 }
 
 // Budget of a parallel search: each simulated layout is a training step
-// (see Training.Budget: 4 KB per micro-batch, layer and simulated rank),
+// (see Training.Budget and trainingBytesPerMicroBatch; the widest EP),
 // one per core at a time; the estimate is the largest layout's, times 4
 // for layouts simulated side by side.
 func (s *ParallelSearch) Budget() Budget {
@@ -572,6 +598,10 @@ func (s *ParallelSearch) Budget() Budget {
 	if ok && m.Layers > 0 {
 		layers = float64(m.Layers)
 	}
+	ep := 1
+	for _, e := range s.EP {
+		ep = max(ep, e)
+	}
 	worst := 0.0
 	for _, tp := range orOne(s.TP) {
 		for _, pp := range orOne(s.PP) {
@@ -579,7 +609,8 @@ func (s *ParallelSearch) Budget() Budget {
 				tp, pp, mb := max(tp, 1), max(pp, 1), max(mb, 1)
 				dp := max(gpus/(tp*pp), 1)
 				micro := float64(max(s.GlobalBatch/(dp*mb), 1))
-				worst = max(worst, micro*float64(tp*pp)*trainingBytesPerMicroBatch(layers, pp))
+				par := Parallel{TP: tp, PP: pp, EP: ep, SequenceParallel: !s.NoSequenceParallel}
+				worst = max(worst, micro*float64(tp*pp)*trainingBytesPerMicroBatch(layers, par, ok && m.IsMoE()))
 			}
 		}
 	}

@@ -20,8 +20,10 @@ const bundleMagic = "EIDOLON1"
 //	"EIDOLON1", uint32 count, then per table:
 //	uint32 name length, name bytes, uint64 stream length, Arrow IPC stream bytes.
 //
-// meta is attached to every table's schema, plus "table" = the table's name.
-func Bundle(tables []Named, meta map[string]string) ([]byte, error) {
+// meta is attached to every table's schema, plus "table" = the table's
+// name; canceled, if set, is polled as the columns are built and its error
+// stops the encoding.
+func Bundle(tables []Named, meta map[string]string, canceled func() error) ([]byte, error) {
 	out := []byte(bundleMagic)
 	out = binary.LittleEndian.AppendUint32(out, uint32(len(tables)))
 	for _, t := range tables {
@@ -30,7 +32,7 @@ func Bundle(tables []Named, meta map[string]string) ([]byte, error) {
 			m[k] = v
 		}
 		m["table"] = t.Name
-		stream, err := IPC(t.Rows, m)
+		stream, err := IPC(t.Rows, m, canceled)
 		if err != nil {
 			return nil, fmt.Errorf("table %q: %w", t.Name, err)
 		}

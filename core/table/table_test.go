@@ -87,7 +87,7 @@ func TestRecordRejectsUnsupported(t *testing.T) {
 }
 
 func TestEmptyTableHasSchema(t *testing.T) {
-	b, err := IPC([]row{}, nil)
+	b, err := IPC([]row{}, nil, nil)
 	require.NoError(t, err)
 	require.NotEmpty(t, b)
 	r, err := ipc.NewReader(bytes.NewReader(b))
@@ -96,7 +96,7 @@ func TestEmptyTableHasSchema(t *testing.T) {
 }
 
 func TestBundleLayout(t *testing.T) {
-	b, err := Bundle([]Named{{"summary", []row{{Name: "a"}}}, {"links", []row{}}}, map[string]string{"kind": "k"})
+	b, err := Bundle([]Named{{"summary", []row{{Name: "a"}}}, {"links", []row{}}}, map[string]string{"kind": "k"}, nil)
 	require.NoError(t, err)
 	require.Equal(t, bundleMagic, string(b[:8]))
 	require.Equal(t, uint32(2), binary.LittleEndian.Uint32(b[8:]))

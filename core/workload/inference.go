@@ -60,11 +60,15 @@ type Inference struct {
 }
 
 // canceled polls in.Canceled every 64th call index i.
-func (in Inference) canceled(i int) error {
-	if in.Canceled == nil || i%64 != 0 {
+func (in Inference) canceled(i int) error { return poll(in.Canceled, i) }
+
+// poll calls canceled (if set) on every 64th call index i: a plan's
+// builder stops within a fraction of a second of a Ctrl-C.
+func poll(canceled func() error, i int) error {
+	if canceled == nil || i%64 != 0 {
 		return nil
 	}
-	return in.Canceled()
+	return canceled()
 }
 
 // Rank is the global rank of TP index tp at stage pp of replica r: replicas

@@ -136,6 +136,9 @@ type Training struct {
 	UnfusedAttention bool
 	// Routing assigns tokens to experts (mixture-of-experts models).
 	Routing Routing
+	// Canceled, if set, is polled while the plan is built (thousands of
+	// micro-batches' tasks take seconds); its error stops the build.
+	Canceled func() error
 }
 
 // MicroBatches is the number of micro-batches per replica per step (the

@@ -128,7 +128,10 @@ func BuildTraining(t Training) (*TrainingPlan, error) {
 			if n := len(tp.Programs); n > 0 {
 				hint = len(tp.Programs[n-1].Tasks) * 9 / 8
 			}
-			prog, mem, params := t.stageProgram(gk, pk, chunks, s, m, cache, rings, hint)
+			prog, mem, params, err := t.stageProgram(gk, pk, chunks, s, m, cache, rings, hint)
+			if err != nil {
+				return nil, err
+			}
 			if tp.ProgramsPerStage > 1 {
 				prog.Name = fmt.Sprintf("stage%d.ep%d", s, k)
 			}
@@ -286,8 +289,9 @@ func (pl *Plan) link(a, b int, out, in Slot) {
 }
 
 // stageProgram builds stage s's program, its memory and its parameters;
-// tasks is the capacity its task list starts with.
-func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a2a *a2aCache, rings *ringCache, tasks int) (Program, Memory, int64) {
+// tasks is the capacity its task list starts with. It stops with
+// t.Canceled's error.
+func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a2a *a2aCache, rings *ringCache, tasks int) (Program, Memory, int64, error) {
 	par := t.Par
 	P, V, D, T := par.PP, par.VirtualStages, par.DP, par.TP
 	b := &progBuilder{p: &Program{Name: fmt.Sprintf("stage%d", s), Tasks: make([]Task, 0, tasks)}, a2a: a2a, dispatchSync: true, hierarchical: t.Routing.HierarchicalA2A,
@@ -388,7 +392,14 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 	lastCompute := int32(-1)
 	merge := par.OverlapEPComm && a2a != nil
 	var passStart, mergeFrom int32 = 0, -1
+	var reserve taskReserve
 	for i, ps := range order {
+		if err := poll(t.Canceled, i); err != nil {
+			return Program{}, Memory{}, 0, err
+		}
+		if i > 0 {
+			reserve.observe(b.p, order, order[i-1].Forward, len(b.p.Tasks)-int(passStart))
+		}
 		passStart = int32(len(b.p.Tasks))
 		if merge && overlapPair(order, i) {
 			mergeFrom = passStart
@@ -515,7 +526,7 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 
 	mem := t.stageMemory(g, plain, chunks, s, order, params, e, gradBytes)
 	t.expertMemory(&mem, dense, expert, gradBytes, e)
-	return *b.p, mem, params
+	return *b.p, mem, params, nil
 }
 
 // paramGatherBuckets issues, under --overlap-param-gather, the previous
@@ -525,6 +536,44 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 // forward waits for it: DistributedDataParallel's forward pre-hooks). It
 // returns, per chunk and block, the gathers that block waits for; nil
 // when the weights are gathered after the optimizer instead.
+// taskReserve grows a program's task list once to what its whole pass
+// order will need, estimated from its first forward and backward passes:
+// growing a list of millions of tasks by doubling holds the old and new
+// lists at once, and copies gigabytes in copies a Ctrl-C must wait for.
+type taskReserve struct {
+	passes, tasks [2]int // seen: forward [0] and backward [1]
+	done          bool
+}
+
+// observe records a built pass of n tasks.
+func (r *taskReserve) observe(p *Program, order []Pass, forward bool, n int) {
+	k := 1
+	if forward {
+		k = 0
+	}
+	r.passes[k]++
+	r.tasks[k] += n
+	if r.done || r.passes[0] == 0 || r.passes[1] == 0 {
+		return
+	}
+	r.done = true
+	var count [2]int
+	for _, ps := range order {
+		if ps.Forward {
+			count[0]++
+		} else {
+			count[1]++
+		}
+	}
+	want := len(p.Tasks)
+	for k := range count {
+		want += (count[k] - r.passes[k]) * r.tasks[k] / r.passes[k]
+	}
+	if want = want * 17 / 16; want > cap(p.Tasks) {
+		p.Tasks = append(make([]Task, 0, want), p.Tasks...)
+	}
+}
+
 func (t Training) paramGatherBuckets(b *progBuilder, chunks [][]int, s int, dense, expert [][]int64, bucket int64, e float64) [][][]int32 {
 	par := t.Par
 	P, V, D := par.PP, par.VirtualStages, par.DP

@@ -768,3 +768,38 @@ func TestParamGatherBuckets(t *testing.T) {
 	assert.GreaterOrEqual(t, waits[0], len(gathers))
 	assert.Zero(t, waits[1])
 }
+
+// A training plan's build polls Canceled as it goes and stops with its
+// error: a step of thousands of micro-batches takes seconds to build.
+func TestBuildTrainingStopsWhenCanceled(t *testing.T) {
+	stop := fmt.Errorf("canceled")
+	polls := 0
+	tr := layout(gpt(t, "gpt-22b"), Parallel{TP: 8, PP: 1, DP: 1, GlobalBatch: 4096, MicroBatch: 1})
+	tr.Canceled = func() error {
+		if polls++; polls == 3 {
+			return stop
+		}
+		return nil
+	}
+	_, err := BuildTraining(tr)
+	require.ErrorIs(t, err, stop)
+	require.Equal(t, 3, polls)
+}
+
+// The task list is reserved once from the first passes' sizes: its
+// capacity is at least its length and within 10 % above it (append's
+// growth would leave up to 25 %).
+func TestTrainingTaskListReservedOnce(t *testing.T) {
+	for _, par := range []Parallel{
+		{TP: 8, PP: 1, DP: 1, GlobalBatch: 512, MicroBatch: 1},
+		{TP: 2, PP: 4, DP: 1, GlobalBatch: 512, MicroBatch: 1},
+		{TP: 2, PP: 4, DP: 1, GlobalBatch: 512, MicroBatch: 1, VirtualStages: 2, Schedule: Interleaved},
+	} {
+		p, err := BuildTraining(layout(gpt(t, "gpt-22b"), par))
+		require.NoError(t, err)
+		prog := p.Programs[0]
+		n := len(prog.Tasks)
+		require.GreaterOrEqual(t, cap(prog.Tasks), n, "%+v", par)
+		require.LessOrEqual(t, float64(cap(prog.Tasks)), float64(n)*1.1, "%+v: capacity %d for %d tasks", par, cap(prog.Tasks), n)
+	}
+}

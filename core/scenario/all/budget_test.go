@@ -66,9 +66,10 @@ func TestBudgetRefusesWithTheFields(t *testing.T) {
 	require.ErrorContains(t, err, "max_events: must be > 0")
 }
 
-// The estimates are within a factor of four of what the runs allocate
-// (Go's TotalAlloc over the run: an upper bound of its peak), above or
-// below, for a few sizes of each.
+// The estimates are at most four times what the runs allocate (Go's
+// TotalAlloc over the run: an upper bound of its peak), and not much
+// below it (an estimate too low lets a run exhaust the machine), for a few
+// sizes of each.
 func TestBudgetEstimatesTheAllocation(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a few seconds of simulations")
@@ -88,6 +89,11 @@ func TestBudgetEstimatesTheAllocation(t *testing.T) {
 		`{"kind":"eidola","script_source":"table","script":` + script(7, 1) + `,"gemm":{"m":16384,"n":8192,"k":4096}}`,
 		`{"kind":"serving","model":{"preset":"llama3-8b","layers":4},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"workload":{"rate_per_s":20,"requests":20000}}`,
 		`{"kind":"serving","model":"llama3-70b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"tp":8,"workload":{"arrival":"closed_loop","concurrency":16,"requests":2000}}`,
+		`{"kind":"training","model":{"preset":"gpt3-175b","layers":4},"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1},"parallel":{"tp":4,"global_batch":2048},"seq_len":2048}`,
+		`{"kind":"training","model":{"preset":"gpt3-175b","layers":4},"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1},"parallel":{"tp":4,"global_batch":2048,"sequence_parallel":true,"tp_comm_overlap":true},"seq_len":2048}`,
+		`{"kind":"training","model":{"preset":"gpt3-175b","layers":8},"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":2},"parallel":{"tp":4,"pp":4,"global_batch":1024},"seq_len":2048}`,
+		`{"kind":"training","model":{"preset":"mixtral-8x7b","layers":4},"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1},"parallel":{"tp":1,"ep":8,"global_batch":4096},"seq_len":2048}`,
+		`{"kind":"training","model":{"preset":"mixtral-8x7b","layers":2},"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1},"parallel":{"tp":4,"ep":2,"global_batch":2048,"sequence_parallel":true,"tp_comm_overlap":true,"recompute":"selective"},"seq_len":8192,"dtype":"fp8"}`,
 		`{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"tp":2,"batch":4,"prompt_tokens":128,"output_tokens":256}`,
 		`{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"tp":2,"pp":2,"batch":4,"prompt_tokens":128,"output_tokens":1024}`,
 		`{"kind":"inference","model":{"preset":"llama2-7b","layers":8},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"tp":8,"batch":1,"prompt_tokens":128,"output_tokens":2048,"timeline_ranks":[-1]}`,
@@ -125,7 +131,7 @@ func TestBudgetEstimatesTheAllocation(t *testing.T) {
 			got, what = float64(peak), "live at most"
 		}
 		t.Logf("estimate %.3g MB, %s %.3g MB (%.2fx): %s", est/1e6, what, got/1e6, est/got, js)
-		require.True(t, est/got >= 0.25 && est/got <= 4, "estimate %.3g B, allocated %.3g B: %s", est, got, js)
+		require.True(t, est/got >= 0.8 && est/got <= 4, "estimate %.3g B, allocated %.3g B: %s", est, got, js)
 	}
 }
 

@@ -40,7 +40,7 @@ func newBase(s *spec.FaultSweep) (base, error) {
 	switch kind {
 	case "training":
 		return newPlanBase(sweepJob(kind, job.Training(s.Training)), func(ranks int) (*workload.Plan, error) {
-			_, p, err := job.TrainingPlan(s.Training, ranks)
+			_, p, err := job.TrainingPlan(s.Training, ranks, nil)
 			if err != nil {
 				return nil, problem.Under(kind, err)
 			}

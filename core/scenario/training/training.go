@@ -79,7 +79,7 @@ func Simulate(env scenario.Env, s *spec.Training, modify func(m *exec.Machine) e
 	var plan *workload.TrainingPlan
 	run, err := job.Training(s).Run(env, modify, func(gpus int) (*workload.Plan, []workload.Memory, error) {
 		var err error
-		if t, plan, err = job.TrainingPlan(s, gpus); err != nil {
+		if t, plan, err = job.TrainingPlan(s, gpus, env.Canceled); err != nil {
 			return nil, nil, err
 		}
 		return plan.Plan, plan.Memory, nil
@@ -88,7 +88,7 @@ func Simulate(env scenario.Env, s *spec.Training, modify func(m *exec.Machine) e
 		return nil, err
 	}
 	o := &Outcome{Finished: run, Plan: plan}
-	stats := run.Exec.Ranks()
+	stats := run.Stats
 	crit := critical(stats)
 	step := run.Exec.End.Seconds()
 	gpus := plan.Ranks
