@@ -34,13 +34,14 @@ type base interface {
 
 // newBase compiles the sweep's base run with its path prefix ("training",
 // "inference", "collective"): its cluster, faults and layout are checked
-// here, so every problem carries the path the user wrote.
-func newBase(s *spec.FaultSweep) (base, error) {
+// here, so every problem carries the path the user wrote. canceled (if set)
+// is polled while a plan is built.
+func newBase(s *spec.FaultSweep, canceled func() error) (base, error) {
 	kind := s.BaseKind()
 	switch kind {
 	case "training":
 		return newPlanBase(sweepJob(kind, job.Training(s.Training)), func(ranks int) (*workload.Plan, error) {
-			_, p, err := job.TrainingPlan(s.Training, ranks, nil)
+			_, p, err := job.TrainingPlan(s.Training, ranks, canceled)
 			if err != nil {
 				return nil, problem.Under(kind, err)
 			}
@@ -48,7 +49,7 @@ func newBase(s *spec.FaultSweep) (base, error) {
 		})
 	case "inference":
 		return newPlanBase(sweepJob(kind, job.Inference(s.Inference)), func(ranks int) (*workload.Plan, error) {
-			_, p, err := job.InferencePlan(s.Inference, ranks, nil)
+			_, p, err := job.InferencePlan(s.Inference, ranks, canceled)
 			if err != nil {
 				return nil, problem.Under(kind, err)
 			}

@@ -175,7 +175,7 @@ type faultSet struct {
 
 // Run simulates the healthy base and every fault set.
 func Run(env scenario.Env, s *spec.FaultSweep) (scenario.Result, error) {
-	b, err := newBase(s)
+	b, err := newBase(s, env.Canceled)
 	if err != nil {
 		return scenario.Result{}, err
 	}

@@ -632,7 +632,9 @@ func simulate(ctx context.Context, s *spec.ParallelSearch, w *worker, c *candida
 	}
 	opt := mm.Options(false)
 	opt.Cost, opt.Kernel = cost, kernel
-	plan, err := workload.BuildTraining(c.tr)
+	tr := c.tr
+	tr.Canceled = ctx.Err
+	plan, err := workload.BuildTraining(tr)
 	if err != nil {
 		return 0, 0, err
 	}
