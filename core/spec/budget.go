@@ -570,7 +570,9 @@ func checkPassSize(p *Problems, path string, batch, seq, kv int, m *Model) {
 // Budget of an ssm_tp run: it builds an inference plan per TP degree and
 // prompt length, one at a time, each with a decode pass per output token
 // (see Inference.Budget for the measured 4 KB per pass and layer); its
-// events are every plan's.
+// events are every plan's. Each configuration runs on a fresh machine, its
+// cluster built whole as a training step's (clusterBytesPerGPU): the last
+// one's garbage and the next one live, two clusters at the peak.
 func (s *SSMTP) Budget() Budget {
 	m, ok := s.Model.Resolve()
 	layers := 128.0
@@ -579,11 +581,15 @@ func (s *SSMTP) Budget() Budget {
 	}
 	steps := float64(max(s.OutputLength, 1))
 	plans := float64(max(len(s.TPDegrees), 1) * max(len(s.PromptLengths), 1))
+	work := 4096 * steps * (layers + 8)
+	cluster := 2 * clusterBytesPerGPU * float64(clusterGPUs(&s.Cluster))
+	fields := []string{"output_length", "model.layers", "tp_degrees", "prompt_lengths", "cluster"}
 	return Budget{
-		MemoryBytes: 4096 * steps * (layers + 8),
+		MemoryBytes: work + cluster,
 		Events:      inferenceEventsPerPass * steps * (layers + 8) * plans,
-		Fields:      []string{"output_length", "model.layers", "tp_degrees", "prompt_lengths"},
-		Detail:      fmt.Sprintf("%.0f decode passes of %.0f layers per plan, %.0f plans", steps, layers, plans),
+		Fields:      clusterFirst(fields, cluster, work),
+		EventFields: fields[:4],
+		Detail:      fmt.Sprintf("%.0f decode passes of %.0f layers per plan, %.0f plans, a cluster of %d GPUs", steps, layers, plans, clusterGPUs(&s.Cluster)),
 	}
 }
 
