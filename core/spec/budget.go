@@ -593,10 +593,15 @@ func (s *SSMTP) Budget() Budget {
 	}
 }
 
+// SearchWorkers is how many configurations a search (parallel_search,
+// serving's search) simulates side by side at most: one per core up to
+// this, so that the memory estimate, which counts this many of the largest
+// configuration, bounds the run on any machine.
+const SearchWorkers = 4
+
 // Budget of a parallel search: each simulated layout is a training step
-// (see Training.Budget and trainingBytesPerMicroBatch; the widest EP),
-// one per core at a time; the estimate is the largest layout's, times 4
-// for layouts simulated side by side.
+// (see Training.Budget and trainingBytesPerMicroBatch; the widest EP); the
+// estimate is the largest layout's, SearchWorkers of them side by side.
 func (s *ParallelSearch) Budget() Budget {
 	gpus := max(clusterGPUs(&s.Cluster), 1)
 	m, ok := s.Model.Resolve()
@@ -622,9 +627,9 @@ func (s *ParallelSearch) Budget() Budget {
 	}
 	cluster := clusterBytesPerGPU * float64(gpus) // each worker builds its own
 	return Budget{
-		MemoryBytes: 4 * (worst + cluster),
+		MemoryBytes: SearchWorkers * (worst + cluster),
 		Fields:      clusterFirst([]string{"global_batch", "model.layers", "tp", "pp", "micro_batch", "cluster"}, cluster, worst),
-		Detail:      fmt.Sprintf("the largest layout's training step, %.3g GiB, and the cluster, %.3g GiB, four at a time", worst/(1<<30), cluster/(1<<30)),
+		Detail:      fmt.Sprintf("the largest layout's training step, %.3g GiB, and the cluster, %.3g GiB, %d at a time", worst/(1<<30), cluster/(1<<30), SearchWorkers),
 	}
 }
 
@@ -648,7 +653,7 @@ func orOne(xs []int) []int {
 // than its output tokens times the decode floor (a replica's weights read
 // once from HBM per iteration), so that count is a lower bound on the
 // batch and the iterations an upper bound. A search runs its
-// configurations up to four at a time.
+// configurations up to SearchWorkers at a time.
 func (s *Serving) Budget() Budget {
 	w := s.Workload
 	out := lengthsMean(w.OutputTokens)
@@ -680,7 +685,7 @@ func (s *Serving) Budget() Budget {
 	iterations := n * (out + chunks) / batch
 	mem := 1024*n + 128*iterations
 	if s.Search != nil {
-		mem *= 4
+		mem *= SearchWorkers
 	}
 	fields := []string{"workload.requests", "workload.output_tokens", "cluster"}
 	if w.DurationS > 0 {

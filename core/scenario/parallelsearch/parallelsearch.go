@@ -499,7 +499,8 @@ func simulateAll(env scenario.Env, s *spec.ParallelSearch, cands []*candidate, c
 	failed := make(chan struct{})
 	var failOnce sync.Once
 	var failErr error
-	for range min(runtime.GOMAXPROCS(0), len(cands)) {
+	// One worker per core, up to the budget's count (spec.SearchWorkers).
+	for range min(runtime.GOMAXPROCS(0), spec.SearchWorkers, len(cands)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

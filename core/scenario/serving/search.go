@@ -139,7 +139,8 @@ func Search(env scenario.Env, s *spec.Serving) ([]ConfigRow, error) {
 	next, done := 0, 0
 	var wg sync.WaitGroup
 	var firstErr error
-	for range min(runtime.GOMAXPROCS(0), len(cands)) {
+	// One worker per core, up to the budget's count (spec.SearchWorkers).
+	for range min(runtime.GOMAXPROCS(0), spec.SearchWorkers, len(cands)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
