@@ -478,6 +478,13 @@ func (k *Kernel) RunUntil(ctx context.Context, end Time) error {
 		every = 4096
 	}
 	var sinceCheck uint64
+	// A settle can take milliseconds (a fabric's max-min fill over a
+	// quarter of a million flows), so the context is also looked at after
+	// each one: a receive from its Done channel costs nanoseconds.
+	var done <-chan struct{}
+	if ctx != nil {
+		done = ctx.Done()
+	}
 	for {
 		if k.failure != nil {
 			return k.failure
@@ -488,6 +495,11 @@ func (k *Kernel) RunUntil(ctx context.Context, end Time) error {
 			// on (settling may schedule more events now).
 			if len(k.settle) > 0 {
 				k.runSettle()
+				select {
+				case <-done:
+					return ctx.Err()
+				default:
+				}
 				continue
 			}
 			if !ok {

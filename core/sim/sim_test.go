@@ -98,6 +98,27 @@ func TestCancellationAndFail(t *testing.T) {
 	require.ErrorIs(t, k2.Run(context.Background()), boom)
 }
 
+// A settle can be long (a fabric's max-min fill), so the run stops at the
+// first settle after a cancel, not CheckEvery events later.
+func TestCancellationSeenAfterASettle(t *testing.T) {
+	k := New()
+	ctx, cancel := context.WithCancel(context.Background())
+	settles := 0
+	var tick func()
+	tick = func() {
+		k.Settle(func() {
+			if settles++; settles == 3 {
+				cancel()
+			}
+		})
+		k.After(1, tick)
+	}
+	k.At(0, tick)
+	require.ErrorIs(t, k.Run(ctx), context.Canceled)
+	require.Equal(t, 3, settles)
+	require.Less(t, k.Events(), uint64(10))
+}
+
 func TestSchedulingInThePastPanics(t *testing.T) {
 	k := New()
 	k.At(10, func() { k.At(5, func() {}) })
