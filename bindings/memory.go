@@ -1,15 +1,19 @@
 package bindings
 
 import (
+	"fmt"
 	"math"
+	"os"
 	"syscall"
 )
 
 // DefaultMaxMemoryBytes is the memory a run may be estimated to need when
 // neither the caller nor the spec sets a limit: half of this machine's
-// physical memory, or of the process's address-space limit (RLIMIT_AS)
-// when that is lower. Half, because the estimate is rough and the process
-// (a notebook kernel) holds other data too.
+// physical memory, or of what the process's address-space limit
+// (RLIMIT_AS) leaves beyond what it has mapped already (Python, its
+// libraries, the Go runtime's reservations) when that is lower. Half,
+// because the estimate is rough and the process (a notebook kernel) holds
+// other data too.
 func DefaultMaxMemoryBytes() float64 {
 	limit := math.Inf(1)
 	var si syscall.Sysinfo_t
@@ -17,11 +21,26 @@ func DefaultMaxMemoryBytes() float64 {
 		limit = float64(si.Totalram) * float64(si.Unit)
 	}
 	var rl syscall.Rlimit
-	if syscall.Getrlimit(syscall.RLIMIT_AS, &rl) == nil && rl.Cur != math.MaxUint64 && float64(rl.Cur) < limit {
-		limit = float64(rl.Cur)
+	if syscall.Getrlimit(syscall.RLIMIT_AS, &rl) == nil && rl.Cur != math.MaxUint64 {
+		left := float64(rl.Cur) - mappedBytes()
+		limit = math.Min(limit, math.Max(left, 1)) // exhausted: refuse all
 	}
 	if math.IsInf(limit, 1) {
 		return 0 // unknown: no limit
 	}
 	return limit / 2
+}
+
+// mappedBytes is the process's virtual size (/proc/self/statm's first
+// field, in pages); 0 where it cannot be read.
+func mappedBytes() float64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	var pages float64
+	if _, err := fmt.Sscan(string(b), &pages); err != nil {
+		return 0
+	}
+	return pages * float64(os.Getpagesize())
 }

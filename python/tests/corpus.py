@@ -265,9 +265,12 @@ def _run_batch(specs, batch: list[int], results: dict[int, dict[str, Any]]) -> l
     threading.Thread(target=lambda: [lines.put(ln) for ln in proc.stdout] + [lines.put(None)], daemon=True).start()
     err_tail: list[str] = []
     threading.Thread(target=lambda: [err_tail.append(ln) for ln in proc.stderr], daemon=True).start()
-    for i in batch:
-        proc.stdin.write(json.dumps([i, specs[i]]) + "\n")
-    proc.stdin.close()
+    try:
+        for i in batch:
+            proc.stdin.write(json.dumps([i, specs[i]]) + "\n")
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass  # it died at once: read what it said, below
     current, started = None, 0.0
     while True:
         try:
@@ -282,13 +285,26 @@ def _run_batch(specs, batch: list[int], results: dict[int, dict[str, Any]]) -> l
             return [i for i in batch if i not in results]
         if ln is None:  # the worker exited
             proc.wait()
+            left = [i for i in batch if i not in results]
+            if current is None and left and proc.returncode != 0:
+                # It died between cases (or before the first): blame the
+                # next one, so that a worker that cannot start ends the
+                # run instead of being restarted forever.
+                current = left[0]
             if current is not None:
                 text = "".join(err_tail)
                 head = text[: text.find("goroutine ")] if "goroutine " in text else text
                 tail = head[-1500:]
                 results[current] = {"i": current, "outcome": "crash", "detail": f"exit {proc.returncode}: {tail}"}
             return [i for i in batch if i not in results]
-        msg = json.loads(ln)
+        try:
+            msg = json.loads(ln)
+        except json.JSONDecodeError:
+            proc.kill()
+            proc.wait()
+            i = current if current is not None else next(i for i in batch if i not in results)
+            results[i] = {"i": i, "outcome": "crash", "detail": f"the worker wrote {ln[:300]!r}"}
+            return [i for i in batch if i not in results]
         if msg["outcome"] == "started":
             current, started = msg["i"], time.monotonic()
             continue
