@@ -174,8 +174,8 @@ func encode(tables []scenario.Table, meta map[string]string, canceled func() err
 	}
 	b, err := table.Bundle(named, meta, canceled)
 	switch {
-	case err != nil && canceled != nil && canceled() != nil:
-		return nil, classify(canceled())
+	case errors.Is(err, context.Canceled):
+		return nil, classify(err)
 	case err != nil:
 		return nil, fmt.Errorf("InternalError: %w", err)
 	}

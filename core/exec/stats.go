@@ -185,16 +185,15 @@ func (r *Result) EachSpan(ranks []int, f func(Span) error) error {
 
 // Spans is the number of spans EachSpan gives for ranks.
 func (r *Result) Spans(ranks []int) int {
-	pl := r.Plan
-	tasks := map[int]int{}
-	for _, unit := range pl.Units {
-		for _, rk := range unit.Ranks {
-			tasks[rk] = len(pl.Programs[unit.Program].Tasks)
-		}
+	asked := make(map[int]int, len(ranks))
+	for _, rk := range ranks {
+		asked[rk]++
 	}
 	n := 0
-	for _, rk := range ranks {
-		n += tasks[rk]
+	for _, unit := range r.Plan.Units {
+		for _, rk := range unit.Ranks {
+			n += asked[rk] * len(r.Plan.Programs[unit.Program].Tasks)
+		}
 	}
 	return n
 }

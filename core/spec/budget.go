@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/eidolon-sim/eidolon/core/hw"
@@ -188,13 +189,12 @@ func (s *Inference) Budget() Budget {
 		mem = perStep * (2048*InferenceSegmentSteps*(layers+8) + timelineRowBytes*timelineRowsPerPass*(layers+8)*steps*ranks)
 		detail = fmt.Sprintf("%.0f passes (a decode pass per output token) of %.0f layers, %.0f timeline ranks", steps, layers, ranks)
 	}
-	gpus := float64(clusterGPUs(&s.Cluster))
-	return Budget{
-		MemoryBytes: mem + clusterBytesPerGPU*gpus,
+	return withCluster(Budget{
+		MemoryBytes: mem,
 		Events:      inferenceEventsPerPass * perStep * steps * (layers + 8),
-		Fields:      clusterFirst([]string{"output_tokens", "model.layers", "cluster"}, clusterBytesPerGPU*gpus, mem),
-		Detail:      fmt.Sprintf("%s, a cluster of %.0f GPUs", detail, gpus),
-	}
+		Fields:      []string{"output_tokens", "model.layers"},
+		Detail:      detail,
+	}, clusterBytesPerGPU, &s.Cluster)
 }
 
 // segmented reports whether a run of steps passes runs in segments (see
@@ -261,30 +261,23 @@ func (s *Eidola) Budget() Budget {
 	if s.ScriptSource == "table" {
 		rows = float64(len(s.Script))
 	}
-	work := (1536*ctas + 512*rows) * runs
-	cluster := clusterBytesPerGPU * float64(clusterGPUs(&s.Cluster))
-	fields := []string{"gemm", "tile", "injected_delays_s", "seeds", "sync_modes"}
 	b := Budget{
-		MemoryBytes: work + cluster,
+		MemoryBytes: (1536*ctas + 512*rows) * runs,
 		Events:      2 * ctas * runs,
-		Fields:      append(fields, "cluster"),
-		EventFields: fields,
-		Detail:      fmt.Sprintf("%.0f CTAs and %.3g script rows in %.0f runs, a cluster of %d GPUs", ctas, rows, runs, clusterGPUs(&s.Cluster)),
+		Fields:      []string{"gemm", "tile", "injected_delays_s", "seeds", "sync_modes"},
+		Detail:      fmt.Sprintf("%.0f CTAs and %.3g script rows in %.0f runs", ctas, rows, runs),
 	}
 	switch s.ScriptSource {
 	case "table":
 		b.Fields = append([]string{"script"}, b.Fields...)
-		b.EventFields = append([]string{"script"}, b.EventFields...)
 	case "setup_run":
 		flows := p * (p - 1)
 		b.MemoryBytes += 1200 * flows
 		b.Events += 2 * flows
 		b.Fields = append([]string{"ghosts"}, b.Fields...)
-		b.EventFields = append([]string{"ghosts"}, b.EventFields...)
 		b.Detail = fmt.Sprintf("a set-up run of %.0f GPUs, %.3g flows; ", p, flows) + b.Detail
 	}
-	b.Fields = clusterFirst(b.Fields, cluster, b.MemoryBytes-cluster)
-	return b
+	return withCluster(b, clusterBytesPerGPU, &s.Cluster)
 }
 
 // Budget of an operators run: one pass's operators, every repeated block
@@ -452,14 +445,12 @@ func (s *Training) Budget() Budget {
 	if pp > 1 {
 		events += 32
 	}
-	gpus := float64(clusterGPUs(&s.Cluster))
-	work := micro * ranks * trainingBytesPerMicroBatch(layers, par, ok && m.IsMoE())
-	return Budget{
-		MemoryBytes: work + clusterBytesPerGPU*gpus,
+	return withCluster(Budget{
+		MemoryBytes: micro * ranks * trainingBytesPerMicroBatch(layers, par, ok && m.IsMoE()),
 		Events:      micro * ranks * events,
-		Fields:      clusterFirst([]string{"parallel.global_batch", "model.layers", "parallel.tp", "parallel.pp", "full_simulation", "cluster"}, clusterBytesPerGPU*gpus, work),
-		Detail:      fmt.Sprintf("%.0f micro-batches of %.0f layers on %.0f simulated ranks, a cluster of %.0f GPUs", micro, layers, ranks, gpus),
-	}
+		Fields:      []string{"parallel.global_batch", "model.layers", "parallel.tp", "parallel.pp", "full_simulation"},
+		Detail:      fmt.Sprintf("%.0f micro-batches of %.0f layers on %.0f simulated ranks", micro, layers, ranks),
+	}, clusterBytesPerGPU, &s.Cluster)
 }
 
 // clusterFirst moves the cluster's field (cluster, or a base's
@@ -475,6 +466,21 @@ func clusterFirst(fields []string, cluster, work float64) []string {
 		}
 	}
 	return fields
+}
+
+// withCluster adds to b a cluster built whole at perGPU bytes a GPU: its
+// memory, its field ("cluster", first when it outweighs the rest) and its
+// size in the detail. The events keep b's fields: they do not grow with it.
+func withCluster(b Budget, perGPU float64, c *Cluster) Budget {
+	gpus := clusterGPUs(c)
+	cluster := perGPU * float64(gpus)
+	if b.EventFields == nil {
+		b.EventFields = b.Fields
+	}
+	b.Fields = clusterFirst(append(slices.Clip(b.Fields), "cluster"), cluster, b.MemoryBytes)
+	b.MemoryBytes += cluster
+	b.Detail += fmt.Sprintf(", a cluster of %d GPUs", gpus)
+	return b
 }
 
 // clusterBytesPerGPU is the run's memory that grows with the cluster
@@ -546,16 +552,24 @@ func (s *FaultSweep) Budget() Budget {
 	default:
 		return Budget{}
 	}
-	for i, f := range b.Fields {
-		b.Fields[i] = Field(base, f)
+	prefixed := func(fields []string) []string {
+		out := make([]string, len(fields))
+		for i, f := range fields {
+			out[i] = Field(base, f)
+		}
+		return out
 	}
+	if len(b.EventFields) == 0 {
+		b.EventFields = b.Fields
+	}
+	b.Fields, b.EventFields = prefixed(b.Fields), prefixed(b.EventFields)
 	gpus := float64(clusterGPUs(cluster))
 	b.Fields = clusterFirst(b.Fields, (clusterBytesPerGPU+sweepBytesPerGPU)*gpus, b.MemoryBytes-clusterBytesPerGPU*gpus)
 	b.MemoryBytes += sweepBytesPerGPU * gpus
 	if s.Mode == "sample" {
 		// the healthy run and every sample
 		b.Events *= float64(s.Samples + 1)
-		b.EventFields = append([]string{"samples"}, b.Fields...)
+		b.EventFields = append([]string{"samples"}, b.EventFields...)
 		b.Detail += fmt.Sprintf(", %d samples", s.Samples)
 	}
 	return b
@@ -590,16 +604,12 @@ func (s *SSMTP) Budget() Budget {
 	}
 	steps := float64(max(s.OutputLength, 1))
 	plans := float64(max(len(s.TPDegrees), 1) * max(len(s.PromptLengths), 1))
-	work := 4096 * steps * (layers + 8)
-	cluster := 2 * clusterBytesPerGPU * float64(clusterGPUs(&s.Cluster))
-	fields := []string{"output_length", "model.layers", "tp_degrees", "prompt_lengths", "cluster"}
-	return Budget{
-		MemoryBytes: work + cluster,
+	return withCluster(Budget{
+		MemoryBytes: 4096 * steps * (layers + 8),
 		Events:      inferenceEventsPerPass * steps * (layers + 8) * plans,
-		Fields:      clusterFirst(fields, cluster, work),
-		EventFields: fields[:4],
-		Detail:      fmt.Sprintf("%.0f decode passes of %.0f layers per plan, %.0f plans, a cluster of %d GPUs", steps, layers, plans, clusterGPUs(&s.Cluster)),
-	}
+		Fields:      []string{"output_length", "model.layers", "tp_degrees", "prompt_lengths"},
+		Detail:      fmt.Sprintf("%.0f decode passes of %.0f layers per plan, %.0f plans", steps, layers, plans),
+	}, 2*clusterBytesPerGPU, &s.Cluster)
 }
 
 // SearchWorkers is how many configurations a search (parallel_search,
@@ -696,7 +706,7 @@ func (s *Serving) Budget() Budget {
 	if s.Search != nil {
 		mem *= SearchWorkers
 	}
-	fields := []string{"workload.requests", "workload.output_tokens", "cluster"}
+	fields := []string{"workload.requests", "workload.output_tokens"}
 	if w.DurationS > 0 {
 		fields[0] = "workload.duration_s"
 	} else if w.Arrival == "trace" {
@@ -710,14 +720,12 @@ func (s *Serving) Budget() Budget {
 	if s.Disaggregation != nil {
 		perGPU *= 1.5
 	}
-	cluster := perGPU * float64(clusterGPUs(&s.Cluster))
-	return Budget{
-		MemoryBytes: mem + cluster,
+	return withCluster(Budget{
+		MemoryBytes: mem,
 		Events:      iterations,
-		Fields:      clusterFirst(fields, cluster, mem),
-		EventFields: fields[:2],
-		Detail:      fmt.Sprintf("about %.3g requests and at most %.3g engine iterations, a cluster of %d GPUs", n, iterations, clusterGPUs(&s.Cluster)),
-	}
+		Fields:      fields,
+		Detail:      fmt.Sprintf("about %.3g requests and at most %.3g engine iterations", n, iterations),
+	}, perGPU, &s.Cluster)
 }
 
 // lengthsMean is the mean of a length distribution (after defaults).
