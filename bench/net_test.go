@@ -94,6 +94,41 @@ func BenchmarkRingAllReduceNodeMajor(b *testing.B) {
 	}
 }
 
+// BenchmarkDirectAllToAll: a direct all-to-all of 256 MiB a rank over
+// every GPU of a dgx-h100 cluster, each pair its own flow (n·(n−1)). Past
+// one leaf, ECMP spreads the flows' rates over the spine, and they end in
+// hundreds of distinct instants; none of those departures changes a rate
+// (the fastest leave first), which the fill record sees without refilling
+// (core/net fillRecord): before it, 256 GPUs took 7 s and 512 about 120 s.
+// Run: go test ./bench -run '^$' -bench 'DirectAllToAll' -benchtime 1x
+func BenchmarkDirectAllToAll(b *testing.B) {
+	for _, nodes := range []int{32, 64, 128} {
+		b.Run(fmt.Sprintf("gpus=%d", nodes*8), func(b *testing.B) {
+			tp, err := topo.Preset("dgx-h100", nodes)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ranks := make([]int, tp.NumRanks())
+			for i := range ranks {
+				ranks[i] = i
+			}
+			var flows int
+			for i := 0; i < b.N; i++ {
+				k := sim.New()
+				c := net.NewComms(net.NewFlowNet(k, tp))
+				if _, err := c.Start(net.Collective{Op: net.AllToAll, Algorithm: net.Direct, Bytes: 1 << 28, Ranks: ranks},
+					func(r net.Result) { flows = r.Flows }); err != nil {
+					b.Fatal(err)
+				}
+				if err := k.Run(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(flows), "flows")
+		})
+	}
+}
+
 // ncclH100RingBusbw is NCCL's ring all-reduce bus bandwidth on HGX-H100 for
 // large messages: "450GB/s is the line rate. With the protocol overhead
 // (~20%) NCCL can get an effective NVLink bandwidth of 370GB/s, which you

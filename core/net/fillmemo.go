@@ -119,6 +119,7 @@ func (n *FlowNet) fillMemoized(links, flows []int32) {
 				n.flows[o.flow].next = e.rates[j]
 			}
 			m.hits++
+			n.rec.valid = false // rates from the memo, no filling order
 			return
 		}
 	}

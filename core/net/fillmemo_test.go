@@ -21,13 +21,8 @@ import (
 func TestFillMemoMatchesFill(t *testing.T) {
 	hits := 0
 	run := func(seed uint64, least int) ([]recordKey, []LinkStat) {
-		r := rng.Stream(seed, "fillmemo")
-		tp := randomTopology(t, r)
-		k := sim.New()
-		f := NewFlowNet(k, tp)
+		r, tp, k, f, c := recordingNet(t, seed, "fillmemo")
 		f.memoMinLinks = least
-		f.KeepRecords = true
-		c := NewComms(f)
 		n := tp.NumRanks()
 		var cols []Collective
 		for j := 0; j < 2+r.IntN(3); j++ {

@@ -49,6 +49,9 @@ type FlowNet struct {
 	heap      shareHeap
 	// memo holds the rates of large components already filled (fillmemo.go).
 	memo fillMemo
+	// rec is the last filling's order, to refill from where flows left
+	// (maxmin.go).
+	rec fillRecord
 
 	records []FlowRecord       // kept only if KeepRecords
 	last    []lastRoute        // routeWays per source device, way-major (see route)
@@ -58,6 +61,10 @@ type FlowNet struct {
 	// noFast sends every flow through max-min (tests compare the fast path
 	// against it).
 	noFast bool
+	// noResume fills every component whole (tests compare the replay of
+	// the record against it); replays counts the settles that used it.
+	noResume bool
+	replays  int
 	// memoMinLinks is the least component (in links) whose filling is
 	// memoized; 0 means memoMinLinks (tests set it to 1, or to -1 for none).
 	memoMinLinks int
@@ -105,7 +112,11 @@ type flow struct {
 	// epoch and the memo's refs[memoID] is path (fillmemo.go).
 	memoEpoch uint64
 	memoID    uint32
-	_         [12]byte // pads flow to 192 bytes (see above)
+	// recGen and recPos place the flow in the last filling's record
+	// (fillRecord: its gen, and the index of the flow there).
+	recGen uint32
+	recPos int32
+	_      [4]byte // pads flow to 192 bytes (see above)
 }
 
 // linkWalk is what a component search reads of a link: its visit stamp
@@ -368,6 +379,7 @@ func (n *FlowNet) launch(src, dst int32, path, hops []int32, lat sim.Time, rate,
 func (n *FlowNet) attach(i int32) {
 	f := &n.flows[i]
 	now := n.k.Now()
+	n.rec.valid = false // a flow joins: the record's levels no longer hold
 	// pos in a local slice, sized once: a ring stream's path is
 	// thousands of links, and f's fields need not be written back per hop.
 	path := f.path
@@ -480,6 +492,7 @@ func (n *FlowNet) Handle(arg int) {
 		}
 		n.credit(f, now)
 		f.active = false
+		n.rec.left(f)
 		for h, l := range f.path {
 			n.detach(l, f.pos[h])
 			n.leave(l, now)
@@ -652,6 +665,10 @@ func (n *FlowNet) markDirty(l int32) {
 // reschedules the flows whose rate changed.
 func (n *FlowNet) settle() {
 	n.settling = false
+	if n.rec.unchanged(n) {
+		n.replays++
+		return // only flows at the top of the levels left (fillRecord)
+	}
 	n.gen++
 	if n.gen == 0 {
 		for l := range n.walk {
@@ -702,7 +719,7 @@ func (n *FlowNet) settle() {
 	if len(flows) == 0 {
 		return
 	}
-	if least := cmp.Or(n.memoMinLinks, memoMinLinks); least > 0 && len(links) >= least {
+	if least := cmp.Or(n.memoMinLinks, memoMinLinks); least > 0 && len(links) >= least && !n.resumable(flows) {
 		n.fillMemoized(links, flows)
 	} else {
 		n.fill(links, flows)

@@ -38,6 +38,17 @@ func randomTopology(t *testing.T, r *rand.Rand) *topo.Topology {
 	return tp
 }
 
+// recordingNet is a FlowNet keeping its records on a topology drawn from
+// the seed's stream, and the stream to draw the traffic from.
+func recordingNet(t *testing.T, seed uint64, stream string) (*rand.Rand, *topo.Topology, *sim.Kernel, *FlowNet, *Comms) {
+	r := rng.Stream(seed, stream)
+	tp := randomTopology(t, r)
+	k := sim.New()
+	f := NewFlowNet(k, tp)
+	f.KeepRecords = true
+	return r, tp, k, f, NewComms(f)
+}
+
 // TestPropertiesRandomFlows: random flows at random times on random
 // topologies, some links degraded mid-run. After every instant no link is
 // over capacity; time never goes back; every flow is delivered after it
@@ -166,13 +177,8 @@ func TestPropertiesRandomCollectives(t *testing.T) {
 // filling.
 func TestFastPathMatchesMaxMin(t *testing.T) {
 	run := func(seed uint64, noFast bool) ([]recordKey, []LinkStat) {
-		r := rng.Stream(seed, "fastpath")
-		tp := randomTopology(t, r)
-		k := sim.New()
-		f := NewFlowNet(k, tp)
+		r, tp, k, f, c := recordingNet(t, seed, "fastpath")
 		f.noFast = noFast
-		f.KeepRecords = true
-		c := NewComms(f)
 		n := tp.NumRanks()
 		for j := 0; j < 1+r.IntN(3); j++ {
 			op := []Op{AllReduce, AllGather, Broadcast, AllToAll}[r.IntN(4)]
@@ -220,4 +226,46 @@ func sortedRecords(f *FlowNet) []recordKey {
 			cmp.Compare(a.delivered, b.delivered), cmp.Compare(a.bytes, b.bytes))
 	})
 	return out
+}
+
+// TestRecordReplayMatchesFilling: after flows leave, settle replays the
+// last filling's fixes below the lowest share a departed flow had, or
+// skips the filling when nobody is past it (fillRecord). Random transfers
+// and collectives at random times, with a link degraded mid-run, must give
+// every flow the same start, end of transmission and delivery, bit for
+// bit, as filling every component whole; and the replay must have run.
+func TestRecordReplayMatchesFilling(t *testing.T) {
+	run := func(seed uint64, noResume bool) ([]recordKey, []LinkStat, int) {
+		r, tp, k, f, c := recordingNet(t, seed, "replay")
+		f.noResume = noResume
+		n := tp.NumRanks()
+		for j := 0; j < 1+r.IntN(3); j++ {
+			op := []Op{AllReduce, AllGather, AllToAll, AllToAll}[r.IntN(4)]
+			col := Collective{Op: op, Algorithm: Direct, Bytes: float64(1 + r.IntN(32<<20)), Ranks: r.Perm(n)[:2+r.IntN(n-1)]}
+			k.At(sim.Time(r.IntN(100))*sim.Microsecond, func() {
+				_, err := c.Start(col, nil)
+				require.NoError(t, err)
+			})
+		}
+		gpus := tp.GPUs()
+		for j := 0; j < 50; j++ {
+			src, dst, bytes := gpus[r.IntN(len(gpus))], gpus[r.IntN(len(gpus))], float64(1+r.IntN(8<<20))
+			k.At(sim.Time(r.IntN(300))*sim.Microsecond, func() {
+				require.NoError(t, f.Send(src, dst, bytes, SinkFunc(func(int) {}), 0))
+			})
+		}
+		l, h := r.IntN(len(tp.Links)), 0.3+0.7*r.Float64()
+		k.At(sim.Time(r.IntN(500))*sim.Microsecond, func() { f.SetLinkHealth(l, h) })
+		require.NoError(t, k.Run(context.Background()))
+		return sortedRecords(f), f.LinkStats(), f.replays
+	}
+	replays := 0
+	for seed := uint64(1); seed <= 40; seed++ {
+		got, gotLinks, n := run(seed, false)
+		ref, refLinks, _ := run(seed, true)
+		replays += n
+		require.Equal(t, ref, got, "seed %d", seed)
+		require.Equal(t, refLinks, gotLinks, "seed %d", seed)
+	}
+	require.Positive(t, replays, "no settle replayed a record")
 }
