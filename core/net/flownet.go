@@ -49,9 +49,11 @@ type FlowNet struct {
 	heap      shareHeap
 	// memo holds the rates of large components already filled (fillmemo.go).
 	memo fillMemo
-	// rec is the last filling's order, to refill from where flows left
+	// rec is the last filling's order, to refill from where flows left,
+	// and hist each link's capacity left after each of its fixes
 	// (maxmin.go).
-	rec fillRecord
+	rec  fillRecord
+	hist [][]histEntry
 
 	records []FlowRecord       // kept only if KeepRecords
 	last    []lastRoute        // routeWays per source device, way-major (see route)
@@ -65,6 +67,9 @@ type FlowNet struct {
 	// the record against it); replays counts the settles that used it.
 	noResume bool
 	replays  int
+	// onRefill, if set, sees the links and flows a refill is about to
+	// fill, their links' state set from the histories (tests).
+	onRefill func(links, flows []int32)
 	// memoMinLinks is the least component (in links) whose filling is
 	// memoized; 0 means memoMinLinks (tests set it to 1, or to -1 for none).
 	memoMinLinks int
@@ -211,7 +216,8 @@ const (
 
 // NewFlowNet builds the max-min model over a topology on kernel k.
 func NewFlowNet(k *sim.Kernel, t *topo.Topology) *FlowNet {
-	n := &FlowNet{links: make([]linkState, len(t.Links)), slow: make([]linkSlow, len(t.Links)), walk: make([]linkWalk, len(t.Links))}
+	n := &FlowNet{links: make([]linkState, len(t.Links)), slow: make([]linkSlow, len(t.Links)), walk: make([]linkWalk, len(t.Links)),
+		hist: make([][]histEntry, len(t.Links))}
 	n.counters = newCounters(k, t, n.linkCounter)
 	for i := range n.slow {
 		n.slow[i].capacity = t.Capacity(i)
@@ -665,18 +671,10 @@ func (n *FlowNet) markDirty(l int32) {
 // reschedules the flows whose rate changed.
 func (n *FlowNet) settle() {
 	n.settling = false
-	if n.rec.unchanged(n) {
-		n.replays++
-		return // only flows at the top of the levels left (fillRecord)
+	if n.refill() {
+		return // only recorded flows left (fillRecord)
 	}
-	n.gen++
-	if n.gen == 0 {
-		for l := range n.walk {
-			n.walk[l].stamp = 0
-		}
-		clear(n.flowStamp)
-		n.gen = 1
-	}
+	n.nextGen()
 	links, flows := n.compLinks[:0], n.compFlows[:0]
 	walk := n.walk
 	for _, l := range n.dirty {
@@ -719,11 +717,29 @@ func (n *FlowNet) settle() {
 	if len(flows) == 0 {
 		return
 	}
-	if least := cmp.Or(n.memoMinLinks, memoMinLinks); least > 0 && len(links) >= least && !n.resumable(flows) {
+	if least := cmp.Or(n.memoMinLinks, memoMinLinks); least > 0 && len(links) >= least {
 		n.fillMemoized(links, flows)
 	} else {
 		n.fill(links, flows)
 	}
+	n.reschedule(flows)
+}
+
+// nextGen starts a search generation (the stamps of links and flows seen).
+func (n *FlowNet) nextGen() {
+	n.gen++
+	if n.gen == 0 {
+		for l := range n.walk {
+			n.walk[l].stamp = 0
+		}
+		clear(n.flowStamp)
+		n.gen = 1
+	}
+}
+
+// reschedule gives the flows the rates fill computed (flow.next), and a
+// new end of transmission to those whose rate changed.
+func (n *FlowNet) reschedule(flows []int32) {
 	now := n.k.Now()
 	for _, i := range flows {
 		f := &n.flows[i]

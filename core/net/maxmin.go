@@ -1,6 +1,7 @@
 package net
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -11,10 +12,7 @@ import (
 // capacity divided by its unfixed flows is smallest, fix those flows at that
 // share, and take their rate off every link they cross. Each flow's result
 // goes to flow.next. Ties between links break by link id (deterministic).
-//
-// When only flows that left changed these flows' links since the last
-// filling of them (resumable), it replays that filling's fixes below the
-// lowest share a departed flow had instead of popping them (fillRecord).
+// It records the order of its fixes (fillRecord) for refill.
 func (n *FlowNet) fill(links, flows []int32) {
 	if len(flows) == 1 && n.flows[flows[0]].ring == nil {
 		// One flow alone: its bottleneck link's capacity. (A ring stream
@@ -25,12 +23,8 @@ func (n *FlowNet) fill(links, flows []int32) {
 			r = min(r, n.t.Capacity(int(l)))
 		}
 		f.next = r
+		n.rec.valid = false
 		return
-	}
-	resume := n.resumable(flows)
-	h := &n.heap
-	if len(h.pos) != len(n.slow) {
-		h.pos = make([]int32, len(n.slow))
 	}
 	if v := n.t.CapacityVersion(); v != n.capVersion {
 		// Capacities change only with faults: refreshed then, for all.
@@ -39,27 +33,39 @@ func (n *FlowNet) fill(links, flows []int32) {
 		}
 		n.capVersion = v
 	}
+	n.rec.begin(0)
 	for _, l := range links {
-		ls := &n.slow[l]
-		ls.rem = ls.capacity
-		ls.unfixed = int32(len(n.slow[l].entries))
-		ls.private = ls.unfixed > 0
-		for k := 1; k < len(ls.entries) && ls.private; k++ {
-			ls.private = ls.entries[k].flow == ls.entries[0].flow
-		}
+		n.slow[l].reset()
+		n.hist[l] = n.hist[l][:0]
+	}
+	n.progressive(links, flows)
+}
+
+// reset readies link state for a filling: all its capacity left, every
+// flow on it unfixed.
+func (ls *linkSlow) reset() {
+	ls.rem = ls.capacity
+	ls.unfixed = int32(len(ls.entries))
+	ls.setPrivate()
+}
+
+// setPrivate: every entry is one flow's.
+func (ls *linkSlow) setPrivate() {
+	ls.private = ls.unfixed > 0
+	for k := 1; k < len(ls.entries) && ls.private; k++ {
+		ls.private = ls.entries[k].flow == ls.entries[0].flow
+	}
+}
+
+// progressive fills flows, unfixed, over links whose rem and unfixed are
+// set (the other flows on them fixed), and ends the record.
+func (n *FlowNet) progressive(links, flows []int32) {
+	h := &n.heap
+	if len(h.pos) != len(n.slow) {
+		h.pos = make([]int32, len(n.slow))
 	}
 	for _, i := range flows {
 		n.flows[i].fixed = false
-	}
-	rec := &n.rec
-	old, oldShare, cut := rec.start()
-	if resume {
-		n.replays++
-		for k, i := range old[:cut] {
-			if n.flowStamp[i] == n.gen { // in this component
-				n.fix(i, oldShare[k], -1)
-			}
-		}
 	}
 	// A link crossed by one flow only (a private link) is its bottleneck
 	// at most, never another's: rather than one heap entry per private
@@ -74,9 +80,6 @@ func (n *FlowNet) fill(links, flows []int32) {
 	}
 	for _, i := range flows {
 		f := &n.flows[i]
-		if f.fixed {
-			continue
-		}
 		best := shareItem{link: -1}
 		for _, l := range f.path {
 			ls := &n.slow[l]
@@ -103,21 +106,23 @@ func (n *FlowNet) fill(links, flows []int32) {
 			}
 		}
 	}
-	rec.finish(n)
+	n.rec.end(n)
 }
 
 // fix gives flow i the rate share, takes it off every link the flow
-// crosses and moves those links in the heap (all but popped, the link
-// being popped, if any), and records the fix.
+// crosses and moves those links in the heap (but popped, the link being
+// popped), and records the fix and each link's capacity left after it.
 func (n *FlowNet) fix(i int32, share float64, popped int32) {
 	f := &n.flows[i]
 	f.fixed = true
 	f.next = share
 	h := &n.heap
+	seq := n.rec.next()
 	for _, l2 := range f.path {
 		m := &n.slow[l2]
 		m.rem = max(0, m.rem-share)
 		m.unfixed--
+		n.hist[l2] = append(n.hist[l2], histEntry{seq, m.rem})
 		if m.unfixed > 0 && l2 != popped && h.pos[l2] > 0 {
 			h.set(shareItem{share: m.rem / float64(m.unfixed), link: l2})
 		}
@@ -126,41 +131,58 @@ func (n *FlowNet) fix(i int32, share float64, popped int32) {
 	n.rec.share = append(n.rec.share, share)
 }
 
-// fillRecord is the order in which the last filling fixed its flows, and
-// the share each took. Progressive filling pops links in rising share;
-// when flows have only left since (no flow joined, no capacity changed), a
-// new filling of what remains repeats every pop before the first at a
-// share of at least low, the lowest share a flow that left had, bit for
-// bit: until then the departed flows were unfixed, so each link's
-// remaining capacity went down by the same shares in the same order, and a
-// link a departed flow crossed has fewer unfixed flows now, so a share no
-// lower and no earlier pop (a pop below low never held a departed flow,
-// which it would have fixed below its share). The flows those pops fixed
-// keep their rates: fill replays their fixes in order (the same
-// subtractions from every link) and pops only from there; and when no
-// flow is left past that point, nobody's rate changes (unchanged). A
-// direct all-to-all's flows end in hundreds of distinct instants, the
-// fastest first, at the top of the levels: 256 GPUs' 65,280 flows settled
-// 515 times, each a whole filling of the rest before this, none of which
-// changed a rate.
+// histEntry is one fix's subtraction from a link: the fix's sequence
+// number and the capacity it left.
+type histEntry struct {
+	seq int64
+	rem float64
+}
+
+// fillRecord is the order in which the filling of the flows now on the
+// links fixed them, and the share each took. Progressive filling pops
+// links in rising share; when flows have only left since (no flow joined,
+// no capacity changed), a new filling of what remains repeats every pop
+// before the first at a share of at least low, the lowest share a flow
+// that left had, bit for bit: until then the departed flows were unfixed,
+// so each link's remaining capacity went down by the same shares in the
+// same order, and a link a departed flow crossed has fewer unfixed flows
+// now, so a share no lower and no earlier pop (a pop below low never held
+// a departed flow, which it would have fixed below its share). The flows
+// those pops fixed keep their rates. So refill takes each link's capacity
+// left after the last of those fixes from its history (n.hist) and fills
+// only the flows fixed from the cut on, and when none of those is still
+// sending nobody's rate changes. A direct all-to-all's flows end in
+// hundreds of distinct instants, the fastest first, at the top of the
+// levels: 256 GPUs' 65,280 flows settled 515 times, each a whole filling
+// of the rest before this, none of which changed a rate.
 type fillRecord struct {
 	valid      bool
 	gen        uint32
 	capVersion uint64
 	order      []int32
 	share      []float64
+	// seqs[k] is fix k's sequence number (rising; n.hist keys on it).
+	seqs []int64
 	// top[k] is the highest of share[:k+1] (shares rise but for rounding).
 	top []float64
 	// low is the lowest share of a recorded flow that left since (+Inf:
 	// none); foreign is set when a flow not in the record left.
 	low     float64
 	foreign bool
-	// clear: no recorded flow past top's first index at or above low is
-	// transmitting, checked from clear onwards (low only falls).
+	// clear: no recorded flow from this index on is still sending (low
+	// only falls, so each refill looks only below it).
 	clear int
-	// spare holds the previous order and share slices for reuse.
-	spareOrder []int32
-	spareShare []float64
+	// kept is how many fixes, from the first, the filling in progress
+	// took over from the record (begin).
+	kept int
+	seq  int64
+}
+
+// next numbers a fix.
+func (r *fillRecord) next() int64 {
+	r.seqs = append(r.seqs, r.seq)
+	r.seq++
+	return r.seq - 1
 }
 
 // left notes that flow f stops transmitting.
@@ -182,69 +204,97 @@ func (r *fillRecord) cut() int {
 	return k
 }
 
-// start begins a new record and returns the previous one's order, shares
-// and cut.
-func (r *fillRecord) start() (order []int32, share []float64, cut int) {
-	order, share, cut = r.order, r.share, r.cut()
-	r.order, r.share = r.spareOrder[:0], r.spareShare[:0]
-	r.spareOrder, r.spareShare = order, share
-	r.gen++
-	if r.gen == 0 {
-		r.gen = 1
+// begin starts a filling that keeps the record's first kept fixes (a
+// whole filling keeps none and starts a new generation: the flows of the
+// record's other components leave it).
+func (r *fillRecord) begin(kept int) {
+	r.order, r.share, r.seqs, r.top = r.order[:kept], r.share[:kept], r.seqs[:kept], r.top[:kept]
+	r.kept = kept
+	if kept == 0 {
+		r.gen++
+		if r.gen == 0 {
+			r.gen = 1
+		}
 	}
-	return order, share, cut
 }
 
-// finish makes the record the filling just done: its flows' places, the
+// end makes the record the filling just done: its flows' places, the
 // capacities it used, no departures yet.
-func (r *fillRecord) finish(n *FlowNet) {
-	r.top = slices.Grow(r.top[:0], len(r.share))
-	for k, i := range r.order {
-		n.flows[i].recGen, n.flows[i].recPos = r.gen, int32(k)
+func (r *fillRecord) end(n *FlowNet) {
+	for k := r.kept; k < len(r.order); k++ {
 		t := r.share[k]
 		if k > 0 {
 			t = max(t, r.top[k-1])
 		}
 		r.top = append(r.top, t)
 	}
+	for k := r.kept; k < len(r.order); k++ {
+		f := &n.flows[r.order[k]]
+		f.recGen, f.recPos = r.gen, int32(k)
+	}
 	r.valid, r.capVersion, r.low, r.foreign, r.clear = true, n.t.CapacityVersion(), math.Inf(1), false, len(r.order)
 }
 
-// current reports whether the record still describes the links' flows
-// but for recorded flows that left.
-func (r *fillRecord) current(n *FlowNet) bool {
-	return !n.noResume && r.valid && !r.foreign && r.capVersion == n.t.CapacityVersion() && !math.IsInf(r.low, 1)
-}
-
-// resumable reports whether fill may replay the record for these flows:
-// it is current and every flow was in it.
-func (n *FlowNet) resumable(flows []int32) bool {
-	if !n.rec.current(n) {
+// refill recomputes the rates after recorded flows only left (fillRecord)
+// and reports whether it could: it fills again only the flows the record
+// fixed from the cut on, over their links as the fixes before the cut
+// left them.
+func (n *FlowNet) refill() bool {
+	r := &n.rec
+	if n.noResume || !r.valid || r.foreign || r.capVersion != n.t.CapacityVersion() || math.IsInf(r.low, 1) {
 		return false
 	}
+	c := r.cut()
+	flows := n.compFlows[:0]
+	for _, i := range r.order[c:max(c, r.clear)] {
+		if f := &n.flows[i]; f.recGen == r.gen && f.active {
+			flows = append(flows, i)
+		}
+	}
+	n.compFlows = flows
+	n.replays++
+	if len(flows) == 0 {
+		r.clear = min(r.clear, c) // nobody's rate changes
+		return true
+	}
+	// A link's history is cut where the refill's fixes start. The fixes
+	// of a flow that left are never below a cut that reaches its links:
+	// it left at or above low, and a later cut is lower still, or falls
+	// among fixes made after it, whose links' histories that refill cut.
+	cutSeq := r.seqs[c]
+	n.nextGen()
+	links := n.compLinks[:0]
 	for _, i := range flows {
-		if n.flows[i].recGen != n.rec.gen {
-			return false
+		for _, l := range n.flows[i].path {
+			if w := &n.walk[l]; w.stamp != n.gen {
+				w.stamp = n.gen
+				links = append(links, l)
+				n.truncate(l, cutSeq)
+				ls := &n.slow[l]
+				ls.rem = ls.capacity
+				if hs := n.hist[l]; len(hs) > 0 {
+					ls.rem = hs[len(hs)-1].rem
+				}
+				ls.unfixed = int32(len(ls.entries) - len(n.hist[l]))
+				ls.setPrivate()
+			}
 		}
 	}
+	n.compLinks = links
+	if n.onRefill != nil {
+		n.onRefill(links, flows)
+	}
+	r.begin(c)
+	n.progressive(links, flows)
+	n.reschedule(flows)
 	return true
 }
 
-// unchanged reports whether a filling now would give every flow the rate
-// it has: the record is current and each recorded flow still transmitting
-// was fixed before the cut.
-func (r *fillRecord) unchanged(n *FlowNet) bool {
-	if !r.current(n) {
-		return false
-	}
-	k := r.cut()
-	for j := k; j < r.clear; j++ {
-		if f := &n.flows[r.order[j]]; f.recGen == r.gen && f.active {
-			return false
-		}
-	}
-	r.clear = min(r.clear, k)
-	return true
+// truncate drops link l's history from sequence number seq on.
+func (n *FlowNet) truncate(l int32, seq int64) {
+	hs := n.hist[l]
+	k, _ := slices.BinarySearchFunc(hs, seq, func(e histEntry, s int64) int { return cmp.Compare(e.seq, s) })
+	n.hist[l] = hs[:k]
 }
 
 // CheckCapacity returns an error naming the first link whose flows' rates
