@@ -43,6 +43,25 @@ func flashTile(hd int64) (br, bc int64) {
 	return 128, 32
 }
 
+// flashBwdTile returns FlashAttention-2's backward query and key block
+// sizes (flash_bwd_launch_template.h, GPUs with at least 144 KB of shared
+// memory a block, A100 and H100): 128×128 up to d = 64, 64×128 up to 128,
+// 64×64 beyond. Its thread blocks each own a key block and stream the
+// query blocks past it, so the key block sets how often the queries are
+// read. Priced with the forward's tiles (128×32 above head dim 128),
+// DeepSeek-V3's attention backward (head dims 192 and 128, 128 heads, 4,096
+// tokens) was bound by that L2 traffic at 5.8 ms on an H800 where DeepSeek's
+// profile measures 4.3 ms (KERNELS.md); with these, 3.6 ms.
+func flashBwdTile(hd int64) (br, bc int64) {
+	switch {
+	case hd <= 64:
+		return 128, 128
+	case hd <= 128:
+		return 64, 128
+	}
+	return 64, 64
+}
+
 // flash prices FlashAttention (forward or backward). Each thread block owns
 // Br queries of one head and streams that head's keys and values from L2 in
 // Bc blocks, skipping blocks entirely above a causal diagonal. Math: the
@@ -51,7 +70,11 @@ func flashTile(hd int64) (br, bc int64) {
 // values of the heads running at once fit in L2, else each block rereads them.
 func (e *Evaluator) flash(o model.Op) Cost {
 	g := e.gpu
+	bwd := o.Kind == model.FlashAttentionBwd
 	br, bc := flashTile(o.HeadDim)
+	if bwd {
+		br, bc = flashBwdTile(o.HeadDim)
+	}
 	in := actBytes(o)
 	qTiles := ceil(o.SeqQ, br)
 	// Key blocks computed, summed over query blocks (causal: up to the diagonal).
@@ -66,17 +89,20 @@ func (e *Evaluator) flash(o model.Op) Cost {
 	}
 	heads := o.Batch * o.Heads
 	blocks := heads * qTiles
+	if bwd {
+		blocks = heads * ceil(o.SeqKV, bc) // a block per key block
+	}
 	// Matmul FLOPs per (Br × Bc) block: Q·Kᵀ and P·V, 2 FLOPs each per MAC.
 	perBlock := 4 * float64(br*bc*o.HeadDim)
 	scale := 1.0
-	if o.Kind == model.FlashAttentionBwd {
+	if bwd {
 		scale = 2.5 // five matmuls against two
 	}
 	mm := scale * float64(heads*pairs) * perBlock
 	scores := float64(heads*pairs) * float64(br*bc)
 	lanes := g.VectorFP32FlopsPerS / 2 // an FMA is 2 FLOPs of the vector peak
 	laneOps := float64(softmaxLaneOpsPerScore)
-	if o.Kind == model.FlashAttentionBwd {
+	if bwd {
 		laneOps = e.flashBwdLaneOps
 	}
 	mathTime := mm/g.TensorPeak(o.DType) + laneOps*scores/lanes
@@ -85,12 +111,16 @@ func (e *Evaluator) flash(o model.Op) Cost {
 	// backward (one thread block per key block) streams a Q and a dO tile and
 	// accumulates into dQ in fp32 through L2 (read and write).
 	stream := float64(heads*pairs) * 2 * float64(bc*o.HeadDim) * in
-	if o.Kind == model.FlashAttentionBwd {
+	if bwd {
 		stream = float64(heads*pairs) * 2 * float64(br*o.HeadDim) * (in + 4)
 	}
 	c := Cost{ExecutedFLOPs: mm, Kernels: 1}
 	c.BytesL2 = stream + o.Bytes
-	c.BytesSMEM = stream + float64(blocks)*float64(br*o.HeadDim)*in
+	own := br // each block's own tile: its queries (forward), its keys and values (backward)
+	if bwd {
+		own = 2 * bc
+	}
+	c.BytesSMEM = stream + float64(blocks)*float64(own*o.HeadDim)*in
 	c.BytesHBM = o.Bytes
 	// What the blocks stream (forward: K and V; backward: Q, dO and the
 	// fp32 dQ) comes from HBM once if it all fits in L2. Otherwise the
@@ -104,15 +134,15 @@ func (e *Evaluator) flash(o model.Op) Cost {
 	group := float64(o.Heads) / float64(max(o.KVHeads, 1))
 	operands := float64(o.Batch*max(o.KVHeads, 1)) * 2 * float64(o.SeqKV*o.HeadDim) * in
 	span := max(1, float64(qTiles)*group/float64(active))
-	if o.Kind == model.FlashAttentionBwd {
+	if bwd {
 		operands = float64(o.Batch*o.Heads*o.SeqQ*o.HeadDim) * (2*in + 4)
-		span = max(1, float64(qTiles)/float64(active))
+		span = max(1, float64(ceil(o.SeqKV, bc))/float64(active))
 	}
 	if operands > float64(g.L2Bytes) {
 		c.BytesHBM = o.Bytes + min(stream, (span-1)*operands)
 	}
 	var passes float64
-	if o.Kind == model.FlashAttentionBwd {
+	if bwd {
 		// The backward is three kernels (FlashAttention-2's run_mha_bwd,
 		// flash_bwd_launch_template.h): a preprocess reads O and dO for
 		// D = rowsum(dO∘O) and zeroes the fp32 dQ accumulator the main
