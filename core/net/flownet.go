@@ -63,10 +63,10 @@ type FlowNet struct {
 	// noFast sends every flow through max-min (tests compare the fast path
 	// against it).
 	noFast bool
-	// noResume fills every component whole (tests compare the replay of
-	// the record against it); replays counts the settles that used it.
-	noResume bool
-	replays  int
+	// noRefill fills every component whole (tests compare refill against
+	// it); refills counts the settles refill took.
+	noRefill bool
+	refills  int
 	// onRefill, if set, sees the links and flows a refill is about to
 	// fill, their links' state set from the histories (tests).
 	onRefill func(links, flows []int32)

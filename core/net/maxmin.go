@@ -117,7 +117,7 @@ func (n *FlowNet) fix(i int32, share float64, popped int32) {
 	f.fixed = true
 	f.next = share
 	h := &n.heap
-	seq := n.rec.next()
+	seq := n.rec.add(i, share)
 	for _, l2 := range f.path {
 		m := &n.slow[l2]
 		m.rem = max(0, m.rem-share)
@@ -127,8 +127,6 @@ func (n *FlowNet) fix(i int32, share float64, popped int32) {
 			h.set(shareItem{share: m.rem / float64(m.unfixed), link: l2})
 		}
 	}
-	n.rec.order = append(n.rec.order, i)
-	n.rec.share = append(n.rec.share, share)
 }
 
 // histEntry is one fix's subtraction from a link: the fix's sequence
@@ -178,8 +176,10 @@ type fillRecord struct {
 	seq  int64
 }
 
-// next numbers a fix.
-func (r *fillRecord) next() int64 {
+// add records flow i's fix at share and returns the fix's sequence number.
+func (r *fillRecord) add(i int32, share float64) int64 {
+	r.order = append(r.order, i)
+	r.share = append(r.share, share)
 	r.seqs = append(r.seqs, r.seq)
 	r.seq++
 	return r.seq - 1
@@ -241,7 +241,7 @@ func (r *fillRecord) end(n *FlowNet) {
 // left them.
 func (n *FlowNet) refill() bool {
 	r := &n.rec
-	if n.noResume || !r.valid || r.foreign || r.capVersion != n.t.CapacityVersion() || math.IsInf(r.low, 1) {
+	if n.noRefill || !r.valid || r.foreign || r.capVersion != n.t.CapacityVersion() || math.IsInf(r.low, 1) {
 		return false
 	}
 	c := r.cut()
@@ -252,7 +252,7 @@ func (n *FlowNet) refill() bool {
 		}
 	}
 	n.compFlows = flows
-	n.replays++
+	n.refills++
 	if len(flows) == 0 {
 		r.clear = min(r.clear, c) // nobody's rate changes
 		return true

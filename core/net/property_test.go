@@ -235,16 +235,18 @@ func sortedRecords(f *FlowNet) []recordKey {
 	return out
 }
 
-// TestRecordReplayMatchesFilling: after flows leave, settle replays the
-// last filling's fixes below the lowest share a departed flow had, or
-// skips the filling when nobody is past it (fillRecord). Random transfers
-// and collectives at random times, with a link degraded mid-run, must give
-// every flow the same start, end of transmission and delivery, bit for
-// bit, as filling every component whole; and the replay must have run.
-func TestRecordReplayMatchesFilling(t *testing.T) {
-	run := func(seed uint64, noResume bool) ([]recordKey, []LinkStat, int) {
+// TestRefillMatchesFilling: after flows leave, settle fills again only the
+// flows the last filling fixed at or above the lowest share a departed flow
+// had, from each link's history, or none when none of those is still
+// sending (fillRecord, refill). Random transfers and collectives at random
+// times, with a link degraded mid-run, must give every flow the same start,
+// end of transmission and delivery, bit for bit, as filling every component
+// whole; each refill's link state must match the flows on the links; and
+// refill must have run.
+func TestRefillMatchesFilling(t *testing.T) {
+	run := func(seed uint64, noRefill bool) ([]recordKey, []LinkStat, int) {
 		r, tp, k, f, c := recordingNet(t, seed, "replay")
-		f.noResume = noResume
+		f.noRefill = noRefill
 		f.onRefill = func(links, flows []int32) { checkRefillState(t, f, links, flows) }
 		n := tp.NumRanks()
 		for j := 0; j < 1+r.IntN(3); j++ {
@@ -265,17 +267,17 @@ func TestRecordReplayMatchesFilling(t *testing.T) {
 		l, h := r.IntN(len(tp.Links)), 0.3+0.7*r.Float64()
 		k.At(sim.Time(r.IntN(500))*sim.Microsecond, func() { f.SetLinkHealth(l, h) })
 		require.NoError(t, k.Run(context.Background()))
-		return sortedRecords(f), f.LinkStats(), f.replays
+		return sortedRecords(f), f.LinkStats(), f.refills
 	}
-	replays := 0
+	refills := 0
 	for seed := uint64(1); seed <= 40; seed++ {
 		got, gotLinks, n := run(seed, false)
 		ref, refLinks, _ := run(seed, true)
-		replays += n
+		refills += n
 		require.Equal(t, ref, got, "seed %d", seed)
 		requireSameLinks(t, refLinks, gotLinks, fmt.Sprintf("seed %d", seed))
 	}
-	require.Positive(t, replays, "no settle replayed a record")
+	require.Positive(t, refills, "no settle took refill")
 }
 
 // checkRefillState: the links' state a refill takes from their histories
