@@ -31,16 +31,21 @@ const (
 		"65-512-token GEMMs come out 5% fast in the median and the 513-4096-token ones 3% slow. The A100 cell meets the " +
 		"check at exactly 5.0%, on the line"
 	rowPending = "one bandwidth for every row kernel: RoPE (which also loads cos/sin per pair) runs ~10-20% slower per byte " +
-		"than silu_and_mul at large sizes, RMSNorm (two passes) ~15% faster than its 1.5x bytes give at 65-512 tokens; a " +
-		"per-kernel fraction would exceed the parameter budget. Refitted and rejected: RoPE's threads as its launch code " +
+		"than silu_and_mul at large sizes; the norm, its L2-resident input read at L2's bandwidth, comes out 7% fast at " +
+		"65-512 tokens and 3% at 513-4,096 (A100, median signed); a per-kernel fraction would exceed the parameter budget. " +
+		"Refitted and rejected: RoPE's threads as its launch code " +
 		"sets them (A100 rope 6.5%, norm 14.3%); the latency chain added to the bandwidth time rather than the larger of the " +
 		"two (fits RoPE alone, 0.61 µs and 1.52 TB/s on A100, but A100 norm 25%); reading the producer's output from L2 " +
-		"(A100 norm at 65-512 tokens 0%, but above 4,096 tokens +41%); a load-instruction bound never binds; the bandwidth " +
+		"(A100 norm at 65-512 tokens 0%, but above 4,096 tokens +41%); the L2-resident input at L2's bandwidth for RoPE too " +
+		"(A100 rope 22.2%, H100 rope 23.3%: RoPE stores each pair as it loads it, and Vidur's RoPE shows no knee where its " +
+		"input outgrows L2) or for silu_and_mul too (A100 training objective 0.066 against 0.061, held-out elementwise 4.8% " +
+		"against 2.8%); a load-instruction bound never " +
+		"binds; the bandwidth " +
 		"scaled by the share of lanes busy over the launch code's loops (query then key loop for RoPE: A100 norm 6.5%, rope " +
 		"10.0%, H100 rope 12.9%); a fixed time per block beside the bytes, the round trips before a block streams (silu_and_mul " +
 		"1, rms_norm 2, RoPE 3 with its position lookup) at the memory latency, which Llama-3's 32,768-token rows show (A100: " +
 		"2.2, 4.6 and 3.0 ns a token whatever the row's width) but the training split, at most 4,096 tokens, does not (A100 " +
-		"norm 5.3%, elementwise 5.2%, rope 6.2%; H100 norm 6.7%, rope 6.5%)"
+		"norm 5.3%, elementwise 5.2%, rope 6.2%; H100 norm 6.7%, rope 6.5%; measured before the norm's L2 read)"
 )
 
 // KernelCell is one GPU × class (× range) cell of the report.
@@ -165,7 +170,10 @@ func KernelReport(rows []KernelRow, cook []CookbookRow) (string, error) {
 		"writes the output: before it was priced, split 8 and 16 came out 11-15% fast on both GPUs and the held-out GEMM " +
 		"medians were 5.1% (A100) and 6.9% (H100)); " +
 		"streaming kernels are bytes over the bandwidth of their implementation (vectorized, row kernel, gather), row kernels " +
-		"also a latency chain (loop iterations × memory latency per wave of resident rows), gathers two dependent latencies " +
+		"also a latency chain (loop iterations × memory latency per wave of resident rows); the input the previous kernel " +
+		"wrote is read from L2 up to a quarter of it (vectorized kernels, and the norm's read-only first pass at L2's " +
+		"bandwidth: before, the A100 norms of 65-512 tokens came out 20% slow and the held-out norm medians were 8.4% " +
+		"(A100) and 4.5% (H100)), gathers two dependent latencies " +
 		"(the id, then its row) before their bytes stream, up to 16 ids two latencies per id (index_select's small-index " +
 		"kernel; taking the larger of the chain and the bytes' time instead of their sum left H100's 24-160-token gathers " +
 		"0.5-1 µs short, held-out median 5.6%); every kernel pays a fixed " +

@@ -39,7 +39,7 @@ What the rows say, and what is not modelled:
 - One client isolates the engine: every request is alone, so its TTFT is the API server, the prompt's prefill and
   the first token, and its ITL one decode step of one sequence. The decode step is right (ITL within 2 % up to
   5,000-token prompts). The prefill is not, in a way no one constant fixes: the 200-token prompt comes out 9 ms
-  short (−18 %), 500 tokens 2 % short, 1,000 and 5,000 tokens 8–9 % long, 20,000 tokens 5 % long. The 500-token
+  short (−19 %), 500 tokens 3 % short, 1,000 and 5,000 tokens 7–9 % long, 20,000 tokens 5 % long. The 500-token
   prompt's all-reduces (8,192,000 bytes) run NCCL as TensorRT-LLM's plugin runs them above its 8,000,000-byte
   workspace (engine.custom_all_reduce_engine "tensorrt_llm"); with vLLM's custom two-shot kernel, which goes to
   8 MiB, the row read −11 %. An API server's time per request (HTTP, chat template, detokenizing;
@@ -59,9 +59,9 @@ What the rows say, and what is not modelled:
 - The rows run the kernels the compute model is fitted on: Vidur's, where each residual add and the RMSNorm after it
   are two kernels, the norm a scalar one-block-per-row kernel. Today's engines fuse them into one vectorized kernel
   (engine.fused_add_norm: vLLM's fused_add_rms_norm; TensorRT-LLM, SGLang and torch.compile fuse them too). With it
-  (bench's TestNIMServing logs it) every 5-client TTFT comes within 10 % (−5.0, +2.8, +6.5,
-  +3.0, −4.1 %: the 1,000-token row +6.5 %) and every 5-client ITL reads 11–14 % short (one client's 6–11 %):
-  the batch-1 decode step drops from 18.35 to 16.99 ms against NIM's 18.11, where the same kernels put gpt-fast's
+  (bench's TestNIMServing logs it) every 5-client TTFT comes within 10 % (−4.8, +2.9, +6.6,
+  +3.1, −4.1 %: the 1,000-token row +6.6 %) and every 5-client ITL reads 11–14 % short (one client's 6–11 %):
+  the batch-1 decode step drops from 18.37 to 17.01 ms against NIM's 18.11, where the same kernels put gpt-fast's
   Llama-2-70B decode at TP 8 within 1.1 % of its measurement (FIDELITY.md). NIM's decode step is then longer than
   its kernels by about 1.1 ms at one client and 4.1 ms at 25, what its engine does per iteration and per sequence
   beyond them (engine.step_overhead_s and _per_seq, 0 by default: no published figure for NIM's engine); without

@@ -222,11 +222,18 @@ func TestRowKernelLatencyThenBandwidth(t *testing.T) {
 	assert.InEpsilon(t, g.KernelLaunchS+16*g.MemoryLatencyS, c.TimeS, 1e-9)
 	assert.Equal(t, BoundLatency, c.Bound)
 	// 32768 rows: bytes (x read twice, y written: 1.5× the op's) over the
-	// row-kernel bandwidth.
+	// row-kernel bandwidth, but the quarter of L2 of x still there from
+	// the kernel that wrote it, read at L2's bandwidth.
 	o := model.NewStreaming("norm", model.Norm, hw.FP16, 0, 4*32768*8192+8*32768)
 	c = norm(32768, 8192)
-	assert.InEpsilon(t, g.KernelLaunchS+1.5*o.Bytes/g.RowKernelBandwidth(), c.TimeS, 1e-9)
+	res := float64(g.L2Bytes) / 4
+	assert.InEpsilon(t, g.KernelLaunchS+(1.5*o.Bytes-res)/g.RowKernelBandwidth()+res/g.L2BandwidthBytesPerS, c.TimeS, 1e-9)
 	assert.Equal(t, BoundHBM, c.Bound)
+	assert.InEpsilon(t, o.Bytes-res, c.BytesHBM, 1e-12)
+	// Rows whose input fits in that quarter cost less per row than rows
+	// that outgrow it.
+	perRow := func(rows int64) float64 { return (norm(rows, 8192).TimeS - g.KernelLaunchS) / float64(rows) }
+	assert.Less(t, perRow(512), perRow(131072))
 	// Without its shape the op pays no latency chain.
 	c, err := e.Op(model.NewStreaming("norm", model.Norm, hw.FP16, 0, 4*8192+8))
 	require.NoError(t, err)

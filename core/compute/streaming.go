@@ -93,6 +93,20 @@ func (e *Evaluator) streaming(o model.Op, impl Impl) Cost {
 		threads, iters, scale := rowShape(o.Kind, o.N)
 		c.BytesL2 = o.Bytes * scale
 		bw = g.RowKernelBandwidth() / scale
+		if res := e.residentInput(o); o.Kind == model.Norm && res > 0 {
+			// The norm's first pass only reads its row (the sum of
+			// squares): the part of its input still in L2 (residentInput)
+			// it reads at L2's bandwidth, the rest at the row kernel's.
+			// Vidur's norms show it: CodeLlama-34B's 8,192-wide rows on an
+			// A100 cost 26 ns a token up to 512 tokens (8.4 MB of input)
+			// and 45 ns from 640, where the input outgrows a quarter of
+			// L2. The single-pass row kernels (RoPE, silu_and_mul) store
+			// as they load and show no such knee: priced so, A100 RoPE's
+			// held-out error grew from 8 to 21 %.
+			t := (c.BytesL2-res)/g.RowKernelBandwidth() + res/g.L2BandwidthBytesPerS
+			c.BytesHBM -= res
+			bw = c.BytesHBM / t
+		}
 		if o.M > 0 && o.N > 0 && g.MemoryLatencyS > 0 {
 			resident := int64(g.SMCount) * max(int64(g.ThreadsPerSM())/threads, 1)
 			chain := float64(ceil(o.M, resident)*iters) * g.MemoryLatencyS
@@ -124,18 +138,25 @@ func (e *Evaluator) streaming(o model.Op, impl Impl) Cost {
 		}
 		return c
 	case ImplVectorized:
-		// L2 residency between kernels: of the input the previous kernel
-		// just wrote (one M×N tensor), up to a quarter of L2 is still there
-		// and is read from it. A quarter: A100 and H100 split their L2 in two
-		// partitions and the producer's own streams evict the rest. Vidur's
-		// A100 residual adds of 8,192-wide rows fit it: with 1.70 TB/s from
-		// HBM (what the largest reach), 512 tokens (8.4 MB tensors) read one
-		// input from L2, and 1,024 to 32,768 tokens (17-537 MB) save the
-		// same 10 MB each (27, 112 and 944 µs measured). Ops without their
-		// shape read everything from HBM.
-		if one := float64(o.M*o.N) * actBytes(o); o.M > 0 && o.N > 0 && one < o.Bytes {
-			c.BytesHBM -= math.Min(one, float64(g.L2Bytes)/4)
-		}
+		c.BytesHBM -= e.residentInput(o)
 	}
 	return e.finishBW(c, o.FLOPs, safeDiv(o.FLOPs, e.mathPeak(o)), bw, 0, 0)
+}
+
+// residentInput is the part of a streaming op's input still in L2, read
+// from it instead of HBM (L2 residency between kernels): of the input the
+// previous kernel just wrote (one M×N tensor), up to a quarter of L2. A
+// quarter: A100 and H100 split their L2 in two partitions and the
+// producer's own streams evict the rest. Vidur's A100 residual adds of
+// 8,192-wide rows fit it: with 1.70 TB/s from HBM (what the largest
+// reach), 512 tokens (8.4 MB tensors) read one input from L2, and 1,024 to
+// 32,768 tokens (17-537 MB) save the same 10 MB each (27, 112 and 944 µs
+// measured). Ops without their shape read everything from HBM, as do ops
+// whose bytes are no more than that one tensor.
+func (e *Evaluator) residentInput(o model.Op) float64 {
+	one := float64(o.M*o.N) * actBytes(o)
+	if o.M <= 0 || o.N <= 0 || one >= o.Bytes {
+		return 0
+	}
+	return math.Min(one, float64(e.gpu.L2Bytes)/4)
 }
