@@ -310,6 +310,11 @@ func KernelReport(rows []KernelRow, cook []CookbookRow) (string, error) {
 		return "", err
 	}
 	b.WriteString(att)
+	ds, _, err := DeepSeekGEMMReport()
+	if err != nil {
+		return "", err
+	}
+	b.WriteString(ds)
 	return b.String(), nil
 }
 
