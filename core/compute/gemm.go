@@ -91,9 +91,6 @@ func (e *Evaluator) searchTiles(key gemmKey) Cost {
 	hbmBW := g.GEMMBandwidth()
 	useful := 2 * float64(key.batch) * float64(key.m) * float64(key.n) * float64(key.k)
 	l2 := float64(g.L2Bytes)
-	// FP32 adds an SM issues per second (VectorFP32FlopsPerS counts an FMA
-	// as two FLOPs).
-	vectorAddsSM := g.VectorFP32FlopsPerS / 2 / float64(sms)
 
 	best := Cost{TimeS: math.Inf(1)}
 	rows := []int64{256, 128, 64}
@@ -117,11 +114,7 @@ func (e *Evaluator) searchTiles(key gemmKey) Cost {
 
 			c := Cost{TileM: int(bm), TileN: int(bn), TileK: int(bk), SplitK: int(split), Waves: int(waves), Kernels: 1}
 			c.ExecutedFLOPs = float64(tiles) * tileFLOPs
-			mathTime := float64(waves) * tileFLOPs / peakSM
-			if key.promoteK > 0 {
-				adds := float64(ceil(kp, key.promoteK) * bm * bn)
-				mathTime += float64(waves) * adds / vectorAddsSM
-			}
+			mathTime := float64(waves)*tileFLOPs/peakSM + e.promotionS(key.promoteK, waves, bm, bn, kp)
 
 			wm, wn := min(bm, 64), min(bn, 64)
 			c.BytesSMEM = float64(tiles) * (float64(bm*(bn/wn))*in + float64(bn*(bm/wm))*inB) * float64(kp)
@@ -172,6 +165,19 @@ func (e *Evaluator) searchTiles(key gemmKey) Cost {
 		}
 	})
 	return best
+}
+
+// promotionS is what promoting a tile's partial sums costs a kernel of
+// waves waves of bm×bn tiles over kp reduction elements: every promoteK of
+// them (0: never) each accumulator is added into FP32 registers on the CUDA
+// cores, one add per SM cycle lane (VectorFP32FlopsPerS counts an FMA as
+// two FLOPs).
+func (e *Evaluator) promotionS(promoteK, waves, bm, bn, kp int64) float64 {
+	if promoteK <= 0 {
+		return 0
+	}
+	addsSM := e.gpu.VectorFP32FlopsPerS / 2 / float64(e.gpu.SMCount)
+	return float64(waves) * float64(ceil(kp, promoteK)*bm*bn) / addsSM
 }
 
 // tileRates are what a tile of a kernel of type d is priced with: operand

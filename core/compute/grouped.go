@@ -68,7 +68,9 @@ func (e *Evaluator) grouped(o model.Op) (Cost, error) {
 // K-steps at the main loop's MMA rate plus the fixed prologue and epilogue,
 // as a GEMM's tiles (searchTiles); the traffic is compulsory: each routed
 // token's row, each expert's weights that receive tokens once, each
-// output row. No split-K (the kernel has none).
+// output row. No split-K (the kernel has none). A block-scaled FP8 one
+// (DeepGEMM's grouped kernels, SGLang's w8a8_block_fp8 fused MoE) promotes
+// as a GEMM's tiles do (promotionS).
 func (e *Evaluator) fusedGrouped(o model.Op) Cost {
 	g := e.gpu
 	in, out, sms, peakSM, overheadS := e.tileRates(o.DType)
@@ -94,7 +96,7 @@ func (e *Evaluator) fusedGrouped(o model.Op) Cost {
 		tileFLOPs := 2 * float64(bm*bn*kp)
 		c := Cost{TileM: int(bm), TileN: int(bn), TileK: int(bk), SplitK: 1, Waves: int(waves), Kernels: 1}
 		c.ExecutedFLOPs = float64(tiles) * tileFLOPs
-		mathTime := float64(waves) * tileFLOPs / peakSM
+		mathTime := float64(waves)*tileFLOPs/peakSM + e.promotionS(e.promotionK(o), waves, bm, bn, kp)
 		wm, wn := min(bm, 64), min(bn, 64)
 		c.BytesSMEM = float64(tiles) * (float64(bm*max(bn/wn, 1))*in + float64(bn*max(bm/wm, 1))*inB) * float64(kp)
 		outBytes := float64(rows*o.N) * out

@@ -1,6 +1,8 @@
 package compute
 
 import (
+	"math"
+
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -89,4 +91,30 @@ func TestFusedMoEKernel(t *testing.T) {
 		prev = c.TimeS
 	}
 	assert.Equal(t, fused([]int64{5, 0}).TimeS, fused([]int64{5}).TimeS)
+}
+
+// A block-scaled FP8 fused MoE kernel (DeepGEMM's grouped GEMM, SGLang's
+// w8a8_block_fp8 one) promotes as a GEMM's tiles do: with DeepSeek-V3's
+// gate/up projection at prefill's 4,096 tokens an expert it is
+// compute-bound and pays exactly its tiles' FP32 adds every 128 reduction
+// elements (about 15 % more, as TestSplitAccumulatorPromotion's GEMM); at
+// decode's few tokens an expert it streams weights and hides them.
+func TestFusedMoEKernelPromotesBlockScaledFP8(t *testing.T) {
+	g := gpu(t, "h800")
+	e := NewEvaluator(g)
+	const n, k = 4096, 7168
+	price := func(tokens int64, split bool) Cost {
+		o := model.NewGroupedGEMM("x", hw.FP8, []int64{tokens, tokens, tokens, tokens, tokens, tokens, tokens, tokens}, n, k, false)
+		o.Fused, o.SplitAccumulator = true, split
+		c, err := e.Op(o)
+		require.NoError(t, err)
+		return c
+	}
+	fast, slow := price(4096, false), price(4096, true)
+	require.Equal(t, BoundCompute, slow.Bound)
+	kp := float64(ceil(k, int64(slow.TileK)) * int64(slow.TileK))
+	adds := float64(slow.Waves) * math.Ceil(kp/float64(g.FP8PromotionIntervalK)) * float64(slow.TileM*slow.TileN)
+	assert.InEpsilon(t, adds/(g.VectorFP32FlopsPerS/2/float64(g.SMCount)), slow.TimeS-fast.TimeS, 0.05)
+	assert.InDelta(t, 1.15, slow.TimeS/fast.TimeS, 0.05)
+	assert.InEpsilon(t, price(2, false).TimeS, price(2, true).TimeS, 0.03)
 }

@@ -150,6 +150,12 @@ func TestInterferenceStretch(t *testing.T) {
 	assert.InDelta(t, 2e12/(2e12-75e9), e.stretch(b), 1e-12)
 	b.inflight = 0
 	assert.Equal(t, 1.0, e.stretch(b))
+	// A task run beside communication leaves one collective's SMs free
+	// with none in flight, and no more with one.
+	b.math, b.besideComm = 1, true
+	assert.InDelta(t, 108.0/84, e.stretch(b), 1e-12)
+	b.inflight = 1
+	assert.InDelta(t, 108.0/84, e.stretch(b), 1e-12)
 }
 
 // A collective overlapping compute on the same unit slows it while in
@@ -184,6 +190,13 @@ func TestInterferenceSlowsOverlappedCompute(t *testing.T) {
 	res, err = Run(context.Background(), p, Options{Fabric: dgx(t, 1), Cost: cost})
 	require.NoError(t, err)
 	assert.InEpsilon(t, 11e-3, res.End.Seconds(), 1e-9)
+	// Run beside communication (workload.Task.BesideComm: two-batch
+	// overlap's prefill), the task keeps the collective's SMs free before,
+	// while and after it is in flight: 1 ms + 10 ms · f.
+	p.Programs[0].Tasks[2].BesideComm = true
+	res, err = Run(context.Background(), p, Options{Fabric: dgx(t, 1), Cost: cost, Interference: in})
+	require.NoError(t, err)
+	assert.InEpsilon(t, 1e-3+10e-3*f, res.End.Seconds(), 1e-6)
 }
 
 // A synchronisation point: the host waits for a 1 ms task before issuing

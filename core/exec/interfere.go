@@ -68,6 +68,9 @@ type busyState struct {
 	// their HBM traffic.
 	inflight, copies int
 	hbm              float64
+	// besideComm: the running task leaves one collective's SMs free
+	// throughout (workload.Task.BesideComm).
+	besideComm bool
 }
 
 // startCompute schedules compute task i of unit u started at now with
@@ -85,6 +88,7 @@ func (e *engine) startCompute(u int, i int32, now, d, end sim.Time) {
 	if end > sim.Add(now, d) {
 		b.floor = end
 	}
+	b.besideComm = e.plan.Programs[e.plan.Units[u].Program].Tasks[i].BesideComm
 	b.math = 1
 	if tc.D > 0 {
 		b.math = float64(tc.Math) / float64(tc.D)
@@ -109,10 +113,14 @@ func stretched(b *busyState) sim.Time {
 // running compute task.
 func (e *engine) stretch(b *busyState) float64 {
 	in := e.opt.Interference
-	if b.inflight+b.copies == 0 || in == nil {
+	holding := b.inflight
+	if b.besideComm {
+		holding = max(holding, 1)
+	}
+	if holding+b.copies == 0 || in == nil {
 		return 1
 	}
-	free := float64(in.SMs - min(b.inflight*in.CTAs, in.SMs-1))
+	free := float64(in.SMs - min(holding*in.CTAs, in.SMs-1))
 	fSM := float64(in.SMs) / free
 	fHBM := 1.0
 	if in.HBMBytesPerS > 0 {

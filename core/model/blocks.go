@@ -369,7 +369,7 @@ func (b *builder) attentionCore(hs, kvs, hd int64) {
 	r := b.r
 	B := int64(r.Batch)
 	if r.Phase == Decode {
-		b.add(step{fwd: []Op{NewDecodeAttention("attn.decode", b.d, b.kv, B, hs, kvs, int64(r.KVLen)+1, hd)}})
+		b.add(step{fwd: []Op{NewDecodeAttention("attn.decode", b.attnDType(), b.kv, B, hs, kvs, int64(r.KVLen)+1, hd)}})
 		return
 	}
 	s := int64(r.SeqLen)

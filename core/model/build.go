@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/eidolon-sim/eidolon/core/problem"
 
@@ -511,7 +512,19 @@ func (b *builder) add(s step) { b.steps = append(b.steps, s) }
 // gemm adds Y[m×n] = X[m×k]·W[k×n] with its two gradient GEMMs,
 // dX = dY·Wᵀ (m×k over n) and dW = Xᵀ·dY (k×n over m); it keeps X.
 func (b *builder) gemm(name string, m, n, k int64) {
+	quantized := b.fromActivation()
 	b.gemmIn(b.d, name, m, n, k)
+	if !b.training() && b.blockScaledFP8() {
+		// A block-scaled checkpoint's linear layer (the router and the
+		// output layer, gemm16, are not block-scaled in it): a
+		// block-scaled GEMM whose input is quantized per token group first,
+		// unless the activation before it wrote it so.
+		st := &b.steps[len(b.steps)-1]
+		st.fwd[0].SplitAccumulator = true
+		if !quantized {
+			st.fwd = append([]Op{b.quantFP8(name+".fp8_quant", float64(m*k))}, st.fwd...)
+		}
+	}
 	b.quantizeWeights()
 }
 
@@ -595,7 +608,7 @@ func (b *builder) fp8Linear(name string, in, grad float64, normFed bool, fwd, bw
 		}
 	}
 	split(bwd)
-	if b.r.FP8Recipe == FP8Blockwise {
+	if b.blockScaledFP8() {
 		split(fwd)
 	}
 	return b.fp8Casts(name, in, grad, normFed, fwd, bwd)
@@ -631,27 +644,69 @@ func (b *builder) castFP8(name string, n float64) Op {
 	return NewStreaming(name, Quantize, b.a, 3*n, n*(b.e+2))
 }
 
-// fromNorm reports whether the next GEMM reads a norm's output: the last
-// forward computation built so far (collectives aside) is a norm.
-func (b *builder) fromNorm() bool {
+// quantFP8 is the per-token-group quantization of n 16-bit elements before
+// a block-scaled FP8 GEMM (SGLang's per_token_group_quant_fp8, DeepSeek's
+// per_token_cast_to_fp8 in its profile): it reads the tensor once and
+// writes it in FP8 with one FP32 scale per 128 elements.
+func (b *builder) quantFP8(name string, n float64) Op {
+	return NewStreaming(name, Quantize, b.a, 3*n, n*(b.e+1+4.0/128))
+}
+
+// lastForward is the last forward computation built so far (collectives
+// aside).
+func (b *builder) lastForward() (Op, bool) {
 	for i := len(b.steps) - 1; i >= 0; i-- {
 		for j := len(b.steps[i].fwd) - 1; j >= 0; j-- {
 			if o := b.steps[i].fwd[j]; !o.IsComm() {
-				return o.Kind == Norm
+				return o, true
 			}
 		}
 	}
-	return false
+	return Op{}, false
 }
 
-// attnDType is the type of attention's math: 16-bit when training in
-// FP8 (Transformer Engine runs DotProductAttention in BF16 unless
-// fp8_dpa is set; DeepSeek-V3 §3.3 keeps its attention in BF16 too).
+// fromNorm reports whether the next GEMM reads a norm's output.
+func (b *builder) fromNorm() bool {
+	o, ok := b.lastForward()
+	return ok && o.Kind == Norm
+}
+
+// fromActivation reports whether the next GEMM reads an MLP activation's
+// output (SwiGLU or GELU: the block builders' ".swiglu" and ".gelu"
+// operators), which block-scaled FP8 engines quantize inside the
+// activation's kernel (DeepSeek's swiglu_forward_with_weight_and_
+// per_token_cast_to_fp8, SGLang's fused SiLU-and-quantize kernels).
+func (b *builder) fromActivation() bool {
+	o, ok := b.lastForward()
+	return ok && (strings.HasSuffix(o.Name, ".swiglu") || strings.HasSuffix(o.Name, ".gelu"))
+}
+
+// attnDType is the type of attention's math: 16-bit with an 8-bit dtype.
+// Training: Transformer Engine runs DotProductAttention in BF16 unless
+// fp8_dpa is set; DeepSeek-V3 §3.3 keeps its attention in BF16 too.
+// Inference: the engines' FP8 checkpoints quantize the linear layers
+// (vLLM's Fp8LinearMethod, SGLang's w8a8_block_fp8) and attend in 16 bits,
+// an FP8 KV cache dequantized as it is read; DeepSeek's own prefill
+// profile (deepseek-ai/profile-data) runs FlashAttention's BF16 kernel.
 func (b *builder) attnDType() hw.DType {
-	if b.fp8Training() {
+	if b.d.Bytes() == 1 {
 		return b.a
 	}
 	return b.d
+}
+
+// blockScaledFP8 reports whether the run's FP8 GEMMs scale per block and so
+// promote their partial sums every 128 elements (Op.SplitAccumulator):
+// training under FP8Blockwise, inference of a model whose FP8 checkpoint
+// is block-scaled (Config.FP8BlockScaled).
+func (b *builder) blockScaledFP8() bool {
+	if b.d.Bytes() != 1 {
+		return false
+	}
+	if b.training() {
+		return b.r.FP8Recipe == FP8Blockwise
+	}
+	return b.c.FP8BlockScaled
 }
 
 // accumulate makes a weight gradient GEMM add into the run's gradient

@@ -90,6 +90,15 @@ type Config struct {
 	// E = transformer block with a mixture-of-experts FFN.
 	Pattern string `json:"pattern,omitempty"`
 
+	// FP8BlockScaled says the model's FP8 checkpoint scales its weights per
+	// block (Hugging Face quantization_config.weight_block_size: [128, 128]
+	// for DeepSeek-V3) rather than per tensor. Its FP8 inference runs
+	// block-scaled GEMMs (DeepGEMM; vLLM's and SGLang's w8a8_block_fp8
+	// kernels), which apply the scales and promote their partial sums every
+	// 128 elements, as FP8Blockwise training does; per-tensor FP8 GEMMs
+	// accumulate fast (vLLM's CUTLASS FP8 kernels).
+	FP8BlockScaled bool `json:"fp8_block_scaled,omitempty"`
+
 	// Mixture of experts and multi-head latent attention: see moe.go.
 	MoE
 }

@@ -96,6 +96,12 @@ func FromHFConfig(hf map[string]any) (Config, error) {
 	default:
 		return Config{}, fmt.Errorf("model_type: must be one of %s, got %q", strings.Join(HFModelTypes, ", "), mt)
 	}
+	// An FP8 checkpoint with per-block weight scales (DeepSeek-V3's
+	// "quantization_config": {"quant_method": "fp8", "weight_block_size":
+	// [128, 128]}).
+	if q, ok := hf["quantization_config"].(map[string]any); ok && q["quant_method"] == "fp8" && q["weight_block_size"] != nil {
+		c.FP8BlockScaled = true
+	}
 	if len(missing) > 0 {
 		sort.Strings(missing)
 		return Config{}, fmt.Errorf("%s: missing or invalid in the %s config", strings.Join(missing, ", "), mt)

@@ -364,22 +364,32 @@ func TestFP8TrainingAsTransformerEngine(t *testing.T) {
 			assert.Equal(t, hw.BF16, o.DType, o.Name)
 		}
 	}
-	// Inference keeps its FP8 attention and has no casts.
-	p, err := Build(c, Run{Phase: Prefill, Batch: 1, SeqLen: 1024, TP: 1, DType: hw.FP8})
-	require.NoError(t, err)
-	pb, _ := p.Block(BlockTransformer)
-	for _, o := range pb.Forward {
-		assert.NotEqual(t, Quantize, o.Kind, o.Name)
-		if o.Kind == FlashAttention {
-			assert.Equal(t, hw.FP8, o.DType)
+	// Inference attends in 16 bits too (prefill and decode) and has no
+	// casts; its linear layers stay FP8.
+	for _, r := range []Run{{Phase: Prefill, Batch: 1, SeqLen: 1024, TP: 1, DType: hw.FP8}, {Phase: Decode, Batch: 4, KVLen: 1024, TP: 1, DType: hw.FP8}} {
+		p, err := Build(c, r)
+		require.NoError(t, err)
+		pb, _ := p.Block(BlockTransformer)
+		attn := 0
+		for _, o := range pb.Forward {
+			assert.NotEqual(t, Quantize, o.Kind, o.Name)
+			switch o.Kind {
+			case FlashAttention, DecodeAttention:
+				attn++
+				assert.Equal(t, hw.BF16, o.DType, o.Name)
+			case GEMM:
+				assert.Equal(t, hw.FP8, o.DType, o.Name)
+			}
 		}
+		assert.Equal(t, 1, attn, r.Phase)
 	}
 }
 
 // Transformer Engine's per-tensor FP8 recipe runs the forward GEMM with
 // fast accumulation and the two gradient GEMMs with a split accumulator;
-// the block-wise recipe splits all three; 16-bit GEMMs and FP8 inference
-// never do.
+// the block-wise recipe splits all three; 16-bit GEMMs never do, nor FP8
+// inference unless the checkpoint is block-scaled (Config.FP8BlockScaled),
+// whose linear layers' forward GEMMs do.
 func TestFP8RecipeSplitAccumulator(t *testing.T) {
 	c, ok := ByName("mixtral-8x7b")
 	require.True(t, ok)
@@ -413,9 +423,41 @@ func TestFP8RecipeSplitAccumulator(t *testing.T) {
 	assert.True(t, blockwise["attn.qkv"])
 	assert.True(t, blockwise["moe.experts.gate_up"])
 	assert.False(t, blockwise["head.logits"])
-	for name, s := range split(Run{Phase: Prefill, Batch: 1, SeqLen: 1024, TP: 1, DType: hw.FP8, FP8Recipe: FP8Blockwise}) {
+	prefill := Run{Phase: Prefill, Batch: 1, SeqLen: 1024, TP: 1, DType: hw.FP8, FP8Recipe: FP8Blockwise}
+	for name, s := range split(prefill) {
 		assert.False(t, s, name)
 	}
+	c.FP8BlockScaled = true
+	blockScaled := split(prefill)
+	for _, name := range []string{"attn.qkv", "attn.out", "moe.experts.gate_up", "moe.experts.down"} {
+		require.Contains(t, blockScaled, name)
+		assert.True(t, blockScaled[name], name)
+	}
+	assert.False(t, blockScaled["moe.router"])
+	assert.False(t, blockScaled["head.logits"])
+	ds, ok := ByName("deepseek-v3")
+	require.True(t, ok)
+	assert.True(t, ds.FP8BlockScaled)
+
+	// Each block-scaled linear layer's input is quantized per 128-element
+	// group first (read in 16 bits, written in 8 with an FP32 scale per
+	// group), but for a projection after SwiGLU, whose kernel writes it so.
+	g, err := Build(ds, Run{Phase: Prefill, Batch: 1, SeqLen: 512, TP: 1, DType: hw.FP8})
+	require.NoError(t, err)
+	blk, ok := g.Block(BlockMoE)
+	require.True(t, ok)
+	quant := map[string]Op{}
+	for _, o := range blk.Forward {
+		if o.Kind == Quantize {
+			quant[o.Name] = o
+		}
+	}
+	for _, name := range []string{"attn.q_down", "attn.q_up", "attn.kv_down", "attn.kv_up", "attn.out", "moe.shared.gate_up"} {
+		require.Contains(t, quant, name+".fp8_quant")
+	}
+	assert.NotContains(t, quant, "moe.shared.down.fp8_quant")
+	n := 512.0 * float64(ds.Heads*ds.VHeadDim)
+	assert.InDelta(t, n*(2+1+4.0/128), quant["attn.out.fp8_quant"].Bytes, 1e-6)
 }
 
 // The loss as each implementation runs it: bytes moved forward and

@@ -275,7 +275,7 @@ func (b *builder) mla() {
 		B := int64(r.Batch)
 		b.kvCacheWrite(float64(T * (kvr + rope)))
 		b.add(step{fwd: []Op{NewGEMM("attn.q_absorb", b.d, hs, B, kvr, nope)}})
-		b.add(step{fwd: []Op{MLADecodeAttention(c, b.d, b.kv, B, hs, int64(r.KVLen)+1)}})
+		b.add(step{fwd: []Op{MLADecodeAttention(c, b.attnDType(), b.kv, B, hs, int64(r.KVLen)+1)}})
 		b.add(step{fwd: []Op{NewGEMM("attn.v_absorb", b.d, hs, B, v, kvr)}})
 		b.gemm("attn.out", T, h, hs*v)
 		b.exit("attn", h)
@@ -524,6 +524,7 @@ func (b *builder) grouped(name string, groups []int64, n, k int64) {
 	fwd := []Op{NewGroupedGEMM(name, b.d, groups, n, k, false)}
 	// Inference engines run the experts as one fused MoE kernel.
 	fwd[0].Fused = !b.training()
+	fwd[0].SplitAccumulator = !b.training() && b.blockScaledFP8()
 	bwd := []Op{
 		NewGroupedGEMM(name+".dgrad", b.d, groups, k, n, false),
 		b.accumulate(NewGroupedGEMM(name+".wgrad", b.d, groups, k, n, true)),
@@ -629,11 +630,12 @@ func MoEPresets() []MoEPreset {
 		// q_lora_rank 1536, kv_lora_rank 512, qk_rope_head_dim 64,
 		// qk_nope_head_dim 128, v_head_dim 128, vocab 129280, untied. The
 		// multi-token-prediction module (14B of the 685B on Hugging Face) is
-		// not part of the main model. DeepSeek-AI 2024, arXiv 2412.19437:
-		// 671B total, 37B activated per token.
+		// not part of the main model. Its FP8 checkpoint scales weights per
+		// 128×128 block (quantization_config.weight_block_size). DeepSeek-AI
+		// 2024, arXiv 2412.19437: 671B total, 37B activated per token.
 		{Preset{Config{Name: "deepseek-v3", Family: LLaMA, Layers: 61, Hidden: 7168, Heads: 128, FFNHidden: 18432, Vocab: 129280,
 			MoE: MoE{Experts: 256, ExpertsPerToken: 8, SharedExperts: 1, ExpertFFNHidden: 2048, DenseLayers: 3, Router: RouterSigmoid,
-				QLoRARank: 1536, KVLoRARank: 512, QKRopeHeadDim: 64, QKNopeHeadDim: 128, VHeadDim: 128}}, 671e9,
+				QLoRARank: 1536, KVLoRARank: 512, QKRopeHeadDim: 64, QKNopeHeadDim: 128, VHeadDim: 128}, FP8BlockScaled: true}, 671e9,
 			"deepseek-ai/DeepSeek-V3 config.json; DeepSeek-AI 2024, arXiv 2412.19437 (671B total, 37B active)"}, 37e9, true, 1e9, false},
 		// Qwen/Qwen3-30B-A3B config.json: hidden_size 2048, 48 layers, 32
 		// heads, 4 KV heads, head_dim 128, num_experts 128,

@@ -112,13 +112,19 @@ func TestFromHFConfigDeepSeekV3(t *testing.T) {
 		"num_attention_heads": 128.0, "num_key_value_heads": 128.0, "intermediate_size": 18432.0, "vocab_size": 129280.0,
 		"tie_word_embeddings": false, "n_routed_experts": 256.0, "num_experts_per_tok": 8.0, "moe_intermediate_size": 2048.0,
 		"n_shared_experts": 1.0, "first_k_dense_replace": 3.0, "moe_layer_freq": 1.0, "scoring_func": "sigmoid",
-		"q_lora_rank": 1536.0, "kv_lora_rank": 512.0, "qk_rope_head_dim": 64.0, "qk_nope_head_dim": 128.0, "v_head_dim": 128.0}
+		"q_lora_rank": 1536.0, "kv_lora_rank": 512.0, "qk_rope_head_dim": 64.0, "qk_nope_head_dim": 128.0, "v_head_dim": 128.0,
+		"quantization_config": map[string]any{"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": []any{128.0, 128.0}}}
 	c, err := FromHFConfig(hf)
 	require.NoError(t, err)
 	want, _ := ByName("deepseek-v3")
 	assert.Equal(t, Params(want), Params(c))
 	assert.Equal(t, ActiveParams(want), ActiveParams(c))
 	assert.Equal(t, want.Pattern, c.Pattern)
+	assert.True(t, c.FP8BlockScaled)
+	delete(hf, "quantization_config")
+	c, err = FromHFConfig(hf)
+	require.NoError(t, err)
+	assert.False(t, c.FP8BlockScaled)
 
 	l, err := FromHFConfig(map[string]any{"model_type": "llama", "num_hidden_layers": 32.0, "hidden_size": 4096.0,
 		"num_attention_heads": 32.0, "num_key_value_heads": 32.0, "intermediate_size": 11008.0, "vocab_size": 32000.0})

@@ -450,11 +450,26 @@ func (in Inference) halves(run model.Run) ([]model.Graph, error) {
 // (Interleave: while one waits on its dispatch or combine, the compute
 // stream runs the other's attention or experts), then joined.
 func (b *progBuilder) inferencePass(pre string, ps inferencePass, chunk []int, step, after int32) int32 {
+	// SGLang runs a two-batch-overlapped prefill's MoE layers with their
+	// DeepGEMM kernels sized for the SMs DeepEP's normal kernels leave
+	// (two_batch_overlap.py: configure_deep_gemm_num_sms with the device's
+	// SMs less DeepEPConfig's; DeepSeek's prefill profile shows 108 of an
+	// H800's 132 computing beside 24 communicating, deepseek-ai/
+	// profile-data): their compute runs beside communication throughout.
+	// Decode's low-latency kernels hold no SMs while they wait (its
+	// DeepGEMM keeps them all).
+	beside := ps.halves != nil && ps.g.Run.Phase == model.Prefill
 	one := func(pre string, g model.Graph) int32 {
 		last := after
 		for _, bi := range chunk {
+			from := len(b.p.Tasks)
 			if r := b.ops(pre, g.Blocks[bi].Forward, step, deps(last), false); r >= 0 {
 				last = r
+			}
+			if beside && g.Blocks[bi].Name == model.BlockMoE {
+				for i := from; i < len(b.p.Tasks); i++ {
+					b.p.Tasks[i].BesideComm = b.p.Tasks[i].Kind == Compute
+				}
 			}
 		}
 		return last

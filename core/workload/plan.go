@@ -139,6 +139,11 @@ type Task struct {
 	// CopyEngine marks a transfer the GPUs' copy engines run (tpRing's
 	// steps): it draws on HBM but holds no SMs (exec's interference).
 	CopyEngine bool
+	// BesideComm (compute) runs the task on the SMs a communication kernel
+	// leaves for its whole duration, as if one collective were always in
+	// flight (exec's interference): the framework sizes its kernels for
+	// the SMs it keeps free for the communication beside them.
+	BesideComm bool
 }
 
 // LowLatencyKernel is which of DeepEP's low-latency kernels an

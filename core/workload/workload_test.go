@@ -355,6 +355,24 @@ func TestDispatchHostSync(t *testing.T) {
 		}
 	}
 	assert.Positive(t, a2a)
+
+	// Two-batch overlap runs the prefill's MoE layers beside the all-to-all
+	// kernels' SMs (SGLang sizes DeepGEMM for the SMs DeepEP leaves), the
+	// embedding and the output layer with every SM, and the decode too
+	// (DeepEP's low-latency kernels hold none while they wait).
+	in.TwoBatchOverlap = true
+	ip, err = BuildInference(in)
+	require.NoError(t, err)
+	beside := map[bool]int{}
+	for _, task := range ip.Programs[0].Tasks {
+		if task.Kind == Compute && task.Ops != nil {
+			moe := strings.HasPrefix(task.Name, "prefill.") && !strings.Contains(task.Name, ".embed.") && !strings.Contains(task.Name, ".head.")
+			assert.Equal(t, moe, task.BesideComm, task.Name)
+			beside[moe]++
+		}
+	}
+	assert.Positive(t, beside[true])
+	assert.Positive(t, beside[false])
 }
 
 // With overlapped gradient reduction the routed experts' gradients are

@@ -43,9 +43,16 @@ def from_hf_config(config: ConfigLike, **overrides: Any) -> dict[str, Any]:
                 cfg = json.load(f)
     if not isinstance(cfg, dict) or "model_type" not in cfg:
         raise ValueError("a Hugging Face config needs a 'model_type' field")
-    # Keep only JSON scalars the mapping reads (nested quantization or
-    # rope-scaling objects are not hyper-parameters Eidolon uses).
+    # Keep the JSON scalars the mapping reads, and of a quantization_config
+    # only what says an FP8 checkpoint is block-scaled (rope-scaling and the
+    # rest of the nested objects are not hyper-parameters Eidolon uses).
+    quant = cfg.get("quantization_config")
     cfg = {k: v for k, v in cfg.items() if v is None or isinstance(v, (bool, int, float, str))}
+    if isinstance(quant, Mapping) and isinstance(quant.get("quant_method"), str):
+        cfg["quantization_config"] = {"quant_method": quant["quant_method"]}
+        block = quant.get("weight_block_size")
+        if isinstance(block, (list, tuple)) and all(isinstance(b, int) for b in block):
+            cfg["quantization_config"]["weight_block_size"] = list(block)
     return {"hf_config": cfg, **overrides}
 
 
