@@ -91,9 +91,12 @@ func DeepSeekGEMMReport() (string, float64, error) {
 		"every 128 elements, the 4 local experts' 8,192 tokens each as one grouped GEMM), its math-bound time stretched by 132/112 as exec's " +
 		"interference stretches a kernel beside a collective. Not fitted to these figures. The forward and input-gradient GEMMs are the " +
 		"kernels an FP8 prefill runs (DeepSeek-V3's inference, two-batch overlap's SMs); the weight gradients, which DeepGEMM accumulates " +
-		"into the FP32 main gradient, are priced 24–34 % short. kv_up's input gradient (512 columns over a 32,768 reduction) is the tail a " +
-		"linear stretch leaves out, in this report as in exec: the model's 128 tiles of 256×64 fill 128 of 132 SMs in one wave, and " +
-		"take two on 112.\n\n")
+		"into the FP32 main gradient, are priced 24–34 % short; with the accumulator's FP32 read and write serialized after each wave's " +
+		"main loop instead of overlapped with it they read −7, −14 and −17 % and NeMo's FP8 rows on H100 come 5–9 points nearer, but three of " +
+		"Korthikanti et al.'s Table 4 backward passes on A100, whose weight gradients accumulate into FP32 too, go from +3.9–5.0 % to " +
+		"+5.2–6.6 % (not built). kv_up's input gradient (512 " +
+		"columns over a 32,768 reduction) is the tail a linear stretch leaves out, in this report as in exec: the model's 128 tiles of " +
+		"256×64 fill 128 of 132 SMs in one wave, and take two on 112.\n\n")
 	b.WriteString("| operator | profile µs | model µs | error |\n|---|---:|---:|---:|\n")
 	var errs []float64
 	for _, r := range DeepSeekGEMMs {
