@@ -18,7 +18,10 @@ import (
 // dependent compute tasks, as Megatron's un-overlapped tensor-parallel
 // ones are). A transfer on the copy engines (workload.Task.CopyEngine:
 // Transformer Engine's ring exchange) holds no SMs: only its HBM traffic
-// slows the compute beside it.
+// slows the compute beside it. A compute task marked
+// workload.Task.BesideComm runs on one collective's SMs less throughout,
+// whether one is in flight or not: its framework sized its kernels for the
+// SMs it keeps free for communication (two-batch overlap's prefill).
 //
 // Measured: Lee et al., "Characterizing Compute-Communication Overlap in
 // GPU-Accelerated Distributed Deep Learning" (arXiv 2507.03114, 2025), on
