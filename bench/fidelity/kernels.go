@@ -366,6 +366,18 @@ func BySKU(rows []KernelRow) (skus []string, by map[string][]*KernelRow) {
 	return skus, by
 }
 
-func pct(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }
+// pct and signedPct print a fraction as a percentage, "—" for none (the
+// statistic of an empty cell).
+func pct(x float64) string {
+	if math.IsNaN(x) {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f%%", 100*x)
+}
 
-func signedPct(x float64) string { return fmt.Sprintf("%+.1f%%", 100*x) }
+func signedPct(x float64) string {
+	if math.IsNaN(x) {
+		return "—"
+	}
+	return fmt.Sprintf("%+.1f%%", 100*x)
+}
