@@ -32,6 +32,9 @@ import (
 // forums, "Compute-communication overlap causes severe GEMM performance
 // degradation because of tail effect", 2025). The mechanism gives 29% on
 // an A100's math-bound kernels (108 SMs, 24 CTAs) and 22% on an H100's.
+// Pricing each kernel again on the SMs left (its tiles in more waves, the
+// tail effect) instead of this linear stretch moved every bench/fidelity
+// row by at most 1.4 points, either way: not built.
 type Interference struct {
 	// SMs of the GPU; CTAs the thread blocks one collective holds.
 	SMs, CTAs int
