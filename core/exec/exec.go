@@ -173,6 +173,10 @@ type UnitResult struct {
 	Slowdown []float64
 	// Nominal is each task's compute time on a healthy GPU (0 for communication).
 	Nominal []sim.Time
+	// Stretched is, for a compute task that interference slowed, the
+	// device time it took on the unit (its slowest rank's pace): nil when
+	// none was, 0 for every task not slowed.
+	Stretched []sim.Time
 	// Host is the unit's host clock when it issued its last task
 	// (simulated units with a host model).
 	Host sim.Time

@@ -187,6 +187,17 @@ func TestInterferenceSlowsOverlappedCompute(t *testing.T) {
 	C := 2*(n-1)/n*S/B + 2*(n-1)*1e-6
 	f := 108.0 / 84
 	assert.InEpsilon(t, 1e-3+C+(10e-3-C/f), res.End.Seconds(), 1e-6)
+	// The slowed task's span and the rank's compute carry the time it took,
+	// so none of it is counted idle.
+	rk := res.Ranks()[0]
+	assert.InEpsilon(t, res.End.Seconds(), rk.Compute.Seconds(), 1e-6)
+	assert.Less(t, rk.Idle.Seconds(), 1e-8)
+	require.NoError(t, res.EachSpan([]int{0}, func(s Span) error {
+		if s.Name == "c1" {
+			assert.InEpsilon(t, C+(10e-3-C/f), (s.End - s.Start).Seconds(), 1e-6)
+		}
+		return nil
+	}))
 	res, err = Run(context.Background(), p, Options{Fabric: dgx(t, 1), Cost: cost})
 	require.NoError(t, err)
 	assert.InEpsilon(t, 11e-3, res.End.Seconds(), 1e-9)

@@ -77,6 +77,10 @@ type busyState struct {
 	// besideComm: the running task leaves one collective's SMs free
 	// throughout (workload.Task.BesideComm).
 	besideComm bool
+	// start is when the task's device time began; slowed whether a stretch
+	// other than 1 ever applied to it.
+	start  sim.Time
+	slowed bool
 }
 
 // startCompute schedules compute task i of unit u started at now with
@@ -89,7 +93,7 @@ func (e *engine) startCompute(u int, i int32, now, d, end sim.Time) {
 	}
 	b := &e.units[u].busy
 	tc := &e.progs[e.plan.Units[u].Program].host.cost[i]
-	b.task, b.since, b.rem = i, now, float64(d)
+	b.task, b.since, b.rem, b.start = i, now, float64(d), now
 	b.floor = 0 // the host's floor, when it binds
 	if end > sim.Add(now, d) {
 		b.floor = end
@@ -100,8 +104,22 @@ func (e *engine) startCompute(u int, i int32, now, d, end sim.Time) {
 		b.math = float64(tc.Math) / float64(tc.D)
 	}
 	b.factor = e.stretch(b)
+	b.slowed = b.factor != 1
 	b.end = max(b.floor, sim.Add(now, stretched(b)))
 	e.k.AtHandler(b.end, e, u<<32|int(i))
+}
+
+// recordStretch keeps, for the unit's running task as it ends, the device
+// time it took when interference slowed it (UnitResult.Stretched).
+func (e *engine) recordStretch(u int, b *busyState) {
+	if !b.slowed {
+		return
+	}
+	r := &e.res.Units[u]
+	if r.Stretched == nil {
+		r.Stretched = make([]sim.Time, len(r.End))
+	}
+	r.Stretched[b.task] = max(sim.Add(b.since, stretched(b))-b.start, 1)
 }
 
 // stretched is the running task's device time left at its current
@@ -146,6 +164,7 @@ func (e *engine) retime(u int) {
 	b.rem = max(0, b.rem-float64(now-b.since)/b.factor)
 	b.since = now
 	b.factor = e.stretch(b)
+	b.slowed = b.slowed || b.factor != 1
 	end := max(b.floor, sim.Add(now, stretched(b)))
 	if end != b.end {
 		b.end = end

@@ -100,6 +100,7 @@ func (e *engine) Handle(arg int) {
 		if e.k.Now() != b.end {
 			return
 		}
+		e.recordStretch(u, b)
 		b.task = -1
 	}
 	e.finish(u, i)

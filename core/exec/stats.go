@@ -64,6 +64,20 @@ func (r *Result) Ranks() []RankStats {
 
 type interval struct{ a, b sim.Time }
 
+// busy is compute task i's device time on a rank of the unit that runs at
+// slow (its straggler factor): its nominal time at that pace, stretched as
+// interference stretched the unit's (which ran at its slowest rank's).
+func (ur *UnitResult) busy(i int, slow float64) sim.Time {
+	if ur.Stretched != nil && ur.Stretched[i] > 0 {
+		unit := 1.0
+		for _, s := range ur.Slowdown {
+			unit = max(unit, s)
+		}
+		return sim.Time(float64(ur.Stretched[i]) * slow / unit)
+	}
+	return sim.Time(float64(ur.Nominal[i]) * slow)
+}
+
 // unitStats computes the statistics of each rank of a simulated unit.
 func (r *Result) unitStats(u int) []RankStats {
 	pl := r.Plan
@@ -89,7 +103,7 @@ func (r *Result) unitStats(u int) []RankStats {
 		var c sim.Time
 		for i, t := range prog.Tasks {
 			if t.Kind == workload.Compute {
-				c += sim.Time(float64(ur.Nominal[i]) * slow)
+				c += ur.busy(i, slow)
 			}
 		}
 		out[k] = RankStats{End: end, Compute: c, Comm: commT, ExposedComm: exposed,
@@ -171,7 +185,7 @@ func (r *Result) EachSpan(ranks []int, f func(Span) error) error {
 				MicroBatch: int(t.MicroBatch)}
 			if t.Kind == workload.Compute {
 				s.FLOPs = t.FLOPs
-				s.End = s.Start + sim.Time(float64(ur.Nominal[i])*slow)
+				s.End = s.Start + ur.busy(i, slow)
 			} else {
 				s.Bytes = t.Bytes
 			}
