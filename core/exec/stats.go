@@ -64,16 +64,22 @@ func (r *Result) Ranks() []RankStats {
 
 type interval struct{ a, b sim.Time }
 
+// pace is the unit's straggler factor: its slowest rank's, at which it
+// computes.
+func (ur *UnitResult) pace() float64 {
+	p := 1.0
+	for _, s := range ur.Slowdown {
+		p = max(p, s)
+	}
+	return p
+}
+
 // busy is compute task i's device time on a rank of the unit that runs at
 // slow (its straggler factor): its nominal time at that pace, stretched as
-// interference stretched the unit's (which ran at its slowest rank's).
-func (ur *UnitResult) busy(i int, slow float64) sim.Time {
+// interference stretched the unit's (which ran at pace, ur.pace()).
+func (ur *UnitResult) busy(i int, slow, pace float64) sim.Time {
 	if ur.Stretched != nil && ur.Stretched[i] > 0 {
-		unit := 1.0
-		for _, s := range ur.Slowdown {
-			unit = max(unit, s)
-		}
-		return sim.Time(float64(ur.Stretched[i]) * slow / unit)
+		return sim.Time(float64(ur.Stretched[i]) * slow / pace)
 	}
 	return sim.Time(float64(ur.Nominal[i]) * slow)
 }
@@ -99,11 +105,12 @@ func (r *Result) unitStats(u int) []RankStats {
 	commT := length(comm)
 	exposed := commT - overlap(comm, comp)
 	out := make([]RankStats, len(ur.Slowdown))
+	pace := ur.pace()
 	for k, slow := range ur.Slowdown {
 		var c sim.Time
 		for i, t := range prog.Tasks {
 			if t.Kind == workload.Compute {
-				c += ur.busy(i, slow)
+				c += ur.busy(i, slow, pace)
 			}
 		}
 		out[k] = RankStats{End: end, Compute: c, Comm: commT, ExposedComm: exposed,
@@ -178,14 +185,14 @@ func (r *Result) EachSpan(ranks []int, f func(Span) error) error {
 			src = r.Units[u].Mirror
 		}
 		ur := &r.Units[src]
-		slow := r.Units[u].Slowdown[w[1]]
+		slow, pace := r.Units[u].Slowdown[w[1]], ur.pace()
 		prog := &pl.Programs[pl.Units[u].Program]
 		for i, t := range prog.Tasks {
 			s := Span{Rank: rk, Stream: t.Stream.String(), Name: t.Name, Start: ur.Start[i], End: ur.End[i],
 				MicroBatch: int(t.MicroBatch)}
 			if t.Kind == workload.Compute {
 				s.FLOPs = t.FLOPs
-				s.End = s.Start + ur.busy(i, slow)
+				s.End = s.Start + ur.busy(i, slow, pace)
 			} else {
 				s.Bytes = t.Bytes
 			}
