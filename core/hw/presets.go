@@ -96,7 +96,7 @@ var (
 
 // GPUPresets returns every GPU preset, in a fixed order. The A100 and H100
 // SXM carry kernel parameters fitted on measured kernel times (a100Fit,
-// h100Fit); the H100 PCIe and H200 share the H100's (same GH100 SM and L2:
+// h100Fit); the H100 PCIe, H200 and H200 NVL share the H100's (same GH100 SM and L2:
 // derived, not fitted). B200, MI300X, RTX A6000 and L40S have no kernel
 // table: they keep datasheet-derived values (the MAMF matmul ceiling as
 // the main-loop rate, no tile overhead, the default bandwidth fractions
@@ -188,6 +188,30 @@ func basePresets() []GPU {
 			L2Bytes: 50 * mib, L2BandwidthBytesPerS: nvidiaL2(132, 1.98*giga),
 			HBMBytes: 141e9, HBMBandwidthBytesPerS: 4.8 * tera,
 			// same GH100 SM and L2 as the fitted H100 SXM: its main-loop, tile, row-kernel, gather and latency figures (no table for this part; derived, not fitted)
+			TensorEfficiency: h100Fit.tensorEff, HBMEfficiency: h100Fit.hbmEff,
+			GEMMTileOverheadCycles: h100Fit.tileOverheadClk, RowKernelBandwidthFraction: h100Fit.rowFrac,
+			GatherBandwidthFraction: h100Fit.gatherFrac, MemoryLatencyS: h100Fit.latencyS, GEMMBandwidthFraction: h100Fit.gemmFrac,
+			KernelLaunchS: h100Fit.launchS, FP8PromotionIntervalK: hopperFP8PromotionK,
+		},
+		{
+			// NVIDIA H200 Tensor Core GPU datasheet (2024), "H200 NVL" column
+			// (the 600 W PCIe card, 2- or 4-way NVLink bridge): dense = half
+			// of the "with sparsity" tensor figures.
+			Name: "h200-nvl", Vendor: "nvidia",
+			PeakFP32FlopsPerS:   60 * tera,     // FP32 60 TFLOPS
+			PeakTF32FlopsPerS:   417.5 * tera,  // TF32 835 TFLOPS sparse
+			PeakBF16FlopsPerS:   835.5 * tera,  // BF16 1,671 TFLOPS sparse
+			PeakFP16FlopsPerS:   835.5 * tera,  // FP16 1,671 TFLOPS sparse
+			PeakFP8FlopsPerS:    1670.5 * tera, // FP8 3,341 TFLOPS sparse
+			PeakINT8OpsPerS:     1670.5 * tera, // INT8 3,341 TOPS sparse
+			VectorFP32FlopsPerS: 60 * tera,
+			// The SXM part's GH100 (132 SMs, 16,896 CUDA cores) at a lower
+			// boost clock: 60 TF = 132·256·1.776 GHz.
+			SMCount: 132, ClockHz: 1.776 * giga,
+			SharedMemBytesPerSM: 228 * kib, RegisterBytesPerSM: 256 * kib,
+			L2Bytes: 50 * mib, L2BandwidthBytesPerS: nvidiaL2(132, 1.776*giga),
+			HBMBytes: 141e9, HBMBandwidthBytesPerS: 4.8 * tera, // 141 GB HBM3e, 4.8 TB/s
+			// same GH100 SM and L2 as the fitted H100 SXM (no table for this part; derived, not fitted); checked against Transformer Engine's GEMM benchmark on this part (bench/fidelity/KERNELS.md)
 			TensorEfficiency: h100Fit.tensorEff, HBMEfficiency: h100Fit.hbmEff,
 			GEMMTileOverheadCycles: h100Fit.tileOverheadClk, RowKernelBandwidthFraction: h100Fit.rowFrac,
 			GatherBandwidthFraction: h100Fit.gatherFrac, MemoryLatencyS: h100Fit.latencyS, GEMMBandwidthFraction: h100Fit.gemmFrac,

@@ -9,7 +9,7 @@ import (
 
 func TestGPUPresetsSane(t *testing.T) {
 	gpus := GPUPresets()
-	require.Len(t, gpus, 11)
+	require.Len(t, gpus, 12)
 	for _, g := range gpus {
 		t.Run(g.Name, func(t *testing.T) {
 			assert.NotEmpty(t, g.Vendor)
@@ -78,6 +78,13 @@ func TestGPUPresetFigures(t *testing.T) {
 	assert.Equal(t, h100.PeakBF16FlopsPerS, h200.PeakBF16FlopsPerS)
 	assert.InDelta(t, 4.8e12, h200.HBMBandwidthBytesPerS, 1)
 	assert.Equal(t, int64(141e9), h200.HBMBytes)
+	// The NVL card: the same die and memory at a lower clock, its tensor
+	// peaks 835.5 / 989.4 of the SXM part's.
+	nvl, ok := GPUByName("h200-nvl")
+	require.True(t, ok)
+	assert.Equal(t, h200.HBMBandwidthBytesPerS, nvl.HBMBandwidthBytesPerS)
+	assert.InDelta(t, 0.8444, nvl.PeakBF16FlopsPerS/h200.PeakBF16FlopsPerS, 1e-3)
+	assert.InDelta(t, 60e12, float64(nvl.SMCount)*256*nvl.ClockHz, 0.1e12)
 
 	a6000, ok := GPUByName("rtx-a6000")
 	require.True(t, ok)
@@ -140,7 +147,7 @@ func TestH800(t *testing.T) {
 // The fitted kernel parameters are set where they were fitted and shared
 // by the parts built on the same die.
 func TestKernelFitPresets(t *testing.T) {
-	for _, name := range []string{"a100-40gb", "a100-80gb-sxm", "h100-sxm", "h100-pcie", "h200"} {
+	for _, name := range []string{"a100-40gb", "a100-80gb-sxm", "h100-sxm", "h100-pcie", "h200", "h200-nvl"} {
 		g, ok := GPUByName(name)
 		require.True(t, ok)
 		assert.Greater(t, g.GEMMTileOverheadCycles, 0.0, name)

@@ -93,7 +93,8 @@ type Run struct {
 	// instead of writing a 16-bit gradient. "" writes the gradient once.
 	GradDType hw.DType
 	// FP8Recipe, when training with an 8-bit DType, is how the linear
-	// layers' FP8 GEMMs accumulate (FP8Tensorwise when empty).
+	// layers' FP8 GEMMs take their scales and accumulate (FP8Delayed,
+	// Megatron-Core's default, when empty).
 	FP8Recipe string
 	// CrossEntropyFusion is the training loss's implementation
 	// (CrossEntropyUnfused when empty).
@@ -577,15 +578,19 @@ func (b *builder) gemmIn(d hw.DType, name string, m, n, k int64) {
 // FP8 training recipes: which of a linear layer's FP8 GEMMs run with a
 // split accumulator (Op.SplitAccumulator).
 const (
-	// FP8Tensorwise: one scale per tensor (Transformer Engine's
-	// DelayedScaling and Float8CurrentScaling): the forward GEMM with fast
-	// accumulation, the input and weight gradients with a split
-	// accumulator (transformer_engine/pytorch/module/base.py:
-	// _2X_ACC_FPROP False, _2X_ACC_DGRAD and _2X_ACC_WGRAD True).
-	FP8Tensorwise = "tensorwise"
-	// FP8Delayed: Megatron's --fp8-recipe delayed (Transformer Engine's
-	// DelayedScaling, scales from an amax history): GEMMs as FP8Tensorwise.
+	// FP8Delayed: Megatron-Core's --fp8-recipe delayed, its default
+	// (Transformer Engine's DelayedScaling): one scale per tensor, taken
+	// from the amax history, so each cast also records its tensor's amax
+	// in the same pass; the forward GEMM with fast accumulation, the input
+	// and weight gradients with a split accumulator
+	// (transformer_engine/pytorch/module/base.py: _2X_ACC_FPROP False,
+	// _2X_ACC_DGRAD and _2X_ACC_WGRAD True).
 	FP8Delayed = "delayed"
+	// FP8Tensorwise: Megatron-Core's --fp8-recipe tensorwise (Transformer
+	// Engine's Float8CurrentScaling): the GEMMs as FP8Delayed, but each
+	// tensor's scale comes from its own amax, which a kernel of its own
+	// reads the tensor for before the cast (fp8Quantize).
+	FP8Tensorwise = "tensorwise"
 	// FP8Blockwise: scales per 1×128 activation tile and 128×128 weight
 	// block (DeepSeek-V3 §3.3, DeepGEMM, Transformer Engine's
 	// Float8BlockScaling, Megatron's --fp8-recipe blockwise): every GEMM
@@ -594,7 +599,7 @@ const (
 )
 
 // FP8Recipes lists the allowed Run.FP8Recipe values.
-func FP8Recipes() []string { return []string{FP8Tensorwise, FP8Delayed, FP8Blockwise} }
+func FP8Recipes() []string { return []string{FP8Delayed, FP8Tensorwise, FP8Blockwise} }
 
 // fp8Linear applies the FP8 recipe to a linear layer's GEMMs (fwd, bwd):
 // Transformer Engine's casts (fp8Casts) and the split accumulator where
@@ -625,9 +630,20 @@ func (b *builder) fp8Casts(name string, in, grad float64, normFed bool, fwd, bwd
 	if normFed {
 		bwd = append([]Op{NewStreaming(name+".fp8_transpose", Quantize, b.d, 0, 2*in)}, bwd...)
 	} else {
-		fwd = append([]Op{b.castFP8(name+".fp8_cast", in)}, fwd...)
+		fwd = append(b.fp8Quantize(name+".fp8_cast", in), fwd...)
 	}
-	return fwd, append([]Op{b.castFP8(name+".grad_fp8_cast", grad)}, bwd...)
+	return fwd, append(b.fp8Quantize(name+".grad_fp8_cast", grad), bwd...)
+}
+
+// fp8Quantize is the cast of n 16-bit elements to FP8 under the run's
+// recipe: FP8CastTranspose, after FP8Amax under current scaling
+// (FP8Tensorwise).
+func (b *builder) fp8Quantize(name string, n float64) []Op {
+	cast := FP8CastTranspose(name, b.a, n)
+	if b.r.FP8Recipe == FP8Tensorwise {
+		return []Op{FP8Amax(name+".amax", b.a, n), cast}
+	}
+	return []Op{cast}
 }
 
 // fp8Training reports whether the run trains with 8-bit GEMMs, which
@@ -636,12 +652,25 @@ func (b *builder) fp8Casts(name string, in, grad float64, normFed bool, fwd, bwd
 // attention, the output layer and the router in 16-bit.
 func (b *builder) fp8Training() bool { return b.training() && b.d.Bytes() == 1 }
 
-// castFP8 is Transformer Engine's cast_transpose of n 16-bit elements
-// (transformer_engine/common/transpose/cast_transpose.cu): it reads the
-// tensor once, takes its amax, and writes it in FP8 twice, as is and
-// transposed.
-func (b *builder) castFP8(name string, n float64) Op {
-	return NewStreaming(name, Quantize, b.a, 3*n, n*(b.e+2))
+// FP8CastTranspose is Transformer Engine's cast_transpose of n elements of
+// type d (transformer_engine/common/transpose/cast_transpose.cu): it reads
+// the tensor once, takes its amax, and writes it in FP8 twice, as is and
+// transposed (what a GEMM of the backward reads). Block scaling's
+// quantizers move the same bytes (their scales aside).
+func FP8CastTranspose(name string, d hw.DType, n float64) Op {
+	return NewStreaming(name, Quantize, d, 3*n, n*(d.Bytes()+2))
+}
+
+// FP8Amax is current scaling's amax of n elements of type d, a reduction
+// that reads the tensor before its cast can scale it
+// (Float8CurrentScalingQuantizer: compute_amax, then the cast). On an H200
+// NVL, Transformer Engine's GEMM benchmark measures current scaling 0.32,
+// 0.49 and 0.50 ms a layer slower than delayed scaling (forward, input
+// gradient and weight gradient shapes of its 5B model:
+// docs/examples/gemm_profiling); one more read of every cast tensor is
+// priced at 0.32, 0.39 and 0.51 ms (bench/fidelity TestTEGEMMBenchmark).
+func FP8Amax(name string, d hw.DType, n float64) Op {
+	return NewStreaming(name, Quantize, d, n, n*d.Bytes())
 }
 
 // quantFP8 is the per-token-group quantization of n 16-bit elements before

@@ -385,6 +385,39 @@ func TestFP8TrainingAsTransformerEngine(t *testing.T) {
 	}
 }
 
+// Current scaling (fp8_recipe tensorwise) reads every tensor it casts once
+// more, for its amax, in a kernel before the cast; delayed scaling (the
+// default) takes the amax in the cast itself.
+func TestFP8CurrentScalingTakesAmax(t *testing.T) {
+	c, ok := ByName("llama2-7b")
+	require.True(t, ok)
+	ops := func(recipe string) []Op {
+		g, err := Build(c, Run{Phase: Training, Batch: 1, SeqLen: 1024, TP: 1, DType: hw.FP8, FP8Recipe: recipe})
+		require.NoError(t, err)
+		blk, _ := g.Block(BlockTransformer)
+		return append(append([]Op{}, blk.Forward...), blk.Backward...)
+	}
+	amax := func(os []Op) map[string]Op {
+		m := map[string]Op{}
+		for i, o := range os {
+			if strings.HasSuffix(o.Name, ".amax") {
+				require.Greater(t, len(os), i+1)
+				assert.Equal(t, strings.TrimSuffix(o.Name, ".amax"), os[i+1].Name, "the cast follows its amax")
+				m[o.Name] = o
+			}
+		}
+		return m
+	}
+	assert.Empty(t, amax(ops("")))
+	assert.Empty(t, amax(ops(FP8Delayed)))
+	cur := amax(ops(FP8Tensorwise))
+	T, f := int64(1024), int64(c.FFNHidden)
+	require.Contains(t, cur, "mlp.down.fp8_cast.amax")
+	assert.InDelta(t, 2*float64(T*f), cur["mlp.down.fp8_cast.amax"].Bytes, 1e-9) // one 16-bit read
+	assert.Contains(t, cur, "mlp.gate_up.grad_fp8_cast.amax")
+	assert.NotContains(t, cur, "attn.qkv.fp8_cast.amax") // the norm writes its output in FP8
+}
+
 // Transformer Engine's per-tensor FP8 recipe runs the forward GEMM with
 // fast accumulation and the two gradient GEMMs with a split accumulator;
 // the block-wise recipe splits all three; 16-bit GEMMs never do, nor FP8

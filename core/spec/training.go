@@ -94,12 +94,13 @@ type Step struct {
 	// Megatron's main grads, which every weight-gradient GEMM reads and
 	// writes: its gradient-accumulation fusion); the math's is Target's DType.
 	GradDType string `json:"grad_dtype,omitempty"`
-	// FP8Recipe, with an 8-bit dtype, is how the FP8 GEMMs accumulate:
-	// "tensorwise" (default: Transformer Engine's per-tensor scaling, the
-	// forward GEMM with fast accumulation, the gradients' with a split
-	// accumulator; "delayed" is the same GEMMs) or "blockwise" (per-block
-	// scales, every GEMM promoting per 128 elements: DeepSeek-V3's recipe,
-	// Megatron's --fp8-recipe blockwise).
+	// FP8Recipe, with an 8-bit dtype, is Megatron-Core's --fp8-recipe:
+	// "delayed" (default, Megatron-Core's: per-tensor scales from the amax
+	// history, the forward GEMM with fast accumulation, the gradients'
+	// with a split accumulator), "tensorwise" (per-tensor current scaling:
+	// the same GEMMs, each cast after a pass that takes its tensor's amax)
+	// or "blockwise" (per-block scales, every GEMM promoting per 128
+	// elements: DeepSeek-V3's recipe).
 	FP8Recipe string `json:"fp8_recipe,omitempty"`
 	// CrossEntropyFusion is the loss's implementation: "none" (default,
 	// Megatron-LM's: PyTorch ops over fp32 logits), "native" (Megatron's
