@@ -315,6 +315,11 @@ func KernelReport(rows []KernelRow, cook []CookbookRow) (string, error) {
 		return "", err
 	}
 	b.WriteString(ds)
+	te, _, err := TEGEMMReport()
+	if err != nil {
+		return "", err
+	}
+	b.WriteString(te)
 	return b.String(), nil
 }
 
