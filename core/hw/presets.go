@@ -89,6 +89,28 @@ type kernelFit struct {
 // The fit starts from bench/fidelity.KernelFitStart at three tile
 // overheads and from these values (a change to the model refines the last
 // optimum; the stepped loss has several basins).
+// apply sets the fitted parameters on a part built on the die they were
+// fitted on; a field the part's literal already set (a part's own measured
+// matmul efficiency) is kept.
+func (f kernelFit) apply(g GPU) GPU {
+	if g.TensorEfficiency == 0 {
+		g.TensorEfficiency = f.tensorEff
+	}
+	g.HBMEfficiency, g.GEMMTileOverheadCycles = f.hbmEff, f.tileOverheadClk
+	g.RowKernelBandwidthFraction, g.GatherBandwidthFraction = f.rowFrac, f.gatherFrac
+	g.MemoryLatencyS, g.GEMMBandwidthFraction, g.KernelLaunchS = f.latencyS, f.gemmFrac, f.launchS
+	return g
+}
+
+// gh100 is a GH100 part (H100 SXM and PCIe, H200, H200 NVL): the H100
+// SXM's fitted kernel parameters (h100Fit; fitted on the SXM part, derived
+// for the others: same SM and L2) and Hopper's FP8 promotion interval.
+func gh100(g GPU) GPU {
+	g = h100Fit.apply(g)
+	g.FP8PromotionIntervalK = hopperFP8PromotionK
+	return g
+}
+
 var (
 	a100Fit = kernelFit{launchS: 2.676e-06, tensorEff: 0.7785, tileOverheadClk: 2815, hbmEff: 0.8301, rowFrac: 0.5943, gatherFrac: 0.1875, latencyS: 3.323e-07, gemmFrac: 1}
 	h100Fit = kernelFit{launchS: 1.928e-06, tensorEff: 0.7762, tileOverheadClk: 4105, hbmEff: 0.885, rowFrac: 0.5832, gatherFrac: 0.2102, latencyS: 3.048e-07, gemmFrac: 0.9948}
@@ -127,7 +149,7 @@ func basePresets() []GPU {
 	return []GPU{
 		a100("a100-40gb", 40e9, 1555*giga),
 		a100("a100-80gb-sxm", 80e9, 2039*giga),
-		{
+		gh100(GPU{
 			// NVIDIA H100 Tensor Core GPU datasheet (2023), "H100 SXM" column:
 			// dense = half of the "with sparsity" tensor figures.
 			Name: "h100-sxm", Vendor: "nvidia",
@@ -145,12 +167,8 @@ func basePresets() []GPU {
 			SharedMemBytesPerSM: 228 * kib, RegisterBytesPerSM: 256 * kib,
 			L2Bytes: 50 * mib, L2BandwidthBytesPerS: nvidiaL2(132, 1.98*giga),
 			HBMBytes: 80e9, HBMBandwidthBytesPerS: 3.35 * tera, // 80 GB HBM3, 3.35 TB/s
-			TensorEfficiency: h100Fit.tensorEff, HBMEfficiency: h100Fit.hbmEff,
-			GEMMTileOverheadCycles: h100Fit.tileOverheadClk, RowKernelBandwidthFraction: h100Fit.rowFrac,
-			GatherBandwidthFraction: h100Fit.gatherFrac, MemoryLatencyS: h100Fit.latencyS, GEMMBandwidthFraction: h100Fit.gemmFrac,
-			KernelLaunchS: h100Fit.launchS, FP8PromotionIntervalK: hopperFP8PromotionK,
-		},
-		{
+		}),
+		gh100(GPU{
 			// NVIDIA H100 Tensor Core GPU datasheet (2023), "H100 PCIe" column.
 			Name: "h100-pcie", Vendor: "nvidia",
 			PeakFP32FlopsPerS:   51.2 * tera,  // FP32 51 TFLOPS
@@ -166,13 +184,10 @@ func basePresets() []GPU {
 			SharedMemBytesPerSM: 228 * kib, RegisterBytesPerSM: 256 * kib,
 			L2Bytes: 50 * mib, L2BandwidthBytesPerS: nvidiaL2(114, 1.755*giga),
 			HBMBytes: 80e9, HBMBandwidthBytesPerS: 2.0 * tera, // 80 GB HBM2e, 2 TB/s
-			// same GH100 SM and L2 as the fitted H100 SXM: its tile, row-kernel, gather and latency figures (no table for this part; derived, not fitted); its own measured matmul efficiency
-			TensorEfficiency: mamfH100PCIe, HBMEfficiency: h100Fit.hbmEff,
-			GEMMTileOverheadCycles: h100Fit.tileOverheadClk, RowKernelBandwidthFraction: h100Fit.rowFrac,
-			GatherBandwidthFraction: h100Fit.gatherFrac, MemoryLatencyS: h100Fit.latencyS, GEMMBandwidthFraction: h100Fit.gemmFrac,
-			KernelLaunchS: h100Fit.launchS, FP8PromotionIntervalK: hopperFP8PromotionK,
-		},
-		{
+			// its own measured matmul efficiency (gh100 keeps it)
+			TensorEfficiency: mamfH100PCIe,
+		}),
+		gh100(GPU{
 			// NVIDIA H200 Tensor Core GPU datasheet (2024), "H200 SXM": the H100
 			// SXM compute figures with 141 GB HBM3e at 4.8 TB/s.
 			Name: "h200", Vendor: "nvidia",
@@ -187,16 +202,13 @@ func basePresets() []GPU {
 			SharedMemBytesPerSM: 228 * kib, RegisterBytesPerSM: 256 * kib,
 			L2Bytes: 50 * mib, L2BandwidthBytesPerS: nvidiaL2(132, 1.98*giga),
 			HBMBytes: 141e9, HBMBandwidthBytesPerS: 4.8 * tera,
-			// same GH100 SM and L2 as the fitted H100 SXM: its main-loop, tile, row-kernel, gather and latency figures (no table for this part; derived, not fitted)
-			TensorEfficiency: h100Fit.tensorEff, HBMEfficiency: h100Fit.hbmEff,
-			GEMMTileOverheadCycles: h100Fit.tileOverheadClk, RowKernelBandwidthFraction: h100Fit.rowFrac,
-			GatherBandwidthFraction: h100Fit.gatherFrac, MemoryLatencyS: h100Fit.latencyS, GEMMBandwidthFraction: h100Fit.gemmFrac,
-			KernelLaunchS: h100Fit.launchS, FP8PromotionIntervalK: hopperFP8PromotionK,
-		},
-		{
+		}),
+		gh100(GPU{
 			// NVIDIA H200 Tensor Core GPU datasheet (2024), "H200 NVL" column
 			// (the 600 W PCIe card, 2- or 4-way NVLink bridge): dense = half
-			// of the "with sparsity" tensor figures.
+			// of the "with sparsity" tensor figures. No kernel table; checked
+			// against Transformer Engine's GEMM benchmark on this card
+			// (bench/fidelity/KERNELS.md).
 			Name: "h200-nvl", Vendor: "nvidia",
 			PeakFP32FlopsPerS:   60 * tera,     // FP32 60 TFLOPS
 			PeakTF32FlopsPerS:   417.5 * tera,  // TF32 835 TFLOPS sparse
@@ -211,12 +223,7 @@ func basePresets() []GPU {
 			SharedMemBytesPerSM: 228 * kib, RegisterBytesPerSM: 256 * kib,
 			L2Bytes: 50 * mib, L2BandwidthBytesPerS: nvidiaL2(132, 1.776*giga),
 			HBMBytes: 141e9, HBMBandwidthBytesPerS: 4.8 * tera, // 141 GB HBM3e, 4.8 TB/s
-			// same GH100 SM and L2 as the fitted H100 SXM (no table for this part; derived, not fitted); checked against Transformer Engine's GEMM benchmark on this part (bench/fidelity/KERNELS.md)
-			TensorEfficiency: h100Fit.tensorEff, HBMEfficiency: h100Fit.hbmEff,
-			GEMMTileOverheadCycles: h100Fit.tileOverheadClk, RowKernelBandwidthFraction: h100Fit.rowFrac,
-			GatherBandwidthFraction: h100Fit.gatherFrac, MemoryLatencyS: h100Fit.latencyS, GEMMBandwidthFraction: h100Fit.gemmFrac,
-			KernelLaunchS: h100Fit.launchS, FP8PromotionIntervalK: hopperFP8PromotionK,
-		},
+		}),
 		{
 			// NVIDIA HGX B200 datasheet (2024), per GPU = 8-GPU figure / 8,
 			// dense = half of the sparse tensor figures: FP8 72 PF → 4.5 PF,
@@ -355,7 +362,7 @@ func basePresets() []GPU {
 // 5,120 B/clk. Both carry a100Fit (fitted on the 80 GB part; the 40 GB one
 // has the same SM and L2, its bandwidth fractions apply to its own HBM).
 func a100(name string, hbmBytes int64, hbmBW float64) GPU {
-	return GPU{
+	return a100Fit.apply(GPU{
 		Name: name, Vendor: "nvidia",
 		PeakFP32FlopsPerS:   19.5 * tera,
 		PeakTF32FlopsPerS:   156 * tera,
@@ -367,11 +374,7 @@ func a100(name string, hbmBytes int64, hbmBW float64) GPU {
 		SharedMemBytesPerSM: 164 * kib, RegisterBytesPerSM: 256 * kib,
 		L2Bytes: 40 * mib, L2BandwidthBytesPerS: nvidiaL2(108, 1.41*giga),
 		HBMBytes: hbmBytes, HBMBandwidthBytesPerS: hbmBW,
-		TensorEfficiency: a100Fit.tensorEff, HBMEfficiency: a100Fit.hbmEff,
-		GEMMTileOverheadCycles: a100Fit.tileOverheadClk, RowKernelBandwidthFraction: a100Fit.rowFrac,
-		GatherBandwidthFraction: a100Fit.gatherFrac, MemoryLatencyS: a100Fit.latencyS, GEMMBandwidthFraction: a100Fit.gemmFrac,
-		KernelLaunchS: a100Fit.launchS,
-	}
+	})
 }
 
 const (
