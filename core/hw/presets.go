@@ -243,6 +243,16 @@ func basePresets() []GPU {
 			// 126 MB L2. Clock from FP32: 75 TF / (148 SMs · 256 FLOP/clk) = 1.98 GHz.
 			SMCount: 148, ClockHz: 1.98 * giga,
 			SharedMemBytesPerSM: 228 * kib, RegisterBytesPerSM: 256 * kib,
+			// The L2 figure is Hopper's per SM and clock. With it and the
+			// register-file tiles compute prices, the best large matmuls are
+			// L2-bound: 1,124 TFLOP/s at the MAMF table's best BF16 shape
+			// (1792×16128×3072), where it measures 1,745, and 64 µs for the
+			// 8192×2048×2048 GEMM TransformerEngine issue #2053 times at
+			// 42 µs on a GB200. Blackwell's tensor-memory accumulators and
+			// 2-SM MMAs (tcgen05) would price them at 1,644 TFLOP/s and
+			// 45 µs, but move NeMo's B200 and GB200 training rows from
+			// −11…+15 % to +5…+47 % (bench/fidelity): not built until what
+			// those steps spend beyond their kernels is priced.
 			L2Bytes: 126 * mib, L2BandwidthBytesPerS: nvidiaL2(148, 1.98*giga),
 			HBMBytes: 180e9, HBMBandwidthBytesPerS: 8 * tera,
 			TensorEfficiency: mamfB200,
