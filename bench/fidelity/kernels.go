@@ -182,7 +182,13 @@ func vidurOps(r KernelRow, vm vidurModel) ([]model.Op, compute.Impl) {
 		if vm.layerNorm {
 			fl = 8
 		}
-		return []model.Op{shaped(model.NewStreaming(r.Op, model.Norm, d, fl*n, 2*n*e+8*float64(T)))}, compute.ImplRow
+		impl := compute.ImplRow
+		if vm.layerNorm {
+			// phi-2's torch.nn.LayerNorm (vidur/profiling/mlp/mlp_impl.py):
+			// PyTorch's own kernel, not sarathi's rms_norm.
+			impl = compute.ImplRowVector
+		}
+		return []model.Op{shaped(model.NewStreaming(r.Op, model.Norm, d, fl*n, 2*n*e+8*float64(T)))}, impl
 	case "rope":
 		// In place on q and k: read and write each element, 3 FLOPs.
 		return []model.Op{shaped(model.NewStreaming(r.Op, model.Rotary, d, 3*n, 2*n*e))}, compute.ImplRow

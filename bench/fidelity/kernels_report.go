@@ -45,7 +45,11 @@ const (
 		"10.0%, H100 rope 12.9%); a fixed time per block beside the bytes, the round trips before a block streams (silu_and_mul " +
 		"1, rms_norm 2, RoPE 3 with its position lookup) at the memory latency, which Llama-3's 32,768-token rows show (A100: " +
 		"2.2, 4.6 and 3.0 ns a token whatever the row's width) but the training split, at most 4,096 tokens, does not (A100 " +
-		"norm 5.3%, elementwise 5.2%, rope 6.2%; H100 norm 6.7%, rope 6.5%; measured before the norm's L2 read)"
+		"norm 5.3%, elementwise 5.2%, rope 6.2%; H100 norm 6.7%, rope 6.5%; measured before the norm's L2 read). " +
+		"phi-2's LayerNorm is PyTorch's own kernel (torch.nn.LayerNorm in Vidur's profiler: 128-thread blocks, 4-wide " +
+		"loads, compute.ImplRowVector), not rms_norm: priced as such its A100 rows from 768 tokens come within 0-18% " +
+		"(+20-30% as rms_norm) and below 512 tokens 29-38% fast (43-50%), the Welford reduction between its two passes " +
+		"not priced"
 )
 
 // KernelCell is one GPU × class (× range) cell of the report.

@@ -417,6 +417,29 @@ func TestOnePassNorm(t *testing.T) {
 	assert.Greater(t, two.TimeS, 1.5*one.TimeS)
 }
 
+// PyTorch's LayerNorm kernel (Op.NativeLayerNorm): at scale its
+// compulsory bytes at the row kernels' bandwidth (its second pass rereads
+// the row from L1); at one row its chain of 2 × ⌈w / 512⌉ dependent loads
+// (128 threads, 4 elements a load, two passes) after the launch.
+func TestNativeLayerNorm(t *testing.T) {
+	g := gpu(t, "a100-80gb-sxm")
+	e := NewEvaluator(g)
+	norm := func(rows, w int64) Cost {
+		n := float64(rows * w)
+		o := model.NewStreaming("ln", model.Norm, hw.FP16, 8*n, 4*n+8*float64(rows))
+		o.M, o.N, o.NativeLayerNorm = rows, w, true
+		c, err := e.Op(o)
+		require.NoError(t, err)
+		return c
+	}
+	big := norm(16384, 2560)
+	bytes := 4*16384*2560.0 + 8*16384
+	assert.InEpsilon(t, g.KernelLaunchS+bytes/g.RowKernelBandwidth(), big.TimeS, 1e-9)
+	one := norm(1, 2560)
+	assert.InEpsilon(t, g.KernelLaunchS+2*5*g.MemoryLatencyS, one.TimeS, 1e-9)
+	assert.Equal(t, BoundLatency, one.Bound)
+}
+
 // An embedding gather: two dependent latencies (token id, then row), then
 // its bytes over the gather bandwidth, plus the launch.
 func TestGatherLatencyThenBandwidth(t *testing.T) {

@@ -21,6 +21,16 @@ const (
 	// iteration waits on one memory latency, so a wide row with few rows
 	// is latency-bound.
 	ImplRow Impl = "row"
+	// ImplRowVector: PyTorch's own LayerNorm kernel
+	// (vectorized_layer_norm_kernel, aten/src/ATen/native/cuda/
+	// layer_norm_kernel.cu), which inference engines run for LayerNorm
+	// models (vLLM's GPT-2, OPT and phi call torch.nn.LayerNorm): one
+	// block of 128 threads per row loading 4 elements at a time, Welford
+	// statistics over the row, then a second pass that reads the row again
+	// (from L1: a row is a few KB) and writes it. A per-row reduction as
+	// ImplRow's kernels, at their bandwidth; its small blocks loop over
+	// w/512 vectors per pass.
+	ImplRowVector Impl = "row_vector"
 	// ImplGather: a per-token row lookup (embedding). Bandwidth
 	// hw.GPU.GatherBandwidth, after two dependent memory latencies (the
 	// token id, then its row).
@@ -35,6 +45,9 @@ func implOf(o model.Op) Impl {
 	case model.Norm:
 		if o.OnePass {
 			return ImplVectorized
+		}
+		if o.NativeLayerNorm {
+			return ImplRowVector
 		}
 		return ImplRow
 	case model.Rotary:
@@ -54,11 +67,18 @@ func implOf(o model.Op) Impl {
 //   - rotary_embedding (pos_encoding_kernels.cu): block = min(w/2, 512)
 //     threads, each iteration rotates one (x, y) pair in place;
 //   - silu_and_mul and other fused activations (activation_kernels.cu):
-//     block = min(w, 1024) threads, one output element per iteration.
+//     block = min(w, 1024) threads, one output element per iteration;
+//   - PyTorch's vectorized_layer_norm_kernel (ImplRowVector): 128 threads
+//     (num_threads() = 4 warps), 4 elements a load, two passes over the
+//     row, the second from L1: its compulsory bytes.
 //
 // w is the row width in elements (the op's N; 0 when the op does not carry
 // its shape, which leaves out the latency term).
-func rowShape(k model.Kind, w int64) (threads, iters int64, byteScale float64) {
+func rowShape(impl Impl, k model.Kind, w int64) (threads, iters int64, byteScale float64) {
+	if impl == ImplRowVector {
+		const threads, vec = 128, 4
+		return threads, 2 * ceil(max(w, 1), threads*vec), 1
+	}
 	switch k {
 	case model.Norm:
 		threads = min(max(w, 1), 1024)
@@ -89,11 +109,11 @@ func (e *Evaluator) streaming(o model.Op, impl Impl) Cost {
 	c := Cost{BytesL2: o.Bytes, BytesHBM: o.Bytes, Kernels: kernelsPerOp(o)}
 	bw := g.HBMBandwidth()
 	switch impl {
-	case ImplRow:
-		threads, iters, scale := rowShape(o.Kind, o.N)
+	case ImplRow, ImplRowVector:
+		threads, iters, scale := rowShape(impl, o.Kind, o.N)
 		c.BytesL2 = o.Bytes * scale
 		bw = g.RowKernelBandwidth() / scale
-		if res := e.residentInput(o); o.Kind == model.Norm && res > 0 {
+		if res := e.residentInput(o); o.Kind == model.Norm && impl == ImplRow && res > 0 {
 			// The norm's first pass only reads its row (the sum of
 			// squares): the part of its input still in L2 (residentInput)
 			// it reads at L2's bandwidth, the rest at the row kernel's.

@@ -775,7 +775,8 @@ func (b *builder) rows(rows, w int64) {
 // read x, write y (and fp32 statistics per row). LayerNorm: ≈8 FLOPs per
 // element (mean, variance, normalize, affine), RMSNorm ≈5. Keeps x. In
 // training its forward reads x once (Op.OnePass); inference engines run
-// vLLM's two-pass kernel.
+// vLLM's two-pass rms_norm kernel, or for a LayerNorm PyTorch's
+// (Op.NativeLayerNorm).
 //
 // The backward is the fused-norm kernels' three launches (apex
 // layer_norm_cuda_kernel.cu, HostLayerNormGradient / HostRMSNormGradient,
@@ -790,6 +791,10 @@ func (b *builder) norm(name string, rows, w int64) {
 		fl = 8
 	}
 	s := step{fwd: []Op{NewStreaming(name, Norm, b.a, fl*n, 2*n*b.e+8*float64(rows))}, saved: n * b.e}
+	// Inference engines run a LayerNorm model's norms with PyTorch's own
+	// kernel (vLLM's GPT-2, OPT and phi call torch.nn.LayerNorm), an
+	// RMSNorm with their rms_norm kernel.
+	s.fwd[0].NativeLayerNorm = b.c.Family == GPT && !b.training()
 	if b.training() {
 		// Megatron-LM runs its persistent LayerNorm for the hidden sizes
 		// apex.contrib's FastLayerNorm supports (persist_ln_hidden_sizes in

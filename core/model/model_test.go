@@ -385,6 +385,29 @@ func TestFP8TrainingAsTransformerEngine(t *testing.T) {
 	}
 }
 
+// A LayerNorm model's inference norms are PyTorch's kernel
+// (Op.NativeLayerNorm); its training norms and an RMSNorm model's are not.
+func TestNativeLayerNormOnlyForLayerNormInference(t *testing.T) {
+	native := func(name string, r Run) bool {
+		c, ok := ByName(name)
+		require.True(t, ok)
+		g, err := Build(c, r)
+		require.NoError(t, err)
+		blk, _ := g.Block(BlockTransformer)
+		for _, o := range blk.Forward {
+			if o.Kind == Norm {
+				return o.NativeLayerNorm
+			}
+		}
+		t.Fatalf("%s has no norm", name)
+		return false
+	}
+	prefill := Run{Phase: Prefill, Batch: 1, SeqLen: 512, TP: 1, DType: hw.FP16}
+	assert.True(t, native("gpt3-175b", prefill))
+	assert.False(t, native("llama2-7b", prefill))
+	assert.False(t, native("gpt3-175b", Run{Phase: Training, Batch: 1, SeqLen: 512, TP: 1, DType: hw.FP16}))
+}
+
 // Current scaling (fp8_recipe tensorwise) reads every tensor it casts once
 // more, for its amax, in a kernel before the cast; delayed scaling (the
 // default) takes the amax in the cast itself.

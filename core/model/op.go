@@ -120,6 +120,11 @@ type Op struct {
 	// LayerNorm, apex.contrib FastLayerNorm; Transformer Engine's norms);
 	// the default norm kernel (vLLM's rms_norm) reads its row twice.
 	OnePass bool
+	// NativeLayerNorm marks a LayerNorm run by PyTorch's own kernel
+	// (torch.nn.LayerNorm, as inference engines run LayerNorm models):
+	// 128-thread blocks with vector loads, where vLLM's rms_norm runs
+	// blocks of up to 1,024 threads with scalar loads.
+	NativeLayerNorm bool
 }
 
 // IsComm reports whether the op is a collective (tensor-parallel, or
