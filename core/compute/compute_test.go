@@ -203,20 +203,25 @@ func TestDecodeGEMVIsMemoryBound(t *testing.T) {
 	assert.InDelta(t, 1.5e12, o.Bytes/c.TimeS, 0.3e12)
 }
 
+// normCost prices an fp16 norm over rows of width w as the model builds
+// it (read x, write y, fp32 statistics per row), as PyTorch's own
+// LayerNorm kernel when native (Op.NativeLayerNorm).
+func normCost(t *testing.T, e *Evaluator, rows, w int64, native bool) Cost {
+	n := float64(rows * w)
+	o := model.NewStreaming("norm", model.Norm, hw.FP16, 5*n, 4*n+8*float64(rows))
+	o.M, o.N, o.NativeLayerNorm = rows, w, native
+	c, err := e.Op(o)
+	require.NoError(t, err)
+	return c
+}
+
 // A row kernel (one block per row, RMSNorm) is the longer of its latency
 // chain and its bytes over the row-kernel bandwidth: a single wide row is
 // latency-bound, many rows bandwidth-bound.
 func TestRowKernelLatencyThenBandwidth(t *testing.T) {
 	g := gpu(t, "a100-80gb-sxm")
 	e := NewEvaluator(g)
-	norm := func(rows, w int64) Cost {
-		n := float64(rows * w)
-		o := model.NewStreaming("norm", model.Norm, hw.FP16, 5*n, 4*n+8*float64(rows))
-		o.M, o.N = rows, w
-		c, err := e.Op(o)
-		require.NoError(t, err)
-		return c
-	}
+	norm := func(rows, w int64) Cost { return normCost(t, e, rows, w, false) }
 	// One row of 8192: 1024 threads, two passes of 8 iterations = 16 latencies.
 	c := norm(1, 8192)
 	assert.InEpsilon(t, g.KernelLaunchS+16*g.MemoryLatencyS, c.TimeS, 1e-9)
@@ -424,14 +429,7 @@ func TestOnePassNorm(t *testing.T) {
 func TestNativeLayerNorm(t *testing.T) {
 	g := gpu(t, "a100-80gb-sxm")
 	e := NewEvaluator(g)
-	norm := func(rows, w int64) Cost {
-		n := float64(rows * w)
-		o := model.NewStreaming("ln", model.Norm, hw.FP16, 8*n, 4*n+8*float64(rows))
-		o.M, o.N, o.NativeLayerNorm = rows, w, true
-		c, err := e.Op(o)
-		require.NoError(t, err)
-		return c
-	}
+	norm := func(rows, w int64) Cost { return normCost(t, e, rows, w, true) }
 	big := norm(16384, 2560)
 	bytes := 4*16384*2560.0 + 8*16384
 	assert.InEpsilon(t, g.KernelLaunchS+bytes/g.RowKernelBandwidth(), big.TimeS, 1e-9)
