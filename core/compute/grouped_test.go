@@ -2,7 +2,6 @@ package compute
 
 import (
 	"math"
-
 	"testing"
 
 	"github.com/stretchr/testify/assert"

@@ -523,7 +523,10 @@ func (b *builder) gemm(name string, m, n, k int64) {
 		st := &b.steps[len(b.steps)-1]
 		st.fwd[0].SplitAccumulator = true
 		if !quantized {
-			st.fwd = append([]Op{b.quantFP8(name+".fp8_quant", float64(m*k))}, st.fwd...)
+			// Per-token-group quantization (SGLang's
+			// per_token_group_quant_fp8, DeepSeek's per_token_cast_to_fp8
+			// in its profile): one FP32 scale per 128 elements.
+			st.fwd = append([]Op{QuantizeOp(name+".fp8_quant", m*k, b.a, b.d, 128)}, st.fwd...)
 		}
 	}
 	b.quantizeWeights()
@@ -671,14 +674,6 @@ func FP8CastTranspose(name string, d hw.DType, n float64) Op {
 // priced at 0.32, 0.39 and 0.51 ms (bench/fidelity TestTEGEMMBenchmark).
 func FP8Amax(name string, d hw.DType, n float64) Op {
 	return NewStreaming(name, Quantize, d, n, n*d.Bytes())
-}
-
-// quantFP8 is the per-token-group quantization of n 16-bit elements before
-// a block-scaled FP8 GEMM (SGLang's per_token_group_quant_fp8, DeepSeek's
-// per_token_cast_to_fp8 in its profile): it reads the tensor once and
-// writes it in FP8 with one FP32 scale per 128 elements.
-func (b *builder) quantFP8(name string, n float64) Op {
-	return NewStreaming(name, Quantize, b.a, 3*n, n*(b.e+1+4.0/128))
 }
 
 // lastForward is the last forward computation built so far (collectives
