@@ -89,6 +89,11 @@ type kernelFit struct {
 // The fit starts from bench/fidelity.KernelFitStart at three tile
 // overheads and from these values (a change to the model refines the last
 // optimum; the stepped loss has several basins).
+var (
+	a100Fit = kernelFit{launchS: 2.676e-06, tensorEff: 0.7785, tileOverheadClk: 2815, hbmEff: 0.8301, rowFrac: 0.5943, gatherFrac: 0.1875, latencyS: 3.323e-07, gemmFrac: 1}
+	h100Fit = kernelFit{launchS: 1.928e-06, tensorEff: 0.7762, tileOverheadClk: 4105, hbmEff: 0.885, rowFrac: 0.5832, gatherFrac: 0.2102, latencyS: 3.048e-07, gemmFrac: 0.9948}
+)
+
 // apply sets the fitted parameters on a part built on the die they were
 // fitted on; a field the part's literal already set (a part's own measured
 // matmul efficiency) is kept.
@@ -110,11 +115,6 @@ func gh100(g GPU) GPU {
 	g.FP8PromotionIntervalK = hopperFP8PromotionK
 	return g
 }
-
-var (
-	a100Fit = kernelFit{launchS: 2.676e-06, tensorEff: 0.7785, tileOverheadClk: 2815, hbmEff: 0.8301, rowFrac: 0.5943, gatherFrac: 0.1875, latencyS: 3.323e-07, gemmFrac: 1}
-	h100Fit = kernelFit{launchS: 1.928e-06, tensorEff: 0.7762, tileOverheadClk: 4105, hbmEff: 0.885, rowFrac: 0.5832, gatherFrac: 0.2102, latencyS: 3.048e-07, gemmFrac: 0.9948}
-)
 
 // GPUPresets returns every GPU preset, in a fixed order. The A100 and H100
 // SXM carry kernel parameters fitted on measured kernel times (a100Fit,
