@@ -46,6 +46,12 @@ const (
 		"1, rms_norm 2, RoPE 3 with its position lookup) at the memory latency, which Llama-3's 32,768-token rows show (A100: " +
 		"2.2, 4.6 and 3.0 ns a token whatever the row's width) but the training split, at most 4,096 tokens, does not (A100 " +
 		"norm 5.3%, elementwise 5.2%, rope 6.2%; H100 norm 6.7%, rope 6.5%; measured before the norm's L2 read). " +
+		"RoPE's loop iterations as a chain added to its bytes' time, the rest keeping the larger of the two (its in-place " +
+		"stores keep the next iteration's loads behind them; the launch code's query then key loops): it fits RoPE (held-out " +
+		"A100 rope 4.7%, H100 1.2%), but the one row bandwidth rises with it (H100 0.58 to 0.73 of HBM) and the other row " +
+		"kernels read fast (A100 norm 7.1%, elementwise 4.5%, gemm 5.2%; H100 norm -21% signed at 513-4,096 tokens); with a " +
+		"round trip for the position lookup too, A100 rope 12.5%, and with silu_and_mul and the norm also summed (one and " +
+		"two round trips a block) A100 norm 10.8%, H100 norm 17.2%. " +
 		"phi-2's LayerNorm is PyTorch's own kernel (torch.nn.LayerNorm in Vidur's profiler: 128-thread blocks, 4-wide " +
 		"loads, compute.ImplRowVector), not rms_norm: priced as such its A100 rows from 768 tokens come within 0-18% " +
 		"(+20-30% as rms_norm) and below 512 tokens 29-38% fast (43-50%), the Welford reduction between its two passes " +
