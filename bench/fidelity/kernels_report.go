@@ -52,6 +52,14 @@ const (
 		"kernels read fast (A100 norm 7.1%, elementwise 4.5%, gemm 5.2%; H100 norm -21% signed at 513-4,096 tokens); with a " +
 		"round trip for the position lookup too, A100 rope 12.5%, and with silu_and_mul and the norm also summed (one and " +
 		"two round trips a block) A100 norm 10.8%, H100 norm 17.2%. " +
+		"Writes dearer than reads (DRAM's read-to-write turnaround: each streaming kernel's output bytes weighted by a " +
+		"fitted factor, RoPE writing half its bytes where silu_and_mul and the residual add write a third): at 1.3 A100 rope " +
+		"6.9%, but norm 6.9% and embedding 4.5% (-9.4% signed above 4,096 tokens); at 2 A100 rope 6.2%, norm 9.1%, " +
+		"elementwise 10.3%. " +
+		"Part of the norm's scatter is the layer around it, which no price of a kernel's shape follows: Vidur's profiler " +
+		"times each TP degree's whole layer, and the same 8,192-wide rms_norm of 1,024 tokens takes 52 µs at TP 1 and " +
+		"36-43 µs at TP 2-8 on A100 (CodeLlama-34B's and Qwen-72B's input norm; H100 at 4,096 tokens 123 against 111 µs), " +
+		"where the vectorized residual add of the same rows does not move (27-28 µs); the model prices one time between. " +
 		"phi-2's LayerNorm is PyTorch's own kernel (torch.nn.LayerNorm in Vidur's profiler: 128-thread blocks, 4-wide " +
 		"loads, compute.ImplRowVector), not rms_norm: priced as such its A100 rows from 768 tokens come within 0-18% " +
 		"(+20-30% as rms_norm) and below 512 tokens 29-38% fast (43-50%), the Welford reduction between its two passes " +
