@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/eidolon-sim/eidolon/core/compute"
@@ -363,29 +364,55 @@ func gptFastRows(ctx context.Context) ([]Row, error) {
 	return rows, nil
 }
 
-// llama2InferenceRows are the RAPID-LLM validation set's Llama-2 batch-1
-// measurements (200 prompt + 200 generated tokens, end to end, by TP), on
-// A100 (the reference README's LLaMA-2-7B rows, and 13B and 70B) and on H100
+// llama2Case is one of the RAPID-LLM validation set's Llama-2 batch-1
+// measurements: end-to-end seconds for 200 prompt + 200 generated tokens.
+type llama2Case struct {
+	gpu, model string
+	tp         int
+	ref        float64
+}
+
+// llama2Cases are those measurements on A100 (the reference README's
+// LLaMA-2-7B rows, and 13B and 70B) and on H100
 // (validation_scripts/imec_data/{A100,H100}_inf.csv of gkarfakis19/Rapid-LLM;
-// the H100s taken as SXM in a DGX), run eagerly, the engine not being stated.
+// the H100s taken as SXM in a DGX).
+var llama2Cases = []llama2Case{
+	{"a100", "7b", 1, 2.19}, {"a100", "7b", 2, 1.544}, {"a100", "7b", 4, 1.28}, {"a100", "7b", 8, 1.187},
+	{"a100", "13b", 1, 3.884}, {"a100", "13b", 2, 2.499}, {"a100", "13b", 4, 1.894}, {"a100", "13b", 8, 1.693},
+	{"a100", "70b", 2, 10.5}, {"a100", "70b", 4, 6.403}, {"a100", "70b", 8, 4.735},
+	{"h100", "7b", 1, 1.44}, {"h100", "7b", 2, 1.143}, {"h100", "7b", 4, 0.924}, {"h100", "7b", 8, 0.828},
+	{"h100", "13b", 1, 2.396}, {"h100", "13b", 2, 1.717}, {"h100", "13b", 4, 1.431}, {"h100", "13b", 8, 1.201},
+	{"h100", "70b", 2, 6.267}, {"h100", "70b", 4, 4.1226}, {"h100", "70b", 8, 3.202},
+}
+
+// label is the case's row name.
+func (c llama2Case) label() string {
+	if c.gpu == "a100" {
+		return fmt.Sprintf("LLaMA-2-%s TP%d, batch 1, 200+200 tokens", strings.ToUpper(c.model), c.tp)
+	}
+	return fmt.Sprintf("LLaMA-2-%s %s TP%d, batch 1, 200+200 tokens", strings.ToUpper(c.model), strings.ToUpper(c.gpu), c.tp)
+}
+
+// config is the case's model preset.
+func (c llama2Case) config() (model.Config, error) {
+	cfg, ok := model.ByName("llama2-" + c.model)
+	if !ok {
+		return model.Config{}, fmt.Errorf("no preset llama2-%s", c.model)
+	}
+	return cfg, nil
+}
+
+// llama2InferenceRows runs llama2Cases eagerly, the engine not being stated.
 func llama2InferenceRows(ctx context.Context) ([]Row, error) {
 	var rows []Row
-	layers := map[string]float64{"7b": 32, "13b": 40, "70b": 80}
-	for _, c := range []struct {
-		gpu, model string
-		tp         int
-		ref        float64
-	}{
-		{"a100", "7b", 1, 2.19}, {"a100", "7b", 2, 1.544}, {"a100", "7b", 4, 1.28}, {"a100", "7b", 8, 1.187},
-		{"a100", "13b", 1, 3.884}, {"a100", "13b", 2, 2.499}, {"a100", "13b", 4, 1.894}, {"a100", "13b", 8, 1.693},
-		{"a100", "70b", 2, 10.5}, {"a100", "70b", 4, 6.403}, {"a100", "70b", 8, 4.735},
-		{"h100", "7b", 1, 1.44}, {"h100", "7b", 2, 1.143}, {"h100", "7b", 4, 0.924}, {"h100", "7b", 8, 0.828},
-		{"h100", "13b", 1, 2.396}, {"h100", "13b", 2, 1.717}, {"h100", "13b", 4, 1.431}, {"h100", "13b", 8, 1.201},
-		{"h100", "70b", 2, 6.267}, {"h100", "70b", 4, 4.1226}, {"h100", "70b", 8, 3.202},
-	} {
-		gpu, cluster, name := "a100-80gb-sxm", "dgx-a100", "A100"
+	for _, c := range llama2Cases {
+		cfg, err := c.config()
+		if err != nil {
+			return nil, err
+		}
+		gpu, cluster := "a100-80gb-sxm", "dgx-a100"
 		if c.gpu == "h100" {
-			gpu, cluster, name = "h100-sxm", "dgx-h100", "H100"
+			gpu, cluster = "h100-sxm", "dgx-h100"
 		}
 		js := fmt.Sprintf(`{"kind":"inference","model":"llama2-%s","gpu":"%s","cluster":{"preset":"%s","nodes":1},
 			"tp":%d,"batch":1,"prompt_tokens":200,"output_tokens":200,"dtype":"fp16","execution":"eager","timeline_ranks":[-1]}`, c.model, gpu, cluster, c.tp)
@@ -394,17 +421,125 @@ func llama2InferenceRows(ctx context.Context) ([]Row, error) {
 			return nil, fmt.Errorf("llama2-%s %s tp%d: %w", c.model, c.gpu, c.tp, err)
 		}
 		s := res.Tables[0].Rows.([]inference.SummaryRow)[0]
-		label := fmt.Sprintf("LLaMA-2-%s TP%d, batch 1, 200+200 tokens", strings.ToUpper(c.model), c.tp)
-		if c.gpu != "a100" {
-			label = fmt.Sprintf("LLaMA-2-%s %s TP%d, batch 1, 200+200 tokens", strings.ToUpper(c.model), name, c.tp)
-		}
 		// The difference per layer and forward pass (the prefill and 199
 		// decode steps), the unit the rows' misses share.
-		gap := (c.ref - s.E2ES) / (200 * layers[c.model])
-		rows = append(rows, row(label, "e2e_s", c.ref, s.E2ES, rapid,
+		gap := (c.ref - s.E2ES) / float64(200*cfg.Layers)
+		rows = append(rows, row(c.label(), "e2e_s", c.ref, s.E2ES, rapid,
 			fmt.Sprintf("TTFT %.1f ms + 199 × TPOT %.2f ms; %+.0f µs a layer per forward pass against the reference", 1e3*s.TTFTS, 1e3*s.TPOTS, -1e6*gap)))
 	}
 	return rows, nil
+}
+
+// DecodeSplit reads batch-1 end-to-end times as a forward pass that streams
+// each GPU's weights at one bandwidth plus a time per layer that depends
+// only on the TP degree: the least-squares solution over the rows of
+// e2e / 200 = weight bytes per GPU / BandwidthBps + layers · PerLayerS[TP].
+type DecodeSplit struct {
+	BandwidthBps float64
+	// TPs are the degrees in increasing order, PerLayerS their time a layer.
+	TPs       []int
+	PerLayerS []float64
+	// WorstResidual is the largest |fitted / measured − 1| over the rows.
+	WorstResidual float64
+}
+
+// Llama2Split is DecodeSplit of one GPU's Llama-2 rows, for the reference
+// times and for the simulated ones.
+func Llama2Split(rows []Row, gpu string) (ref, sim DecodeSplit, err error) {
+	byCase := map[string]Row{}
+	for _, r := range rows {
+		byCase[r.Case] = r
+	}
+	var tps []int
+	var cases []llama2Case
+	for _, c := range llama2Cases {
+		if c.gpu != gpu {
+			continue
+		}
+		if _, ok := byCase[c.label()]; !ok {
+			return ref, sim, fmt.Errorf("no row %q", c.label())
+		}
+		cases = append(cases, c)
+		if !slices.Contains(tps, c.tp) {
+			tps = append(tps, c.tp)
+		}
+	}
+	slices.Sort(tps)
+	a := make([][]float64, len(cases))
+	refY, simY := make([]float64, len(cases)), make([]float64, len(cases))
+	for i, c := range cases {
+		cfg, err := c.config()
+		if err != nil {
+			return ref, sim, err
+		}
+		a[i] = make([]float64, 1+len(tps))
+		a[i][0] = 2 * float64(model.Params(cfg)) / float64(c.tp) / 1e9 // GB: columns of like scale
+		a[i][1+slices.Index(tps, c.tp)] = float64(cfg.Layers)
+		r := byCase[c.label()]
+		refY[i], simY[i] = r.Reference/200, r.Simulated/200
+	}
+	split := func(y []float64) (DecodeSplit, error) {
+		x, err := leastSquares(a, y)
+		if err != nil || !(x[0] > 0) {
+			return DecodeSplit{}, fmt.Errorf("decode split of %s rows: no positive bandwidth", gpu)
+		}
+		d := DecodeSplit{BandwidthBps: 1e9 / x[0], TPs: tps, PerLayerS: x[1:]}
+		for i, row := range a {
+			var fit float64
+			for j := range row {
+				fit += row[j] * x[j]
+			}
+			d.WorstResidual = math.Max(d.WorstResidual, math.Abs(fit/y[i]-1))
+		}
+		return d, nil
+	}
+	if ref, err = split(refY); err != nil {
+		return ref, sim, err
+	}
+	sim, err = split(simY)
+	return ref, sim, err
+}
+
+// leastSquares solves min |a·x − y| by the normal equations (the few
+// unknowns of DecodeSplit), Gaussian elimination with partial pivoting.
+func leastSquares(a [][]float64, y []float64) ([]float64, error) {
+	n := len(a[0])
+	m := make([][]float64, n)
+	for i := range m {
+		m[i] = make([]float64, n+1)
+		for k, row := range a {
+			for j := range n {
+				m[i][j] += row[i] * row[j]
+			}
+			m[i][n] += row[i] * y[k]
+		}
+	}
+	for col := range n {
+		p := col
+		for r := col + 1; r < n; r++ {
+			if math.Abs(m[r][col]) > math.Abs(m[p][col]) {
+				p = r
+			}
+		}
+		if m[p][col] == 0 {
+			return nil, fmt.Errorf("singular system")
+		}
+		m[col], m[p] = m[p], m[col]
+		for r := range n {
+			if r == col {
+				continue
+			}
+			f := m[r][col] / m[col][col]
+			for j := col; j <= n; j++ {
+				m[r][j] -= f * m[col][j]
+			}
+		}
+	}
+	x := make([]float64, n)
+	for i := range x {
+		x[i] = m[i][n] / m[i][i]
+	}
+	return x, nil
 }
 
 // table4Rows runs one 22B step per Table 4 experiment (TP 8, one micro-batch
