@@ -479,19 +479,11 @@ func Llama2Split(rows []Row, gpu string) (ref, sim DecodeSplit, err error) {
 		refY[i], simY[i] = r.Reference/200, r.Simulated/200
 	}
 	split := func(y []float64) (DecodeSplit, error) {
-		x, err := leastSquares(a, y)
+		x, worst, err := leastSquares(a, y)
 		if err != nil || !(x[0] > 0) {
 			return DecodeSplit{}, fmt.Errorf("decode split of %s rows: no positive bandwidth", gpu)
 		}
-		d := DecodeSplit{BandwidthBps: 1e9 / x[0], TPs: tps, PerLayerS: x[1:]}
-		for i, row := range a {
-			var fit float64
-			for j := range row {
-				fit += row[j] * x[j]
-			}
-			d.WorstResidual = math.Max(d.WorstResidual, math.Abs(fit/y[i]-1))
-		}
-		return d, nil
+		return DecodeSplit{BandwidthBps: 1e9 / x[0], TPs: tps, PerLayerS: x[1:], WorstResidual: worst}, nil
 	}
 	if ref, err = split(refY); err != nil {
 		return ref, sim, err
@@ -501,8 +493,9 @@ func Llama2Split(rows []Row, gpu string) (ref, sim DecodeSplit, err error) {
 }
 
 // leastSquares solves min |a·x − y| by the normal equations (the few
-// unknowns of DecodeSplit), Gaussian elimination with partial pivoting.
-func leastSquares(a [][]float64, y []float64) ([]float64, error) {
+// unknowns of DecodeSplit and LineFit), Gaussian elimination with partial
+// pivoting; worst is the largest |a·x / y − 1| over the rows.
+func leastSquares(a [][]float64, y []float64) (x []float64, worst float64, err error) {
 	n := len(a[0])
 	m := make([][]float64, n)
 	for i := range m {
@@ -522,7 +515,7 @@ func leastSquares(a [][]float64, y []float64) ([]float64, error) {
 			}
 		}
 		if m[p][col] == 0 {
-			return nil, fmt.Errorf("singular system")
+			return nil, 0, fmt.Errorf("singular system")
 		}
 		m[col], m[p] = m[p], m[col]
 		for r := range n {
@@ -535,11 +528,18 @@ func leastSquares(a [][]float64, y []float64) ([]float64, error) {
 			}
 		}
 	}
-	x := make([]float64, n)
+	x = make([]float64, n)
 	for i := range x {
 		x[i] = m[i][n] / m[i][i]
 	}
-	return x, nil
+	for k, row := range a {
+		var fit float64
+		for j := range row {
+			fit += row[j] * x[j]
+		}
+		worst = math.Max(worst, math.Abs(fit/y[k]-1))
+	}
+	return x, worst, nil
 }
 
 // table4Rows runs one 22B step per Table 4 experiment (TP 8, one micro-batch

@@ -41,6 +41,62 @@ var nimOtherRows = []NIMRow{
 	{20000, 2000, 1, 2521.02, 19.46}, {20000, 2000, 25, 10457.52, 64.46},
 }
 
+// label is the row's case name.
+func (r NIMRow) label() string {
+	c := fmt.Sprintf("%d+%d tokens, %d client", r.In, r.Out, r.Conc)
+	if r.Conc > 1 {
+		c += "s"
+	}
+	return c
+}
+
+// LineFit is y = InterceptS + SlopeS·x by least squares, WorstResidual the
+// largest |fitted / y − 1| over the points.
+type LineFit struct{ InterceptS, SlopeS, WorstResidual float64 }
+
+// OneClientTTFT fits one client's TTFT against the prompt's tokens over the
+// rows with prompts of at most maxPrompt tokens (where attention's
+// quadratic term is small), for the reference and the simulated TTFT: with
+// one client every request is alone, so the intercept is what a request
+// pays whatever its prompt (API server, first decode step) and the slope
+// the prefill's cost per token.
+func OneClientTTFT(rows []Row, maxPrompt int) (ref, sim LineFit, err error) {
+	byCase := map[string]Row{}
+	for _, r := range rows {
+		if r.Quantity == "ttft_ms" {
+			byCase[r.Case] = r
+		}
+	}
+	var a [][]float64
+	var refY, simY []float64
+	for _, n := range nimOtherRows {
+		if n.Conc != 1 || n.In > maxPrompt {
+			continue
+		}
+		r, ok := byCase[n.label()]
+		if !ok {
+			return ref, sim, fmt.Errorf("no ttft_ms row %q", n.label())
+		}
+		a = append(a, []float64{1, float64(n.In)})
+		refY, simY = append(refY, r.Reference/1e3), append(simY, r.Simulated/1e3)
+	}
+	if len(a) < 3 {
+		return ref, sim, fmt.Errorf("%d one-client rows up to %d tokens: too few to fit a line and judge it", len(a), maxPrompt)
+	}
+	fit := func(y []float64) (LineFit, error) {
+		x, worst, err := leastSquares(a, y)
+		if err != nil {
+			return LineFit{}, err
+		}
+		return LineFit{InterceptS: x[0], SlopeS: x[1], WorstResidual: worst}, nil
+	}
+	if ref, err = fit(refY); err != nil {
+		return ref, sim, err
+	}
+	sim, err = fit(simY)
+	return ref, sim, err
+}
+
 // ReadNIMRows reads the rows of NIMServingFile's table: the lines of five
 // numeric cells (input tokens, output tokens, concurrency, TTFT ms, ITL ms).
 func ReadNIMRows(path string) ([]NIMRow, error) {
@@ -133,10 +189,7 @@ func ServingRows(ctx context.Context, conc5 []NIMRow) ([]Row, error) {
 			return nil, fmt.Errorf("nim %d+%d at %d: %w", r.In, r.Out, r.Conc, err)
 		}
 		s := res.Tables[0].Rows.([]serving.SummaryRow)[0]
-		c := fmt.Sprintf("%d+%d tokens, %d client", r.In, r.Out, r.Conc)
-		if r.Conc > 1 {
-			c += "s"
-		}
+		c := r.label()
 		// genai-perf's identity: mean end to end = TTFT + (output − 1)·ITL.
 		e2e := (r.TTFTMS + float64(r.Out-1)*r.ITLMS) / 1e3
 		note := fmt.Sprintf("mean end to end %.2f s against the reference's %.2f s (%+.1f%%)", s.E2ESMean, e2e, 100*(s.E2ESMean/e2e-1))
