@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -72,7 +73,12 @@ func TestFidelityTable(t *testing.T) {
 		"streaming hides; no measured per-kernel cost of the reference's engine was found to price it. ")
 	ref, sim, err := Llama2Split(rows, "a100")
 	require.NoError(t, err)
-	b.WriteString(llama2SplitNote(ref, sim) + "\n")
+	h100Ref, h100Sim, err := Llama2Split(rows, "h100")
+	require.NoError(t, err)
+	b.WriteString(llama2SplitNote(ref, sim) + fmt.Sprintf(" The H100 rows split the same way read alike: the reference "+
+		"%.2f TB/s plus %.0f–%.0f µs a layer (a looser fit, each row within %.1f %%), the simulation %.2f TB/s plus %.0f–%.0f µs.\n",
+		h100Ref.BandwidthBps/1e12, 1e6*slices.Min(h100Ref.PerLayerS), 1e6*slices.Max(h100Ref.PerLayerS), 100*h100Ref.WorstResidual,
+		h100Sim.BandwidthBps/1e12, 1e6*slices.Min(h100Sim.PerLayerS), 1e6*slices.Max(h100Sim.PerLayerS)))
 	b.WriteString("- The gpt-fast rows (Llama-2 7B and 70B at batch 1 on A100, TP 1–8, an engine whose execution is stated: " +
 		"torch.compile with CUDA graphs and PyTorch's intra-node all-reduce) run Inductor's kernels where they are known: each " +
 		"residual add fused into the next RMSNorm, one vectorized kernel (fused_add_norm, as vLLM's fused_add_rms_norm; with the " +
