@@ -49,12 +49,17 @@ func sharedFile(t testing.TB, rel string) string {
 //     rounds after the first instead.
 //   - TTFT against the API server's time per request, and per prompt token
 //     at the tokenizing rates core/serving's doc cites (1–3 µs a token;
-//     the rows themselves run the default, 2.07 µs): with fixed lengths a
-//     request sent on a response reaches the engine 0, 1, 2 … decode steps
-//     after its predecessor left, and from the 5,000-token row on each step
-//     moves the pattern (which prefills queue behind which); the
-//     20,000-token row reads −28 % with no tokenizing, −12 % at 1 µs a
-//     token (one decode step, 20 ms), +1 % at 2 µs (two) and +13 % at 3.
+//     the rows themselves run the default, 2.07 µs). The server takes one
+//     request at a time, so requests sent together reach the engine one
+//     tokenizing apart and the first starts a prefill alone: from the
+//     lock-step start five clients settle into one request and a group of
+//     four (with no tokenizing, all five share every prefill: the
+//     1,000-token row reads +25 %). With fixed lengths a request sent on a
+//     response reaches the engine 0, 1, 2 … decode steps after its
+//     predecessor left, and from the 5,000-token row on each step moves
+//     the pattern (which prefills queue behind which); the 20,000-token
+//     row reads −43 % with no tokenizing, −27 % at 1 µs a token, −11 % at
+//     2 µs and +1 % at 3.
 //   - TTFT and ITL against the engine loop's own time per iteration and
 //     per sequence (engine.step_overhead_s, _per_seq; 0 in the rows).
 //   - TTFT and ITL with the residual adds fused into the norms

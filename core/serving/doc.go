@@ -62,13 +62,18 @@
 // # Requests reach the scheduler after the frontend
 //
 // A request sent at Request.ArrivalS joins its replica's waiting queue
-// Config.FrontendS + Config.FrontendSPerToken·Prompt later (the API
-// server's HTTP and chat template, and tokenizing the prompt, which grows
-// with it: one CPU thread of Hugging Face tokenizers encodes 1.3–4.2 MB/s
-// with Llama 3.1's tokenizer, huggingface/tokenizers PRs #1582 and #1584,
-// about 1–3 µs per token at some 4 bytes a token; the serving spec's
-// default is spec.TokenizeSPerToken, 2.07 µs); latencies count from
-// the send, as client-side benchmark tools time them. A closed-loop client sends its next request when its
+// after the API server has spent Config.FrontendS +
+// Config.FrontendSPerToken·Prompt on it (HTTP and chat template, and
+// tokenizing the prompt, which grows with it: one CPU thread of Hugging
+// Face tokenizers encodes 1.3–4.2 MB/s with Llama 3.1's tokenizer,
+// huggingface/tokenizers PRs #1582 and #1584, about 1–3 µs per token at
+// some 4 bytes a token; the serving spec's default is
+// spec.TokenizeSPerToken, 2.07 µs). The server takes one request at a
+// time (vLLM's OpenAI server tokenizes on a single worker thread), one
+// server a replica, so requests sent together reach the engine one
+// tokenizing apart. Latencies count from the send, as client-side
+// benchmark tools time them. The engine forms a batch from every request
+// that has reached it by the instant the batch starts. A closed-loop client sends its next request when its
 // previous one's last token is sampled. The scheduler admits new requests
 // only when it forms an iteration, as TensorRT-LLM's executor loop does
 // (Executor::Impl::executionLoop: wait for the running iteration, send its

@@ -36,8 +36,9 @@ type Config struct {
 	// FrontendS is the API server's time per request before the scheduler
 	// sees it (HTTP, chat template, tokenization), FrontendSPerToken its
 	// time per prompt token on top (tokenizing the prompt): a request sent
-	// at ArrivalS joins the waiting queue at ArrivalS + FrontendS +
-	// FrontendSPerToken·Prompt. Client-side benchmark tools (genai-perf,
+	// at ArrivalS joins the waiting queue FrontendS +
+	// FrontendSPerToken·Prompt after a server starts on it (one request at
+	// a time, a server per replica: Sim.frontend). Client-side benchmark tools (genai-perf,
 	// vLLM's benchmark_serving) time TTFT from the send, so it counts in
 	// TTFT and end to end.
 	FrontendS, FrontendSPerToken float64
@@ -222,6 +223,7 @@ type Sim struct {
 	out      Outcome
 	shape    Shape
 	dirty    []*rep
+	api      []float64
 	pools    [3][]*rep
 	useSeq   uint64
 	// Progress, if set, receives the number of finished requests and the
@@ -289,19 +291,49 @@ func (s *Sim) pull() {
 		id := int32(len(s.reqs))
 		s.reqs = append(s.reqs, RequestOut{Request: r, Replica: -1, DecodeReplica: -1})
 		s.st = append(s.st, rq{})
+		s.push(r.ArrivalS, evSend, id)
 		if r.Client < 0 {
 			// Open loop: one send ahead is enough (the next is pulled
 			// when this one is sent).
-			s.push(r.ArrivalS, evSend, id)
 			return
 		}
-		s.push(r.ArrivalS+s.frontend(&r), evArrival, id)
 	}
 }
 
-// frontend is the API server's time for request q.
+// frontend is when request q, sent now, reaches the scheduler: the API
+// server takes requests one at a time, each for Config.FrontendS +
+// Config.FrontendSPerToken·Prompt. vLLM's OpenAI server tokenizes on one
+// worker thread (OpenAIServing's ThreadPoolExecutor(max_workers=1),
+// vllm/entrypoints/openai/serving_engine.py; before vLLM PR #10635,
+// November 2024, on its event loop: "synchronously and sequentially"), so
+// requests sent together reach the engine one tokenizing time apart. Each
+// replica has its own server: a request takes the first one free.
 func (s *Sim) frontend(q *Request) float64 {
-	return s.cfg.FrontendS + s.cfg.FrontendSPerToken*float64(q.Prompt)
+	if s.api == nil {
+		for _, r := range s.reps {
+			if r.Role != Decode {
+				s.api = append(s.api, 0)
+			}
+		}
+	}
+	// api is a min-heap of the servers' free times.
+	start := max(s.now, s.api[0])
+	done := start + s.cfg.FrontendS + s.cfg.FrontendSPerToken*float64(q.Prompt)
+	s.api[0] = done
+	for i, n := 0, len(s.api); ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < n && s.api[l] < s.api[m] {
+			m = l
+		}
+		if r < n && s.api[r] < s.api[m] {
+			m = r
+		}
+		if m == i {
+			return done
+		}
+		s.api[i], s.api[m] = s.api[m], s.api[i]
+		i = m
+	}
 }
 
 // Run simulates until every request has finished.
@@ -322,7 +354,7 @@ func (s *Sim) Run(ctx context.Context) (*Outcome, error) {
 		s.now = e.t
 		switch e.kind {
 		case evSend:
-			s.push(s.now+s.frontend(&s.reqs[e.id].Request), evArrival, e.id)
+			s.push(s.frontend(&s.reqs[e.id].Request), evArrival, e.id)
 			s.pull()
 		case evArrival:
 			s.arrive(e.id)
@@ -335,6 +367,12 @@ func (s *Sim) Run(ctx context.Context) (*Outcome, error) {
 			s.kvArrived(e.id)
 		case evStage:
 			s.dirty = append(s.dirty, s.reps[e.id])
+		}
+		if len(s.evs) > 0 && s.evs[0].t == s.now {
+			// More happens at this instant (requests reaching the
+			// scheduler together, an iteration ending as one arrives):
+			// an engine forming its next batch sees all of it.
+			continue
 		}
 		if err := s.wake(); err != nil {
 			return nil, err

@@ -116,7 +116,8 @@ type ServingEngine struct {
 	// (tokenizing the prompt, which an OpenAI-compatible server does before
 	// the engine sees it); default TokenizeSPerToken, 0 for none. A request
 	// reaches the scheduler frontend_s + frontend_s_per_token · prompt
-	// tokens after it was sent.
+	// tokens after its replica's API server starts on it; the server takes
+	// one request at a time (vLLM's single tokenizer thread).
 	FrontendSPerToken *float64 `json:"frontend_s_per_token,omitempty"`
 	// StepOverheadS is the engine loop's CPU time per iteration that its
 	// GPUs wait for (scheduling, input preparation, sampling and output

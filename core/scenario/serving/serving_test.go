@@ -127,18 +127,25 @@ func TestStepOverheadLengthensEveryIteration(t *testing.T) {
 	}
 }
 
-// With a frontend time per prompt token, a short prompt sent after a long
-// one reaches the scheduler first: the 10-token request sent 1 ms after the
-// 4,000-token one is scheduled at its own send + frontend on an idle
-// engine, and the long one no earlier than its send + frontend (40 ms).
-func TestFrontendPerTokenLetsShortPromptsOvertake(t *testing.T) {
+// A replica's API server tokenizes one request at a time: a 10-token
+// request sent 1 ms after a 4,000-token one waits for the long prompt's
+// tokenizing (40 ms), reaches the scheduler after the long prompt's
+// prefill has started and joins a later iteration. With two replicas
+// it takes the other server and is scheduled first, at its own send +
+// 0.1 ms.
+func TestFrontendTokenizesOneRequestAtATime(t *testing.T) {
 	const k = 1e-5
-	rows := table[serving.RequestRow](run(t, fmt.Sprintf(`,"engine":{"frontend_s_per_token":%g},"workload":{"arrival":"trace","trace":{"arrival_s":[0,0.001],"prompt_tokens":[4000,10],"output_tokens":[4,4]}}`, k)), "requests")
-	require.Len(t, rows, 2)
-	long, short := rows[0], rows[1]
-	assert.InDelta(t, 0.001+10*k, short.ScheduledS, 1e-12)
-	assert.GreaterOrEqual(t, long.ScheduledS, 4000*k)
-	assert.Less(t, short.ScheduledS, long.ScheduledS)
+	for _, replicas := range []int{1, 2} {
+		rows := table[serving.RequestRow](run(t, fmt.Sprintf(`,"replicas":%d,"engine":{"frontend_s_per_token":%g},"workload":{"arrival":"trace","trace":{"arrival_s":[0,0.001],"prompt_tokens":[4000,10],"output_tokens":[4,4]}}`, replicas, k)), "requests")
+		require.Len(t, rows, 2)
+		long, short := rows[0], rows[1]
+		assert.InDelta(t, 4000*k, long.ScheduledS, 1e-12, "%d replicas: the long prompt, scheduled as it arrives", replicas)
+		if replicas == 1 {
+			assert.Greater(t, short.ScheduledS, 4000*k+10*k, "behind the long prompt's tokenizing and its first iteration")
+		} else {
+			assert.InDelta(t, 0.001+10*k, short.ScheduledS, 1e-12, "its own server")
+		}
+	}
 }
 
 // One replica with max_num_seqs 1 and fixed-size requests is an M/D/1
@@ -760,15 +767,14 @@ func TestSearchOverQuantization(t *testing.T) {
 func TestServingDataParallelAttention(t *testing.T) {
 	const moe = `"model":{"preset":"qwen3-30b-a3b","layers":6},"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1}`
 	inf := table[inference.SummaryRow](runJS(t, `{"kind":"inference",`+moe+`,"tp":1,"replicas":4,"ep":4,"batch":1,"prompt_tokens":600,"output_tokens":20}`), "summary")[0]
-	// Four requests sent together: the first's iteration starts as it
-	// arrives, the other three share the next; then all four decode, one
-	// a rank.
+	// Four requests sent together share the first iteration, one prompt a
+	// rank, as the inference kind's replicas run them; then all four
+	// decode, one a rank.
 	rows := table[serving.RequestRow](runJS(t, `{"kind":"serving",`+moe+`,"tp":1,"ep":4,"engine":{"frontend_s_per_token":0},
 		"workload":{"arrival":"trace","trace":{"arrival_s":[0,0,0,0],"prompt_tokens":[600,600,600,600],"output_tokens":[20,20,20,20]}}}`), "requests")
 	require.Len(t, rows, 4)
-	assert.InDelta(t, inf.TTFTS, rows[0].TTFTS, 0.02*inf.TTFTS)
-	for _, r := range rows[1:] {
-		assert.InDelta(t, 2*inf.TTFTS, r.TTFTS, 0.04*inf.TTFTS, "one prefill iteration, then their own")
+	for _, r := range rows {
+		assert.InDelta(t, inf.TTFTS, r.TTFTS, 0.02*inf.TTFTS, "one prefill iteration, a prompt a rank")
 		assert.InDelta(t, inf.TPOTS, r.ITLSMean, 0.02*inf.TPOTS)
 	}
 	// A 16,000-token prompt arrives while a short request decodes: in one
