@@ -310,11 +310,13 @@ func (s *Sim) pull() {
 // replica has its own server: a request takes the first one free.
 func (s *Sim) frontend(q *Request) float64 {
 	if s.api == nil {
+		n := 0
 		for _, r := range s.reps {
 			if r.Role != Decode {
-				s.api = append(s.api, 0)
+				n++
 			}
 		}
+		s.api = make([]float64, max(n, 1))
 	}
 	// api is a min-heap of the servers' free times.
 	start := max(s.now, s.api[0])
