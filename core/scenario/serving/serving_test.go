@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,6 +147,23 @@ func TestFrontendTokenizesOneRequestAtATime(t *testing.T) {
 			assert.InDelta(t, 0.001+10*k, short.ScheduledS, 1e-12, "its own server")
 		}
 	}
+}
+
+// Requests that reach the engine at the same instant are all there when it
+// forms the batch: 64 prompts of 500 tokens sent together with no frontend
+// time fill the first iteration to the 2,048-token budget (four whole
+// prompts and a 48-token chunk of the fifth), not the first one alone.
+func TestBurstFillsTheFirstIteration(t *testing.T) {
+	n := 64
+	arr := strings.TrimSuffix(strings.Repeat("0,", n), ",")
+	prompts := strings.TrimSuffix(strings.Repeat("500,", n), ",")
+	outputs := strings.TrimSuffix(strings.Repeat("8,", n), ",")
+	res := run(t, fmt.Sprintf(`,"engine":{"frontend_s_per_token":0,"max_num_batched_tokens":2048},"workload":{"arrival":"trace","trace":{"arrival_s":[%s],"prompt_tokens":[%s],"output_tokens":[%s]}}`, arr, prompts, outputs))
+	its := table[serving.IterationRow](res, "iterations")
+	require.NotEmpty(t, its)
+	assert.Equal(t, 0.0, its[0].StartS)
+	assert.Equal(t, 2048, its[0].PrefillTokens)
+	assert.Equal(t, 5, its[0].Sequences)
 }
 
 // One replica with max_num_seqs 1 and fixed-size requests is an M/D/1
