@@ -374,8 +374,10 @@ type llama2Case struct {
 
 // llama2Cases are those measurements on A100 (the reference README's
 // LLaMA-2-7B rows, and 13B and 70B) and on H100
-// (validation_scripts/imec_data/{A100,H100}_inf.csv of gkarfakis19/Rapid-LLM;
-// the H100s taken as SXM in a DGX).
+// (validation_scripts/imec_data/{A100,H100}_inf.csv of gkarfakis19/Rapid-LLM,
+// whose nvidia_inf.py gives their source: NVIDIA NeMo Framework's Llama-2
+// inference performance page, 200 + 200 tokens, "1-8 × H100 80GB HBM3",
+// so SXM in a DGX).
 var llama2Cases = []llama2Case{
 	{"a100", "7b", 1, 2.19}, {"a100", "7b", 2, 1.544}, {"a100", "7b", 4, 1.28}, {"a100", "7b", 8, 1.187},
 	{"a100", "13b", 1, 3.884}, {"a100", "13b", 2, 2.499}, {"a100", "13b", 4, 1.894}, {"a100", "13b", 8, 1.693},
