@@ -61,7 +61,7 @@ func TestFidelityTable(t *testing.T) {
 		"model.Op.OnePass), the fused LayerNorm backward's three kernels (weight-gradient partials read dy and x once more), " +
 		"the QKV split's backward copy and the context permute.\n")
 	b.WriteString("- The Llama-2 batch-1 rows (A100 and H100, 7B to 70B, TP 1–8) are run eagerly (RAPID-LLM's validation script " +
-		"takes them from NVIDIA NeMo Framework's Llama-2 inference performance page of 2023, since withdrawn, as Kundu et al. " +
+		"takes them from NVIDIA NeMo Framework's Llama-2 inference performance page (docs.nvidia.com, performance/llama.html), as Kundu et al. " +
 		"2024, arXiv 2407.14645, quote it; the engine is not named), and come out too fast by 0–19 %: on A100 within 2.5 % at TP 1 and within 3.5 % for 70B at every TP, 5–14 % for 7B " +
 		"and 13B at TP 2–8; on H100 0–19 %. Three parts of the device's time per kernel that the rows had lacked are priced: " +
 		"the kernel parameters had been fitted on Vidur's times as if exact, though its timer truncates every kernel to the " +
