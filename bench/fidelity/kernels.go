@@ -190,8 +190,11 @@ func vidurOps(r KernelRow, vm vidurModel) ([]model.Op, compute.Impl) {
 		}
 		return []model.Op{shaped(model.NewStreaming(r.Op, model.Norm, d, fl*n, 2*n*e+8*float64(T)))}, impl
 	case "rope":
-		// In place on q and k: read and write each element, 3 FLOPs.
-		return []model.Op{shaped(model.NewStreaming(r.Op, model.Rotary, d, 3*n, 2*n*e))}, compute.ImplRow
+		// In place on q and k: read and write each element, 3 FLOPs; the
+		// kernel's launch geometry from the TP rank's heads.
+		o := shaped(model.NewStreaming(r.Op, model.Rotary, d, 3*n, 2*n*e))
+		o.Heads, o.KVHeads, o.HeadDim = vm.heads/r.TP, max(vm.kvHeads/r.TP, 1), vm.headDim
+		return []model.Op{o}, compute.ImplRow
 	case "embedding":
 		// Read the token ids and rows, write the output.
 		return []model.Op{shaped(model.NewStreaming(r.Op, model.Embedding, d, 0, 4*float64(T)+2*n*e))}, compute.ImplGather

@@ -141,3 +141,30 @@ func FitKernelParams(g hw.GPU, rows []*KernelRow, start KernelParams, iters int)
 	sort.Slice(simplex, func(a, b int) bool { return simplex[a].v < simplex[b].v })
 	return fitParams(simplex[0].x), simplex[0].v
 }
+
+// FitRotary fits hw.GPU.RotaryBandwidthFraction alone on the training
+// split's RoPE rows, the other parameters held at the GPU's: the rotary
+// kernel's own bandwidth beside the row kernels' (compute's rotary), the
+// only parameter its rows set once the shared ones are fitted. A grid of
+// 0.005 from 0.3 to 1; the least Objective, the lower fraction on a tie.
+func FitRotary(g hw.GPU, rows []*KernelRow) (best float64, err error) {
+	var rope []*KernelRow
+	for _, r := range rows {
+		if r.Class == "rope" && !HeldOut(r.Model) {
+			rope = append(rope, r)
+		}
+	}
+	bestV := math.Inf(1)
+	for i := 60; i <= 200; i++ {
+		f := float64(i) / 200
+		g.RotaryBandwidthFraction = f
+		es, err := PriceRows(g, rope)
+		if err != nil {
+			return 0, err
+		}
+		if v := Objective(es); v < bestV-1e-12 {
+			best, bestV = f, v
+		}
+	}
+	return best, nil
+}

@@ -252,6 +252,51 @@ func TestRowKernelLatencyThenBandwidth(t *testing.T) {
 	}
 }
 
+// rotaryCost prices the fp16 rotary embedding of rows tokens with q query
+// and k key heads of 128 dimensions, as the model builds it.
+func rotaryCost(t *testing.T, e *Evaluator, rows, q, k int64) Cost {
+	n := float64(rows * (q + k) * 128)
+	o := model.NewStreaming("attn.rotary", model.Rotary, hw.FP16, 3*n, 4*n)
+	o.M, o.N, o.Heads, o.KVHeads, o.HeadDim = rows, (q+k)*128, q, k, 128
+	c, err := e.Op(o)
+	require.NoError(t, err)
+	return c
+}
+
+// The rotary kernel runs its query heads' pairs, then its key heads', over
+// blocks of min(query heads · 64, 512) threads: its loop iterations' chain
+// (one memory latency each, per wave of resident blocks) adds to its bytes
+// at its own bandwidth, the input's part still in L2 read at L2's.
+func TestRotaryChainPlusBandwidth(t *testing.T) {
+	g := gpu(t, "a100-80gb-sxm")
+	e := NewEvaluator(g)
+	// One token, 8 query heads and 1 key head (a GQA model at TP 8): 512
+	// threads, one query and one key iteration; 4,608 bytes, 1,152 of
+	// them the input in L2.
+	c := rotaryCost(t, e, 1, 8, 1)
+	bytes, res := 4.0*9*128, 2.0*9*128
+	want := g.KernelLaunchS + 2*g.MemoryLatencyS + (bytes-res)/g.RotaryBandwidth() + res/g.L2BandwidthBytesPerS
+	assert.InEpsilon(t, want, c.TimeS, 1e-9)
+	// 65 query heads: 512 threads, ⌈65·64/512⌉ = 9 query iterations and
+	// one for the key head.
+	c = rotaryCost(t, e, 1, 65, 1)
+	bytes, res = 4.0*66*128, 2.0*66*128
+	want = g.KernelLaunchS + 10*g.MemoryLatencyS + (bytes-res)/g.RotaryBandwidth() + res/g.L2BandwidthBytesPerS
+	assert.InEpsilon(t, want, c.TimeS, 1e-9)
+	// Per byte, one key head a rank behind 512-thread blocks (8 + 1 heads)
+	// is slower than as many query as key heads in 256-thread blocks (4 + 4)
+	// at many tokens: half the blocks resident, the same two iterations.
+	gqa, mha := rotaryCost(t, e, 4096, 8, 1), rotaryCost(t, e, 4096, 4, 4)
+	assert.Greater(t, gqa.TimeS/9, mha.TimeS/8)
+	// More tokens never take less time.
+	prev := 0.0
+	for rows := int64(1); rows <= 65536; rows *= 2 {
+		c := rotaryCost(t, e, rows, 32, 8)
+		assert.GreaterOrEqual(t, c.TimeS, prev, "rows=%d", rows)
+		prev = c.TimeS
+	}
+}
+
 func TestFlashAttentionEfficiency(t *testing.T) {
 	for _, name := range []string{"a100-80gb-sxm", "h100-sxm"} {
 		g := gpu(t, name)

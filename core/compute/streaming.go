@@ -127,6 +127,9 @@ func (e *Evaluator) streaming(o model.Op, impl Impl) Cost {
 			c.BytesHBM -= res
 			bw = c.BytesHBM / t
 		}
+		if o.Kind == model.Rotary && o.M > 0 && o.Heads > 0 && o.HeadDim > 0 && impl == ImplRow {
+			return e.rotary(c, o)
+		}
 		if o.M > 0 && o.N > 0 && g.MemoryLatencyS > 0 {
 			resident := int64(g.SMCount) * max(int64(g.ThreadsPerSM())/threads, 1)
 			chain := float64(ceil(o.M, resident)*iters) * g.MemoryLatencyS
@@ -179,4 +182,29 @@ func (e *Evaluator) residentInput(o model.Op) float64 {
 		return 0
 	}
 	return math.Min(one, float64(e.gpu.L2Bytes)/4)
+}
+
+// rotary prices vLLM/sarathi's rotary_embedding_kernel (pos_encoding_kernels
+// .cu) as its launch code runs it: a block per token of min(query heads ·
+// head_dim/2, 512) threads, each rotating one (x, y) pair in place per
+// iteration, first over the query heads' pairs, then over the key heads'
+// (a key loop of one head's 64 pairs leaves most of a 512-thread block
+// idle). Each iteration's stores precede the next one's loads, so the
+// latency chain of the resident blocks' iterations adds to the bytes'
+// time at the kernel's own bandwidth (hw.GPU.RotaryBandwidth).
+func (e *Evaluator) rotary(c Cost, o model.Op) Cost {
+	g := e.gpu
+	half := max(o.HeadDim/2, 1)
+	q, k := o.Heads*half, max(o.KVHeads, 0)*half
+	threads := min(q, 512)
+	iters := ceil(q, threads) + ceil(k, threads)
+	resident := int64(g.SMCount) * max(int64(g.ThreadsPerSM())/threads, 1)
+	chain := float64(ceil(o.M, resident)*iters) * g.MemoryLatencyS
+	bw := g.RotaryBandwidth()
+	if res := e.residentInput(o); res > 0 {
+		t := (c.BytesL2-res)/bw + res/g.L2BandwidthBytesPerS
+		c.BytesHBM -= res
+		bw = c.BytesHBM / t
+	}
+	return e.finishBW(c, o.FLOPs, safeDiv(o.FLOPs, e.mathPeak(o)), bw, chain, 0)
 }

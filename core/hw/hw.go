@@ -86,6 +86,12 @@ type GPU struct {
 	// one-block-per-row kernels with scalar loads (RMSNorm, RoPE, fused
 	// activations as vLLM/sarathi write them) reach at large sizes; 0 means 1.
 	RowKernelBandwidthFraction float64 `json:"row_kernel_bandwidth_fraction" arrow:"row_kernel_bandwidth_fraction"`
+	// RotaryBandwidthFraction is the fraction of HBMBandwidth() that the
+	// rotary-embedding kernel's bytes reach beside its loop's latency chain
+	// (vLLM/sarathi rotary_embedding_kernel: each thread rotates one pair in
+	// place with 2-byte loads half a head apart and a cos/sin lookup); 0
+	// means RowKernelBandwidthFraction's.
+	RotaryBandwidthFraction float64 `json:"rotary_bandwidth_fraction" arrow:"rotary_bandwidth_fraction"`
 	// GatherBandwidthFraction is the fraction of HBMBandwidth() that an
 	// embedding gather (a row lookup per token) reaches; 0 means 1.
 	GatherBandwidthFraction float64 `json:"gather_bandwidth_fraction" arrow:"gather_bandwidth_fraction"`
@@ -124,6 +130,14 @@ func (g GPU) HBMBandwidth() float64 { return g.HBMBandwidthBytesPerS * orOne(g.H
 // RowKernelBandwidth is the large-size bandwidth of one-block-per-row kernels.
 func (g GPU) RowKernelBandwidth() float64 {
 	return g.HBMBandwidth() * orOne(g.RowKernelBandwidthFraction)
+}
+
+// RotaryBandwidth is the rotary-embedding kernel's bandwidth.
+func (g GPU) RotaryBandwidth() float64 {
+	if g.RotaryBandwidthFraction > 0 {
+		return g.HBMBandwidth() * g.RotaryBandwidthFraction
+	}
+	return g.RowKernelBandwidth()
 }
 
 // GEMMBandwidth is the HBM bandwidth of a GEMM's operand loads.

@@ -64,7 +64,7 @@ func nvidiaL2(sms int, clockHz float64) float64 {
 // kernelFit is the set of per-GPU parameters fitted on measured kernel
 // times (see a100Fit).
 type kernelFit struct {
-	launchS, tensorEff, tileOverheadClk, hbmEff, rowFrac, gatherFrac, latencyS, gemmFrac float64
+	launchS, tensorEff, tileOverheadClk, hbmEff, rowFrac, gatherFrac, latencyS, gemmFrac, rotaryFrac float64
 }
 
 // a100Fit and h100Fit are fitted on Vidur's CUPTI kernel times
@@ -82,7 +82,10 @@ type kernelFit struct {
 // Starts that end within 2 % of the best objective are a tie, taken by the
 // basin these values start (the previous optimum, refined), else by the
 // smallest fixed cost per tile (TestKernelFit).
-// Command: go test ./bench/fidelity -run KernelFit -fit -v. Checked on
+// Command: go test ./bench/fidelity -run KernelFit -fit -v. rotaryFrac,
+// the rotary kernel's own bandwidth, is fitted after them, alone, on the
+// same split's RoPE rows (bench/fidelity FitRotary, TestRotaryFitIsOptimal).
+// Checked on
 // CodeLlama-34B, Llama-3-8B, Llama-3-70B and phi-2 (H100: CodeLlama-34B and
 // phi-2); the held-out median |error| is 5.0 % (A100) and 6.2 % (H100) for
 // GEMMs, 0.0-8.3 % for the streaming classes (bench/fidelity/KERNELS.md).
@@ -90,8 +93,8 @@ type kernelFit struct {
 // overheads and from these values (a change to the model refines the last
 // optimum; the stepped loss has several basins).
 var (
-	a100Fit = kernelFit{launchS: 2.676e-06, tensorEff: 0.7785, tileOverheadClk: 2815, hbmEff: 0.8301, rowFrac: 0.5943, gatherFrac: 0.1875, latencyS: 3.323e-07, gemmFrac: 1}
-	h100Fit = kernelFit{launchS: 1.928e-06, tensorEff: 0.7762, tileOverheadClk: 4105, hbmEff: 0.885, rowFrac: 0.5832, gatherFrac: 0.2102, latencyS: 3.048e-07, gemmFrac: 0.9948}
+	a100Fit = kernelFit{launchS: 2.676e-06, tensorEff: 0.7785, tileOverheadClk: 2815, hbmEff: 0.8301, rowFrac: 0.5943, gatherFrac: 0.1875, latencyS: 3.323e-07, gemmFrac: 1, rotaryFrac: 0.555}
+	h100Fit = kernelFit{launchS: 1.928e-06, tensorEff: 0.7762, tileOverheadClk: 4105, hbmEff: 0.885, rowFrac: 0.5832, gatherFrac: 0.2102, latencyS: 3.048e-07, gemmFrac: 0.9948, rotaryFrac: 0.545}
 )
 
 // apply sets the fitted parameters on a part built on the die they were
@@ -102,7 +105,7 @@ func (f kernelFit) apply(g GPU) GPU {
 		g.TensorEfficiency = f.tensorEff
 	}
 	g.HBMEfficiency, g.GEMMTileOverheadCycles = f.hbmEff, f.tileOverheadClk
-	g.RowKernelBandwidthFraction, g.GatherBandwidthFraction = f.rowFrac, f.gatherFrac
+	g.RowKernelBandwidthFraction, g.GatherBandwidthFraction, g.RotaryBandwidthFraction = f.rowFrac, f.gatherFrac, f.rotaryFrac
 	g.MemoryLatencyS, g.GEMMBandwidthFraction, g.KernelLaunchS = f.latencyS, f.gemmFrac, f.launchS
 	return g
 }

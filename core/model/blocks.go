@@ -234,6 +234,7 @@ func (b *builder) attention(shared bool, in, hs, kvs, hd, qkv int64) {
 		n := float64(T * (hs + kvs) * hd)
 		b.stream("attn.rotary", Rotary, 3*n, 2*n*b.e, 3*n, 2*n*b.e, 0)
 		b.rows(T, (hs+kvs)*hd)
+		b.rotaryHeads(hs, kvs, hd)
 	}
 	if !b.training() {
 		b.kvCacheWrite(float64(T * 2 * kvs * hd))

@@ -766,6 +766,13 @@ func (b *builder) rows(rows, w int64) {
 	f[0].M, f[0].N = rows, w
 }
 
+// rotaryHeads gives the rotary kernel just added its heads (query, key)
+// and their dimension: its launch geometry (core/compute rotary).
+func (b *builder) rotaryHeads(q, k, dim int64) {
+	f := b.steps[len(b.steps)-1].fwd
+	f[0].Heads, f[0].KVHeads, f[0].HeadDim = q, k, dim
+}
+
 // norm is a LayerNorm (GPT) or RMSNorm over n elements of rows of width w:
 // read x, write y (and fp32 statistics per row). LayerNorm: ≈8 FLOPs per
 // element (mean, variance, normalize, affine), RMSNorm ≈5. Keeps x. In

@@ -270,6 +270,7 @@ func (b *builder) mla() {
 	n := float64(T * (hs + 1) * rope)
 	b.stream("attn.rotary", Rotary, 3*n, 2*n*b.e, 3*n, 2*n*b.e, 0)
 	b.rows(T, (hs+1)*rope)
+	b.rotaryHeads(hs, 1, rope)
 	r := b.r
 	if r.Phase == Decode {
 		B := int64(r.Batch)
