@@ -210,6 +210,11 @@ func normCost(t *testing.T, e *Evaluator, rows, w int64, native bool) Cost {
 	n := float64(rows * w)
 	o := model.NewStreaming("norm", model.Norm, hw.FP16, 5*n, 4*n+8*float64(rows))
 	o.M, o.N, o.NativeLayerNorm = rows, w, native
+	return priced(t, e, o)
+}
+
+// priced is o's cost on e.
+func priced(t *testing.T, e *Evaluator, o model.Op) Cost {
 	c, err := e.Op(o)
 	require.NoError(t, err)
 	return c
@@ -258,9 +263,7 @@ func rotaryCost(t *testing.T, e *Evaluator, rows, q, k int64) Cost {
 	n := float64(rows * (q + k) * 128)
 	o := model.NewStreaming("attn.rotary", model.Rotary, hw.FP16, 3*n, 4*n)
 	o.M, o.N, o.Heads, o.KVHeads, o.HeadDim = rows, (q+k)*128, q, k, 128
-	c, err := e.Op(o)
-	require.NoError(t, err)
-	return c
+	return priced(t, e, o)
 }
 
 // The rotary kernel runs its query heads' pairs, then its key heads', over
