@@ -132,16 +132,24 @@ func ReadNIMRows(path string) ([]NIMRow, error) {
 	return rows, nil
 }
 
-// NIMEngine is TensorRT-LLM's in-flight batcher, which NIM prefers on A100:
-// it packs an iteration as the serving kind's scheduler does (generation
-// requests first, then context chunks first come first served) up to
-// max_num_tokens, 8192 by default, and its all-reduce plugin picks between
-// the custom kernels and NCCL by its own limits (net.TRTLLMCustom: NCCL
-// above 8,000,000 bytes, where vLLM's custom all-reduce goes to 8 MiB).
+// NIMEngine is TensorRT-LLM's in-flight batcher, which NIM prefers on A100,
+// as its defaults run it: it packs an iteration as the serving kind's
+// scheduler does (generation requests first, then context chunks first come
+// first served) up to max_num_tokens, 8192 by default; its all-reduce
+// plugin picks the custom kernels or NCCL by its own limits, with or without
+// CUDA graphs (net.TRTLLMCustom: NCCL above 8,000,000 bytes, where vLLM's
+// custom all-reduce goes to 8 MiB); and TensorRT builds each residual add
+// and the RMSNorm after it into one kernel (engine.fused_add_norm).
 // vLLM V1's server would budget 2048 tokens on an A100 (the serving kind's
 // default there); the rows' engine is not stated, and bench's
 // TestNIMServing logs both.
-const NIMEngine = `"max_num_batched_tokens":8192,"custom_all_reduce_engine":"tensorrt_llm"`
+const NIMEngine = `"max_num_batched_tokens":8192,"custom_all_reduce_engine":"tensorrt_llm","fused_add_norm":true`
+
+// NIMExecution is how TensorRT-LLM's runtime issues an engine's kernels by
+// default: without CUDA graphs (ExtendedRuntimePerfKnobConfig's
+// cuda_graph_mode, False by default; tensorrt_llm.llmapi reference), every
+// iteration enqueued kernel by kernel.
+const NIMExecution = "eager"
 
 // NIMRounds is how many requests each client sends: the closed loop takes
 // two or three rounds to settle from its lock-step start into its steady
@@ -164,14 +172,16 @@ func NIMRounds(r NIMRow) int {
 // architecture) in bf16 on one DGX A100 (8× A100 80 GB SXM), TP 8, one
 // replica, closed-loop clients at the row's concurrency, fixed input and
 // output lengths, the first round left out as warm-up, with exactly the
-// engine options given (JSON object members; NIMEngine for the rows').
-func NIMSpec(r NIMRow, requests int, engine string) string {
+// engine options given (JSON object members; NIMEngine for the rows') and
+// execution mode (NIMExecution for the rows').
+func NIMSpec(r NIMRow, requests int, execution, engine string) string {
 	return fmt.Sprintf(`{"kind":"serving","model":"llama3-70b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},
-		"tp":8,"engine":{%s},"workload":{"arrival":"closed_loop","concurrency":%d,"requests":%d,"warmup_requests":%d,
-		"prompt_tokens":{"tokens":%d},"output_tokens":{"tokens":%d}}}`, engine, r.Conc, requests, r.Conc, r.In, r.Out)
+		"tp":8,"execution":%q,"engine":{%s},"workload":{"arrival":"closed_loop","concurrency":%d,"requests":%d,"warmup_requests":%d,
+		"prompt_tokens":{"tokens":%d},"output_tokens":{"tokens":%d}}}`, execution, engine, r.Conc, requests, r.Conc, r.In, r.Out)
 }
 
-// ServingRows runs every NIM row as a serving scenario with NIMEngine (the
+// ServingRows runs every NIM row as a serving scenario with NIMEngine and
+// NIMExecution (the
 // serving kind's defaults otherwise) and NIMRounds: the concurrency-5 rows
 // given (NIMServingFile's) and the page's others, in the page's order.
 func ServingRows(ctx context.Context, conc5 []NIMRow) ([]Row, error) {
@@ -184,7 +194,7 @@ func ServingRows(ctx context.Context, conc5 []NIMRow) ([]Row, error) {
 	})
 	var rows []Row
 	for _, r := range all {
-		res, err := run(ctx, NIMSpec(r, NIMRounds(r)*r.Conc, NIMEngine))
+		res, err := run(ctx, NIMSpec(r, NIMRounds(r)*r.Conc, NIMExecution, NIMEngine))
 		if err != nil {
 			return nil, fmt.Errorf("nim %d+%d at %d: %w", r.In, r.Out, r.Conc, err)
 		}

@@ -75,8 +75,10 @@ type Inference struct {
 	// engines do (vLLM's custom all-reduce, also in SGLang and
 	// TensorRT-LLM: one kernel reading its NVLink peers' buffers, below
 	// 8 MiB on 2, 4, 6 or 8 GPUs; NCCL otherwise; net.Custom). Default:
-	// true with cuda_graphs, false with eager (PyTorch's NCCL all-reduce,
-	// as Hugging Face transformers runs).
+	// true with cuda_graphs or with TensorRT-LLM's rules (its built engine
+	// carries the all-reduce plugin however it is launched), false with
+	// eager otherwise (PyTorch's NCCL all-reduce, as Hugging Face
+	// transformers runs).
 	CustomAllReduce *bool `json:"custom_all_reduce,omitempty"`
 	// CustomAllReduceEngine is whose rules pick between the custom kernels
 	// and NCCL (net.CustomEngines): "vllm" (default; SGLang's are the
@@ -160,7 +162,7 @@ func TPAllReduce(custom *bool, engine string) net.Algorithm {
 // CustomAllReduceEngine with the default engine's rules.
 func customAllReduceDefault(p **bool, engine *string, execution string) {
 	if *p == nil {
-		on := execution == "cuda_graphs"
+		on := execution == "cuda_graphs" || *engine == net.TRTLLMCustom.Engine
 		*p = &on
 	}
 	if *engine == "" {

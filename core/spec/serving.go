@@ -132,7 +132,8 @@ type ServingEngine struct {
 	StepOverheadS       float64 `json:"step_overhead_s,omitempty"`
 	StepOverheadSPerSeq float64 `json:"step_overhead_s_per_seq,omitempty"`
 	// CustomAllReduce as in the inference kind (default: true with
-	// cuda_graphs, false with eager).
+	// cuda_graphs or custom_all_reduce_engine "tensorrt_llm", false with
+	// eager otherwise).
 	CustomAllReduce *bool `json:"custom_all_reduce,omitempty"`
 	// CustomAllReduceEngine as in the inference kind ("vllm", the default,
 	// or "tensorrt_llm").
