@@ -123,9 +123,7 @@ func (e *Evaluator) streaming(o model.Op, impl Impl) Cost {
 			// L2. The single-pass row kernels (RoPE, silu_and_mul) store
 			// as they load and show no such knee: priced so, A100 RoPE's
 			// held-out error grew from 8 to 22 %.
-			t := (c.BytesL2-res)/g.RowKernelBandwidth() + res/g.L2BandwidthBytesPerS
-			c.BytesHBM -= res
-			bw = c.BytesHBM / t
+			bw = e.readResident(&c, res, g.RowKernelBandwidth())
 		}
 		if o.Kind == model.Rotary && o.M > 0 && o.Heads > 0 && o.HeadDim > 0 && impl == ImplRow {
 			return e.rotary(c, o)
@@ -191,7 +189,8 @@ func (e *Evaluator) residentInput(o model.Op) float64 {
 // (a key loop of one head's 64 pairs leaves most of a 512-thread block
 // idle). Each iteration's stores precede the next one's loads, so the
 // latency chain of the resident blocks' iterations adds to the bytes'
-// time at the kernel's own bandwidth (hw.GPU.RotaryBandwidth).
+// time: the input's part still in L2 (residentInput) at L2's bandwidth, as
+// the norm reads it, the rest at the kernel's own (hw.GPU.RotaryBandwidth).
 func (e *Evaluator) rotary(c Cost, o model.Op) Cost {
 	g := e.gpu
 	half := max(o.HeadDim/2, 1)
@@ -202,9 +201,16 @@ func (e *Evaluator) rotary(c Cost, o model.Op) Cost {
 	chain := float64(ceil(o.M, resident)*iters) * g.MemoryLatencyS
 	bw := g.RotaryBandwidth()
 	if res := e.residentInput(o); res > 0 {
-		t := (c.BytesL2-res)/bw + res/g.L2BandwidthBytesPerS
-		c.BytesHBM -= res
-		bw = c.BytesHBM / t
+		bw = e.readResident(&c, res, bw)
 	}
 	return e.finishBW(c, o.FLOPs, safeDiv(o.FLOPs, e.mathPeak(o)), bw, chain, 0)
+}
+
+// readResident takes res bytes of c's input from L2 at L2's bandwidth, the
+// rest of its bytes at bw, and returns the bandwidth that gives c's
+// remaining HBM bytes the time of both.
+func (e *Evaluator) readResident(c *Cost, res, bw float64) float64 {
+	t := (c.BytesL2-res)/bw + res/e.gpu.L2BandwidthBytesPerS
+	c.BytesHBM -= res
+	return c.BytesHBM / t
 }
