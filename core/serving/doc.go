@@ -90,8 +90,8 @@
 // queue behind which. A delay of one decode step (about 21 ms for a 70B
 // model on 8 A100s) can move a request past a prefill iteration of about
 // 1 s, so with long prompts the mean TTFT moves in steps (on the 20,000-
-// token NVIDIA NIM row of bench's TestNIMServing, 0.65 to 0.85 s per
-// decode step of frontend time).
+// token NVIDIA NIM row of bench's TestNIMServing, about 0.6 s per 20 ms
+// of tokenizing, a decode step's worth).
 //
 // # The engine loop's own time
 //
