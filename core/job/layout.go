@@ -69,7 +69,8 @@ func InferenceBuilder(s *spec.Inference, gpus int, canceled func() error) (workl
 // spec's step options (the training and parallel_search kinds').
 func TrainingStep(m model.Config, dtype string, st spec.Step, par workload.Parallel) workload.Training {
 	return workload.Training{Model: m, SeqLen: st.SeqLen, DType: hw.DType(dtype), GradDType: hw.DType(st.GradDType),
-		FP8Recipe: st.FP8Recipe, CrossEntropyFusion: st.CrossEntropyFusion, UnfusedAttention: st.UnfusedAttention, Par: par}
+		FP8Recipe: st.FP8Recipe, CrossEntropyFusion: st.CrossEntropyFusion, UnfusedAttention: st.UnfusedAttention,
+		NoGradAccumulationFusion: st.NoGradAccumulationFusion, Par: par}
 }
 
 // TrainingLayout converts a validated training spec to the workload's layout; gpus

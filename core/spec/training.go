@@ -109,6 +109,12 @@ type Step struct {
 	CrossEntropyFusion string `json:"cross_entropy_fusion,omitempty"`
 	// UnfusedAttention uses Megatron's unfused attention (no FlashAttention).
 	UnfusedAttention bool `json:"unfused_attention,omitempty"`
+	// NoGradAccumulationFusion is Megatron-LM's
+	// --no-gradient-accumulation-fusion (Megatron-Core's
+	// gradient_accumulation_fusion false, its TransformerConfig default):
+	// each weight-gradient GEMM writes a 16-bit gradient once instead of
+	// adding into the grad_dtype main gradient.
+	NoGradAccumulationFusion bool `json:"no_gradient_accumulation_fusion,omitempty"`
 }
 
 func (s *Step) defaults() {

@@ -129,6 +129,10 @@ type Training struct {
 	// GradDType is the type gradients are accumulated and reduced in:
 	// Megatron keeps fp32 main gradients for 16-bit training.
 	GradDType hw.DType
+	// NoGradAccumulationFusion: the weight-gradient GEMMs write their
+	// gradient once in the math's type rather than adding into the
+	// GradDType buffer (model.Run.GradDType "").
+	NoGradAccumulationFusion bool
 	// FP8Recipe and CrossEntropyFusion are model.Run's.
 	FP8Recipe, CrossEntropyFusion string
 	// UnfusedAttention uses Megatron's unfused attention kernels (no
@@ -265,7 +269,11 @@ func (t Training) Check() []problem.Problem {
 }
 
 func (t Training) microRun() model.Run {
-	return model.Run{Phase: model.Training, Batch: t.Par.MicroBatch, SeqLen: t.localSeqLen(), CP: t.Par.CP, CPComm: t.Par.CPComm, TP: t.Par.TP, GradDType: t.GradDType, FP8Recipe: t.FP8Recipe,
+	accum := t.GradDType
+	if t.NoGradAccumulationFusion {
+		accum = ""
+	}
+	return model.Run{Phase: model.Training, Batch: t.Par.MicroBatch, SeqLen: t.localSeqLen(), CP: t.Par.CP, CPComm: t.Par.CPComm, TP: t.Par.TP, GradDType: accum, FP8Recipe: t.FP8Recipe,
 		CrossEntropyFusion: t.CrossEntropyFusion,
 		SequenceParallel:   t.Par.SequenceParallel, Recompute: t.Par.Recompute, RecomputeModules: t.Par.RecomputeModules, DType: t.DType,
 		UnfusedAttention: t.UnfusedAttention, EP: t.Par.EP, ExpertTP: t.Par.ExpertTP}

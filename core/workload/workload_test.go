@@ -821,3 +821,34 @@ func TestTrainingTaskListReservedOnce(t *testing.T) {
 		require.LessOrEqual(t, float64(cap(prog.Tasks)), float64(n)*1.1, "%+v: capacity %d for %d tasks", par, cap(prog.Tasks), n)
 	}
 }
+
+// Without gradient-accumulation fusion (Megatron-LM's
+// --no-gradient-accumulation-fusion) the weight-gradient GEMMs write their
+// gradient once in the math's type, while the gradients are still reduced
+// in GradDType: the model run drops the buffer type, the reduction's bytes
+// do not move.
+func TestNoGradAccumulationFusion(t *testing.T) {
+	c, ok := model.FromPreset("llama2-7b", model.Config{Layers: 2})
+	require.True(t, ok)
+	par := Parallel{TP: 1, PP: 1, DP: 2, MicroBatch: 1, GlobalBatch: 2}
+	step := func(off bool) (model.Run, float64) {
+		tr := layout(c, par)
+		tr.SeqLen, tr.DType, tr.GradDType, tr.NoGradAccumulationFusion = 512, hw.BF16, hw.FP32, off
+		require.Empty(t, tr.Check())
+		plan, err := BuildTraining(tr)
+		require.NoError(t, err)
+		var reduced float64
+		for _, task := range plan.Programs[plan.Units[0].Program].Tasks {
+			if strings.HasPrefix(task.Name, "grad_") {
+				reduced += task.Bytes
+			}
+		}
+		return tr.microRun(), reduced
+	}
+	fused, fusedBytes := step(false)
+	plain, plainBytes := step(true)
+	require.Equal(t, hw.FP32, fused.GradDType)
+	require.Equal(t, hw.DType(""), plain.GradDType)
+	require.Positive(t, fusedBytes)
+	require.Equal(t, fusedBytes, plainBytes)
+}
