@@ -223,9 +223,11 @@ type Sim struct {
 	out      Outcome
 	shape    Shape
 	dirty    []*rep
-	api      []float64
-	pools    [3][]*rep
-	useSeq   uint64
+	// api holds each API server's free time: one a replica that takes
+	// arrivals (Sim.frontend).
+	api    []float64
+	pools  [3][]*rep
+	useSeq uint64
 	// Progress, if set, receives the number of finished requests and the
 	// simulated time every few thousand events (the context is checked as often).
 	Progress func(done int, nowS float64)
@@ -238,6 +240,12 @@ func NewSim(cfg Config, reps []Replica, route string, src Source, transfer Trans
 	s := &Sim{cfg: cfg, src: src, transfer: transfer, route: route}
 	for i, r := range reps {
 		s.reps = append(s.reps, &rep{Replica: r, idx: i, free: r.Blocks, prefixes: map[int32]*prefixEntry{}})
+		if r.Role != Decode {
+			s.api = append(s.api, 0)
+		}
+	}
+	if len(s.api) == 0 {
+		s.api = []float64{0}
 	}
 	return s
 }
@@ -309,33 +317,14 @@ func (s *Sim) pull() {
 // requests sent together reach the engine one tokenizing time apart. Each
 // replica has its own server: a request takes the first one free.
 func (s *Sim) frontend(q *Request) float64 {
-	if s.api == nil {
-		n := 0
-		for _, r := range s.reps {
-			if r.Role != Decode {
-				n++
-			}
+	first := 0
+	for i, free := range s.api {
+		if free < s.api[first] {
+			first = i
 		}
-		s.api = make([]float64, max(n, 1))
 	}
-	// api is a min-heap of the servers' free times.
-	start := max(s.now, s.api[0])
-	done := start + s.cfg.FrontendS + s.cfg.FrontendSPerToken*float64(q.Prompt)
-	s.api[0] = done
-	for i, n := 0, len(s.api); ; {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < n && s.api[l] < s.api[m] {
-			m = l
-		}
-		if r < n && s.api[r] < s.api[m] {
-			m = r
-		}
-		if m == i {
-			return done
-		}
-		s.api[i], s.api[m] = s.api[m], s.api[i]
-		i = m
-	}
+	s.api[first] = max(s.now, s.api[first]) + s.cfg.FrontendS + s.cfg.FrontendSPerToken*float64(q.Prompt)
+	return s.api[first]
 }
 
 // Run simulates until every request has finished.
