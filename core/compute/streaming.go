@@ -64,8 +64,6 @@ func implOf(o model.Op) Impl {
 //   - rms_norm (vLLM/sarathi layernorm_kernels.cu): block = min(w, 1024)
 //     threads, two passes over the row (sum of squares, then scale and
 //     store), so x is read twice: 3 of the op's 2 bytes per element;
-//   - rotary_embedding (pos_encoding_kernels.cu): block = min(w/2, 512)
-//     threads, each iteration rotates one (x, y) pair in place;
 //   - silu_and_mul and other fused activations (activation_kernels.cu):
 //     block = min(w, 1024) threads, one output element per iteration;
 //   - PyTorch's vectorized_layer_norm_kernel (ImplRowVector): 128 threads
@@ -83,10 +81,6 @@ func rowShape(impl Impl, k model.Kind, w int64) (threads, iters int64, byteScale
 	case model.Norm:
 		threads = min(max(w, 1), 1024)
 		return threads, 2 * ceil(w, threads), 1.5
-	case model.Rotary:
-		pairs := max(w/2, 1)
-		threads = min(pairs, 512)
-		return threads, ceil(pairs, threads), 1
 	default:
 		threads = min(max(w, 1), 1024)
 		return threads, ceil(w, threads), 1
@@ -110,6 +104,9 @@ func (e *Evaluator) streaming(o model.Op, impl Impl) Cost {
 	bw := g.HBMBandwidth()
 	switch impl {
 	case ImplRow, ImplRowVector:
+		if o.Kind == model.Rotary && impl == ImplRow {
+			return e.rotary(c, o)
+		}
 		threads, iters, scale := rowShape(impl, o.Kind, o.N)
 		c.BytesL2 = o.Bytes * scale
 		bw = g.RowKernelBandwidth() / scale
@@ -120,13 +117,9 @@ func (e *Evaluator) streaming(o model.Op, impl Impl) Cost {
 			// Vidur's norms show it: CodeLlama-34B's 8,192-wide rows on an
 			// A100 cost 26 ns a token up to 512 tokens (8.4 MB of input)
 			// and 45 ns from 640, where the input outgrows a quarter of
-			// L2. The single-pass row kernels (RoPE, silu_and_mul) store
-			// as they load and show no such knee: priced so, A100 RoPE's
-			// held-out error grew from 8 to 22 %.
+			// L2. silu_and_mul shows no such knee (priced so, its held-out
+			// median went from 2.8 to 4.8 %); RoPE reads it (rotary).
 			bw = e.readResident(&c, res, g.RowKernelBandwidth())
-		}
-		if o.Kind == model.Rotary && o.M > 0 && o.Heads > 0 && o.HeadDim > 0 && impl == ImplRow {
-			return e.rotary(c, o)
 		}
 		if o.M > 0 && o.N > 0 && g.MemoryLatencyS > 0 {
 			resident := int64(g.SMCount) * max(int64(g.ThreadsPerSM())/threads, 1)
@@ -191,10 +184,15 @@ func (e *Evaluator) residentInput(o model.Op) float64 {
 // latency chain of the resident blocks' iterations adds to the bytes'
 // time: the input's part still in L2 (residentInput) at L2's bandwidth, as
 // the norm reads it, the rest at the kernel's own (hw.GPU.RotaryBandwidth).
+// An op without its heads runs its N/2 pairs as one loop; one without its
+// rows (a backward) pays its bytes alone.
 func (e *Evaluator) rotary(c Cost, o model.Op) Cost {
 	g := e.gpu
-	half := max(o.HeadDim/2, 1)
-	q, k := o.Heads*half, max(o.KVHeads, 0)*half
+	q, k := max(o.N/2, 1), int64(0)
+	if o.Heads > 0 && o.HeadDim > 0 {
+		half := max(o.HeadDim/2, 1)
+		q, k = o.Heads*half, max(o.KVHeads, 0)*half
+	}
 	threads := min(q, 512)
 	iters := ceil(q, threads) + ceil(k, threads)
 	resident := int64(g.SMCount) * max(int64(g.ThreadsPerSM())/threads, 1)
