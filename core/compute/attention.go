@@ -173,23 +173,62 @@ func (e *Evaluator) flash(o model.Op) Cost {
 // second kernel to combine the pieces (FlashAttention-2's
 // flash_fwd_splitkv_combine_kernel), and every piece, a thread block, pays
 // a GEMM tile's fixed cost per wave of blocks over the SMs, as in flash.
+//
+// TensorRT-LLM's XQA kernel (model.Op.XQA, for grouped-query and
+// multi-query attention; TensorRT-LLM runs multi-head attention on its
+// masked-MHA kernel, which splits to fill the SMs as flash-decoding does)
+// splits by its own heuristic
+// (xqaBlocksPerSequence) and merges the pieces in the same kernel: each
+// block counts itself done on a semaphore, and the last of a sequence's
+// blocks to finish reads the others' partial outputs and reduces them, a
+// tail after the main loop (one atomic and one read's latency, then the
+// partials at one SM's share of L2) instead of a second kernel.
 func (e *Evaluator) decode(o model.Op) Cost {
 	g := e.gpu
 	sms := int64(g.SMCount)
 	seqHeads := o.Batch * o.KVHeads
 	splits := min(ceil(o.SeqKV, 256), max(1, ceil(sms, seqHeads)))
+	xqa := o.XQA && o.Heads > o.KVHeads
+	if xqa {
+		splits = xqaBlocksPerSequence(o.SeqKV, seqHeads, sms, o.Batch)
+	}
 	share := math.Min(1, float64(seqHeads*splits)/float64(sms))
 	q := float64(o.Batch*o.Heads*o.HeadDim) * actBytes(o)
 	partials := float64(splits-1) * (q + 2*float64(o.Batch*o.Heads)*float64(o.HeadDim+1)*4)
 	c := Cost{BytesL2: o.Bytes + partials, BytesHBM: o.Bytes + partials, Kernels: 1}
-	if splits > 1 {
+	if splits > 1 && !xqa {
 		c.Kernels = 2
 	}
 	// Scores: one per (head, key); GQA shares each K/V read across heads.
 	lanes := g.VectorFP32FlopsPerS / 2
 	scores := float64(o.Batch*o.Heads) * float64(o.SeqKV)
 	mathTime := o.FLOPs/g.TensorPeak(o.DType) + softmaxLaneOpsPerScore*scores/lanes
-	return e.finish(c, o.FLOPs, mathTime, share, e.blockWaves(seqHeads*splits))
+	fixed := e.blockWaves(seqHeads * splits)
+	if xqa && splits > 1 {
+		merged := float64(splits*o.Heads/max(o.KVHeads, 1)) * float64(o.HeadDim+1) * 4
+		fixed += 2*g.MemoryLatencyS + merged/(g.L2BandwidthBytesPerS/float64(sms))
+	}
+	return e.finish(c, o.FLOPs, mathTime, share, fixed)
+}
+
+// xqaBlocksPerSequence is how many thread blocks TensorRT-LLM's XQA kernel
+// gives each sequence's cache in multi-block mode, which its runtime turns
+// on by default (executor::ExtendedRuntimePerfKnobConfig, multiBlockMode =
+// true): one per 128 cached tokens (kMinHistoryTokensPerBlock), at most
+// round(√(8·n)) of those n ("otherwise the final reduction may
+// dominate"), cut so that the grid of (sequence, KV head, block) stays
+// within 8 waves of the SMs (kTargetWaveFactor), and within the 6,000
+// sub-sequences its workspace reserves (computeMultiBlockCount,
+// decoderXQAImplCommon.h; constants in decoderXQAConstants.h). Where
+// flash-decoding splits a lone sequence until the SMs are full, XQA keeps
+// a few large blocks: a 21,000-token cache takes 36 blocks, not 83.
+func xqaBlocksPerSequence(history, seqHeads, sms, batch int64) int64 {
+	n := max(history/128, 1)
+	n = min(n, int64(math.Round(math.Sqrt(float64(n)*8))))
+	if waves := float64(seqHeads*n) / float64(sms) / 8; waves > 1 {
+		n = int64(math.Floor(float64(n) / waves))
+	}
+	return max(min(n, 6000/max(batch, 1)), 1)
 }
 
 // blockWaves is the fixed cost of a kernel's thread blocks run one per SM

@@ -388,6 +388,45 @@ func TestDecodeAttentionSplitsAndCombines(t *testing.T) {
 	assert.Greater(t, small.TimeS, 2*g.GEMMTileOverheadCycles/g.ClockHz+2*g.KernelLaunchS)
 }
 
+// XQA's multi-block heuristic, against computeMultiBlockCount by hand:
+// 21,000 cached tokens are 164 blocks of 128, capped at round(√(8·164)) =
+// 36; 300 are 2 (√16 = 4 does not bind); 1,500 are 11, capped at
+// round(√88) = 9; 160 sequences of 8 KV heads at 36 would be 426.7 waves
+// of 108 SMs, 53 times the target of 8, so 36/53.3 → 0 → 1.
+func TestXQABlocksPerSequence(t *testing.T) {
+	assert.EqualValues(t, 36, xqaBlocksPerSequence(21000, 1, 108, 1))
+	assert.EqualValues(t, 36, xqaBlocksPerSequence(21000, 5, 108, 5))
+	assert.EqualValues(t, 2, xqaBlocksPerSequence(300, 1, 108, 1))
+	assert.EqualValues(t, 9, xqaBlocksPerSequence(1500, 1, 108, 1))
+	assert.EqualValues(t, 1, xqaBlocksPerSequence(100, 1, 108, 1))
+	assert.EqualValues(t, 1, xqaBlocksPerSequence(21000, 160*8, 108, 160))
+	// 200 sequences of one KV head at 36 blocks are 66.7 waves, 8.3 times
+	// the target: 36/8.33 = 4.32 → 4.
+	assert.EqualValues(t, 4, xqaBlocksPerSequence(21000, 200, 108, 200))
+}
+
+// A lone long sequence: flash-decoding fills the SMs (83 pieces, then a
+// combine kernel); XQA runs 36 blocks that merge in one kernel, so a third
+// of the SMs stream the cache and the kernel is slower. A batch that fills
+// the SMs either way reads the same bytes at the same bandwidth.
+func TestXQADecodeKeepsFewerBlocks(t *testing.T) {
+	e := NewEvaluator(gpu(t, "a100-80gb-sxm"))
+	one := model.NewDecodeAttention("d", hw.BF16, 2, 1, 8, 1, 21000, 128)
+	flash, err := e.Op(one)
+	require.NoError(t, err)
+	one.XQA = true
+	xqa, err := e.Op(one)
+	require.NoError(t, err)
+	assert.Equal(t, 2, flash.Kernels)
+	assert.Equal(t, 1, xqa.Kernels)
+	assert.Greater(t, xqa.TimeS, 1.4*flash.TimeS)
+	// 36 blocks of 108 SMs draw a third of the bandwidth; then the last
+	// block merges 36 partials of 8 heads (129 fp32 each) at 1/108 of L2.
+	g := e.GPU()
+	merge := 2*g.MemoryLatencyS + 36*8*129*4/(g.L2BandwidthBytesPerS/108)
+	assert.InEpsilon(t, xqa.BytesHBM/(g.HBMBandwidth()/3), xqa.TimeS-g.KernelLaunchS-e.blockWaves(36)-merge, 1e-9)
+}
+
 func TestQuantizeIsBytesOverHBM(t *testing.T) {
 	g := gpu(t, "h100-sxm")
 	// 256M bf16 values to int8 with one fp32 scale per 128: read 2 B, write

@@ -114,7 +114,7 @@ func InferenceLayout(s *spec.Inference, gpus int) (workload.Inference, error) {
 	in := workload.Inference{Model: m, TP: s.TP, PP: s.PP, Replicas: s.Replicas, Batch: s.Batch,
 		Prompt: s.PromptTokens, Output: s.OutputTokens, DType: hw.DType(s.DType), KVDType: spec.StorageDType(s.KVCacheDType),
 		WeightDType:      spec.StorageDType(s.WeightDType),
-		UnfusedAttention: s.UnfusedAttention, FusedAddNorm: s.FusedAddNorm,
+		UnfusedAttention: s.UnfusedAttention, FusedAddNorm: s.FusedAddNorm, XQADecode: s.DecodeAttention == spec.DecodeXQA,
 		EP: s.EP, HierarchicalA2A: s.HierarchicalA2A, LowLatencyA2A: s.LowLatencyA2A, ExpertsInTP: s.EnableExpertParallel, TwoBatchOverlap: s.TwoBatchOverlap}
 	var p spec.Problems
 	in.Model.Experts = spec.ExpertSlots(&p, m, s.RedundantExperts, s.EP)

@@ -370,7 +370,9 @@ func (b *builder) attentionCore(hs, kvs, hd int64) {
 	r := b.r
 	B := int64(r.Batch)
 	if r.Phase == Decode {
-		b.add(step{fwd: []Op{NewDecodeAttention("attn.decode", b.attnDType(), b.kv, B, hs, kvs, int64(r.KVLen)+1, hd)}})
+		o := NewDecodeAttention("attn.decode", b.attnDType(), b.kv, B, hs, kvs, int64(r.KVLen)+1, hd)
+		o.XQA = r.XQADecode
+		b.add(step{fwd: []Op{o}})
 		return
 	}
 	s := int64(r.SeqLen)

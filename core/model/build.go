@@ -107,6 +107,11 @@ type Run struct {
 	// engines run LLaMA-style blocks; false keeps the add and the norm two
 	// kernels (Hugging Face transformers, Vidur's profiled kernels).
 	FusedAddNorm bool
+	// XQADecode runs the decode attention as TensorRT-LLM's XQA kernel
+	// (Op.XQA: its own split of each cache, merged in one kernel); false
+	// as flash-decoding, the split vLLM and SGLang run through
+	// FlashAttention and FlashInfer.
+	XQADecode bool
 	// LocalSSMProjections keeps Mamba-1's x_proj local to each rank's
 	// channel shard (the SSM tensor-parallel partition of Dutt et al. 2026,
 	// arXiv 2602.21144): no all-reduce of its output, one all-reduce per

@@ -120,6 +120,13 @@ type Op struct {
 	// LayerNorm, apex.contrib FastLayerNorm; Transformer Engine's norms);
 	// the default norm kernel (vLLM's rms_norm) reads its row twice.
 	OnePass bool
+	// XQA marks a decode attention run by TensorRT-LLM's XQA kernel (its
+	// generation-phase kernel for grouped-query and multi-query attention;
+	// multi-head attention keeps flash-decoding's split), which splits
+	// each sequence's cache by its own multi-block heuristic and merges the
+	// pieces inside the kernel; false runs flash-decoding's split and
+	// combine kernel (compute.Evaluator.decode).
+	XQA bool
 	// NativeLayerNorm marks a LayerNorm run by PyTorch's own kernel
 	// (torch.nn.LayerNorm, as inference engines run LayerNorm models):
 	// 128-thread blocks with vector loads, where vLLM's rms_norm runs

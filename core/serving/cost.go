@@ -72,8 +72,8 @@ type Pricer struct {
 	// expertsInTP spreads the experts whole over the TP ranks (vLLM's
 	// --enable-expert-parallel; workload.Inference.ExpertsInTP).
 	expertsInTP bool
-	// fusedAddNorm: model.Run.FusedAddNorm.
-	fusedAddNorm bool
+	// fusedAddNorm: model.Run.FusedAddNorm; xqaDecode: model.Run.XQADecode.
+	fusedAddNorm, xqaDecode bool
 	// ep is Engine.EP (≥ 1); a2aBackend Engine.A2ABackend.
 	ep         int
 	a2aBackend string
@@ -166,6 +166,9 @@ type Engine struct {
 	// FusedAddNorm runs the residual adds inside the norms
 	// (model.Run.FusedAddNorm).
 	FusedAddNorm bool
+	// XQADecode runs the decode attention as TensorRT-LLM's XQA kernel
+	// (model.Run.XQADecode).
+	XQADecode bool
 	// EP is the data-parallel attention ranks of a replica (1: none): EP
 	// ranks of TP GPUs each, every rank attending to its own sequences,
 	// the experts spread over the EP ranks (each TP-sharded over its
@@ -184,7 +187,7 @@ func NewPricer(m *exec.Machine, faults net.FaultPlan, seed uint64, cfg model.Con
 	t, gpu := m.Fabric.Topology(), m.GPU
 	tp, pp := e.TP, e.PP
 	p := &Pricer{gpu: gpu, ev: compute.NewEvaluator(gpu), cfg: cfg, tp: tp, pp: pp, dtype: e.DType,
-		kvDType: e.KVDType, kvBytes: model.KVBytes(e.KVDType, e.DType), weightDType: e.WeightDType, host: e.Host, expertsInTP: e.ExpertsInTP, fusedAddNorm: e.FusedAddNorm, ep: max(e.EP, 1), a2aBackend: e.A2ABackend, a2a: map[a2aKey]float64{},
+		kvDType: e.KVDType, kvBytes: model.KVBytes(e.KVDType, e.DType), weightDType: e.WeightDType, host: e.Host, expertsInTP: e.ExpertsInTP, fusedAddNorm: e.FusedAddNorm, xqaDecode: e.XQADecode, ep: max(e.EP, 1), a2aBackend: e.A2ABackend, a2a: map[a2aKey]float64{},
 		dense: map[denseKey][]exec.Issue{}, denseComm: map[denseKey]float64{}, head: map[partKey]exec.Issue{}, dec: map[[2]int]compute.Cost{}, pre: map[[2]int]float64{},
 		comm: map[commKey]float64{}}
 	g, err := model.Build(cfg, p.run(1, 1))
@@ -249,7 +252,7 @@ func NewPricer(m *exec.Machine, faults net.FaultPlan, seed uint64, cfg model.Con
 // tokens on one rank of the replica.
 func (p *Pricer) run(batch, seqLen int) model.Run {
 	r := model.Run{Phase: model.Prefill, Batch: batch, SeqLen: seqLen, TP: p.tp, DType: p.dtype, KVDType: p.kvDType, WeightDType: p.weightDType,
-		FusedAddNorm: p.fusedAddNorm}
+		FusedAddNorm: p.fusedAddNorm, XQADecode: p.xqaDecode}
 	if p.expertsInTP {
 		r.EP, r.ExpertTP = p.tp, 1
 	}
@@ -688,6 +691,7 @@ func (p *Pricer) attention(sh *Shape) (float64, int, error) {
 		c, ok := p.dec[k]
 		if !ok {
 			o := model.NewDecodeAttention("attn.decode", p.dtype, p.kvBytes, int64(sh.Decode), p.hs, p.kvs, int64(k[1])+1, p.hd)
+			o.XQA = p.xqaDecode
 			if p.cfg.IsMLA() {
 				o = model.MLADecodeAttention(p.cfg, p.dtype, p.kvBytes, int64(sh.Decode), p.hs, int64(k[1])+1)
 			}

@@ -92,6 +92,13 @@ type Inference struct {
 	// Default false: the add and the scalar norm kernel Vidur profiled
 	// (the kernels the compute model is fitted on), two kernels each.
 	FusedAddNorm bool `json:"fused_add_norm,omitempty"`
+	// DecodeAttention is the decode-attention kernel (DecodeAttentionKernels):
+	// "flash_decoding" (default: each sequence's cache split until the SMs
+	// are full and the pieces combined by a second kernel, as vLLM and
+	// SGLang run FlashAttention's and FlashInfer's) or "xqa" (TensorRT-LLM's
+	// XQA kernel as its runtime's multi-block mode runs it by default: a few
+	// large pieces per sequence, merged in the same kernel).
+	DecodeAttention string `json:"decode_attention,omitempty"`
 	// KVCacheDType is the KV cache's element type (vLLM's --kv-cache-dtype):
 	// "auto" (default: the activations' type, 16-bit) or one of
 	// KVCacheDTypes; "fp8" halves the cache a token takes and the bytes
@@ -135,6 +142,15 @@ func validateWeightDType(p *Problems, path, w, dtype string) {
 		p.Addf(path, "%s weights are no narrower than dtype %s; choose a narrower type or \"auto\"", w, dtype)
 	}
 }
+
+// Decode-attention kernels (decode_attention).
+const (
+	DecodeFlash = "flash_decoding"
+	DecodeXQA   = "xqa"
+)
+
+// DecodeAttentionKernels lists the allowed decode_attention values.
+func DecodeAttentionKernels() []string { return []string{DecodeFlash, DecodeXQA} }
 
 // KVCacheDTypes lists the allowed kv_cache_dtype values.
 func KVCacheDTypes() []string { return []string{"auto", "bf16", "fp16", "fp8"} }
@@ -189,6 +205,9 @@ func (s *Inference) Defaults() {
 		s.WeightDType = "auto"
 	}
 	customAllReduceDefault(&s.CustomAllReduce, &s.CustomAllReduceEngine, s.Execution)
+	if s.DecodeAttention == "" {
+		s.DecodeAttention = DecodeFlash
+	}
 	for _, f := range []*int{&s.TP, &s.PP, &s.Replicas, &s.Batch, &s.EP} {
 		if *f == 0 {
 			*f = 1
@@ -218,6 +237,7 @@ func (s *Inference) Validate(p *Problems) {
 	p.OneOf("execution", s.Execution, ExecutionModes())
 	p.OneOf("kv_cache_dtype", s.KVCacheDType, KVCacheDTypes())
 	p.OneOf("custom_all_reduce_engine", s.CustomAllReduceEngine, net.CustomEngines())
+	p.OneOf("decode_attention", s.DecodeAttention, DecodeAttentionKernels())
 	validateWeightDType(p, "weight_dtype", s.WeightDType, s.DType)
 	s.Host.validate(p, "host")
 	for i, r := range s.Requests {

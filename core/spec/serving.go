@@ -140,6 +140,9 @@ type ServingEngine struct {
 	CustomAllReduceEngine string `json:"custom_all_reduce_engine,omitempty"`
 	// FusedAddNorm as in the inference kind (default false).
 	FusedAddNorm bool `json:"fused_add_norm,omitempty"`
+	// DecodeAttention as in the inference kind ("flash_decoding", the
+	// default, or "xqa").
+	DecodeAttention string `json:"decode_attention,omitempty"`
 	// All2AllBackend is how ep ranks exchange tokens (net.A2ABackends:
 	// "direct", the default, "deepep_low_latency", "deepep_high_throughput"
 	// or "deepep_auto", vLLM's --all2all-backend names and SGLang's
@@ -303,6 +306,9 @@ func (s *Serving) Defaults() {
 		s.Execution = "cuda_graphs"
 	}
 	customAllReduceDefault(&s.Engine.CustomAllReduce, &s.Engine.CustomAllReduceEngine, s.Execution)
+	if s.Engine.DecodeAttention == "" {
+		s.Engine.DecodeAttention = DecodeFlash
+	}
 	if s.Engine.All2AllBackend == "" {
 		s.Engine.All2AllBackend = net.A2ADirect
 	}
@@ -455,6 +461,7 @@ func (s *Serving) Validate(p *Problems) {
 	}
 	p.OneOf("engine.kv_cache_dtype", e.KVCacheDType, KVCacheDTypes())
 	p.OneOf("engine.custom_all_reduce_engine", e.CustomAllReduceEngine, net.CustomEngines())
+	p.OneOf("engine.decode_attention", e.DecodeAttention, DecodeAttentionKernels())
 	validateWeightDType(p, "engine.weight_dtype", e.WeightDType, s.DType)
 	p.Duration("engine.step_overhead_s", e.StepOverheadS)
 	p.Duration("engine.step_overhead_s_per_seq", e.StepOverheadSPerSeq)

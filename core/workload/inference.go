@@ -27,6 +27,8 @@ type Inference struct {
 	UnfusedAttention     bool
 	// FusedAddNorm: see model.Run.
 	FusedAddNorm bool
+	// XQADecode: see model.Run.
+	XQADecode bool
 	// LocalSSMProjections: see model.Run (false: Megatron split as is).
 	LocalSSMProjections bool
 	// Requests, if set, replaces Batch, Prompt and Output with groups of
@@ -160,7 +162,7 @@ func (in Inference) Check() []problem.Problem {
 
 func (in Inference) run(phase model.Phase, kv int) model.Run {
 	r := model.Run{Phase: phase, Batch: in.Batch, SeqLen: in.Prompt, KVLen: kv, TP: in.TP,
-		DType: in.DType, KVDType: in.KVDType, WeightDType: in.WeightDType, UnfusedAttention: in.UnfusedAttention, FusedAddNorm: in.FusedAddNorm, LocalSSMProjections: in.LocalSSMProjections, EP: in.EP}
+		DType: in.DType, KVDType: in.KVDType, WeightDType: in.WeightDType, UnfusedAttention: in.UnfusedAttention, FusedAddNorm: in.FusedAddNorm, XQADecode: in.XQADecode, LocalSSMProjections: in.LocalSSMProjections, EP: in.EP}
 	if in.ExpertsInTP {
 		r.EP, r.ExpertTP = max(in.TP, 1), 1
 	}

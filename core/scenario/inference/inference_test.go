@@ -110,6 +110,32 @@ func TestFP8WeightsAreOneByte(t *testing.T) {
 	assert.Equal(t, bf["kv_cache"], f8["kv_cache"])
 }
 
+// decode_attention "xqa" (TensorRT-LLM's kernel for grouped-query
+// attention) keeps one sequence's long cache on a few blocks where
+// flash-decoding fills the SMs: Llama-3-8B's batch-1 decode over a
+// 16,000-token cache is slower, its prefill and memory the same. Llama-2-7B,
+// multi-head, runs TensorRT-LLM's masked-MHA kernel, split as flash-decoding.
+func TestXQADecodeSlowerForOneLongSequence(t *testing.T) {
+	// run's "model" given again: encoding/json keeps the last.
+	const w = `,"model":"llama3-8b","batch":1,"prompt_tokens":16000,"output_tokens":16`
+	flash, fm := memoryOf(t, w)
+	xqa, xm := memoryOf(t, w+`,"decode_attention":"xqa"`)
+	assert.Greater(t, xqa.TPOTS, flash.TPOTS)
+	assert.Equal(t, flash.TTFTS, xqa.TTFTS)
+	assert.Equal(t, fm, xm)
+	const mha = `,"batch":1,"prompt_tokens":16000,"output_tokens":16`
+	f, _ := memoryOf(t, mha)
+	x, _ := memoryOf(t, mha+`,"decode_attention":"xqa"`)
+	assert.Equal(t, f, x)
+}
+
+func TestDecodeAttentionErrorNamesField(t *testing.T) {
+	js := `{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"decode_attention":"paged"}`
+	_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "decode_attention")
+}
+
 func TestKVCacheDTypeErrorNamesField(t *testing.T) {
 	js := `{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"kv_cache_dtype":"int4"}`
 	_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))

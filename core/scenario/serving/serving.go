@@ -260,7 +260,7 @@ func Build(ctx context.Context, s *spec.Serving) (*Setup, error) {
 		}
 		pr, err := sv.NewPricer(m, faults, s.Seed, cfg, r, sv.Engine{TP: s.TP, PP: s.PP, DType: hw.DType(s.DType),
 			KVDType: spec.StorageDType(e.KVCacheDType), WeightDType: spec.StorageDType(e.WeightDType), Host: host, TPAllReduce: spec.TPAllReduce(e.CustomAllReduce, e.CustomAllReduceEngine), ExpertsInTP: e.EnableExpertParallel,
-			FusedAddNorm: e.FusedAddNorm, EP: s.EP, A2ABackend: e.All2AllBackend})
+			FusedAddNorm: e.FusedAddNorm, XQADecode: e.DecodeAttention == spec.DecodeXQA, EP: s.EP, A2ABackend: e.All2AllBackend})
 		if err != nil {
 			return nil, err
 		}

@@ -299,6 +299,7 @@ func TestSpecErrors(t *testing.T) {
 		{`,"workload":{"rate_per_s":1},"engine":{"frontend_s_per_token":-1e-6}`, "engine.frontend_s_per_token"},
 		{`,"workload":{"rate_per_s":1},"engine":{"step_overhead_s":-0.001}`, "engine.step_overhead_s"},
 		{`,"workload":{"rate_per_s":1},"engine":{"kv_cache_dtype":"int4"}`, "engine.kv_cache_dtype"},
+		{`,"workload":{"rate_per_s":1},"engine":{"decode_attention":"paged"}`, "engine.decode_attention"},
 		{`,"workload":{"rate_per_s":1},"engine":{"weight_dtype":"bf16"}`, "engine.weight_dtype"},
 		{`,"workload":{"rate_per_s":1},"engine":{"step_overhead_s_per_seq":1e9}`, "engine.step_overhead_s_per_seq"},
 		{`,"workload":{"arrival":"trace","trace":{"arrival_s":[0,1],"prompt_tokens":[5],"output_tokens":[3,3]}}`, "workload.trace.prompt_tokens"},
