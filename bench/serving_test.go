@@ -132,6 +132,8 @@ func TestNIMServing(t *testing.T) {
 		variant("with each residual add and norm two kernels (engine.fused_add_norm false, vLLM's kernel set)", fidelity.NIMExecution,
 			strings.Replace(fidelity.NIMEngine, `"fused_add_norm":true`, `"fused_add_norm":false`, 1))
 		variant("with CUDA graphs (TensorRT-LLM's cuda_graph_mode)", "cuda_graphs", fidelity.NIMEngine)
+		variant("with flash-decoding's split of the cache (engine.decode_attention flash_decoding, vLLM's and SGLang's)", fidelity.NIMExecution,
+			strings.Replace(fidelity.NIMEngine, `"decode_attention":"xqa"`, `"decode_attention":"flash_decoding"`, 1))
 		v := runSpec(fidelity.NIMSpec(r, fidelity.NIMRounds(r)*r.Conc, "cuda_graphs", "")).Summary
 		t.Logf("    vLLM V1's budget on an A100 (the serving kind's default, 2048 tokens): TTFT %.0f (%+.0f%%), ITL %.2f (%+.0f%%)",
 			v.TTFTSMean*1e3, 100*(v.TTFTSMean*1e3/r.TTFTMS-1), v.ITLSMean*1e3, 100*(v.ITLSMean*1e3/r.ITLMS-1))

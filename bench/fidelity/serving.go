@@ -139,11 +139,15 @@ func ReadNIMRows(path string) ([]NIMRow, error) {
 // plugin picks the custom kernels or NCCL by its own limits, with or without
 // CUDA graphs (net.TRTLLMCustom: NCCL above 8,000,000 bytes, where vLLM's
 // custom all-reduce goes to 8 MiB); and TensorRT builds each residual add
-// and the RMSNorm after it into one kernel (engine.fused_add_norm).
+// and the RMSNorm after it into one kernel (engine.fused_add_norm); its
+// generation phase runs grouped-query attention on the XQA kernel in
+// multi-block mode, on by default (ExtendedRuntimePerfKnobConfig's
+// multiBlockMode; engine.decode_attention "xqa", compute's
+// xqaBlocksPerSequence).
 // vLLM V1's server would budget 2048 tokens on an A100 (the serving kind's
 // default there); the rows' engine is not stated, and bench's
 // TestNIMServing logs both.
-const NIMEngine = `"max_num_batched_tokens":8192,"custom_all_reduce_engine":"tensorrt_llm","fused_add_norm":true`
+const NIMEngine = `"max_num_batched_tokens":8192,"custom_all_reduce_engine":"tensorrt_llm","fused_add_norm":true,"decode_attention":"xqa"`
 
 // NIMExecution is how TensorRT-LLM's runtime issues an engine's kernels by
 // default: without CUDA graphs (ExtendedRuntimePerfKnobConfig's

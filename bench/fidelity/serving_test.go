@@ -49,24 +49,31 @@ const servingGaps = `
 What the rows say, and what is not modelled:
 - The engine is TensorRT-LLM's as its defaults run it (NIMEngine, NIMExecution): no CUDA graphs (its runtime's
   cuda_graph_mode is False by default), its all-reduce plugin's custom kernels up to 8,000,000 bytes and NCCL
-  above, and each residual add built into the RMSNorm after it (engine.fused_add_norm). As the rows ran before,
+  above, each residual add built into the RMSNorm after it (engine.fused_add_norm), and the decode attention on
+  the XQA kernel in multi-block mode, also on by default (engine.decode_attention "xqa": one block per 128 cached
+  tokens, at most round(sqrt(8n)) of those n, merged by the last block in the same kernel). As the rows ran before,
   with vLLM's kernel set as the kernel tables time it (a separate add and a scalar norm) and CUDA graphs, the prefill
   came out 7-9 % slow on the 1,000- and 5,000-token prompts and the 1,000-token row at 5 clients +12.1 %, while
   the unfused kernels filled in for the decode step's missing time (one client's ITL within 2 %). bench's
-  TestNIMServing logs both variants.
+  TestNIMServing logs these variants and flash-decoding's split.
 - One client isolates the engine: its TTFT is the API server, the prompt's prefill and the first token, its ITL
   one decode step of one sequence. The prefill matches from 1,000 to 20,000 tokens (+3.1, +3.6, -0.1 %) and is
   6 % short at 500. The 200-token prompt is 10 ms short (-22 %), what an API server's time per request (HTTP, chat
-  template; engine.frontend_s, 0 by default: no cited figure for NIM's) would account for. The decode step is
-  4-5 % short (17.40 against 18.11 ms at 200 tokens), 9 % at the 20,000-token cache.
+  template; engine.frontend_s, 0 by default: no cited figure for NIM's) would account for. The measured decode
+  step grows by 1.35 ms from a 300-token cache to a 21,000-token one (18.11 to 19.46 ms); XQA streams one lone
+  cache on 36 of the 108 SMs and the simulated step grows by 1.27 ms (17.22 to 18.49), where flash-decoding's
+  split (83 pieces) grew it by 0.28 ms and left the 20,000-token row 9.1 % short. What remains is 0.9-1.3 ms a
+  step at every cache length (5-7 %), what the engine does per iteration beyond the kernels (scheduling,
+  sampling, the responses; engine.step_overhead_s and _per_seq, 0 by default: no published figure for
+  TensorRT-LLM's executor).
 - Five clients settle into one request and a group of four (the API server tokenizes one request at a time;
-  bench's TestNIMServing explains the phase), and every TTFT comes within 7 %. Every ITL is 9-12 % short: the
-  decode step lacks what NIM's engine does per iteration beyond the kernels (scheduling, sampling, the
-  responses; engine.step_overhead_s and _per_seq, 0 by default: no published figure for TensorRT-LLM's
-  executor), 1.8 ms a step at 200 + 200 tokens. The 20,000-token row's ITL, -12.1 %, is the one 5-client cell
-  outside 10 %.
+  bench's TestNIMServing explains the phase), and every TTFT comes within 7 %. Every ITL is 9.9-12.1 % short, four
+  of the five cells outside 10 %: measured, five sequences' mean ITL is 1.3-1.5 ms above one's at the same
+  lengths (prompts of 200 to 1,000 tokens), simulated 0.4-0.5 ms, so the per-iteration time the one-client rows lack grows
+  with the sequences a step holds. With flash-decoding's split (vLLM's and SGLang's kernels) the cells read
+  -9.0 to -12.1 %, its extra combine kernel a layer standing in for part of that time.
 - At 25 clients the ITL is 14-18 % short: the measured ITL grows by 5.4 ms from one client to 25 (18.1 to
-  23.5 ms at 200 + 200 tokens), the simulated by 2.4 ms (17.4 to 19.8). The 20,000-token row's TTFT is half the
+  23.5 ms at 200 + 200 tokens), the simulated by 2.4 ms (17.2 to 19.6). The 20,000-token row's TTFT is half the
   measured: its requests queue behind each other's prefills, which the simulation, faster per iteration, clears
   sooner.
 `
