@@ -69,7 +69,7 @@ BASES: dict[str, dict[str, Any]] = {
     "serving": {"kind": "serving", "model": {"preset": "llama3-8b", "layers": 2}, "gpu": A100,
                 "cluster": {"preset": "dgx-a100", "nodes": 1}, "tp": 1, "pp": 2, "replicas": 2,
                 "engine": {"max_num_batched_tokens": 512, "kv_blocks": 200, "step_overhead_s": 1e-3, "weight_dtype": "int8",
-                           "step_overhead_s_per_seq": 2e-5},
+                           "step_overhead_s_per_seq": 2e-5, "decode_attention": "xqa"},
                 "workload": {"rate_per_s": 20, "requests": 30, "prompt_tokens": {"dist": "lognormal", "tokens": 200, "max_tokens": 1000},
                              "output_tokens": {"tokens": 8}}},
     "serving_moe": {"kind": "serving", "model": {"preset": "mixtral-8x7b", "layers": 2}, "gpu": "h100-sxm",

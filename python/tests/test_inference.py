@@ -59,3 +59,19 @@ def test_custom_all_reduce_engine_rules():
     assert ttft(400, "tensorrt_llm") == pytest.approx(ttft(400, "vllm"), rel=1e-9)
     with pytest.raises(eidolon.SpecError, match="custom_all_reduce_engine"):
         ttft(400, "nccl")
+
+
+def test_decode_attention_kernel():
+    # TensorRT-LLM's XQA kernel streams one long cache on a few dozen SMs
+    # where flash-decoding's split fills them: a lone 20,000-token decode
+    # is slower; its prefill is the same.
+    def summary(kernel):
+        s = {"kind": "inference", "model": "llama3-70b", "gpu": "a100-80gb-sxm",
+             "cluster": {"preset": "dgx-a100", "nodes": 1}, "tp": 8, "batch": 1,
+             "prompt_tokens": 20000, "output_tokens": 4, "decode_attention": kernel}
+        return eidolon.run(s, progress=False).tables["summary"].to_pandas().iloc[0]
+    flash, xqa = summary("flash_decoding"), summary("xqa")
+    assert xqa.tpot_s > flash.tpot_s
+    assert xqa.ttft_s == pytest.approx(flash.ttft_s, rel=1e-12)
+    with pytest.raises(eidolon.SpecError, match="decode_attention"):
+        summary("paged_attention")
