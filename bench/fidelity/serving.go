@@ -144,10 +144,55 @@ func ReadNIMRows(path string) ([]NIMRow, error) {
 // multi-block mode, on by default (ExtendedRuntimePerfKnobConfig's
 // multiBlockMode; engine.decode_attention "xqa", compute's
 // xqaBlocksPerSequence).
-// vLLM V1's server would budget 2048 tokens on an A100 (the serving kind's
-// default there); the rows' engine is not stated, and bench's
-// TestNIMServing logs both.
-const NIMEngine = `"max_num_batched_tokens":8192,"custom_all_reduce_engine":"tensorrt_llm","fused_add_norm":true,"decode_attention":"xqa"`
+// Between iterations its loop takes NIMStepOverheadS, during which the GPUs
+// wait (engine.step_overhead_s). vLLM V1's server would budget 2048 tokens
+// on an A100 (the serving kind's default there); the rows' engine is not
+// stated, and bench's TestNIMServing logs both.
+var NIMEngine = nimEngine(NIMStepOverheadS)
+
+// nimEngine is NIMEngine's options with the loop's time between iterations.
+func nimEngine(stepOverheadS float64) string {
+	return fmt.Sprintf(`"max_num_batched_tokens":8192,"custom_all_reduce_engine":"tensorrt_llm","fused_add_norm":true,"decode_attention":"xqa","step_overhead_s":%g`, stepOverheadS)
+}
+
+// NIMStepOverheadS is the time NIM's engine spends between two iterations
+// while its GPUs wait: the executor's synchronous loop reads the sampled
+// tokens back, updates and schedules the requests, prepares the next
+// iteration's inputs and runs the sampling step (TensorRT-LLM's batch
+// manager: forwardSync, then the schedulers, then forwardAsync; the
+// overlap scheduler that hides it is its later PyTorch backend's). No
+// published figure gives it, so it is fitted, on the page's one-client
+// rows only, where one sequence decodes alone: their ITL is one decode
+// step plus this time, so the fit is the mean of the five measured ITLs
+// less the simulated ones without it (FitNIMStepOverhead,
+// TestNIMStepOverheadFit). The five- and 25-client rows, whose steps hold
+// several sequences and prefill chunks, check it.
+const NIMStepOverheadS = 1.05e-3
+
+// FitNIMStepOverhead is NIMStepOverheadS's fit: the mean over the page's
+// one-client rows of the measured ITL less the simulated one with the loop
+// taking no time. One sequence decoding alone pays the loop's time once a
+// token, so the simulated ITL grows by exactly that time and the mean
+// difference is the least-squares fit.
+func FitNIMStepOverhead(ctx context.Context) (float64, error) {
+	sum, n := 0.0, 0
+	for _, r := range nimOtherRows {
+		if r.Conc != 1 {
+			continue
+		}
+		res, err := run(ctx, NIMSpec(r, NIMRounds(r)*r.Conc, NIMExecution, nimEngine(0)))
+		if err != nil {
+			return 0, fmt.Errorf("nim %d+%d at 1: %w", r.In, r.Out, err)
+		}
+		s := res.Tables[0].Rows.([]serving.SummaryRow)[0]
+		sum += r.ITLMS/1e3 - s.ITLSMean
+		n++
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("no one-client rows")
+	}
+	return sum / float64(n), nil
+}
 
 // NIMExecution is how TensorRT-LLM's runtime issues an engine's kernels by
 // default: without CUDA graphs (ExtendedRuntimePerfKnobConfig's
