@@ -200,7 +200,7 @@ func FitNIMStepOverhead(ctx context.Context) (float64, error) {
 // iteration enqueued kernel by kernel. The eager host is priced at
 // PyTorch's cost per kernel (exec/host.go), more than TensorRT's enqueue
 // takes, and still never binds here: against CUDA graphs the 5-client
-// decode step grows by 0.38 ms, the stream's 0.9 µs gap after each of
+// decode step grows by 0.36-0.37 ms, the stream's 0.9 µs gap after each of
 // its kernels where a graph leaves 0.5 µs.
 const NIMExecution = "eager"
 
