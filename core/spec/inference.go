@@ -97,7 +97,9 @@ type Inference struct {
 	// are full and the pieces combined by a second kernel, as vLLM and
 	// SGLang run FlashAttention's and FlashInfer's) or "xqa" (TensorRT-LLM's
 	// XQA kernel as its runtime's multi-block mode runs it by default: a few
-	// large pieces per sequence, merged in the same kernel).
+	// large pieces per sequence, merged in the same kernel; grouped- and
+	// multi-query attention only: multi-head and MLA models keep their
+	// default decode attention).
 	DecodeAttention string `json:"decode_attention,omitempty"`
 	// KVCacheDType is the KV cache's element type (vLLM's --kv-cache-dtype):
 	// "auto" (default: the activations' type, 16-bit) or one of
