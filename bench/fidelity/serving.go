@@ -159,8 +159,9 @@ func nimEngine(stepOverheadS float64) string {
 // while its GPUs wait: the executor's synchronous loop reads the sampled
 // tokens back, updates and schedules the requests, prepares the next
 // iteration's inputs and runs the sampling step (TensorRT-LLM's batch
-// manager: forwardSync, then the schedulers, then forwardAsync; the
-// overlap scheduler that hides it is its later PyTorch backend's). No
+// manager: forwardSync, then the schedulers, then forwardAsync; its docs
+// describe an overlap scheduler that hides this work for the PyTorch
+// backend, with no figure for what it hides). No
 // published figure gives it, so it is fitted, on the page's one-client
 // rows only, where one sequence decodes alone: their ITL is one decode
 // step plus this time, so the fit is the mean of the five measured ITLs
