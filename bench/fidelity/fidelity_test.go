@@ -144,8 +144,13 @@ func TestFidelityTable(t *testing.T) {
 		"Transformer Engine's ring exchange under the GEMM's row chunks and its pipelined reduce-scatter), which moves the TP 8 " +
 		"rows by −1 to +5 points (the chunks are smaller GEMMs: 512 rows at TP 8); 70B–462B come out 3–13 % slow, the 32B row " +
 		"(no pipelining, four micro-batches a step) 28 % slow: it ends on its gradients' reduce-scatter over 48 nodes, which only " +
-		"the last micro-batch's backward can hide. The runs' gradient type is not stated; Megatron-LM reduces bf16 training's " +
-		"gradients in fp32 (its default, run here); reduced in bf16 the TP 8 rows read −16.8 / −0.9 / −3.3 / −2.7 / −0.0 / " +
+		"the last micro-batch's backward can hide. The runs' gradient type is not stated, but at the table's commit (f2e5db4) " +
+		"Megatron-LM's arguments.py turns accumulate_allreduce_grads_in_fp32 on for every bf16 run (a bf16 reduction, " +
+		"--grad-reduce-in-bf16, came in February 2025, d165a85), and DistributedDataParallel.no_sync holds every bucket until " +
+		"the last micro-batch: run so here. The 32B row's 459.6 TFLOP/s is a 0.89 s step, where the simulated compute alone " +
+		"takes 0.80 s and the fp32 reduce-scatter 0.38 s from the last backward on (16 GB a GPU over its own 400 Gb/s NIC: TP 8 " +
+		"puts one rank of each data-parallel group on a node), so the measured run hid more of its reduction than that " +
+		"backward can cover at these settings; reduced in bf16 the TP 8 rows read −16.8 / −0.9 / −3.3 / −2.7 / −0.0 / " +
 		"−3.5 %. The 1.7B and 7.1B rows (TP 1 and 2) are 29 and 24 % fast, as the NeMo rows of small models on H100 are.\n")
 	b.WriteString("- NeMo's long-sequence table (LLAMA2-7B at FP8 on H100, NeMo 24.03.01; batches of 4M tokens, one GPU per 1K " +
 		"tokens of sequence, context parallelism from 32K) is compared in NeMo's own FLOP count, whose attention term is the full " +
