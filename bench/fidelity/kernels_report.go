@@ -27,7 +27,12 @@ const (
 		"sometimes a small one; a largest-filling-tile heuristic was tried and came out worse (A100 8.1%, H100 6.9%, before " +
 		"the split-K reduction was priced), so the residual scatter of cuBLAS's choices stays in the error: on H100 the " +
 		"65-512-token GEMMs come out 5% fast in the median and the 513-4096-token ones 3% slow. The A100 cell meets the " +
-		"check at exactly 5.0%, on the line"
+		"check at exactly 5.0%, on the line. Also refitted and not kept: Hopper's persistent warp-specialized GEMMs " +
+		"(CUTLASS 3's sm90 kernels, whose producer warps load a tile's first K-slices under the previous tile's epilogue) " +
+		"priced with one tile's fixed cost a kernel instead of one a wave: H100 held-out 5.9% (training objective 0.0409 " +
+		"against 0.0420 refitted without it), with a quarter or half of it still paid a wave 6.2% (0.0411, 0.0418), within " +
+		"the stepped loss's 2% tie; Vidur's H100 times grow almost linearly with the tokens from 1,536 on (6,144 × 4,096: " +
+		"119, 131, 144 µs at 1,536, 1,792, 2,048), where any tile's partial wave steps"
 	rowPending = "one bandwidth for the norm and silu_and_mul's row kernels: the norm, its L2-resident input read at " +
 		"L2's bandwidth, comes out 7% fast at 65-512 tokens and 3% at 513-4,096 (A100, median signed). Refitted and " +
 		"rejected: the latency chain added to the bandwidth time rather than the larger of the two (A100 norm 25%); " +
