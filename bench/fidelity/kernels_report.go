@@ -31,8 +31,13 @@ const (
 		"(CUTLASS 3's sm90 kernels, whose producer warps load a tile's first K-slices under the previous tile's epilogue) " +
 		"priced with one tile's fixed cost a kernel instead of one a wave: H100 held-out 5.9% (training objective 0.0409 " +
 		"against 0.0420 refitted without it), with a quarter or half of it still paid a wave 6.2% (0.0411, 0.0418), within " +
-		"the stepped loss's 2% tie; Vidur's H100 times grow almost linearly with the tokens from 1,536 on (6,144 × 4,096: " +
-		"119, 131, 144 µs at 1,536, 1,792, 2,048), where any tile's partial wave steps"
+		"the stepped loss's 2% tie. Vidur's H100 times grow almost linearly with the tokens from 1,536 on (6,144 × 4,096: " +
+		"119, 131, 144 µs at 1,536, 1,792, 2,048), where any tile's partial wave steps; a stream-K candidate for Hopper " +
+		"(CUTLASS 3's data-parallel waves, then the partial wave's K-steps spread over every SM, one more fixed cost for its " +
+		"fixup) follows that and refits to 5.5% (objective 0.0414; 5.7% and 0.0413 with the persistent variant), also " +
+		"within the tie and not under 5%: most of what remains is single-wave GEMMs of 65-512 tokens priced 5-17% fast, " +
+		"where cuBLAS runs a tile that leaves SMs idle (192 × 8,192 × 4,096: 53 µs measured, as a 256-row tile on 64 of " +
+		"132 SMs would take, against 35.5 µs at 256 tokens)"
 	rowPending = "one bandwidth for the norm and silu_and_mul's row kernels: the norm, its L2-resident input read at " +
 		"L2's bandwidth, comes out 7% fast at 65-512 tokens and 3% at 513-4,096 (A100, median signed). Refitted and " +
 		"rejected: the latency chain added to the bandwidth time rather than the larger of the two (A100 norm 25%); " +
