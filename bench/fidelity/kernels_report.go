@@ -36,7 +36,7 @@ const (
 		"(CUTLASS 3's data-parallel waves, then the partial wave's K-steps spread over every SM, one more fixed cost for its " +
 		"fixup) follows that and refits to 5.5% (objective 0.0414; 5.7% and 0.0413 with the persistent variant), also " +
 		"within the tie and not under 5%: most of what remains is single-wave GEMMs of 65-512 tokens priced 5-17% fast, " +
-		"where cuBLAS runs a tile that leaves SMs idle (192 × 8,192 × 4,096: 53 µs measured, as a 256-row tile on 64 of " +
+		"where cuBLAS runs a tile that leaves SMs idle (192 × 8,192 × 4,096: 53 µs measured, near the 50 µs a 256 × 128 tile on 64 of " +
 		"132 SMs would take, against 35.5 µs at 256 tokens)"
 	rowPending = "one bandwidth for the norm and silu_and_mul's row kernels: the norm, its L2-resident input read at " +
 		"L2's bandwidth, comes out 7% fast at 65-512 tokens and 3% at 513-4,096 (A100, median signed). Refitted and " +
