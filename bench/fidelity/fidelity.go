@@ -8,9 +8,12 @@ package fidelity
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/eidolon-sim/eidolon/core/compute"
@@ -40,6 +43,10 @@ type Row struct {
 	// Note says what the simulated value is made of.
 	Note string `arrow:"note"`
 }
+
+// errNoShared: the shared reference tables (shared/reference/kernels) are
+// not beside the project; the reports that read them are skipped.
+var errNoShared = errors.New("shared/reference/kernels not found beside the module")
 
 const (
 	table4  = "Korthikanti et al. 2022 (arXiv 2205.05198), Table 4"
@@ -544,33 +551,53 @@ func leastSquares(a [][]float64, y []float64) (x []float64, worst float64, err e
 	return x, worst, nil
 }
 
+// table4Modes maps Table 4's experiments (the shared table's experiment
+// column) to the training spec's recomputation modes.
+var table4Modes = map[string]string{
+	"Baseline no recompute":   "none",
+	"Sequence Parallelism":    "none+sp",
+	"Baseline with recompute": "full",
+	"Selective Recompute":     "selective-nosp",
+	"Selective + Sequence":    "selective",
+}
+
 // table4Rows runs one 22B step per Table 4 experiment (TP 8, one micro-batch
-// of 4 sequences) and times one transformer layer's forward and backward as
+// of 4 sequences), as shared/reference/kernels/korthikanti2022_table4_22b_layer.csv
+// lists them, and times one transformer layer's forward and backward as
 // the span of the layers' tasks on rank 0 divided by the layer count, so
 // overlapped communication is counted once.
 func table4Rows(ctx context.Context) ([]Row, error) {
+	dir := KernelsDir()
+	if dir == "" {
+		return nil, errNoShared
+	}
+	recs, err := readCSV(filepath.Join(dir, "korthikanti2022_table4_22b_layer.csv"))
+	if err != nil {
+		return nil, err
+	}
 	var rows []Row
-	for _, c := range []struct {
-		name, mode string
-		fwd, bwd   float64
-	}{
-		{"Baseline no recompute", "none", 7.7, 11.9},
-		{"Sequence Parallelism", "none+sp", 7.2, 11.8},
-		{"Baseline with recompute", "full", 7.7, 19.5},
-		{"Selective Recompute", "selective-nosp", 7.7, 13.2},
-		{"Selective + Sequence", "selective", 7.2, 13.1},
-	} {
-		js := strings.Replace(trainingSpec("gpt-22b", 1, 1, 1, 4, 4, c.mode), `"timeline_ranks":[-1]`, `"timeline_ranks":[0]`, 1)
+	for _, r := range recs {
+		name := r["experiment"]
+		mode, ok := table4Modes[name]
+		if !ok {
+			return nil, fmt.Errorf("table 4: unknown experiment %q", name)
+		}
+		fwdRef, err1 := strconv.ParseFloat(r["forward_ms"], 64)
+		bwdRef, err2 := strconv.ParseFloat(r["backward_ms"], 64)
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, fmt.Errorf("table 4 %s: %w", name, err)
+		}
+		js := strings.Replace(trainingSpec("gpt-22b", 1, 1, 1, 4, 4, mode), `"timeline_ranks":[-1]`, `"timeline_ranks":[0]`, 1)
 		res, err := run(ctx, js)
 		if err != nil {
-			return nil, fmt.Errorf("table 4 %s: %w", c.name, err)
+			return nil, fmt.Errorf("table 4 %s: %w", name, err)
 		}
 		tl := res.Tables[2].Rows.([]job.TimelineRow)
 		const layers = 48
 		fwd, bwd := layerSpan(tl, "mb0.fwd.")/layers, layerSpan(tl, "mb0.bwd.")/layers
 		rows = append(rows,
-			row("22B layer, "+c.name, "forward_ms", c.fwd, 1e3*fwd, table4, "span of the 48 layers' forward tasks on rank 0 / 48"),
-			row("22B layer, "+c.name, "backward_ms", c.bwd, 1e3*bwd, table4, "span of the 48 layers' backward tasks (recompute included) on rank 0 / 48"))
+			row("22B layer, "+name, "forward_ms", fwdRef, 1e3*fwd, table4, "span of the 48 layers' forward tasks on rank 0 / 48"),
+			row("22B layer, "+name, "backward_ms", bwdRef, 1e3*bwd, table4, "span of the 48 layers' backward tasks (recompute included) on rank 0 / 48"))
 	}
 	return rows, nil
 }
