@@ -29,7 +29,11 @@ func collData(t *testing.T) ([]CollGroup, []CollRow) {
 // Run: go test ./bench/fidelity -run TestCollectivesReport [-update]
 func TestCollectivesReport(t *testing.T) {
 	groups, rows := collData(t)
-	doc := CollectivesReport(groups, rows)
+	p2p, err := SendRecvGroups(KernelsDir())
+	require.NoError(t, err)
+	p2pRows, err := Simulate(context.Background(), p2p)
+	require.NoError(t, err)
+	doc := CollectivesReport(groups, rows) + SendRecvReport(p2p, p2pRows)
 	if *update {
 		require.NoError(t, os.WriteFile("COLLECTIVES.md", []byte(doc), 0o644))
 		return

@@ -9,6 +9,7 @@ import (
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
 	"github.com/eidolon-sim/eidolon/core/net"
+	"github.com/eidolon-sim/eidolon/core/sim"
 	"github.com/eidolon-sim/eidolon/core/topo"
 	"github.com/eidolon-sim/eidolon/core/workload"
 )
@@ -23,7 +24,7 @@ import (
 // batch of NCCL_MAX_DEV_WORK_P2P_PER_BATCH = 8 rounds per channel,
 // src/enqueue.cc addP2pToPlan / ncclAddWorkBatchToPlan). Every GPU's
 // NVLink port carries its 7 pairs at the links' protocol efficiency:
-// T = HostCollectiveS + NCCLBaseLatencyS + 7·b / (eff·B) + path latency.
+// T = HostCollectiveS + net.NCCLBaseLatencyS + 7·b / (eff·B) + path latency.
 // Dropping the base latency takes 6.6 µs off the 46.7 µs and fails it.
 func TestAllToAllVPaysNCCLLatencyClosedForm(t *testing.T) {
 	const n, b = 8, 1 << 20
@@ -46,7 +47,7 @@ func TestAllToAllVPaysNCCLLatencyClosedForm(t *testing.T) {
 	}
 	link, ok := hw.LinkByName("nvlink3")
 	require.True(t, ok)
-	want := HostCollectiveS + NCCLBaseLatencyS + (n-1)*b/(link.CollectiveEfficiency*bw) + pathLat
+	want := HostCollectiveS + net.NCCLBaseLatencyS + (n-1)*b/(link.CollectiveEfficiency*bw) + pathLat
 
 	res, err := Run(context.Background(), plan, m.Options(false))
 	require.NoError(t, err)
@@ -115,4 +116,31 @@ func dgxA100Dispatch(t *testing.T, n int, b float64) (*topo.Topology, hw.GPU, []
 		pairs[i] = b
 	}
 	return tp, g, pairs
+}
+
+// A pipeline stage's send, run with the options every scenario runs with,
+// takes what the collective kind's send_recv "nccl" takes on the same
+// cluster (net.NCCLBaseLatencyS, then the bytes at the route's protocol
+// efficiency): the executor's one flow and net's request are one price.
+func TestSendIsNetsSendRecvNCCL(t *testing.T) {
+	for _, S := range []float64{16 << 10, 64 << 20} {
+		tp, g, _ := dgxA100Dispatch(t, 2, 0)
+		k := sim.New()
+		c := net.NewComms(net.NewFlowNet(k, tp))
+		var want float64
+		_, err := c.Start(net.Collective{Op: net.SendRecv, Algorithm: net.NCCL, Bytes: S, Ranks: []int{0, 1}},
+			func(r net.Result) { want = (r.End - r.Start).Seconds() })
+		require.NoError(t, err)
+		require.NoError(t, k.Run(context.Background()))
+
+		m, err := NewMachine(tp, g, net.FaultPlan{}, 1)
+		require.NoError(t, err)
+		plan := pairPlan(false, true, 0)
+		for p := range plan.Programs {
+			plan.Programs[p].Tasks[0].Bytes = S
+		}
+		res, err := Run(context.Background(), plan, m.Options(false))
+		require.NoError(t, err)
+		require.InEpsilon(t, want, (res.Units[1].End[0] - res.Units[0].Start[0]).Seconds(), 1e-6, "%v bytes", S)
+	}
 }

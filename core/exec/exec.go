@@ -140,13 +140,6 @@ type Options struct {
 	ExactAllToAll bool
 }
 
-// NCCLBaseLatencyS is the fixed latency NCCL's own cost model gives every
-// ring collective with its low-latency protocol, 6.6 µs (baseLat, Ring/LL,
-// in src/graph/tuning.cc); the per-hop latencies come on top from the
-// links. Machine.Options charges it to the communication the tuner does
-// not price (send/recv, all-to-all, broadcast).
-const NCCLBaseLatencyS = 6.6e-6
-
 // Result is a finished run.
 type Result struct {
 	Plan *workload.Plan

@@ -131,7 +131,7 @@ func TestCollectiveLaunchAndProtocol(t *testing.T) {
 	const S, n = 1 << 30, 8.0
 	g, ok := net.NCCLGenerationByName("ampere")
 	require.True(t, ok)
-	opt := Options{Fabric: dgx(t, 1), Cost: fixedCost, CollectiveLaunchS: NCCLBaseLatencyS, DispatchS: 50e-6, Protocol: true}
+	opt := Options{Fabric: dgx(t, 1), Cost: fixedCost, CollectiveLaunchS: net.NCCLBaseLatencyS, DispatchS: 50e-6, Protocol: true}
 	lat := (g.SimpleBaseUs + 2*(n-1)*g.SimpleStepUs) * 1e-6
 	bus := min(240e9, g.SimpleMemGBps*1e9*(n-1)/(3*n-2))
 	want := 1e-3 + lat + 2*(n-1)/n*S/bus

@@ -83,5 +83,5 @@ func (m *Machine) Interference() *Interference {
 // (set Host for another mode) and interference on.
 func (m *Machine) Options(full bool) Options {
 	return Options{Fabric: m.Fabric, Kernel: m.Kernel, Full: full || m.Timed,
-		CollectiveLaunchS: NCCLBaseLatencyS, Protocol: true, Host: EagerHost(), Interference: m.Interference()}
+		CollectiveLaunchS: net.NCCLBaseLatencyS, Protocol: true, Host: EagerHost(), Interference: m.Interference()}
 }

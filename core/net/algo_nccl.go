@@ -1,6 +1,10 @@
 package net
 
-import "github.com/eidolon-sim/eidolon/core/sim"
+import (
+	"math"
+
+	"github.com/eidolon-sim/eidolon/core/sim"
+)
 
 // tuneNCCL, the chooser of algorithm "nccl" (registry.go), asks NCCL's
 // tuner (nccl.go) what it does with col and makes col that choice. The data
@@ -52,6 +56,45 @@ func tuneNCCL(c *Comms, col *Collective, shape *checkedShape) error {
 		steps = 2 * (n - 1)
 	}
 	shape.delay = sim.Seconds(max(0, ch.LatencyS-float64(steps)*hop))
+	return nil
+}
+
+// NCCLBaseLatencyS is the fixed latency NCCL's own cost model gives every
+// ring collective with its low-latency protocol, 6.6 µs (baseLat, Ring/LL,
+// in src/graph/tuning.cc); the per-hop latencies come on top from the
+// links. NCCL's tuner does not price point-to-point transfers: send_recv
+// "nccl" and the training executor's transfers outside the tuner
+// (send/recv, all-to-all, broadcast) are charged it.
+const NCCLBaseLatencyS = 6.6e-6
+
+// tuneSendRecv, the chooser of send_recv "nccl" (registry.go): one
+// transfer from Ranks[0] to Ranks[1] (Direct's one-hop chain) after
+// NCCLBaseLatencyS, at the protocol efficiency of its route's limiting link
+// (PathEfficiency), as the training executor prices a pipeline stage's
+// send. Its choice reports that latency and the bandwidth the route then
+// gives; NCCL's p2p channels and protocols are not modelled (Channels 0).
+func tuneSendRecv(c *Comms, col *Collective, shape *checkedShape) error {
+	if err := c.ranksInRange(col.Ranks); err != nil {
+		return err
+	}
+	col.Algorithm = Direct
+	if len(col.Ranks) != 2 {
+		return nil // validate refuses it
+	}
+	path, _, err := c.route(col.Ranks[0], col.Ranks[1])
+	if err != nil {
+		return err
+	}
+	col.ProtocolEfficiency = PathEfficiency(c.t, path)
+	bw := math.Inf(1)
+	for _, l := range path {
+		bw = math.Min(bw, c.t.Capacity(int(l)))
+	}
+	ch := NCCLChoice{Algorithm: Direct, LatencyS: NCCLBaseLatencyS, AlgBytesPerS: bw * col.ProtocolEfficiency}
+	ch.BusBytesPerS = ch.AlgBytesPerS
+	ch.ModelTimeS = ch.TimeS(col.Bytes)
+	shape.choice = &ch
+	shape.delay = sim.Seconds(NCCLBaseLatencyS)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package net
 
 import (
 	"context"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -175,6 +176,43 @@ func TestNCCLCollectiveClosedForm(t *testing.T) {
 	}
 	_, err := c.Start(Collective{Op: Broadcast, Algorithm: NCCL, Bytes: 1, Ranks: all(8)}, nil)
 	require.Error(t, err)
+}
+
+// send_recv "nccl" is one transfer after NCCL's base latency, at its
+// route's protocol efficiency: inside a DGX A100 node 6.6 µs + S / (300
+// GB/s × 20/25) + two NVSwitch hops' 1 µs each; across DGX H100 nodes the
+// route's slowest link (the 400 Gb/s NIC) at its own efficiency.
+func TestNCCLSendRecvClosedForm(t *testing.T) {
+	for _, c := range []struct {
+		preset string
+		nodes  int
+		to     int
+	}{{"dgx-a100", 1, 1}, {"dgx-h100", 2, 8}} {
+		tp := preset(t, c.preset, c.nodes)
+		path, err := tp.Route(tp.RankDevice(0), tp.RankDevice(c.to))
+		require.NoError(t, err)
+		bw, eff, lat := math.Inf(1), math.Inf(1), 0.0
+		for _, l := range path {
+			lk := tp.Links[l]
+			bw = math.Min(bw, lk.BandwidthBytesPerS)
+			eff = math.Min(eff, lk.BandwidthBytesPerS*linkEff(lk.Tech))
+			lat += lk.LatencyS
+		}
+		for _, S := range []float64{2048, 1 << 20, 64 << 20} {
+			k := sim.New()
+			c2 := NewComms(NewFlowNet(k, tp))
+			var res []Result
+			_, err := c2.Start(Collective{Op: SendRecv, Algorithm: NCCL, Bytes: S, Ranks: []int{0, c.to}}, func(r Result) { res = append(res, r) })
+			require.NoError(t, err)
+			require.NoError(t, k.Run(context.Background()))
+			require.Len(t, res, 1)
+			want := NCCLBaseLatencyS + S/eff + lat
+			require.InEpsilon(t, want, (res[0].End - res[0].Start).Seconds(), 1e-6, "%s %v", c.preset, S)
+			require.NotNil(t, res[0].NCCL)
+			require.InEpsilon(t, eff, res[0].NCCL.AlgBytesPerS, 1e-9)
+			require.Less(t, eff, bw, "the route's efficiency is below its raw bandwidth")
+		}
+	}
 }
 
 func hwLink(t *testing.T, name string, bw float64) hw.Link {

@@ -48,6 +48,7 @@ var registry = []algorithm{
 	{op: Reduce, alg: Ring, build: buildChain, chunks: chunksPerMiB},
 	{op: Reduce, alg: Tree, build: buildRootedTree, chunks: chunksPerMiB},
 	{op: SendRecv, alg: Direct, build: buildDirect},
+	{op: SendRecv, alg: NCCL, choose: tuneSendRecv},
 }
 
 // Ops lists the operations in a fixed order.

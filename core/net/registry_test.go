@@ -29,7 +29,8 @@ func TestRegistryIsWellFormed(t *testing.T) {
 		}
 	}
 	// NCCL chooses for the operations its tuner models, on a node where it
-	// picks each of them; what it picks runs as the ring row.
+	// picks each of them, and for send_recv's one transfer; what it picks
+	// runs as a registered row.
 	tp, err := topo.Preset("dgx-h100", 1)
 	require.NoError(t, err)
 	c := NewComms(NewFlowNet(sim.New(), tp))
@@ -37,7 +38,11 @@ func TestRegistryIsWellFormed(t *testing.T) {
 		if a.choose == nil {
 			continue
 		}
-		col := Collective{Op: a.op, Algorithm: a.alg, Bytes: 1 << 20, Ranks: all(8)}
+		ranks := all(8)
+		if a.op == SendRecv {
+			ranks = all(2)
+		}
+		col := Collective{Op: a.op, Algorithm: a.alg, Bytes: 1 << 20, Ranks: ranks}
 		var shape checkedShape
 		require.NoError(t, a.choose(c, &col, &shape))
 		b, err := lookup(col.Op, col.Algorithm)
@@ -59,8 +64,8 @@ func TestLookup(t *testing.T) {
 	assert.EqualError(t, err, `unknown collective "gather" (have [all_reduce all_gather reduce_scatter all_to_all broadcast reduce send_recv])`)
 	_, err = lookup(Broadcast, HalvingDoubling)
 	assert.EqualError(t, err, `broadcast does not support algorithm "halving_doubling" (supports [ring tree])`)
-	_, err = lookup(SendRecv, NCCL)
-	assert.EqualError(t, err, `send_recv does not support algorithm "nccl"`)
+	_, err = lookup(Broadcast, NCCL)
+	assert.EqualError(t, err, `broadcast does not support algorithm "nccl"`)
 }
 
 // defaults fills a request before validate sees it, and validate changes
