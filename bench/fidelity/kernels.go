@@ -140,21 +140,38 @@ func LoadVidur(dir string) ([]KernelRow, error) {
 			twoAdds: r["post_attn_norm"] == "False",
 		}
 	}
-	rows, err := readCSV(filepath.Join(dir, "vidur_compute_ops.csv"))
+	return loadVidurRows(filepath.Join(dir, "vidur_compute_ops.csv"), models)
+}
+
+// LoadVidurDense reads vidur_gemm_dense_llama2.csv: the four GEMMs of
+// Llama-2-7B and -70B at every token count Vidur profiled (259 from 1 to
+// 4,096), where vidur_compute_ops.csv keeps 30 of them.
+func LoadVidurDense(dir string) ([]KernelRow, error) {
+	return loadVidurRows(filepath.Join(dir, "vidur_gemm_dense_llama2.csv"), nil)
+}
+
+// loadVidurRows reads one of Vidur's per-kernel tables and builds each
+// row's operators; a table without an op_class column holds GEMMs.
+func loadVidurRows(path string, models map[string]vidurModel) ([]KernelRow, error) {
+	rows, err := readCSV(path)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]KernelRow, 0, len(rows))
 	for _, r := range rows {
-		vm, ok := models[r["model"]]
+		class, ok := r["op_class"]
 		if !ok {
+			class = "gemm"
+		}
+		vm, ok := models[r["model"]]
+		if !ok && class != "gemm" {
 			return nil, fmt.Errorf("kernels: model %q not in vidur_models.csv", r["model"])
 		}
 		ms, err := strconv.ParseFloat(r["time_ms_median"], 64)
 		if err != nil {
 			return nil, fmt.Errorf("kernels: time_ms_median %q: %w", r["time_ms_median"], err)
 		}
-		kr := KernelRow{GPU: r["gpu"], Model: r["model"], Op: r["op"], Class: r["op_class"],
+		kr := KernelRow{GPU: r["gpu"], Model: r["model"], Op: r["op"], Class: class,
 			TP: atoi(r["tp"]), Tokens: atoi(r["num_tokens"]), M: atoi(r["m"]), N: atoi(r["n"]), K: atoi(r["k"]),
 			MeasuredS: ms * 1e-3}
 		kr.Ops, kr.Impl = vidurOps(kr, vm)

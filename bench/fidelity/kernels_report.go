@@ -3,6 +3,7 @@ package fidelity
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -159,8 +160,77 @@ func LoadCookbook(dir string) ([]CookbookRow, error) {
 	return rows, nil
 }
 
+// DenseGEMMReport is KERNELS.md's section on Vidur's dense GEMM sweep:
+// Llama-2-7B's and -70B's four GEMMs at every token count Vidur profiled,
+// priced on the presets, split by whether vidur_compute_ops.csv (rows)
+// samples that token count for the model (the fit saw the training
+// models only there) or not (between the samples, never seen).
+func DenseGEMMReport(rows, dense []KernelRow) (string, error) {
+	type key struct{ gpu, model string }
+	sampled := map[key]map[int64]bool{}
+	for _, r := range rows {
+		k := key{r.GPU, r.Model}
+		if sampled[k] == nil {
+			sampled[k] = map[int64]bool{}
+		}
+		sampled[k][r.Tokens] = true
+	}
+	skus, by := BySKU(dense)
+	var b strings.Builder
+	var totals []string
+	var worst KernelStat
+	var worstName string
+	b.WriteString("\n## Between the sampled token counts: Vidur's dense GEMM sweep\n\n")
+	b.WriteString("`vidur_gemm_dense_llama2.csv` holds Llama-2-7B's and Llama-2-70B's four GEMMs at every token count Vidur profiled " +
+		"(1, 2, 4, then steps of 8 to 1,016, of 16 to 2,048 and of 32 to 4,096: 259), where the tables above keep 30. Both models are in " +
+		"the fit's training split, but only at those 30 counts: the other 229 are shapes the fit never saw, each a tile and wave count " +
+		"of its own, priced by the same parameters (timed as Vidur's timer records, as above).\n\n")
+	b.WriteString("| GPU | model | tokens | rows at the sampled counts | median \\|err\\| | rows between them | median \\|err\\| | p90 \\|err\\| | median signed |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, sku := range skus {
+		g, err := VidurGPU(sku)
+		if err != nil {
+			return "", err
+		}
+		es, err := PriceRows(g, by[sku])
+		if err != nil {
+			return "", err
+		}
+		var models []string
+		for _, e := range es {
+			if !slices.Contains(models, e.Row.Model) {
+				models = append(models, e.Row.Model)
+			}
+		}
+		sort.Strings(models)
+		atAll := Summarize(Filter(es, func(r *KernelRow) bool { return sampled[key{sku, r.Model}][r.Tokens] }))
+		betweenAll := Summarize(Filter(es, func(r *KernelRow) bool { return !sampled[key{sku, r.Model}][r.Tokens] }))
+		totals = append(totals, fmt.Sprintf("%s %s at the sampled counts and %s between them", sku, pct(atAll.Median), pct(betweenAll.Median)))
+		for _, m := range models {
+			for _, rg := range KernelRanges[:3] {
+				in := func(seen bool) []KernelErr {
+					return Filter(es, func(r *KernelRow) bool {
+						return r.Model == m && KernelRange(r.Tokens) == rg && sampled[key{sku, m}][r.Tokens] == seen
+					})
+				}
+				at, between := Summarize(in(true)), Summarize(in(false))
+				if between.Median > worst.Median {
+					worst, worstName = between, fmt.Sprintf("%s's %s at %s tokens", sku, strings.TrimPrefix(m, "meta-llama/"), rg)
+				}
+				fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %d | %s | %s | %s |\n", sku, strings.TrimPrefix(m, "meta-llama/"), rg,
+					at.N, pct(at.Median), between.N, pct(between.Median), pct(between.P90), signedPct(between.Bias))
+			}
+		}
+	}
+	fmt.Fprintf(&b, "\nMedian |error| over both models: %s (few of the counts between the samples are 64 tokens or fewer, where "+
+		"the errors are smallest). Range by range, the token counts the fit never saw read as the ones it did: the tile and wave "+
+		"model carries the GEMMs' steps between the samples, and what misses, misses at the sampled counts too (the worst cell, "+
+		"%s, %s in the median, %s signed: cuBLAS's choice of kernel, as the H100 note above describes).\n",
+		strings.Join(totals, "; "), worstName, pct(worst.Median), signedPct(worst.Bias))
+	return b.String(), nil
+}
+
 // KernelReport renders KERNELS.md.
-func KernelReport(rows []KernelRow, cook []CookbookRow) (string, error) {
+func KernelReport(rows, dense []KernelRow, cook []CookbookRow) (string, error) {
 	cells, err := KernelCells(rows)
 	if err != nil {
 		return "", err
@@ -329,6 +399,11 @@ func KernelReport(rows []KernelRow, cook []CookbookRow) (string, error) {
 				pct(Quantile(abs, 0.9)), signedPct(Quantile(sig, 0.5)), big.Batch, big.M, big.N, big.K, fl(big)/big.MeasuredS/1e12, fl(big)/big.PredS/1e12)
 		}
 	}
+	dg, err := DenseGEMMReport(rows, dense)
+	if err != nil {
+		return "", err
+	}
+	b.WriteString(dg)
 	h100, ok := hw.GPUByName("h100-sxm")
 	if !ok {
 		return "", fmt.Errorf("kernels: no h100-sxm preset")

@@ -126,7 +126,9 @@ func kernelReport(t *testing.T) ([]KernelRow, string) {
 	rows := loadKernels(t)
 	cook, err := LoadCookbook(KernelsDir())
 	require.NoError(t, err)
-	rep, err := KernelReport(rows, cook)
+	dense, err := LoadVidurDense(KernelsDir())
+	require.NoError(t, err)
+	rep, err := KernelReport(rows, dense, cook)
 	require.NoError(t, err)
 	return rows, rep
 }
