@@ -128,7 +128,9 @@ func kernelReport(t *testing.T) ([]KernelRow, string) {
 	require.NoError(t, err)
 	dense, err := LoadVidurDense(KernelsDir())
 	require.NoError(t, err)
-	rep, err := KernelReport(rows, dense, cook)
+	layer, err := LoadCookbookLayer(KernelsDir())
+	require.NoError(t, err)
+	rep, err := KernelReport(rows, dense, cook, layer)
 	require.NoError(t, err)
 	return rows, rep
 }
