@@ -129,28 +129,9 @@ func CookbookHostS(e *compute.Evaluator, rows []CookbookRow) float64 {
 // iteration = kernel + CookbookHostS; bmm: the maximum iteration, the same
 // sum (the maximum's excess over the mean is not modelled).
 func LoadCookbook(dir string) ([]CookbookRow, error) {
-	recs, err := readCSV(filepath.Join(dir, "cookbook_a100_gemm_sweeps.csv"))
+	rows, e, err := cookbookGEMMs(filepath.Join(dir, "cookbook_a100_gemm_sweeps.csv"), "sweep", "time_ms_derived")
 	if err != nil {
 		return nil, err
-	}
-	g, err := VidurGPU("a100")
-	if err != nil {
-		return nil, err
-	}
-	e := compute.NewEvaluator(g)
-	var rows []CookbookRow
-	for _, r := range recs {
-		ms, err := strconv.ParseFloat(r["time_ms_derived"], 64)
-		if err != nil {
-			return nil, fmt.Errorf("cookbook: time_ms_derived %q: %w", r["time_ms_derived"], err)
-		}
-		row := CookbookRow{Sweep: r["sweep"], Batch: atoi(r["batch"]), M: atoi(r["m"]), N: atoi(r["n"]), K: atoi(r["k"]), MeasuredS: ms * 1e-3}
-		c, err := e.Op(model.NewGEMM("mm", hw.FP16, row.Batch, row.M, row.N, row.K))
-		if err != nil {
-			return nil, err
-		}
-		row.KernelS = c.TimeS
-		rows = append(rows, row)
 	}
 	host := CookbookHostS(e, rows)
 	for i := range rows {
@@ -158,6 +139,39 @@ func LoadCookbook(dir string) ([]CookbookRow, error) {
 		rows[i].PredS = rows[i].KernelS + host
 	}
 	return rows, nil
+}
+
+// cookbookGEMMs reads a cookbook table's mm, bmm and gemm rows (label
+// column, measured milliseconds in msCol) and prices each GEMM's kernel on
+// the A100 80GB SXM preset, the evaluator it used beside them.
+func cookbookGEMMs(path, label, msCol string) ([]CookbookRow, *compute.Evaluator, error) {
+	recs, err := readCSV(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	g, err := VidurGPU("a100")
+	if err != nil {
+		return nil, nil, err
+	}
+	e := compute.NewEvaluator(g)
+	var rows []CookbookRow
+	for _, r := range recs {
+		if op := r["op"]; op != "mm" && op != "bmm" && op != "gemm" {
+			continue
+		}
+		ms, err := strconv.ParseFloat(r[msCol], 64)
+		if err != nil {
+			return nil, nil, fmt.Errorf("cookbook %s: %s %q: %w", r[label], msCol, r[msCol], err)
+		}
+		row := CookbookRow{Sweep: r[label], Batch: atoi(r["batch"]), M: atoi(r["m"]), N: atoi(r["n"]), K: atoi(r["k"]), MeasuredS: ms * 1e-3}
+		c, err := e.Op(model.NewGEMM(r["op"], hw.FP16, row.Batch, row.M, row.N, row.K))
+		if err != nil {
+			return nil, nil, err
+		}
+		row.KernelS = c.TimeS
+		rows = append(rows, row)
+	}
+	return rows, e, nil
 }
 
 // DenseGEMMReport is KERNELS.md's section on Vidur's dense GEMM sweep:
@@ -239,34 +253,11 @@ func DenseGEMMReport(rows, dense []KernelRow) (string, error) {
 // bias-dropout-add, LayerNorm) are left out: 0.1–1.2 ms printed to
 // 0.1 ms, and kernels other than the ones Eidolon's builder prices.
 func LoadCookbookLayer(dir string) ([]CookbookRow, error) {
-	recs, err := readCSV(filepath.Join(dir, "cookbook_transformer_layer_sample.csv"))
-	if err != nil {
-		return nil, err
+	rows, _, err := cookbookGEMMs(filepath.Join(dir, "cookbook_transformer_layer_sample.csv"), "block", "time_ms_derived_from_tflops")
+	for i := range rows {
+		rows[i].Statistic, rows[i].PredS = "max", rows[i].KernelS
 	}
-	g, err := VidurGPU("a100")
-	if err != nil {
-		return nil, err
-	}
-	e := compute.NewEvaluator(g)
-	var rows []CookbookRow
-	for _, r := range recs {
-		if r["op"] != "gemm" && r["op"] != "bmm" {
-			continue
-		}
-		ms, err := strconv.ParseFloat(r["time_ms_derived_from_tflops"], 64)
-		if err != nil {
-			return nil, fmt.Errorf("cookbook layer %s: time_ms_derived_from_tflops %q: %w", r["block"], r["time_ms_derived_from_tflops"], err)
-		}
-		row := CookbookRow{Sweep: r["block"], Batch: atoi(r["batch"]), M: atoi(r["m"]), N: atoi(r["n"]), K: atoi(r["k"]),
-			MeasuredS: ms * 1e-3, Statistic: "max"}
-		c, err := e.Op(model.NewGEMM(r["block"], hw.FP16, row.Batch, row.M, row.N, row.K))
-		if err != nil {
-			return nil, err
-		}
-		row.KernelS, row.PredS = c.TimeS, c.TimeS
-		rows = append(rows, row)
-	}
-	return rows, nil
+	return rows, err
 }
 
 // KernelReport renders KERNELS.md.

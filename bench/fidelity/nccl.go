@@ -577,15 +577,7 @@ func CollectivesReport(groups []CollGroup, rows []CollRow) string {
 		"Required groups are held to 10 %% in `TestCollectivesWithin10` where the measurement allows it.\n\n")
 	w("| group | timed | points | max | median | outside 10 %% | NCCL-bound: points | max | median | outside 10 %% | medians below 1 MiB (µs) | best one value can do there |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, g := range groups {
-		var gr, nb []CollRow
-		for _, r := range rows {
-			if r.Group == g.Name {
-				gr = append(gr, r)
-				if r.Bound == "nccl" {
-					nb = append(nb, r)
-				}
-			}
-		}
+		gr, nb := groupRows(rows, g.Name, func(r CollRow) bool { return r.Bound == "nccl" })
 		a, c := statsOf(gr), statsOf(nb)
 		lo, hi, best := Bimodal(rows, g.Name)
 		name := g.Name
@@ -637,15 +629,7 @@ func SendRecvReport(groups []CollGroup, rows []CollRow) string {
 		"on these tables.\n\n", SendTime)
 	w("| group | cluster | points | median | max | outside 10 %% | ≥ 1 MiB: points | median | max | outside 10 %% | below 1 MiB, µs: measured | simulated | largest size, GB/s: measured | simulated |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, g := range groups {
-		var all, big []CollRow
-		for _, r := range rows {
-			if r.Group == g.Name {
-				all = append(all, r)
-				if r.SizeBytes >= 1<<20 {
-					big = append(big, r)
-				}
-			}
-		}
+		all, big := groupRows(rows, g.Name, func(r CollRow) bool { return r.SizeBytes >= 1<<20 })
 		a, c := statsOf(all), statsOf(big)
 		name := g.Name
 		if !g.Required {
@@ -772,6 +756,19 @@ func bound(gbps float64) string {
 		return "—"
 	}
 	return fmt.Sprintf("%.0f", gbps)
+}
+
+// groupRows are the rows of group, and those of them that keep selects.
+func groupRows(rows []CollRow, group string, keep func(CollRow) bool) (all, kept []CollRow) {
+	for _, r := range rows {
+		if r.Group == group {
+			all = append(all, r)
+			if keep(r) {
+				kept = append(kept, r)
+			}
+		}
+	}
+	return all, kept
 }
 
 func statsOf(rows []CollRow) GroupStats {
