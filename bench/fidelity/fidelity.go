@@ -254,12 +254,25 @@ func readmeMFURows(ctx context.Context) ([]Row, error) {
 // tp_comm_overlap); they run with sequence parallelism where TP > 1,
 // micro-batch 1, no recomputation and FlashAttention, the gradients
 // reduced in fp32 (Megatron-LM's default for bf16).
-func scalingRows(ctx context.Context) ([]Row, error) {
-	type scale struct {
-		name                                   string
-		heads, hidden, layers, tp, pp, gpus, b int
-		tflops                                 float64
+// scale is one row of a weak-scaling table: the model's name, heads,
+// hidden size and layers, its layout, GPUs and global batch, and the
+// measured TFLOP/s a GPU.
+type scale struct {
+	name                                   string
+	heads, hidden, layers, tp, pp, gpus, b int
+	tflops                                 float64
+}
+
+// preset2021 is a row of the 2021 table whose model is a core/model preset.
+func preset2021(name, preset string, tp, pp, gpus, b int, tflops float64) scale {
+	c, ok := model.ByName(preset)
+	if !ok {
+		panic("fidelity: no model preset " + preset)
 	}
+	return scale{name, c.Heads, c.Hidden, c.Layers, tp, pp, gpus, b, tflops}
+}
+
+func scalingRows(ctx context.Context) ([]Row, error) {
 	// A table: its source, machine and vocabulary; par the parallel members
 	// of every row, tpPar those of a row with TP > 1, step the spec's other
 	// members; flops the README's FLOP count of a row.
@@ -279,12 +292,13 @@ func scalingRows(ctx context.Context) ([]Row, error) {
 		flops: func(c scale) float64 {
 			return megatronFLOPs2021(float64(c.b), 2048, float64(c.layers), float64(c.hidden), 51200)
 		},
+		// Table 1's models are the gpt-* presets (core/model).
 		rows: []scale{
-			{"1.7B", 24, 2304, 24, 1, 1, 32, 512, 137}, {"3.6B", 32, 3072, 30, 2, 1, 64, 512, 138},
-			{"7.5B", 32, 4096, 36, 4, 1, 128, 512, 142}, {"18.4B", 48, 6144, 40, 8, 1, 256, 1024, 135},
-			{"39.1B", 64, 8192, 48, 8, 2, 512, 1536, 138}, {"76.1B", 80, 10240, 60, 8, 4, 1024, 1792, 140},
-			{"145.6B", 96, 12288, 80, 8, 8, 1536, 2304, 148}, {"310.1B", 128, 16384, 96, 8, 16, 1920, 2160, 155},
-			{"529.6B", 128, 20480, 105, 8, 35, 2520, 2520, 163}, {"1008B", 160, 25600, 128, 8, 64, 3072, 3072, 163},
+			preset2021("1.7B", "gpt-1.7b", 1, 1, 32, 512, 137), preset2021("3.6B", "gpt-3.6b", 2, 1, 64, 512, 138),
+			preset2021("7.5B", "gpt-7.5b", 4, 1, 128, 512, 142), preset2021("18.4B", "gpt-18.4b", 8, 1, 256, 1024, 135),
+			preset2021("39.1B", "gpt-39.1b", 8, 2, 512, 1536, 138), preset2021("76.1B", "gpt-76.1b", 8, 4, 1024, 1792, 140),
+			preset2021("145.6B", "gpt-145.6b", 8, 8, 1536, 2304, 148), preset2021("310.1B", "gpt-310.1b", 8, 16, 1920, 2160, 155),
+			preset2021("529.6B", "gpt-530b", 8, 35, 2520, 2520, 163), preset2021("1008B", "gpt-1t", 8, 64, 3072, 3072, 163),
 		},
 	}, {
 		src: scaling2024, gpu: "h100-sxm", cluster: "dgx-h100", vocab: 131072, seq: 4096,

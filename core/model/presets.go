@@ -27,8 +27,19 @@ func densePresets() []Preset {
 		// Megatron GPT configurations: Narayanan et al. 2021 (arXiv 2104.04473)
 		// Table 1 and Korthikanti et al. 2022 (arXiv 2205.05198) Table 3;
 		// vocabulary 51,200, sequence 2,048, tied embeddings.
+		// Table 1 rounds its counts to 0.1B; for the two smallest that is
+		// more than 1 %, so theirs are the paper's own count, §5.1's
+		// P = 12lh²(1 + 13/12h + (V + s)/12lh).
+		{gpt("gpt-1.7b", 24, 2304, 24), 1.652e9, "Narayanan et al. 2021, Table 1 (1.7B; §5.1's formula: 1.652B)"},
+		{gpt("gpt-3.6b", 30, 3072, 32), 3.562e9, "Narayanan et al. 2021, Table 1 (3.6B; §5.1's formula: 3.562B)"},
+		{gpt("gpt-7.5b", 36, 4096, 32), 7.5e9, "Narayanan et al. 2021, Table 1 (7.5B)"},
+		{gpt("gpt-18.4b", 40, 6144, 48), 18.4e9, "Narayanan et al. 2021, Table 1 (18.4B)"},
 		{gpt("gpt-22b", 48, 6144, 64), 22e9, "Korthikanti et al. 2022, Table 3 (22B)"},
+		{gpt("gpt-39.1b", 48, 8192, 64), 39.1e9, "Narayanan et al. 2021, Table 1 (39.1B)"},
+		{gpt("gpt-76.1b", 60, 10240, 80), 76.1e9, "Narayanan et al. 2021, Table 1 (76.1B)"},
+		{gpt("gpt-145.6b", 80, 12288, 96), 145.6e9, "Narayanan et al. 2021, Table 1 (145.6B)"},
 		{gpt("gpt3-175b", 96, 12288, 96), 174.6e9, "Narayanan et al. 2021, Table 1 (174.6B); Brown et al. 2020"},
+		{gpt("gpt-310.1b", 96, 16384, 128), 310.1e9, "Narayanan et al. 2021, Table 1 (310.1B)"},
 		{gpt("gpt-530b", 105, 20480, 128), 529.6e9, "Narayanan et al. 2021, Table 1 (529.6B)"},
 		{gpt("gpt-1t", 128, 25600, 160), 1008.0e9, "Narayanan et al. 2021, Table 1 (1008.0B)"},
 		// Llama 2 (Touvron et al. 2023, arXiv 2307.09288; Hugging Face
