@@ -11,13 +11,15 @@ import (
 	"github.com/eidolon-sim/eidolon/core/net"
 )
 
-func collData(t *testing.T) ([]CollGroup, []CollRow) {
+// collData is the groups load reads from the kernel tables (CollGroups:
+// the all-reduces; SendRecvGroups) and their simulated rows.
+func collData(t *testing.T, load func(dir string) ([]CollGroup, error)) ([]CollGroup, []CollRow) {
 	t.Helper()
 	dir := KernelsDir()
 	if dir == "" {
 		t.Skip("reference kernel tables not found (../shared/reference/kernels or /work/shared/reference/kernels)")
 	}
-	groups, err := CollGroups(dir)
+	groups, err := load(dir)
 	require.NoError(t, err)
 	rows, err := Simulate(context.Background(), groups)
 	require.NoError(t, err)
@@ -28,11 +30,8 @@ func collData(t *testing.T) ([]CollGroup, []CollRow) {
 // when the committed file is stale.
 // Run: go test ./bench/fidelity -run TestCollectivesReport [-update]
 func TestCollectivesReport(t *testing.T) {
-	groups, rows := collData(t)
-	p2p, err := SendRecvGroups(KernelsDir())
-	require.NoError(t, err)
-	p2pRows, err := Simulate(context.Background(), p2p)
-	require.NoError(t, err)
+	groups, rows := collData(t, CollGroups)
+	p2p, p2pRows := collData(t, SendRecvGroups)
 	doc := CollectivesReport(groups, rows) + SendRecvReport(p2p, p2pRows)
 	if *update {
 		require.NoError(t, os.WriteFile("COLLECTIVES.md", []byte(doc), 0o644))
@@ -47,7 +46,7 @@ func TestCollectivesReport(t *testing.T) {
 // hosts' (Hosts) are what the fits find on the training split.
 // Run with -v to see the optimum.
 func TestNCCLFitIsOptimal(t *testing.T) {
-	groups, rows := collData(t)
+	groups, rows := collData(t, CollGroups)
 	for _, gen := range []string{"ampere", "hopper"} {
 		p, score, err := FitGeneration(gen, groups)
 		require.NoError(t, err)
@@ -68,7 +67,7 @@ func TestNCCLFitIsOptimal(t *testing.T) {
 // ranges where a deterministic model can be (Within10), and names what it
 // cannot (skipped subtests carry the reason and the numbers).
 func TestCollectivesWithin10(t *testing.T) {
-	groups, rows := collData(t)
+	groups, rows := collData(t, CollGroups)
 	seen := map[string]bool{}
 	for _, w := range Within10 {
 		seen[w.Group] = true
@@ -107,14 +106,7 @@ func TestGeoMeanErrPct(t *testing.T) {
 // node once the buffer outgrows the 40 MB L2 (COLLECTIVES.md says what the
 // smaller sizes show).
 func TestSendRecvWithin10(t *testing.T) {
-	dir := KernelsDir()
-	if dir == "" {
-		t.Skip("reference kernel tables not found (../shared/reference/kernels or /work/shared/reference/kernels)")
-	}
-	groups, err := SendRecvGroups(dir)
-	require.NoError(t, err)
-	rows, err := Simulate(context.Background(), groups)
-	require.NoError(t, err)
+	_, rows := collData(t, SendRecvGroups)
 	for _, w := range []struct {
 		group  string
 		lo, hi float64
