@@ -649,7 +649,7 @@ func SendRecvReport(groups []CollGroup, rows []CollRow) string {
 	}
 	w("\nInside a DGX H100 the model holds: from 1 MiB the median error is the table's, the largest sizes within a few per cent " +
 		"(NVLink 4 at NCCL's 20.6 of 25 GB/s a link), and 2.5–5.4 MiB read about 10 %% fast, where the measured bandwidth is still " +
-		"ramping. Inside a DGX A100 the large sends agree (over 32 MiB within 5 %%) but 6–28 MiB are 8–19 %% slow: there the send " +
+		"ramping. Inside a DGX A100 the large sends agree (over 32 MiB within 5 %%) but from 6 to 32 MiB they read up to 20 %% slow (13 %% in the median): there the send " +
 		"reaches 250–260 GB/s, above NCCL's 20 of 25 GB/s a link (240), and falls back to about 225 GB/s once the buffer outgrows " +
 		"the 40 MB L2; from 16 KiB to 2 MiB the A100 sends measure 13–20 µs where the H100's measure 7–13, a floor the base latency and the " +
 		"route do not make (NCCL sends with LL only up to P2P_LL_THRESHOLD, 16 KiB, src/enqueue.cc, and with Simple above, whose " +
