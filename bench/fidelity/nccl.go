@@ -159,16 +159,14 @@ func CollGroups(dir string) ([]CollGroup, error) {
 		groups = append(groups, CollGroup{Name: fmt.Sprintf("%s %d/%d", dev, n, ppn), Source: vidurSrc, Timing: KernelTime,
 			Host: host, Cluster: cluster, Ranks: vidurRanks(n, ppn), Required: req, Points: p})
 	}
-	dgx := dgxCluster
-	add("a100_dgx", "dgx-a100", dgx("dgx-a100", 1), 8, 8, true)
-	add("a100_dgx", "dgx-a100", dgx("dgx-a100", 1), 4, 4, true)
-	add("a100_dgx", "dgx-a100", dgx("dgx-a100", 1), 2, 2, true)
-	add("h100_dgx", "dgx-h100", dgx("dgx-h100", 1), 8, 8, true)
-	add("h100_dgx", "dgx-h100", dgx("dgx-h100", 1), 4, 4, true)
-	add("h100_dgx", "dgx-h100", dgx("dgx-h100", 1), 2, 2, true)
+	add("a100_dgx", "dgx-a100", dgxCluster("dgx-a100", 1), 8, 8, true)
+	add("a100_dgx", "dgx-a100", dgxCluster("dgx-a100", 1), 4, 4, true)
+	add("a100_dgx", "dgx-a100", dgxCluster("dgx-a100", 1), 2, 2, true)
+	add("h100_dgx", "dgx-h100", dgxCluster("dgx-h100", 1), 8, 8, true)
+	add("h100_dgx", "dgx-h100", dgxCluster("dgx-h100", 1), 4, 4, true)
+	add("h100_dgx", "dgx-h100", dgxCluster("dgx-h100", 1), 2, 2, true)
 	// Pairwise-NVLink VMs: two GPUs joined by NVLink bridges; the pairs of
 	// the 4-GPU VM meet over PCIe (Gen4 x16 for A100 PCIe, Gen5 for H100 NVL).
-	pair := pairCluster
 	quad := func(nvl, pcie string) string {
 		l, _ := hw.LinkByName(pcie)
 		pcieBW := l.BandwidthBytesPerS
@@ -176,12 +174,12 @@ func CollGroups(dir string) ([]CollGroup, error) {
 			`{"a":2,"b":3,"bandwidth_bytes_per_s":300e9,"latency_s":1e-6,"tech":%[1]q},{"a":1,"b":2,"bandwidth_bytes_per_s":%g,"latency_s":1.5e-6,"tech":%q},`+
 			`{"a":3,"b":0,"bandwidth_bytes_per_s":%[2]g,"latency_s":1.5e-6,"tech":%[3]q}]}`, nvl, pcieBW, pcie)
 	}
-	add("a100_pairwise_nvlink", "a100-pairwise-nvlink", pair("nvlink3"), 2, 2, true)
+	add("a100_pairwise_nvlink", "a100-pairwise-nvlink", pairCluster("nvlink3"), 2, 2, true)
 	add("a100_pairwise_nvlink", "a100-pairwise-nvlink", quad("nvlink3", "pcie4-x16"), 4, 4, true)
-	add("h100_pairwise_nvlink", "h100-pairwise-nvlink", pair("nvlink4"), 2, 2, true)
+	add("h100_pairwise_nvlink", "h100-pairwise-nvlink", pairCluster("nvlink4"), 2, 2, true)
 	add("h100_pairwise_nvlink", "h100-pairwise-nvlink", quad("nvlink4", "pcie5-x16"), 4, 4, true)
 	for _, np := range [][2]int{{2, 1}, {4, 2}, {8, 4}, {16, 8}} {
-		add("a100_dgx", "dgx-a100", dgx("dgx-a100", 2), np[0], np[1], false)
+		add("a100_dgx", "dgx-a100", dgxCluster("dgx-a100", 2), np[0], np[1], false)
 	}
 	// nccl-tests.
 	nt, err := readCSV(filepath.Join(dir, "nccltests_allreduce_8xa100.csv"))
@@ -195,7 +193,7 @@ func CollGroups(dir string) ([]CollGroup, error) {
 		p = append(p, Point{SizeBytes: s, MedianS: us * 1e-6, MinS: us * 1e-6, Train: i%2 == 0})
 	}
 	groups = append(groups, CollGroup{Name: "nccl-tests 8×A100", Source: ncclTestSrc, Timing: HostTimedG8,
-		Host: "dgx-a100", Cluster: dgx("dgx-a100", 1), Ranks: vidurRanks(8, 8), Required: true, Points: p})
+		Host: "dgx-a100", Cluster: dgxCluster("dgx-a100", 1), Ranks: vidurRanks(8, 8), Required: true, Points: p})
 	return groups, nil
 }
 
@@ -630,6 +628,9 @@ func SendRecvReport(groups []CollGroup, rows []CollRow) string {
 	w("| group | cluster | points | median | max | outside 10 %% | ≥ 1 MiB: points | median | max | outside 10 %% | below 1 MiB, µs: measured | simulated | largest size, GB/s: measured | simulated |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, g := range groups {
 		all, big := groupRows(rows, g.Name, func(r CollRow) bool { return r.SizeBytes >= 1<<20 })
+		if len(all) == 0 {
+			continue // the table holds no such group
+		}
 		a, c := statsOf(all), statsOf(big)
 		name := g.Name
 		if !g.Required {

@@ -1,10 +1,6 @@
 package net
 
-import (
-	"math"
-
-	"github.com/eidolon-sim/eidolon/core/sim"
-)
+import "github.com/eidolon-sim/eidolon/core/sim"
 
 // tuneNCCL, the chooser of algorithm "nccl" (registry.go), asks NCCL's
 // tuner (nccl.go) what it does with col and makes col that choice. The data
@@ -86,11 +82,8 @@ func tuneSendRecv(c *Comms, col *Collective, shape *checkedShape) error {
 		return err
 	}
 	col.ProtocolEfficiency = PathEfficiency(c.t, path)
-	bw := math.Inf(1)
-	for _, l := range path {
-		bw = math.Min(bw, c.t.Capacity(int(l)))
-	}
-	ch := NCCLChoice{Algorithm: Direct, LatencyS: NCCLBaseLatencyS, AlgBytesPerS: bw * col.ProtocolEfficiency}
+	_, eff := pathRates(c.t, path)
+	ch := NCCLChoice{Algorithm: Direct, LatencyS: NCCLBaseLatencyS, AlgBytesPerS: eff}
 	ch.BusBytesPerS = ch.AlgBytesPerS
 	ch.ModelTimeS = ch.TimeS(col.Bytes)
 	shape.choice = &ch

@@ -322,17 +322,25 @@ func linkEff(tech string) float64 {
 // technology on the route may not be the one that limits it (a NIC path's
 // PCIe hops are wider than the NIC).
 func PathEfficiency(t *topo.Topology, path []int32) float64 {
-	raw, eff := math.Inf(1), math.Inf(1)
+	raw, eff := pathRates(t, path)
+	if !(raw > 0) || math.IsInf(raw, 1) {
+		return 1
+	}
+	return eff / raw
+}
+
+// pathRates are a route's slowest raw link bandwidth and its slowest link
+// bandwidth after each link's collective efficiency, min(B) and min(B·e)
+// (+Inf for an empty route).
+func pathRates(t *topo.Topology, path []int32) (raw, eff float64) {
+	raw, eff = math.Inf(1), math.Inf(1)
 	for _, l := range path {
 		lk := t.Links[l]
 		bw := lk.BandwidthBytesPerS * lk.Health
 		raw = math.Min(raw, bw)
 		eff = math.Min(eff, bw*linkEff(lk.Tech))
 	}
-	if !(raw > 0) || math.IsInf(raw, 1) {
-		return 1
-	}
-	return eff / raw
+	return raw, eff
 }
 
 // ladder is the fastest speed of the ladder not above bw (the slowest if
