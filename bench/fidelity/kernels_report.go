@@ -477,6 +477,11 @@ func KernelReport(rows, dense []KernelRow, cook, layer []CookbookRow) (string, e
 		return "", err
 	}
 	b.WriteString(te)
+	mamf, err := MAMFReport()
+	if err != nil {
+		return "", err
+	}
+	b.WriteString(mamf)
 	return b.String(), nil
 }
 
