@@ -71,8 +71,10 @@ func MAMFReport() (string, error) {
 	b.WriteString("\n### Best-shape matmuls against the MAMF table\n\n")
 	b.WriteString(mamfSrc + ": for each part, the fastest shape a search of shapes found, BF16 through torch.mm and FP8 through " +
 		"torch._scaled_mm, which runs cuBLAS's split accumulator unless told otherwise (priced so: the FP8 GEMM promoting its partial sums " +
-		"every 128 elements on Hopper; the last column without). No fitted parameter uses it; the B200's and MI300X's main-loop efficiencies are taken from it, as their rows say. Each figure is the maximum over many timed shapes, so it sits " +
-		"above what a given shape runs at; the fitted parameters are those of the shapes layers run (the Vidur rows above).\n\n")
+		"every 128 elements on Hopper; the last column without). No fitted parameter uses it; the B200's and MI300X's main-loop " +
+		"efficiencies are taken from it, as their rows say (TestMAMFRowsMatchPresets). Each figure is the maximum over many timed " +
+		"shapes, so it sits above what a given shape runs at; the fitted parameters are those of the shapes layers run (the Vidur rows " +
+		"above).\n\n")
 	b.WriteString("| GPU | type | best shape M×N×K | torch | MAMF TFLOP/s | model TFLOP/s | error | kernel parameters | model, fast accumulation |\n" +
 		"|---|---|---|---|---:|---:|---:|---|---:|\n")
 	// The H100's measured and priced rates by type, for the note below.
