@@ -121,12 +121,12 @@ func Faults(prefix string, fs spec.Faults, t *topo.Topology) (net.FaultPlan, err
 	return plan, p.Err()
 }
 
-// GPU resolves a GPU preset name at prefix.gpu.
-func GPU(prefix, name string) (hw.GPU, error) {
-	g, ok := hw.GPUByName(name)
+// GPU resolves the spec's GPU (a preset, or one with figures changed) at
+// prefix.gpu.
+func GPU(prefix string, gpu spec.GPU) (hw.GPU, error) {
+	var p problem.Problems
+	g, ok := gpu.Validate(&p, spec.Field(prefix, "gpu"))
 	if !ok {
-		var p problem.Problems
-		p.OneOf(spec.Field(prefix, "gpu"), name, hw.GPUNames())
 		return g, p.Err()
 	}
 	return g, nil
@@ -134,7 +134,7 @@ func GPU(prefix, name string) (hw.GPU, error) {
 
 // Machine compiles a validated spec's cluster, GPU and faults at prefix and
 // builds the exec machine on them (a fresh topology each call).
-func Machine(prefix string, c spec.Cluster, gpu string, fs spec.Faults, seed uint64) (*exec.Machine, error) {
+func Machine(prefix string, c spec.Cluster, gpu spec.GPU, fs spec.Faults, seed uint64) (*exec.Machine, error) {
 	if _, err := GPU(prefix, gpu); err != nil {
 		return nil, err
 	}
@@ -147,7 +147,7 @@ func Machine(prefix string, c spec.Cluster, gpu string, fs spec.Faults, seed uin
 
 // MachineOn is Machine on a topology already compiled (a caller that
 // simulates many runs on one cluster builds it once).
-func MachineOn(prefix string, t *topo.Topology, gpu string, fs spec.Faults, seed uint64) (*exec.Machine, error) {
+func MachineOn(prefix string, t *topo.Topology, gpu spec.GPU, fs spec.Faults, seed uint64) (*exec.Machine, error) {
 	g, err := GPU(prefix, gpu)
 	if err != nil {
 		return nil, err

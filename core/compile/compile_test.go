@@ -73,7 +73,7 @@ func TestFaults(t *testing.T) {
 
 	_, err = Topology("inference", validCluster(t, spec.Cluster{Topology: "ring", GPUs: 4, Ranks: []int{3, 2, 1, 7}}))
 	require.ErrorContains(t, err, "inference.cluster.ranks[3]: GPU index must be < 4")
-	_, err = GPU("training", "h10")
+	_, err = GPU("training", spec.GPU{Preset: "h10"})
 	require.ErrorContains(t, err, `training.gpu: must be one of`)
 }
 
@@ -81,7 +81,7 @@ func TestFaults(t *testing.T) {
 // the plan's ids outside the topology are an error.
 func TestMachineAppliesThePlan(t *testing.T) {
 	c := validCluster(t, spec.Cluster{Topology: "ring", GPUs: 4})
-	m, err := Machine("", c, "a100-80gb-sxm", spec.Faults{Links: []spec.LinkFault{{Src: "gpu0", Dst: "gpu1", Health: 0.25}}}, 1)
+	m, err := Machine("", c, spec.GPU{Preset: "a100-80gb-sxm"}, spec.Faults{Links: []spec.LinkFault{{Src: "gpu0", Dst: "gpu1", Health: 0.25}}}, 1)
 	require.NoError(t, err)
 	l, _ := m.Fabric.Topology().LinkBetween(0, 1)
 	require.Equal(t, 0.25, m.Fabric.Topology().Links[l].Health, "a time-0 fault is in force before the run")

@@ -25,7 +25,7 @@ type Job struct {
 	// "training" as a fault sweep's base): compile errors carry it.
 	Path           string
 	Cluster        spec.Cluster
-	GPU            string
+	GPU            spec.GPU
 	Faults         spec.Faults
 	Seed           uint64
 	FullSimulation bool

@@ -750,7 +750,7 @@ func lengthsMean(l Lengths) float64 {
 // bandwidth (1 µs when the model or GPU is unknown).
 func (s *Serving) decodeFloorS() float64 {
 	m, ok := s.Model.Resolve()
-	g, gok := hw.GPUByName(s.GPU)
+	g, gok := s.GPU.Resolve()
 	if !ok || !gok || g.HBMBandwidth() <= 0 {
 		return 1e-6
 	}

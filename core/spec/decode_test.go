@@ -21,6 +21,7 @@ type testSpec struct {
 	Small   int8                 `json:"small,omitempty"`
 	Flag    bool                 `json:"flag,omitempty"`
 	Named   map[string]innerSpec `json:"named,omitempty"`
+	GPU     GPU                  `json:"gpu,omitzero"`
 }
 
 func problemsOf(t *testing.T, err error) []Problem {
@@ -136,6 +137,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"kind":"x","seed":18446744073709551615,"small":-128}`))
 	f.Add([]byte(`{"named":{"a":{"count":1}},"ptr":null,"weights":{"w":-0.5}}`))
 	f.Add([]byte(`{"links":[{"bandwith":1}],"flag":"no"}`))
+	f.Add([]byte(`{"gpu":{"preset":"h100-sxm","sm_count":144,"name":"x","hbm_bytes":"a"}}`))
+	f.Add([]byte(`{"gpu":"b200"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var s testSpec
 		if err := Decode(data, &s); err != nil {

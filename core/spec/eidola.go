@@ -8,9 +8,10 @@ import "github.com/eidolon-sim/eidolon/core/hw"
 // spin-wait, spin-yield and a SyncMon-style monitor under injected delays.
 type Eidola struct {
 	Header
-	// GPU preset of the detailed GPU (and, in a set-up run, of every GPU);
-	// default "h100-sxm".
-	GPU string `json:"gpu,omitempty"`
+	// GPU of the detailed GPU (and, in a set-up run, of every GPU): a
+	// preset name or a preset with figures changed (see GPU); default
+	// "h100-sxm".
+	GPU GPU `json:"gpu,omitzero"`
 	// Kernel: "allgather_gemm" (default), "gemm_reducescatter", "allreduce".
 	Kernel string `json:"kernel,omitempty"`
 	// GEMM is the detailed GPU's local problem (M×K)·(K×N); the all-reduce
@@ -125,7 +126,9 @@ func (s *Eidola) Defaults() {
 			*v = d
 		}
 	}
-	def(&s.GPU, "h100-sxm")
+	if s.GPU.IsZero() && len(s.GPU.decodeProblems) == 0 {
+		s.GPU.Preset = "h100-sxm"
+	}
 	def(&s.Kernel, "allgather_gemm")
 	def(&s.DType, "bf16")
 	def(&s.ScriptSource, "setup_run")
@@ -176,10 +179,7 @@ const maxSyncLatencyS = 1e-3
 const maxSetupGhosts = 4095
 
 func (s *Eidola) Validate(p *Problems) {
-	gpu, ok := hw.GPUByName(s.GPU)
-	if !ok {
-		p.OneOf("gpu", s.GPU, hw.GPUNames())
-	}
+	gpu, ok := s.GPU.Validate(p, "gpu")
 	p.OneOf("kernel", s.Kernel, EidolaKernels())
 	if hw.DType(s.DType).Bytes() == 0 {
 		names := make([]string, len(hw.DTypes))

@@ -10,8 +10,9 @@ import (
 // level, what bounds it and its time.
 type Operators struct {
 	Header
-	// GPU preset name (eidolon.presets.gpus()), e.g. "h100-sxm".
-	GPU string `json:"gpu"`
+	// GPU: a preset name (eidolon.presets.gpus()), e.g. "h100-sxm", or a
+	// preset with figures changed (see GPU).
+	GPU GPU `json:"gpu"`
 	// Model: a preset name or hyper-parameters (see Model).
 	Model Model `json:"model"`
 	// Phase: "training" (forward, backward, optimizer), "prefill" or
@@ -65,10 +66,7 @@ func (s *Operators) Defaults() {
 
 // Validate reports every problem.
 func (s *Operators) Validate(p *Problems) {
-	gpu, okGPU := hw.GPUByName(s.GPU)
-	if !okGPU {
-		p.OneOf("gpu", s.GPU, hw.GPUNames())
-	}
+	gpu, okGPU := s.GPU.Validate(p, "gpu")
 	n := p.Len()
 	s.Model.Validate(p, "model")
 	if p.Len() > n {

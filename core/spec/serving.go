@@ -292,8 +292,8 @@ const TokenizeSPerToken = 4 / 1.93e6
 // tests/engine/test_arg_utils.py): 8192 tokens and 1024 sequences on GPUs
 // with at least 70 GiB of memory whose name does not contain "a100" (H100,
 // H200, MI300X), 2048 and 256 on the others, the A100 80 GB included.
-func servingBatchDefaults(gpu string) (tokens, seqs int) {
-	g, ok := hw.GPUByName(gpu)
+func servingBatchDefaults(gpu GPU) (tokens, seqs int) {
+	g, ok := gpu.Resolve()
 	if ok && float64(g.HBMBytes) >= 70*(1<<30) && !strings.Contains(strings.ToLower(g.Name), "a100") {
 		return 8192, 1024
 	}

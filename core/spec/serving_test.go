@@ -22,13 +22,13 @@ func TestServingBatchDefaults(t *testing.T) {
 		{"rtx-a6000", 2048, 256},
 		{"no-such-gpu", 2048, 256},
 	} {
-		s := Serving{Target: Target{GPU: c.gpu}}
+		s := Serving{Target: Target{GPU: GPU{Preset: c.gpu}}}
 		s.Defaults()
 		require.Equal(t, c.tokens, s.Engine.MaxNumBatchedTokens, c.gpu)
 		require.Equal(t, c.seqs, s.Engine.MaxNumSeqs, c.gpu)
 		require.Equal(t, c.tokens, s.Engine.ChunkTokens, c.gpu)
 	}
-	s := Serving{Target: Target{GPU: "a100-80gb-sxm"}, Engine: ServingEngine{MaxNumBatchedTokens: 8192, MaxNumSeqs: 64}}
+	s := Serving{Target: Target{GPU: GPU{Preset: "a100-80gb-sxm"}}, Engine: ServingEngine{MaxNumBatchedTokens: 8192, MaxNumSeqs: 64}}
 	s.Defaults()
 	require.Equal(t, 8192, s.Engine.MaxNumBatchedTokens)
 	require.Equal(t, 64, s.Engine.MaxNumSeqs)

@@ -148,8 +148,9 @@ func (s *Step) validate(p *Problems, dtype string) {
 type Target struct {
 	// Model: a preset name or hyper-parameters (see Model).
 	Model Model `json:"model"`
-	// GPU preset name (eidolon.presets.gpus()), e.g. "a100-80gb-sxm".
-	GPU     string  `json:"gpu"`
+	// GPU: a preset name (eidolon.presets.gpus()), e.g. "a100-80gb-sxm",
+	// or a preset with figures changed (see GPU).
+	GPU     GPU     `json:"gpu"`
 	Cluster Cluster `json:"cluster"`
 	// DType of the math, weights, activations and KV cache or SSM state;
 	// default "bf16".
@@ -165,10 +166,7 @@ func (t *Target) defaults() {
 // validate checks the target with the run's faults.
 func (t *Target) validate(p *Problems, f *Faults) {
 	dtype := t.DType
-	g, ok := hw.GPUByName(t.GPU)
-	if !ok {
-		p.OneOf("gpu", t.GPU, hw.GPUNames())
-	}
+	g, ok := t.GPU.Validate(p, "gpu")
 	dtypes := make([]string, len(hw.DTypes))
 	for i, d := range hw.DTypes {
 		dtypes[i] = string(d)

@@ -14,7 +14,7 @@ def search_parallel(
     cluster: Union[str, Mapping[str, Any]],
     batch: int,
     *,
-    gpu: str = "a100-80gb-sxm",
+    gpu: Union[str, Mapping[str, Any]] = "a100-80gb-sxm",
     nodes: int = 1,
     seq_len: int = 2048,
     dtype: str = "bf16",
@@ -57,7 +57,7 @@ def search_parallel(
     """
     if isinstance(cluster, str):
         cluster = {"preset": cluster, "nodes": nodes}
-    doc: dict[str, Any] = {"kind": "parallel_search", "model": model, "gpu": gpu, "cluster": dict(cluster),
+    doc: dict[str, Any] = {"kind": "parallel_search", "model": model, "gpu": gpu if isinstance(gpu, str) else dict(gpu), "cluster": dict(cluster),
                            "global_batch": batch, "seq_len": seq_len, "dtype": dtype, "keep": keep}
     for key, value in (("tp", tp), ("pp", pp), ("cp", cp), ("micro_batch", micro_batch), ("recompute", recompute), ("zero", zero),
                        ("ep", ep), ("expert_tp", expert_tp)):

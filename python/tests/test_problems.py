@@ -95,3 +95,20 @@ def test_fault_sweep_base_is_compiled_at_validation_with_the_base_path():
     # the same training spec on its own reports the path without the prefix
     (top,) = eidolon.validate(dict(training, kind="training"))
     assert (top.path, top.message) == ("faults.links[0].src", p.message)
+
+
+def test_what_if_gpu_runs_and_its_figures_are_checked():
+    base = {"kind": "inference", "model": {"preset": "llama2-7b", "layers": 2},
+            "cluster": {"preset": "dgx-h100", "nodes": 1}, "tp": 1, "batch": 1,
+            "prompt_tokens": 64, "output_tokens": 4}
+    tpot = {}
+    for label, gpu in [("h100", "h100-sxm"), ("h200", "h200"),
+                       ("what-if", {"preset": "h100-sxm", "hbm_bandwidth_bytes_per_s": 4.8e12, "hbm_bytes": 141e9})]:
+        tpot[label] = eidolon.run(dict(base, gpu=gpu), progress=False).to_pandas("summary")["tpot_s"][0]
+    # the H200 preset is the H100's with the H200's memory: the same part
+    assert tpot["what-if"] == tpot["h200"] < tpot["h100"]
+    with pytest.raises(eidolon.SpecError) as info:
+        eidolon.run(dict(base, gpu={"preset": "h100-sxm", "sm_count": 0, "clockhz": 1e9}), progress=False)
+    got = {(p.path, p.allowed) for p in info.value.problems}
+    assert ("gpu.sm_count", "[1, 1024]") in got
+    assert any(path == "gpu.clockhz" and "clock_hz" in allowed for path, allowed in got)

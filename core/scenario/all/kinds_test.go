@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
+	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 
+	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/scenario/all"
 	"github.com/eidolon-sim/eidolon/core/spec"
@@ -72,6 +76,101 @@ func TestEveryKind(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The H200 preset is the H100's with the H200's memory (141 GB at
+// 4.8 TB/s; core/hw/presets.go), so an H100 given those two figures is the
+// same part: every kind that takes a GPU gives byte-identical tables on
+// both, and the what-if spec survives defaults → JSON → decode.
+func TestWhatIfGPUIsThePresetItDescribes(t *testing.T) {
+	whatIf := map[string]any{"preset": "h100-sxm", "name": "h200", "hbm_bytes": 141e9, "hbm_bandwidth_bytes_per_s": 4.8e12}
+	ran, moved := 0, 0
+	for _, k := range all.Kinds() {
+		var doc map[string]any
+		require.NoError(t, json.Unmarshal([]byte(minimal[k.Name]), &doc))
+		tables := func(gpu any) (string, bool) {
+			doc["gpu"] = gpu
+			js, err := json.Marshal(doc)
+			require.NoError(t, err)
+			_, s, err := all.Decode(js)
+			if err != nil {
+				require.ErrorContains(t, err, "gpu: unknown field", k.Name)
+				return "", false // a kind with no GPU of its own
+			}
+			once, err := json.Marshal(s)
+			require.NoError(t, err)
+			_, again, err := all.Decode(once)
+			require.NoError(t, err, string(once))
+			twice, err := json.Marshal(again)
+			require.NoError(t, err)
+			require.JSONEq(t, string(once), string(twice), k.Name)
+			_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, js)
+			require.NoError(t, err, string(js))
+			return formatTables(res), true
+		}
+		want, ok := tables("h200")
+		if !ok {
+			continue
+		}
+		got, _ := tables(whatIf)
+		require.Equal(t, want, got, k.Name)
+		ran++
+		if h100, _ := tables("h100-sxm"); h100 != want {
+			moved++ // the memory matters to this run: the figures took effect
+		}
+	}
+	require.GreaterOrEqual(t, ran, 7) // operators, eidola, training, inference, serving, ssm_tp, parallel_search
+	require.GreaterOrEqual(t, moved, 5)
+}
+
+// A what-if part at the ends of the figures' ranges (every figure at its
+// least, then at its greatest) runs every kind that takes a GPU to finite
+// tables, or stops with a clean error: the ranges keep the prices finite.
+func TestWhatIfGPUAtTheRangesEnds(t *testing.T) {
+	for _, end := range []string{"least", "greatest"} {
+		gpu := map[string]any{"preset": "h100-sxm"}
+		for _, f := range hw.Figures() {
+			v := f.Max
+			if end == "least" {
+				v = math.Max(f.Min, 1e9*float64(boolInt(strings.HasPrefix(f.Name, "peak_")))) // a part with math units
+			}
+			gpu[f.Name] = v
+		}
+		for _, k := range all.Kinds() {
+			var doc map[string]any
+			require.NoError(t, json.Unmarshal([]byte(minimal[k.Name]), &doc))
+			doc["gpu"] = gpu
+			js, err := json.Marshal(doc)
+			require.NoError(t, err)
+			if _, _, err := all.Decode(js); err != nil {
+				require.ErrorContains(t, err, "gpu: unknown field", k.Name)
+				continue
+			}
+			_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, js)
+			if err != nil {
+				t.Logf("%s at the %s figures: %v", k.Name, end, err)
+				require.NotContains(t, err.Error(), "panic", "%s at the %s figures", k.Name, end)
+				continue
+			}
+			for _, tb := range res.Tables {
+				rows := reflect.ValueOf(tb.Rows)
+				for i := 0; i < rows.Len(); i++ {
+					columns(rows.Type().Elem(), nil, nil, func(idx []int) {
+						if f := rows.Index(i).FieldByIndex(idx); f.Kind() == reflect.Float64 {
+							require.False(t, math.IsNaN(f.Float()) || math.IsInf(f.Float(), 0), "%s at the %s figures: %s", k.Name, end, tb.Name)
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Every kind's spec decodes through the strict decoder: an unknown field

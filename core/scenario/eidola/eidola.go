@@ -120,7 +120,10 @@ func Run(env scenario.Env, s *spec.Eidola, costs func(hw.GPU) eidola.CostModel) 
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	gpu, _ := hw.GPUByName(s.GPU)
+	gpu, err := compile.GPU("", s.GPU)
+	if err != nil {
+		return scenario.Result{}, err
+	}
 	k, err := eidola.Build(KernelConfig(s), costs(gpu))
 	if err != nil {
 		return scenario.Result{}, err

@@ -7,6 +7,7 @@ package operators
 import (
 	"fmt"
 
+	"github.com/eidolon-sim/eidolon/core/compile"
 	"github.com/eidolon-sim/eidolon/core/compute"
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
@@ -142,9 +143,9 @@ func Kind() scenario.Kind {
 }
 
 func run(env scenario.Env, sp *spec.Operators) (scenario.Result, error) {
-	gpu, ok := hw.GPUByName(sp.GPU)
-	if !ok {
-		return scenario.Result{}, fmt.Errorf("operators: unknown gpu %q", sp.GPU)
+	gpu, err := compile.GPU("", sp.GPU)
+	if err != nil {
+		return scenario.Result{}, err
 	}
 	cfg, ok := sp.Model.Resolve()
 	if !ok {

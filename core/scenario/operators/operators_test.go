@@ -76,6 +76,35 @@ func TestDecodeIsMemoryBoundTrainingComputeBound(t *testing.T) {
 	t.Logf("llama2-7b training step (4×2048) on A100: %.0f ms, %.0f%% of peak", sum.TimeS*1e3, 100*sum.FLOPsUtilization)
 }
 
+// A what-if part changes what its figures bound: batch-1 decode is bound
+// by HBM, so the H200's bandwidth on an H100 (4.8 against 3.35 TB/s) speeds
+// it by less than their ratio (launches and L2-resident reads do not
+// change) and a halved tensor rate barely moves it; training is bound by
+// the tensor cores, so the same halving slows it by more than 1.3× but less
+// than 2× (the optimizer and the streaming kernels do not change).
+func TestWhatIfGPU(t *testing.T) {
+	step := func(gpu, phase string) operators.SummaryRow {
+		js := fmt.Sprintf(`{"kind":"operators","gpu":%s,"model":"llama2-7b","phase":%q,"batch":1,"kv_len":512,"seq_len":2048}`, gpu, phase)
+		return tables(runSpec(t, js))["summary"].([]operators.SummaryRow)[0]
+	}
+	const (
+		h100   = `"h100-sxm"`
+		hbm3e  = `{"preset":"h100-sxm","hbm_bandwidth_bytes_per_s":4.8e12}`
+		halved = `{"preset":"h100-sxm","name":"half-tensor","peak_bf16_flops_per_s":494.7e12,"peak_fp16_flops_per_s":494.7e12}`
+	)
+	base, faster := step(h100, "decode"), step(hbm3e, "decode")
+	require.Equal(t, "h100-sxm*", faster.GPU)
+	speedup := base.TimeS / faster.TimeS
+	require.Greater(t, speedup, 1.2)
+	require.Less(t, speedup, 4.8/3.35)
+	require.InEpsilon(t, base.TimeS, step(halved, "decode").TimeS, 0.1)
+
+	train, slow := step(h100, "training"), step(halved, "training")
+	require.Equal(t, "half-tensor", slow.GPU)
+	require.Greater(t, slow.TimeS/train.TimeS, 1.3)
+	require.Less(t, slow.TimeS/train.TimeS, 2.0)
+}
+
 func TestCollectivesListed(t *testing.T) {
 	tb := tables(runSpec(t, `{"kind":"operators","gpu":"h100-sxm","model":"llama2-7b","tp":4,"batch":1,"seq_len":1024}`))
 	colls := tb["collectives"].([]operators.CollectiveRow)

@@ -32,7 +32,7 @@ func TestRingTimeIsALowerBound(t *testing.T) {
 		{"dgx-a100", 4, []int{0, 8, 16, 24}},
 		{"dgx-h100", 2, []int{0, 2, 4, 6, 8, 10, 12, 14}}, // tp 2: four ranks per node
 	} {
-		m, err := compile.Machine("", spec.Cluster{Preset: tc.preset, Nodes: tc.nodes}, "a100-80gb-sxm", spec.Faults{}, 1)
+		m, err := compile.Machine("", spec.Cluster{Preset: tc.preset, Nodes: tc.nodes}, spec.GPU{Preset: "a100-80gb-sxm"}, spec.Faults{}, 1)
 		require.NoError(t, err)
 		rs := &rings{t: m.Fabric.Topology()}
 		r, err := rs.get(tc.ranks)
@@ -44,7 +44,7 @@ func TestRingTimeIsALowerBound(t *testing.T) {
 			for _, bytes := range []float64{64 << 10, 16 << 20, 1 << 30} {
 				lb, err := r.timeS([]workload.Coll{{Kind: kind, Bytes: bytes}})
 				require.NoError(t, err)
-				mm, err := compile.Machine("", spec.Cluster{Preset: tc.preset, Nodes: tc.nodes}, "a100-80gb-sxm", spec.Faults{}, 1)
+				mm, err := compile.Machine("", spec.Cluster{Preset: tc.preset, Nodes: tc.nodes}, spec.GPU{Preset: "a100-80gb-sxm"}, spec.Faults{}, 1)
 				require.NoError(t, err)
 				c := net.NewComms(mm.Fabric)
 				var got float64
@@ -62,7 +62,7 @@ func TestRingTimeIsALowerBound(t *testing.T) {
 		}
 	}
 	// Two collectives on one ring: their bounds add.
-	m, err := compile.Machine("", spec.Cluster{Preset: "dgx-a100", Nodes: 2}, "a100-80gb-sxm", spec.Faults{}, 1)
+	m, err := compile.Machine("", spec.Cluster{Preset: "dgx-a100", Nodes: 2}, spec.GPU{Preset: "a100-80gb-sxm"}, spec.Faults{}, 1)
 	require.NoError(t, err)
 	r, err := (&rings{t: m.Fabric.Topology()}).get([]int{0, 8})
 	require.NoError(t, err)

@@ -227,7 +227,7 @@ func TestFusedQuantizedAllReduceBandwidth(t *testing.T) {
 	c.Defaults()
 	const payload = 1 << 30
 	timeOf := func(kern string, quantized bool) float64 {
-		m, err := compile.Machine("", c, "a100-80gb-sxm", spec.Faults{}, 1)
+		m, err := compile.Machine("", c, spec.GPU{Preset: "a100-80gb-sxm"}, spec.Faults{}, 1)
 		require.NoError(t, err)
 		col := net.Collective{Op: net.AllReduce, Bytes: payload, Ranks: []int{0, 1, 2, 3}}
 		if quantized {
