@@ -291,10 +291,12 @@ const TokenizeSPerToken = 4 / 1.93e6
 // vllm/engine/arg_utils.py, checked by test_defaults_with_usage_context in
 // tests/engine/test_arg_utils.py): 8192 tokens and 1024 sequences on GPUs
 // with at least 70 GiB of memory whose name does not contain "a100" (H100,
-// H200, MI300X), 2048 and 256 on the others, the A100 80 GB included.
+// H200, MI300X), 2048 and 256 on the others, the A100 80 GB included; a
+// what-if part by its memory and its preset's name.
 func servingBatchDefaults(gpu GPU) (tokens, seqs int) {
 	g, ok := gpu.Resolve()
-	if ok && float64(g.HBMBytes) >= 70*(1<<30) && !strings.Contains(strings.ToLower(g.Name), "a100") {
+	// The name vLLM reads is the device's: a what-if part's preset.
+	if ok && float64(g.HBMBytes) >= 70*(1<<30) && !strings.Contains(strings.ToLower(gpu.Preset), "a100") {
 		return 8192, 1024
 	}
 	return 2048, 256

@@ -28,6 +28,20 @@ func TestServingBatchDefaults(t *testing.T) {
 		require.Equal(t, c.seqs, s.Engine.MaxNumSeqs, c.gpu)
 		require.Equal(t, c.tokens, s.Engine.ChunkTokens, c.gpu)
 	}
+	// A what-if part: its memory decides, and the device's name is its
+	// preset's (a renamed A100 is still an A100 to vLLM).
+	for _, c := range []struct {
+		gpu    GPU
+		tokens int
+	}{
+		{GPU{Preset: "a100-80gb-sxm", Name: "fast-ampere", Figures: map[string]float64{"clock_hz": 2e9}}, 2048},
+		{GPU{Preset: "rtx-a6000", Figures: map[string]float64{"hbm_bytes": 96e9}}, 8192},
+		{GPU{Preset: "h100-sxm", Figures: map[string]float64{"hbm_bytes": 40e9}}, 2048},
+	} {
+		s := Serving{Target: Target{GPU: c.gpu}}
+		s.Defaults()
+		require.Equal(t, c.tokens, s.Engine.MaxNumBatchedTokens, c.gpu.String())
+	}
 	s := Serving{Target: Target{GPU: GPU{Preset: "a100-80gb-sxm"}}, Engine: ServingEngine{MaxNumBatchedTokens: 8192, MaxNumSeqs: 64}}
 	s.Defaults()
 	require.Equal(t, 8192, s.Engine.MaxNumBatchedTokens)
