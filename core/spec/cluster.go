@@ -1,6 +1,11 @@
 package spec
 
 import (
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/topo"
 )
@@ -14,8 +19,9 @@ type Cluster struct {
 	// "gb200-nvl72" (72 GPUs in one NVLink domain per rack, a NIC per GPU;
 	// its GPU is the "gb200" preset) or
 	// "aws-p4d" (8 A100s on NVSwitch, 4 EFA NICs of 100 Gb/s, two GPUs per
-	// NIC behind a PCIe Gen4 switch). When set, Topology must be empty and
-	// Nodes scales it.
+	// NIC behind a PCIe Gen4 switch). When set, Topology must be empty,
+	// Nodes scales it and IntraLink, NICLink and HostLink, where given,
+	// replace its links; no other field applies (see clusterFields).
 	Preset string `json:"preset,omitempty"`
 	// Topology when there is no preset: "ring", "fully_connected",
 	// "switch", "torus", "mesh", "leaf_spine", "composed", "edges".
@@ -91,18 +97,19 @@ func ClusterPresets() []string { return topo.Presets() }
 // topo's, which builds them.
 func ClusterTopologies() []string { return topo.Kinds() }
 
-// Defaults fills optional fields.
+// Defaults fills the optional fields of the cluster's kind (a field of
+// another kind stays empty: Validate reports it as not applying).
 func (c *Cluster) Defaults() {
 	if c.Nodes == 0 {
 		c.Nodes = 1
 	}
-	if c.Link == "" {
+	if c.Link == "" && c.uses("link") {
 		c.Link = "nvlink4"
 	}
-	if c.Radix == 0 {
+	if c.Radix == 0 && c.uses("radix") {
 		c.Radix = 64
 	}
-	if c.Oversubscription == 0 {
+	if c.Oversubscription == 0 && c.uses("oversubscription") {
 		c.Oversubscription = 1
 	}
 	if c.Topology == "composed" {
@@ -154,6 +161,7 @@ func (c *Cluster) Validate(p *Problems, path string) {
 			p.OneOf(f(name), v, links)
 		}
 	}
+	c.validateApplies(p, path)
 	checkLink("link", c.Link)
 	if c.BandwidthBytesPerS != 0 {
 		p.Bandwidth(f("bandwidth_bytes_per_s"), c.BandwidthBytesPerS)
@@ -161,8 +169,10 @@ func (c *Cluster) Validate(p *Problems, path string) {
 	if c.LatencyS != nil {
 		p.Duration(f("latency_s"), *c.LatencyS)
 	}
-	p.IntInRange(f("radix"), c.Radix, 2, 1<<16)
-	p.InRange(f("oversubscription"), c.Oversubscription, 1e-3, 1e3)
+	if c.uses("radix") {
+		p.IntInRange(f("radix"), c.Radix, 2, 1<<16)
+		p.InRange(f("oversubscription"), c.Oversubscription, 1e-3, 1e3)
+	}
 	switch c.Topology {
 	case "ring", "fully_connected", "leaf_spine":
 		p.IntInRange(f("gpus"), c.GPUs, 2, 1<<20)
@@ -175,6 +185,12 @@ func (c *Cluster) Validate(p *Problems, path string) {
 		for i, d := range c.Dims {
 			p.IntInRange(Index(f("dims"), i), d, 2, 1<<12)
 		}
+	case "":
+		// A preset node with other links (a what-if): the links it
+		// names replace the preset's.
+		checkLink("intra_link", c.IntraLink)
+		checkLink("nic_link", c.NICLink)
+		checkLink("host_link", c.HostLink)
 	case "composed":
 		p.IntInRange(f("gpus_per_node"), c.GPUsPerNode, 1, 1024)
 		p.OneOf(f("intra"), c.Intra, topo.Intras())
@@ -210,6 +226,91 @@ func (c *Cluster) Validate(p *Problems, path string) {
 			p.Addf(Index(f("ranks"), i), "GPU %d is already rank %d", g, j)
 		}
 		seen[g] = i
+	}
+}
+
+// clusterFields says which kinds of cluster each field shapes ("preset":
+// a cluster preset; the rest are topologies). A field given to a cluster of
+// another kind would be ignored, so Validate reports it.
+var clusterFields = []struct {
+	name  string
+	kinds []string
+}{
+	{"gpus", []string{"ring", "fully_connected", "switch", "leaf_spine", "edges"}},
+	{"dims", []string{"torus", "mesh"}},
+	{"link", singleTier},
+	{"bandwidth_bytes_per_s", singleTier},
+	{"latency_s", singleTier},
+	{"radix", []string{"leaf_spine", "composed"}},
+	{"oversubscription", []string{"leaf_spine", "composed"}},
+	{"gpus_per_node", []string{"composed"}},
+	{"intra", []string{"composed"}},
+	{"intra_link", []string{"composed", "preset"}},
+	{"nics_per_node", []string{"composed"}},
+	{"nic_link", []string{"composed", "preset"}},
+	{"host_link", []string{"composed", "preset"}},
+	{"gpus_per_pcie_switch", []string{"composed"}},
+	{"fabric", []string{"composed"}},
+	{"switches", []string{"edges"}},
+	{"edges", []string{"edges"}},
+}
+
+// singleTier are the topologies built over one link (leaf_spine's fabric
+// included).
+var singleTier = []string{"ring", "fully_connected", "switch", "torus", "mesh", "leaf_spine"}
+
+// kind is the cluster's kind as clusterFields names it.
+func (c *Cluster) kind() string {
+	if c.Preset != "" {
+		return "preset"
+	}
+	return c.Topology
+}
+
+// uses reports whether the field shapes this kind of cluster.
+func (c *Cluster) uses(field string) bool {
+	for _, f := range clusterFields {
+		if f.name == field {
+			return slices.Contains(f.kinds, c.kind())
+		}
+	}
+	return false
+}
+
+// given reports whether the spec set the field (by its JSON name): a
+// value other than its zero.
+func (c *Cluster) given(field string) bool {
+	v := reflect.ValueOf(c).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		if tag, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ","); tag == field {
+			return !v.Field(i).IsZero()
+		}
+	}
+	return false
+}
+
+// validateApplies reports each field given to a cluster it does not shape,
+// and more than one node for a topology without nodes.
+func (c *Cluster) validateApplies(p *Problems, path string) {
+	k := c.kind()
+	if k == "" || (k != "preset" && !slices.Contains(ClusterTopologies(), k)) {
+		return // reported: no kind, or an unknown one
+	}
+	what := "topology " + strconv.Quote(k)
+	if k == "preset" {
+		what = "a preset"
+	}
+	hint := ""
+	if k == "preset" {
+		hint = `; a preset node takes other links (intra_link, nic_link, host_link), anything else is a "composed" topology`
+	}
+	for _, f := range clusterFields {
+		if c.given(f.name) && !slices.Contains(f.kinds, k) {
+			p.Addf(Field(path, f.name), "does not apply to %s, only to %s%s", what, strings.Join(f.kinds, ", "), hint)
+		}
+	}
+	if c.Nodes > 1 && k != "preset" && k != "composed" {
+		p.Addf(Field(path, "nodes"), "does not apply to topology %q (set gpus), got %d", k, c.Nodes)
 	}
 }
 

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -61,4 +62,46 @@ func TestClusterNICLayoutErrorsNameTheField(t *testing.T) {
 	// them are fine there.
 	ps, _ := clusterProblems(t, `{"topology":"composed","nodes":1,"nics_per_node":3}`)
 	require.Nil(t, ps)
+}
+
+// A field that does not shape the cluster's kind is a problem, not a
+// setting silently ignored; a preset takes other links.
+func TestClusterFieldsThatDoNotApply(t *testing.T) {
+	for js, want := range map[string]map[string]string{
+		`{"preset":"dgx-h100","nodes":2,"gpus_per_node":4,"link":"nvlink3"}`: {
+			"cluster.gpus_per_node": `does not apply to a preset, only to composed; a preset node takes other links (intra_link, nic_link, host_link), anything else is a "composed" topology`,
+			"cluster.link":          `does not apply to a preset, only to ring, fully_connected, switch, torus, mesh, leaf_spine; a preset node takes other links (intra_link, nic_link, host_link), anything else is a "composed" topology`,
+		},
+		`{"topology":"ring","gpus":4,"nic_link":"ib-ndr","nodes":2}`: {
+			"cluster.nic_link": `does not apply to topology "ring", only to composed, preset`,
+			"cluster.nodes":    `does not apply to topology "ring" (set gpus), got 2`,
+		},
+		`{"topology":"composed","gpus":16,"dims":[4,4]}`: {
+			"cluster.gpus": `does not apply to topology "composed", only to ring, fully_connected, switch, leaf_spine, edges`,
+			"cluster.dims": `does not apply to topology "composed", only to torus, mesh`,
+		},
+		`{"preset":"dgx-h100","nic_link":"ib-xdrr"}`: {
+			"cluster.nic_link": `must be one of`,
+		},
+	} {
+		got, _ := clusterProblems(t, js)
+		require.Len(t, got, len(want), js)
+		for path, msg := range want {
+			require.Contains(t, got[path], msg, js)
+		}
+	}
+	ps, c := clusterProblems(t, `{"preset":"dgx-h100","nodes":2,"nic_link":"ib-xdr","host_link":"pcie5-x16"}`)
+	require.Nil(t, ps)
+	require.Equal(t, "ib-xdr", c.NICLink)
+	require.Empty(t, c.IntraLink) // the preset's
+}
+
+// Every field the applicability table names is a field of the spec (a
+// misspelt name would never count as given).
+func TestClusterFieldsAreSpecFields(t *testing.T) {
+	fields := structFields(reflect.TypeFor[Cluster]())
+	for _, f := range clusterFields {
+		_, ok := fields[f.name]
+		require.True(t, ok, f.name)
+	}
 }

@@ -511,18 +511,7 @@ func PresetConfig(name string, nodes int) (ClusterConfig, error) {
 
 // Preset builds a cluster preset of `nodes` nodes.
 func Preset(name string, nodes int) (*Topology, error) {
-	return presetPolled(name, nodes, nil)
-}
-
-// presetPolled is Preset polling canceled while it builds (see
-// ClusterConfig.Canceled).
-func presetPolled(name string, nodes int, canceled func() error) (*Topology, error) {
-	c, err := PresetConfig(name, nodes)
-	if err != nil {
-		return nil, err
-	}
-	c.Canceled = canceled
-	return Cluster(c)
+	return Build(Description{Preset: name, Nodes: nodes})
 }
 
 // PresetRow describes a cluster preset (one node) for the catalogue.

@@ -51,7 +51,8 @@ type Description struct {
 	Radix            int
 	Oversubscription float64
 	// A composed cluster (see ClusterConfig): NICsPerNode NICs at NICLink,
-	// GPUs and NICs on HostLink.
+	// GPUs and NICs on HostLink. A preset takes IntraLink, NICLink and
+	// HostLink where they are set (Name not empty) in place of its own.
 	GPUsPerNode, NICsPerNode, GPUsPerPCIeSwitch int
 	Intra, Fabric                               string
 	IntraLink, NICLink, HostLink                hw.Link
@@ -98,7 +99,24 @@ func BuildContext(ctx context.Context, d Description) (*Topology, error) {
 
 func (d Description) build(canceled func() error) (*Topology, error) {
 	if d.Preset != "" {
-		return presetPolled(d.Preset, d.Nodes, canceled)
+		c, err := PresetConfig(d.Preset, d.Nodes)
+		if err != nil {
+			return nil, err
+		}
+		// A preset node with other links (a what-if): each link given
+		// replaces the preset's.
+		for _, o := range []struct {
+			role string
+			from hw.Link
+			to   *hw.Link
+		}{{"intra", d.IntraLink, &c.IntraLink}, {"nic", d.NICLink, &c.NICLink}, {"host", d.HostLink, &c.HostLink}} {
+			if o.from.Name != "" && o.from != *o.to {
+				*o.to = o.from
+				c.Name += fmt.Sprintf(", %s %s", o.role, o.from.Name)
+			}
+		}
+		c.Canceled = canceled
+		return Cluster(c)
 	}
 	switch d.Kind {
 	case KindRing:

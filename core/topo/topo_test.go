@@ -67,6 +67,27 @@ func TestDGXPreset(t *testing.T) {
 	require.ErrorContains(t, err, "dgx-h100")
 }
 
+// A preset node with another NIC (a what-if): its NIC links carry the new
+// link's figures, everything else stays the preset's.
+func TestPresetWithOtherLinks(t *testing.T) {
+	xdr, _ := hw.LinkByName("ib-xdr")
+	tp, err := Build(Description{Preset: "dgx-h100", Nodes: 2, NICLink: xdr})
+	require.NoError(t, err)
+	require.Equal(t, "dgx-h100 x2, nic ib-xdr", tp.Name)
+	nic, _ := tp.DeviceByName("n1.nic3")
+	leaf, _ := tp.DeviceByName("rail3.leaf0")
+	l, ok := tp.LinkBetween(nic, leaf)
+	require.True(t, ok)
+	require.Equal(t, 100e9, tp.Links[l].BandwidthBytesPerS)
+	up, _ := tp.LinkBetween(0, 16) // n0.gpu0 -> n0.nvswitch: NVLink 4 still
+	require.Equal(t, 450e9, tp.Links[up].BandwidthBytesPerS)
+	// The preset's own link given again changes nothing, the name included.
+	ndr, _ := hw.LinkByName("ib-ndr")
+	same, err := Build(Description{Preset: "dgx-h100", Nodes: 2, NICLink: ndr})
+	require.NoError(t, err)
+	require.Equal(t, "dgx-h100 x2", same.Name)
+}
+
 func TestRoutesAreShortestAndDeterministic(t *testing.T) {
 	tp, _ := Preset("dgx-h100", 8)
 	a, _ := tp.DeviceByName("n0.gpu7")
