@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/eidolon-sim/eidolon/core/model"
 )
@@ -32,6 +34,10 @@ type Model struct {
 	// to the model), reported by Validate under the model's own path; the
 	// well-typed fields are decoded, so the rest of the spec is too.
 	decodeProblems []Problem
+	// falses are the switches (tied_embeddings, fp8_block_scaled) the
+	// object gives as false: a preset's or a config.json's true is
+	// replaced by them, where a false in Config alone would read as unset.
+	falses []string
 }
 
 // modelFields is Model without its JSON method, for strict decoding.
@@ -54,15 +60,61 @@ func (m *Model) UnmarshalJSON(data []byte) error {
 	if se != nil {
 		m.decodeProblems = se.Problems
 	}
+	if tree, err := parseTree(data); err == nil {
+		obj, _ := tree.(map[string]any)
+		for _, name := range configSwitches() {
+			if v, ok := obj[name].(bool); ok && !v {
+				m.falses = append(m.falses, name)
+			}
+		}
+	}
 	return nil
+}
+
+// configSwitches are the JSON names of model.Config's bool fields.
+func configSwitches() []string {
+	var out []string
+	t := reflect.TypeFor[model.Config]()
+	for i := 0; i < t.NumField(); i++ {
+		if f := t.Field(i); f.Type.Kind() == reflect.Bool {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// switchOff sets c's switches named in names to false.
+func switchOff(c *model.Config, names []string) {
+	v := reflect.ValueOf(c).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+		if slices.Contains(names, name) {
+			v.Field(i).SetBool(false)
+		}
+	}
 }
 
 // MarshalJSON writes a bare preset as its name, anything else as an object.
 func (m Model) MarshalJSON() ([]byte, error) {
-	if m.Preset != "" && m.Config == (model.Config{}) && m.HFConfig == nil {
+	if m.Preset != "" && m.Config == (model.Config{}) && m.HFConfig == nil && len(m.falses) == 0 {
 		return json.Marshal(m.Preset)
 	}
-	return json.Marshal(modelFields(m))
+	if len(m.falses) == 0 {
+		return json.Marshal(modelFields(m))
+	}
+	js, err := json.Marshal(modelFields(m))
+	if err != nil {
+		return nil, err
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(js, &obj); err != nil {
+		return nil, err
+	}
+	for _, name := range m.falses {
+		obj[name] = false
+	}
+	return json.Marshal(obj)
 }
 
 // Resolve returns the architecture: the preset with replacements, or the
@@ -82,12 +134,15 @@ func (m Model) Resolve() (model.Config, bool) {
 		}
 		v := reflect.ValueOf(&c).Elem()
 		overlayConfig(v, reflect.ValueOf(m.Config))
+		switchOff(&c, m.falses)
 		c.Pattern = m.Config.Pattern
 		c.Defaults()
 		return c, true
 	}
 	if m.Preset != "" {
-		return model.FromPreset(m.Preset, m.Config)
+		c, ok := model.FromPreset(m.Preset, m.Config)
+		switchOff(&c, m.falses)
+		return c, ok
 	}
 	c := m.Config
 	c.Defaults()
