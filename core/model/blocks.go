@@ -318,9 +318,16 @@ type tokenElems struct{ q, kv, out int64 }
 // exchange is the ring's traffic without its overlap: the attention waits
 // for the gather, forward and backward, and the gradients of the keys and
 // values are reduce-scattered after it.
+//
+// The step is the attention core a selective recompute reruns (Megatron-
+// Core's Attention._checkpointed_attention_forward, core_attn: the core
+// attention, whichever kernel and context-parallel exchange it runs, is
+// rerun in the backward from its Q, K and V): it then keeps Q, K and V and
+// drops the fp32 log-sum-exp (the output is the projection's saved input).
 func (b *builder) flash(hs, kvs, hd int64, per tokenElems, saved float64) {
 	r := b.r
 	B, s, c := int64(r.Batch), int64(r.SeqLen), int64(max(r.CP, 1))
+	defer b.recomputable(ModuleCoreAttn, 4*float64(B*hs*s)) // after the step each branch adds
 	if c == 1 {
 		fa := NewFlashAttention("attn.flash", b.attnDType(), B, hs, kvs, s, s, hd, true)
 		b.add(step{fwd: []Op{fa}, bwd: []Op{flashBackward(fa)}, saved: saved})
