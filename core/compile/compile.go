@@ -30,10 +30,7 @@ import (
 // latency overrides applied to the single-tier link, and defaults such as
 // nics_per_node (= gpus_per_node) filled.
 func Description(c spec.Cluster) topo.Description {
-	link := func(name string) hw.Link {
-		l, _ := hw.LinkByName(name) // validated: a known preset
-		return l
-	}
+	link := func(l spec.Link) hw.Link { return l.Resolve() } // validated: a known preset
 	d := topo.Description{Preset: c.Preset, Kind: c.Topology, Nodes: c.Nodes, GPUs: c.GPUs, Dims: c.Dims,
 		Link: link(c.Link), Radix: c.Radix, Oversubscription: c.Oversubscription,
 		GPUsPerNode: c.GPUsPerNode, NICsPerNode: c.GPUsPerNode, GPUsPerPCIeSwitch: c.GPUsPerPCIeSwitch,

@@ -22,7 +22,7 @@ func validCluster(t *testing.T, c spec.Cluster) spec.Cluster {
 // link; nics_per_node defaults to gpus_per_node.
 func TestDescription(t *testing.T) {
 	lat := 2e-6
-	d := Description(validCluster(t, spec.Cluster{Topology: "ring", GPUs: 4, Link: "nvlink3", BandwidthBytesPerS: 1e11, LatencyS: &lat}))
+	d := Description(validCluster(t, spec.Cluster{Topology: "ring", GPUs: 4, Link: spec.Link{Preset: "nvlink3"}, BandwidthBytesPerS: 1e11, LatencyS: &lat}))
 	nv3, _ := hw.LinkByName("nvlink3")
 	require.Equal(t, "ring", d.Kind)
 	require.Equal(t, 1e11, d.Link.BandwidthBytesPerS)

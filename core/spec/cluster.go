@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/topo"
 )
 
@@ -32,9 +31,11 @@ type Cluster struct {
 	GPUs int `json:"gpus,omitempty"`
 	// Dims of a torus or mesh, 1 to 3 entries each >= 2, e.g. [4, 4].
 	Dims []int `json:"dims,omitempty"`
-	// Link preset (see eidolon.presets.links()) of single-tier topologies
-	// and of the fabric of "leaf_spine"; default "nvlink4".
-	Link string `json:"link,omitempty"`
+	// Link (a preset of eidolon.presets.links(), or one with figures
+	// changed: see Link; so are IntraLink, NICLink and HostLink) of
+	// single-tier topologies and of the fabric of "leaf_spine"; default
+	// "nvlink4".
+	Link Link `json:"link,omitzero"`
 	// BandwidthBytesPerS and LatencyS override the link preset's figures:
 	// bandwidth at least 1e6 B/s (MinBandwidthBytesPerS), latency in
 	// [0, 1e6] s (MaxDurationS); the same bounds hold for edges.
@@ -61,10 +62,10 @@ type Cluster struct {
 	// switch count gpus_per_node / gpus_per_pcie_switch.
 	GPUsPerNode       int    `json:"gpus_per_node,omitempty"`
 	Intra             string `json:"intra,omitempty"`
-	IntraLink         string `json:"intra_link,omitempty"`
+	IntraLink         Link   `json:"intra_link,omitzero"`
 	NICsPerNode       *int   `json:"nics_per_node,omitempty"`
-	NICLink           string `json:"nic_link,omitempty"`
-	HostLink          string `json:"host_link,omitempty"`
+	NICLink           Link   `json:"nic_link,omitzero"`
+	HostLink          Link   `json:"host_link,omitzero"`
 	GPUsPerPCIeSwitch int    `json:"gpus_per_pcie_switch,omitempty"`
 	Fabric            string `json:"fabric,omitempty"`
 	// Edges and Switches of an "edges" topology: devices 0..gpus-1 are GPUs,
@@ -103,8 +104,8 @@ func (c *Cluster) Defaults() {
 	if c.Nodes == 0 {
 		c.Nodes = 1
 	}
-	if c.Link == "" && c.uses("link") {
-		c.Link = "nvlink4"
+	if c.Link.absent() && c.uses("link") {
+		c.Link = Link{Preset: "nvlink4"}
 	}
 	if c.Radix == 0 && c.uses("radix") {
 		c.Radix = 64
@@ -119,18 +120,18 @@ func (c *Cluster) Defaults() {
 		if c.Intra == "" {
 			c.Intra = "nvswitch"
 		}
-		if c.IntraLink == "" {
-			c.IntraLink = "nvlink4"
+		if c.IntraLink.absent() {
+			c.IntraLink = Link{Preset: "nvlink4"}
 		}
 		if c.NICsPerNode == nil {
 			n := c.GPUsPerNode
 			c.NICsPerNode = &n
 		}
-		if c.NICLink == "" {
-			c.NICLink = "ib-ndr"
+		if c.NICLink.absent() {
+			c.NICLink = Link{Preset: "ib-ndr"}
 		}
-		if c.HostLink == "" {
-			c.HostLink = "pcie5-x16"
+		if c.HostLink.absent() {
+			c.HostLink = Link{Preset: "pcie5-x16"}
 		}
 		if c.Fabric == "" {
 			c.Fabric = "rail_optimized"
@@ -155,10 +156,9 @@ func (c *Cluster) Validate(p *Problems, path string) {
 		p.OneOf(f("topology"), c.Topology, ClusterTopologies())
 	}
 	p.IntInRange(f("nodes"), c.Nodes, 1, 1<<16)
-	links := hw.LinkNames()
-	checkLink := func(name, v string) {
-		if v != "" {
-			p.OneOf(f(name), v, links)
+	checkLink := func(name string, l Link) {
+		if !l.absent() {
+			l.Validate(p, f(name))
 		}
 	}
 	c.validateApplies(p, path)

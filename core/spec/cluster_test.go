@@ -1,8 +1,11 @@
 package spec
 
 import (
+	"encoding/json"
 	"reflect"
 	"testing"
+
+	"github.com/eidolon-sim/eidolon/core/hw"
 
 	"github.com/stretchr/testify/require"
 )
@@ -92,8 +95,8 @@ func TestClusterFieldsThatDoNotApply(t *testing.T) {
 	}
 	ps, c := clusterProblems(t, `{"preset":"dgx-h100","nodes":2,"nic_link":"ib-xdr","host_link":"pcie5-x16"}`)
 	require.Nil(t, ps)
-	require.Equal(t, "ib-xdr", c.NICLink)
-	require.Empty(t, c.IntraLink) // the preset's
+	require.Equal(t, "ib-xdr", c.NICLink.Preset)
+	require.True(t, c.IntraLink.IsZero()) // the preset's
 }
 
 // Every field the applicability table names is a field of the spec (a
@@ -103,5 +106,42 @@ func TestClusterFieldsAreSpecFields(t *testing.T) {
 	for _, f := range clusterFields {
 		_, ok := fields[f.name]
 		require.True(t, ok, f.name)
+	}
+}
+
+// A link is a preset or a preset with figures changed; its problems name
+// the field.
+func TestClusterWhatIfLinks(t *testing.T) {
+	ps, c := clusterProblems(t, `{"topology":"composed","nodes":2,"nic_link":{"preset":"ib-ndr","bandwidth_bytes_per_s":1e11,"latency_s":2e-6},
+		"intra_link":"nvlink5"}`)
+	require.Nil(t, ps)
+	nic := c.NICLink.Resolve()
+	require.Equal(t, hw.Link{Name: "ib-ndr", BandwidthBytesPerS: 1e11, LatencyS: 2e-6, CollectiveEfficiency: 0.94}, nic)
+	require.Equal(t, "nvlink5", c.IntraLink.Resolve().Name)
+	js, err := json.Marshal(c)
+	require.NoError(t, err)
+	var again Cluster
+	require.NoError(t, Decode(js, &again))
+	require.Equal(t, nic, again.NICLink.Resolve())
+	require.Contains(t, string(js), `"intra_link":"nvlink5"`) // a bare preset stays a name
+
+	for js, want := range map[string]map[string]string{
+		`{"topology":"ring","gpus":4,"link":{"preset":"nvlink4","bandwith_bytes_per_s":1e12}}`: {
+			"cluster.link.bandwith_bytes_per_s": `unknown field (did you mean "bandwidth_bytes_per_s"?)`,
+		},
+		`{"topology":"ring","gpus":4,"link":{"bandwidth_bytes_per_s":1e12}}`: {"cluster.link.preset": "required"},
+		`{"topology":"ring","gpus":4,"link":{"preset":"nvlink9","bandwidth_bytes_per_s":25}}`: {
+			"cluster.link.preset":                `must be one of`,
+			"cluster.link.bandwidth_bytes_per_s": `must be a bandwidth in bytes/s, at least 1e+06`,
+		},
+		`{"preset":"dgx-h100","nic_link":{"preset":"ib-ndr","collective_efficiency":1.5}}`: {
+			"cluster.nic_link.collective_efficiency": `must be in [0.01, 1], got 1.5`,
+		},
+	} {
+		got, _ := clusterProblems(t, js)
+		require.Len(t, got, len(want), js)
+		for path, msg := range want {
+			require.Contains(t, got[path], msg, js)
+		}
 	}
 }

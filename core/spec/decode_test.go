@@ -22,6 +22,7 @@ type testSpec struct {
 	Flag    bool                 `json:"flag,omitempty"`
 	Named   map[string]innerSpec `json:"named,omitempty"`
 	GPU     GPU                  `json:"gpu,omitzero"`
+	Link    Link                 `json:"link,omitzero"`
 }
 
 func problemsOf(t *testing.T, err error) []Problem {
@@ -139,6 +140,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"links":[{"bandwith":1}],"flag":"no"}`))
 	f.Add([]byte(`{"gpu":{"preset":"h100-sxm","sm_count":144,"name":"x","hbm_bytes":"a"}}`))
 	f.Add([]byte(`{"gpu":"b200"}`))
+	f.Add([]byte(`{"link":{"preset":"ib-ndr","latency_s":1e-6,"bandwidth_bytes_per_s":"x"}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var s testSpec
 		if err := Decode(data, &s); err != nil {

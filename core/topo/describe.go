@@ -112,7 +112,11 @@ func (d Description) build(canceled func() error) (*Topology, error) {
 		}{{"intra", d.IntraLink, &c.IntraLink}, {"nic", d.NICLink, &c.NICLink}, {"host", d.HostLink, &c.HostLink}} {
 			if o.from.Name != "" && o.from != *o.to {
 				*o.to = o.from
-				c.Name += fmt.Sprintf(", %s %s", o.role, o.from.Name)
+				label := o.from.Name
+				if l, _ := hw.LinkByName(label); l != o.from {
+					label += "*" // the preset's figures changed
+				}
+				c.Name += fmt.Sprintf(", %s %s", o.role, label)
 			}
 		}
 		c.Canceled = canceled

@@ -19,7 +19,7 @@ import (
 func sharedNICCluster(t *testing.T) *topo.Topology {
 	nics := 4
 	c := spec.Cluster{Topology: "composed", Nodes: 2, NICsPerNode: &nics,
-		IntraLink: "nvlink3", NICLink: "ib-hdr", HostLink: "pcie4-x16"}
+		IntraLink: spec.Link{Preset: "nvlink3"}, NICLink: spec.Link{Preset: "ib-hdr"}, HostLink: spec.Link{Preset: "pcie4-x16"}}
 	c.Defaults()
 	var p spec.Problems
 	c.Validate(&p, "cluster")

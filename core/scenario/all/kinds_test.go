@@ -123,6 +123,32 @@ func TestWhatIfGPUIsThePresetItDescribes(t *testing.T) {
 	require.GreaterOrEqual(t, moved, 5)
 }
 
+// A what-if link is the link it describes: an NDR NIC at XDR's bandwidth
+// (their latency and protocol efficiency are the same) gives XDR's tables,
+// and a ring's link given as an object gives what the cluster-level
+// override gives; neither is the unchanged link's.
+func TestWhatIfLinkIsTheLinkItDescribes(t *testing.T) {
+	tables := func(cluster string) string {
+		js := `{"kind":"collective","cluster":` + cluster + `,"sizes_bytes":[1e6,1e8],"algorithms":["ring","nccl"]}`
+		_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
+		require.NoError(t, err, js)
+		return formatTables(res)
+	}
+	for _, c := range []struct{ whatIf, same, before, tech string }{
+		{`{"topology":"composed","nodes":2,"nic_link":{"preset":"ib-ndr","bandwidth_bytes_per_s":1e11}}`,
+			`{"topology":"composed","nodes":2,"nic_link":"ib-xdr"}`,
+			`{"topology":"composed","nodes":2,"nic_link":"ib-ndr"}`, "ib-xdr"},
+		{`{"topology":"ring","gpus":4,"link":{"preset":"nvlink4","bandwidth_bytes_per_s":9e11,"latency_s":2e-6}}`,
+			`{"topology":"ring","gpus":4,"link":"nvlink4","bandwidth_bytes_per_s":9e11,"latency_s":2e-6}`,
+			`{"topology":"ring","gpus":4,"link":"nvlink4"}`, "nvlink4"},
+	} {
+		// The links table names each link's technology, the preset's.
+		got := strings.ReplaceAll(tables(c.whatIf), "\tib-ndr\t", "\t"+c.tech+"\t")
+		require.Equal(t, tables(c.same), got, c.whatIf)
+		require.NotEqual(t, tables(c.before), got, c.whatIf)
+	}
+}
+
 // A what-if part at the ends of the figures' ranges (every figure at its
 // least, then at its greatest) runs every kind that takes a GPU to finite
 // tables, or stops with a clean error: the ranges keep the prices finite.

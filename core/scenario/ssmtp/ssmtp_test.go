@@ -223,7 +223,7 @@ func TestQuantizedAllReduceChecks(t *testing.T) {
 // (EQuARX, arXiv 2506.17615). The unfused one pays its quantize and
 // dequantize passes over HBM on top.
 func TestFusedQuantizedAllReduceBandwidth(t *testing.T) {
-	c := spec.Cluster{Topology: "switch", GPUs: 4, Link: "nvlink3"}
+	c := spec.Cluster{Topology: "switch", GPUs: 4, Link: spec.Link{Preset: "nvlink3"}}
 	c.Defaults()
 	const payload = 1 << 30
 	timeOf := func(kern string, quantized bool) float64 {
