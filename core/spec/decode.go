@@ -51,6 +51,23 @@ func Decode(data []byte, into any) error {
 	return p.Err()
 }
 
+// decodeNameOrObject decodes the two forms of a spec value that names a
+// preset: a JSON string into name, or an object strictly into fields, whose
+// type problems (paths relative to the value) it returns for the caller's
+// Validate to report under the value's own path, the rest decoded.
+func decodeNameOrObject(data []byte, name *string, fields any) (object bool, problems []Problem, err error) {
+	data = bytes.TrimSpace(data)
+	if len(data) > 0 && data[0] == '"' {
+		return false, nil, json.Unmarshal(data, name)
+	}
+	err = Decode(data, fields)
+	var se *Error
+	if errors.As(err, &se) {
+		return true, se.Problems, nil
+	}
+	return true, nil, err
+}
+
 // Overlaps reports whether two field paths are the same field or one
 // contains the other ("model" and "model.layers"; "links[2]" and
 // "links[2].health"). Callers use it to drop validation problems that only

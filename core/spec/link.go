@@ -1,9 +1,7 @@
 package spec
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 
 	"github.com/eidolon-sim/eidolon/core/hw"
 )
@@ -33,20 +31,13 @@ type linkFields Link
 // UnmarshalJSON accepts a preset name or an object of a preset and figures.
 func (l *Link) UnmarshalJSON(data []byte) error {
 	*l = Link{}
-	data = bytes.TrimSpace(data)
-	if len(data) > 0 && data[0] == '"' {
-		return json.Unmarshal(data, &l.Preset)
-	}
 	var f linkFields
-	err := Decode(data, &f)
-	var se *Error
-	if err != nil && !errors.As(err, &se) {
+	object, probs, err := decodeNameOrObject(data, &l.Preset, &f)
+	if err != nil || !object {
 		return err
 	}
 	*l = Link(f)
-	if se != nil {
-		l.decodeProblems = se.Problems
-	}
+	l.decodeProblems = probs
 	return nil
 }
 

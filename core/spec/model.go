@@ -1,9 +1,7 @@
 package spec
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"reflect"
 	"slices"
 	"strconv"
@@ -45,21 +43,14 @@ type modelFields Model
 
 // UnmarshalJSON accepts a preset name or an object of hyper-parameters.
 func (m *Model) UnmarshalJSON(data []byte) error {
-	data = bytes.TrimSpace(data)
-	if len(data) > 0 && data[0] == '"' {
-		*m = Model{}
-		return json.Unmarshal(data, &m.Preset)
-	}
+	*m = Model{}
 	var f modelFields
-	err := Decode(data, &f)
-	var se *Error
-	if err != nil && !errors.As(err, &se) {
+	object, probs, err := decodeNameOrObject(data, &m.Preset, &f)
+	if err != nil || !object {
 		return err
 	}
 	*m = Model(f)
-	if se != nil {
-		m.decodeProblems = se.Problems
-	}
+	m.decodeProblems = probs
 	if tree, err := parseTree(data); err == nil {
 		obj, _ := tree.(map[string]any)
 		for _, name := range configSwitches() {
