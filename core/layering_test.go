@@ -34,6 +34,7 @@ var layers = map[string][]string{
 	"core/quant":     {"core/rng"},
 	"core/model":     {"core/hw", "core/problem"},
 	"core/compute":   {"core/hw", "core/model"},
+	"core/calibrate": {"core/compute", "core/hw", "core/model"},
 	"core/topo":      {"core/hw", "core/problem", "core/rng"},
 	"core/net":       {"core/hw", "core/rng", "core/sim", "core/topo"},
 	"core/workload":  {"core/hw", "core/model", "core/problem", "core/rng"},
@@ -42,12 +43,12 @@ var layers = map[string][]string{
 	"core/exec":      {"core/compute", "core/hw", "core/model", "core/net", "core/sim", "core/topo", "core/workload"},
 	"core/serving":   {"core/compute", "core/exec", "core/hw", "core/model", "core/net", "core/rng", "core/topo", "core/workload"},
 	"core/catalog":   {"core/hw", "core/model", "core/problem", "core/topo"},
-	"core/spec":      {"core/hw", "core/model", "core/net", "core/problem", "core/topo"},
+	"core/spec":      {"core/calibrate", "core/hw", "core/model", "core/net", "core/problem", "core/topo"},
 	"core/compile":   {"core/exec", "core/hw", "core/net", "core/problem", "core/sim", "core/spec", "core/topo"},
 	"core/scenario":  {"core/spec"},
 	"core/job": {"core/compile", "core/exec", "core/hw", "core/model", "core/net", "core/problem", "core/scenario", "core/sim",
 		"core/spec", "core/topo", "core/workload"},
-	"core/scenario/all": {"core/scenario", "core/spec", "core/scenario/collective", "core/scenario/eidola", "core/scenario/faultsweep",
+	"core/scenario/all": {"core/scenario", "core/spec", "core/scenario/calibrate", "core/scenario/collective", "core/scenario/eidola", "core/scenario/faultsweep",
 		"core/scenario/inference", "core/scenario/operators", "core/scenario/parallelsearch", "core/scenario/seedflood",
 		"core/scenario/selftest", "core/scenario/serving", "core/scenario/ssmtp", "core/scenario/training"},
 }
@@ -55,7 +56,7 @@ var layers = map[string][]string{
 // driverBase is what every scenario driver (core/scenario/<kind>) may
 // import besides its own entry in layers: the models, the spec, the
 // compile step and the scenario seam.
-var driverBase = []string{"core/scenario", "core/spec", "core/compile", "core/problem", "core/hw", "core/model", "core/compute", "core/rng", "core/sim",
+var driverBase = []string{"core/scenario", "core/spec", "core/compile", "core/problem", "core/hw", "core/model", "core/compute", "core/calibrate", "core/rng", "core/sim",
 	"core/topo", "core/net", "core/workload", "core/exec", "core/quant", "core/seedflood", "core/eidola", "core/serving", "core/table", "core/job"}
 
 func allowedImports(pkg string) (map[string]bool, bool) {

@@ -1,9 +1,10 @@
 package fidelity
 
 import (
+	"context"
 	"math"
-	"sort"
 
+	"github.com/eidolon-sim/eidolon/core/calibrate"
 	"github.com/eidolon-sim/eidolon/core/hw"
 )
 
@@ -75,71 +76,23 @@ func fitParams(x KernelParams) (p KernelParams) {
 }
 
 // FitKernelParams minimises Objective over the rows by Nelder–Mead in
-// fitVars' variables, from start, for at most iters steps.
+// fitVars' variables, from start, for at most iters steps
+// (calibrate.Minimize, which the calibrate kind fits a part's own tables
+// with).
 func FitKernelParams(g hw.GPU, rows []*KernelRow, start KernelParams, iters int) (KernelParams, float64) {
-	const dim = len(start)
-	f := func(x [dim]float64) float64 {
-		es, err := PriceRows(WithParams(g, fitParams(x)), rows)
+	f := func(x []float64) float64 {
+		es, err := PriceRows(WithParams(g, fitParams(KernelParams(x))), rows)
 		if err != nil {
 			return math.Inf(1)
 		}
 		return Objective(es)
 	}
-	type pt struct {
-		x [dim]float64
-		v float64
+	x0 := fitVars(start)
+	x, v, _, err := calibrate.Minimize(context.Background(), f, x0[:], 0.3, iters, nil)
+	if err != nil {
+		return start, math.Inf(1)
 	}
-	simplex := make([]pt, dim+1)
-	for i := range simplex {
-		simplex[i].x = fitVars(start)
-		if i > 0 {
-			simplex[i].x[i-1] += 0.3
-		}
-		simplex[i].v = f(simplex[i].x)
-	}
-	for it := 0; it < iters; it++ {
-		sort.Slice(simplex, func(a, b int) bool { return simplex[a].v < simplex[b].v })
-		if simplex[dim].v-simplex[0].v < 1e-7 {
-			break
-		}
-		var c [dim]float64
-		for _, s := range simplex[:dim] {
-			for j := range c {
-				c[j] += s.x[j] / float64(dim)
-			}
-		}
-		along := func(t float64) pt {
-			var x [dim]float64
-			for j := range x {
-				x[j] = c[j] + t*(simplex[dim].x[j]-c[j])
-			}
-			return pt{x, f(x)}
-		}
-		r := along(-1)
-		switch {
-		case r.v < simplex[0].v:
-			if ex := along(-2); ex.v < r.v {
-				simplex[dim] = ex
-			} else {
-				simplex[dim] = r
-			}
-		case r.v < simplex[dim-1].v:
-			simplex[dim] = r
-		default:
-			if ct := along(0.5); ct.v < simplex[dim].v {
-				simplex[dim] = ct
-				continue
-			}
-			for i := 1; i <= dim; i++ {
-				for j := range simplex[i].x {
-					simplex[i].x[j] = simplex[0].x[j] + 0.5*(simplex[i].x[j]-simplex[0].x[j])
-				}
-				simplex[i].v = f(simplex[i].x)
-			}
-		}
-	}
-	sort.Slice(simplex, func(a, b int) bool { return simplex[a].v < simplex[b].v })
-	return fitParams(simplex[0].x), simplex[0].v
+	return fitParams(KernelParams(x)), v
 }
 
 // FitRotary fits hw.GPU.RotaryBandwidthFraction alone on the training

@@ -482,6 +482,11 @@ func KernelReport(rows, dense []KernelRow, cook, layer []CookbookRow) (string, e
 		return "", err
 	}
 	b.WriteString(mamf)
+	cal, err := CalibrateReport(rows)
+	if err != nil {
+		return "", err
+	}
+	b.WriteString(cal)
 	return b.String(), nil
 }
 

@@ -102,6 +102,9 @@ BASES: dict[str, dict[str, Any]] = {
                               "gpu": {"preset": "h100-sxm", "name": "x", "hbm_bandwidth_bytes_per_s": 4.8e12,
                                       "sm_count": 144, "tensor_efficiency": 0.7, "l2_bytes": 2**25,
                                       "memory_latency_s": 5e-7}},
+    "calibrate": {"kind": "calibrate", "gpu": A100, "max_iterations": 40,
+                  "kernels": [{"op": "gemm", "m": 512 * (i + 1), "n": 4096, "k": 4096, "time_s": 8e-5 * (i + 1)} for i in range(4)]
+                  + [{"op": "elementwise", "bytes": 1e8, "time_s": 6.5e-5}]},
     "parallel_search": {"kind": "parallel_search", "model": {"preset": "gpt-22b", "layers": 2}, "gpu": A100,
                         "cluster": {"preset": "dgx-a100", "nodes": 1}, "global_batch": 8, "seq_len": 512,
                         "tp": [2, 4], "pp": [1], "micro_batch": [1], "keep": 2},

@@ -16,8 +16,8 @@ _CHILD = r"""
 import json, os, signal, sys, threading, time
 signal.signal(signal.SIGINT, signal.default_int_handler)
 import eidolon
-spec = json.loads(sys.argv[1])
-delay = float(sys.argv[2])
+spec = json.loads(sys.stdin.read())
+delay = float(sys.argv[1])
 eidolon.validate(spec)  # import and warm up outside the timed part
 timer = threading.Timer(delay, lambda: os.kill(os.getpid(), signal.SIGINT))
 start = time.monotonic()
@@ -44,7 +44,9 @@ def interrupt(spec: dict, delay_s: float = 0.5, timeout_s: float = 60.0) -> dict
     outcome is "interrupted" (elapsed: seconds from the SIGINT to the
     KeyboardInterrupt), "finished" or "error" (elapsed: the run's seconds).
     """
-    out = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(spec), str(delay_s)],
+    # the spec on stdin: a spec of thousands of kernels is longer than an
+    # argument may be
+    out = subprocess.run([sys.executable, "-c", _CHILD, str(delay_s)], input=json.dumps(spec),
                          capture_output=True, text=True, timeout=timeout_s)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -31,7 +31,7 @@ def test_run_error_carries_allowed_from_the_validators():
 def test_one_of_lists_the_choices_and_nested_paths_keep_allowed():
     (kind,) = eidolon.validate({"kind": "selftes"})
     assert kind.path == "kind"
-    assert kind.allowed.startswith('one of ["collective", ') and '"selftest"' in kind.allowed
+    assert kind.allowed.startswith('one of ["calibrate", "collective", ') and '"selftest"' in kind.allowed
     (layers,) = eidolon.validate({"kind": "fault_sweep", "training": TRAINING, "link_failures": 1})
     assert (layers.path, layers.allowed) == ("training.model.layers", "[1, 16384]")
     (unknown,) = eidolon.validate({"kind": "selftest", "iteratons": 5})

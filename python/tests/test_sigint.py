@@ -5,6 +5,8 @@ restores Python's SIGINT handler and the parent kills it after a hard
 timeout, so none of these tests can hang (see sigint.py).
 """
 
+import math
+
 import pytest
 
 from sigint import interrupt
@@ -29,6 +31,12 @@ LONG = {
                                  "parallel": {"tp": 8, "pp": 8, "global_batch": 256}}},
     "serving": {"kind": "serving", "model": "llama2-70b", "gpu": A100, "cluster": {"preset": "dgx-a100", "nodes": 8},
                 "tp": 8, "replicas": 8, "workload": {"rate_per_s": 400, "requests": 1000000}},
+    # 10,000 GEMMs at 180 TFLOP/s and 8 µs each, with a ragged ±10 % (an
+    # interior optimum the fit creeps to): each step prices the 5,000 it sees
+    "calibrate": {"kind": "calibrate", "gpu": A100, "max_iterations": 2000,
+                  "kernels": [{"op": "gemm", "m": 64 + i, "n": 4096 + 64 * (i % 7), "k": 4096,
+                               "time_s": (2 * (64 + i) * (4096 + 64 * (i % 7)) * 4096 / 180e12 + 8e-6) * (1 + 0.1 * math.sin(i))}
+                              for i in range(10000)]},
     "ssm_tp": {"kind": "ssm_tp", "model": "mamba-2.8b", "gpu": A100, "cluster": {"topology": "switch", "gpus": 8, "link": "nvlink3"},
                "tp_degrees": [1, 2, 4, 8], "batch": 64, "prompt_lengths": [512, 4096, 16384], "output_length": 4096,
                "skip_unfit": True},

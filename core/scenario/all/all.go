@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/eidolon-sim/eidolon/core/scenario"
+	"github.com/eidolon-sim/eidolon/core/scenario/calibrate"
 	"github.com/eidolon-sim/eidolon/core/scenario/collective"
 	"github.com/eidolon-sim/eidolon/core/scenario/eidola"
 	"github.com/eidolon-sim/eidolon/core/scenario/faultsweep"
@@ -36,6 +37,7 @@ func Kinds() []scenario.Kind {
 		faultsweep.Kind(),
 		ssmtp.Kind(),
 		parallelsearch.Kind(),
+		calibrate.Kind(),
 	}
 	sort.Slice(ks, func(i, j int) bool { return ks[i].Name < ks[j].Name })
 	return ks

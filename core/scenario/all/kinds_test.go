@@ -39,6 +39,9 @@ var minimal = map[string]string{
 		"tp_degrees":[1,2],"batch":2,"prompt_lengths":[128],"output_length":2}`,
 	"parallel_search": `{"kind":"parallel_search","model":{"preset":"gpt-22b","layers":4},"gpu":"a100-80gb-sxm",
 		"cluster":{"preset":"dgx-a100","nodes":1},"global_batch":8,"seq_len":512}`,
+	"calibrate": `{"kind":"calibrate","gpu":"a100-80gb-sxm","max_iterations":60,"kernels":[
+		{"op":"gemm","m":1024,"n":4096,"k":4096,"time_s":1.5e-4},{"op":"gemm","m":2048,"n":4096,"k":4096,"time_s":2.9e-4},
+		{"op":"elementwise","bytes":1e8,"time_s":6.5e-5},{"op":"gemm","m":4096,"n":4096,"k":4096,"time_s":5.8e-4}]}`,
 }
 
 func TestEveryKind(t *testing.T) {
@@ -86,6 +89,9 @@ func TestWhatIfGPUIsThePresetItDescribes(t *testing.T) {
 	whatIf := map[string]any{"preset": "h100-sxm", "name": "h200", "hbm_bytes": 141e9, "hbm_bandwidth_bytes_per_s": 4.8e12}
 	ran, moved := 0, 0
 	for _, k := range all.Kinds() {
+		if k.Name == "calibrate" {
+			continue // its summary writes out the spec of the part it starts from
+		}
 		var doc map[string]any
 		require.NoError(t, json.Unmarshal([]byte(minimal[k.Name]), &doc))
 		tables := func(gpu any) (string, bool) {
