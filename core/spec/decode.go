@@ -8,6 +8,7 @@ import (
 	"math"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/eidolon-sim/eidolon/core/problem"
@@ -30,16 +31,15 @@ func Decode(data []byte, into any) error {
 	if !checkValue(&p, "", tree, rv.Type().Elem()) {
 		return p.Err()
 	}
-	if p.Len() > 0 {
-		// Decode what is well typed (checkValue dropped the rest), so that
-		// validation can still report the range errors beside the type
-		// errors: the caller gets everything at once.
-		clean, err := json.Marshal(tree)
-		if err != nil {
-			return p.Err()
-		}
-		data = clean
+	// Decode what is well typed (checkValue dropped the rest, so that
+	// validation can still report the range errors beside the type errors:
+	// the caller gets everything at once) and written as encoding/json
+	// takes it (integers written as floats, 1000.0 or 1e3, as integers).
+	clean, err := json.Marshal(tree)
+	if err != nil {
+		return p.Err()
 	}
+	data = clean
 	if err := json.Unmarshal(data, into); err != nil {
 		var se *Error
 		if errors.As(err, &se) { // a nested Unmarshaler (Model) with its paths
@@ -159,7 +159,9 @@ func checkValue(p *Problems, path string, v any, t reflect.Type) bool {
 			}
 			if !checkValue(p, Field(path, k), obj[k], f.typ) {
 				delete(obj, k)
+				continue
 			}
+			obj[k] = integral(obj[k], f.typ)
 		}
 		for _, n := range names {
 			if _, ok := obj[n]; !ok && fields[n].required {
@@ -179,7 +181,9 @@ func checkValue(p *Problems, path string, v any, t reflect.Type) bool {
 		for i, e := range arr {
 			if !checkValue(p, Index(path, i), e, t.Elem()) {
 				arr[i] = nil // the element's zero value
+				continue
 			}
+			arr[i] = integral(e, t.Elem())
 		}
 	case reflect.Map:
 		obj, ok := v.(map[string]any)
@@ -195,7 +199,9 @@ func checkValue(p *Problems, path string, v any, t reflect.Type) bool {
 		for _, k := range keys {
 			if !checkValue(p, Field(path, k), obj[k], t.Elem()) {
 				delete(obj, k)
+				continue
 			}
+			obj[k] = integral(obj[k], t.Elem())
 		}
 	case reflect.String:
 		if _, ok := v.(string); !ok {
@@ -236,6 +242,36 @@ func checkInteger(p *Problems, path string, v any, lo, hi float64) bool {
 		return false
 	}
 	return true
+}
+
+// integral writes an integer field's number given as a float (1000.0,
+// 1e3: what pandas and numpy hand over) as the integer literal encoding/json
+// requires; checkValue has checked that it is whole and in range.
+func integral(v any, t reflect.Type) any {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	n, ok := v.(json.Number)
+	if !ok {
+		return v
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+	default:
+		return v
+	}
+	if _, err := strconv.ParseInt(n.String(), 10, 64); err == nil {
+		return v
+	}
+	if _, err := strconv.ParseUint(n.String(), 10, 64); err == nil {
+		return v
+	}
+	f, err := n.Float64()
+	if err != nil || f != math.Trunc(f) {
+		return v
+	}
+	return json.Number(strconv.FormatFloat(f, 'f', -1, 64))
 }
 
 func minInt(t reflect.Type) int64 { return -1 << (t.Bits() - 1) }

@@ -45,6 +45,21 @@ func TestDecodeAcceptsValidSpec(t *testing.T) {
 	require.Equal(t, int8(-128), s.Small)
 }
 
+// Integers written as floats (what pandas and numpy hand over: 1000.0,
+// 1e3) decode as integers, in fields, lists and maps; a fraction stays a
+// problem.
+func TestDecodeTakesWholeFloatsForIntegers(t *testing.T) {
+	var s testSpec
+	require.NoError(t, Decode([]byte(`{"kind":"x","seed":3e0,"small":-128.0,"links":[{"count":2.0}],"named":{"a":{"count":1e2}}}`), &s))
+	require.Equal(t, uint64(3), s.Seed)
+	require.Equal(t, int8(-128), s.Small)
+	require.Equal(t, 2, s.Links[0].Count)
+	require.Equal(t, 100, s.Named["a"].Count)
+	ps := problemsOf(t, Decode([]byte(`{"kind":"x","links":[{"count":2.5}]}`), &s))
+	require.Equal(t, "links[0].count", ps[0].Path)
+	require.Equal(t, "must be an integer, got 2.5", ps[0].Message)
+}
+
 func TestDecodeReportsEveryProblemWithPath(t *testing.T) {
 	var s testSpec
 	err := Decode([]byte(`{"kind":"x","seed":-1,"links":[{"bandwidth_bytes_per_s":1},{"bandwith_bytes_per_s":2,"count":1.5}],
