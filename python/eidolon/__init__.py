@@ -12,6 +12,7 @@ from importlib import metadata as _metadata
 
 from . import datasets, models, presets
 from .api import Result, SweepResult, kinds, load_spec, run, validate
+from .calibrate import calibrate, fitted_gpu
 from .perfetto import write_perfetto
 from .search import search_parallel
 from .sweep import sweep
@@ -30,6 +31,8 @@ __all__ = [
     "SimulationError",
     "SpecError",
     "SweepResult",
+    "calibrate",
+    "fitted_gpu",
     "kinds",
     "load_spec",
     "models",
