@@ -49,6 +49,9 @@ func (g *GPU) UnmarshalJSON(data []byte) error {
 	if err != nil {
 		return err
 	}
+	if tree == nil {
+		return nil // null: as if not given
+	}
 	var p Problems
 	obj, ok := tree.(map[string]any)
 	if !ok {
