@@ -52,6 +52,25 @@ def demo_operators(out: Path) -> None:
     show("operators: summary", r.to_pandas("summary")[["model", "gpu", "time_s", "flops", "flops_utilization", "tokens_per_s"]])
 
 
+def demo_calibrate(out: Path) -> None:
+    # Stand-in measurements (a profiler's table in practice): the forward
+    # GEMMs of two LLaMA-2-7B steps timed on an H100 whose main loop runs at
+    # 60 % of its peak; calibrate finds that part again from the preset.
+    part = {"preset": "h100-sxm", "tensor_efficiency": 0.6}
+    rows = []
+    for seq in (512, 4096):
+        ops = eidolon.run({"kind": "operators", "gpu": part, "model": "llama2-7b", "batch": 1, "seq_len": seq},
+                          progress=False).to_pandas("operators")
+        rows.append(ops[(ops.kind == "gemm") & (ops["pass"] == "forward")])
+    gemms = pd.concat(rows)
+    kernels = [{"op": "gemm", "m": int(m), "n": int(n), "k": int(k), "time_s": t}
+               for (m, n, k), t in zip((s.split("x") for s in gemms["shape"]), gemms["time_s"])]
+    r = eidolon.calibrate(kernels, gpu="h100-sxm", progress=False)
+    show("calibrate: the H100 preset fitted to GEMMs timed on a slower part", r.to_pandas("figures"))
+    show("calibrate: summary", r.to_pandas("summary")[["kernels", "held_out_kernels", "start_held_out_median_abs_error",
+                                                       "fitted_held_out_median_abs_error", "gpu_spec"]])
+
+
 def demo_collective(out: Path) -> None:
     r = eidolon.run({"kind": "collective", "cluster": {"preset": "dgx-h100", "nodes": 2},
                      "algorithms": ["nccl", "ring", "tree", "direct", "hierarchical"],
@@ -187,6 +206,7 @@ def demo_fault_sweep(out: Path) -> None:
 DEMOS: list[Callable[[Path], None]] = [
     demo_presets,
     demo_operators,
+    demo_calibrate,
     demo_collective,
     demo_seedflood,
     demo_eidola,
