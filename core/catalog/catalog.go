@@ -16,6 +16,7 @@ type entry struct {
 func entries() []entry {
 	return []entry{
 		{"gpus", func() any { return hw.GPUPresets() }},
+		{"gpu_figures", func() any { return hw.Figures() }},
 		{"links", func() any { return hw.LinkPresets() }},
 		{"models", func() any { return model.Catalog() }},
 		{"clusters", func() any { return topo.PresetRows() }},

@@ -12,10 +12,11 @@ import (
 // keep every price finite: a figure outside them is a units slip, not a
 // part.
 type Figure struct {
-	Name     string
-	Min, Max float64
+	Name string  `arrow:"figure"`
+	Min  float64 `arrow:"min"`
+	Max  float64 `arrow:"max"`
 	// Integer: the figure counts something (SMs, bytes, threads).
-	Integer bool
+	Integer bool `arrow:"integer"`
 }
 
 // Figures lists every number of GPU a spec may set beside a preset.

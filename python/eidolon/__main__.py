@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,9 @@ def _show(name: str, table: pa.Table, rows: int) -> None:
     print()
 
 
+CATALOGUES = ["gpus", "gpu_figures", "links", "models", "clusters"]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m eidolon", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -46,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     p_val = sub.add_parser("validate", help="list every problem of a spec")
     p_val.add_argument("spec")
     p_pre = sub.add_parser("presets", help="print the preset catalogues")
-    p_pre.add_argument("name", nargs="?", choices=["gpus", "links", "models"])
+    p_pre.add_argument("name", nargs="?", choices=CATALOGUES)
     sub.add_parser("kinds", help="list the scenario kinds")
     args = parser.parse_args(argv)
 
@@ -66,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
             print("valid")
         elif args.command == "presets":
-            for name in [args.name] if args.name else ["gpus", "links", "models"]:
+            for name in [args.name] if args.name else CATALOGUES:
                 _show(name, presets.catalog(name), 1000)
         elif args.command == "kinds":
             for k in api.kinds():
@@ -77,6 +81,13 @@ def main(argv: list[str] | None = None) -> int:
     except EidolonError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # `... | head` stopped reading: not an error; send what is left of
+        # the output nowhere, so that the interpreter's exit does not fail
+        # on flushing it
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     return 0
 
 

@@ -23,6 +23,16 @@ def gpus() -> pa.Table:
     return catalog("gpus")
 
 
+def gpu_figures() -> pa.Table:
+    """The GPU figures a spec may change from a preset (a what-if part) and
+    the range each must lie in: ``{"preset": "h100-sxm", figure: value}``.
+
+    >>> "hbm_bandwidth_bytes_per_s" in gpu_figures().column("figure").to_pylist()
+    True
+    """
+    return catalog("gpu_figures")
+
+
 def links() -> pa.Table:
     """Link presets: bandwidth per direction and latency."""
     return catalog("links")
