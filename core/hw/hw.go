@@ -117,6 +117,11 @@ type GPU struct {
 	// starting and draining a grid: what a profiler's kernel timer shows
 	// for an empty kernel), added to its work.
 	KernelLaunchS float64 `json:"kernel_launch_s" arrow:"kernel_launch_s"`
+
+	// KernelParameters says where the kernel parameters above come from:
+	// fitted on measured kernel times, taken from a part with the same SM
+	// and L2, or derived from the datasheet (a part with no kernel table).
+	KernelParameters string `json:"kernel_parameters" arrow:"kernel_parameters"`
 }
 
 // TensorPeak is the sustained tensor rate for a data type: the dense peak

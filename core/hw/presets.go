@@ -67,6 +67,8 @@ func nvidiaL2(sms int, clockHz float64) float64 {
 // times (see a100Fit).
 type kernelFit struct {
 	launchS, tensorEff, tileOverheadClk, hbmEff, rowFrac, gatherFrac, latencyS, gemmFrac, rotaryFrac float64
+	// on is the part whose kernel tables they were fitted on.
+	on string
 }
 
 // a100Fit and h100Fit are fitted on Vidur's CUPTI kernel times
@@ -95,8 +97,8 @@ type kernelFit struct {
 // overheads and from these values (a change to the model refines the last
 // optimum; the stepped loss has several basins).
 var (
-	a100Fit = kernelFit{launchS: 2.676e-06, tensorEff: 0.7785, tileOverheadClk: 2815, hbmEff: 0.8301, rowFrac: 0.5943, gatherFrac: 0.1875, latencyS: 3.323e-07, gemmFrac: 1, rotaryFrac: 0.555}
-	h100Fit = kernelFit{launchS: 1.928e-06, tensorEff: 0.7762, tileOverheadClk: 4105, hbmEff: 0.885, rowFrac: 0.5832, gatherFrac: 0.2102, latencyS: 3.048e-07, gemmFrac: 0.9948, rotaryFrac: 0.545}
+	a100Fit = kernelFit{launchS: 2.676e-06, tensorEff: 0.7785, tileOverheadClk: 2815, hbmEff: 0.8301, rowFrac: 0.5943, gatherFrac: 0.1875, latencyS: 3.323e-07, gemmFrac: 1, rotaryFrac: 0.555, on: "a100-80gb-sxm"}
+	h100Fit = kernelFit{launchS: 1.928e-06, tensorEff: 0.7762, tileOverheadClk: 4105, hbmEff: 0.885, rowFrac: 0.5832, gatherFrac: 0.2102, latencyS: 3.048e-07, gemmFrac: 0.9948, rotaryFrac: 0.545, on: "h100-sxm"}
 )
 
 // apply sets the fitted parameters on a part built on the die they were
@@ -109,7 +111,16 @@ func (f kernelFit) apply(g GPU) GPU {
 	g.HBMEfficiency, g.GEMMTileOverheadCycles = f.hbmEff, f.tileOverheadClk
 	g.RowKernelBandwidthFraction, g.GatherBandwidthFraction, g.RotaryBandwidthFraction = f.rowFrac, f.gatherFrac, f.rotaryFrac
 	g.MemoryLatencyS, g.GEMMBandwidthFraction, g.KernelLaunchS = f.latencyS, f.gemmFrac, f.launchS
+	g.KernelParameters = derivedFrom(f.on)
+	if g.Name == f.on {
+		g.KernelParameters = "fitted on Vidur's kernel tables (bench/fidelity/KERNELS.md)"
+	}
 	return g
+}
+
+// derivedFrom labels a part that takes another's fitted parameters.
+func derivedFrom(name string) string {
+	return "derived: " + name + "'s fitted parameters (the same SM and L2)"
 }
 
 // gh100 is a GH100 part (H100 SXM and PCIe, H200, H200 NVL): the H100
@@ -144,6 +155,7 @@ func h800() GPU {
 	for _, g := range basePresets() {
 		if g.Name == "h100-sxm" {
 			g.Name = "h800"
+			g.KernelParameters = derivedFrom("h100-sxm")
 			return g
 		}
 	}
@@ -263,6 +275,7 @@ func basePresets() []GPU {
 			TensorEfficiency: mamfB200,
 			HBMEfficiency:    hbmEfficiency,
 			KernelLaunchS:    launchS,
+			KernelParameters: "measured: the MAMF table's best-shape BF16 matmul rate as the main loop; no kernel table for this part, the rest datasheet-derived",
 		},
 		{
 			// NVIDIA GB200 NVL72 datasheet (2024), per GPU = the rack's figure
@@ -288,6 +301,7 @@ func basePresets() []GPU {
 			TensorEfficiency: mamfB200,
 			HBMEfficiency:    hbmEfficiency,
 			KernelLaunchS:    launchS,
+			KernelParameters: "derived: the B200's (the same die); no kernel table for this part",
 		},
 		{
 			// AMD Instinct MI300X data sheet (2023): dense matrix peaks FP32
@@ -314,6 +328,7 @@ func basePresets() []GPU {
 			TensorEfficiency: mamfMI300X,
 			HBMEfficiency:    hbmEfficiency,
 			KernelLaunchS:    launchS,
+			KernelParameters: "measured: the MAMF table's best-shape BF16 matmul rate as the main loop; no kernel table for this part, the rest datasheet-derived",
 		},
 		{
 			// NVIDIA RTX A6000 datasheet (2021): FP32 38.7 TFLOPS, tensor
@@ -336,6 +351,7 @@ func basePresets() []GPU {
 			TensorEfficiency: mamfA100PCIe, // no measurement: the A100 PCIe card's (estimate)
 			HBMEfficiency:    hbmEfficiency,
 			KernelLaunchS:    launchS,
+			KernelParameters: "datasheet-derived: no kernel table for this part; the A100 PCIe card's matmul efficiency (an estimate)",
 			// CUDA C++ Programming Guide, compute capabilities 8.6 and 8.9:
 			// 1,536 resident threads per SM (2,048 on 8.0 and 9.0).
 			MaxThreadsPerSM: 1536,
@@ -361,6 +377,7 @@ func basePresets() []GPU {
 			TensorEfficiency: mamfA100PCIe, // no measurement: the A100 PCIe card's (estimate)
 			HBMEfficiency:    hbmEfficiency,
 			KernelLaunchS:    launchS,
+			KernelParameters: "datasheet-derived: no kernel table for this part; the A100 PCIe card's matmul efficiency (an estimate)",
 			// CUDA C++ Programming Guide, compute capabilities 8.6 and 8.9:
 			// 1,536 resident threads per SM (2,048 on 8.0 and 9.0).
 			MaxThreadsPerSM: 1536,

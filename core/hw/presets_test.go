@@ -13,6 +13,7 @@ func TestGPUPresetsSane(t *testing.T) {
 	for _, g := range gpus {
 		t.Run(g.Name, func(t *testing.T) {
 			assert.NotEmpty(t, g.Vendor)
+			assert.NotEmpty(t, g.KernelParameters, "where its kernel parameters come from")
 			for _, d := range []DType{FP32, TF32, BF16, FP16, INT8} {
 				assert.Greater(t, g.Peak(d), 0.0, "peak %s", d)
 			}

@@ -197,6 +197,9 @@ func (g GPU) Validate(p *Problems, path string) (hw.GPU, bool) {
 	for k, v := range g.Figures {
 		part.SetFigure(k, v)
 	}
+	if len(names) > 0 {
+		part.KernelParameters = fmt.Sprintf("%s's (%s), with %s changed", g.Preset, part.KernelParameters, strings.Join(names, ", "))
+	}
 	part.Name = g.String()
 	return part, true
 }

@@ -33,6 +33,7 @@ func TestGPUPresetOrWhatIf(t *testing.T) {
 	want := h100
 	want.Name = "h100-sxm*"
 	want.HBMBandwidthBytesPerS, want.HBMBytes, want.SMCount = 4.8e12, 141e9, 144
+	want.KernelParameters = "h100-sxm's (fitted on Vidur's kernel tables (bench/fidelity/KERNELS.md)), with hbm_bandwidth_bytes_per_s, hbm_bytes, sm_count changed"
 	require.Equal(t, want, part)
 
 	g, probs = decodeGPU(t, `{"preset": "a100-80gb-sxm", "name": "a100-hbm3"}`)
