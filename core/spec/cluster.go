@@ -279,15 +279,13 @@ func (c *Cluster) uses(field string) bool {
 
 // given reports whether the spec set the field (by its JSON name): a
 // value other than its zero.
-func (c *Cluster) given(field string) bool {
-	v := reflect.ValueOf(c).Elem()
-	for i := 0; i < v.NumField(); i++ {
-		if tag, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ","); tag == field {
-			return !v.Field(i).IsZero()
-		}
-	}
-	return false
+func (c *Cluster) given(name string) bool {
+	f, ok := clusterJSONFields[name]
+	return ok && !reflect.ValueOf(c).Elem().FieldByIndex(f.index).IsZero()
 }
+
+// clusterJSONFields are Cluster's fields by JSON name.
+var clusterJSONFields = structFields(reflect.TypeFor[Cluster]())
 
 // validateApplies reports each field given to a cluster it does not shape,
 // and more than one node for a topology without nodes.

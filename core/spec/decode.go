@@ -278,10 +278,12 @@ func minInt(t reflect.Type) int64 { return -1 << (t.Bits() - 1) }
 func maxInt(t reflect.Type) int64 { return 1<<(t.Bits()-1) - 1 }
 
 // field is one JSON field of a struct: its type, and whether the spec must
-// give it (tag spec:"required").
+// give it (tag spec:"required"), and where it is in its struct
+// (reflect.Value.FieldByIndex).
 type field struct {
 	typ      reflect.Type
 	required bool
+	index    []int
 }
 
 // structFields maps JSON names to fields, flattening embedded structs the
@@ -302,6 +304,7 @@ func structFields(t reflect.Type) map[string]field {
 			}
 			if et.Kind() == reflect.Struct {
 				for n, ft := range structFields(et) {
+					ft.index = append([]int{i}, ft.index...)
 					out[n] = ft
 				}
 				continue
@@ -313,7 +316,7 @@ func structFields(t reflect.Type) map[string]field {
 		if name == "" {
 			name = f.Name
 		}
-		out[name] = field{typ: f.Type, required: f.Tag.Get("spec") == "required"}
+		out[name] = field{typ: f.Type, required: f.Tag.Get("spec") == "required", index: []int{i}}
 	}
 	return out
 }

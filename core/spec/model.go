@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/eidolon-sim/eidolon/core/model"
 )
@@ -62,29 +61,27 @@ func (m *Model) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// configSwitches are the JSON names of model.Config's bool fields.
+// configSwitches are the JSON names of model.Config's bool fields, sorted.
 func configSwitches() []string {
 	var out []string
-	t := reflect.TypeFor[model.Config]()
-	for i := 0; i < t.NumField(); i++ {
-		if f := t.Field(i); f.Type.Kind() == reflect.Bool {
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	for name, f := range configJSONFields {
+		if f.typ.Kind() == reflect.Bool {
 			out = append(out, name)
 		}
 	}
+	slices.Sort(out)
 	return out
 }
 
 // switchOff sets c's switches named in names to false.
 func switchOff(c *model.Config, names []string) {
-	v := reflect.ValueOf(c).Elem()
-	for i := 0; i < v.NumField(); i++ {
-		name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
-		if slices.Contains(names, name) {
-			v.Field(i).SetBool(false)
-		}
+	for _, name := range names {
+		reflect.ValueOf(c).Elem().FieldByIndex(configJSONFields[name].index).SetBool(false)
 	}
 }
+
+// configJSONFields are model.Config's fields by JSON name.
+var configJSONFields = structFields(reflect.TypeFor[model.Config]())
 
 // MarshalJSON writes a bare preset as its name, anything else as an object.
 func (m Model) MarshalJSON() ([]byte, error) {
