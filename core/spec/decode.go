@@ -149,11 +149,7 @@ func checkValue(p *Problems, path string, v any, t reflect.Type) bool {
 		for _, k := range keys {
 			f, ok := fields[k]
 			if !ok {
-				msg := "unknown field"
-				if s := Suggest(k, names); s != "" {
-					msg += fmt.Sprintf(" (did you mean %q?)", s)
-				}
-				p.AddAllowed(Field(path, k), "a field of "+problem.Quoted(names), "%s; allowed here: %s", msg, strings.Join(names, ", "))
+				unknownField(p, Field(path, k), k, names)
 				delete(obj, k)
 				continue
 			}
@@ -242,6 +238,16 @@ func checkInteger(p *Problems, path string, v any, lo, hi float64) bool {
 		return false
 	}
 	return true
+}
+
+// unknownField reports a field named k that is not one of names, with the
+// closest name as a suggestion and the names allowed.
+func unknownField(p *Problems, path, k string, names []string) {
+	msg := "unknown field"
+	if s := Suggest(k, names); s != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	p.AddAllowed(path, "a field of "+problem.Quoted(names), "%s; allowed here: %s", msg, strings.Join(names, ", "))
 }
 
 // integral writes an integer field's number given as a float (1000.0,

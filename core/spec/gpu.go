@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -70,31 +71,24 @@ func (g *GPU) UnmarshalJSON(data []byte) error {
 		v := obj[k]
 		switch k {
 		case "preset", "name":
-			s, ok := v.(string)
-			if !ok {
-				p.Addf(k, "must be a string, got %s", jsonKind(v))
-				continue
-			}
-			if k == "preset" {
-				g.Preset = s
-			} else {
-				g.Name = s
+			if checkValue(&p, k, v, reflect.TypeFor[string]()) {
+				s, _ := v.(string) // null: as if not given
+				if k == "preset" {
+					g.Preset = s
+				} else {
+					g.Name = s
+				}
 			}
 			continue
 		}
 		if _, ok := hw.FigureByName(k); !ok {
-			msg := "unknown field"
-			if s := Suggest(k, allowed); s != "" {
-				msg += fmt.Sprintf(" (did you mean %q?)", s)
-			}
-			p.AddAllowed(k, "a field of "+problem.Quoted(allowed), "%s; allowed here: %s", msg, strings.Join(allowed, ", "))
+			unknownField(&p, k, k, allowed)
 			continue
 		}
-		n, ok := v.(json.Number)
-		if !ok {
-			p.Addf(k, "must be a number, got %s", jsonKind(v))
+		if !checkValue(&p, k, v, reflect.TypeFor[float64]()) || v == nil {
 			continue
 		}
+		n := v.(json.Number)
 		f, err := n.Float64()
 		if err != nil {
 			p.Addf(k, "must be a finite number, got %s", n)
