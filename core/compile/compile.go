@@ -30,11 +30,10 @@ import (
 // latency overrides applied to the single-tier link, and defaults such as
 // nics_per_node (= gpus_per_node) filled.
 func Description(c spec.Cluster) topo.Description {
-	link := func(l spec.Link) hw.Link { return l.Resolve() } // validated: a known preset
 	d := topo.Description{Preset: c.Preset, Kind: c.Topology, Nodes: c.Nodes, GPUs: c.GPUs, Dims: c.Dims,
-		Link: link(c.Link), Radix: c.Radix, Oversubscription: c.Oversubscription,
+		Link: c.Link.Resolve(), Radix: c.Radix, Oversubscription: c.Oversubscription,
 		GPUsPerNode: c.GPUsPerNode, NICsPerNode: c.GPUsPerNode, GPUsPerPCIeSwitch: c.GPUsPerPCIeSwitch,
-		Intra: c.Intra, Fabric: c.Fabric, IntraLink: link(c.IntraLink), NICLink: link(c.NICLink), HostLink: link(c.HostLink),
+		Intra: c.Intra, Fabric: c.Fabric, IntraLink: c.IntraLink.Resolve(), NICLink: c.NICLink.Resolve(), HostLink: c.HostLink.Resolve(),
 		Switches: c.Switches, Ranks: c.Ranks}
 	if c.BandwidthBytesPerS > 0 {
 		d.Link.BandwidthBytesPerS = c.BandwidthBytesPerS

@@ -294,13 +294,9 @@ func (c *Cluster) validateApplies(p *Problems, path string) {
 	if k == "" || (k != "preset" && !slices.Contains(ClusterTopologies(), k)) {
 		return // reported: no kind, or an unknown one
 	}
-	what := "topology " + strconv.Quote(k)
+	what, hint := "topology "+strconv.Quote(k), ""
 	if k == "preset" {
-		what = "a preset"
-	}
-	hint := ""
-	if k == "preset" {
-		hint = `; a preset node takes other links (intra_link, nic_link, host_link), anything else is a "composed" topology`
+		what, hint = "a preset", `; a preset node takes other links (intra_link, nic_link, host_link), anything else is a "composed" topology`
 	}
 	for _, f := range clusterFields {
 		if c.given(f.name) && !slices.Contains(f.kinds, k) {

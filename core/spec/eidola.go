@@ -126,7 +126,7 @@ func (s *Eidola) Defaults() {
 			*v = d
 		}
 	}
-	if s.GPU.IsZero() && len(s.GPU.decodeProblems) == 0 {
+	if s.GPU.absent() {
 		s.GPU.Preset = "h100-sxm"
 	}
 	def(&s.Kernel, "allgather_gemm")

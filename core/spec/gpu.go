@@ -124,6 +124,10 @@ func (g GPU) MarshalJSON() ([]byte, error) {
 // IsZero reports a GPU that names nothing (what omitzero leaves out).
 func (g GPU) IsZero() bool { return g.Preset == "" && g.Name == "" && len(g.Figures) == 0 }
 
+// absent reports a GPU the spec did not give (one given as a bad object is
+// not absent: its problems are reported, not replaced by a default).
+func (g GPU) absent() bool { return g.IsZero() && len(g.decodeProblems) == 0 }
+
 // String is the part's label: its name, else its preset's (with "*" when
 // figures change).
 func (g GPU) String() string {
