@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/eidolon-sim/eidolon/core/calibrate"
 	"github.com/eidolon-sim/eidolon/core/compute"
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
@@ -309,19 +310,13 @@ func PriceRows(g hw.GPU, rows []*KernelRow) ([]KernelErr, error) {
 	return out, nil
 }
 
-// Quantile of xs (sorted copy), linear between order statistics.
+// Quantile of xs, linear between order statistics (calibrate.Quantile);
+// NaN for none.
 func Quantile(xs []float64, q float64) float64 {
 	if len(xs) == 0 {
 		return math.NaN()
 	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	p := q * float64(len(s)-1)
-	i := int(math.Floor(p))
-	if i >= len(s)-1 {
-		return s[len(s)-1]
-	}
-	return s[i] + (p-float64(i))*(s[i+1]-s[i])
+	return calibrate.Quantile(xs, q)
 }
 
 // KernelStat is the error summary of one cell.

@@ -124,17 +124,22 @@ func Objective(classes []string, logErrs []float64) float64 {
 }
 
 // Median of xs (0 for none), without reordering them.
-func Median(xs []float64) float64 {
+func Median(xs []float64) float64 { return Quantile(xs, 0.5) }
+
+// Quantile q of xs (0 for none), linear between order statistics (numpy's
+// default), without reordering them.
+func Quantile(xs []float64, q float64) float64 {
 	if len(xs) == 0 {
 		return 0
 	}
 	s := slices.Clone(xs)
 	sort.Float64s(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
+	p := q * float64(len(s)-1)
+	i := int(math.Floor(p))
+	if i >= len(s)-1 {
+		return s[len(s)-1]
 	}
-	return (s[n/2-1] + s[n/2]) / 2
+	return s[i] + (p-float64(i))*(s[i+1]-s[i])
 }
 
 // Result is a fit: the GPU with its fitted figures, the objective it

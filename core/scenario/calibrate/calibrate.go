@@ -6,8 +6,6 @@ package calibrate
 import (
 	"fmt"
 	"math"
-	"slices"
-	"sort"
 
 	"github.com/eidolon-sim/eidolon/core/calibrate"
 	"github.com/eidolon-sim/eidolon/core/compile"
@@ -134,7 +132,7 @@ func run(env scenario.Env, s *spec.Calibrate) (scenario.Result, error) {
 		Iterations: fit.Iterations, Objective: fit.Objective,
 		StartMedianError: calibrate.Median(startFit), FitMedianError: calibrate.Median(fittedFit),
 		StartHeldOutMedian: calibrate.Median(startHeld), FittedHeldOutMedian: calibrate.Median(fittedHeld),
-		FittedHeldOutP90: quantile(fittedHeld, 0.9), GPUSpec: string(js),
+		FittedHeldOutP90: calibrate.Quantile(fittedHeld, 0.9), GPUSpec: string(js),
 	}})
 	res.Add("figures", frows)
 	res.Add("kernels", krows)
@@ -153,14 +151,4 @@ func kernels(s *spec.Calibrate) (ks []calibrate.Kernel, heldOut []bool) {
 		heldOut[i] = every > 0 && i%every == every-1
 	}
 	return ks, heldOut
-}
-
-// quantile q of xs by nearest rank (0 for none).
-func quantile(xs []float64, q float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	sort.Float64s(s)
-	return s[min(max(int(math.Ceil(q*float64(len(s))))-1, 0), len(s)-1)]
 }
