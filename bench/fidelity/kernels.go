@@ -352,25 +352,19 @@ func Filter(es []KernelErr, keep func(*KernelRow) bool) []KernelErr {
 // Objective is the fit's loss over one split: the mean over op classes of
 // the class's mean and median |ln(pred/measured)| averaged, so that each
 // class weighs the same and the typical row counts as much as the tails.
+// It is calibrate.Objective, the calibrate kind's, with the classes taken
+// in KernelClasses' order.
 func Objective(es []KernelErr) float64 {
-	by := map[string][]float64{}
-	for _, e := range es {
-		by[e.Row.Class] = append(by[e.Row.Class], e.LogErr())
-	}
-	tot, k := 0.0, 0
+	var classes []string
+	var errs []float64
 	for _, c := range KernelClasses {
-		xs := by[c]
-		if len(xs) == 0 {
-			continue
+		for _, e := range es {
+			if e.Row.Class == c {
+				classes, errs = append(classes, c), append(errs, e.LogErr())
+			}
 		}
-		mean := 0.0
-		for _, x := range xs {
-			mean += x / float64(len(xs))
-		}
-		tot += (mean + Quantile(xs, 0.5)) / 2
-		k++
 	}
-	return tot / float64(max(k, 1))
+	return calibrate.Objective(classes, errs)
 }
 
 // BySKU splits rows by Vidur SKU, in a fixed order.
