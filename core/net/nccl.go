@@ -207,6 +207,11 @@ type NCCLTuner struct {
 	// GraphChannels × ChannelGBps is the ring graph's bus bandwidth, GB/s.
 	GraphChannels int
 	ChannelGBps   float64
+	// BuiltGraphChannels is the graph's channels on the intra-node link as
+	// its preset builds it (GraphChannels but for a what-if link): the
+	// hardware NCCL's per-GPU caps were measured on, which a kernel on
+	// fewer channels shares out (Choose).
+	BuiltGraphChannels int
 	// LinkBytesPerS is the raw bandwidth of the ring's slowest hop, what the
 	// flow model's links carry.
 	LinkBytesPerS float64
@@ -245,6 +250,7 @@ func NewNCCLTuner(t *topo.Topology, ranks []int) (*NCCLTuner, error) {
 	// NCCL counts it, that bandwidth times the link's collective
 	// efficiency (NCCL's per-link NVLink figure over the datasheet's).
 	intraTech, genTech, intraBW, intraEff := "", "", math.Inf(1), 1.0
+	slowestTech := ""
 	interBW, interEff := math.Inf(1), 1.0
 	for i := range ranks {
 		a, b := t.RankDevice(ranks[i]), t.RankDevice(ranks[(i+1)%n])
@@ -261,7 +267,7 @@ func NewNCCLTuner(t *topo.Topology, ranks []int) (*NCCLTuner, error) {
 			eff := linkEff(lk.Tech)
 			if same {
 				if lk.BandwidthBytesPerS < intraBW {
-					intraBW, intraEff = lk.BandwidthBytesPerS, eff
+					intraBW, intraEff, slowestTech = lk.BandwidthBytesPerS, eff, lk.Tech
 				}
 				if intraTech == "" || strings.HasPrefix(lk.Tech, "pcie") {
 					intraTech = lk.Tech
@@ -295,12 +301,17 @@ func NewNCCLTuner(t *topo.Topology, ranks []int) (*NCCLTuner, error) {
 	}
 	if tu.Nodes == 1 {
 		tu.GraphChannels, tu.ChannelGBps = ringGraph(gen, intraBW*intraEff/1e9, gen.SpeedsIntraGBps)
+		tu.BuiltGraphChannels = tu.GraphChannels
+		if l, ok := hw.LinkByName(slowestTech); ok && l.BandwidthBytesPerS != intraBW {
+			tu.BuiltGraphChannels, _ = ringGraph(gen, l.BandwidthBytesPerS*intraEff/1e9, gen.SpeedsIntraGBps)
+		}
 	} else {
 		// Across nodes every channel leaves through its own NIC at the
 		// inter-node speed (one channel per rail, DefaultChannels).
 		nics := DefaultChannels(t, ranks)
 		speed := ladder(gen.SpeedsInterGBps, math.Min(interBW*interEff, intraBW*intraEff*float64(nics))/1e9)
 		tu.GraphChannels, tu.ChannelGBps = nics, speed
+		tu.BuiltGraphChannels = nics
 	}
 	return tu, nil
 }
@@ -602,7 +613,6 @@ func (tu *NCCLTuner) ChooseFrom(op Op, bytes float64, algs ...Algorithm) (NCCLCh
 		lat += g.SimpleBaseUs - ncclBaseLatUs[Ring][2] + float64(nsteps-inSteps)*(g.SimpleStepUs-intra)
 	}
 	nc, threads := tu.channels(a, p, bytes)
-	full := min(2*tu.GraphChannels, 2*ncclMaxChannels)
 	bus *= achieved
 	if p == Simple && a != NVLS && g.SimpleMemGBps > 0 {
 		bus = math.Min(bus, g.SimpleMemGBps/SimpleMemoryPerByte(op, n))
@@ -610,7 +620,15 @@ func (tu *NCCLTuner) ChooseFrom(op Op, bytes float64, algs ...Algorithm) (NCCLCh
 	if p == LL128 && g.LL128MemGBps > 0 {
 		bus = math.Min(bus, g.LL128MemGBps/SimpleMemoryPerByte(op, n))
 	}
-	bus *= float64(nc) / float64(full) * threads
+	// A kernel on nc channels runs nc CTAs, each with its share of the
+	// GPU's capped bandwidth as the communicator has it on the link as
+	// built: a what-if link that gives the graph more channels adds CTAs
+	// but does not make each one slower.
+	full := min(2*tu.GraphChannels, 2*ncclMaxChannels)
+	if tu.BuiltGraphChannels > 0 {
+		full = min(full, 2*tu.BuiltGraphChannels)
+	}
+	bus *= math.Min(1, float64(nc)/float64(full)) * threads
 	best.Channels = nc
 	best.LatencyS = lat * 1e-6
 	best.BusBytesPerS = bus * 1e9

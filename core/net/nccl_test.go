@@ -93,6 +93,47 @@ func TestNCCLChannelsShrink(t *testing.T) {
 	require.Equal(t, 24, big.Channels)
 }
 
+// A what-if NVLink twice as wide gives NCCL's graph twice the channels (24
+// at 20 GB/s on 8 A100s), but a kernel on few of them still runs each CTA
+// at its share of the GPU's capped bandwidth as built: the 64 KiB ring/LL
+// call on 2 channels keeps its 87.7 × 2/24 GB/s, where a share of the wider
+// communicator's 48 channels had halved it. Wherever NCCL's choice stays
+// the same, no size gets slower on the wider link.
+func TestNCCLWiderLinkKeepsEachChannel(t *testing.T) {
+	for _, name := range []string{"dgx-a100", "dgx-h100"} {
+		built := tuner(t, preset(t, name, 1), 8)
+		c, err := topo.PresetConfig(name, 1)
+		require.NoError(t, err)
+		c.IntraLink.BandwidthBytesPerS *= 2
+		wide, err := topo.Cluster(c)
+		require.NoError(t, err)
+		tu := tuner(t, wide, 8)
+		require.Equal(t, 2*built.GraphChannels, tu.GraphChannels, name)
+		require.Equal(t, built.GraphChannels, tu.BuiltGraphChannels, name)
+		same := 0
+		for bytes := 1024.0; bytes <= 1<<30; bytes *= 2 {
+			b, err := built.Choose(AllReduce, bytes)
+			require.NoError(t, err)
+			w, err := tu.Choose(AllReduce, bytes)
+			require.NoError(t, err)
+			if w.Algorithm == b.Algorithm && w.Protocol == b.Protocol {
+				same++
+				require.LessOrEqual(t, w.TimeS(bytes), b.TimeS(bytes)*(1+1e-12), "%s, %g bytes", name, bytes)
+			}
+		}
+		require.Greater(t, same, 10, name)
+	}
+	a := tuner(t, preset(t, "dgx-a100", 1), 8)
+	c, _ := topo.PresetConfig("dgx-a100", 1)
+	c.IntraLink.BandwidthBytesPerS *= 2
+	wide, err := topo.Cluster(c)
+	require.NoError(t, err)
+	b, _ := a.Choose(AllReduce, 64<<10)
+	w, _ := tuner(t, wide, 8).Choose(AllReduce, 64<<10)
+	require.Equal(t, b.Channels, w.Channels)
+	require.InEpsilon(t, 87.7e9*2/24*8/14, w.AlgBytesPerS, 1e-9)
+}
+
 // Across two DGX H100 nodes (16 ranks, 8 per node) NCCL's ring/LL
 // latency is 6.6 + 28 intra steps × max(0.6, 1 µs net overhead) + 2 inter
 // steps × 2.7 µs = 40 µs; the graph is one channel per NIC (8) at the
