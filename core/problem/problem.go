@@ -152,11 +152,7 @@ func (p *Problems) OneOf(path, v string, allowed []string) bool {
 		}
 	}
 	choices := Quoted(allowed)
-	msg := fmt.Sprintf("must be one of %s, got %q", choices, v)
-	if s := Suggest(v, allowed); s != "" {
-		msg += fmt.Sprintf(" (did you mean %q?)", s)
-	}
-	p.AddAllowed(path, "one of "+choices, "%s", msg)
+	p.AddAllowed(path, "one of "+choices, "must be one of %s, got %q%s", choices, v, DidYouMean(v, allowed))
 	return false
 }
 
@@ -182,16 +178,65 @@ func Quoted(xs []string) string {
 	return "[" + strings.Join(q, ", ") + "]"
 }
 
-// Suggest returns the candidate closest to s by edit distance, or "" when
-// none is close enough to be a plausible typo.
-func Suggest(s string, candidates []string) string {
+// DidYouMean is " (did you mean "x"?)" or " (did you mean one of "x",
+// "y"?)" naming the candidates Suggest finds for s, or "" if none.
+func DidYouMean(s string, candidates []string) string {
+	switch got := Suggest(s, candidates); len(got) {
+	case 0:
+		return ""
+	case 1:
+		return fmt.Sprintf(" (did you mean %q?)", got[0])
+	default:
+		q := make([]string, len(got))
+		for i, g := range got {
+			q[i] = fmt.Sprintf("%q", g)
+		}
+		return " (did you mean one of " + strings.Join(q, ", ") + "?)"
+	}
+}
+
+// maxSuggestions bounds how many candidates Suggest names.
+const maxSuggestions = 4
+
+// Suggest returns the candidates s was most plausibly meant to be, in
+// their order: the one that reads the same but for case and separators
+// ("llama-2-7b", "deepseek_v3"); else those that s names a part of, word
+// for word ("h100" for "h100-sxm", "p4d" for "aws-p4d"; at most four);
+// else the closest by edit distance if it is close enough to be a typo;
+// else none.
+func Suggest(s string, candidates []string) []string {
+	bare := func(x string) string {
+		return strings.NewReplacer("-", "", "_", "", " ", "").Replace(strings.ToLower(x))
+	}
+	for _, c := range candidates {
+		if bare(c) == bare(s) {
+			return []string{c}
+		}
+	}
+	words := func(x string) string {
+		return "-" + strings.NewReplacer("_", "-", " ", "-").Replace(strings.ToLower(x)) + "-"
+	}
+	var part []string
+	if w := words(s); len(w) > 4 {
+		for _, c := range candidates {
+			if strings.Contains(words(c), w) && len(part) < maxSuggestions {
+				part = append(part, c)
+			}
+		}
+	}
+	if len(part) > 0 {
+		return part
+	}
 	best, bestD := "", len(s)/2+2
 	for _, c := range candidates {
 		if d := editDistance(strings.ToLower(s), strings.ToLower(c)); d < bestD {
 			best, bestD = c, d
 		}
 	}
-	return best
+	if best == "" {
+		return nil
+	}
+	return []string{best}
 }
 
 func editDistance(a, b string) int {

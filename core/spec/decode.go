@@ -243,11 +243,7 @@ func checkInteger(p *Problems, path string, v any, lo, hi float64) bool {
 // unknownField reports a field named k that is not one of names, with the
 // closest name as a suggestion and the names allowed.
 func unknownField(p *Problems, path, k string, names []string) {
-	msg := "unknown field"
-	if s := Suggest(k, names); s != "" {
-		msg += fmt.Sprintf(" (did you mean %q?)", s)
-	}
-	p.AddAllowed(path, "a field of "+problem.Quoted(names), "%s; allowed here: %s", msg, strings.Join(names, ", "))
+	p.AddAllowed(path, "a field of "+problem.Quoted(names), "unknown field%s; allowed here: %s", problem.DidYouMean(k, names), strings.Join(names, ", "))
 }
 
 // integral writes an integer field's number given as a float (1000.0,

@@ -141,11 +141,6 @@ func TestProblemHelpers(t *testing.T) {
 	require.NoError(t, none.Err())
 }
 
-func TestSuggest(t *testing.T) {
-	require.Equal(t, "latency_s", Suggest("latncy_s", []string{"latency_s", "bandwidth_bytes_per_s"}))
-	require.Equal(t, "", Suggest("zzzzzzzz", []string{"ring", "tree"}))
-}
-
 // FuzzDecode: decoding arbitrary bytes never panics, and whatever decodes
 // cleanly re-encodes to a document that decodes to the same value.
 func FuzzDecode(f *testing.F) {

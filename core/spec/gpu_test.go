@@ -56,7 +56,7 @@ func TestGPURoundTrip(t *testing.T) {
 
 func TestGPUProblemsNameTheField(t *testing.T) {
 	for js, want := range map[string][]string{
-		`"h100"`:                                                 {`gpu: must be one of`, `did you mean`},
+		`"h100"`:                                                 {`gpu: must be one of`, `did you mean one of "h100-sxm", "h100-pcie"?`},
 		`{"preset": "h100", "clock_hz": 2e9}`:                    {`gpu.preset: must be one of`},
 		`{"hbm_bandwidth_bytes_per_s": 3e12}`:                    {`gpu.preset: required`},
 		`{"preset": "h100-sxm", "hbm_bandwith_bytes_per_s": 1}`:  {`gpu.hbm_bandwith_bytes_per_s: unknown field (did you mean "hbm_bandwidth_bytes_per_s"?)`},

@@ -26,7 +26,3 @@ func Field(parent, name string) string { return problem.Field(parent, name) }
 
 // Index is the path of element i of a list at parent.
 func Index(parent string, i int) string { return problem.Index(parent, i) }
-
-// Suggest returns the candidate closest to s by edit distance, or "" when
-// none is close enough to be a plausible typo.
-func Suggest(s string, candidates []string) string { return problem.Suggest(s, candidates) }
