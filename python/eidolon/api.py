@@ -62,10 +62,50 @@ def load_spec(spec: SpecLike) -> dict[str, Any]:
 
 
 def _to_json(spec: Mapping[str, Any]) -> str:
+    """The spec as JSON. NumPy and pandas values (what a DataFrame hands
+    over: ``df.tp.iloc[0]`` is an ``int64``, ``df.tp.unique()`` an array)
+    become plain numbers and lists; a value JSON cannot hold (NaN, a set,
+    an object) is a :class:`SpecError` naming its path."""
+    problems: list[tuple[str, str]] = []
     try:
-        return json.dumps(spec, allow_nan=False)
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise SpecError(f"spec is not JSON-serializable: {exc}", [("", str(exc))]) from None
+        plain = _plain(spec, "", problems)
+    except RecursionError:
+        problems = [("", "the spec nests too deeply to be JSON")]
+    if problems:
+        if len(problems) == 1:
+            path, msg = problems[0]
+            text = f"invalid spec: {path + ': ' if path else ''}{msg}"
+        else:
+            lines = "\n".join(f"  {p + ': ' if p else ''}{m}" for p, m in problems)
+            text = f"invalid spec, {len(problems)} problems:\n{lines}"
+        raise SpecError(text, problems)
+    return json.dumps(plain, allow_nan=False)
+
+
+def _plain(value: Any, path: str, problems: list[tuple[str, str]]) -> Any:
+    """value as plain JSON types, problems appended at their paths."""
+    if value is None or isinstance(value, (bool, str, int)):
+        return value
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            problems.append((path, f"must be a finite number, got {value}"))
+        return value
+    if isinstance(value, Mapping):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                problems.append((path, f"keys must be strings, got {type(k).__name__} {k!r}"))
+                continue
+            out[k] = _plain(v, f"{path}.{k}" if path else k, problems)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, f"{path}[{i}]", problems) for i, v in enumerate(value)]
+    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):  # a NumPy scalar
+        return _plain(value.item(), path, problems)
+    if hasattr(value, "tolist"):  # a NumPy array, a pandas Series or Index
+        return _plain(value.tolist(), path, problems)
+    problems.append((path, f"must be a number, string, boolean, list, mapping or null, got {type(value).__name__}"))
+    return None
 
 
 class Result:
@@ -307,7 +347,12 @@ def validate(spec: SpecLike, max_memory_bytes: float | None = None) -> list[Prob
     >>> validate({"kind": "selftest"})
     []
     """
-    return _engine.validate_json(_to_json(load_spec(spec)), max_memory_bytes)
+    data = load_spec(spec)
+    try:
+        text = _to_json(data)
+    except SpecError as exc:  # values JSON cannot hold: the engine never sees the spec
+        return exc.problems
+    return _engine.validate_json(text, max_memory_bytes)
 
 
 def kinds() -> list[dict[str, str]]:

@@ -104,9 +104,30 @@ def test_spec_from_json_and_yaml_files(tmp_path):
         eidolon.run(42)
 
 
-def test_unserializable_spec_is_a_spec_error():
-    with pytest.raises(eidolon.SpecError):
+def test_unserializable_spec_is_a_spec_error_naming_the_path():
+    with pytest.raises(eidolon.SpecError) as info:
         eidolon.run({"kind": "selftest", "iterations": float("nan")})
+    assert info.value.problems[0][0] == "iterations" and "finite" in str(info.value)
+    bad = {"kind": "selftest", "iterations": {1, 2}, "fail": [1, float("inf")], "name": {3: "x"}}
+    problems = eidolon.validate(bad)
+    assert [p for p, _ in problems] == ["iterations", "fail[1]", "name"]
+    with pytest.raises(eidolon.SpecError, match="3 problems"):
+        eidolon.run(bad)
+
+
+def test_numpy_and_pandas_values_are_numbers():
+    """What a DataFrame hands over (``df.x.iloc[0]`` is an int64, ``unique()`` an array)."""
+    np = pytest.importorskip("numpy")
+    pd = pytest.importorskip("pandas")
+    plain = eidolon.run({"kind": "selftest", "iterations": 500, "seed": 2})
+    r = eidolon.run({"kind": "selftest", "iterations": np.int64(500), "seed": pd.Series([2]).iloc[0]})
+    assert r["summary"].equals(plain["summary"])
+    assert json.loads(r.metadata["spec"])["iterations"] == 500
+    spec = {"kind": "collective", "cluster": {"topology": "ring", "gpus": np.int32(4), "link": "nvlink4"},
+            "sizes_bytes": np.array([1e6, 1e7]), "algorithms": pd.Series(["ring"])}
+    assert eidolon.run(spec)["summary"].num_rows == 2
+    with pytest.raises(eidolon.SpecError, match="iterations: must be an integer, got 2.5"):
+        eidolon.run({"kind": "selftest", "iterations": np.float32(2.5)})
 
 
 def test_save_writes_parquet(tmp_path):
