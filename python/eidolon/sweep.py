@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import pyarrow as pa
 
-from .api import SpecLike, SweepResult, load_spec
+from .api import SpecLike, SweepResult, _plain, load_spec
 
 POINTS = "points"
 
@@ -43,7 +43,7 @@ def varying_parameters(specs: list[dict[str, Any]]) -> list[str]:
     keys: list[str] = []
     for f in flat:
         keys.extend(k for k in f if k not in keys)
-    canon = [{k: json.dumps(f.get(k), sort_keys=True) for k in keys} for f in flat]
+    canon = [{k: json.dumps(f.get(k), sort_keys=True, default=repr) for k in keys} for f in flat]
     return [k for k in keys if len({c[k] for c in canon}) > 1]
 
 
@@ -64,7 +64,7 @@ def point_key(spec: Mapping[str, Any]) -> str:
     except SpecError:
         canon = spec
     doc = {"eidolon_version": _engine.engine_version(), "spec": canon}
-    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=repr).encode()).hexdigest()[:16]
 
 
 def run_point(spec: dict[str, Any]) -> tuple[dict[str, pa.Table] | None, str, float]:
@@ -79,8 +79,41 @@ def run_point(spec: dict[str, Any]) -> tuple[dict[str, pa.Table] | None, str, fl
         return None, f"{type(exc).__name__}: {exc}", time.perf_counter() - start
 
 
-def _param_value(v: Any) -> Any:
-    return v if isinstance(v, (int, float, str, bool)) or v is None else json.dumps(v, sort_keys=True)
+def _param_value(v: Any, text: bool = False) -> Any:
+    """A parameter's cell: the value, or its JSON text where it is no
+    scalar or its column is text (``text``)."""
+    if v is None or (isinstance(v, (int, float, str, bool)) and not text):
+        return v
+    return json.dumps(v, sort_keys=True, default=repr)
+
+
+def _text_params(flat: list[dict[str, Any]], params: list[str]) -> set[str]:
+    """The parameters whose values are not all booleans, all numbers or all
+    strings (``tp`` 2 in one spec and ``[2, 4]`` in another): their columns
+    hold every value as JSON text, so that the points' tables concatenate."""
+
+    def kind(v: Any) -> str | None:
+        if v is None:
+            return None
+        if isinstance(v, bool):
+            return "bool"
+        return "number" if isinstance(v, (int, float)) else "str" if isinstance(v, str) else "json"
+
+    out = set()
+    for p in params:
+        kinds = {kind(f.get(p)) for f in flat} - {None}
+        if len(kinds) > 1 or "json" in kinds:
+            out.add(p)
+    return out
+
+
+def _plain_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """The spec with NumPy and pandas values as plain numbers and lists (so
+    its parameters are columns of numbers), or as given where it holds
+    what JSON cannot: its point then fails with the SpecError naming it."""
+    problems: list[tuple[str, str]] = []
+    plain = _plain(spec, "", problems)
+    return spec if problems else plain
 
 
 def _param_column(name: str, taken: Iterable[str]) -> str:
@@ -89,7 +122,7 @@ def _param_column(name: str, taken: Iterable[str]) -> str:
     return name if name not in taken else f"param_{name}"
 
 
-def _with_params(table: pa.Table, point: int, params: dict[str, Any]) -> pa.Table:
+def _with_params(table: pa.Table, point: int, params: dict[str, Any], text: set[str]) -> pa.Table:
     """The table with a ``point`` column and the parameters' columns first.
 
     A parameter never overwrites data: one whose name a result column has
@@ -99,7 +132,7 @@ def _with_params(table: pa.Table, point: int, params: dict[str, Any]) -> pa.Tabl
     point_col = "point" if "point" not in table.column_names else "sweep_point"
     cols = {point_col: pa.array([point] * table.num_rows, pa.int64())}
     for name, value in params.items():
-        cols[_param_column(name, taken)] = pa.array([_param_value(value)] * table.num_rows)
+        cols[_param_column(name, taken)] = pa.array([_param_value(value, name in text)] * table.num_rows)
     for name in table.column_names:
         cols[name] = table.column(name)
     return pa.table(cols)
@@ -162,9 +195,10 @@ def sweep(
     >>> r["points"].column_names
     ['point', 'iterations', 'ok', 'error', 'wall_s']
     """
-    spec_list = [load_spec(s) for s in specs]
+    spec_list = [_plain_spec(load_spec(s)) for s in specs]
     params = varying_parameters(spec_list)
     flat = [_flatten(s) for s in spec_list]
+    text = _text_params(flat, params)
     keys = [point_key(s) for s in spec_list]
     st = _Store(Path(store)) if store is not None else None
 
@@ -180,7 +214,7 @@ def sweep(
         results[i] = result
         tables, err, wall = result
         if st is not None and not err:  # failures are never stored as done
-            st.write(keys[i], {**(tables or {}), POINTS: _points_row(i, flat[i], params, err, wall)})
+            st.write(keys[i], {**(tables or {}), POINTS: _points_row(i, flat[i], params, text, err, wall)})
         if bar is not None:
             bar.update(1)
 
@@ -244,13 +278,13 @@ def sweep(
         if own and pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
 
-    return _collect(spec_list, flat, params, keys, results, st)
+    return _collect(spec_list, flat, params, text, keys, results, st)
 
 
-def _points_row(i: int, flat: dict[str, Any], params: list[str], err: str, wall: float) -> pa.Table:
+def _points_row(i: int, flat: dict[str, Any], params: list[str], text: set[str], err: str, wall: float) -> pa.Table:
     row: dict[str, Any] = {"point": [i]}
     for p in params:
-        row[_param_column(p, ("point", "ok", "error", "wall_s"))] = [_param_value(flat.get(p))]
+        row[_param_column(p, ("point", "ok", "error", "wall_s"))] = [_param_value(flat.get(p), p in text)]
     row.update(ok=[not err], error=[err], wall_s=[wall])
     return pa.table(row)
 
@@ -259,6 +293,7 @@ def _collect(
     spec_list: list[dict[str, Any]],
     flat: list[dict[str, Any]],
     params: list[str],
+    text: set[str],
     keys: list[str],
     results: dict[int, tuple[dict[str, pa.Table] | None, str, float]],
     st: _Store | None,
@@ -273,9 +308,9 @@ def _collect(
             points.append(st.read(POINTS, keys[i]).set_column(0, "point", pa.array([i], pa.int64())))
         else:
             tables = results[i][0] or {}
-            points.append(_points_row(i, flat[i], params, results[i][1], results[i][2]))
+            points.append(_points_row(i, flat[i], params, text, results[i][1], results[i][2]))
         for name, t in tables.items():
-            per_table.setdefault(name, []).append(_with_params(t, i, p))
+            per_table.setdefault(name, []).append(_with_params(t, i, p, text))
     out = {name: pa.concat_tables(ts, promote_options="permissive") for name, ts in per_table.items()}
     out[POINTS] = pa.concat_tables(points, promote_options="permissive")
     return SweepResult({"sweep": spec_list}, out)

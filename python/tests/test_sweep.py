@@ -36,6 +36,23 @@ def test_a_failing_point_is_reported_and_the_rest_goes_on():
     assert r.to_pandas("summary")["point"].tolist() == [0, 2]
 
 
+def test_numpy_parameters_are_numbers_and_mixed_ones_text():
+    np = pytest.importorskip("numpy")
+    pts = [{"kind": "selftest", "iterations": n, "seed": 1} for n in np.array([1000, 2000])]
+    pts.append({"kind": "selftest", "iterations": [3000], "seed": 1})  # a list where a number goes: fails alone
+    pts.append({"kind": "selftest", "iterations": {4000}, "seed": 1})  # a set: JSON cannot hold it
+    r = eidolon.sweep(pts, executor=ThreadPoolExecutor(2), progress=False)
+    points = r.to_pandas("points")
+    assert points["ok"].tolist() == [True, True, False, False]
+    assert "iterations: must be an integer" in points["error"][2]
+    assert "iterations: must be a number, string, boolean, list, mapping or null, got set" in points["error"][3]
+    assert points["iterations"].tolist()[:3] == ["1000", "2000", "[3000]"]  # one column type: text
+    summary = r.to_pandas("summary")
+    assert summary["checksum"].tolist() == [eidolon.run(p)["summary"].column("checksum")[0].as_py() for p in pts[:2]]
+    plain = eidolon.sweep(pts[:2], executor=ThreadPoolExecutor(2), progress=False).to_pandas("points")
+    assert plain["iterations"].tolist() == [1000, 2000] and plain["iterations"].dtype == "int64"
+
+
 def test_store_resumes(tmp_path):
     first = eidolon.sweep(specs(2), executor=ThreadPoolExecutor(1), progress=False, store=tmp_path)
     assert first["points"]["wall_s"].to_pylist()[0] > 0
