@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Mapping, Union
+from typing import Any, Mapping, NoReturn, Union
+
+from .errors import SpecError
 
 __all__ = ["from_hf_config", "expert_loads"]
 
-ConfigLike = Union[Mapping[str, Any], str, "os.PathLike[str]"]
+ConfigLike = Union[Mapping[str, Any], str, "os.PathLike[str]", Any]  # Any: a transformers config
 
 
 def from_hf_config(config: ConfigLike, **overrides: Any) -> dict[str, Any]:
@@ -31,18 +33,29 @@ def from_hf_config(config: ConfigLike, **overrides: Any) -> dict[str, Any]:
     Eidolon model fields that replace the config's values (e.g.
     ``layers=2``). Problems are reported by ``eidolon.validate`` / ``run``
     as a ``SpecError`` under ``model.hf_config``.
+    A transformers ``PretrainedConfig`` (``AutoConfig.from_pretrained(...)``)
+    is read through its ``to_dict()``. What is not a config (a file that
+    does not parse, no ``model_type``) is a ``SpecError`` at ``hf_config``.
     """
     if isinstance(config, Mapping):
-        cfg = dict(config)
+        cfg: Any = dict(config)
+    elif callable(getattr(config, "to_dict", None)):
+        cfg = config.to_dict()  # type: ignore[union-attr]
     else:
-        text = os.fspath(config)
-        if text.lstrip().startswith("{"):
-            cfg = json.loads(text)
-        else:
-            with open(text, encoding="utf-8") as f:
-                cfg = json.load(f)
+        try:
+            text = os.fspath(config)
+        except TypeError:
+            _bad(f"must be a config.json dict, its path or text, or a transformers config, got {type(config).__name__}")
+        try:
+            if text.lstrip().startswith("{"):
+                cfg = json.loads(text)
+            else:
+                with open(text, encoding="utf-8") as f:
+                    cfg = json.load(f)
+        except (OSError, ValueError) as exc:
+            _bad(f"cannot read a config.json from {text[:80]!r}: {exc}")
     if not isinstance(cfg, dict) or "model_type" not in cfg:
-        raise ValueError("a Hugging Face config needs a 'model_type' field")
+        _bad("a Hugging Face config needs a 'model_type' field")
     # Keep the JSON scalars the mapping reads, and of a quantization_config
     # only what says an FP8 checkpoint is block-scaled (rope-scaling and the
     # rest of the nested objects are not hyper-parameters Eidolon uses).
@@ -54,6 +67,10 @@ def from_hf_config(config: ConfigLike, **overrides: Any) -> dict[str, Any]:
         if isinstance(block, (list, tuple)) and all(isinstance(b, int) for b in block):
             cfg["quantization_config"]["weight_block_size"] = list(block)
     return {"hf_config": cfg, **overrides}
+
+
+def _bad(message: str) -> NoReturn:
+    raise SpecError(f"invalid spec: hf_config: {message}", [("hf_config", message)])
 
 
 def expert_loads(table: Any, column: str = "load") -> list[float]:

@@ -62,8 +62,22 @@ def test_bad_hf_config_is_a_spec_error():
     with pytest.raises(eidolon.SpecError) as e:
         step(from_hf_config({"model_type": "mixtral", "hidden_size": 4096}))
     assert "model.hf_config" in str(e.value)
-    with pytest.raises(ValueError):
+    with pytest.raises(eidolon.SpecError, match="hf_config: a Hugging Face config needs a 'model_type'"):
         from_hf_config({"hidden_size": 1})
+    with pytest.raises(eidolon.SpecError, match="hf_config: cannot read a config.json"):
+        from_hf_config("/nonexistent/config.json")
+    with pytest.raises(eidolon.SpecError, match="hf_config: cannot read a config.json"):
+        from_hf_config('{"model_type": ')
+    with pytest.raises(eidolon.SpecError, match="got int"):
+        from_hf_config(3)
+
+
+def test_hf_config_object_reads_through_to_dict():
+    class PretrainedConfig:  # what transformers.AutoConfig.from_pretrained returns, as far as this reads it
+        def to_dict(self):
+            return dict(MIXTRAL_HF)
+
+    assert from_hf_config(PretrainedConfig(), layers=2) == from_hf_config(MIXTRAL_HF, layers=2)
 
 
 def test_load_table_skews_the_step():
