@@ -323,10 +323,11 @@ def run(spec: SpecLike, progress: bool = True, max_memory_bytes: float | None = 
     >>> int(r.to_pandas("summary")["iterations"][0])
     1000
     """
-    data = load_spec(spec)
+    text = _to_json(load_spec(spec))
+    data = json.loads(text)  # the spec as run: plain values (result.save writes it)
     bar = _Progress(str(data.get("kind", "run"))) if progress else None
     try:
-        tables = _engine.run_json(_to_json(data), bar, max_memory_bytes)
+        tables = _engine.run_json(text, bar, max_memory_bytes)
     finally:
         if bar is not None:
             bar.close()

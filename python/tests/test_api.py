@@ -123,6 +123,7 @@ def test_numpy_and_pandas_values_are_numbers():
     r = eidolon.run({"kind": "selftest", "iterations": np.int64(500), "seed": pd.Series([2]).iloc[0]})
     assert r["summary"].equals(plain["summary"])
     assert json.loads(r.metadata["spec"])["iterations"] == 500
+    assert r.spec == {"kind": "selftest", "iterations": 500, "seed": 2}  # plain: save() writes it as JSON
     spec = {"kind": "collective", "cluster": {"topology": "ring", "gpus": np.int32(4), "link": "nvlink4"},
             "sizes_bytes": np.array([1e6, 1e7]), "algorithms": pd.Series(["ring"])}
     assert eidolon.run(spec)["summary"].num_rows == 2
