@@ -152,7 +152,11 @@ func (in Inference) Check() []problem.Problem {
 		}
 	}
 	if ep := max(in.EP, 1); in.EP < 0 || in.Replicas%ep != 0 {
-		ps = append(ps, problem.Problem{Path: "ep", Message: fmt.Sprintf("must be >= 1 and divide replicas (%d), got %d", in.Replicas, in.EP)})
+		msg := fmt.Sprintf("must be >= 1 and divide replicas (%d), got %d: ep replicas share their experts", in.Replicas, in.EP)
+		if in.TP > 1 {
+			msg += "; experts spread over one replica's TP ranks are enable_expert_parallel"
+		}
+		ps = append(ps, problem.Problem{Path: "ep", Message: msg})
 	}
 	if n := len(in.Model.Pattern); in.PP > n {
 		ps = append(ps, problem.Problem{Path: "pp", Message: fmt.Sprintf("must not exceed the model's blocks (%d), got %d", n, in.PP)})

@@ -149,6 +149,10 @@ func TestInferenceTwoBatchOverlap(t *testing.T) {
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "two_batch_overlap")
 	}
+	// ep counts replicas; experts over one replica's TP ranks are another switch.
+	_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(`{"kind":"inference","model":{"preset":"mixtral-8x7b","layers":2},
+		"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1},"tp":2,"ep":2}`))
+	require.ErrorContains(t, err, "ep: must be >= 1 and divide replicas (1), got 2: ep replicas share their experts; experts spread over one replica's TP ranks are enable_expert_parallel")
 }
 
 // Redundant experts (EPLB): 256 + 32 slots over 72 GPUs is 4 a GPU, where
