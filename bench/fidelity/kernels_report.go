@@ -403,13 +403,33 @@ func KernelReport(rows, dense []KernelRow, cook, layer []CookbookRow) (string, e
 		fmt.Fprintf(&b, "Host wall-clock per iteration with a synchronize (mm: the mean; bmm: the maximum), so each price is the kernel "+
 			"plus a host term of %.1f µs (the smallest mm's measurement minus its kernel price; stated, not fitted to the sweep).\n\n", 1e6*cook[0].HostS)
 		b.WriteString("| sweep | statistic | rows | median \\|err\\| | p90 \\|err\\| | median signed | largest shape: measured / predicted TFLOP/s |\n|---|---|---:|---:|---:|---:|---|\n")
+		// A sweep with shapes of both kinds is split by alignment: a
+		// dimension that is no multiple of 8 fp16 elements (16 bytes)
+		// rules out cuBLAS's 16-byte-load kernels (below).
+		mixed := map[string][2]bool{}
+		for _, r := range cook {
+			m := mixed[r.Sweep]
+			m[boolIndex(aligned16(r))] = true
+			mixed[r.Sweep] = m
+		}
 		var order []string
 		groups := map[string][]CookbookRow{}
+		var misaligned, alignedPart string
 		for _, r := range cook {
-			if _, ok := groups[r.Sweep]; !ok {
-				order = append(order, r.Sweep)
+			name := r.Sweep
+			if m := mixed[r.Sweep]; m[0] && m[1] {
+				if aligned16(r) {
+					name += ", every dimension a multiple of 8"
+					alignedPart = name
+				} else {
+					name += ", a dimension not a multiple of 8"
+					misaligned = name
+				}
 			}
-			groups[r.Sweep] = append(groups[r.Sweep], r)
+			if _, ok := groups[name]; !ok {
+				order = append(order, name)
+			}
+			groups[name] = append(groups[name], r)
 		}
 		for _, s := range order {
 			var abs, sig []float64
@@ -428,6 +448,14 @@ func KernelReport(rows, dense []KernelRow, cook, layer []CookbookRow) (string, e
 			}
 			fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %d×%d×%d×%d: %.0f / %.0f |\n", s, stat, len(abs), pct(Quantile(abs, 0.5)),
 				pct(Quantile(abs, 0.9)), signedPct(Quantile(sig, 0.5)), big.Batch, big.M, big.N, big.K, fl(big)/big.MeasuredS/1e12, fl(big)/big.PredS/1e12)
+		}
+		if misaligned != "" {
+			fmt.Fprintf(&b, "\nWhat the model lacks here is alignment (%s, against %s): NVIDIA's matrix-multiplication guide asks for "+
+				"dimensions in multiples of 16 bytes (8 fp16 elements) for the most efficient Tensor Core kernels, and cuBLAS runs other "+
+				"shapes with narrower loads. The narrow sweep (27,648 × n × 4,096) steps up at every n that is no multiple of 8, and more "+
+				"above n = 128; the model prices every shape as the aligned kernels run it. All of Vidur's shapes are aligned (the tokens "+
+				"are no operand's leading dimension), and so are the presets' hidden, head, expert and vocabulary sizes, but not every "+
+				"Hugging Face config's: GPT-2's vocabulary of 50,257 is one, which nanoGPT pads to 50,304 for efficiency.\n", misaligned, alignedPart)
 		}
 	}
 	if len(layer) > 0 {
@@ -570,4 +598,15 @@ func writeByTP(b *strings.Builder, rows []KernelRow) error {
 		"the vocabulary (vidur/profiling/mlp/mlp_wrapper.py), range over a table eight times smaller at TP 8. Neither is " +
 		"a shape the model can price; sustained runs (training, large batches) are the TP 1 case.\n")
 	return nil
+}
+
+// aligned16 says whether every dimension of a cookbook GEMM is a multiple
+// of 8 elements (16 bytes in fp16).
+func aligned16(r CookbookRow) bool { return r.M%8 == 0 && r.N%8 == 0 && r.K%8 == 0 }
+
+func boolIndex(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
