@@ -2,7 +2,7 @@
 
 The trace is the Trace Event Format's JSON object form: one complete event
 ("ph": "X") per task, one process per rank and one thread per stream
-(compute, tp, dp, pp), times in microseconds. Open it at
+(compute, tp, cp, dp, pp, ep), times in microseconds. Open it at
 https://ui.perfetto.dev or chrome://tracing.
 """
 
@@ -16,7 +16,7 @@ from typing import Any, Union
 
 import pyarrow as pa
 
-_STREAMS = ["compute", "tp", "dp", "pp"]
+_STREAMS = ["compute", "tp", "cp", "dp", "pp", "ep"]
 
 
 def _timeline(result: Any) -> pa.Table:
@@ -25,6 +25,8 @@ def _timeline(result: Any) -> pa.Table:
     tables = getattr(result, "tables", None)
     if tables is None or "timeline" not in tables:
         raise ValueError("write_perfetto needs a Result with a 'timeline' table (training or inference) or that table")
+    if tables["timeline"].num_rows == 0:
+        raise ValueError("the timeline has no rows: the spec's timeline_ranks recorded none ([-1]); list the ranks to trace")
     return tables["timeline"]
 
 

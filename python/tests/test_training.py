@@ -96,3 +96,8 @@ def test_perfetto_needs_a_timeline(tmp_path):
     r = eidolon.run({"kind": "selftest", "iterations": 2}, progress=False)
     with pytest.raises(ValueError, match="timeline"):
         r.to_perfetto(tmp_path / "x.json")
+    quiet = eidolon.run({"kind": "training", "model": {"preset": "gpt-22b", "layers": 2}, "gpu": "a100-80gb-sxm",
+                         "cluster": {"preset": "dgx-a100", "nodes": 1}, "parallel": {"tp": 8, "global_batch": 1},
+                         "seq_len": 512, "timeline_ranks": [-1]}, progress=False)
+    with pytest.raises(ValueError, match="timeline_ranks recorded none"):
+        quiet.to_perfetto(tmp_path / "x.json")
