@@ -15,13 +15,17 @@ import (
 )
 
 // Shape is what one engine iteration computes: Tokens in all (prefill chunk
-// tokens plus one per decoding sequence), Logits sequences that sample a
-// token, Decode sequences decoding against DecodeKV cached tokens on
-// average, and the prefill chunks.
+// tokens, one per decoding sequence, 1 + drafts per verifying one), Logits
+// the positions whose logits are computed (a sampling sequence's last, a
+// verification's every query token), Decode sequences decoding against
+// DecodeKV cached tokens on average, Verify sequences verifying drafts
+// (speculative decoding) with VerifyQuery query tokens each against
+// VerifyKV cached tokens on average, and the prefill chunks.
 type Shape struct {
-	Tokens, Logits   int
-	Decode, DecodeKV int
-	Chunks           []Chunk
+	Tokens, Logits                int
+	Decode, DecodeKV              int
+	Verify, VerifyQuery, VerifyKV int
+	Chunks                        []Chunk
 }
 
 // Chunk is Query prompt tokens of one sequence computed against Context
@@ -104,7 +108,7 @@ type Pricer struct {
 	// denseComm is the collectives' and transfers' share of dense's device time.
 	denseComm map[denseKey]float64
 	head      map[partKey]exec.Issue
-	dec       map[[2]int]compute.Cost
+	dec       map[[3]int]compute.Cost
 	pre       map[[2]int]float64
 	comm      map[commKey]float64
 }
@@ -188,7 +192,7 @@ func NewPricer(m *exec.Machine, faults net.FaultPlan, seed uint64, cfg model.Con
 	tp, pp := e.TP, e.PP
 	p := &Pricer{gpu: gpu, ev: compute.NewEvaluator(gpu), cfg: cfg, tp: tp, pp: pp, dtype: e.DType,
 		kvDType: e.KVDType, kvBytes: model.KVBytes(e.KVDType, e.DType), weightDType: e.WeightDType, host: e.Host, expertsInTP: e.ExpertsInTP, fusedAddNorm: e.FusedAddNorm, xqaDecode: e.XQADecode, ep: max(e.EP, 1), a2aBackend: e.A2ABackend, a2a: map[a2aKey]float64{},
-		dense: map[denseKey][]exec.Issue{}, denseComm: map[denseKey]float64{}, head: map[partKey]exec.Issue{}, dec: map[[2]int]compute.Cost{}, pre: map[[2]int]float64{},
+		dense: map[denseKey][]exec.Issue{}, denseComm: map[denseKey]float64{}, head: map[partKey]exec.Issue{}, dec: map[[3]int]compute.Cost{}, pre: map[[2]int]float64{},
 		comm: map[commKey]float64{}}
 	g, err := model.Build(cfg, p.run(1, 1))
 	if err != nil {
@@ -686,25 +690,42 @@ func (p *Pricer) attention(sh *Shape) (float64, int, error) {
 		dev += v
 	}
 	kernels := 1
-	if sh.Decode > 0 {
-		k := [2]int{sh.Decode, p.bucketKV(sh.DecodeKV)}
-		c, ok := p.dec[k]
-		if !ok {
-			o := model.NewDecodeAttention("attn.decode", p.dtype, p.kvBytes, int64(sh.Decode), p.hs, p.kvs, int64(k[1])+1, p.hd)
-			o.XQA = p.xqaDecode
-			if p.cfg.IsMLA() {
-				o = model.MLADecodeAttention(p.cfg, p.dtype, p.kvBytes, int64(sh.Decode), p.hs, int64(k[1])+1)
-			}
-			var err error
-			if c, err = p.ev.Op(o); err != nil {
-				return 0, 0, err
-			}
-			p.dec[k] = c
+	for _, d := range [...][3]int{{sh.Decode, sh.DecodeKV, 1}, {sh.Verify, sh.VerifyKV, sh.VerifyQuery}} {
+		if d[0] == 0 {
+			continue
+		}
+		c, err := p.decode(d[0], d[1], d[2])
+		if err != nil {
+			return 0, 0, err
 		}
 		dev += c.TimeS
 		kernels = max(kernels, c.Kernels)
 	}
 	return dev, kernels, nil
+}
+
+// decode is the decode attention of seqs sequences of queries query tokens
+// each against kv cached tokens on average. A verification's drafts (queries
+// > 1) attend as further query heads sharing each KV head, as
+// FlashAttention packs a GQA group's queries into the rows of one tile: the
+// cache is read once a sequence, the math grows with the queries.
+func (p *Pricer) decode(seqs, kv, queries int) (compute.Cost, error) {
+	k := [3]int{seqs, p.bucketKV(kv), queries}
+	if c, ok := p.dec[k]; ok {
+		return c, nil
+	}
+	heads := p.hs * int64(queries)
+	o := model.NewDecodeAttention("attn.decode", p.dtype, p.kvBytes, int64(seqs), heads, p.kvs, int64(k[1])+int64(queries), p.hd)
+	o.XQA = p.xqaDecode
+	if p.cfg.IsMLA() {
+		o = model.MLADecodeAttention(p.cfg, p.dtype, p.kvBytes, int64(seqs), heads, int64(k[1])+int64(queries))
+	}
+	c, err := p.ev.Op(o)
+	if err != nil {
+		return c, err
+	}
+	p.dec[k] = c
+	return c, nil
 }
 
 // Iteration is the time of one engine iteration of the shape from its

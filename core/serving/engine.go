@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 )
 
 // Config is the engine configuration of every replica.
@@ -49,6 +50,19 @@ type Config struct {
 	// top. Such an iteration starts its kernels StepS + StepSPerSeq·n after
 	// it is scheduled.
 	StepS, StepSPerSeq float64
+	// SpecTokens is the draft tokens each decoding sequence proposes an
+	// iteration (speculative decoding, vLLM's num_speculative_tokens; 0:
+	// none), as many as its output has left. The iteration verifies them:
+	// 1 + SpecTokens query tokens a sequence, each with its logits. Each
+	// draft is kept with probability AcceptRate if the ones before it were,
+	// and the target adds one token of its own, so a step yields 1 to
+	// SpecTokens + 1 tokens, (1 − α^(k+1)) / (1 − α) on average (Leviathan
+	// et al. 2023: rejection sampling keeps the target's distribution, so
+	// the drafter sets only how many tokens a step yields). SpecRand draws
+	// the acceptances.
+	SpecTokens int
+	AcceptRate float64
+	SpecRand   *rand.Rand
 }
 
 // Coster prices an iteration of one replica: Stages appends each pipeline
@@ -78,6 +92,13 @@ type Replica struct {
 	// BlockBytes is one KV block on one GPU (swap time).
 	BlockBytes float64
 	Role       Role
+	// Draft is the drafter's time in an iteration of the shape: its pass
+	// over the prefill chunks (its own cache of the prompts) and its
+	// Config.SpecTokens passes proposing the verifying sequences' next
+	// drafts, run after the target and before the iteration's tokens are
+	// returned (vLLM V1's propose step); nil costs nothing (n-gram lookup
+	// on the CPU).
+	Draft func(sh *Shape) (float64, error)
 }
 
 // Request is one request of the workload.
@@ -130,11 +151,14 @@ type RequestOut struct {
 	TransferS                        float64
 }
 
-// Iteration is one engine iteration.
+// Iteration is one engine iteration. DecodeTokens counts every token of
+// the decoding sequences, their drafts included; with speculative decoding
+// Verifying of them verify DraftTokens drafts and keep AcceptedTokens.
 type Iteration struct {
 	Replica                                   int
 	StartS, DurationS                         float64
 	Sequences, PrefillTokens, DecodeTokens    int
+	Verifying, DraftTokens, AcceptedTokens    int
 	KVBlocksUsed, KVBlocks, Preempted, Queued int
 }
 
@@ -179,9 +203,14 @@ type rep struct {
 	pendingPreempts int
 }
 
+// sched is a request's share of an iteration: n tokens, of which spec are
+// drafts to verify, gain the tokens it yields (drafts kept and the
+// target's own) when spec > 0.
 type sched struct {
-	r int32
-	n int
+	r    int32
+	n    int
+	spec int
+	gain int
 }
 
 // batch is an iteration in flight: its requests and their tokens.
@@ -599,6 +628,8 @@ func (s *Sim) startIteration(r *rep) error {
 			continue
 		}
 		n := min(s.numTokens(id)-s.st[id].computed, cfg.ChunkTokens, budget)
+		spec := s.drafts(id, n, budget)
+		n += spec
 		ok := true
 		for !s.allocate(r, id, s.st[id].computed+n) {
 			v := s.victim(r)
@@ -626,7 +657,11 @@ func (s *Sim) startIteration(r *rep) error {
 		if !ok {
 			break
 		}
-		r.sched = append(r.sched, sched{id, n})
+		x := sched{r: id, n: n, spec: spec}
+		if spec > 0 {
+			x.gain = s.accept(spec)
+		}
+		r.sched = append(r.sched, x)
 		budget -= n
 	}
 	// Then waiting requests, if nothing was preempted (or the preemptions
@@ -656,7 +691,7 @@ func (s *Sim) startIteration(r *rep) error {
 			st.started = true
 			q.ScheduledS = s.now
 		}
-		r.sched = append(r.sched, sched{id, n})
+		r.sched = append(r.sched, sched{r: id, n: n})
 		budget -= n
 	}
 	if r.head > 4096 && r.head*2 > len(r.waiting) {
@@ -676,15 +711,27 @@ func (s *Sim) startIteration(r *rep) error {
 	}
 	sh := &s.shape
 	sh.Tokens, sh.Logits, sh.Decode, sh.DecodeKV = 0, 0, 0, 0
+	sh.Verify, sh.VerifyQuery, sh.VerifyKV = 0, 0, 0
 	sh.Chunks = sh.Chunks[:0]
 	pre, dec, kv := 0, 0, 0
+	ver, verQ, verKV, drafts, kept := 0, 0, 0, 0, 0
 	for _, x := range r.sched {
 		st := &s.st[x.r]
 		sh.Tokens += x.n
-		if x.n == 1 && st.computed > 0 {
+		switch {
+		case x.spec > 0:
+			// A verification: every query token's logits are computed.
+			ver++
+			verQ += x.n
+			verKV += st.computed
+			drafts += x.spec
+			kept += x.gain - 1
+			sh.Logits += x.n
+			continue
+		case x.n == 1 && st.computed > 0:
 			dec++
 			kv += st.computed
-		} else {
+		default:
 			pre += x.n
 			sh.Chunks = append(sh.Chunks, Chunk{Query: x.n, Context: st.computed})
 		}
@@ -696,11 +743,21 @@ func (s *Sim) startIteration(r *rep) error {
 	if dec > 0 {
 		sh.DecodeKV = (kv + dec/2) / dec
 	}
+	if ver > 0 {
+		sh.Verify, sh.VerifyQuery, sh.VerifyKV = ver, ceilDiv(verQ, ver), (verKV+ver/2)/ver
+	}
 	st, err := r.Cost.Stages(sh, r.stageTimes)
 	if err != nil {
 		return err
 	}
 	r.stageTimes = st
+	if r.Draft != nil && (ver > 0 || pre > 0) {
+		d, err := r.Draft(sh)
+		if err != nil {
+			return err
+		}
+		st[len(st)-1] += d
+	}
 	if len(r.stageFree) != len(st) {
 		r.stageFree = make([]float64, len(st))
 	}
@@ -725,8 +782,9 @@ func (s *Sim) startIteration(r *rep) error {
 	r.inflight = append(r.inflight, b)
 	r.iterations++
 	s.out.Iterations = append(s.out.Iterations, Iteration{Replica: r.idx, StartS: s.now, DurationS: d,
-		Sequences: len(r.sched), PrefillTokens: pre, DecodeTokens: dec, KVBlocksUsed: r.Blocks - r.free - r.evictable,
-		KVBlocks: r.Blocks, Preempted: r.pendingPreempts, Queued: len(r.waiting) - r.head})
+		Sequences: len(r.sched), PrefillTokens: pre, DecodeTokens: dec + verQ, Verifying: ver, DraftTokens: drafts, AcceptedTokens: kept,
+		KVBlocksUsed: r.Blocks - r.free - r.evictable,
+		KVBlocks:     r.Blocks, Preempted: r.pendingPreempts, Queued: len(r.waiting) - r.head})
 	r.pendingPreempts = 0
 	s.push(end, evIteration, int32(r.idx))
 	if len(st) > 1 {
@@ -779,7 +837,13 @@ func (s *Sim) finishIteration(r *rep) error {
 		st.inflight = false
 		q := &s.reqs[x.r]
 		complete := s.numTokens(x.r)
-		st.computed += x.n
+		// A verification keeps the drafts accepted and the target's own
+		// token: the rejected drafts' cache slots are written again.
+		adv, gen := x.n, 1
+		if x.spec > 0 {
+			adv, gen = x.gain, x.gain
+		}
+		st.computed += adv
 		// Register a computed shared prefix (its full blocks move to the cache).
 		if s.cfg.PrefixCaching && q.Prefix >= 0 && st.shared == 0 && q.PrefixTokens >= bt && st.computed >= q.PrefixTokens {
 			if _, ok := r.prefixes[q.Prefix]; !ok {
@@ -793,7 +857,7 @@ func (s *Sim) finishIteration(r *rep) error {
 		if st.computed < complete {
 			continue
 		}
-		st.generated++
+		st.generated += gen
 		if st.generated == 1 {
 			st.lastTok = s.now
 			if r.Role == Prefill {
@@ -822,6 +886,29 @@ func (s *Sim) finishIteration(r *rep) error {
 	}
 	r.running = keep
 	return nil
+}
+
+// drafts is the draft tokens running request id verifies this iteration
+// when it would compute n tokens: with speculative decoding a decoding
+// request (one token to compute) proposes Config.SpecTokens, no more than
+// its output has left and the budget allows.
+func (s *Sim) drafts(id int32, n, budget int) int {
+	st := &s.st[id]
+	if s.cfg.SpecTokens == 0 || n != 1 || st.generated == 0 {
+		return 0
+	}
+	return max(0, min(s.cfg.SpecTokens, s.reqs[id].Output-st.generated-1, budget-1))
+}
+
+// accept draws the tokens a verification of spec drafts yields: the drafts
+// kept in order, each with probability Config.AcceptRate, and the target's
+// own.
+func (s *Sim) accept(spec int) int {
+	a := 0
+	for a < spec && s.cfg.SpecRand.Float64() < s.cfg.AcceptRate {
+		a++
+	}
+	return a + 1
 }
 
 func (s *Sim) finish(id int32) {

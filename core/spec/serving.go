@@ -158,7 +158,43 @@ type ServingEngine struct {
 	// model's experts spread whole over a replica's TP ranks (vLLM's
 	// --enable-expert-parallel).
 	EnableExpertParallel bool `json:"enable_expert_parallel,omitempty"`
+	// Speculative decoding (vLLM's speculative_config); nil: none.
+	Speculative *ServingSpeculative `json:"speculative,omitempty"`
 }
+
+// ServingSpeculative is speculative decoding as vLLM V1 runs it: every
+// decoding sequence proposes NumSpeculativeTokens draft tokens an
+// iteration, which the target verifies in its next (1 + k query tokens a
+// sequence, their logits all computed); a draft is kept with probability
+// PerTokenAcceptance α if the ones before it were, and the target adds a
+// token of its own, so a step yields 1 to k + 1 tokens, a mean acceptance
+// length of (1 − α^(k+1)) / (1 − α) (Leviathan et al. 2023, arXiv
+// 2211.17192: rejection sampling keeps the target's output distribution,
+// so the drafter sets only how many tokens a step yields). α depends on the
+// drafter and the data: about 0.8 for EAGLE's draft head on chat
+// benchmarks (Li et al. 2024, arXiv 2401.15077, its acceptance rate of
+// chain drafts). vLLM's "draft acceptance rate" (drafts kept over drafts
+// proposed) is lower than α, as the drafts after a rejection are not
+// kept: the summary reports it beside the mean acceptance length.
+type ServingSpeculative struct {
+	// Method: "ngram" (prompt lookup on the CPU, vLLM's [ngram]: the
+	// drafts cost the GPUs nothing) or "draft_model" (DraftModel proposes
+	// them on the replica's GPUs at its TP: its pass over each prefill
+	// chunk, then k decode passes over the verifying sequences an
+	// iteration, its weights and KV cache beside the target's in memory).
+	// An EAGLE head is about one decoder layer of the target with its
+	// output layer: {"preset": <target>, "layers": 1}.
+	Method               string  `json:"method"`
+	NumSpeculativeTokens int     `json:"num_speculative_tokens"`
+	PerTokenAcceptance   float64 `json:"per_token_acceptance"`
+	DraftModel           *Model  `json:"draft_model,omitempty"`
+}
+
+// Speculative decoding methods (ServingSpeculative.Method).
+const (
+	SpecNgram      = "ngram"
+	SpecDraftModel = "draft_model"
+)
 
 // ServingWorkload is how requests arrive.
 type ServingWorkload struct {
@@ -470,6 +506,7 @@ func (s *Serving) Validate(p *Problems) {
 	if e.PrefixHitRate < 0 || e.PrefixHitRate >= 1 {
 		p.Addf("engine.prefix_hit_rate", "must be in [0, 1), got %g", e.PrefixHitRate)
 	}
+	s.validateSpeculative(p)
 	w := s.Workload
 	if p.OneOf("workload.arrival", w.Arrival, []string{"poisson", "gamma", "closed_loop", "trace"}) {
 		switch w.Arrival {
@@ -580,5 +617,33 @@ func (s *Serving) validateTrace(p *Problems) {
 	}
 	if s.Workload.Requests != 0 || s.Workload.DurationS != 0 {
 		p.Addf("workload.requests", "a trace sends its own requests; leave requests and duration_s unset")
+	}
+}
+
+// validateSpeculative checks engine.speculative.
+func (s *Serving) validateSpeculative(p *Problems) {
+	sp := s.Engine.Speculative
+	if sp == nil {
+		return
+	}
+	const path = "engine.speculative"
+	if p.OneOf(Field(path, "method"), sp.Method, []string{SpecNgram, SpecDraftModel}) {
+		switch {
+		case sp.Method == SpecDraftModel && sp.DraftModel == nil:
+			p.Addf(Field(path, "draft_model"), "required for method %q: the model that proposes the drafts", SpecDraftModel)
+		case sp.Method != SpecDraftModel && sp.DraftModel != nil:
+			p.Addf(Field(path, "draft_model"), "applies to method %q only, not %q", SpecDraftModel, sp.Method)
+		}
+	}
+	p.IntInRange(Field(path, "num_speculative_tokens"), sp.NumSpeculativeTokens, 1, 64)
+	p.InRange(Field(path, "per_token_acceptance"), sp.PerTokenAcceptance, 0, 1)
+	if sp.DraftModel != nil {
+		sp.DraftModel.Validate(p, Field(path, "draft_model"))
+	}
+	if s.PP > 1 {
+		p.Addf(path, "verifies drafts on one pipeline stage (vLLM V1 has no speculative decoding with pipeline parallelism): needs pp 1, got %d", s.PP)
+	}
+	if s.EP > 1 {
+		p.Addf(path, "needs ep 1 (data-parallel attention ranks are not modelled with drafts), got %d", s.EP)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 
 	"github.com/eidolon-sim/eidolon/core/compile"
 	"github.com/eidolon-sim/eidolon/core/exec"
@@ -84,6 +85,11 @@ type IterationRow struct {
 	Sequences     int `arrow:"sequences"`
 	PrefillTokens int `arrow:"prefill_tokens"`
 	DecodeTokens  int `arrow:"decode_tokens"`
+	// Speculative decoding: VerifyingSequences of the decoding ones verify
+	// DraftTokens drafts (counted in DecodeTokens) and keep AcceptedTokens.
+	VerifyingSequences int `arrow:"verifying_sequences"`
+	DraftTokens        int `arrow:"draft_tokens"`
+	AcceptedTokens     int `arrow:"accepted_tokens"`
 	// KVBlocksUsed after this iteration's allocation, of KVBlocks.
 	KVBlocksUsed int `arrow:"kv_blocks_used"`
 	KVBlocks     int `arrow:"kv_blocks"`
@@ -124,13 +130,19 @@ type SummaryRow struct {
 	KVUtilizationMean float64 `arrow:"kv_utilization_mean"`
 	KVUtilizationMax  float64 `arrow:"kv_utilization_max"`
 	Preemptions       int     `arrow:"preemptions"`
-	Iterations        int     `arrow:"iterations"`
-	MeanBatchSeqs     float64 `arrow:"mean_batch_sequences"`
-	GPUs              int     `arrow:"gpus"`
-	Replicas          int     `arrow:"replicas"`
-	PrefillReplicas   int     `arrow:"prefill_replicas"`
-	KVBlocksReplica   int     `arrow:"kv_blocks_per_replica"`
-	SimulatedS        float64 `arrow:"simulated_s"`
+	// Speculative decoding, over every iteration, as vLLM's metrics count
+	// them (0 without): DraftAcceptanceRate the share of the verified
+	// drafts kept, MeanAcceptanceLength the tokens a verification yields
+	// (the drafts kept and the target's own).
+	DraftAcceptanceRate  float64 `arrow:"draft_acceptance_rate"`
+	MeanAcceptanceLength float64 `arrow:"mean_acceptance_length"`
+	Iterations           int     `arrow:"iterations"`
+	MeanBatchSeqs        float64 `arrow:"mean_batch_sequences"`
+	GPUs                 int     `arrow:"gpus"`
+	Replicas             int     `arrow:"replicas"`
+	PrefillReplicas      int     `arrow:"prefill_replicas"`
+	KVBlocksReplica      int     `arrow:"kv_blocks_per_replica"`
+	SimulatedS           float64 `arrow:"simulated_s"`
 }
 
 // Outcome is a simulated serving run.
@@ -189,6 +201,21 @@ func servedModel(s *spec.Serving) model.Config {
 	return cfg
 }
 
+// hasSSM says whether a model has SSM blocks.
+func hasSSM(c model.Config) bool {
+	return c.Family == model.Mamba || c.Family == model.Mamba2 || strings.ContainsRune(c.Pattern, model.PatSSM)
+}
+
+// draftModel is a validated spec's draft model, if its speculative
+// decoding has one.
+func draftModel(s *spec.Serving) (model.Config, bool) {
+	sp := s.Engine.Speculative
+	if sp == nil || sp.DraftModel == nil {
+		return model.Config{}, false
+	}
+	return sp.DraftModel.Resolve()
+}
+
 // compileSpec compiles a validated spec's cluster, GPU and faults and
 // checks its layout against them.
 func compileSpec(s *spec.Serving) (*topo.Topology, hw.GPU, net.FaultPlan, error) {
@@ -218,11 +245,11 @@ func compileSpec(s *spec.Serving) (*topo.Topology, hw.GPU, net.FaultPlan, error)
 		}
 		p.Addf(field, "%s", fp.Message)
 	}
-	for _, b := range cfg.Pattern {
-		if b == model.PatSSM {
-			p.Addf("model", "serving models attention blocks only (a KV cache per token); %q has SSM blocks", cfg.Name)
-			break
-		}
+	if hasSSM(cfg) {
+		p.Addf("model", "serving models attention blocks only (a KV cache per token); %q has SSM blocks", cfg.Name)
+	}
+	if d, ok := draftModel(s); ok && hasSSM(d) {
+		p.Addf("engine.speculative.draft_model", "serving models attention blocks only (a KV cache per token); %q has SSM blocks", d.Name)
 	}
 	if err := p.Err(); err != nil {
 		return nil, g, net.FaultPlan{}, err
@@ -258,9 +285,10 @@ func Build(ctx context.Context, s *spec.Serving) (*Setup, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		pr, err := sv.NewPricer(m, faults, s.Seed, cfg, r, sv.Engine{TP: s.TP, PP: s.PP, DType: hw.DType(s.DType),
+		eng := sv.Engine{TP: s.TP, PP: s.PP, DType: hw.DType(s.DType),
 			KVDType: spec.StorageDType(e.KVCacheDType), WeightDType: spec.StorageDType(e.WeightDType), Host: host, TPAllReduce: spec.TPAllReduce(e.CustomAllReduce, e.CustomAllReduceEngine), ExpertsInTP: e.EnableExpertParallel,
-			FusedAddNorm: e.FusedAddNorm, XQADecode: e.DecodeAttention == spec.DecodeXQA, EP: s.EP, A2ABackend: e.All2AllBackend})
+			FusedAddNorm: e.FusedAddNorm, XQADecode: e.DecodeAttention == spec.DecodeXQA, EP: s.EP, A2ABackend: e.All2AllBackend}
+		pr, err := sv.NewPricer(m, faults, s.Seed, cfg, r, eng)
 		if err != nil {
 			return nil, err
 		}
@@ -279,6 +307,18 @@ func Build(ctx context.Context, s *spec.Serving) (*Setup, error) {
 			classes = append(classes, class{sig, pr})
 		}
 		st.Pricers = append(st.Pricers, pr)
+		draft, err := drafter(m, faults, s, r, eng)
+		if err != nil {
+			return nil, err
+		}
+		kvPerToken := func(stg int) float64 {
+			if draft.p != nil {
+				// The drafter keeps a cache of its own, block for block
+				// with the target's (one pipeline stage).
+				return pr.KVBytesPerToken(stg) + draft.p.KVBytesPerToken(0)
+			}
+			return pr.KVBytesPerToken(stg)
+		}
 		blocks := e.KVBlocks
 		if blocks == 0 {
 			blocks = math.MaxInt
@@ -287,8 +327,15 @@ func Build(ctx context.Context, s *spec.Serving) (*Setup, error) {
 				if err != nil {
 					return nil, err
 				}
+				if draft.p != nil {
+					dw, da, err := draft.p.StageMemory(0, e.MaxNumBatchedTokens)
+					if err != nil {
+						return nil, err
+					}
+					w, a = w+dw, max(a, da)
+				}
 				left := e.GPUMemoryUtilization*float64(g.HBMBytes) - w - a
-				b := int(left / (pr.KVBytesPerToken(stg) * float64(e.BlockTokens)))
+				b := int(left / (kvPerToken(stg) * float64(e.BlockTokens)))
 				if b <= 0 {
 					return nil, fmt.Errorf("the model does not fit: %.3g GB of weights and %.3g GB of activations per GPU of stage %d leave no KV cache in %.0f %% of %.3g GB",
 						w/1e9, a/1e9, stg, 100*e.GPUMemoryUtilization, float64(g.HBMBytes)/1e9)
@@ -306,7 +353,7 @@ func Build(ctx context.Context, s *spec.Serving) (*Setup, error) {
 			}
 		}
 		st.Replicas = append(st.Replicas, sv.Replica{Cost: pr, Blocks: blocks,
-			BlockBytes: pr.KVBytesPerToken(0) * float64(e.BlockTokens), Role: role})
+			BlockBytes: kvPerToken(0) * float64(e.BlockTokens), Role: role, Draft: draft.cost})
 	}
 	// The engine limits are each data-parallel rank's (vLLM and SGLang set
 	// them per rank): a replica of ep ranks schedules ep times as much.
@@ -314,6 +361,10 @@ func Build(ctx context.Context, s *spec.Serving) (*Setup, error) {
 		ChunkTokens: e.ChunkTokens, BlockTokens: e.BlockTokens, Preemption: e.Preemption,
 		SwapBytesPerS: e.SwapBandwidthBytesPerS, PrefixCaching: *e.PrefixCaching, PrefixHitRate: e.PrefixHitRate,
 		FrontendS: e.FrontendS, FrontendSPerToken: *e.FrontendSPerToken, StepS: e.StepOverheadS, StepSPerSeq: e.StepOverheadSPerSeq}
+	if sp := e.Speculative; sp != nil {
+		st.Config.SpecTokens, st.Config.AcceptRate = sp.NumSpeculativeTokens, sp.PerTokenAcceptance
+		st.Config.SpecRand = rng.Stream(s.Seed, "serving.speculative")
+	}
 	if !st.Config.Chunked {
 		st.Config.ChunkTokens = e.MaxNumBatchedTokens
 	}
@@ -345,6 +396,57 @@ func Build(ctx context.Context, s *spec.Serving) (*Setup, error) {
 		return f.t1 + (float64(tokens)*kvPerToken-b1)*f.slope, nil
 	}
 	return st, nil
+}
+
+// draft is a replica's drafter: its pricer (nil for n-gram lookup) and
+// what it costs an iteration (sv.Replica.Draft).
+type draft struct {
+	p    *sv.Pricer
+	cost func(sh *sv.Shape) (float64, error)
+}
+
+// drafter is replica r's drafter under the spec's speculative decoding: a
+// draft model on the replica's GPUs, run as the target is (its TP, types
+// and host), or nothing.
+func drafter(m *exec.Machine, faults net.FaultPlan, s *spec.Serving, r int, e sv.Engine) (draft, error) {
+	cfg, ok := draftModel(s)
+	if !ok {
+		return draft{}, nil
+	}
+	e.ExpertsInTP = e.ExpertsInTP && cfg.IsMoE()
+	p, err := sv.NewPricer(m, faults, s.Seed, cfg, r, e)
+	if err != nil {
+		return draft{}, fmt.Errorf("engine.speculative.draft_model: %w", err)
+	}
+	k := s.Engine.Speculative.NumSpeculativeTokens
+	var prefill, propose sv.Shape
+	return draft{p, func(sh *sv.Shape) (float64, error) {
+		// Its pass over the prefill chunks, for its own cache of the
+		// prompts (the last token of each finished prompt sampled).
+		t := 0.0
+		if len(sh.Chunks) > 0 {
+			prefill.Chunks = append(prefill.Chunks[:0], sh.Chunks...)
+			prefill.Tokens, prefill.Logits = 0, 0
+			for _, c := range sh.Chunks {
+				prefill.Tokens += c.Query
+			}
+			d, err := p.Iteration(&prefill)
+			if err != nil {
+				return 0, err
+			}
+			t += d
+		}
+		// k passes proposing the next drafts of the verifying sequences.
+		if sh.Verify > 0 {
+			propose = sv.Shape{Tokens: sh.Verify, Logits: sh.Verify, Decode: sh.Verify, DecodeKV: sh.VerifyKV}
+			d, err := p.Iteration(&propose)
+			if err != nil {
+				return 0, err
+			}
+			t += float64(k) * d
+		}
+		return t, nil
+	}}, nil
 }
 
 func equal(a, b []float64) bool {
@@ -434,6 +536,7 @@ func Simulate(env scenario.Env, s *spec.Serving) (*Outcome, error) {
 	for _, it := range out.Iterations {
 		o.Iterations = append(o.Iterations, IterationRow{Replica: it.Replica, StartS: it.StartS, DurationS: it.DurationS,
 			Sequences: it.Sequences, PrefillTokens: it.PrefillTokens, DecodeTokens: it.DecodeTokens,
+			VerifyingSequences: it.Verifying, DraftTokens: it.DraftTokens, AcceptedTokens: it.AcceptedTokens,
 			KVBlocksUsed: it.KVBlocksUsed, KVBlocks: it.KVBlocks, Preempted: it.Preempted, Queued: it.Queued})
 	}
 	o.Summary = Summarize(o.Requests, o.Iterations, s.SLO)
@@ -551,7 +654,11 @@ func Summarize(rows []RequestRow, its []IterationRow, slo spec.ServingSLO) Summa
 	stats(itl, &sum.ITLSMean, &sum.ITLSP50, &sum.ITLSP90, &sum.ITLSP99)
 	stats(e2e, &sum.E2ESMean, &sum.E2ESP50, &sum.E2ESP90, &sum.E2ESP99)
 	busy, kv, seqs := 0.0, 0.0, 0.0
+	verifies, drafts, kept := 0, 0, 0
 	for _, it := range its {
+		verifies += it.VerifyingSequences
+		drafts += it.DraftTokens
+		kept += it.AcceptedTokens
 		u := float64(it.KVBlocksUsed) / float64(max(it.KVBlocks, 1))
 		busy += it.DurationS
 		kv += u * it.DurationS
@@ -560,6 +667,10 @@ func Summarize(rows []RequestRow, its []IterationRow, slo spec.ServingSLO) Summa
 	}
 	if busy > 0 {
 		sum.KVUtilizationMean = kv / busy
+	}
+	if drafts > 0 {
+		sum.DraftAcceptanceRate = float64(kept) / float64(drafts)
+		sum.MeanAcceptanceLength = float64(verifies+kept) / float64(verifies)
 	}
 	sum.Iterations = len(its)
 	if len(its) > 0 {
