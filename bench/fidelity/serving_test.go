@@ -44,6 +44,9 @@ func TestServingFidelityTable(t *testing.T) {
 		"16 MiB median agreeing) and %.0f %% more on the line, and pays %.1f ms less a request whatever its prompt.\n",
 		1e3*ref.InterceptS, 1e6*ref.SlopeS, 100*ref.WorstResidual, 1e3*sim.InterceptS, 1e6*sim.SlopeS, 100*sim.WorstResidual,
 		100*(sim.SlopeS/ref.SlopeS-1), 1e3*(ref.InterceptS-sim.InterceptS))
+	spec, err := SpecDecodeRows(context.Background(), 3, 1000, []int{1, 8, 16, 32, 64})
+	require.NoError(t, err)
+	doc += SpecDecodeReport(spec)
 	checkReport(t, "SERVING_FIDELITY.md", "ServingFidelityTable", doc)
 }
 
