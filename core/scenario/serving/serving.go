@@ -272,9 +272,11 @@ func Build(ctx context.Context, s *spec.Serving) (*Setup, error) {
 		return nil, err
 	}
 	st := &Setup{Topo: t, GPU: g}
+	// Replicas whose pricers time alike share one pricer, and one drafter.
 	type class struct {
 		sig []float64
 		p   *sv.Pricer
+		d   draft
 	}
 	var classes []class
 	e := s.Engine
@@ -296,26 +298,26 @@ func Build(ctx context.Context, s *spec.Serving) (*Setup, error) {
 		if err != nil {
 			return nil, err
 		}
+		var drafts draft
 		found := false
 		for _, c := range classes {
 			if equal(c.sig, sig) {
-				pr, found = c.p, true
+				pr, drafts, found = c.p, c.d, true
 				break
 			}
 		}
 		if !found {
-			classes = append(classes, class{sig, pr})
+			if drafts, err = drafter(m, faults, s, r, eng); err != nil {
+				return nil, err
+			}
+			classes = append(classes, class{sig, pr, drafts})
 		}
 		st.Pricers = append(st.Pricers, pr)
-		draft, err := drafter(m, faults, s, r, eng)
-		if err != nil {
-			return nil, err
-		}
 		kvPerToken := func(stg int) float64 {
-			if draft.p != nil {
+			if drafts.p != nil {
 				// The drafter keeps a cache of its own, block for block
 				// with the target's (one pipeline stage).
-				return pr.KVBytesPerToken(stg) + draft.p.KVBytesPerToken(0)
+				return pr.KVBytesPerToken(stg) + drafts.p.KVBytesPerToken(0)
 			}
 			return pr.KVBytesPerToken(stg)
 		}
@@ -327,8 +329,8 @@ func Build(ctx context.Context, s *spec.Serving) (*Setup, error) {
 				if err != nil {
 					return nil, err
 				}
-				if draft.p != nil {
-					dw, da, err := draft.p.StageMemory(0, e.MaxNumBatchedTokens)
+				if drafts.p != nil {
+					dw, da, err := drafts.p.StageMemory(0, e.MaxNumBatchedTokens)
 					if err != nil {
 						return nil, err
 					}
@@ -353,7 +355,7 @@ func Build(ctx context.Context, s *spec.Serving) (*Setup, error) {
 			}
 		}
 		st.Replicas = append(st.Replicas, sv.Replica{Cost: pr, Blocks: blocks,
-			BlockBytes: kvPerToken(0) * float64(e.BlockTokens), Role: role, Draft: draft.cost})
+			BlockBytes: kvPerToken(0) * float64(e.BlockTokens), Role: role, Draft: drafts.cost})
 	}
 	// The engine limits are each data-parallel rank's (vLLM and SGLang set
 	// them per rank): a replica of ep ranks schedules ep times as much.
