@@ -782,9 +782,9 @@ func (s *Sim) startIteration(r *rep) error {
 	r.inflight = append(r.inflight, b)
 	r.iterations++
 	s.out.Iterations = append(s.out.Iterations, Iteration{Replica: r.idx, StartS: s.now, DurationS: d,
-		Sequences: len(r.sched), PrefillTokens: pre, DecodeTokens: dec + verQ, Verifying: ver, DraftTokens: drafts, AcceptedTokens: kept,
-		KVBlocksUsed: r.Blocks - r.free - r.evictable,
-		KVBlocks:     r.Blocks, Preempted: r.pendingPreempts, Queued: len(r.waiting) - r.head})
+		Sequences: len(r.sched), PrefillTokens: pre, DecodeTokens: dec + verQ,
+		Verifying: ver, DraftTokens: drafts, AcceptedTokens: kept,
+		KVBlocksUsed: r.Blocks - r.free - r.evictable, KVBlocks: r.Blocks, Preempted: r.pendingPreempts, Queued: len(r.waiting) - r.head})
 	r.pendingPreempts = 0
 	s.push(end, evIteration, int32(r.idx))
 	if len(st) > 1 {
