@@ -75,6 +75,10 @@ type ServingSearch struct {
 	// engine.weight_dtype values (an FP8 cache, quantized weights).
 	KVCacheDType []string `json:"kv_cache_dtype,omitempty"`
 	WeightDType  []string `json:"weight_dtype,omitempty"`
+	// NumSpeculativeTokens lists engine.speculative.num_speculative_tokens
+	// values, 0 for none (needs engine.speculative: its method, acceptance
+	// and drafter).
+	NumSpeculativeTokens []int `json:"num_speculative_tokens,omitempty"`
 	// Attainment is the share of requests that must meet every SLO for a
 	// configuration to pass; default 0.9.
 	Attainment float64 `json:"attainment,omitempty"`
@@ -444,6 +448,12 @@ func (s *Serving) Validate(p *Problems) {
 		}
 		for i, v := range q.WeightDType {
 			p.OneOf(Index(Field("search", "weight_dtype"), i), v, WeightDTypes())
+		}
+		for i, v := range q.NumSpeculativeTokens {
+			p.IntInRange(Index(Field("search", "num_speculative_tokens"), i), v, 0, 64)
+		}
+		if len(q.NumSpeculativeTokens) > 0 && s.Engine.Speculative == nil {
+			p.Addf("search.num_speculative_tokens", "varies engine.speculative's drafts: give engine.speculative (its method and per_token_acceptance)")
 		}
 		if q.Attainment <= 0 || q.Attainment > 1 {
 			p.Addf("search.attainment", "must be in (0, 1], got %g", q.Attainment)

@@ -26,19 +26,22 @@ type ConfigRow struct {
 	ChunkTokens         int `arrow:"chunk_tokens"`
 	// ExpertParallel is the engine's enable_expert_parallel; KVCacheDType
 	// and WeightDType its kv_cache_dtype and weight_dtype.
-	ExpertParallel    bool    `arrow:"enable_expert_parallel"`
-	KVCacheDType      string  `arrow:"kv_cache_dtype"`
-	WeightDType       string  `arrow:"weight_dtype"`
-	GPUs              int     `arrow:"gpus"`
-	MeetsSLO          bool    `arrow:"meets_slo"`
-	SLOAttainment     float64 `arrow:"slo_attainment"`
-	GoodputRequestsPS float64 `arrow:"goodput_requests_per_s"`
-	RequestsPerS      float64 `arrow:"requests_per_s"`
-	TTFTSP90          float64 `arrow:"ttft_s_p90"`
-	TTFTSP99          float64 `arrow:"ttft_s_p99"`
-	ITLSP90           float64 `arrow:"itl_s_p90"`
-	ITLSP99           float64 `arrow:"itl_s_p99"`
-	E2ESP99           float64 `arrow:"e2e_s_p99"`
+	ExpertParallel bool   `arrow:"enable_expert_parallel"`
+	KVCacheDType   string `arrow:"kv_cache_dtype"`
+	WeightDType    string `arrow:"weight_dtype"`
+	// NumSpeculativeTokens is the drafts a decoding sequence verifies an
+	// iteration (engine.speculative; 0: none).
+	NumSpeculativeTokens int     `arrow:"num_speculative_tokens"`
+	GPUs                 int     `arrow:"gpus"`
+	MeetsSLO             bool    `arrow:"meets_slo"`
+	SLOAttainment        float64 `arrow:"slo_attainment"`
+	GoodputRequestsPS    float64 `arrow:"goodput_requests_per_s"`
+	RequestsPerS         float64 `arrow:"requests_per_s"`
+	TTFTSP90             float64 `arrow:"ttft_s_p90"`
+	TTFTSP99             float64 `arrow:"ttft_s_p99"`
+	ITLSP90              float64 `arrow:"itl_s_p90"`
+	ITLSP99              float64 `arrow:"itl_s_p99"`
+	E2ESP99              float64 `arrow:"e2e_s_p99"`
 	// Status: "simulated", "invalid" (the combination breaks a spec rule,
 	// e.g. more GPUs than the cluster has) or "does_not_fit" (the weights
 	// leave no KV cache); Reason says why.
@@ -116,6 +119,17 @@ func Configs(s *spec.Serving) []*spec.Serving {
 	kvs, ws := strs(q.KVCacheDType, s.Engine.KVCacheDType), strs(q.WeightDType, s.Engine.WeightDType)
 	each(len(kvs), func(c *spec.Serving, i int) { c.Engine.KVCacheDType = kvs[i] })
 	each(len(ws), func(c *spec.Serving, i int) { c.Engine.WeightDType = ws[i] })
+	if ks := q.NumSpeculativeTokens; len(ks) > 0 && s.Engine.Speculative != nil {
+		// Each its own copy of the speculative config; 0 drafts is none.
+		each(len(ks), func(c *spec.Serving, i int) {
+			c.Engine.Speculative = nil
+			if ks[i] > 0 {
+				sp := *s.Engine.Speculative
+				sp.NumSpeculativeTokens = ks[i]
+				c.Engine.Speculative = &sp
+			}
+		})
+	}
 	out := make([]*spec.Serving, len(configs))
 	for i := range configs {
 		out[i] = &configs[i]
@@ -208,6 +222,9 @@ func evaluate(c *spec.Serving, attainment float64) (row ConfigRow, err error) {
 		WeightDType: c.Engine.WeightDType, GPUs: c.TP * c.PP * c.EP * c.Replicas, Status: "simulated"}
 	if c.Disaggregation != nil {
 		row.PrefillReplicas = c.Disaggregation.PrefillReplicas
+	}
+	if sp := c.Engine.Speculative; sp != nil {
+		row.NumSpeculativeTokens = sp.NumSpeculativeTokens
 	}
 	defer func() {
 		if r := recover(); r != nil {

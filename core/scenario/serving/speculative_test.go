@@ -117,3 +117,23 @@ func TestSpeculativeSpecErrors(t *testing.T) {
 	se := specErr(t, `,"pp":2,"engine":{`+specDecode("ngram", 4, 0.7, "")+`}`+w)
 	assert.Contains(t, se.Error(), "engine.speculative: verifies drafts on one pipeline stage")
 }
+
+// A search over the drafts: at light load the ITL falls as k grows to
+// what the acceptance sustains, and 0 drafts is a configuration without
+// speculative decoding.
+func TestSpeculativeSearch(t *testing.T) {
+	res := run(t, `,"slo":{"itl_s":1},"engine":{`+specDecode("ngram", 2, 0.8, "")+`},
+		"search":{"num_speculative_tokens":[0,1,4]},"workload":{"rate_per_s":1,"requests":20,"prompt_tokens":{"tokens":200},"output_tokens":{"tokens":100}}}`)
+	rows := table[serving.ConfigRow](res, "configs")
+	require.Len(t, rows, 3)
+	itl := map[int]float64{}
+	for _, r := range rows {
+		require.Equal(t, "simulated", r.Status)
+		itl[r.NumSpeculativeTokens] = r.ITLSP90
+	}
+	require.Len(t, itl, 3)
+	assert.Less(t, itl[1], itl[0])
+	assert.Less(t, itl[4], itl[1])
+	se := specErr(t, `,"slo":{"itl_s":1},"search":{"num_speculative_tokens":[0,2]},"workload":{"rate_per_s":1}`)
+	assert.Contains(t, se.Error(), "search.num_speculative_tokens: varies engine.speculative's drafts")
+}
