@@ -184,7 +184,7 @@ def demo_serving(out: Path) -> None:
     show("serving: Llama-3-8B on 2 A100 (TP 2), Poisson arrivals: latency against load",
          pd.concat(rows)[["rate_per_s", "requests_per_s", "ttft_s_p50", "ttft_s_p99", "itl_s_p50", "itl_s_p99",
                           "slo_attainment", "kv_utilization_mean"]])
-    rows = []
+    spec_rows = []
     for clients in (1, 16, 64):
         for k in (0, 2, 4):
             engine = {"speculative": {"method": "ngram", "num_speculative_tokens": k, "per_token_acceptance": 0.7}} if k else {}
@@ -193,10 +193,10 @@ def demo_serving(out: Path) -> None:
                              "workload": {"arrival": "closed_loop", "concurrency": clients, "requests": 4 * clients + 8,
                                           "prompt_tokens": {"tokens": 1000}, "output_tokens": {"tokens": 200}}},
                             progress=False).to_pandas("summary").iloc[0]
-            rows.append({"clients": clients, "drafts": k, "itl_ms": 1e3 * s.itl_s_mean,
+            spec_rows.append({"clients": clients, "drafts": k, "itl_ms": 1e3 * s.itl_s_mean,
                          "mean_acceptance_length": s.mean_acceptance_length, "output_tokens_per_s": s.output_tokens_per_s})
     show("serving: speculative decoding (n-gram drafts kept with probability 0.7 each): the gain shrinks with the clients",
-         pd.DataFrame(rows))
+         pd.DataFrame(spec_rows))
 
 
 def demo_fault_sweep(out: Path) -> None:
