@@ -16,7 +16,7 @@ import (
 // cuda_graphs replaying every task).
 func Training(s *spec.Training) Job {
 	return Job{Cluster: s.Cluster, GPU: s.GPU, Faults: s.Faults, Seed: s.Seed,
-		FullSimulation: s.FullSimulation, RingSteps: s.RingSteps, TimelineRanks: s.TimelineRanks,
+		FullSimulation: s.SimulatesEveryReplica(), RingSteps: s.RingSteps, TimelineRanks: s.TimelineRanks,
 		Host: HostOf(s.Execution, s.Host, true)}
 }
 
@@ -87,7 +87,8 @@ func TrainingLayout(s *spec.Training, gpus int) (workload.Training, error) {
 		Schedule: workload.Schedule(par.Schedule), VirtualStages: par.VirtualStages, SequenceParallel: par.SequenceParallel,
 		AccountForEmbedding: par.AccountForEmbedding, AccountForLoss: par.AccountForLoss,
 		FirstStageLayers: par.DecoderFirstStageLayers, LastStageLayers: par.DecoderLastStageLayers, Layout: par.PipelineLayout,
-		Recompute: model.Recompute(par.Recompute), RecomputeModules: par.RecomputeModules, ZeRO: par.ZeRO, OverlapGradReduce: par.OverlapGradReduce,
+		Recompute: model.Recompute(par.Recompute), RecomputeModules: par.RecomputeModules, ZeRO: par.ZeRO,
+		OptimizerInstances: par.DistributedOptimizerInstances, OverlapGradReduce: par.OverlapGradReduce,
 		OverlapParamGather: par.OverlapParamGather,
 		BucketParams:       par.BucketParams, OverlapTPComm: *par.OverlapTPComm, TPCommOverlap: par.TPCommOverlap, EP: par.EP,
 		ExpertTP: par.ExpertTP, OverlapEPComm: par.OverlapEPComm})

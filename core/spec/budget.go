@@ -436,7 +436,7 @@ func (s *Training) Budget() Budget {
 		layers = float64(m.Layers)
 	}
 	replicas := 1.0
-	if s.FullSimulation {
+	if s.SimulatesEveryReplica() {
 		replicas = float64(dp * cp)
 	}
 	ranks := float64(tp*pp) * replicas

@@ -72,6 +72,15 @@ type Parallel struct {
 	RecomputeModules []string `json:"recompute_modules,omitempty"`
 	// ZeRO stage 0-3 (Megatron's distributed optimizer is stage 1).
 	ZeRO int `json:"zero,omitempty"`
+	// DistributedOptimizerInstances splits the data-parallel ranks (dp·cp)
+	// into that many groups of consecutive replicas, at least 2 each
+	// (default 1: one): ZeRO shards its state within a group, each group
+	// reduce-scatters its gradients and gathers its weights among its own
+	// replicas, and the groups all-reduce their shards across
+	// (Megatron-Core's --num-distributed-optimizer-instances; with zero 3,
+	// FSDP's hybrid sharding, HSDP). Needs zero >= 1 and a dense model;
+	// every replica is simulated (full_simulation), the groups differing.
+	DistributedOptimizerInstances int `json:"distributed_optimizer_instances,omitempty"`
 	// OverlapGradReduce reduces gradients in buckets during the backward;
 	// BucketParams is the bucket size in parameters (default max(40M, 1M·dp)).
 	OverlapGradReduce bool  `json:"overlap_grad_reduce,omitempty"`
@@ -187,6 +196,7 @@ func (p *Parallel) Validate(probs *Problems, path string) {
 	probs.IntInRange(f("decoder_first_pipeline_num_layers"), p.DecoderFirstStageLayers, 0, 1<<16)
 	probs.IntInRange(f("decoder_last_pipeline_num_layers"), p.DecoderLastStageLayers, 0, 1<<16)
 	probs.IntInRange(f("zero"), p.ZeRO, 0, 3)
+	probs.IntInRange(f("distributed_optimizer_instances"), p.DistributedOptimizerInstances, 0, 1<<20)
 	probs.IntInRange(f("ep"), p.EP, 1, 1<<16)
 	probs.IntInRange(f("expert_tp"), p.ExpertTP, 0, 1<<16)
 	if p.BucketParams < 0 {

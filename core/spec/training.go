@@ -178,3 +178,10 @@ func (t *Target) validate(p *Problems, f *Faults) {
 	t.Cluster.Validate(p, "cluster")
 	f.Validate(p, "faults")
 }
+
+// SimulatesEveryReplica says whether the step simulates every
+// data-parallel replica: full_simulation, or distributed-optimizer
+// instances, whose groups differ from replica to replica.
+func (s *Training) SimulatesEveryReplica() bool {
+	return s.FullSimulation || s.Parallel.DistributedOptimizerInstances > 1
+}

@@ -78,6 +78,13 @@ type Parallel struct {
 	// BucketParams is the bucket size in parameters; 0 takes Megatron's
 	// DDP default max(40M, 1M·DP).
 	BucketParams int64
+	// OptimizerInstances splits the data-parallel group into that many
+	// groups of consecutive replicas (0 or 1: one): ZeRO shards its state
+	// within each, each group reduce-scatters the gradients and gathers the
+	// weights among its own replicas, and the groups all-reduce their
+	// shards across (Megatron-Core's --num-distributed-optimizer-instances;
+	// with ZeRO 3, FSDP's hybrid sharding). Dense models only.
+	OptimizerInstances int
 	// OverlapParamGather (ZeRO 1 and 2) all-gathers the updated weights in
 	// buckets under the forward instead of after the optimizer (Megatron
 	// --overlap-param-gather).
@@ -114,6 +121,10 @@ func (p Parallel) expertTP() int {
 
 // cp is the context-parallel degree.
 func (p Parallel) cp() int { return max(p.CP, 1) }
+
+// shardDP is the replicas ZeRO shards its state over: the data-parallel
+// group, or one distributed-optimizer instance of it.
+func (p Parallel) shardDP() int { return p.DP / max(p.OptimizerInstances, 1) }
 
 // epReplicas is the data-parallel replicas one expert-parallel group spans:
 // EP·ExpertTP/TP (each replica holds TP/ExpertTP of its EP ranks).
@@ -210,6 +221,16 @@ func (t Training) Check() []problem.Problem {
 	}
 	if p.ZeRO < 0 || p.ZeRO > 3 {
 		bad("zero", "must be 0, 1, 2 or 3, got %d", p.ZeRO)
+	}
+	if n := p.OptimizerInstances; n > 1 {
+		switch {
+		case p.ZeRO < 1:
+			bad("distributed_optimizer_instances", "split the ZeRO state's sharding group: needs zero >= 1, got zero %d", p.ZeRO)
+		case p.DP%n != 0 || p.DP/n < 2:
+			bad("distributed_optimizer_instances", "must divide the data-parallel ranks (dp·cp = %d) into instances of at least 2, got %d", p.DP, n)
+		case t.Model.IsMoE():
+			bad("distributed_optimizer_instances", "applies to dense models (the experts' own data-parallel group is not split), got %d", n)
+		}
 	}
 	if p.Layout != "" {
 		if msg := p.checkPipelineLayout(len(t.Model.Pattern), t.Model.MTPLayers); msg[0] != "" {

@@ -85,6 +85,10 @@ const (
 	// SlotCP is the context-parallel group: the ranks holding the chunks
 	// of one sequence (ring attention's keys and values).
 	SlotCP
+	// SlotDPInstances joins the replicas at the same place in each
+	// distributed-optimizer instance (Parallel.OptimizerInstances), which
+	// all-reduce their gradient shards; SlotDP is then one instance.
+	SlotDPInstances
 	NumSlots
 )
 

@@ -194,9 +194,18 @@ func (t Training) layout(pl *Plan, perStage int) {
 			pl.Units = append(pl.Units, u)
 		}
 	}
-	replicas := span(0, D, 1)
+	// The data-parallel group, or its distributed-optimizer instances of
+	// consecutive replicas and the groups across them.
+	S := par.shardDP()
 	for pp := 0; pp < P; pp++ {
-		pl.replicaGroup(replicas, T, SlotDP, func(dp int) int { return unit(dp, pp) }, func(k, dp int) int { return par.Rank(k, dp, pp) })
+		for r := 0; r < D; r += S {
+			pl.replicaGroup(span(r, r+S, 1), T, SlotDP, func(dp int) int { return unit(dp, pp) }, func(k, dp int) int { return par.Rank(k, dp, pp) })
+		}
+		if S < D {
+			for i := 0; i < S; i++ {
+				pl.replicaGroup(span(i, D, S), T, SlotDPInstances, func(dp int) int { return unit(dp, pp) }, func(k, dp int) int { return par.Rank(k, dp, pp) })
+			}
+		}
 	}
 	if C := par.cp(); C > 1 {
 		// Each replica's context-parallel ranks: indices C·r … C·r+C−1.
@@ -370,6 +379,16 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 	// expert_parallel_buffers beside its buffers, with the same bucket
 	// size, and launches both as their gradients become ready).
 	var pending, pendingExpert int64
+	// gradReduce reduces dense gradients over the data-parallel group;
+	// with distributed-optimizer instances each reduce-scatters them among
+	// its replicas, then the instances all-reduce their shards.
+	S := par.shardDP()
+	gradReduce := func(name string, bytes float64, after int32) {
+		id := b.collective(name, StreamDP, SlotDP, reduce, bytes, -1, after)
+		if S < D {
+			b.collective(name+".across_instances", StreamDP, SlotDPInstances, model.AllReduce, bytes/float64(S), -1, id)
+		}
+	}
 	// ZeRO-3 gathers a block's weights before each of its passes: the
 	// dense ones over the DP group, the routed experts' over the
 	// expert-DP group that shards them (Megatron-Core's FSDP keeps expert
@@ -457,7 +476,7 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 				if par.OverlapGradReduce && D > 1 && lastBwd[ps.Chunk] == i {
 					pending += posParams[ps.Chunk][k]
 					if pending >= bucket {
-						b.collective(fmt.Sprintf("grad_%s.bucket", reduce), StreamDP, SlotDP, reduce, float64(pending)*gradBytes, -1, last)
+						gradReduce(fmt.Sprintf("grad_%s.bucket", reduce), float64(pending)*gradBytes, last)
 						pending = 0
 					}
 				}
@@ -480,10 +499,10 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 		}
 	}
 	if D > 1 && par.OverlapGradReduce && pending > 0 {
-		b.collective(fmt.Sprintf("grad_%s.bucket", reduce), StreamDP, SlotDP, reduce, float64(pending)*gradBytes, -1, lastCompute)
+		gradReduce(fmt.Sprintf("grad_%s.bucket", reduce), float64(pending)*gradBytes, lastCompute)
 	}
 	if D > 1 && !par.OverlapGradReduce {
-		b.collective(fmt.Sprintf("grad_%s", reduce), StreamDP, SlotDP, reduce, float64(dense)*gradBytes, -1, lastCompute)
+		gradReduce(fmt.Sprintf("grad_%s", reduce), float64(dense)*gradBytes, lastCompute)
 	}
 	if EDP > 1 && par.OverlapGradReduce && pendingExpert > 0 {
 		b.collective(fmt.Sprintf("expert_grad_%s.bucket", reduce), StreamDP, SlotEDP, reduce, float64(pendingExpert)*gradBytes, -1, lastCompute)
@@ -508,7 +527,7 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 	}
 	shard := params
 	if par.ZeRO >= 1 {
-		shard = (dense+int64(D)-1)/int64(D) + (expert+int64(EDP)-1)/int64(EDP)
+		shard = (dense+int64(S)-1)/int64(S) + (expert+int64(EDP)-1)/int64(EDP)
 	}
 	opt := model.OptimizerStep("optimizer", shard, t.DType, gradBytes)
 	// The host waits for the backward and the gradient reductions before
@@ -647,7 +666,8 @@ func (b *progBuilder) p2pAfter(name string, kind TaskKind, slot Slot, tag int32,
 // stageMemory is the per-GPU memory of stage s.
 func (t Training) stageMemory(g, plain model.Graph, chunks [][]int, s int, order []Pass, params int64, e, gradBytes float64) Memory {
 	par := t.Par
-	P, V, D := par.PP, par.VirtualStages, float64(par.DP)
+	// ZeRO shards over the data-parallel group, or one instance of it.
+	P, V, D := par.PP, par.VirtualStages, float64(par.shardDP())
 	p := float64(params)
 	mem := Memory{Weights: p * e, Gradients: p * gradBytes, Optimizer: p * optimizerBytes(t.DType)}
 	if par.ZeRO >= 1 {
