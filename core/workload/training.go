@@ -194,24 +194,26 @@ func (t Training) layout(pl *Plan, perStage int) {
 			pl.Units = append(pl.Units, u)
 		}
 	}
+	// replicas groups stage pp's units of the replicas reps on slot.
+	replicas := func(pp int, reps []int, slot Slot) {
+		pl.replicaGroup(reps, T, slot, func(dp int) int { return unit(dp, pp) }, func(k, dp int) int { return par.Rank(k, dp, pp) })
+	}
 	// The data-parallel group, or its distributed-optimizer instances of
 	// consecutive replicas and the groups across them.
 	S := par.shardDP()
 	for pp := 0; pp < P; pp++ {
 		for r := 0; r < D; r += S {
-			pl.replicaGroup(span(r, r+S, 1), T, SlotDP, func(dp int) int { return unit(dp, pp) }, func(k, dp int) int { return par.Rank(k, dp, pp) })
+			replicas(pp, span(r, r+S, 1), SlotDP)
 		}
-		if S < D {
-			for i := 0; i < S; i++ {
-				pl.replicaGroup(span(i, D, S), T, SlotDPInstances, func(dp int) int { return unit(dp, pp) }, func(k, dp int) int { return par.Rank(k, dp, pp) })
-			}
+		for i := 0; i < S && S < D; i++ {
+			replicas(pp, span(i, D, S), SlotDPInstances)
 		}
 	}
 	if C := par.cp(); C > 1 {
 		// Each replica's context-parallel ranks: indices C·r … C·r+C−1.
 		for pp := 0; pp < P; pp++ {
 			for r := 0; r < D; r += C {
-				pl.replicaGroup(span(r, r+C, 1), T, SlotCP, func(dp int) int { return unit(dp, pp) }, func(k, dp int) int { return par.Rank(k, dp, pp) })
+				replicas(pp, span(r, r+C, 1), SlotCP)
 			}
 		}
 	}
