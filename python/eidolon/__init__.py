@@ -10,7 +10,7 @@ A Go simulation core, driven from Python; results are Arrow tables.
 
 from importlib import metadata as _metadata
 
-from . import datasets, models, presets
+from . import datasets, models, presets, speculative
 from .api import Result, SweepResult, kinds, load_spec, run, validate
 from .calibrate import calibrate, fitted_gpu
 from .perfetto import write_perfetto
@@ -40,6 +40,7 @@ __all__ = [
     "presets",
     "run",
     "search_parallel",
+    "speculative",
     "sweep",
     "validate",
     "write_perfetto",

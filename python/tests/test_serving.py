@@ -168,3 +168,21 @@ def test_data_parallel_attention_replica():
     assert it_w.kv_blocks.iloc[0] > 4 * it_1.kv_blocks.iloc[0]
     s, s1 = wide.to_pandas("summary").iloc[0], one.to_pandas("summary").iloc[0]
     assert s.requests == 200 and 0 < s.itl_s_p50 < s1.itl_s_p50
+
+
+def test_speculative_acceptance_round_trip_and_run():
+    """α and vLLM's mean acceptance length convert both ways, and a run at
+    that α reports about that length."""
+    from eidolon.speculative import acceptance_length, per_token_acceptance
+
+    for alpha, k in [(0.0, 3), (0.55, 2), (0.8, 5), (1.0, 4)]:
+        assert per_token_acceptance(acceptance_length(alpha, k), k) == pytest.approx(alpha, abs=1e-9)
+    with pytest.raises(ValueError, match="mean_acceptance_length"):
+        per_token_acceptance(5.5, 4)
+    alpha = per_token_acceptance(3.0, 4)  # a length read from a vLLM log
+    s = eidolon.run({"kind": "serving", "model": {"preset": "llama3-8b", "layers": 2}, "gpu": "a100-80gb-sxm",
+                     "cluster": {"preset": "dgx-a100", "nodes": 1},
+                     "engine": {"speculative": {"method": "ngram", "num_speculative_tokens": 4, "per_token_acceptance": alpha}},
+                     "workload": {"rate_per_s": 5, "requests": 200, "prompt_tokens": {"tokens": 100},
+                                  "output_tokens": {"tokens": 1000}}}, progress=False).to_pandas("summary").iloc[0]
+    assert s.mean_acceptance_length == pytest.approx(3.0, rel=0.03)
