@@ -535,7 +535,8 @@ func CollectivesReport(groups []CollGroup, rows []CollRow) string {
 		"channels × per-channel bandwidth of the ring graph NCCL's search builds (search.cc ladder, channel duplication) times each protocol's factor " +
 		"and cap (LL ×0.5 ≤ llMaxBw, LL128 ×0.92 ≤ 20 or 36.7 GB/s per channel, tree ×0.92 and its LL/LL128 factors with the size correction, NVLS " +
 		"×nvlsEfficiency), algbw = bus × n/steps; NCCL picks the fastest. The chosen pair then runs as it is measured to: the kernel uses fewer " +
-		"channels and threads for small messages (enqueue.cc thread thresholds); LL128 and Simple are bounded by the memory traffic their kernels " +
+		"channels and threads for small messages (enqueue.cc thread thresholds), each channel a CTA with its share of the capped bandwidth " +
+		"of the link as built (a what-if link that gives the graph more channels adds CTAs, it does not slow each); LL128 and Simple are bounded by the memory traffic their kernels " +
 		"issue, (3n−2)/(n−1) bytes per byte sent for an all-reduce (4 on 2 GPUs, 3.14 on 8), against a fitted per-GPU figure each; Simple has " +
 		"fitted base and per-step latencies; NVLS reaches a fitted fraction of NCCL's modelled bandwidth at a fitted latency. The data moves through the flow model as a ring at the " +
 		"choice's bandwidth, after the part of its latency the links do not charge; alone on its links the collective takes exactly " +
