@@ -624,10 +624,7 @@ func (tu *NCCLTuner) ChooseFrom(op Op, bytes float64, algs ...Algorithm) (NCCLCh
 	// GPU's capped bandwidth as the communicator has it on the link as
 	// built: a what-if link that gives the graph more channels adds CTAs
 	// but does not make each one slower.
-	full := min(2*tu.GraphChannels, 2*ncclMaxChannels)
-	if tu.BuiltGraphChannels > 0 {
-		full = min(full, 2*tu.BuiltGraphChannels)
-	}
+	full := min(2*tu.GraphChannels, 2*tu.BuiltGraphChannels, 2*ncclMaxChannels)
 	bus *= math.Min(1, float64(nc)/float64(full)) * threads
 	best.Channels = nc
 	best.LatencyS = lat * 1e-6

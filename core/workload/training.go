@@ -669,14 +669,14 @@ func (b *progBuilder) p2pAfter(name string, kind TaskKind, slot Slot, tag int32,
 func (t Training) stageMemory(g, plain model.Graph, chunks [][]int, s int, order []Pass, params int64, e, gradBytes float64) Memory {
 	par := t.Par
 	// ZeRO shards over the data-parallel group, or one instance of it.
-	P, V, D := par.PP, par.VirtualStages, float64(par.shardDP())
+	P, V, S := par.PP, par.VirtualStages, float64(par.shardDP())
 	p := float64(params)
 	mem := Memory{Weights: p * e, Gradients: p * gradBytes, Optimizer: p * optimizerBytes(t.DType)}
 	if par.ZeRO >= 1 {
-		mem.Optimizer /= D
+		mem.Optimizer /= S
 	}
 	if par.ZeRO >= 2 {
-		mem.Gradients /= D
+		mem.Gradients /= S
 	}
 	chunkAct := make([]float64, V)
 	var rebuild, widest, biggest float64
@@ -700,7 +700,7 @@ func (t Training) stageMemory(g, plain model.Graph, chunks [][]int, s int, order
 	if par.ZeRO == 3 {
 		// Shards, plus two gathered blocks (the one computing and the one
 		// being prefetched).
-		mem.Weights = p*e/D + 2*widest*e
+		mem.Weights = p*e/S + 2*widest*e
 	}
 	mem.Activations = PeakInFlight(order, chunkAct)
 	mem.Workspace = biggest + rebuild

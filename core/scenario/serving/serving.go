@@ -201,10 +201,8 @@ func servedModel(s *spec.Serving) model.Config {
 	return cfg
 }
 
-// hasSSM says whether a model has SSM blocks.
-func hasSSM(c model.Config) bool {
-	return c.Family == model.Mamba || c.Family == model.Mamba2 || strings.ContainsRune(c.Pattern, model.PatSSM)
-}
+// hasSSM says whether a resolved model (its pattern filled) has SSM blocks.
+func hasSSM(c model.Config) bool { return strings.ContainsRune(c.Pattern, model.PatSSM) }
 
 // draftModel is a validated spec's draft model, if its speculative
 // decoding has one.
