@@ -26,7 +26,7 @@ def _rows(kernels: Any) -> list[dict[str, Any]]:
             v = r.get(key)
             if v is None or (isinstance(v, float) and math.isnan(v)):
                 continue  # a column this kind of kernel does not have
-            row[key] = v.item() if hasattr(v, "item") else v  # numpy scalars
+            row[key] = v  # NumPy scalars become numbers in run's spec encoding
         out.append(row)
     return out
 
