@@ -15,7 +15,7 @@ func buildDirect(_ *Comms, col *Collective) (program, error) {
 		phases = 2
 	}
 	if col.Op == SendRecv {
-		return &treeProg{chunks: col.Chunks, bytes: per, trees: []tree{chain([]int{0, 1}, n)}, down: true}, nil
+		return &treeProg{chunks: col.Chunks, bytes: per, last: per, trees: []tree{chain([]int{0, 1}, n)}, down: true}, nil
 	}
 	return &directProg{chunks: col.Chunks, n: n, phases: phases, bytes: per / float64(n)}, nil
 }

@@ -1,5 +1,7 @@
 package net
 
+import "math"
+
 // The tree family: NCCL's double binary tree for all_reduce, and one
 // binary tree at the root for broadcast and reduce; both pipelined in
 // chunks. The tree program also runs chains (buildChain) and send_recv.
@@ -8,7 +10,7 @@ package net
 // rank, each reducing then broadcasting half the data.
 func buildDoubleTree(_ *Comms, col *Collective) (program, error) {
 	n := len(col.Ranks)
-	per := col.Bytes / float64(col.Chunks)
+	full, last := col.pieces()
 	order := make([]int, n)
 	for i := range order {
 		order[i] = i
@@ -21,7 +23,8 @@ func buildDoubleTree(_ *Comms, col *Collective) (program, error) {
 	if n == 1 {
 		trees = trees[:1]
 	}
-	return &treeProg{chunks: col.Chunks, bytes: per / float64(len(trees)), trees: trees, up: true, down: true}, nil
+	k := float64(len(trees))
+	return &treeProg{chunks: col.Chunks, bytes: full / k, last: last / k, trees: trees, up: true, down: true}, nil
 }
 
 // buildRootedTree: broadcast down (reduce up) a binary heap rooted at the
@@ -38,13 +41,27 @@ func rootedTree(col *Collective, shape func(order []int, n int) tree) program {
 	for i := range order {
 		order[i] = (col.Root + i) % n
 	}
-	return &treeProg{chunks: col.Chunks, bytes: col.Bytes / float64(col.Chunks), trees: []tree{shape(order, n)},
+	full, last := col.pieces()
+	return &treeProg{chunks: col.Chunks, bytes: full, last: last, trees: []tree{shape(order, n)},
 		up: col.Op == Reduce, down: col.Op == Broadcast}
 }
 
-// chunksPerMiB is the default chunk count of pipelined trees and chains:
-// one per MiB, at least 1 and at most 64.
-func chunksPerMiB(bytes float64) int { return max(1, min(64, int(bytes/(1<<20)))) }
+// chunksPerMiB is the default pipelining of trees and chains: pieces of one
+// MiB, the last carrying what remains, as NCCL's loops cut a channel's data
+// (realChunkSize = min(chunkSize, what is left), src/device/broadcast.h);
+// above 64 MiB, 64 equal pieces. A fixed piece keeps the time growing with
+// the payload: equal pieces of ⌊MiB count⌋ made 1.5 MiB one unpipelined
+// piece, slower than 2 MiB in two.
+func chunksPerMiB(bytes float64) (int, float64) {
+	const mib, most = 1 << 20, 64
+	if bytes > most*mib {
+		return most, 0
+	}
+	if n := int(math.Ceil(bytes / mib)); n > 1 {
+		return n, mib
+	}
+	return 1, 0
+}
 
 // tree is a rooted tree over communicator indices.
 type tree struct {
@@ -113,6 +130,7 @@ func inorder(order []int, n int) tree {
 type treeProg struct {
 	chunks   int
 	bytes    float64 // per tree per chunk
+	last     float64 // per tree in the last chunk
 	trees    []tree
 	up, down bool
 }
@@ -153,9 +171,13 @@ func (p *treeProg) wait(inst, rank, k int) int {
 
 func (p *treeProg) sends(inst, rank, k int, buf []msg) []msg {
 	t := p.tree(inst)
+	bytes := p.bytes
+	if inst%p.chunks == p.chunks-1 {
+		bytes = p.last
+	}
 	if p.phase(k) == 0 {
 		if par := t.parent[rank]; par >= 0 {
-			buf = append(buf, msg{to: par, op: 0, bytes: p.bytes})
+			buf = append(buf, msg{to: par, op: 0, bytes: bytes})
 		}
 		return buf
 	}
@@ -164,7 +186,7 @@ func (p *treeProg) sends(inst, rank, k int, buf []msg) []msg {
 		down = 1
 	}
 	for _, ch := range t.children[rank] {
-		buf = append(buf, msg{to: ch, op: down, bytes: p.bytes})
+		buf = append(buf, msg{to: ch, op: down, bytes: bytes})
 	}
 	return buf
 }

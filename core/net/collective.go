@@ -97,10 +97,14 @@ type Collective struct {
 	Ranks []int
 	// Root is the index in Ranks of the broadcast/reduce root.
 	Root int
-	// Chunks splits the data into pipelined pieces; 0 picks 1 for ring,
-	// halving-doubling and direct, and one chunk per MiB (at most 64) for
-	// trees and chains, whose pipelining needs it.
+	// Chunks splits the data into pipelined pieces of equal size; 0 picks 1
+	// for ring, halving-doubling and direct, and for trees and chains, whose
+	// pipelining needs it, pieces of one MiB, the last carrying the rest (at
+	// most 64 pieces; chunksPerMiB).
 	Chunks int
+	// chunkBytes is the default pipelining's piece size, all pieces but the
+	// last; 0 cuts Chunks equal pieces.
+	chunkBytes float64
 	// Channels splits a ring algorithm over parallel rings, each carrying
 	// Bytes/Channels; channel c rotates every node's ranks by c (and
 	// reverses every other node) so the rings cross between nodes on the
@@ -156,10 +160,19 @@ func (c *Comms) defaults(col *Collective, a *algorithm) {
 	if col.Chunks == 0 {
 		col.Chunks = 1
 		if a.chunks != nil {
-			col.Chunks = a.chunks(col.Bytes)
+			col.Chunks, col.chunkBytes = a.chunks(col.Bytes)
 		}
 	}
 	payloadDefaults(col)
+}
+
+// pieces is the size of each pipelined piece but the last, and of the last.
+func (col *Collective) pieces() (full, last float64) {
+	if col.chunkBytes > 0 && col.Chunks > 1 {
+		return col.chunkBytes, col.Bytes - float64(col.Chunks-1)*col.chunkBytes
+	}
+	s := col.Bytes / float64(col.Chunks)
+	return s, s
 }
 
 // payloadDefaults fills what a collective's program does not depend on.

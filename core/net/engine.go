@@ -126,7 +126,7 @@ func (c *Comms) Shape(col Collective) (*Shape, error) {
 // channels and ranks) is known: col takes the shape's defaults and choice,
 // as Start gives them.
 func (c *Comms) StartShape(shape *Shape, col Collective, done func(Result)) (int, error) {
-	col.Algorithm, col.Channels, col.Chunks = shape.col.Algorithm, shape.col.Channels, shape.col.Chunks
+	col.Algorithm, col.Channels, col.Chunks, col.chunkBytes = shape.col.Algorithm, shape.col.Channels, shape.col.Chunks, shape.col.chunkBytes
 	if shape.choice != nil {
 		col.ProtocolEfficiency = shape.col.ProtocolEfficiency
 	}

@@ -178,8 +178,32 @@ func TestPipelinedBroadcastChain(t *testing.T) {
 	require.Less(t, got, 1.25*S/bw, "pipelining hides most of the chain")
 }
 
-func TestConcurrentCollectivesContend(t *testing.T) {
-	// Two identical ring all-reduces on one ring share every link: the
+func TestDefaultPipelineCutsFixedPieces(t *testing.T) {
+	// By default a chain moves pieces of one MiB, the last carrying the
+	// rest: 2.5 MiB is two full pieces and a half one. The chain's first
+	// piece crosses n−1 hops, the later ones follow one piece-time apart:
+	// T = (n−2)·(M/B + α) + S/B + 3α.
+	n, mib := 8, float64(1<<20)
+	tp, _ := topo.SingleSwitch(n, testLink)
+	got := runOne(t, NewFlowNet(sim.New(), tp), Collective{Op: Broadcast, Algorithm: Ring, Bytes: 2.5 * mib, Ranks: all(n)})
+	want := float64(n-2)*(mib/bw+alpha) + 2.5*mib/bw + 3*alpha
+	require.InEpsilon(t, want, got, 0.02)
+
+	// More data never takes less time, across the pieces' boundaries
+	// (before, 1.5 MiB went as one unpipelined piece and took longer than 2).
+	for _, op := range []Op{Broadcast, Reduce} {
+		for _, alg := range []Algorithm{Ring, Tree} {
+			prev := 0.0
+			for s := 0.25 * mib; s <= 80*mib; s *= 1.25 {
+				got := runOne(t, NewFlowNet(sim.New(), tp), Collective{Op: op, Algorithm: alg, Bytes: s, Ranks: all(n)})
+				require.GreaterOrEqual(t, got, prev*(1-1e-9), "%s %s at %.0f bytes", op, alg, s)
+				prev = got
+			}
+		}
+	}
+}
+
+func TestConcurrentCollectivesContend(t *testing.T) { // Two identical ring all-reduces on one ring share every link: the
 	// bandwidth term doubles, the latency term does not.
 	n, S := 8, float64(1<<30)
 	tp, _ := topo.Ring(n, testLink)

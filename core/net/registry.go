@@ -11,8 +11,9 @@ type algorithm struct {
 	// which validate accepted; it refuses what only this algorithm cannot
 	// serve (a non-power-of-two rank count, unequal nodes).
 	build func(c *Comms, col *Collective) (program, error)
-	// chunks is the default of Collective.Chunks for the payload; nil is 1.
-	chunks func(bytes float64) int
+	// chunks is the default of Collective.Chunks and ChunkBytes for the
+	// payload; nil is one piece.
+	chunks func(bytes float64) (n int, size float64)
 	// choose, instead of build, sets col.Algorithm to what the request runs
 	// as (a registered pair) and may set what that choice achieves (NCCL's
 	// tuner: the protocol efficiency, shape.choice and shape.delay).

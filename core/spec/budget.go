@@ -361,7 +361,7 @@ func collectiveTransfers(s *Collective, alg string, p int, size float64) (transf
 	}
 	chunks := float64(s.Chunks)
 	if chunks == 0 {
-		chunks = float64(max(1, min(64, int(size/(1<<20))))) // net's chunksPerMiB
+		chunks = max(1, min(64, math.Ceil(size/(1<<20)))) // net's chunksPerMiB
 	}
 	pairs := n * (n - 1)
 	twice := 1.0
