@@ -46,13 +46,14 @@ func rootedTree(col *Collective, shape func(order []int, n int) tree) program {
 		up: col.Op == Reduce, down: col.Op == Broadcast}
 }
 
-// chunksPerMiB is the default pipelining of trees and chains: pieces of one
+// PipelineChunks is the default pipelining of trees and chains (the piece
+// count, and the size of every piece but the last): pieces of one
 // MiB, the last carrying what remains, as NCCL's loops cut a channel's data
 // (realChunkSize = min(chunkSize, what is left), src/device/broadcast.h);
 // above 64 MiB, 64 equal pieces. A fixed piece keeps the time growing with
 // the payload: equal pieces of ⌊MiB count⌋ made 1.5 MiB one unpipelined
 // piece, slower than 2 MiB in two.
-func chunksPerMiB(bytes float64) (int, float64) {
+func PipelineChunks(bytes float64) (int, float64) {
 	const mib, most = 1 << 20, 64
 	if bytes > most*mib {
 		return most, 0

@@ -100,7 +100,7 @@ type Collective struct {
 	// Chunks splits the data into pipelined pieces of equal size; 0 picks 1
 	// for ring, halving-doubling and direct, and for trees and chains, whose
 	// pipelining needs it, pieces of one MiB, the last carrying the rest (at
-	// most 64 pieces; chunksPerMiB).
+	// most 64 pieces; PipelineChunks).
 	Chunks int
 	// chunkBytes is the default pipelining's piece size, all pieces but the
 	// last; 0 cuts Chunks equal pieces.

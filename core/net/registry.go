@@ -11,7 +11,7 @@ type algorithm struct {
 	// which validate accepted; it refuses what only this algorithm cannot
 	// serve (a non-power-of-two rank count, unequal nodes).
 	build func(c *Comms, col *Collective) (program, error)
-	// chunks is the default of Collective.Chunks and ChunkBytes for the
+	// chunks is the default of Collective.Chunks and chunkBytes for the
 	// payload; nil is one piece.
 	chunks func(bytes float64) (n int, size float64)
 	// choose, instead of build, sets col.Algorithm to what the request runs
@@ -29,7 +29,7 @@ type algorithm struct {
 // or a new file) and a row here; then the README's algorithm list.
 var registry = []algorithm{
 	{op: AllReduce, alg: Ring, build: buildRing},
-	{op: AllReduce, alg: Tree, build: buildDoubleTree, chunks: chunksPerMiB},
+	{op: AllReduce, alg: Tree, build: buildDoubleTree, chunks: PipelineChunks},
 	{op: AllReduce, alg: HalvingDoubling, build: buildHalvingDoubling},
 	{op: AllReduce, alg: Direct, build: buildDirect},
 	{op: AllReduce, alg: Hierarchical, build: buildHierarchical},
@@ -44,10 +44,10 @@ var registry = []algorithm{
 	{op: ReduceScatter, alg: Direct, build: buildDirect},
 	{op: ReduceScatter, alg: NCCL, choose: tuneNCCL},
 	{op: AllToAll, alg: Direct, build: buildDirect},
-	{op: Broadcast, alg: Ring, build: buildChain, chunks: chunksPerMiB},
-	{op: Broadcast, alg: Tree, build: buildRootedTree, chunks: chunksPerMiB},
-	{op: Reduce, alg: Ring, build: buildChain, chunks: chunksPerMiB},
-	{op: Reduce, alg: Tree, build: buildRootedTree, chunks: chunksPerMiB},
+	{op: Broadcast, alg: Ring, build: buildChain, chunks: PipelineChunks},
+	{op: Broadcast, alg: Tree, build: buildRootedTree, chunks: PipelineChunks},
+	{op: Reduce, alg: Ring, build: buildChain, chunks: PipelineChunks},
+	{op: Reduce, alg: Tree, build: buildRootedTree, chunks: PipelineChunks},
 	{op: SendRecv, alg: Direct, build: buildDirect},
 	{op: SendRecv, alg: NCCL, choose: tuneSendRecv},
 }

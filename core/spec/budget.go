@@ -8,6 +8,7 @@ import (
 
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
+	"github.com/eidolon-sim/eidolon/core/net"
 )
 
 // Budget is a run's size estimated from its spec alone, cheaply (closed
@@ -361,7 +362,8 @@ func collectiveTransfers(s *Collective, alg string, p int, size float64) (transf
 	}
 	chunks := float64(s.Chunks)
 	if chunks == 0 {
-		chunks = max(1, min(64, math.Ceil(size/(1<<20)))) // net's chunksPerMiB
+		k, _ := net.PipelineChunks(size)
+		chunks = float64(k)
 	}
 	pairs := n * (n - 1)
 	twice := 1.0
