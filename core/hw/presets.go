@@ -118,6 +118,15 @@ func (f kernelFit) apply(g GPU) GPU {
 	return g
 }
 
+// Provenance of the kernel parameters of parts with no kernel table:
+// mamfMeasured, the MAMF table's matmul rate with the rest from the
+// datasheet; pcieEstimate, the datasheet with the A100 PCIe card's matmul
+// efficiency standing in.
+const (
+	mamfMeasured = "measured: the MAMF table's best-shape BF16 matmul rate as the main loop; no kernel table for this part, the rest datasheet-derived"
+	pcieEstimate = "datasheet-derived: no kernel table for this part; the A100 PCIe card's matmul efficiency (an estimate)"
+)
+
 // derivedFrom labels a part that takes another's fitted parameters.
 func derivedFrom(name string) string {
 	return "derived: " + name + "'s fitted parameters (the same SM and L2)"
@@ -275,7 +284,7 @@ func basePresets() []GPU {
 			TensorEfficiency: mamfB200,
 			HBMEfficiency:    hbmEfficiency,
 			KernelLaunchS:    launchS,
-			KernelParameters: "measured: the MAMF table's best-shape BF16 matmul rate as the main loop; no kernel table for this part, the rest datasheet-derived",
+			KernelParameters: mamfMeasured,
 		},
 		{
 			// NVIDIA GB200 NVL72 datasheet (2024), per GPU = the rack's figure
@@ -328,7 +337,7 @@ func basePresets() []GPU {
 			TensorEfficiency: mamfMI300X,
 			HBMEfficiency:    hbmEfficiency,
 			KernelLaunchS:    launchS,
-			KernelParameters: "measured: the MAMF table's best-shape BF16 matmul rate as the main loop; no kernel table for this part, the rest datasheet-derived",
+			KernelParameters: mamfMeasured,
 		},
 		{
 			// NVIDIA RTX A6000 datasheet (2021): FP32 38.7 TFLOPS, tensor
@@ -351,7 +360,7 @@ func basePresets() []GPU {
 			TensorEfficiency: mamfA100PCIe, // no measurement: the A100 PCIe card's (estimate)
 			HBMEfficiency:    hbmEfficiency,
 			KernelLaunchS:    launchS,
-			KernelParameters: "datasheet-derived: no kernel table for this part; the A100 PCIe card's matmul efficiency (an estimate)",
+			KernelParameters: pcieEstimate,
 			// CUDA C++ Programming Guide, compute capabilities 8.6 and 8.9:
 			// 1,536 resident threads per SM (2,048 on 8.0 and 9.0).
 			MaxThreadsPerSM: 1536,
@@ -377,7 +386,7 @@ func basePresets() []GPU {
 			TensorEfficiency: mamfA100PCIe, // no measurement: the A100 PCIe card's (estimate)
 			HBMEfficiency:    hbmEfficiency,
 			KernelLaunchS:    launchS,
-			KernelParameters: "datasheet-derived: no kernel table for this part; the A100 PCIe card's matmul efficiency (an estimate)",
+			KernelParameters: pcieEstimate,
 			// CUDA C++ Programming Guide, compute capabilities 8.6 and 8.9:
 			// 1,536 resident threads per SM (2,048 on 8.0 and 9.0).
 			MaxThreadsPerSM: 1536,
