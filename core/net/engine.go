@@ -40,7 +40,10 @@ type Comms struct {
 	shapes map[string]*Shape
 	// tuners holds NCCL's model of each communicator (by its ranks).
 	tuners map[string]*NCCLTuner
-	key    []byte // Start's scratch for shapeKey
+	// hops holds each communicator's ring hop latencies (by its ranks
+	// and channels).
+	hops map[string]ringHops
+	key  []byte // Start's scratch for shapeKey
 }
 
 type checkedShape struct {
@@ -80,7 +83,7 @@ func appendShapeKey(b []byte, col *Collective) []byte {
 // NewComms attaches a collective engine to a fabric; it registers a stall
 // describer on the kernel naming ranks of unfinished collectives.
 func NewComms(f Fabric) *Comms {
-	c := &Comms{f: f, t: f.Topology(), shapes: map[string]*Shape{}, tuners: map[string]*NCCLTuner{}}
+	c := &Comms{f: f, t: f.Topology(), shapes: map[string]*Shape{}, tuners: map[string]*NCCLTuner{}, hops: map[string]ringHops{}}
 	c.fn, _ = f.(*FlowNet)
 	f.Kernel().OnStall("net", c.describeStalls)
 	return c
