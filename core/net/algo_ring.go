@@ -2,6 +2,7 @@ package net
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/eidolon-sim/eidolon/core/topo"
 )
@@ -92,6 +93,13 @@ func (c *Comms) channelOrder(ranks []int, ch, channels int) []int {
 	}
 	var order []int
 	for gi, g := range c.t.NodesOfRanks(ranks) {
+		// A node's ranks in the order of their GPUs, whatever the
+		// communicator's: NCCL searches its rings on the topology, and a
+		// communicator listed rail-aligned already (every other node
+		// backwards, job.RailAligned) reversed again here would cross
+		// between nodes on different rails, through the spine.
+		g = slices.Clone(g)
+		slices.SortFunc(g, func(a, b int) int { return c.t.RankDevice(a) - c.t.RankDevice(b) })
 		// With fewer NICs than ranks on the node (GPUs sharing a NIC behind
 		// a PCIe switch), rotate by the ranks per NIC so that each channel
 		// leaves through a NIC of its own.

@@ -428,6 +428,39 @@ func TestDefaultChannelsOneRingPerRail(t *testing.T) {
 	require.Greater(t, S/got*BusBandwidthFactor(AllReduce, n), 7.5*B)
 }
 
+// The channels' rings leave every node on one rail whatever order the
+// communicator lists a node's GPUs in: listed rail-aligned (every other
+// node backwards, as the collective kind's default group is), reversed
+// again they crossed between nodes on different rails, through the spine,
+// whose uplinks two channels then shared: a 1 GiB all-reduce over 4 DGX
+// A100 nodes ran at half the bus bandwidth of the ascending order.
+func TestChannelRingsKeepTheirRailInAnyOrder(t *testing.T) {
+	tp, err := topo.Preset("dgx-a100", 4)
+	require.NoError(t, err)
+	var railAligned []int
+	for n := range 4 {
+		for j := range 8 {
+			if n%2 == 1 {
+				j = 7 - j
+			}
+			railAligned = append(railAligned, 8*n+j)
+		}
+	}
+	const S = float64(1 << 30)
+	ascending := runOne(t, NewFlowNet(sim.New(), tp), Collective{Op: AllReduce, Bytes: S, Ranks: all(32), Stream: true})
+	aligned := runOne(t, NewFlowNet(sim.New(), tp), Collective{Op: AllReduce, Bytes: S, Ranks: railAligned, Stream: true})
+	require.InEpsilon(t, ascending, aligned, 1e-9)
+	for _, ch := range []int{0, 3, 7} {
+		order := (&Comms{t: tp}).channelOrder(railAligned, ch, 8)
+		for i := range order {
+			a, b := railAligned[order[i]], railAligned[order[(i+1)%len(order)]]
+			if a/8 != b/8 {
+				require.Equal(t, a%8, b%8, "channel %d: %d -> %d leaves its rail", ch, a, b)
+			}
+		}
+	}
+}
+
 // linkBetween is the id of the link from device a to device b, by name.
 func linkBetween(t *testing.T, tp *topo.Topology, a, b string) int {
 	da, ok := tp.DeviceByName(a)
