@@ -538,7 +538,10 @@ func CollectivesReport(groups []CollGroup, rows []CollRow) string {
 		"channels and threads for small messages (enqueue.cc thread thresholds), each channel a CTA with its share of the capped bandwidth " +
 		"of the link as built (a what-if link that gives the graph more channels adds CTAs, it does not slow each); LL128 and Simple are bounded by the memory traffic their kernels " +
 		"issue, (3n−2)/(n−1) bytes per byte sent for an all-reduce (4 on 2 GPUs, 3.14 on 8), against a fitted per-GPU figure each; Simple has " +
-		"fitted base and per-step latencies; NVLS reaches a fitted fraction of NCCL's modelled bandwidth at a fitted latency. The data moves through the flow model as a ring at the " +
+		"fitted base and per-step latencies; NVLS reaches a fitted fraction of NCCL's modelled bandwidth at a fitted latency. Across nodes the links, " +
+		"not the ladder, set the Simple ring's bandwidth: each channel's own NIC at its collective efficiency (47 of an NDR NIC's 50 GB/s), or where " +
+		"less the GPUs' NVLink, on which each forwards the (k−1)/k of the channels it does not send out (k of the ring's GPUs a node); every " +
+		"other choice keeps NCCL's modelled ratio to that ring. The data moves through the flow model as a ring at the " +
 		"choice's bandwidth, after the part of its latency the links do not charge; alone on its links the collective takes exactly " +
 		"latency + bytes / algbw (core/net closed-form tests).\n\n")
 	w("What each measurement timed, and how the collective kind issues its calls to match (its `issue` option, net.HostIssue; its summary's " +

@@ -212,9 +212,19 @@ type NCCLTuner struct {
 	// hardware NCCL's per-GPU caps were measured on, which a kernel on
 	// fewer channels shares out (Choose).
 	BuiltGraphChannels int
-	// LinkBytesPerS is the raw bandwidth of the ring's slowest hop, what the
-	// flow model's links carry.
+	// LinkBytesPerS is the bus bandwidth the ring's links carry at full
+	// efficiency, what the flow model's links give: inside a node the raw
+	// bandwidth of its slowest hop; across nodes its NICs' (one a channel)
+	// or, where less, its GPUs' NVLink (each GPU forwards on NVLink all the
+	// channels it does not send out of the node: (k−1)/k of them, k of the
+	// ring's GPUs a node).
 	LinkBytesPerS float64
+	// PayloadBytesPerS is what those links carry of a collective's data at
+	// their collective efficiency (hw.Link.CollectiveEfficiency: NVLink's
+	// and the NICs' own), the bus bandwidth NCCL's Simple ring achieves
+	// across nodes; 0 inside a node, where the generation's measured
+	// figures set it.
+	PayloadBytesPerS float64
 }
 
 // NCCLChoice is what NCCL does with one collective of one size.
@@ -312,6 +322,16 @@ func NewNCCLTuner(t *topo.Topology, ranks []int) (*NCCLTuner, error) {
 		speed := ladder(gen.SpeedsInterGBps, math.Min(interBW*interEff, intraBW*intraEff*float64(nics))/1e9)
 		tu.GraphChannels, tu.ChannelGBps = nics, speed
 		tu.BuiltGraphChannels = nics
+		// What the links give: NCCL's inter-node speeds are a coarse
+		// ladder (an HDR NIC's 23.5 GB/s of payload counts as 20), and its
+		// model does not see that a node's GPUs also forward on NVLink.
+		tu.LinkBytesPerS = float64(nics) * interBW
+		tu.PayloadBytesPerS = tu.LinkBytesPerS * interEff
+		if k := (n + tu.Nodes - 1) / tu.Nodes; k > 1 && !math.IsInf(intraBW, 1) {
+			nv := intraBW * float64(k) / float64(k-1)
+			tu.LinkBytesPerS = math.Min(tu.LinkBytesPerS, nv)
+			tu.PayloadBytesPerS = math.Min(tu.PayloadBytesPerS, nv*intraEff)
+		}
 	}
 	return tu, nil
 }
@@ -614,6 +634,11 @@ func (tu *NCCLTuner) ChooseFrom(op Op, bytes float64, algs ...Algorithm) (NCCLCh
 	}
 	nc, threads := tu.channels(a, p, bytes)
 	bus *= achieved
+	if tu.PayloadBytesPerS > 0 {
+		// Across nodes the links set the Simple ring's bandwidth; NCCL's
+		// model gives each choice's share of it.
+		bus *= tu.PayloadBytesPerS / 1e9 / (float64(tu.GraphChannels) * tu.ChannelGBps)
+	}
 	if p == Simple && a != NVLS && g.SimpleMemGBps > 0 {
 		bus = math.Min(bus, g.SimpleMemGBps/SimpleMemoryPerByte(op, n))
 	}

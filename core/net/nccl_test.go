@@ -150,10 +150,50 @@ func TestNCCLMultiNode(t *testing.T) {
 	require.False(t, ok, "NVLS across nodes needs CollNet")
 }
 
+// Across nodes the links, not NCCL's speed ladder, set the Simple ring's
+// bandwidth: each channel leaves a node through a NIC of its own, which
+// carries 47 of its 50 GB/s (NDR's collective efficiency, "46-48 GB/s per
+// NIC"), and each GPU forwards on NVLink the channels it does not send out,
+// 7 of 8 on a full node. On DGX H100 the NICs bind (8 × 47 = 376 GB/s of
+// bus bandwidth, where the ladder's 45 a channel gave 360 and the flows,
+// at full efficiency, 400); on DGX H800, whose NVLink is 200 GB/s, NVLink
+// does: 200 × 8/7 × 20.6/25 = 188 GB/s. A ring of one GPU a node is its
+// one NIC's 47 (the ladder gave 45 on Hopper, 20 of an HDR NIC's 23.5 on
+// Ampere). The simulated 1 GiB all-gather takes the choice's latency and that
+// bus bandwidth.
+func TestNCCLMultiNodeLinksSetTheBandwidth(t *testing.T) {
+	ndr, _ := hw.LinkByName("ib-ndr")
+	hdr, _ := hw.LinkByName("ib-hdr")
+	h800, _ := hw.LinkByName("nvlink4-h800")
+	for _, c := range []struct {
+		preset        string
+		ranks         []int
+		link, payload float64
+	}{
+		{"dgx-h100", all(16), 8 * ndr.BandwidthBytesPerS, 8 * ndr.BandwidthBytesPerS * ndr.CollectiveEfficiency},
+		{"dgx-h800", all(16), h800.BandwidthBytesPerS * 8 / 7, h800.BandwidthBytesPerS * 8 / 7 * h800.CollectiveEfficiency},
+		{"dgx-h100", []int{0, 8}, ndr.BandwidthBytesPerS, ndr.BandwidthBytesPerS * ndr.CollectiveEfficiency},
+		{"dgx-a100", []int{0, 8}, hdr.BandwidthBytesPerS, hdr.BandwidthBytesPerS * hdr.CollectiveEfficiency},
+	} {
+		tp := preset(t, c.preset, 2)
+		tu, err := NewNCCLTuner(tp, c.ranks)
+		require.NoError(t, err)
+		require.InEpsilon(t, c.link, tu.LinkBytesPerS, 1e-9, c.preset)
+		require.InEpsilon(t, c.payload, tu.PayloadBytesPerS, 1e-9, c.preset)
+		const S = float64(1 << 30)
+		ch, err := tu.Choose(AllGather, S)
+		require.NoError(t, err)
+		require.Equal(t, Simple, ch.Protocol)
+		require.InEpsilon(t, c.payload, ch.BusBytesPerS, 1e-9, c.preset)
+		got := runOne(t, NewFlowNet(sim.New(), tp), Collective{Op: AllGather, Algorithm: NCCL, Bytes: S, Ranks: c.ranks, Stream: true})
+		require.InEpsilon(t, ch.TimeS(S), got, 0.005, c.preset)
+	}
+}
+
 // A ring of one GPU per node (a data-parallel group under TP 8) crosses
 // no NVLink but runs on Hopper GPUs: Hopper's inter-node ladder gives the
-// 400 Gb/s NIC (47 GB/s as NCCL counts it) 45 GB/s, where Ampere's would
-// drop to 30.
+// 400 Gb/s NIC (47 GB/s as NCCL counts it) 45 GB/s in NCCL's own model,
+// where Ampere's would drop to 30.
 func TestNCCLOneGPUPerNodeKeepsGeneration(t *testing.T) {
 	tp := preset(t, "dgx-h100", 4)
 	tu, err := NewNCCLTuner(tp, []int{0, 8, 16, 24})
