@@ -3,13 +3,14 @@ package net
 import "fmt"
 
 // The hierarchical all_reduce: ring reduce-scatter inside each node, ring
-// all-reduce across nodes among ranks of equal local index, ring all-gather
+// all-reduce across nodes among ranks of equal local index (the GPUs'
+// order on a node: the same rail), ring all-gather
 // inside each node; one ring program of three segments (algo_ring.go).
 // Needs equal ranks per node.
 func buildHierarchical(c *Comms, col *Collective) (program, error) {
 	n := len(col.Ranks)
 	per := col.Bytes / float64(col.Chunks)
-	groups := c.t.NodesOfRanks(col.Ranks)
+	groups := c.nodesByGPU(col.Ranks)
 	// groups hold global ranks; convert to communicator indices.
 	idx := map[int]int{}
 	for i, rk := range col.Ranks {

@@ -72,6 +72,21 @@ func DefaultChannels(t *topo.Topology, ranks []int) int {
 	return max(1, ch)
 }
 
+// nodesByGPU groups ranks by node (nodes in communicator order), each
+// node's ranks in the order of their GPUs whatever the communicator's:
+// NCCL searches its rings on the topology, and a communicator listed
+// rail-aligned already (every other node backwards, job.RailAligned)
+// reversed again by channelOrder, or paired across nodes by its position
+// in that order (buildHierarchical), would cross between nodes on
+// different rails, through the spine.
+func (c *Comms) nodesByGPU(ranks []int) [][]int {
+	groups := c.t.NodesOfRanks(ranks)
+	for _, g := range groups {
+		slices.SortFunc(g, func(a, b int) int { return c.t.RankDevice(a) - c.t.RankDevice(b) })
+	}
+	return groups
+}
+
 // channelOrder is the ring order (communicator indices) of channel ch. One
 // channel keeps the communicator's order. Several channels group ranks by
 // node (in communicator order), rotate each node's ranks by ch and reverse
@@ -92,14 +107,7 @@ func (c *Comms) channelOrder(ranks []int, ch, channels int) []int {
 		idx[r] = i
 	}
 	var order []int
-	for gi, g := range c.t.NodesOfRanks(ranks) {
-		// A node's ranks in the order of their GPUs, whatever the
-		// communicator's: NCCL searches its rings on the topology, and a
-		// communicator listed rail-aligned already (every other node
-		// backwards, job.RailAligned) reversed again here would cross
-		// between nodes on different rails, through the spine.
-		g = slices.Clone(g)
-		slices.SortFunc(g, func(a, b int) int { return c.t.RankDevice(a) - c.t.RankDevice(b) })
+	for gi, g := range c.nodesByGPU(ranks) {
 		// With fewer NICs than ranks on the node (GPUs sharing a NIC behind
 		// a PCIe switch), rotate by the ranks per NIC so that each channel
 		// leaves through a NIC of its own.
