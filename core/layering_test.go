@@ -43,7 +43,7 @@ var layers = map[string][]string{
 	"core/exec":      {"core/compute", "core/hw", "core/model", "core/net", "core/sim", "core/topo", "core/workload"},
 	"core/serving":   {"core/compute", "core/exec", "core/hw", "core/model", "core/net", "core/rng", "core/topo", "core/workload"},
 	"core/catalog":   {"core/hw", "core/model", "core/problem", "core/topo"},
-	"core/spec":      {"core/calibrate", "core/hw", "core/model", "core/net", "core/problem", "core/topo"},
+	"core/spec":      {"core/calibrate", "core/hw", "core/model", "core/net", "core/problem", "core/seedflood", "core/topo"},
 	"core/compile":   {"core/exec", "core/hw", "core/net", "core/problem", "core/sim", "core/spec", "core/topo"},
 	"core/scenario":  {"core/spec"},
 	"core/job": {"core/compile", "core/exec", "core/hw", "core/model", "core/net", "core/problem", "core/scenario", "core/sim",

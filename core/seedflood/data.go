@@ -134,13 +134,19 @@ func SampleMixture(r *rand.Rand, means []float64, samples, features, classes int
 func (d *Dataset) Split(r *rand.Rand, testFraction float64) (train, test *Dataset) {
 	n := d.Samples()
 	perm := r.Perm(n)
-	nTest := min(max(1, int(math.Round(testFraction*float64(n)))), n-1)
+	nTest := Portion(n, testFraction)
 	test = d.subset(perm[:nTest])
 	train = d.subset(perm[nTest:])
 	train.mean, train.std = train.moments()
 	train.standardize(train.mean, train.std)
 	test.standardize(train.mean, train.std)
 	return train, test
+}
+
+// Portion is how many of n rows a fraction takes (Split's test rows,
+// Take's source rows): rounded, at least one and leaving at least one.
+func Portion(n int, fraction float64) int {
+	return min(max(1, int(math.Round(fraction*float64(n)))), n-1)
 }
 
 // StandardizedLike returns d standardized with the moments ref was
@@ -160,7 +166,7 @@ func (d *Dataset) StandardizedLike(ref *Dataset) *Dataset {
 func (d *Dataset) Take(r *rand.Rand, fraction float64) (taken, rest *Dataset) {
 	n := d.Samples()
 	perm := r.Perm(n)
-	k := min(max(1, int(math.Round(fraction*float64(n)))), n-1)
+	k := Portion(n, fraction)
 	taken, rest = d.subset(perm[:k]), d.subset(perm[k:])
 	taken.mean, taken.std, rest.mean, rest.std = d.mean, d.std, d.mean, d.std
 	return taken, rest

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/seedflood"
 )
 
 // SeedFlood is the "seedflood" kind: decentralized zeroth-order training by
@@ -432,6 +433,9 @@ func (s *SeedFlood) Validate(p *Problems) {
 		}
 	}
 	p.InRange("dataset.test_fraction", d.TestFraction, 0.01, 0.9)
+	if d.TestFraction >= 0.01 && d.TestFraction <= 0.9 {
+		s.validateShards(p)
+	}
 
 	if p.OneOf("partition.kind", s.Partition.Kind, []string{"iid", "dirichlet"}) && s.Partition.Kind == "dirichlet" {
 		p.Positive("partition.alpha", s.Partition.Alpha)
@@ -499,6 +503,31 @@ func learningRate(p *Problems, path string, v float64) {
 		p.Addf(path, "must be > 0, got %v", v)
 	case v > MaxSeedFloodLearningRate:
 		p.Addf(path, "must be <= %v (a larger step overflows float32 parameters or diverges at once), got %v", MaxSeedFloodLearningRate, v)
+	}
+}
+
+// validateShards: the training rows (the samples less the test split and,
+// for inline data pre-trained on a source split, that split) must give
+// every client at least one.
+func (s *SeedFlood) validateShards(p *Problems) {
+	d, clients := s.Dataset, s.Topology.Clients
+	n := d.Samples
+	if d.Kind == "inline" {
+		n = len(d.Labels)
+	}
+	if n < 2 || clients < 1 {
+		return // reported where they are checked
+	}
+	train := n - seedflood.Portion(n, d.TestFraction)
+	if d.Kind == "inline" && s.Pretrain.Kind == "source" && train >= 2 {
+		train -= seedflood.Portion(train, s.Pretrain.SourceFraction)
+	}
+	if train < clients {
+		field := "dataset.samples"
+		if d.Kind == "inline" {
+			field = "dataset.labels"
+		}
+		p.Addf(field, "the training split (%d of %d rows, after the test split and any source split) must give each of the %d clients (topology.clients) a row", train, n, clients)
 	}
 }
 

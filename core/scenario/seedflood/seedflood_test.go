@@ -3,6 +3,7 @@ package seedflood
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/eidolon-sim/eidolon/core/scenario"
@@ -121,6 +122,22 @@ func TestSpecProblemsHaveFieldPaths(t *testing.T) {
 	} {
 		require.Contains(t, msg, want)
 	}
+}
+
+// Too few training rows for the clients is a problem of the spec, named by
+// field (it was a simulation error): 60 samples less a quarter for the test
+// split leave 45 rows for 400 clients; inline data pre-trained on a source
+// split lose that split's rows too (8 labels: 6 after the test split, 3
+// after the source split, for 4 clients).
+func TestTooFewTrainingRowsIsASpecProblem(t *testing.T) {
+	_, err := decode(t, `{"kind":"seedflood","topology":{"kind":"ring","clients":400},"dataset":{"samples":60}}`)
+	require.ErrorContains(t, err, "dataset.samples: the training split (45 of 60 rows, after the test split and any source split) must give each of the 400 clients (topology.clients) a row")
+	inline := `{"kind":"seedflood","topology":{"kind":"ring","clients":4},"pretrain":{"kind":"%s"},
+		"dataset":{"kind":"inline","features_flat":[1,2,3,4,5,6,7,8],"n_features":1,"labels":[0,1,0,1,0,1,0,1]}}`
+	_, err = decode(t, fmt.Sprintf(inline, "source"))
+	require.ErrorContains(t, err, "dataset.labels: the training split (3 of 8 rows")
+	_, err = decode(t, fmt.Sprintf(inline, "none"))
+	require.NoError(t, err)
 }
 
 func TestDisconnectedGraphIsASimulationError(t *testing.T) {
