@@ -29,10 +29,27 @@ func buildRing(c *Comms, col *Collective) (program, error) {
 	return p, nil
 }
 
-// buildChain: broadcast down (reduce up) the chain root, root+1, ... in
-// communicator order, pipelined in chunks: a tree program over a chain.
-func buildChain(_ *Comms, col *Collective) (program, error) {
-	return rootedTree(col, chain), nil
+// buildChain: broadcast down (reduce up) a chain from the root, pipelined
+// in chunks: a tree program over chains. Like NCCL's ring broadcast and
+// reduce, the data is split over the channels, each a chain along its
+// ring's order (channelOrder: across nodes one per rail, through NICs of
+// its own) starting at the root; one channel is the communicator's order
+// from the root.
+func buildChain(c *Comms, col *Collective) (program, error) {
+	channels := max(col.Channels, 1)
+	if channels == 1 {
+		return rootedTree(col, chain), nil
+	}
+	n := len(col.Ranks)
+	full, last := col.pieces()
+	p := &treeProg{chunks: col.Chunks, bytes: full / float64(channels), last: last / float64(channels),
+		up: col.Op == Reduce, down: col.Op == Broadcast}
+	for ch := range channels {
+		ring := c.channelOrder(col.Ranks, ch, channels)
+		at := slices.Index(ring, col.Root)
+		p.trees = append(p.trees, chain(append(ring[at:], ring[:at]...), n))
+	}
+	return p, nil
 }
 
 // ringNext maps each communicator index of order to the next one, around.
