@@ -350,9 +350,10 @@ func (s *Collective) Budget() Budget {
 // ring sends on every rank and channel at each of its 2(p−1) (all-reduce)
 // or p−1 steps; a streamed ring one flow per channel; a direct exchange
 // every ordered pair once (all-reduce: twice); halving-doubling 2·log2 p
-// rounds of p; a tree all-reduce 4(p−1) edges per chunk, a rooted tree or
-// chain p−1; hierarchical at most 4p·√p. NCCL's choice moves as a ring
-// (streamed or stepped) at the choice's bandwidth. Channels left automatic
+// rounds of p; a tree all-reduce 4(p−1) edges per chunk, a rooted tree
+// p−1, a ring broadcast or reduce p−1 on each channel's chain;
+// hierarchical at most 4p·√p. NCCL's choice moves as a ring (streamed or
+// stepped) at the choice's bandwidth. Channels left automatic
 // count as 8 (one per rail).
 func collectiveTransfers(s *Collective, alg string, p int, size float64) (transfers, live float64) {
 	n := float64(max(p, 1))
@@ -380,7 +381,7 @@ func collectiveTransfers(s *Collective, alg string, p int, size float64) (transf
 		return ch, ch
 	case alg == "ring" || alg == "nccl":
 		if s.Collective == "broadcast" || s.Collective == "reduce" {
-			return (n - 1) * chunks, n - 1
+			return (n - 1) * chunks * ch, (n - 1) * ch
 		}
 		return twice * pairs * ch * max(float64(s.Chunks), 1), n * ch
 	case alg == "halving_doubling":
