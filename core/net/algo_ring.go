@@ -37,19 +37,11 @@ func buildRing(c *Comms, col *Collective) (program, error) {
 // from the root.
 func buildChain(c *Comms, col *Collective) (program, error) {
 	channels := max(col.Channels, 1)
-	if channels == 1 {
-		return rootedTree(col, chain), nil
+	orders := make([][]int, channels)
+	for ch := range orders {
+		orders[ch] = c.channelOrder(col.Ranks, ch, channels)
 	}
-	n := len(col.Ranks)
-	full, last := col.pieces()
-	p := &treeProg{chunks: col.Chunks, bytes: full / float64(channels), last: last / float64(channels),
-		up: col.Op == Reduce, down: col.Op == Broadcast}
-	for ch := range channels {
-		ring := c.channelOrder(col.Ranks, ch, channels)
-		at := slices.Index(ring, col.Root)
-		p.trees = append(p.trees, chain(append(ring[at:], ring[:at]...), n))
-	}
-	return p, nil
+	return rootedTrees(col, chain, orders), nil
 }
 
 // ringNext maps each communicator index of order to the next one, around.

@@ -1,6 +1,9 @@
 package net
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // The tree family: NCCL's double binary tree for all_reduce, and one
 // binary tree at the root for broadcast and reduce; both pipelined in
@@ -30,20 +33,26 @@ func buildDoubleTree(_ *Comms, col *Collective) (program, error) {
 // buildRootedTree: broadcast down (reduce up) a binary heap rooted at the
 // root, in communicator order from it.
 func buildRootedTree(_ *Comms, col *Collective) (program, error) {
-	return rootedTree(col, heapTree), nil
+	order := make([]int, len(col.Ranks))
+	for i := range order {
+		order[i] = i
+	}
+	return rootedTrees(col, heapTree, [][]int{order}), nil
 }
 
-// rootedTree is the broadcast or reduce program over the tree shape builds
-// from the communicator order starting at the root.
-func rootedTree(col *Collective, shape func(order []int, n int) tree) program {
+// rootedTrees is the broadcast or reduce program over the trees shape
+// builds from each order (communicator indices) turned to start at the
+// root, the data split evenly among them.
+func rootedTrees(col *Collective, shape func(order []int, n int) tree, orders [][]int) program {
 	n := len(col.Ranks)
-	order := make([]int, n)
-	for i := range order {
-		order[i] = (col.Root + i) % n
-	}
 	full, last := col.pieces()
-	return &treeProg{chunks: col.Chunks, bytes: full, last: last, trees: []tree{shape(order, n)},
-		up: col.Op == Reduce, down: col.Op == Broadcast}
+	k := float64(len(orders))
+	p := &treeProg{chunks: col.Chunks, bytes: full / k, last: last / k, up: col.Op == Reduce, down: col.Op == Broadcast}
+	for _, order := range orders {
+		at := slices.Index(order, col.Root)
+		p.trees = append(p.trees, shape(append(order[at:], order[:at]...), n))
+	}
+	return p
 }
 
 // PipelineChunks is the default pipelining of trees and chains (the piece
