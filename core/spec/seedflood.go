@@ -432,9 +432,10 @@ func (s *SeedFlood) Validate(p *Problems) {
 			}
 		}
 	}
+	before := p.Len()
 	p.InRange("dataset.test_fraction", d.TestFraction, 0.01, 0.9)
-	if d.TestFraction >= 0.01 && d.TestFraction <= 0.9 {
-		s.validateShards(p)
+	if p.Len() == before {
+		s.validateShards(p) // its split is only sized for a fraction in range
 	}
 
 	if p.OneOf("partition.kind", s.Partition.Kind, []string{"iid", "dirichlet"}) && s.Partition.Kind == "dirichlet" {
