@@ -34,7 +34,8 @@ var layers = map[string][]string{
 	"core/quant":     {"core/rng"},
 	"core/model":     {"core/hw", "core/problem"},
 	"core/compute":   {"core/hw", "core/model"},
-	"core/calibrate": {"core/compute", "core/hw", "core/model"},
+	"core/stats":     {},
+	"core/calibrate": {"core/compute", "core/hw", "core/model", "core/stats"},
 	"core/topo":      {"core/hw", "core/problem", "core/rng"},
 	"core/net":       {"core/hw", "core/rng", "core/sim", "core/topo"},
 	"core/workload":  {"core/hw", "core/model", "core/problem", "core/rng"},
@@ -56,7 +57,7 @@ var layers = map[string][]string{
 // driverBase is what every scenario driver (core/scenario/<kind>) may
 // import besides its own entry in layers: the models, the spec, the
 // compile step and the scenario seam.
-var driverBase = []string{"core/scenario", "core/spec", "core/compile", "core/problem", "core/hw", "core/model", "core/compute", "core/calibrate", "core/rng", "core/sim",
+var driverBase = []string{"core/scenario", "core/spec", "core/compile", "core/problem", "core/hw", "core/model", "core/compute", "core/calibrate", "core/stats", "core/rng", "core/sim",
 	"core/topo", "core/net", "core/workload", "core/exec", "core/quant", "core/seedflood", "core/eidola", "core/serving", "core/table", "core/job"}
 
 func allowedImports(pkg string) (map[string]bool, bool) {

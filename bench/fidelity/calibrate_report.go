@@ -11,6 +11,7 @@ import (
 	"github.com/eidolon-sim/eidolon/core/hw"
 	scal "github.com/eidolon-sim/eidolon/core/scenario/calibrate"
 	"github.com/eidolon-sim/eidolon/core/spec"
+	"github.com/eidolon-sim/eidolon/core/stats"
 )
 
 // calibrateMinS is the shortest Vidur GEMM the calibrate check uses: its
@@ -86,5 +87,5 @@ func CalibrateReport(rows []KernelRow) (string, error) {
 // medianRel is the median log error |ln(priced / measured)| as a relative
 // error, e^x − 1.
 func medianRel(logErrs []float64) float64 {
-	return math.Expm1(calibrate.Median(logErrs))
+	return math.Expm1(stats.Median(logErrs))
 }

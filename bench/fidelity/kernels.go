@@ -21,6 +21,7 @@ import (
 	"github.com/eidolon-sim/eidolon/core/compute"
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
+	"github.com/eidolon-sim/eidolon/core/stats"
 )
 
 // KernelRow is one measured kernel time beside its price.
@@ -310,13 +311,13 @@ func PriceRows(g hw.GPU, rows []*KernelRow) ([]KernelErr, error) {
 	return out, nil
 }
 
-// Quantile of xs, linear between order statistics (calibrate.Quantile);
+// Quantile of xs, linear between order statistics (stats.Quantile);
 // NaN for none.
 func Quantile(xs []float64, q float64) float64 {
 	if len(xs) == 0 {
 		return math.NaN()
 	}
-	return calibrate.Quantile(xs, q)
+	return stats.Quantile(xs, q)
 }
 
 // KernelStat is the error summary of one cell.

@@ -17,6 +17,7 @@ import (
 	"github.com/eidolon-sim/eidolon/core/compute"
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
+	"github.com/eidolon-sim/eidolon/core/stats"
 )
 
 // Kernel classes a measurement can be of.
@@ -118,28 +119,9 @@ func Objective(classes []string, logErrs []float64) float64 {
 		for _, x := range xs {
 			mean += x / float64(len(xs))
 		}
-		tot += (mean + Median(xs)) / 2
+		tot += (mean + stats.Median(xs)) / 2
 	}
 	return tot / float64(max(len(order), 1))
-}
-
-// Median of xs (0 for none), without reordering them.
-func Median(xs []float64) float64 { return Quantile(xs, 0.5) }
-
-// Quantile q of xs (0 for none), linear between order statistics (numpy's
-// default), without reordering them.
-func Quantile(xs []float64, q float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	sort.Float64s(s)
-	p := q * float64(len(s)-1)
-	i := int(math.Floor(p))
-	if i >= len(s)-1 {
-		return s[len(s)-1]
-	}
-	return s[i] + (p-float64(i))*(s[i+1]-s[i])
 }
 
 // Result is a fit: the GPU with its fitted figures, the objective it

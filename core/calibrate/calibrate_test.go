@@ -7,6 +7,7 @@ import (
 
 	"github.com/eidolon-sim/eidolon/core/compute"
 	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/stats"
 	"github.com/stretchr/testify/require"
 )
 
@@ -46,7 +47,7 @@ func TestFitRecoversAPart(t *testing.T) {
 
 	before, err := LogErrors(h100, held)
 	require.NoError(t, err)
-	require.Greater(t, Median(before), 0.1) // the preset is not the part
+	require.Greater(t, stats.Median(before), 0.1) // the preset is not the part
 
 	fitted := Fittable([]string{GEMM, Elementwise})
 	require.Equal(t, []string{"tensor_efficiency", "gemm_tile_overhead_cycles", "gemm_bandwidth_fraction", "kernel_launch_s", "hbm_efficiency"}, fitted)
@@ -55,7 +56,7 @@ func TestFitRecoversAPart(t *testing.T) {
 	require.Less(t, res.Objective, 0.01)
 	after, err := LogErrors(res.GPU, held)
 	require.NoError(t, err)
-	require.Less(t, Median(after), 0.01)
+	require.Less(t, stats.Median(after), 0.01)
 	for _, name := range []string{"tensor_efficiency", "hbm_efficiency", "kernel_launch_s"} {
 		want, _ := part.Figure(name)
 		got, _ := res.GPU.Figure(name)

@@ -13,6 +13,7 @@ import (
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/spec"
+	"github.com/eidolon-sim/eidolon/core/stats"
 )
 
 // FigureRow is one figure the fit moved ("figures" table).
@@ -130,9 +131,9 @@ func run(env scenario.Env, s *spec.Calibrate) (scenario.Result, error) {
 	res.Add("summary", []SummaryRow{{
 		GPU: start.Name, Kernels: len(ks), FitKernels: len(train), HeldOutKernels: len(ks) - len(train), Figures: len(figures),
 		Iterations: fit.Iterations, Objective: fit.Objective,
-		StartMedianError: calibrate.Median(startFit), FitMedianError: calibrate.Median(fittedFit),
-		StartHeldOutMedian: calibrate.Median(startHeld), FittedHeldOutMedian: calibrate.Median(fittedHeld),
-		FittedHeldOutP90: calibrate.Quantile(fittedHeld, 0.9), GPUSpec: string(js),
+		StartMedianError: stats.Median(startFit), FitMedianError: stats.Median(fittedFit),
+		StartHeldOutMedian: stats.Median(startHeld), FittedHeldOutMedian: stats.Median(fittedHeld),
+		FittedHeldOutP90: stats.Quantile(fittedHeld, 0.9), GPUSpec: string(js),
 	}})
 	res.Add("figures", frows)
 	res.Add("kernels", krows)

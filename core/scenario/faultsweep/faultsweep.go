@@ -24,6 +24,7 @@ import (
 	"github.com/eidolon-sim/eidolon/core/rng"
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/spec"
+	"github.com/eidolon-sim/eidolon/core/stats"
 	"github.com/eidolon-sim/eidolon/core/topo"
 )
 
@@ -502,19 +503,7 @@ func summarize(s *spec.FaultSweep, healthyS float64, eligible int, rows []Sample
 	for _, v := range slow {
 		mean += v
 	}
-	sum.SlowdownP50, sum.SlowdownP90, sum.SlowdownP99 = ptr(quantile(slow, 0.5)), ptr(quantile(slow, 0.9)), ptr(quantile(slow, 0.99))
+	sum.SlowdownP50, sum.SlowdownP90, sum.SlowdownP99 = ptr(stats.Quantile(slow, 0.5)), ptr(stats.Quantile(slow, 0.9)), ptr(stats.Quantile(slow, 0.99))
 	sum.SlowdownMean, sum.SlowdownMax = ptr(mean/float64(len(slow))), ptr(slow[len(slow)-1])
 	return sum
-}
-
-// quantile of sorted values by linear interpolation between order
-// statistics (numpy's default).
-func quantile(sorted []float64, q float64) float64 {
-	pos := q * float64(len(sorted)-1)
-	lo := int(pos)
-	if lo+1 >= len(sorted) {
-		return sorted[len(sorted)-1]
-	}
-	f := pos - float64(lo)
-	return sorted[lo] + f*(sorted[lo+1]-sorted[lo])
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	sv "github.com/eidolon-sim/eidolon/core/serving"
 	"github.com/eidolon-sim/eidolon/core/spec"
+	"github.com/eidolon-sim/eidolon/core/stats"
 	"github.com/eidolon-sim/eidolon/core/topo"
 	"github.com/eidolon-sim/eidolon/core/workload"
 )
@@ -568,21 +569,6 @@ func RequestRows(rs []sv.RequestOut, warmup int) []RequestRow {
 	return rows
 }
 
-// Percentile is the q-quantile (q in [0, 1]) of sorted xs by linear
-// interpolation between order statistics (numpy's default).
-func Percentile(sorted []float64, q float64) float64 {
-	n := len(sorted)
-	if n == 0 {
-		return 0
-	}
-	h := q * float64(n-1)
-	i := int(math.Floor(h))
-	if i >= n-1 {
-		return sorted[n-1]
-	}
-	return sorted[i] + (h-float64(i))*(sorted[i+1]-sorted[i])
-}
-
 // Summarize computes the summary: latency statistics over the requests
 // after the warm-up; rates over the window from the first of them to arrive
 // to the last of them to finish, counting every request (warm-up ones too)
@@ -648,7 +634,7 @@ func Summarize(rows []RequestRow, its []IterationRow, slo spec.ServingSLO) Summa
 			s += x
 		}
 		*mean = s / float64(len(xs))
-		*p50, *p90, *p99 = Percentile(xs, 0.5), Percentile(xs, 0.9), Percentile(xs, 0.99)
+		*p50, *p90, *p99 = stats.Quantile(xs, 0.5), stats.Quantile(xs, 0.9), stats.Quantile(xs, 0.99)
 	}
 	stats(ttft, &sum.TTFTSMean, &sum.TTFTSP50, &sum.TTFTSP90, &sum.TTFTSP99)
 	stats(itl, &sum.ITLSMean, &sum.ITLSP50, &sum.ITLSP90, &sum.ITLSP99)
