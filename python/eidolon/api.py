@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Union
 import pyarrow as pa
 
 from . import _engine
-from .errors import Problem, SpecError
+from .errors import Problem, SpecError, spec_error
 
 if TYPE_CHECKING:  # pandas is imported lazily
     import pandas as pd
@@ -72,13 +72,7 @@ def _to_json(spec: Mapping[str, Any]) -> str:
     except RecursionError:
         problems = [("", "the spec nests too deeply to be JSON")]
     if problems:
-        if len(problems) == 1:
-            path, msg = problems[0]
-            text = f"invalid spec: {path + ': ' if path else ''}{msg}"
-        else:
-            lines = "\n".join(f"  {p + ': ' if p else ''}{m}" for p, m in problems)
-            text = f"invalid spec, {len(problems)} problems:\n{lines}"
-        raise SpecError(text, problems)
+        raise spec_error(problems)
     return json.dumps(plain, allow_nan=False)
 
 

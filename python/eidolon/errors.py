@@ -68,6 +68,20 @@ class SpecError(EidolonError, ValueError):
         self.problems = [_as_problem(p) for p in problems or ()]
 
 
+def spec_error(problems: Iterable[ProblemLike]) -> SpecError:
+    """A SpecError worded as the engine words one (core/problem's Error):
+    ``invalid spec: path: message``, or each problem on a line of its own.
+
+    >>> spec_error([("seed", "bad")])
+    SpecError('invalid spec: seed: bad')
+    """
+    ps = [_as_problem(p) for p in problems]
+    lines = [f"{p.path + ': ' if p.path else ''}{p.message}" for p in ps]
+    if len(lines) == 1:
+        return SpecError("invalid spec: " + lines[0], ps)
+    return SpecError(f"invalid spec, {len(lines)} problems:\n" + "\n".join("  " + ln for ln in lines), ps)
+
+
 class SimulationError(EidolonError, RuntimeError):
     """A valid spec whose run cannot complete (e.g. a partitioned network)."""
 

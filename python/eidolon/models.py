@@ -15,7 +15,7 @@ import json
 import os
 from typing import Any, Mapping, NoReturn, Union
 
-from .errors import SpecError
+from .errors import spec_error
 
 __all__ = ["from_hf_config", "expert_loads"]
 
@@ -70,7 +70,7 @@ def from_hf_config(config: ConfigLike, **overrides: Any) -> dict[str, Any]:
 
 
 def _bad(message: str) -> NoReturn:
-    raise SpecError(f"invalid spec: hf_config: {message}", [("hf_config", message)])
+    raise spec_error([("hf_config", message)])
 
 
 def expert_loads(table: Any, column: str = "load") -> list[float]:
