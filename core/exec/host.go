@@ -192,8 +192,8 @@ func (h *Host) CommIssue(devS float64, graph, launch bool) Issue {
 }
 
 // taskCost is a compute task's schedule on a unit, priced once per program:
-// started at device time S with the host reaching it at H0, it ends at
-// max(S + D, H0 + A) and its first kernel starts at max(S, H0 + First).
+// its stream free at S and the host reaching it at H0, its first kernel
+// starts at F = max(S, H0 + First) and it ends at max(F + D, H0 + A).
 type taskCost struct {
 	// D is the device time; Math its math-bound part.
 	D, Math sim.Time

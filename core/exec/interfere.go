@@ -83,9 +83,11 @@ type busyState struct {
 	slowed bool
 }
 
-// startCompute schedules compute task i of unit u started at now with
-// device time d and end no earlier than end (the host's floor).
-func (e *engine) startCompute(u int, i int32, now, d, end sim.Time) {
+// startCompute schedules compute task i of unit u whose first kernel
+// starts at start (the host may issue it after the stream is free) with
+// device time d and end no earlier than end (the host's floor). Its device
+// time runs from start, so a collective slows it only while it really runs.
+func (e *engine) startCompute(u int, i int32, start, d, end sim.Time) {
 	in := e.opt.Interference
 	if in == nil {
 		e.k.AtHandler(end, e, u<<32|int(i))
@@ -93,9 +95,9 @@ func (e *engine) startCompute(u int, i int32, now, d, end sim.Time) {
 	}
 	b := &e.units[u].busy
 	tc := &e.progs[e.plan.Units[u].Program].host.cost[i]
-	b.task, b.since, b.rem, b.start = i, now, float64(d), now
+	b.task, b.since, b.rem, b.start = i, start, float64(d), start
 	b.floor = 0 // the host's floor, when it binds
-	if end > sim.Add(now, d) {
+	if end > sim.Add(start, d) {
 		b.floor = end
 	}
 	b.besideComm = e.plan.Programs[e.plan.Units[u].Program].Tasks[i].BesideComm
@@ -105,7 +107,7 @@ func (e *engine) startCompute(u int, i int32, now, d, end sim.Time) {
 	}
 	b.factor = e.stretch(b)
 	b.slowed = b.factor != 1
-	b.end = max(b.floor, sim.Add(now, stretched(b)))
+	b.end = max(b.floor, sim.Add(start, stretched(b)))
 	e.k.AtHandler(b.end, e, u<<32|int(i))
 }
 
@@ -160,12 +162,15 @@ func (e *engine) retime(u int) {
 	if b.task < 0 {
 		return
 	}
-	now := e.k.Now()
-	b.rem = max(0, b.rem-float64(now-b.since)/b.factor)
-	b.since = now
+	// Before its first kernel starts (b.since ahead of now) no device time
+	// has passed; from then on the time left shrinks at the old stretch.
+	if now := e.k.Now(); now > b.since {
+		b.rem = max(0, b.rem-float64(now-b.since)/b.factor)
+		b.since = now
+	}
 	b.factor = e.stretch(b)
 	b.slowed = b.slowed || b.factor != 1
-	end := max(b.floor, sim.Add(now, stretched(b)))
+	end := max(b.floor, sim.Add(b.since, stretched(b)))
 	if end != b.end {
 		b.end = end
 		e.k.AtHandler(end, e, u<<32|int(b.task))

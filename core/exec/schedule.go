@@ -72,10 +72,10 @@ func (e *engine) tryStart(u int, i int32) {
 		if hostOn {
 			h0 := st.host.issued[i]
 			start = max(now, h0+tc.First)
-			end = max(end, h0+a)
+			end = max(start+d, h0+a)
 		}
 		e.res.Units[u].Start[i] = start
-		e.startCompute(u, i, now, d, end)
+		e.startCompute(u, i, start, d, end)
 		return
 	}
 	if hostOn {

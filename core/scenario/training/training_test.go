@@ -472,3 +472,37 @@ func TestVirtualStagesNeedStages(t *testing.T) {
 		require.Contains(t, err.Error(), "parallel.virtual_stages", par)
 	}
 }
+
+// A kernel the host issues after its stream is free runs from its issue,
+// so a collective in flight before then does not slow it: its span stays
+// inside its interval, the rank's compute spans never overlap, and the
+// step is its compute, exposed communication and bubble, whatever
+// overlaps (TE's comm-GEMM overlap, bucketed gradients, context
+// parallelism, overlapped all-to-alls, stragglers) and in either execution.
+func TestComputeSpansNeverOverlapUnderInterference(t *testing.T) {
+	h100 := func(nodes int, model, parallel, extra string) string {
+		return fmt.Sprintf(`{"kind":"training","model":{"preset":%q,"layers":4},"gpu":"h100-sxm",
+			"cluster":{"preset":"dgx-h100","nodes":%d},"parallel":{%s},"seq_len":512,"timeline_ranks":[0]%s}`, model, nodes, parallel, extra)
+	}
+	for _, js := range []string{
+		h100(1, "gpt-1.7b", `"tp":8,"global_batch":2,"micro_batch":2,"sequence_parallel":true,"tp_comm_overlap":true,"recompute":"full"`, ``),
+		h100(2, "gpt-1.7b", `"tp":2,"dp":8,"global_batch":32,"sequence_parallel":true,"tp_comm_overlap":true,"overlap_grad_reduce":true`, `,"dtype":"fp8"`),
+		h100(2, "gpt-22b", `"pp":2,"dp":4,"cp":2,"global_batch":32,"micro_batch":2,"virtual_stages":2,"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true`, ``),
+		h100(1, "mixtral-8x7b", `"dp":4,"cp":2,"ep":4,"global_batch":16,"overlap_ep_comm":true,"zero":3,"overlap_grad_reduce":true`, `,"execution":"cuda_graphs"`),
+		h100(1, "llama2-7b", `"tp":4,"dp":2,"global_batch":8,"sequence_parallel":true,"tp_comm_overlap":true`,
+			`,"faults":{"stragglers":[{"device":"n0.gpu0","slowdown":1.3}]}`),
+	} {
+		res := run(t, js)
+		s := res.Tables[0].Rows.([]training.SummaryRow)[0]
+		require.InEpsilon(t, s.StepTimeS, s.ComputeS+s.ExposedCommS+s.BubbleS, 1e-9, js)
+		var last float64
+		for _, r := range res.Tables[2].Rows.([]job.TimelineRow) {
+			if r.Stream != "compute" {
+				continue
+			}
+			require.GreaterOrEqual(t, r.StartS, last-1e-12, "%s: %s starts before the compute before it ends\n%s", r.Name, js)
+			require.LessOrEqual(t, r.EndS, s.StepTimeS+1e-12, js)
+			last = r.EndS
+		}
+	}
+}
