@@ -27,27 +27,30 @@ func (e *engine) pickSimulated() {
 	for _, l := range e.topo.Links {
 		full = full || (l.Health == 0 && e.opt.HealthyRoute == nil)
 	}
+	touched := make([]bool, len(pl.Replicas))
+	for r, units := range pl.Replicas {
+		touched[r] = full
+		for _, u := range units {
+			touched[r] = touched[r] || e.touched(u)
+		}
+	}
+	e.touchCoupled(touched)
 	rep := -1
 	for r, units := range pl.Replicas {
-		touched := full
-		for _, u := range units {
-			touched = touched || e.touched(u)
-		}
-		if touched || rep < 0 {
+		if touched[r] || rep < 0 {
 			for _, u := range units {
 				e.simul[u] = true
 			}
 		}
-		if !touched && rep < 0 {
+		if !touched[r] && rep < 0 {
 			rep = r
 		}
 	}
-	for r, units := range pl.Replicas {
+	for _, units := range pl.Replicas {
 		for i, u := range units {
 			if !e.simul[u] {
 				e.res.Units[u].Mirror = pl.Replicas[rep][i]
 			}
-			_ = r
 		}
 	}
 	// Groups: how many simulated members each waits for; groups without
@@ -91,6 +94,58 @@ func (e *engine) pickSimulated() {
 		if ok {
 			e.mirror[d] = append(e.mirror[d], g)
 		}
+	}
+}
+
+// touchCoupled extends touched to every replica that shares a group with a
+// touched one, where the group does not span every replica: a context- or
+// expert-parallel partner of a straggler waits for it layer by layer, as
+// the other replicas do not (a group over every replica, the gradients'
+// data-parallel one, holds up all healthy replicas alike).
+func (e *engine) touchCoupled(touched []bool) {
+	pl := e.plan
+	replicaOf := make([]int, len(pl.Units))
+	for r, units := range pl.Replicas {
+		for _, u := range units {
+			replicaOf[u] = r
+		}
+	}
+	parent := make([]int, len(pl.Replicas))
+	for r := range parent {
+		parent[r] = r
+	}
+	var find func(int) int
+	find = func(r int) int {
+		for parent[r] != r {
+			parent[r] = parent[parent[r]]
+			r = parent[r]
+		}
+		return r
+	}
+	seen := make([]int, len(pl.Replicas)) // the last group that saw a replica, +1
+	for g, grp := range pl.Groups {
+		var reps []int
+		for _, u := range grp.Units {
+			if r := replicaOf[u]; seen[r] != g+1 {
+				seen[r] = g + 1
+				reps = append(reps, r)
+			}
+		}
+		if len(reps) == len(pl.Replicas) {
+			continue
+		}
+		for _, r := range reps[1:] {
+			parent[find(r)] = find(reps[0])
+		}
+	}
+	hit := make([]bool, len(pl.Replicas))
+	for r, t := range touched {
+		if t {
+			hit[find(r)] = true
+		}
+	}
+	for r := range touched {
+		touched[r] = touched[r] || hit[find(r)]
 	}
 }
 

@@ -83,6 +83,20 @@ func TestMirroringMatchesFullSimulation(t *testing.T) {
 			}
 		}
 	}
+	// A straggler's context- and expert-parallel partners wait for it layer
+	// by layer, as the other replicas do not: they are simulated with it.
+	for _, js := range []string{
+		`{"kind":"training","model":{"preset":"gpt-22b","layers":2},"gpu":"h800","cluster":{"preset":"dgx-h800","nodes":2},
+			"parallel":{"tp":2,"pp":2,"dp":2,"cp":2,"micro_batch":2,"global_batch":4,"sequence_parallel":true,"recompute":"full"},
+			"seq_len":4096,"faults":{"stragglers":[{"device":"n0.gpu4","slowdown":1.5}]}}`,
+		`{"kind":"training","model":{"preset":"mixtral-8x7b","layers":2},"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1},
+			"parallel":{"tp":2,"dp":4,"ep":2,"global_batch":8,"sequence_parallel":true,"zero":3,"overlap_grad_reduce":true},
+			"seq_len":2048,"faults":{"stragglers":[{"device":"n0.gpu5","slowdown":1.5}]}}`,
+	} {
+		mirrored := summary(t, js)
+		full := summary(t, strings.Replace(js, `"faults"`, `"full_simulation":true,"faults"`, 1))
+		assert.InEpsilon(t, full.StepTimeS, mirrored.StepTimeS, 1e-12, js)
+	}
 	par := `"tp":4,"pp":2,"dp":2,"global_batch":8`
 	healthy := summary(t, small(2, par, ""))
 	slow := summary(t, small(2, par, `,"faults":{"stragglers":[{"device":"n1.gpu5","slowdown":1.3}]}`))
