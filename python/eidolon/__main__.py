@@ -57,11 +57,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             result = api.run(args.spec)
+            # written before printing, so that a reader that stops early
+            # (`| head`) leaves the files whole
+            written = result.save(args.out) if args.out else []
             for name, table in result.tables.items():
                 _show(name, table, args.rows)
-            if args.out:
-                for path in result.save(args.out):
-                    print(f"wrote {path}")
+            for path in written:
+                print(f"wrote {path}")
         elif args.command == "validate":
             problems = api.validate(args.spec)
             for where, message in problems:

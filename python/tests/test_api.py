@@ -171,21 +171,23 @@ def test_cli(tmp_path):
 
 
 def test_cli_output_into_a_closed_pipe(tmp_path):
-    # `python -m eidolon run ... | head -1`: the reader stops early; the
-    # command ends quietly, not with a BrokenPipeError traceback. The tables
-    # print about 480 KB, far more than a pipe holds, so the writer does
-    # meet the closed pipe.
+    # `python -m eidolon run ... --out DIR | head -1`: the reader stops
+    # early; the command ends quietly, not with a BrokenPipeError traceback,
+    # and has written its tables to DIR all the same. The tables print about
+    # 480 KB, far more than a pipe holds, so the writer does meet the closed
+    # pipe.
     spec = tmp_path / "s.json"
     spec.write_text(json.dumps({"kind": "collective", "cluster": {"preset": "dgx-h100", "nodes": 4},
                                 "sizes_bytes": [1e6, 1e8, 1e9], "algorithms": ["ring", "tree", "direct"]}))
-    proc = subprocess.Popen([sys.executable, "-m", "eidolon", "run", str(spec), "--rows", "1000000"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-m", "eidolon", "run", str(spec), "--rows", "1000000",
+                             "--out", str(tmp_path / "o")], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.read(10)
     proc.stdout.close()
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 0, err
     assert "Traceback" not in err
+    assert {p.name for p in (tmp_path / "o").iterdir()} >= {"summary.parquet", "links.parquet", "spec.json"}
 
 
 def test_seedflood_summary_reports_wall_time_per_method():
