@@ -112,7 +112,15 @@ def check_training(spec: Spec, res: eidolon.Result) -> None:
         total = g[g.category == "total"].bytes.iloc[0]
         _check(_close(total, g[g.category != "total"].bytes.sum(), abs_=1), "memory categories sum to the total", spec)
     _check(_close(mem[mem.category == "total"].bytes.max(), s.memory_peak_bytes, abs_=1), "peak memory", spec)
+    par = spec["parallel"]
+    if spec["dtype"] == "bf16" and not par.get("ep"):
+        _check_zero_state(spec, mem)
     tl = res.to_pandas("timeline")
+    if spec["dtype"] == "bf16" and not par.get("ep") and par["pp"] == 1 and par["dp"] * par["cp"] > 1:
+        # every fp32 gradient is reduced once a step (Megatron's grad_dtype)
+        grads = mem[mem.category == "gradients"].bytes.iloc[0] * (par["dp"] * par["cp"] if par["zero"] >= 2 else 1)
+        reduced = tl[(tl.stream == "dp") & tl.name.str.contains("grad")].bytes.sum()
+        _check(_close(reduced, grads, 1e-3), f"gradient traffic {reduced:g} is the gradients' {grads:g}", spec)
     _check(bool(((tl.start_s >= 0) & (tl.end_s >= tl.start_s) & (tl.end_s <= step * (1 + 1e-9))).all()),
            "timeline spans inside the step", spec)
     for (rank, stream), g in tl[tl.stream != "pp"].groupby(["rank", "stream"]):
@@ -120,6 +128,21 @@ def check_training(spec: Spec, res: eidolon.Result) -> None:
     full = dict(spec, full_simulation=True)
     _check(_close(eidolon.run(full, progress=False).to_pandas("summary").step_time_s[0], step, 1e-9),
            "mirroring replicas gives the step of simulating them all", spec)
+
+
+def _check_zero_state(spec: Spec, mem: Any) -> None:
+    """Megatron's mixed-precision state per parameter a rank holds: bf16
+    weights, fp32 gradients (sharded from ZeRO 2), fp32 master weights and
+    Adam moments, 12 bytes (sharded from ZeRO 1); ZeRO 3's weights also
+    hold the layer being gathered, so its count comes from the gradients."""
+    zero, shards = spec["parallel"]["zero"], spec["parallel"]["dp"] * spec["parallel"]["cp"]
+    for stage, g in mem.groupby("stage"):
+        b = dict(zip(g.category, g.bytes))
+        params = b["weights"] / 2 if zero < 3 else b["gradients"] / 4 * shards
+        grads = 4 * params / (shards if zero >= 2 else 1)
+        optimizer = 12 * params / (shards if zero >= 1 else 1)
+        _check(_close(b["gradients"], grads, 1e-3) and _close(b["optimizer"], optimizer, 1e-3),
+               f"stage {stage}: gradients {b['gradients']:g} / {grads:g}, optimizer {b['optimizer']:g} / {optimizer:g}", spec)
 
 
 # ---- inference
@@ -166,6 +189,13 @@ def check_inference(spec: Spec, res: eidolon.Result) -> None:
     for _, g in mem.groupby("stage"):
         total = g[g.category == "total"].bytes.iloc[0]
         _check(_close(total, g[g.category != "total"].bytes.sum(), abs_=1), "memory categories sum to the total", spec)
+    preset = spec["model"]["preset"]
+    if preset != "deepseek-v3":  # MLA caches a latent, not the heads
+        cat = eidolon.presets.models().to_pandas().set_index("name").loc[preset]
+        per_token = cat.kv_cache_bytes_per_token * spec["model"]["layers"] / cat.layers
+        per_token /= 2 if spec["kv_cache_dtype"] == "fp8" else 1
+        kv = spec["batch"] * (spec["prompt_tokens"] + spec["output_tokens"]) * per_token / min(spec["tp"], cat.kv_heads)
+        _check(_close(mem[mem.category == "kv_cache"].bytes.sum(), kv, 0.02), "a replica's KV cache", spec)
     full = eidolon.run(dict(spec, full_simulation=True), progress=False).to_pandas("summary").iloc[0]
     _check(_close(full.e2e_s, s.e2e_s, 1e-9) and _close(full.ttft_s, s.ttft_s, 1e-9), "mirroring replicas", spec)
 
