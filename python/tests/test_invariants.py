@@ -84,6 +84,20 @@ def training_spec(rnd: random.Random) -> Spec:
     _gpu(rnd, spec)
     if moe and rnd.random() < 0.5:
         spec["routing"] = {"distribution": rnd.choice(["uniform", "zipf"]), "seed": rnd.randrange(9)}
+    if cp > 1 and rnd.random() < 0.6:
+        par["cp_comm_type"] = rnd.choice(["p2p", "all_gather", "a2a"])
+    if par["recompute"] == "selective" and rnd.random() < 0.5:
+        par["recompute_modules"] = rnd.sample(["core_attn", "layernorm", "moe_act", "moe"], rnd.choice([1, 2]))
+    if spec["dtype"] == "fp8" and rnd.random() < 0.5:
+        spec["fp8_recipe"] = rnd.choice(["delayed", "tensorwise", "blockwise"])
+    if par["zero"] >= 1 and dp >= 4 and not moe and rnd.random() < 0.3:
+        par["distributed_optimizer_instances"] = 2
+    if pp > 1 and rnd.random() < 0.3:
+        par["account_for_embedding_in_pipeline_split"] = True
+        par["account_for_loss_in_pipeline_split"] = rnd.random() < 0.5
+    spec["cross_entropy_fusion"] = rnd.choice(["none", "native", "te"])
+    spec["grad_dtype"] = rnd.choice(["fp32", "fp32", "bf16"])
+    spec["no_gradient_accumulation_fusion"] = rnd.random() < 0.2
     fault = rnd.random()
     if fault < 0.2:
         spec["faults"] = {"stragglers": [{"device": f"n0.gpu{rnd.randrange(8)}", "slowdown": rnd.choice([1.1, 1.5])}]}
@@ -116,8 +130,9 @@ def check_training(spec: Spec, res: eidolon.Result) -> None:
     if spec["dtype"] == "bf16" and not par.get("ep"):
         _check_zero_state(spec, mem)
     tl = res.to_pandas("timeline")
-    if spec["dtype"] == "bf16" and not par.get("ep") and par["pp"] == 1 and par["dp"] * par["cp"] > 1:
-        # every fp32 gradient is reduced once a step (Megatron's grad_dtype)
+    if (spec["dtype"] == "bf16" and not par.get("ep") and par["pp"] == 1 and par["dp"] * par["cp"] > 1
+            and par.get("distributed_optimizer_instances", 1) == 1):
+        # every gradient is reduced once a step, in its grad_dtype
         grads = mem[mem.category == "gradients"].bytes.iloc[0] * (par["dp"] * par["cp"] if par["zero"] >= 2 else 1)
         reduced = tl[(tl.stream == "dp") & tl.name.str.contains("grad")].bytes.sum()
         _check(_close(reduced, grads, 1e-3), f"gradient traffic {reduced:g} is the gradients' {grads:g}", spec)
@@ -133,13 +148,18 @@ def check_training(spec: Spec, res: eidolon.Result) -> None:
 def _check_zero_state(spec: Spec, mem: Any) -> None:
     """Megatron's mixed-precision state per parameter a rank holds: bf16
     weights, fp32 gradients (sharded from ZeRO 2), fp32 master weights and
-    Adam moments, 12 bytes (sharded from ZeRO 1); ZeRO 3's weights also
-    hold the layer being gathered, so its count comes from the gradients."""
-    zero, shards = spec["parallel"]["zero"], spec["parallel"]["dp"] * spec["parallel"]["cp"]
+    Adam moments, 12 bytes (sharded from ZeRO 1, within each optimizer
+    instance); ZeRO 3's weights also hold the layer being gathered, so its
+    count comes from the gradients."""
+    par = spec["parallel"]
+    zero = par["zero"]
+    # sharded within each distributed-optimizer instance
+    shards = par["dp"] * par["cp"] // par.get("distributed_optimizer_instances", 1)
+    grad_bytes = 2 if spec.get("grad_dtype") == "bf16" else 4
     for stage, g in mem.groupby("stage"):
         b = dict(zip(g.category, g.bytes))
-        params = b["weights"] / 2 if zero < 3 else b["gradients"] / 4 * shards
-        grads = 4 * params / (shards if zero >= 2 else 1)
+        params = b["weights"] / 2 if zero < 3 else b["gradients"] / grad_bytes * shards
+        grads = grad_bytes * params / (shards if zero >= 2 else 1)
         optimizer = 12 * params / (shards if zero >= 1 else 1)
         _check(_close(b["gradients"], grads, 1e-3) and _close(b["optimizer"], optimizer, 1e-3),
                f"stage {stage}: gradients {b['gradients']:g} / {grads:g}, optimizer {b['optimizer']:g} / {optimizer:g}", spec)
