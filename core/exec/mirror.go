@@ -105,6 +105,9 @@ func (e *engine) pickSimulated() {
 func (e *engine) touchCoupled(touched []bool) {
 	pl := e.plan
 	replicaOf := make([]int, len(pl.Units))
+	for u := range replicaOf {
+		replicaOf[u] = -1
+	}
 	for r, units := range pl.Replicas {
 		for _, u := range units {
 			replicaOf[u] = r
@@ -114,8 +117,7 @@ func (e *engine) touchCoupled(touched []bool) {
 	for r := range parent {
 		parent[r] = r
 	}
-	var find func(int) int
-	find = func(r int) int {
+	find := func(r int) int {
 		for parent[r] != r {
 			parent[r] = parent[parent[r]]
 			r = parent[r]
@@ -126,12 +128,12 @@ func (e *engine) touchCoupled(touched []bool) {
 	for g, grp := range pl.Groups {
 		var reps []int
 		for _, u := range grp.Units {
-			if r := replicaOf[u]; seen[r] != g+1 {
+			if r := replicaOf[u]; r >= 0 && seen[r] != g+1 {
 				seen[r] = g + 1
 				reps = append(reps, r)
 			}
 		}
-		if len(reps) == len(pl.Replicas) {
+		if len(reps) < 2 || len(reps) == len(pl.Replicas) {
 			continue
 		}
 		for _, r := range reps[1:] {
