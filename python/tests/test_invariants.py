@@ -324,16 +324,60 @@ def check_collective(spec: Spec, res: eidolon.Result) -> None:
     _check(bool((links.busy_s <= links.device_time_s * (1 + 1e-6) + 1e-12).all()), "a link is busy within the collective", spec)
 
 
+# ---- SSM tensor parallelism
+
+
+def ssm_tp_spec(rnd: random.Random) -> Spec:
+    gpu, preset = rnd.choice(GPUS[:2] + [("rtx-a6000", "")])
+    spec: Spec = {"kind": "ssm_tp", "model": {"preset": rnd.choice(["mamba-370m", "mamba2-2.7b", "zamba-7b"])},
+                  "gpu": gpu, "tp_degrees": rnd.sample([1, 2, 4, 8], rnd.choice([2, 3])),
+                  "prompt_lengths": rnd.sample([128, 1000, 8000], rnd.choice([1, 2])), "output_length": rnd.choice([1, 16, 64]),
+                  "strategies": rnd.sample(["naive", "ssm_tp"], rnd.choice([1, 2])),
+                  "quantization": rnd.sample(["none", "int8", "fp8"], rnd.choice([1, 2])),
+                  "execution": rnd.choice(["eager", "cuda_graphs"])}
+    spec["cluster"] = {"preset": preset, "nodes": 1} if preset else {"topology": "switch", "gpus": 8, "link": "pcie4-x16"}
+    if rnd.random() < 0.3:
+        spec["largest_batch"] = True
+    else:
+        spec["batch"] = rnd.choice([1, 4, 16])
+    return spec
+
+
+def check_ssm_tp(spec: Spec, res: eidolon.Result) -> None:
+    t = res.to_pandas("throughput")
+    t = t[t.fits]
+    out = spec["output_length"]
+    _check(bool(np.allclose(t.e2e_s, t.ttft_s + (out - 1) * t.tpot_s, rtol=1e-9)), "e2e = TTFT + (n - 1) TPOT", spec)
+    _check(bool(np.allclose(t.tokens_per_s * t.e2e_s, t.batch * out, rtol=1e-9)), "tokens per request batch", spec)
+    _check(bool(np.allclose(t.requests_per_s * t.e2e_s, t.batch, rtol=1e-9)), "requests per batch", spec)
+    ref = t[t.speedup.notna()]  # null where one GPU does not hold the batch
+    _check(bool(np.allclose(ref.efficiency * ref.tp, ref.speedup, rtol=1e-9)), "efficiency = speedup / tp", spec)
+    key = ["strategy", "quantization", "allreduce_kernel", "prompt_tokens"]
+    one = t[t.tp == 1].set_index(key).tokens_per_s
+    for _, row in ref.iterrows():
+        base = one.get(tuple(row[k] for k in key))
+        if base is not None and row.batch == t[(t.tp == 1) & (t.prompt_tokens == row.prompt_tokens)].batch.iloc[0]:
+            _check(_close(row.speedup, row.tokens_per_s / base, 1e-9), "speedup over one GPU's tokens/s", spec)
+    m = res.to_pandas("memory")
+    parts = m.weights_bytes + m.state_cache_bytes + m.kv_cache_bytes + m.activations_bytes
+    _check(bool(np.allclose(parts, m.total_bytes, rtol=1e-9)), "memory parts sum to the total", spec)
+    _check(bool((m.fits == (m.total_bytes <= m.hbm_bytes)).all()), "fits is total <= HBM", spec)
+    c = res.to_pandas("comm")
+    _check(bool(((c.comm_share >= 0) & (c.comm_share <= 1) & (c.exposed_comm_s <= c.comm_s * (1 + 1e-9) + 1e-12)).all()),
+           "0 <= comm share <= 1, exposed <= comm", spec)
+    _check(bool((c[c.tp == 1].comm_s == 0).all()), "one GPU communicates nothing", spec)
+
+
 KINDS: list[tuple[Callable[[random.Random], Spec], Callable[[Spec, eidolon.Result], None]]] = [
     (training_spec, check_training), (inference_spec, check_inference),
-    (serving_spec, check_serving), (collective_spec, check_collective)]
+    (serving_spec, check_serving), (collective_spec, check_collective), (ssm_tp_spec, check_ssm_tp)]
 
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_invariants_hold_on_random_layouts(seed: int) -> None:
     rnd = random.Random(seed)
     ran = {gen.__name__: 0 for gen, _ in KINDS}
-    for i in range(240):
+    for i in range(300):
         gen, check = KINDS[i % len(KINDS)]
         spec = gen(rnd)
         try:
