@@ -151,8 +151,17 @@ func ReadNIMRows(path string) ([]NIMRow, error) {
 var NIMEngine = nimEngine(NIMStepOverheadS)
 
 // nimEngine is NIMEngine's options with the loop's time between iterations.
-func nimEngine(stepOverheadS float64) string {
-	return fmt.Sprintf(`"max_num_batched_tokens":8192,"custom_all_reduce_engine":"tensorrt_llm","fused_add_norm":true,"decode_attention":"xqa","step_overhead_s":%g`, stepOverheadS)
+func nimEngine(stepOverheadS float64) string { return trtllmEngine(stepOverheadS, true) }
+
+// trtllmEngine is TensorRT-LLM's engine as NIMEngine describes it, with the
+// loop's time between iterations, and its all-reduce plugin on the custom
+// kernels by the plugin's own limits (customAllReduce) or on NCCL.
+func trtllmEngine(stepOverheadS float64, customAllReduce bool) string {
+	allReduce := `"custom_all_reduce_engine":"tensorrt_llm"`
+	if !customAllReduce {
+		allReduce = `"custom_all_reduce":false`
+	}
+	return fmt.Sprintf(`"max_num_batched_tokens":8192,%s,"fused_add_norm":true,"decode_attention":"xqa","step_overhead_s":%g`, allReduce, stepOverheadS)
 }
 
 // NIMStepOverheadS is the time NIM's engine spends between two iterations
