@@ -103,6 +103,9 @@ func (e *engine) pickSimulated() {
 // the other replicas do not (a group over every replica, the gradients'
 // data-parallel one, holds up all healthy replicas alike).
 func (e *engine) touchCoupled(touched []bool) {
+	if !slices.Contains(touched, true) || !slices.Contains(touched, false) {
+		return // nothing to spread (a healthy run, or every replica simulated)
+	}
 	pl := e.plan
 	replicaOf := make([]int, len(pl.Units))
 	for u := range replicaOf {
