@@ -23,6 +23,7 @@ GPUS = [("a100-80gb-sxm", "dgx-a100"), ("h100-sxm", "dgx-h100"), ("h800", "dgx-h
 DENSE = ["gpt-1.7b", "llama2-7b", "llama3-8b", "llama2-13b", "gpt-22b", "llama3-70b"]
 MOE = ["mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3"]
 Spec = dict[str, Any]
+MODELS = eidolon.presets.models().to_pandas().set_index("name")
 
 
 def _close(a: float, b: float, rel: float = 1e-6, abs_: float = 1e-9) -> bool:
@@ -39,6 +40,12 @@ def _gpu(rnd: random.Random, spec: Spec) -> None:
     spec["cluster"] = {"preset": preset, "nodes": spec.get("cluster", {}).get("nodes", 1)}
     if gpu.startswith("a100") and spec.get("dtype") == "fp8":
         spec["dtype"] = "bf16"  # Ampere has no FP8 math
+
+
+def _check_memory_parts(spec: Spec, mem: Any) -> None:
+    for _, g in mem.groupby("stage"):
+        total = g[g.category == "total"].bytes.iloc[0]
+        _check(_close(total, g[g.category != "total"].bytes.sum(), abs_=1), "memory categories sum to the total", spec)
 
 
 def _no_overlap(starts: Any, ends: Any) -> bool:
@@ -122,9 +129,7 @@ def check_training(spec: Spec, res: eidolon.Result) -> None:
     _check(bool(np.allclose(ranks.compute_s + ranks.exposed_comm_s + ranks.idle_s, ranks.end_s, rtol=1e-6, atol=1e-9)),
            "a rank's end = compute + exposed comm + idle", spec)
     mem = res.to_pandas("memory")
-    for _, g in mem.groupby("stage"):
-        total = g[g.category == "total"].bytes.iloc[0]
-        _check(_close(total, g[g.category != "total"].bytes.sum(), abs_=1), "memory categories sum to the total", spec)
+    _check_memory_parts(spec, mem)
     _check(_close(mem[mem.category == "total"].bytes.max(), s.memory_peak_bytes, abs_=1), "peak memory", spec)
     par = spec["parallel"]
     if spec["dtype"] == "bf16" and not par.get("ep"):
@@ -206,12 +211,10 @@ def check_inference(spec: Spec, res: eidolon.Result) -> None:
         _check(_close(s.e2e_s, s.ttft_s + (out - 1) * s.tpot_s), "e2e = TTFT + (n - 1) TPOT", spec)
     _check(_close(s.tokens_per_s * s.e2e_s, spec["batch"] * out * spec.get("replicas", 1)), "tokens of every replica", spec)
     mem = res.to_pandas("memory")
-    for _, g in mem.groupby("stage"):
-        total = g[g.category == "total"].bytes.iloc[0]
-        _check(_close(total, g[g.category != "total"].bytes.sum(), abs_=1), "memory categories sum to the total", spec)
+    _check_memory_parts(spec, mem)
     preset = spec["model"]["preset"]
     if preset != "deepseek-v3":  # MLA caches a latent, not the heads
-        cat = eidolon.presets.models().to_pandas().set_index("name").loc[preset]
+        cat = MODELS.loc[preset]
         per_token = cat.kv_cache_bytes_per_token * spec["model"]["layers"] / cat.layers
         per_token /= 2 if spec["kv_cache_dtype"] == "fp8" else 1
         kv = spec["batch"] * (spec["prompt_tokens"] + spec["output_tokens"]) * per_token / min(spec["tp"], cat.kv_heads)
