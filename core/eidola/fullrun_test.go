@@ -102,3 +102,23 @@ func TestReplayReproducesFullRun256(t *testing.T) {
 	require.NoError(t, err)
 	assert.InEpsilon(t, full.GPU0.KernelTimeS, replay.KernelTimeS, 0.01)
 }
+
+// A peer's write landing while tiles compute must not restart their
+// progress: the replay of the recorded script gives GPU 0's run cycle for
+// cycle, in every mode, with writes arriving mid-tile (8 SMs, tiles of an
+// odd length against NVLink's delivery times).
+func TestReplayIsExactWhenWritesLandMidTile(t *testing.T) {
+	for _, gpus := range []int{4, 8} {
+		for _, k := range kernelsFor(t, gpus, flatCost{computeS: 3.7e-6, readBytes: 2e6, hbmBytes: 2e5}) {
+			for _, mode := range SyncModes {
+				c := testConfig(mode)
+				full, err := FullRun(context.Background(), k, c, switchNet(t, gpus))
+				require.NoError(t, err)
+				replay, err := Simulate(context.Background(), k, c, full.Script)
+				require.NoError(t, err)
+				require.Equal(t, full.GPU0.Cycles, replay.Cycles, "%s %s %d GPUs", k.Config.Kind, mode, gpus)
+				require.Equal(t, full.GPU0.CTAs, replay.CTAs, "%s %s %d GPUs", k.Config.Kind, mode, gpus)
+			}
+		}
+	}
+}

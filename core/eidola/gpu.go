@@ -277,6 +277,9 @@ func (m *GPU) Handle(i int) {
 	m.now = e.cycle
 	switch e.kind {
 	case evArrive:
+		// Progress up to now runs at the old rates: the flag can wake a
+		// waiter and change the polling traffic the tiles share.
+		m.advance()
 		m.arrive[e.cta] = m.now
 		m.release(e.cta)
 	case evWaitDone:
