@@ -28,10 +28,14 @@ func (e *engine) pickSimulated() {
 		full = full || (l.Health == 0 && e.opt.HealthyRoute == nil)
 	}
 	touched := make([]bool, len(pl.Replicas))
+	var hit map[int]bool // group -> groupTouched, where a route may differ
+	if e.routesMayDiffer() {
+		hit = map[int]bool{}
+	}
 	for r, units := range pl.Replicas {
 		touched[r] = full
 		for _, u := range units {
-			touched[r] = touched[r] || e.touched(u)
+			touched[r] = touched[r] || e.touched(u, hit)
 		}
 	}
 	e.touchCoupled(touched)
@@ -155,25 +159,68 @@ func (e *engine) touchCoupled(touched []bool) {
 }
 
 // touched reports whether a unit's own work or transfers differ from a
-// healthy unit's: a straggler rank, or a degraded link on a route of its
-// tensor- or pipeline-parallel communicators.
-func (e *engine) touched(u int) bool {
+// healthy unit's: a straggler rank, or a degraded or rerouted link between
+// ranks of its tensor-, pipeline-, context- or expert-parallel
+// communicators (groupTouched).
+func (e *engine) touched(u int, hit map[int]bool) bool {
 	unit := e.plan.Units[u]
 	for _, rk := range unit.Ranks {
 		if e.opt.Fabric.Slowdown(e.topo.RankDevice(rk)) != 1 {
 			return true
 		}
 	}
+	if hit == nil {
+		return false
+	}
 	for slot, g := range unit.Groups {
 		if g < 0 || workload.Slot(slot) == workload.SlotDP {
 			continue
 		}
-		for _, ranks := range e.plan.Groups[g].Comms {
-			if e.rerouted(ranks) {
-				return true
-			}
-			for _, path := range e.routes(ranks) {
-				for _, l := range path {
+		t, ok := hit[g]
+		if !ok {
+			t = e.groupTouched(g)
+			hit[g] = t
+		}
+		if t {
+			return true
+		}
+	}
+	return false
+}
+
+// routesMayDiffer reports whether a route can differ from a healthy
+// cluster's: a link is degraded, or healthy routes are given to compare.
+func (e *engine) routesMayDiffer() bool {
+	if e.opt.HealthyRoute != nil {
+		return true
+	}
+	for _, l := range e.topo.Links {
+		if l.Health < 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// groupTouched reports whether a route between two ranks of one of group
+// g's communicators crosses a degraded link or left its healthy route
+// (Options.HealthyRoute). Every ordered pair is checked, not only the
+// communicator's ring order: across nodes NCCL's channels build rings of
+// their own (one per rail, net.DefaultChannels), and trees and all-to-alls
+// pair other ranks still.
+func (e *engine) groupTouched(g int) bool {
+	for _, ranks := range e.plan.Groups[g].Comms {
+		for i, a := range ranks {
+			for j, b := range ranks {
+				if i == j {
+					continue
+				}
+				da, db := e.topo.RankDevice(a), e.topo.RankDevice(b)
+				p, err := e.topo.Route(da, db)
+				if e.opt.HealthyRoute != nil && (err != nil || !slices.Equal(p, e.opt.HealthyRoute(da, db))) {
+					return true
+				}
+				for _, l := range p {
 					if e.topo.Links[l].Health < 1 {
 						return true
 					}
@@ -182,41 +229,4 @@ func (e *engine) touched(u int) bool {
 		}
 	}
 	return false
-}
-
-// rerouted reports whether a communicator's ring (the pairs of routes)
-// lost or left a healthy route (Options.HealthyRoute).
-func (e *engine) rerouted(ranks []int) bool {
-	if e.opt.HealthyRoute == nil || len(ranks) < 2 {
-		return false
-	}
-	for i, r := range ranks {
-		a, b := e.topo.RankDevice(r), e.topo.RankDevice(ranks[(i+1)%len(ranks)])
-		p, err := e.topo.Route(a, b)
-		if err != nil || !slices.Equal(p, e.opt.HealthyRoute(a, b)) {
-			return true
-		}
-	}
-	return false
-}
-
-// routes are the paths a communicator's ring (or transfer) uses.
-func (e *engine) routes(ranks []int) [][]int32 {
-	n := len(ranks)
-	if n < 2 {
-		return nil
-	}
-	var out [][]int32
-	pairs := n
-	if n == 2 {
-		pairs = 2 // both directions: send_recv uses one, ring all-reduce both
-	}
-	for i := 0; i < pairs; i++ {
-		a, b := ranks[i], ranks[(i+1)%n]
-		p, err := e.topo.Route(e.topo.RankDevice(a), e.topo.RankDevice(b))
-		if err == nil {
-			out = append(out, p)
-		}
-	}
-	return out
 }

@@ -92,6 +92,12 @@ func TestMirroringMatchesFullSimulation(t *testing.T) {
 		`{"kind":"training","model":{"preset":"mixtral-8x7b","layers":2},"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1},
 			"parallel":{"tp":2,"dp":4,"ep":2,"global_batch":8,"sequence_parallel":true,"zero":3,"overlap_grad_reduce":true},
 			"seq_len":2048,"faults":{"stragglers":[{"device":"n0.gpu5","slowdown":1.5}]}}`,
+		// A degraded GPU-NIC link slows one expert-data-parallel group's
+		// gradients: NCCL's ring for it leaves node 1 through that NIC on
+		// another channel than the communicator's order does.
+		`{"kind":"training","model":{"preset":"qwen3-30b-a3b","layers":2},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":2},
+			"parallel":{"tp":1,"dp":16,"ep":4,"global_batch":32,"zero":1},
+			"seq_len":1024,"faults":{"links":[{"src":"n1.gpu3","dst":"n1.nic3","health":0.7}]}}`,
 	} {
 		mirrored := summary(t, js)
 		full := summary(t, strings.Replace(js, `"faults"`, `"full_simulation":true,"faults"`, 1))
