@@ -371,9 +371,53 @@ def check_ssm_tp(spec: Spec, res: eidolon.Result) -> None:
     _check(bool((c[c.tp == 1].comm_s == 0).all()), "one GPU communicates nothing", spec)
 
 
+# ---- eidola (one detailed GPU, peers as ghost scripts)
+
+
+def eidola_spec(rnd: random.Random) -> Spec:
+    spec: Spec = {"kind": "eidola", "seed": rnd.randrange(100), "ghosts": rnd.choice([1, 3, 7, 15]),
+                  "kernel": rnd.choice(["allgather_gemm", "gemm_reducescatter", "allreduce"]),
+                  "gpu": rnd.choice(["h100-sxm", "a100-80gb-sxm", "b200"]),
+                  "gemm": {"m": rnd.choice([512, 2048]), "n": rnd.choice([512, 4096]), "k": rnd.choice([256, 4096])},
+                  "tile": rnd.choice([{"m": 128, "n": 128}, {"m": 128, "n": 256}, {"m": 64, "n": 128}]),
+                  "ctas_per_sm": rnd.choice([1, 2]), "injected_delays_s": sorted(rnd.sample([0, 1e-6, 2e-5, 1e-4], 2)),
+                  "seeds": rnd.choice([1, 2]), "script_source": rnd.choice(["setup_run", "generator"])}
+    if spec["script_source"] == "generator":
+        spec["generator"] = {"start_s": rnd.choice([0, 1e-5]), "interval_s": rnd.choice([1e-7, 5e-6])}
+    for key, values in (("jitter_s", [1e-7, 1e-6]), ("skew_s", [1e-6, 1e-5]), ("poll_interval_s", [5e-8, 1e-6])):
+        if rnd.random() < 0.3:
+            spec[key] = rnd.choice(values)
+    if rnd.random() < 0.3:
+        spec.update(straggler_probability=0.3, straggler_delay_s=1e-5)
+    if rnd.random() < 0.3:
+        spec["delayed_ghosts"] = [1]
+    return spec
+
+
+def check_eidola(spec: Spec, res: eidolon.Result) -> None:
+    sm, ct = res.to_pandas("summary"), res.to_pandas("ctas")
+    run = ["mode", "injected_delay_s", "replica"]
+    per = ct.groupby(run).agg(rows=("cta", "size"), end=("end_s", "max"), wait=("wait_s", "sum"), polls=("polls", "sum"))
+    s = sm.set_index(run).join(per)
+    _check(bool((s.rows == s.ctas).all()), "one CTA row per CTA", spec)
+    _check(bool(np.allclose(s.end, s.kernel_time_s, rtol=1e-12)), "the last CTA ends the kernel", spec)
+    _check(bool(np.allclose(s.wait, s.wait_s_total, rtol=1e-9, atol=1e-15)), "CTA waits sum to the total", spec)
+    _check(bool((s.polls == s.polling_reads).all() and (s.memory_reads >= s.polling_reads).all()), "polls sum to the reads", spec)
+    _check(bool(((s.sm_idle_fraction >= 0) & (s.sm_idle_fraction <= 1)).all()), "0 <= SM idle <= 1", spec)
+    _check(bool(np.allclose(ct.start_s + ct.wait_s + ct.compute_s, ct.end_s, rtol=1e-9, atol=1e-15)
+                and (ct.wait_s >= 0).all() and (ct.compute_s >= 0).all()), "start + wait + compute = end", spec)
+    quiet = not any(k in spec for k in ("jitter_s", "skew_s", "straggler_probability"))
+    if spec["script_source"] == "setup_run" and quiet and spec["injected_delays_s"][0] == 0:
+        # replaying the set-up run's recorded script reproduces its GPU 0
+        setup = res.to_pandas("setup").iloc[0]
+        first = sm[(sm["mode"] == setup["mode"]) & (sm.injected_delay_s == 0) & (sm.replica == 0)].kernel_time_s.iloc[0]
+        _check(_close(setup.detailed_kernel_time_s, first, 1e-9), "the replay reproduces the set-up run", spec)
+
+
 KINDS: list[tuple[Callable[[random.Random], Spec], Callable[[Spec, eidolon.Result], None]]] = [
     (training_spec, check_training), (inference_spec, check_inference),
-    (serving_spec, check_serving), (collective_spec, check_collective), (ssm_tp_spec, check_ssm_tp)]
+    (serving_spec, check_serving), (collective_spec, check_collective), (ssm_tp_spec, check_ssm_tp),
+    (eidola_spec, check_eidola)]
 
 
 @pytest.mark.parametrize("seed", [1, 2])
