@@ -5,7 +5,9 @@
 package exec
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -13,7 +15,8 @@ import (
 )
 
 // pickSimulated chooses the simulated replicas: a healthy representative
-// and every replica a fault touches; the rest mirror the representative.
+// of each shape and every replica a fault touches; the rest mirror the
+// representative of their shape.
 func (e *engine) pickSimulated() {
 	pl := e.plan
 	e.simul = make([]bool, len(pl.Units))
@@ -39,33 +42,45 @@ func (e *engine) pickSimulated() {
 		}
 	}
 	e.touchCoupled(touched)
-	rep := -1
+	// Each untouched replica mirrors the first one of its shape, which is
+	// simulated (replicaShapes).
+	shapes := e.replicaShapes()
+	repOf := map[string]int{}
 	for r, units := range pl.Replicas {
-		if touched[r] || rep < 0 {
+		rep, ok := repOf[shapes[r]]
+		if touched[r] || !ok {
+			if !touched[r] {
+				repOf[shapes[r]] = r
+			}
 			for _, u := range units {
 				e.simul[u] = true
 			}
+			continue
 		}
-		if !touched[r] && rep < 0 {
-			rep = r
-		}
-	}
-	for _, units := range pl.Replicas {
 		for i, u := range units {
-			if !e.simul[u] {
-				e.res.Units[u].Mirror = pl.Replicas[rep][i]
-			}
+			e.res.Units[u].Mirror = pl.Replicas[rep][i]
 		}
 	}
 	// Groups: how many simulated members each waits for; groups without
-	// simulated members are launched alongside the group they mirror.
+	// simulated members are launched alongside the group they mirror: the
+	// group with a simulated member whose image (a simulated unit itself, a
+	// mirrored unit its representative) is theirs. Groups spanning replicas
+	// need the partly simulated ones: an expert-parallel group of the
+	// representative's replica and mirrored ones, or an expert-data-parallel
+	// group; launched alongside them, the other such groups' traffic shares
+	// the links (a NIC two GPUs share) as it does in a full simulation.
 	e.driven = make([]int, len(pl.Groups))
 	e.mirror = make([][]int, len(pl.Groups))
 	// A group is known by its role (the slot its first unit uses it in) and
-	// its units: two groups over the same units (a pipeline link and the
-	// embedding group) are different groups.
-	byUnits := map[string]int{}
-	key := func(g int, mapTo func(int) int) string {
+	// its units' images: two groups over the same units (a pipeline link
+	// and the embedding group) are different groups.
+	image := func(u int) int {
+		if e.simul[u] {
+			return u
+		}
+		return e.res.Units[u].Mirror
+	}
+	key := func(g int) string {
 		var b strings.Builder
 		first := pl.Groups[g].Units[0]
 		for slot, h := range pl.Units[first].Groups {
@@ -75,26 +90,26 @@ func (e *engine) pickSimulated() {
 			}
 		}
 		for _, u := range pl.Groups[g].Units {
-			fmt.Fprintf(&b, "%d,", mapTo(u))
+			fmt.Fprintf(&b, "%d,", image(u))
 		}
 		return b.String()
 	}
-	id := func(u int) int { return u }
+	byImage := map[string]int{}
 	for g, grp := range pl.Groups {
 		for _, u := range grp.Units {
 			if e.simul[u] {
 				e.driven[g]++
 			}
 		}
-		if e.driven[g] == len(grp.Units) {
-			byUnits[key(g, id)] = g
+		if e.driven[g] > 0 {
+			byImage[key(g)] = g
 		}
 	}
 	for g := range pl.Groups {
 		if e.driven[g] > 0 {
 			continue
 		}
-		d, ok := byUnits[key(g, func(u int) int { return e.res.Units[u].Mirror })]
+		d, ok := byImage[key(g)]
 		if ok {
 			e.mirror[d] = append(e.mirror[d], g)
 		}
@@ -105,7 +120,9 @@ func (e *engine) pickSimulated() {
 // touched one, where the group does not span every replica: a context- or
 // expert-parallel partner of a straggler waits for it layer by layer, as
 // the other replicas do not (a group over every replica, the gradients'
-// data-parallel one, holds up all healthy replicas alike).
+// data-parallel one, holds up all healthy replicas alike). So does a
+// replica whose transfers share a link inside a node with a touched one's
+// (coupleByNodeLinks).
 func (e *engine) touchCoupled(touched []bool) {
 	if !slices.Contains(touched, true) || !slices.Contains(touched, false) {
 		return // nothing to spread (a healthy run, or every replica simulated)
@@ -147,6 +164,7 @@ func (e *engine) touchCoupled(touched []bool) {
 			parent[find(r)] = find(reps[0])
 		}
 	}
+	e.coupleByNodeLinks(replicaOf, func(a, b int) { parent[find(a)] = find(b) })
 	hit := make([]bool, len(pl.Replicas))
 	for r, t := range touched {
 		if t {
@@ -202,6 +220,57 @@ func (e *engine) routesMayDiffer() bool {
 	return false
 }
 
+// coupleByNodeLinks joins replicas whose communicators (but the
+// data-parallel group's) route through a common link inside a node: GPUs
+// behind one PCIe switch and NIC share its links, so a straggler's or a
+// degraded route's changed traffic changes what its neighbour's transfers
+// get there. Fabric links (leaf, spine) are left out: every replica's
+// traffic crosses them, and joining through them would simulate all.
+func (e *engine) coupleByNodeLinks(replicaOf []int, join func(a, b int)) {
+	pl := e.plan
+	rankReplica := map[int]int{}
+	for u, unit := range pl.Units {
+		if r := replicaOf[u]; r >= 0 {
+			for _, rk := range unit.Ranks {
+				rankReplica[rk] = r
+			}
+		}
+	}
+	first := map[int32]int{} // link -> the first replica seen on it
+	done := make([]bool, len(pl.Groups))
+	for _, unit := range pl.Units {
+		for slot, g := range unit.Groups {
+			if g < 0 || done[g] || workload.Slot(slot) == workload.SlotDP {
+				continue
+			}
+			done[g] = true
+			for _, ranks := range pl.Groups[g].Comms {
+				for i, a := range ranks {
+					r, ok := rankReplica[a]
+					if !ok || len(ranks) < 2 {
+						continue
+					}
+					p, err := e.topo.Route(e.topo.RankDevice(a), e.topo.RankDevice(ranks[(i+1)%len(ranks)]))
+					if err != nil {
+						continue
+					}
+					for _, l := range p {
+						lk := e.topo.Links[l]
+						if e.topo.Devices[lk.Src].Node < 0 || e.topo.Devices[lk.Dst].Node < 0 {
+							continue
+						}
+						if f, ok := first[l]; ok {
+							join(r, f)
+						} else {
+							first[l] = r
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // groupTouched reports whether a route between two ranks of one of group
 // g's communicators crosses a degraded link or left its healthy route
 // (Options.HealthyRoute). Every ordered pair is checked, not only the
@@ -229,4 +298,58 @@ func (e *engine) groupTouched(g int) bool {
 		}
 	}
 	return false
+}
+
+// replicaShapes names each replica's shape: the routes of its units'
+// communicators but the data-parallel group's (each hop's bandwidth, health
+// and latency, in ring order), slot by slot. Replicas of one shape do the
+// same work at the same times, so one of them stands for the rest; a node
+// or rack boundary that cuts some replicas' pipeline links and not others'
+// (stages of 6 GPUs on 8-GPU nodes, of 32 on 72-GPU racks) makes another
+// shape.
+func (e *engine) replicaShapes() []string {
+	pl := e.plan
+	ids := map[string]int{} // a group's routes -> their id
+	groupID := make([]int, len(pl.Groups))
+	for g := range groupID {
+		groupID[g] = -1
+	}
+	id := func(g int) int {
+		if groupID[g] >= 0 {
+			return groupID[g]
+		}
+		var b []byte
+		for _, ranks := range pl.Groups[g].Comms {
+			b = binary.LittleEndian.AppendUint32(b, uint32(len(ranks)))
+			for _, p := range e.routes(ranks) {
+				b = binary.LittleEndian.AppendUint32(b, uint32(len(p)))
+				for _, l := range p {
+					lk := e.topo.Links[l]
+					b = binary.LittleEndian.AppendUint64(b, math.Float64bits(lk.BandwidthBytesPerS*lk.Health))
+					b = binary.LittleEndian.AppendUint64(b, math.Float64bits(lk.LatencyS))
+				}
+			}
+		}
+		n, ok := ids[string(b)]
+		if !ok {
+			n = len(ids)
+			ids[string(b)] = n
+		}
+		groupID[g] = n
+		return n
+	}
+	out := make([]string, len(pl.Replicas))
+	for r, units := range pl.Replicas {
+		var b []byte
+		for _, u := range units {
+			for slot, g := range pl.Units[u].Groups {
+				if g >= 0 && workload.Slot(slot) != workload.SlotDP {
+					b = binary.LittleEndian.AppendUint32(b, uint32(slot))
+					b = binary.LittleEndian.AppendUint32(b, uint32(id(g)))
+				}
+			}
+		}
+		out[r] = string(b)
+	}
+	return out
 }

@@ -92,6 +92,25 @@ func TestMirroringMatchesFullSimulation(t *testing.T) {
 		`{"kind":"training","model":{"preset":"mixtral-8x7b","layers":2},"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1},
 			"parallel":{"tp":2,"dp":4,"ep":2,"global_batch":8,"sequence_parallel":true,"zero":3,"overlap_grad_reduce":true},
 			"seq_len":2048,"faults":{"stragglers":[{"device":"n0.gpu5","slowdown":1.5}]}}`,
+		// Two GPUs share each NIC: the expert-data-parallel groups of the
+		// mirrored replicas ({1,9}, ..., {7,15}) share it with the
+		// representative's {0,8}, so they are launched beside it (no
+		// fault: full_simulation is added before "faults" below).
+		`{"kind":"training","model":{"preset":"qwen3-30b-a3b","layers":2},"gpu":"a100-40gb","cluster":{"preset":"aws-p4d","nodes":2},
+			"parallel":{"tp":1,"dp":16,"ep":8,"global_batch":16,"zero":1},"seq_len":512,"faults":{}}`,
+		// A straggler behind a shared NIC: its pipeline sends change what
+		// its neighbour's get on the PCIe switch and the NIC, so the
+		// neighbour's replica is simulated with it.
+		`{"kind":"training","model":{"preset":"llama2-7b","layers":4},"gpu":"a100-40gb","cluster":{"preset":"aws-p4d","nodes":2},
+			"parallel":{"tp":1,"pp":2,"dp":8,"micro_batch":2,"global_batch":32},"seq_len":1024,
+			"faults":{"stragglers":[{"device":"n0.gpu1","slowdown":1.3}]}}`,
+		// Stages of 6 GPUs on 8-GPU nodes: some replicas' pipeline links
+		// stay inside a node, others cross: three shapes, each simulated.
+		`{"kind":"training","model":{"preset":"llama2-7b","layers":8},"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":3},
+			"parallel":{"tp":2,"pp":4,"dp":3,"global_batch":24},"seq_len":2048,"faults":{}}`,
+		// Stages of 32 GPUs on 72-GPU racks (the GB200 Qwen3 row's layout).
+		`{"kind":"training","model":{"preset":"qwen3-235b-a22b","layers":8},"gpu":"gb200","cluster":{"preset":"gb200-nvl72","nodes":4},
+			"parallel":{"tp":1,"pp":8,"dp":32,"ep":8,"expert_tp":1,"global_batch":256,"zero":1,"overlap_grad_reduce":true},"seq_len":4096,"faults":{}}`,
 		// A degraded GPU-NIC link slows one expert-data-parallel group's
 		// gradients: NCCL's ring for it leaves node 1 through that NIC on
 		// another channel than the communicator's order does.
