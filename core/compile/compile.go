@@ -66,7 +66,8 @@ func TopologyContext(ctx context.Context, prefix string, c spec.Cluster) (*topo.
 
 // Faults resolves a validated fault spec at prefix against topology t:
 // device names to device ids, a link fault to the ids of the link between
-// its ends (and of the reverse with both_directions). Every name that is
+// its ends (and of the reverse with both_directions, topo.Reverse: a
+// split PCIe switch's other half). Every name that is
 // not a device of t and every pair without a link is a problem at its path
 // (prefix.faults.links[i].src, ...).
 func Faults(prefix string, fs spec.Faults, t *topo.Topology) (net.FaultPlan, error) {
@@ -87,16 +88,21 @@ func Faults(prefix string, fs spec.Faults, t *topo.Topology) (net.FaultPlan, err
 		if a < 0 || b < 0 {
 			continue
 		}
-		pairs := [][2]int{{a, b}}
-		if lf.BothDirections {
-			pairs = append(pairs, [2]int{b, a})
+		l, ok := t.LinkBetween(a, b)
+		if !ok {
+			p.Addf(at, "no link from %s to %s", t.Devices[a].Name, t.Devices[b].Name)
+			continue
 		}
-		for _, pr := range pairs {
-			l, ok := t.LinkBetween(pr[0], pr[1])
+		links := []int{l}
+		if lf.BothDirections {
+			r, ok := t.Reverse(l)
 			if !ok {
-				p.Addf(at, "no link from %s to %s", t.Devices[pr[0]].Name, t.Devices[pr[1]].Name)
+				p.Addf(at, "no link from %s back to %s", t.Devices[b].Name, t.Devices[a].Name)
 				continue
 			}
+			links = append(links, r)
+		}
+		for _, l := range links {
 			plan.Links = append(plan.Links, net.LinkFault{Link: l, Health: lf.Health, AtS: lf.AtS, UntilS: lf.UntilS})
 		}
 	}

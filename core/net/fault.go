@@ -125,17 +125,17 @@ func ApplyFaults(f Fabric, fp FaultPlan, seed uint64) ([]FaultEvent, error) {
 	return evs, nil
 }
 
-// sampleFaults draws, per cable (a link and its reverse, taken once from the
-// lower-numbered end) and per GPU, independent failures, degradations and
-// stragglers for the whole run.
+// sampleFaults draws, per cable (a link and its reverse, topo.Reverse,
+// taken once from the lower-numbered end, topo.CableEnds) and per GPU,
+// independent failures, degradations and stragglers for the whole run.
 func sampleFaults(t *topo.Topology, s *FaultSample, seed uint64) []FaultEvent {
 	r := rng.Stream(seed, "faults")
 	var evs []FaultEvent
-	for l, lk := range t.Links {
-		if lk.Src > lk.Dst {
+	for l := range t.Links {
+		if a, b := t.CableEnds(l); a > b {
 			continue
 		}
-		rev, hasRev := t.LinkBetween(lk.Dst, lk.Src)
+		rev, hasRev := t.Reverse(l)
 		u := r.Float64()
 		h := -1.0
 		switch {

@@ -317,6 +317,7 @@ func addPCIe(t *Topology, c ClusterConfig, gpu func(n, i int) int) ([]pcieSwitch
 			if split {
 				sw.up = t.AddDevice(Switch, fmt.Sprintf("n%d.pcie%d.up", n, j), n, j)
 				sw.down = t.AddDevice(Switch, fmt.Sprintf("n%d.pcie%d.down", n, j), n, j)
+				t.SetTwins(sw.up, sw.down)
 			} else {
 				sw.up = t.AddDevice(Switch, fmt.Sprintf("n%d.pcie%d", n, j), n, j)
 				sw.down = sw.up

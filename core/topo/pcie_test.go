@@ -252,3 +252,44 @@ func TestMoreNICsThanGPUs(t *testing.T) {
 	}
 	require.NoError(t, tp.CheckReachable(pairs))
 }
+
+// A cable to a split PCIe switch is a link to one half and one from the
+// other: Reverse pairs them (both_directions, the fault sweep's cables),
+// and CableEnds names both directions alike.
+func TestCablesThroughASplitPCIeSwitch(t *testing.T) {
+	tp, err := Preset("aws-p4d", 2)
+	require.NoError(t, err)
+	dev := func(name string) int {
+		d, ok := tp.DeviceByName(name)
+		require.True(t, ok, name)
+		return d
+	}
+	between := func(a, b string) int {
+		l, ok := tp.LinkBetween(dev(a), dev(b))
+		require.True(t, ok, a+"->"+b)
+		return l
+	}
+	up, down := dev("n0.pcie1.up"), dev("n0.pcie1.down")
+	require.Equal(t, down, tp.Twin(up))
+	require.Equal(t, up, tp.Twin(down))
+	require.Equal(t, dev("n0.gpu2"), tp.Twin(dev("n0.gpu2")))
+	for _, c := range [][2]int{
+		{between("n0.gpu2", "n0.pcie1.up"), between("n0.pcie1.down", "n0.gpu2")},
+		{between("n0.nic1", "n0.pcie1.down"), between("n0.pcie1.up", "n0.nic1")},
+		{between("n0.gpu2", "n0.nvswitch"), between("n0.nvswitch", "n0.gpu2")},
+	} {
+		r, ok := tp.Reverse(c[0])
+		require.True(t, ok)
+		require.Equal(t, c[1], r, tp.LinkName(c[0]))
+		a, b := tp.CableEnds(c[0])
+		ra, rb := tp.CableEnds(c[1])
+		require.Equal(t, [2]int{a, b}, [2]int{rb, ra})
+	}
+	// Every link of the preset has its reverse, and the reverse's is it.
+	for l := range tp.Links {
+		r, ok := tp.Reverse(l)
+		require.True(t, ok, tp.LinkName(l))
+		back, _ := tp.Reverse(r)
+		require.Equal(t, l, back, tp.LinkName(l))
+	}
+}

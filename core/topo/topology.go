@@ -90,8 +90,9 @@ type Topology struct {
 	pair    map[uint64]int32 // (src,dst) -> link id, for dimension-order routing
 	routes  map[uint64][]int32
 	version uint64
-	capVer  uint64 // bumped on any health or device change
-	nics    []int  // NICs per node, built on first use (nil after AddDevice)
+	capVer  uint64      // bumped on any health or device change
+	nics    []int       // NICs per node, built on first use (nil after AddDevice)
+	twin    map[int]int // a split device's other half (SetTwins)
 	scratch bfsScratch
 }
 
@@ -196,6 +197,43 @@ func (t *Topology) Out(d int) []int32 { return t.out[d] }
 func (t *Topology) LinkBetween(a, b int) (int, bool) {
 	l, ok := t.pair[key(a, b)]
 	return int(l), ok
+}
+
+// SetTwins records a and b as the two halves of one physical device (a
+// PCIe switch split into up and down, so that no route turns back through
+// it): a cable to it is a link to one half and one from the other.
+func (t *Topology) SetTwins(a, b int) {
+	if t.twin == nil {
+		t.twin = map[int]int{}
+	}
+	t.twin[a], t.twin[b] = b, a
+}
+
+// Twin is d's other half where d is a split device (SetTwins), else d.
+func (t *Topology) Twin(d int) int {
+	if o, ok := t.twin[d]; ok {
+		return o
+	}
+	return d
+}
+
+// Reverse is the link carrying the other direction of l's cable: from l's
+// destination back to its source, or where an end is a split device, from
+// or to its other half (GPU -> pcie.up is paired with pcie.down -> GPU).
+func (t *Topology) Reverse(l int) (int, bool) {
+	lk := t.Links[l]
+	if r, ok := t.LinkBetween(lk.Dst, lk.Src); ok {
+		return r, true
+	}
+	return t.LinkBetween(t.Twin(lk.Dst), t.Twin(lk.Src))
+}
+
+// CableEnds are the devices l's cable joins, a split device's halves
+// counted as its lower id: both directions of a cable give the same ends,
+// swapped.
+func (t *Topology) CableEnds(l int) (a, b int) {
+	lk := t.Links[l]
+	return min(lk.Src, t.Twin(lk.Src)), min(lk.Dst, t.Twin(lk.Dst))
 }
 
 // LinkName is "src->dst".

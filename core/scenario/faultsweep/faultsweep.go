@@ -252,7 +252,7 @@ func runSample(env scenario.Env, b base, t *topo.Topology, cables []cable, i int
 }
 
 // plan converts a fault set to a fault plan of t's ids (a cable's link
-// and its reverse as the spec's both_directions would resolve them), and
+// and its reverse, as the spec's both_directions resolves them), and
 // describes it.
 func (fs faultSet) plan(t *topo.Topology, cables []cable) (net.FaultPlan, string) {
 	var f net.FaultPlan
@@ -260,20 +260,19 @@ func (fs faultSet) plan(t *topo.Topology, cables []cable) (net.FaultPlan, string
 	for k, ci := range fs.cables {
 		c := cables[ci]
 		h := fs.health[k]
-		pairs := [][2]int{{c.a, c.b}}
+		f.Links = append(f.Links, net.LinkFault{Link: c.link, Health: h})
 		if c.rev >= 0 {
-			pairs = append(pairs, [2]int{c.b, c.a})
+			f.Links = append(f.Links, net.LinkFault{Link: c.rev, Health: h})
 		}
-		for _, pr := range pairs {
-			if l, ok := t.LinkBetween(pr[0], pr[1]); ok {
-				f.Links = append(f.Links, net.LinkFault{Link: l, Health: h})
-			}
+		// "<->" a cable (both_directions in a fault spec), "->" a link alone
+		ends := t.Devices[c.a].Name + "<->" + t.Devices[c.b].Name
+		if c.rev < 0 {
+			ends = t.LinkName(c.link)
 		}
-		a, b := t.Devices[c.a].Name, t.Devices[c.b].Name
 		if h == 0 {
-			parts = append(parts, a+"<->"+b+" failed")
+			parts = append(parts, ends+" failed")
 		} else {
-			parts = append(parts, fmt.Sprintf("%s<->%s health %.3g", a, b, h))
+			parts = append(parts, fmt.Sprintf("%s health %.3g", ends, h))
 		}
 	}
 	for _, d := range fs.devices {
@@ -288,18 +287,20 @@ func (fs faultSet) plan(t *topo.Topology, cables []cable) (net.FaultPlan, string
 }
 
 // cablesOf lists the topology's connections in link order: a link and its
-// reverse form one cable, named from the first of the two.
+// reverse (topo.Reverse: to a split PCIe switch, GPU -> pcie.up and
+// pcie.down -> GPU) form one cable, named from the first of the two.
 func cablesOf(t *topo.Topology) []cable {
 	seen := map[[2]int]bool{}
 	var out []cable
 	for l, lk := range t.Links {
-		k := [2]int{min(lk.Src, lk.Dst), max(lk.Src, lk.Dst)}
+		a, b := t.CableEnds(l)
+		k := [2]int{min(a, b), max(a, b)}
 		if seen[k] {
 			continue
 		}
 		seen[k] = true
 		c := cable{link: l, rev: -1, a: lk.Src, b: lk.Dst, scope: "fabric"}
-		if r, ok := t.LinkBetween(lk.Dst, lk.Src); ok {
+		if r, ok := t.Reverse(l); ok {
 			c.rev = r
 		}
 		da, db := t.Devices[lk.Src], t.Devices[lk.Dst]

@@ -305,3 +305,24 @@ func TestInferenceBase(t *testing.T) {
 		assert.GreaterOrEqual(t, *r.Slowdown, 1.0, r.Faults)
 	}
 }
+
+// On GPUs sharing a NIC behind a PCIe switch every cable inside a node is
+// both its directions, and a sample's description, replayed as a fault
+// spec with both_directions, gives the sample's step.
+func TestSharedNICCablesReplay(t *testing.T) {
+	base := `{"model":{"preset":"llama2-7b","layers":2},"gpu":"a100-40gb","cluster":{"preset":"aws-p4d","nodes":2},
+		"parallel":{"tp":1,"pp":2,"dp":8,"global_batch":8},"seq_len":512,"timeline_ranks":[-1]%s}`
+	out := sweep(t, fmt.Sprintf(`{"kind":"fault_sweep","seed":3,"training":`+base+`,"mode":"single_link","links":"node","single_link_faults":"degrade","degraded_health":0.3}`, ""))
+	require.NotEmpty(t, out.samples)
+	for i, r := range out.samples {
+		require.Contains(t, r.Faults, "<->", "a cable inside a node has both directions")
+		if i%7 != 0 {
+			continue
+		}
+		ends := splitCable(strings.TrimSuffix(r.Faults, " health 0.3"))
+		faults := fmt.Sprintf(`,"faults":{"links":[{"src":%q,"dst":%q,"health":0.3,"both_directions":true}]}`, ends[0], ends[1])
+		_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(`{"kind":"training",`+fmt.Sprintf(base, faults)[1:]))
+		require.NoError(t, err, r.Faults)
+		assert.Equal(t, res.Tables[0].Rows.([]training.SummaryRow)[0].StepTimeS, *r.StepTimeS, r.Faults)
+	}
+}
