@@ -48,6 +48,12 @@ def _check_memory_parts(spec: Spec, mem: Any) -> None:
         _check(_close(total, g[g.category != "total"].bytes.sum(), abs_=1), "memory categories sum to the total", spec)
 
 
+def _model(rnd: random.Random, moe: bool, layers: int) -> Spec:
+    preset = rnd.choice(MOE if moe else DENSE)
+    # DeepSeek-V3's first three layers are dense: four leave one MoE layer
+    return {"preset": preset, "layers": 4 if preset == "deepseek-v3" else layers}
+
+
 def _no_overlap(starts: Any, ends: Any) -> bool:
     order = np.argsort(starts, kind="stable")
     s, e = np.asarray(starts)[order], np.asarray(ends)[order]
@@ -59,7 +65,7 @@ def _no_overlap(starts: Any, ends: Any) -> bool:
 
 def training_spec(rnd: random.Random) -> Spec:
     moe = rnd.random() < 0.3
-    nodes = rnd.choice([1, 1, 2])
+    nodes = rnd.choice([1, 1, 2, 2, 3])  # 3: stages of 6 or 12 GPUs cut nodes unevenly
     tp, pp, cp = rnd.choice([1, 2, 4, 8]), rnd.choice([1, 2]), rnd.choice([1, 1, 2])
     if tp * pp * cp > 8 * nodes:
         pp = cp = 1
@@ -84,11 +90,18 @@ def training_spec(rnd: random.Random) -> Spec:
         layers = 4
     elif pp > 1:
         par["schedule"] = rnd.choice(["1f1b", "gpipe"])
-    spec: Spec = {"kind": "training", "model": {"preset": rnd.choice(MOE if moe else DENSE), "layers": layers},
+    spec: Spec = {"kind": "training", "model": _model(rnd, moe, layers),
                   "cluster": {"nodes": nodes}, "parallel": par, "seq_len": rnd.choice([512, 1024, 2048, 4096]),
                   "dtype": rnd.choice(["bf16", "bf16", "fp8"]), "execution": rnd.choice(["eager", "cuda_graphs"]),
                   "timeline_ranks": [0]}
     _gpu(rnd, spec)
+    if nodes == 2 and rnd.random() < 0.2:  # GPUs sharing NICs behind PCIe switches
+        spec["gpu"], spec["cluster"] = rnd.choice([
+            ("a100-40gb", {"preset": "aws-p4d", "nodes": 2}),
+            ("h100-sxm", {"topology": "composed", "nodes": 4, "gpus_per_node": 4, "intra": "nvswitch",
+                          "intra_link": "nvlink4", "nics_per_node": 2, "nic_link": "ib-ndr"})])
+        if spec["gpu"].startswith("a100") and spec["dtype"] == "fp8":
+            spec["dtype"] = "bf16"
     if moe and rnd.random() < 0.5:
         spec["routing"] = {"distribution": rnd.choice(["uniform", "zipf"]), "seed": rnd.randrange(9)}
     if cp > 1 and rnd.random() < 0.6:
@@ -106,11 +119,15 @@ def training_spec(rnd: random.Random) -> Spec:
     spec["grad_dtype"] = rnd.choice(["fp32", "fp32", "bf16"])
     spec["no_gradient_accumulation_fusion"] = rnd.random() < 0.2
     fault = rnd.random()
+    per_node = spec["cluster"].get("gpus_per_node", 8)
+    g = rnd.randrange(per_node)
     if fault < 0.2:
-        spec["faults"] = {"stragglers": [{"device": f"n0.gpu{rnd.randrange(8)}", "slowdown": rnd.choice([1.1, 1.5])}]}
-    elif fault < 0.35 and nodes == 2:
-        g = rnd.randrange(8)
-        spec["faults"] = {"links": [{"src": f"n1.gpu{g}", "dst": f"n1.nic{g}", "health": rnd.choice([0.3, 0.7])}]}
+        spec["faults"] = {"stragglers": [{"device": f"n0.gpu{g}", "slowdown": rnd.choice([1.1, 1.5])}]}
+    elif fault < 0.35 and nodes >= 2:
+        # the GPU's port: to its NIC, or to its PCIe switch where GPUs share one
+        port = f"n1.nic{g}" if "preset" in spec["cluster"] and spec["cluster"]["preset"].startswith("dgx") else f"n1.pcie{g // 2}.up"
+        spec["faults"] = {"links": [{"src": f"n1.gpu{g}", "dst": port, "health": rnd.choice([0.3, 0.7]),
+                                     "both_directions": rnd.random() < 0.5}]}
     return spec
 
 
@@ -146,7 +163,12 @@ def check_training(spec: Spec, res: eidolon.Result) -> None:
     for (rank, stream), g in tl[tl.stream != "pp"].groupby(["rank", "stream"]):
         _check(_no_overlap(g.start_s.values, g.end_s.values), f"rank {rank}'s {stream} stream runs one task at a time", spec)
     full = dict(spec, full_simulation=True)
-    _check(_close(eidolon.run(full, progress=False).to_pandas("summary").step_time_s[0], step, 1e-9),
+    # Three nodes cut the stages unevenly, so pipeline sends cross rails and
+    # ECMP gives some replicas a spine link another's sends also take: the
+    # mirrored replica then meets other contention than its representative
+    # (docs/ARCHITECTURE.md), an approximation within a few 1e-3.
+    tol = 5e-3 if spec["cluster"].get("nodes") == 3 else 1e-9
+    _check(_close(eidolon.run(full, progress=False).to_pandas("summary").step_time_s[0], step, tol),
            "mirroring replicas gives the step of simulating them all", spec)
 
 
@@ -175,7 +197,7 @@ def _check_zero_state(spec: Spec, mem: Any) -> None:
 
 def inference_spec(rnd: random.Random) -> Spec:
     moe = rnd.random() < 0.3
-    spec: Spec = {"kind": "inference", "model": {"preset": rnd.choice(MOE if moe else DENSE), "layers": rnd.choice([2, 4])},
+    spec: Spec = {"kind": "inference", "model": _model(rnd, moe, rnd.choice([2, 4])),
                   "tp": rnd.choice([1, 2, 4, 8]), "batch": rnd.choice([1, 4, 16]), "prompt_tokens": rnd.choice([16, 200, 2000]),
                   "output_tokens": rnd.choice([1, 2, 20]), "execution": rnd.choice(["eager", "cuda_graphs"]),
                   "dtype": rnd.choice(["bf16", "fp8"]), "kv_cache_dtype": rnd.choice(["auto", "fp8"]),
@@ -301,7 +323,7 @@ def collective_spec(rnd: random.Random) -> Spec:
     cluster = rnd.choice([{"preset": "dgx-a100", "nodes": rnd.choice([1, 2, 4])}, {"preset": "dgx-h100", "nodes": rnd.choice([1, 2])},
                           {"topology": "ring", "gpus": rnd.choice([4, 8]), "link": "nvlink4"},
                           {"topology": "torus", "dims": [4, 4], "link": "nvlink4"},
-                          {"topology": "leaf_spine", "gpus": 16, "gpus_per_leaf": 4, "link": "ib-ndr"}])
+                          {"topology": "leaf_spine", "gpus": 16, "radix": 8, "link": "ib-ndr"}])
     algs = ALGORITHMS[coll]
     spec: Spec = {"kind": "collective", "cluster": cluster, "collective": coll,
                   "algorithms": rnd.sample(algs, min(len(algs), rnd.choice([1, 2]))),
@@ -332,7 +354,10 @@ def check_collective(spec: Spec, res: eidolon.Result) -> None:
 
 def ssm_tp_spec(rnd: random.Random) -> Spec:
     gpu, preset = rnd.choice(GPUS[:2] + [("rtx-a6000", "")])
-    spec: Spec = {"kind": "ssm_tp", "model": {"preset": rnd.choice(["mamba-370m", "mamba2-2.7b", "zamba-7b"])},
+    model = {"preset": rnd.choice(["mamba-370m", "mamba2-2.7b", "zamba-7b"])}
+    if model["preset"] == "mamba2-2.7b":
+        model["n_groups"] = 8  # one group would allow no tensor parallelism
+    spec: Spec = {"kind": "ssm_tp", "model": model,
                   "gpu": gpu, "tp_degrees": rnd.sample([1, 2, 4, 8], rnd.choice([2, 3])),
                   "prompt_lengths": rnd.sample([128, 1000, 8000], rnd.choice([1, 2])), "output_length": rnd.choice([1, 16, 64]),
                   "strategies": rnd.sample(["naive", "ssm_tp"], rnd.choice([1, 2])),
