@@ -126,6 +126,16 @@ func Simulate(ctx context.Context, k *Kernel, c Config, script []Arrival) (*Resu
 		g.arrive[i] = cyclesCeil(t, g.clock)
 	}
 	g.Launch()
+	// When a flag becomes visible the CTAs polling for it stop reading it,
+	// which gives the tiles bandwidth back, as a delivered write does in a
+	// full run: the rates are settled again at every such instant.
+	visible := map[int64]bool{}
+	for _, c := range g.arrive {
+		if !visible[c] {
+			visible[c] = true
+			g.schedule(evVisible, -1, 0, c)
+		}
+	}
 	if err := sk.Run(ctx); err != nil {
 		return nil, err
 	}
@@ -161,6 +171,9 @@ const (
 	evWaitDone = iota
 	evTick
 	evArrive
+	// evVisible marks a scripted flag becoming visible: its waiters were
+	// resolved in closed form, but the polling traffic drops now.
+	evVisible
 )
 
 // GPU is the detailed model of one GPU running a kernel on a sim.Kernel that
@@ -282,6 +295,8 @@ func (m *GPU) Handle(i int) {
 		m.advance()
 		m.arrive[e.cta] = m.now
 		m.release(e.cta)
+	case evVisible:
+		m.advance()
 	case evWaitDone:
 		m.advance()
 		m.spin = remove(m.spin, e.cta)
