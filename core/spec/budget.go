@@ -414,7 +414,10 @@ func clusterGPUs(c *Cluster) int {
 
 // Budget of a training step: every micro-batch of one replica is a task
 // graph per layer of a stage on each of its TP·PP ranks (data-parallel
-// replicas are mirrored, simulated once, unless full_simulation). Its bytes
+// replicas are mirrored, simulated once, unless full_simulation; the
+// estimate counts one replica where core/exec also simulates a replica of
+// each other shape and those a fault touches, which the spec alone cannot
+// tell). Its bytes
 // (trainingBytesPerMicroBatch) are measured as Go's TotalAlloc, which on
 // these runs is about twice the live heap's peak (so about what the
 // process holds at that peak under GOGC=100). Events (the kernel's count,
