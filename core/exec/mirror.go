@@ -44,14 +44,19 @@ func (e *engine) pickSimulated() {
 	e.touchCoupled(touched)
 	// Each untouched replica mirrors the first one of its shape, which is
 	// simulated (replicaShapes).
-	shapes := e.replicaShapes()
+	var shapes []string
+	if slices.Contains(touched, false) {
+		shapes = e.replicaShapes()
+	}
 	repOf := map[string]int{}
 	for r, units := range pl.Replicas {
-		rep, ok := repOf[shapes[r]]
-		if touched[r] || !ok {
-			if !touched[r] {
+		rep, ok := -1, false
+		if !touched[r] {
+			if rep, ok = repOf[shapes[r]]; !ok {
 				repOf[shapes[r]] = r
 			}
+		}
+		if !ok {
 			for _, u := range units {
 				e.simul[u] = true
 			}
