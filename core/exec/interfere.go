@@ -239,20 +239,3 @@ func (e *engine) wireRate(g int) float64 {
 	e.wire[g] = rate
 	return rate
 }
-
-// routes are the paths of a communicator's ring in its own order (both
-// directions for two ranks: send_recv uses one, a ring all-reduce both).
-func (e *engine) routes(ranks []int) [][]int32 {
-	n := len(ranks)
-	if n < 2 {
-		return nil
-	}
-	var out [][]int32
-	for i := 0; i < n; i++ {
-		p, err := e.topo.Route(e.topo.RankDevice(ranks[i]), e.topo.RankDevice(ranks[(i+1)%n]))
-		if err == nil {
-			out = append(out, p)
-		}
-	}
-	return out
-}

@@ -129,21 +129,14 @@ func (e *engine) comm(g, c int) *commInfo {
 		return ci
 	}
 	ranks := e.plan.Groups[g].Comms[c]
-	var data []byte
-	put := func(x float64) { data = binary.LittleEndian.AppendUint64(data, math.Float64bits(x)) }
 	ci := commInfo{isolated: true, eff: 1}
 	routes := e.routes(ranks)
-	put(float64(len(ranks)))
-	put(float64(len(routes)))
+	data := e.routeFigures(nil, ranks, routes)
 	for _, p := range routes {
-		put(float64(len(p)))
 		if e.opt.Protocol {
 			ci.eff = min(ci.eff, net.PathEfficiency(e.topo, p))
 		}
 		for _, l := range p {
-			lk := e.topo.Links[l]
-			put(lk.BandwidthBytesPerS * lk.Health)
-			put(lk.LatencyS)
 			for _, other := range e.users[l] {
 				if ci.isolated && e.shares(g, c, other) {
 					ci.isolated = false
@@ -152,7 +145,7 @@ func (e *engine) comm(g, c int) *commInfo {
 		}
 	}
 	for _, rk := range ranks {
-		put(e.opt.Fabric.Slowdown(e.topo.RankDevice(rk)))
+		data = binary.LittleEndian.AppendUint64(data, math.Float64bits(e.opt.Fabric.Slowdown(e.topo.RankDevice(rk))))
 	}
 	sig, ok := e.sigs[string(data)]
 	if !ok {
@@ -162,4 +155,40 @@ func (e *engine) comm(g, c int) *commInfo {
 	ci.sig = sig
 	e.info[g][c] = &ci
 	return &ci
+}
+
+// routes are the paths of a communicator's ring in its own order (both
+// directions for two ranks: send_recv uses one, a ring all-reduce both).
+func (e *engine) routes(ranks []int) [][]int32 {
+	n := len(ranks)
+	if n < 2 {
+		return nil
+	}
+	var out [][]int32
+	for i := 0; i < n; i++ {
+		p, err := e.topo.Route(e.topo.RankDevice(ranks[i]), e.topo.RankDevice(ranks[(i+1)%n]))
+		if err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// routeFigures appends to b what a communicator's ring is made of: its
+// size and, route by route, each hop's bandwidth (times its health) and
+// latency. Equal figures, equal transfers: a communicator's signature
+// (comm) and a replica's shape (replicaShapes) are made of them.
+func (e *engine) routeFigures(b []byte, ranks []int, routes [][]int32) []byte {
+	put := func(x float64) { b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x)) }
+	put(float64(len(ranks)))
+	put(float64(len(routes)))
+	for _, p := range routes {
+		put(float64(len(p)))
+		for _, l := range p {
+			lk := e.topo.Links[l]
+			put(lk.BandwidthBytesPerS * lk.Health)
+			put(lk.LatencyS)
+		}
+	}
+	return b
 }

@@ -7,7 +7,6 @@ package exec
 import (
 	"encoding/binary"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 
@@ -325,15 +324,7 @@ func (e *engine) replicaShapes() []string {
 		}
 		var b []byte
 		for _, ranks := range pl.Groups[g].Comms {
-			b = binary.LittleEndian.AppendUint32(b, uint32(len(ranks)))
-			for _, p := range e.routes(ranks) {
-				b = binary.LittleEndian.AppendUint32(b, uint32(len(p)))
-				for _, l := range p {
-					lk := e.topo.Links[l]
-					b = binary.LittleEndian.AppendUint64(b, math.Float64bits(lk.BandwidthBytesPerS*lk.Health))
-					b = binary.LittleEndian.AppendUint64(b, math.Float64bits(lk.LatencyS))
-				}
-			}
+			b = e.routeFigures(b, ranks, e.routes(ranks))
 		}
 		n, ok := ids[string(b)]
 		if !ok {
