@@ -207,6 +207,10 @@ type engine struct {
 	quiet []bool
 	tpOf  []int // group -> the unit whose TP group it is, or -1
 	memo  map[memoKey]sim.Time
+	// names interns the operation and algorithm names in memo and shape
+	// keys: a key of small integers hashes several times faster than one
+	// of strings, and issue looks keys up at every collective's start.
+	names []string
 	// bulkActive counts the data-parallel stream's collectives in flight
 	// (gradient reductions, weight gathers: traffic that does not repeat
 	// with every layer); bulkStarted counts those ever started. An

@@ -8,7 +8,6 @@ import (
 	"encoding/binary"
 	"math"
 
-	"github.com/eidolon-sim/eidolon/core/model"
 	"github.com/eidolon-sim/eidolon/core/net"
 	"github.com/eidolon-sim/eidolon/core/workload"
 )
@@ -33,8 +32,7 @@ type commInfo struct {
 // no collisions.
 type memoKey struct {
 	sig          int32
-	coll         model.Kind
-	alg          net.Algorithm
+	coll, alg    uint16 // engine.name of the operation and the algorithm
 	bytes        uint64
 	pairs        int32
 	hierarchical bool

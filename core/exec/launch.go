@@ -116,6 +116,7 @@ func (e *engine) issue(g int, task *workload.Task, r *rendezvous) {
 			shapes = e.shapesOf(g, net.Op(task.Coll), alg, task.Bytes, len(copies))
 		}
 	}
+	collName, algName := e.name(string(task.Coll)), e.name(string(alg))
 	for i := range copies {
 		cp := &copies[i]
 		if cp.skip {
@@ -129,7 +130,7 @@ func (e *engine) issue(g int, task *workload.Task, r *rendezvous) {
 			}
 			continue
 		}
-		key := memoKey{sig: ci.sig, coll: task.Coll, alg: alg, bytes: math.Float64bits(task.Bytes), pairs: -1}
+		key := memoKey{sig: ci.sig, coll: collName, alg: algName, bytes: math.Float64bits(task.Bytes), pairs: -1}
 		if ci.isolated {
 			if d, ok := e.memo[key]; ok {
 				r.pending++
@@ -242,10 +243,21 @@ func (e *engine) copiesOf(g int) []issueCopy {
 
 // shapeKey is a collective request on a driver group's copies.
 type shapeKey struct {
-	g     int
-	op    net.Op
-	alg   net.Algorithm
-	bytes uint64
+	g       int
+	op, alg uint16 // engine.name of each
+	bytes   uint64
+}
+
+// name is s's index in the engine's interned names (engine.names): the few
+// operation and algorithm names a plan uses, compared, not hashed.
+func (e *engine) name(s string) uint16 {
+	for i, n := range e.names {
+		if n == s {
+			return uint16(i)
+		}
+	}
+	e.names = append(e.names, s)
+	return uint16(len(e.names) - 1)
 }
 
 // shapesOf holds the checked shapes (net.Comms.Shape) of a request on each
@@ -253,7 +265,7 @@ type shapeKey struct {
 // step starts the same few requests again and again, and each mirror group
 // is a copy of one driver group only, so this is the one cache of them.
 func (e *engine) shapesOf(g int, op net.Op, alg net.Algorithm, bytes float64, n int) []*net.Shape {
-	k := shapeKey{g, op, alg, math.Float64bits(bytes)}
+	k := shapeKey{g, e.name(string(op)), e.name(string(alg)), math.Float64bits(bytes)}
 	sh, ok := e.shapes[k]
 	if !ok {
 		if e.shapes == nil {

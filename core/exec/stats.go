@@ -1,7 +1,8 @@
 package exec
 
 import (
-	"sort"
+	"cmp"
+	"slices"
 
 	"github.com/eidolon-sim/eidolon/core/sim"
 	"github.com/eidolon-sim/eidolon/core/workload"
@@ -58,7 +59,7 @@ func (r *Result) Ranks() []RankStats {
 			out = append(out, s)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Rank < out[j].Rank })
+	slices.SortFunc(out, func(x, y RankStats) int { return cmp.Compare(x.Rank, y.Rank) })
 	return out
 }
 
@@ -89,7 +90,8 @@ func (r *Result) unitStats(u int) []RankStats {
 	pl := r.Plan
 	ur := &r.Units[u]
 	prog := &pl.Programs[pl.Units[u].Program]
-	var comp, comm []interval
+	comp := make([]interval, 0, len(prog.Tasks))
+	comm := make([]interval, 0, len(prog.Tasks))
 	var end sim.Time
 	for i, t := range prog.Tasks {
 		a, b := ur.Start[i], ur.End[i]
@@ -106,12 +108,17 @@ func (r *Result) unitStats(u int) []RankStats {
 	exposed := commT - overlap(comm, comp)
 	out := make([]RankStats, len(ur.Slowdown))
 	pace := ur.pace()
+	// A unit's ranks mostly share one slowdown: sum each distinct one once.
+	computeAt := map[float64]sim.Time{}
 	for k, slow := range ur.Slowdown {
-		var c sim.Time
-		for i, t := range prog.Tasks {
-			if t.Kind == workload.Compute {
-				c += ur.busy(i, slow, pace)
+		c, ok := computeAt[slow]
+		if !ok {
+			for i, t := range prog.Tasks {
+				if t.Kind == workload.Compute {
+					c += ur.busy(i, slow, pace)
+				}
 			}
+			computeAt[slow] = c
 		}
 		out[k] = RankStats{End: end, Compute: c, Comm: commT, ExposedComm: exposed,
 			Idle: max(0, end-c-exposed), Slowdown: slow}
@@ -123,7 +130,7 @@ func union(iv []interval) []interval {
 	if len(iv) == 0 {
 		return nil
 	}
-	sort.Slice(iv, func(i, j int) bool { return iv[i].a < iv[j].a })
+	slices.SortFunc(iv, func(x, y interval) int { return cmp.Compare(x.a, y.a) })
 	out := []interval{iv[0]}
 	for _, x := range iv[1:] {
 		last := &out[len(out)-1]
