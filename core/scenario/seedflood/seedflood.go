@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/eidolon-sim/eidolon/core/hw"
+	"github.com/eidolon-sim/eidolon/core/problem"
 	"github.com/eidolon-sim/eidolon/core/rng"
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	sf "github.com/eidolon-sim/eidolon/core/seedflood"
@@ -161,6 +162,24 @@ func BuildGraph(seed uint64, t spec.SeedFloodTopology, n int) (*sf.Graph, error)
 	return nil, fmt.Errorf("unknown topology kind %q", t.Kind)
 }
 
+// disconnected is the spec problem of a random client graph that its seed
+// draws disconnected (a ring, grid or complete graph never is): flooding and
+// gossip need a path between every pair of clients. The field named is the
+// one that makes the graph denser.
+func disconnected(s *spec.SeedFlood, name string, pairs [][2]int) error {
+	var p problem.Problems
+	path, allowed := "topology", ""
+	switch s.Topology.Kind {
+	case "erdos_renyi":
+		path, allowed = "topology.probability", "a larger probability, or another seed"
+	case "random_regular":
+		path, allowed = "topology.degree", "a larger degree, or another seed"
+	}
+	p.AddAllowed(path, allowed, "the client graph %s drawn from seed %d is disconnected (no path for pairs %v): every client must reach every other; use %s",
+		name, s.Seed, pairs, allowed)
+	return p.Err()
+}
+
 // Config turns a validated spec into a training configuration, pre-training
 // the initial model when the spec asks for it; env's cancellation is checked
 // and its progress reported every pre-training step.
@@ -170,7 +189,7 @@ func Config(s *spec.SeedFlood, env scenario.Env) (*sf.Config, error) {
 		return nil, err
 	}
 	if un := g.Unreachable(5); len(un) > 0 {
-		return nil, fmt.Errorf("client graph %s is disconnected: no path for pairs %v", g.Name, un)
+		return nil, disconnected(s, g.Name, un)
 	}
 	var data, source *sf.Dataset
 	d := s.Dataset

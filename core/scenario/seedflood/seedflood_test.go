@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/eidolon-sim/eidolon/core/problem"
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	sf "github.com/eidolon-sim/eidolon/core/seedflood"
 	"github.com/eidolon-sim/eidolon/core/spec"
@@ -140,12 +141,22 @@ func TestTooFewTrainingRowsIsASpecProblem(t *testing.T) {
 	require.NoError(t, err)
 }
 
-func TestDisconnectedGraphIsASimulationError(t *testing.T) {
-	s, err := decode(t, `{"kind":"seedflood","topology":{"kind":"erdos_renyi","clients":12,"probability":0.01},
-		"model":{"kind":"softmax"},"dataset":{"samples":100,"n_features":2,"classes":2},"steps":2}`)
-	require.NoError(t, err)
-	_, err = Kind().Run(scenario.Env{}, s)
-	require.ErrorContains(t, err, "disconnected")
+// A seed that draws a disconnected random graph is the spec's problem,
+// named at the field that makes the graph denser.
+func TestDisconnectedGraphIsASpecProblem(t *testing.T) {
+	for _, tc := range []struct{ topo, path string }{
+		{`{"kind":"erdos_renyi","clients":12,"probability":0.01}`, "topology.probability"},
+		{`{"kind":"random_regular","clients":12,"degree":1}`, "topology.degree"},
+	} {
+		s, err := decode(t, `{"kind":"seedflood","topology":`+tc.topo+`,
+			"model":{"kind":"softmax"},"dataset":{"samples":100,"n_features":2,"classes":2},"steps":2}`)
+		require.NoError(t, err)
+		_, err = Kind().Run(scenario.Env{}, s)
+		var pe *problem.Error
+		require.ErrorAs(t, err, &pe, tc.topo)
+		require.Equal(t, tc.path, pe.Problems[0].Path)
+		require.Contains(t, pe.Problems[0].Message, "disconnected")
+	}
 }
 
 // With a link preset, a message h hops away arrives ⌈h·hop_time/step_time⌉
