@@ -23,12 +23,7 @@ func (e *engine) pickSimulated() {
 	// A failed device or link reroutes traffic wherever it was: no
 	// symmetry left to rely on, unless the healthy routes are known (then
 	// touched finds the rerouted replicas).
-	for d := range e.topo.Devices {
-		full = full || (e.topo.DeviceDown(d) && e.opt.HealthyRoute == nil)
-	}
-	for _, l := range e.topo.Links {
-		full = full || (l.Health == 0 && e.opt.HealthyRoute == nil)
-	}
+	full = full || (e.topo.Failed() && e.opt.HealthyRoute == nil)
 	touched := make([]bool, len(pl.Replicas))
 	var hit map[int]bool // group -> groupTouched, where a route may differ
 	if e.routesMayDiffer() {

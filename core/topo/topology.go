@@ -279,6 +279,22 @@ func (t *Topology) SetDeviceDown(d int, down bool) {
 // DeviceDown reports whether device d has failed.
 func (t *Topology) DeviceDown(d int) bool { return t.down[d] }
 
+// Failed reports whether a device has failed or a link is down (health 0):
+// routes may then leave the cluster's healthy ones.
+func (t *Topology) Failed() bool {
+	for _, down := range t.down {
+		if down {
+			return true
+		}
+	}
+	for _, l := range t.Links {
+		if l.Health == 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // DeviceByName finds a device id.
 func (t *Topology) DeviceByName(name string) (int, bool) {
 	for i, d := range t.Devices {
