@@ -14,7 +14,10 @@ import (
 // the layers' all-to-alls repeat, the step's gradient reductions and
 // weight gathers do not, and a run they slowed is no one's typical time.
 func (e *engine) allToAllV(ci commInfo, ranks []int, task *workload.Task, pending *int, done func()) error {
-	key := memoKey{sig: ci.sig, coll: e.name(string(workload.AllToAllV)), pairs: task.PairsID, hierarchical: task.Hierarchical}
+	key := memoKey{sig: ci.sig, coll: e.name(string(workload.AllToAllV)), pairs: task.PairsID}
+	if task.Hierarchical {
+		key.hierarchical = 1
+	}
 	*pending++
 	if d, ok := e.memo[key]; ok && !e.opt.ExactAllToAll {
 		e.res.Reused++

@@ -29,13 +29,14 @@ type commInfo struct {
 // and its payload (math.Float64bits of the bytes), or for an all-to-all-v
 // its routing matrix (workload.Task.PairsID, -1 for other operations) and
 // whether it is hierarchical. Equal keys are equal collectives: no hashing,
-// no collisions.
+// no collisions. Its fields fill 24 bytes with no padding, so the map
+// hashes it as plain memory.
 type memoKey struct {
 	sig          int32
 	coll, alg    uint16 // engine.name of the operation and the algorithm
 	bytes        uint64
 	pairs        int32
-	hierarchical bool
+	hierarchical uint32 // 1 for a hierarchical all-to-all-v
 }
 
 // linkUsage counts the communicators (of every group) that use each link.

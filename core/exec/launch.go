@@ -243,9 +243,9 @@ func (e *engine) copiesOf(g int) []issueCopy {
 
 // shapeKey is a collective request on a driver group's copies.
 type shapeKey struct {
-	g       int
+	g       int32
 	op, alg uint16 // engine.name of each
-	bytes   uint64
+	bytes   uint64 // 16 bytes, no padding: hashed as plain memory
 }
 
 // name is s's index in the engine's interned names (engine.names): the few
@@ -265,7 +265,7 @@ func (e *engine) name(s string) uint16 {
 // step starts the same few requests again and again, and each mirror group
 // is a copy of one driver group only, so this is the one cache of them.
 func (e *engine) shapesOf(g int, op net.Op, alg net.Algorithm, bytes float64, n int) []*net.Shape {
-	k := shapeKey{g, e.name(string(op)), e.name(string(alg)), math.Float64bits(bytes)}
+	k := shapeKey{int32(g), e.name(string(op)), e.name(string(alg)), math.Float64bits(bytes)}
 	sh, ok := e.shapes[k]
 	if !ok {
 		if e.shapes == nil {
