@@ -38,12 +38,13 @@ type Span struct {
 func (r *Result) Ranks() []RankStats {
 	pl := r.Plan
 	perUnit := make([][]RankStats, len(pl.Units))
+	var scratch [2][]interval // reused by every unit: a unit's tasks can number tens of thousands
 	for u := range pl.Units {
 		ur := &r.Units[u]
 		if !ur.Simulated {
 			continue
 		}
-		perUnit[u] = r.unitStats(u)
+		perUnit[u] = r.unitStats(u, &scratch)
 	}
 	var out []RankStats
 	for u, unit := range pl.Units {
@@ -86,12 +87,11 @@ func (ur *UnitResult) busy(i int, slow, pace float64) sim.Time {
 }
 
 // unitStats computes the statistics of each rank of a simulated unit.
-func (r *Result) unitStats(u int) []RankStats {
+func (r *Result) unitStats(u int, scratch *[2][]interval) []RankStats {
 	pl := r.Plan
 	ur := &r.Units[u]
 	prog := &pl.Programs[pl.Units[u].Program]
-	comp := make([]interval, 0, len(prog.Tasks))
-	comm := make([]interval, 0, len(prog.Tasks))
+	comp, comm := scratch[0][:0], scratch[1][:0]
 	var end sim.Time
 	for i, t := range prog.Tasks {
 		a, b := ur.Start[i], ur.End[i]
@@ -106,6 +106,7 @@ func (r *Result) unitStats(u int) []RankStats {
 	comm = union(comm)
 	commT := length(comm)
 	exposed := commT - overlap(comm, comp)
+	scratch[0], scratch[1] = comp, comm // their arrays, for the next unit
 	out := make([]RankStats, len(ur.Slowdown))
 	pace := ur.pace()
 	// A unit's ranks mostly share one slowdown: sum each distinct one once.
@@ -126,12 +127,13 @@ func (r *Result) unitStats(u int) []RankStats {
 	return out
 }
 
+// union merges overlapping intervals in place (iv is reused).
 func union(iv []interval) []interval {
 	if len(iv) == 0 {
-		return nil
+		return iv
 	}
 	slices.SortFunc(iv, func(x, y interval) int { return cmp.Compare(x.a, y.a) })
-	out := []interval{iv[0]}
+	out := iv[:1] // writes never pass the interval being read
 	for _, x := range iv[1:] {
 		last := &out[len(out)-1]
 		if x.a <= last.b {
