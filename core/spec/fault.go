@@ -63,6 +63,38 @@ func (f *Faults) Defaults() {
 	}
 }
 
+// Timed reports whether a fault happens or ends after time 0.
+func (f *Faults) Timed() bool {
+	for _, l := range f.Links {
+		if l.AtS > 0 || l.UntilS > 0 {
+			return true
+		}
+	}
+	for _, d := range f.Devices {
+		if d.AtS > 0 || d.UntilS > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// EveryReplica reports whether the faults make core/exec simulate every
+// replica instead of mirroring the healthy ones: a fault after time 0 (the
+// replicas would be hit at different moments), or a failed link or device
+// (given or sampled), whose rerouted traffic leaves no symmetry to rely on
+// (exec's pickSimulated).
+func (f *Faults) EveryReplica() bool {
+	if f.Timed() || len(f.Devices) > 0 || (f.Sample != nil && f.Sample.LinkFailureProbability > 0) {
+		return true
+	}
+	for _, l := range f.Links {
+		if l.Health == 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Validate reports every problem under path. Device names are checked when
 // the topology is built.
 func (f *Faults) Validate(p *Problems, path string) {

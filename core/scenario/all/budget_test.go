@@ -37,6 +37,11 @@ func TestBudgetRefusesWithTheFields(t *testing.T) {
 		// the task-graph kinds count their events too
 		{`{"kind":"fault_sweep","samples":1000000,"link_failures":1,"training":{"model":{"preset":"gpt-22b","layers":48},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":16},"parallel":{"tp":8,"pp":4,"global_batch":512}}}`, "samples", "events", 0},
 		{`{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"output_tokens":64,"max_events":1000}`, "output_tokens", "events", 0},
+		// every replica simulated, where mirroring would simulate one: a
+		// failed link (which passed unrefused and took 18 GB and 350 s) and
+		// full_simulation over 1,024 replicas (which exhausted the machine)
+		{`{"kind":"training","model":"gpt3-175b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":8192},"parallel":{"tp":8,"pp":8,"global_batch":98304},"seq_len":2048,"faults":{"links":[{"src":"n1000.gpu3","dst":"n1000.nvswitch","health":0}]}}`, "parallel.global_batch", "GiB", 8 * gib},
+		{`{"kind":"inference","model":"llama3-70b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1024},"tp":8,"replicas":1024,"batch":8,"prompt_tokens":1000,"output_tokens":2000,"full_simulation":true}`, "output_tokens", "GiB", 8 * gib},
 		// serving: a million requests a second for a million seconds, and
 		// a closed loop as long
 		{`{"kind":"serving","model":{"preset":"llama3-8b","layers":2},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"workload":{"rate_per_s":1e4,"duration_s":1e4}}`, "workload.duration_s", "GiB", 8 * gib},
@@ -106,6 +111,11 @@ func TestBudgetEstimatesTheAllocation(t *testing.T) {
 		`{"kind":"inference","model":{"preset":"llama2-7b","layers":8},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"tp":2,"batch":4,"prompt_tokens":128,"output_tokens":8192}`,
 		`{"kind":"inference","model":{"preset":"deepseek-v3","layers":8},"gpu":"h800","cluster":{"preset":"dgx-h800","nodes":2},"replicas":16,"ep":16,"two_batch_overlap":true,"batch":8,"prompt_tokens":128,"output_tokens":1024,"dtype":"fp8"}`,
 		`{"kind":"inference","model":{"preset":"llama2-7b","layers":8},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"tp":2,"replicas":2,"batch":4,"prompt_tokens":128,"output_tokens":2048,"faults":{"stragglers":[{"device":"n0.gpu1","slowdown":1.5}]}}`,
+		// every replica simulated: full_simulation, or a failed link
+		`{"kind":"training","model":{"preset":"gpt3-175b","layers":8},"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":8},"parallel":{"tp":8,"pp":2,"global_batch":256,"sequence_parallel":true},"seq_len":2048,"full_simulation":true}`,
+		`{"kind":"training","model":{"preset":"gpt3-175b","layers":8},"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":8},"parallel":{"tp":8,"pp":2,"global_batch":256,"sequence_parallel":true},"seq_len":2048,"faults":{"links":[{"src":"n1.gpu0","dst":"n1.nvswitch","health":0}]}}`,
+		`{"kind":"inference","model":{"preset":"llama2-7b","layers":8},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":4},"tp":8,"replicas":4,"batch":4,"prompt_tokens":128,"output_tokens":512,"full_simulation":true}`,
+		`{"kind":"inference","model":{"preset":"llama2-7b","layers":8},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":2},"tp":2,"replicas":4,"batch":4,"prompt_tokens":128,"output_tokens":512,"faults":{"devices":[{"device":"n1.nic0"}]}}`,
 	} {
 		_, s, err := all.Decode([]byte(js))
 		require.NoError(t, err, js)
