@@ -429,7 +429,9 @@ func clusterGPUs(c *Cluster) int {
 
 // Budget of a training step: every micro-batch of one replica is a task
 // graph per layer of a stage on each of its TP·PP ranks (data-parallel
-// replicas are mirrored, simulated once, unless full_simulation; the
+// replicas are mirrored, simulated once, unless full_simulation or faults
+// that break mirroring, Faults.EveryReplica, where every replica is
+// counted, each further one at trainingExtraReplicaShare; the
 // estimate counts one replica where core/exec also simulates a replica of
 // each other shape and those a fault touches, which the spec alone cannot
 // tell). Its bytes
