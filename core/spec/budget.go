@@ -197,7 +197,11 @@ func (s *Inference) Budget() Budget {
 		// symmetry mirroring relies on): each further one adds its ranks'
 		// task times to the shared plan.
 		replicas = float64(s.Replicas)
-		mem *= 1 + (replicas-1)*float64(min(max(s.TP, 1)*max(s.PP, 1), 8))/inferenceExtraReplicaShare
+		share := inferenceExtraReplicaShare
+		if max(s.TP, 1)*max(s.PP, 1) == 1 {
+			share = inferenceExtraReplicaShareAlone
+		}
+		mem *= 1 + (replicas-1)/share
 		cause := "faults"
 		if s.FullSimulation {
 			cause = "full_simulation"
@@ -214,11 +218,15 @@ func (s *Inference) Budget() Budget {
 }
 
 // inferenceExtraReplicaShare: a further replica simulated beside the first
-// costs min(tp·pp, 8)/64 of its estimate. Measured (peak RSS, 500 output
-// tokens, every replica simulated): Llama-3-70B at TP 8, 12.5 MB a further
-// replica against 180 MB estimated for the first (1/14); Llama-3-8B at TP
-// 4, 5.6 MB against 82 MB (1/15), at TP 1 0.36 MB (1/228).
-const inferenceExtraReplicaShare = 64
+// costs 1/12 of its estimate (1/64 for a replica of one GPU, which has no
+// collectives). Measured (peak RSS, 500 output tokens, every replica
+// simulated): Llama-3-70B at TP 8, 12.5 MB a further replica against 180
+// MB estimated for the first (1/14); Llama-3-8B at TP 4, 5.6 MB against 82
+// MB (1/15), at TP 2 about 5 MB (1/17), at TP 1 0.36 MB (1/228).
+const (
+	inferenceExtraReplicaShare      = 12.0
+	inferenceExtraReplicaShareAlone = 64.0
+)
 
 // segmented reports whether a run of steps passes runs in segments (see
 // core/job's RunStepped: one simulated replica, no fault after time 0);
