@@ -191,12 +191,14 @@ func (s *Inference) Budget() Budget {
 		detail = fmt.Sprintf("%.0f passes (a decode pass per output token) of %.0f layers, %.0f timeline ranks", steps, layers, ranks)
 	}
 	fields := []string{"output_tokens", "model.layers"}
-	replicas := 1.0
-	if s.Replicas > 1 && (s.FullSimulation || s.Faults.EveryReplica()) {
-		// Every replica simulated (full_simulation, or faults that break the
-		// symmetry mirroring relies on): each further one adds its ranks'
-		// task times to the shared plan.
-		replicas = float64(s.Replicas)
+	replicas := simulatedReplicas(max(s.Replicas, 1), &s.Faults)
+	if s.FullSimulation {
+		replicas = float64(max(s.Replicas, 1))
+	}
+	if replicas > 1 {
+		// Replicas simulated beside the first (full_simulation, or faults
+		// that break the symmetry mirroring relies on): each further one
+		// adds its ranks' task times to the shared plan.
 		share := inferenceExtraReplicaShare
 		if max(s.TP, 1)*max(s.PP, 1) == 1 {
 			share = inferenceExtraReplicaShareAlone
@@ -207,7 +209,7 @@ func (s *Inference) Budget() Budget {
 			cause = "full_simulation"
 		}
 		fields = append(fields, "replicas", cause)
-		detail += fmt.Sprintf(", %d replicas simulated", s.Replicas)
+		detail += fmt.Sprintf(", %.0f replicas simulated", replicas)
 	}
 	return withCluster(Budget{
 		MemoryBytes: mem,
@@ -215,6 +217,16 @@ func (s *Inference) Budget() Budget {
 		Fields:      fields,
 		Detail:      detail,
 	}, clusterBytesPerGPU, &s.Cluster)
+}
+
+// simulatedReplicas is how many of n replicas the budget counts as
+// simulated under faults: all where they may break mirroring
+// (Faults.EveryReplica), else one and those the failed links reroute.
+func simulatedReplicas(n int, f *Faults) float64 {
+	if f.EveryReplica() {
+		return float64(n)
+	}
+	return float64(min(n, 1+ReplicasPerFailedLink*f.FailedLinks()))
 }
 
 // inferenceExtraReplicaShare: a further replica simulated beside the first
@@ -438,8 +450,9 @@ func clusterGPUs(c *Cluster) int {
 // Budget of a training step: every micro-batch of one replica is a task
 // graph per layer of a stage on each of its TP·PP ranks (data-parallel
 // replicas are mirrored, simulated once, unless full_simulation or faults
-// that break mirroring, Faults.EveryReplica, where every replica is
-// counted, each further one at trainingExtraReplicaShare; the
+// that may break mirroring (Faults.EveryReplica: every replica counted;
+// failed links: ReplicasPerFailedLink each), each further one at
+// trainingExtraReplicaShare; the
 // estimate counts one replica where core/exec also simulates a replica of
 // each other shape and those a fault touches, which the spec alone cannot
 // tell). Its bytes
@@ -466,13 +479,12 @@ func (s *Training) Budget() Budget {
 	if ok && m.Layers > 0 {
 		layers = float64(m.Layers)
 	}
-	replicas := 1.0
 	fields := []string{"parallel.global_batch", "model.layers", "parallel.tp", "parallel.pp", "full_simulation"}
-	if s.SimulatesEveryReplica() || s.Faults.EveryReplica() {
+	replicas := simulatedReplicas(dp*cp, &s.Faults)
+	if s.SimulatesEveryReplica() {
 		replicas = float64(dp * cp)
-		if !s.SimulatesEveryReplica() {
-			fields[len(fields)-1] = "faults"
-		}
+	} else if replicas > 1 {
+		fields[len(fields)-1] = "faults"
 	}
 	ranks := float64(tp * pp)
 	stage := math.Ceil(layers/float64(pp)) + 1

@@ -78,22 +78,31 @@ func (f *Faults) Timed() bool {
 	return false
 }
 
-// EveryReplica reports whether the faults make core/exec simulate every
-// replica instead of mirroring the healthy ones: a fault after time 0 (the
-// replicas would be hit at different moments), or a failed link or device
-// (given or sampled), whose rerouted traffic leaves no symmetry to rely on
-// (exec's pickSimulated).
+// EveryReplica reports whether the faults may make core/exec simulate
+// every replica instead of mirroring the healthy ones: a fault after time 0
+// (mirroring is off: the replicas would be hit at different moments), a
+// failed device (a spine switch reroutes every replica's routes through
+// it) or sampled link failures (any number of cables). A failed link given
+// alone reroutes the flows through one switch's ports (FailedLinks).
 func (f *Faults) EveryReplica() bool {
-	if f.Timed() || len(f.Devices) > 0 || (f.Sample != nil && f.Sample.LinkFailureProbability > 0) {
-		return true
-	}
+	return f.Timed() || len(f.Devices) > 0 || (f.Sample != nil && f.Sample.LinkFailureProbability > 0)
+}
+
+// FailedLinks counts the links given as failed (health 0).
+func (f *Faults) FailedLinks() int {
+	n := 0
 	for _, l := range f.Links {
 		if l.Health == 0 {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
 }
+
+// ReplicasPerFailedLink bounds the replicas one failed cable makes core/exec
+// simulate: the routes it changes are those through one switch's ports,
+// whose nodes (half a 64-port leaf) hold at most this many replicas' ranks.
+const ReplicasPerFailedLink = 32
 
 // Validate reports every problem under path. Device names are checked when
 // the topology is built.

@@ -38,9 +38,9 @@ func TestBudgetRefusesWithTheFields(t *testing.T) {
 		{`{"kind":"fault_sweep","samples":1000000,"link_failures":1,"training":{"model":{"preset":"gpt-22b","layers":48},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":16},"parallel":{"tp":8,"pp":4,"global_batch":512}}}`, "samples", "events", 0},
 		{`{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"output_tokens":64,"max_events":1000}`, "output_tokens", "events", 0},
 		// every replica simulated, where mirroring would simulate one: a
-		// failed link (which passed unrefused and took 18 GB and 350 s) and
-		// full_simulation over 1,024 replicas (which exhausted the machine)
-		{`{"kind":"training","model":"gpt3-175b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":8192},"parallel":{"tp":8,"pp":8,"global_batch":98304},"seq_len":2048,"faults":{"links":[{"src":"n1000.gpu3","dst":"n1000.nvswitch","health":0}]}}`, "parallel.global_batch", "GiB", 8 * gib},
+		// failed spine switch and full_simulation over 1,024 replicas
+		// (which exhausted the machine before they were counted)
+		{`{"kind":"training","model":"gpt3-175b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":8192},"parallel":{"tp":8,"pp":8,"global_batch":98304},"seq_len":2048,"faults":{"devices":[{"device":"spine3"}]}}`, "parallel.global_batch", "GiB", 8 * gib},
 		{`{"kind":"inference","model":"llama3-70b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1024},"tp":8,"replicas":1024,"batch":8,"prompt_tokens":1000,"output_tokens":2000,"full_simulation":true}`, "output_tokens", "GiB", 8 * gib},
 		// serving: a million requests a second for a million seconds, and
 		// a closed loop as long

@@ -131,7 +131,7 @@ func (b *planBase) run(env scenario.Env, extra net.FaultPlan) (outcome, error) {
 	}
 	opt := b.job.Options(m)
 	opt.Cost, opt.Kernel = b.cost, b.kernel
-	opt.HealthyRoute = b.healthyRoute
+	opt.HealthyRoute = job.HealthyRoute(b.ref)
 	res, err := exec.Run(env.Context(), b.plan, opt)
 	if err != nil {
 		return outcome{}, err
@@ -142,11 +142,6 @@ func (b *planBase) run(env scenario.Env, extra net.FaultPlan) (outcome, error) {
 		bytes[i] = st.Bytes
 	}
 	return outcome{timeS: res.End.Seconds(), bytes: bytes}, nil
-}
-
-func (b *planBase) healthyRoute(src, dst int) []int32 {
-	p, _ := b.ref.Route(src, dst) // nil when unreachable even healthy
-	return p
 }
 
 // restore brings the shared topology back to its built state; routes stay

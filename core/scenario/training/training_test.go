@@ -73,6 +73,10 @@ func TestMirroringMatchesFullSimulation(t *testing.T) {
 			`,"faults":{"stragglers":[{"device":"n1.gpu5","slowdown":1.3}]}`,
 			`,"faults":{"links":[{"src":"n0.gpu5","dst":"n0.nic5","health":0.2}]}`,
 			`,"faults":{"links":[{"src":"n1.gpu2","dst":"n1.nvswitch","health":0.5}]}`,
+			// failed: its traffic leaves through the fabric; the replicas
+			// whose routes changed are simulated (job gives exec the
+			// healthy routes), not every replica
+			`,"faults":{"links":[{"src":"n1.gpu2","dst":"n1.nvswitch","health":0,"both_directions":true}]}`,
 		} {
 			mirrored := summary(t, small(2, par, faults))
 			full := summary(t, small(2, par, faults+`,"full_simulation":true`))
@@ -81,8 +85,18 @@ func TestMirroringMatchesFullSimulation(t *testing.T) {
 			if faults == "" {
 				assert.Equal(t, 8, mirrored.SimulatedRanks, "one replica of two")
 			}
+
 		}
 	}
+	// A failed link reroutes its replica's traffic; job gives exec the
+	// healthy routes, so the other replicas stay mirrored.
+	failed := `{"kind":"training","model":{"preset":"gpt-22b","layers":2},"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":4},
+		"parallel":{"tp":8,"dp":4,"global_batch":8},"seq_len":2048,
+		"faults":{"links":[{"src":"n3.gpu2","dst":"n3.nvswitch","health":0,"both_directions":true}]}}`
+	mirrored, full := summary(t, failed), summary(t, strings.Replace(failed, `"faults"`, `"full_simulation":true,"faults"`, 1))
+	assert.InEpsilon(t, full.StepTimeS, mirrored.StepTimeS, 1e-9)
+	assert.Equal(t, 16, mirrored.SimulatedRanks, "the healthy representative and the failed link's replica")
+	assert.Equal(t, 32, full.SimulatedRanks)
 	// A straggler's context- and expert-parallel partners wait for it layer
 	// by layer, as the other replicas do not: they are simulated with it.
 	for _, js := range []string{
