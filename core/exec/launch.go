@@ -108,15 +108,15 @@ func (e *engine) issue(g int, task *workload.Task, r *rendezvous) {
 			alg = e.opt.TPQuantAlgorithm
 		}
 	}
+	collName, algName := e.name(string(task.Coll)), e.name(string(alg))
 	var copies []issueCopy
 	var shapes []*net.Shape
 	if task.Bytes > 0 {
 		copies = e.copiesOf(g)
 		if task.Coll != workload.SendRecv && task.Coll != workload.AllToAllV {
-			shapes = e.shapesOf(g, net.Op(task.Coll), alg, task.Bytes, len(copies))
+			shapes = e.shapesOf(shapeKey{int32(g), collName, algName, math.Float64bits(task.Bytes)}, len(copies))
 		}
 	}
-	collName, algName := e.name(string(task.Coll)), e.name(string(alg))
 	for i := range copies {
 		cp := &copies[i]
 		if cp.skip {
@@ -260,12 +260,12 @@ func (e *engine) name(s string) uint16 {
 	return uint16(len(e.names) - 1)
 }
 
-// shapesOf holds the checked shapes (net.Comms.Shape) of a request on each
-// of driver group g's n copies, by copy, each filled at its first start: a
+// shapesOf holds the checked shapes (net.Comms.Shape) of a request (k: its
+// driver group, operation, algorithm and payload) on each of the group's n
+// copies, by copy, each filled at its first start: a
 // step starts the same few requests again and again, and each mirror group
 // is a copy of one driver group only, so this is the one cache of them.
-func (e *engine) shapesOf(g int, op net.Op, alg net.Algorithm, bytes float64, n int) []*net.Shape {
-	k := shapeKey{int32(g), e.name(string(op)), e.name(string(alg)), math.Float64bits(bytes)}
+func (e *engine) shapesOf(k shapeKey, n int) []*net.Shape {
 	sh, ok := e.shapes[k]
 	if !ok {
 		if e.shapes == nil {
