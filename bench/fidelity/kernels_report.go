@@ -39,8 +39,12 @@ const (
 		"within the tie and not under 5%: most of what remains is single-wave GEMMs of 65-512 tokens priced 5-17% fast, " +
 		"where cuBLAS runs a tile that leaves SMs idle (192 × 8,192 × 4,096: 53 µs measured, near the 50 µs a 256 × 128 tile on 64 of " +
 		"132 SMs would take, against 35.5 µs at 256 tokens)"
-	rowPending = "one bandwidth for the norm and silu_and_mul's row kernels: the norm, its L2-resident input read at " +
-		"L2's bandwidth, comes out 7% fast at 65-512 tokens and 3% at 513-4,096 (A100, median signed). Refitted and " +
+	rowPending = "one bandwidth for the norm and silu_and_mul's row kernels: the norm, its input read at L2's bandwidth " +
+		"while it fits a quarter of L2, less of it beyond, none from twice that (compute's residentStream: the residual " +
+		"add wrote the rows in the order the norm reads them, and the norm's own misses evict what it has not reached; " +
+		"keeping the quarter at every size, as the kernels after a GEMM do, the median was 6.5%, the training split's " +
+		"5.6%; with least-recently-used replacement's drop to none past the quarter 6.0%, its rows just past it 23-35% " +
+		"slow), comes out 7% fast at 65-512 tokens and 3% slow at 513-4,096 (A100, median signed). Refitted and " +
 		"rejected: the latency chain added to the bandwidth time rather than the larger of the two (A100 norm 25%); " +
 		"reading the producer's output from L2 (A100 norm at 65-512 tokens 0%, but above 4,096 tokens +41%); the " +
 		"L2-resident input at L2's bandwidth for silu_and_mul too (A100 training objective 0.066 against 0.061, held-out " +
@@ -286,12 +290,13 @@ func KernelReport(rows, dense []KernelRow, cook, layer []CookbookRow) (string, e
 		"streaming kernels are bytes over the bandwidth of their implementation (vectorized, row kernel, gather), row kernels " +
 		"also a latency chain (loop iterations × memory latency per wave of resident rows); the input the previous kernel " +
 		"wrote is read from L2 up to a quarter of it (vectorized kernels, and the norm's read-only first pass at L2's " +
-		"bandwidth: before, the A100 norms of 65-512 tokens came out 20% slow and the held-out norm medians were 8.4% " +
+		"bandwidth, the norm's input, written by the add before it in the order the norm reads it, fading to none at " +
+		"half of L2: before, the A100 norms of 65-512 tokens came out 20% slow and the held-out norm medians were 8.4% " +
 		"(A100) and 4.5% (H100)); RoPE as its launch code runs it (a block per token of min(query heads × 64, 512) " +
 		"threads rotating a pair per iteration, first the query heads' pairs, then the key heads', so that with one key " +
 		"head a rank most of a 512-thread block idles through the second loop), the chain of those iterations added " +
 		"to its bytes' time (each iteration's in-place stores precede the next one's loads), its input read from L2 " +
-		"up to a quarter of it as the norm's, the rest at its own bandwidth (RotaryBandwidthFraction, fitted alone on " +
+		"up to a quarter of it as the add's, the rest at its own bandwidth (RotaryBandwidthFraction, fitted alone on " +
 		"the training split's RoPE rows with the others held: FitRotary, TestRotaryFitIsOptimal; fitted jointly with " +
 		"them, before the L2 read, it moved the GEMM parameters to another basin of the stepped loss, which put Korthikanti's Table 4 backward at " +
 		"+6.4 %): before, with the row kernels' geometry and bandwidth, the held-out RoPE medians were 8.3% on both " +

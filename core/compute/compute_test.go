@@ -231,19 +231,40 @@ func TestRowKernelLatencyThenBandwidth(t *testing.T) {
 	c := norm(1, 8192)
 	assert.InEpsilon(t, g.KernelLaunchS+16*g.MemoryLatencyS, c.TimeS, 1e-9)
 	assert.Equal(t, BoundLatency, c.Bound)
-	// 32768 rows: bytes (x read twice, y written: 1.5× the op's) over the
-	// row-kernel bandwidth, but the quarter of L2 of x still there from
-	// the kernel that wrote it, read at L2's bandwidth.
-	o := model.NewStreaming("norm", model.Norm, hw.FP16, 0, 4*32768*8192+8*32768)
-	c = norm(32768, 8192)
-	res := float64(g.L2Bytes) / 4
+	// 512 rows: x (8.4 MB) fits in a quarter of L2, where the residual
+	// add before the norm left it: the first pass reads it at L2's
+	// bandwidth, the rest (x again, y written: 1.5× the op's bytes, less
+	// x) at the row-kernel bandwidth.
+	share := float64(g.L2Bytes) / 4
+	x := float64(512 * 8192 * 2)
+	require.Less(t, x, share)
+	o := model.NewStreaming("norm", model.Norm, hw.FP16, 0, 2*x+8*512)
+	c = norm(512, 8192)
+	assert.InEpsilon(t, g.KernelLaunchS+(1.5*o.Bytes-x)/g.RowKernelBandwidth()+x/g.L2BandwidthBytesPerS, c.TimeS, 1e-9)
+	assert.InEpsilon(t, o.Bytes-x, c.BytesHBM, 1e-12)
+	// 768 rows (12.6 MB) outgrow the share: the norm's own misses evict
+	// part of what the add left, 2·share − x of it still read from L2.
+	x = float64(768 * 8192 * 2)
+	o = model.NewStreaming("norm", model.Norm, hw.FP16, 0, 2*x+8*768)
+	c = norm(768, 8192)
+	res := 2*share - x
+	require.Greater(t, res, 0.0)
 	assert.InEpsilon(t, g.KernelLaunchS+(1.5*o.Bytes-res)/g.RowKernelBandwidth()+res/g.L2BandwidthBytesPerS, c.TimeS, 1e-9)
-	assert.Equal(t, BoundHBM, c.Bound)
 	assert.InEpsilon(t, o.Bytes-res, c.BytesHBM, 1e-12)
+	// From twice the share (1,280 rows, 21 MB) none of it: every byte
+	// from HBM at the row-kernel bandwidth.
+	for _, rows := range []int64{1280, 32768} {
+		o := model.NewStreaming("norm", model.Norm, hw.FP16, 0, float64(4*rows*8192+8*rows))
+		c = norm(rows, 8192)
+		assert.InEpsilon(t, g.KernelLaunchS+1.5*o.Bytes/g.RowKernelBandwidth(), c.TimeS, 1e-9, "rows=%d", rows)
+		assert.Equal(t, BoundHBM, c.Bound)
+		assert.InEpsilon(t, o.Bytes, c.BytesHBM, 1e-12)
+	}
 	// Rows whose input fits in that quarter cost less per row than rows
 	// that outgrow it.
 	perRow := func(rows int64) float64 { return (norm(rows, 8192).TimeS - g.KernelLaunchS) / float64(rows) }
-	assert.Less(t, perRow(512), perRow(131072))
+	assert.Less(t, perRow(512), perRow(768))
+	assert.Less(t, perRow(768), perRow(1280))
 	// Without its shape the op pays no latency chain.
 	c, err := e.Op(model.NewStreaming("norm", model.Norm, hw.FP16, 0, 4*8192+8))
 	require.NoError(t, err)

@@ -110,15 +110,17 @@ func (e *Evaluator) streaming(o model.Op, impl Impl) Cost {
 		threads, iters, scale := rowShape(impl, o.Kind, o.N)
 		c.BytesL2 = o.Bytes * scale
 		bw = g.RowKernelBandwidth() / scale
-		if res := e.residentInput(o); o.Kind == model.Norm && impl == ImplRow && res > 0 {
+		if res := e.residentStream(o); o.Kind == model.Norm && impl == ImplRow && res > 0 {
 			// The norm's first pass only reads its row (the sum of
-			// squares): the part of its input still in L2 (residentInput)
-			// it reads at L2's bandwidth, the rest at the row kernel's.
-			// Vidur's norms show it: CodeLlama-34B's 8,192-wide rows on an
-			// A100 cost 26 ns a token up to 512 tokens (8.4 MB of input)
-			// and 45 ns from 640, where the input outgrows a quarter of
-			// L2. silu_and_mul shows no such knee (priced so, its held-out
-			// median went from 2.8 to 4.8 %); RoPE reads it (rotary).
+			// squares): the part of its input still in L2 (residentStream:
+			// the residual add before it wrote the rows in the order the
+			// norm reads them) it reads at L2's bandwidth, the rest at the
+			// row kernel's. Vidur's norms show it: CodeLlama-34B's
+			// 8,192-wide rows on an A100 cost 26 ns a token up to 512
+			// tokens (8.4 MB of input) and 45 ns from 640, where the input
+			// outgrows a quarter of L2. silu_and_mul shows no such knee
+			// (priced so, its held-out median went from 2.8 to 4.8 %);
+			// RoPE reads it (rotary).
 			bw = e.readResident(&c, res, g.RowKernelBandwidth())
 		}
 		if o.M > 0 && o.N > 0 && g.MemoryLatencyS > 0 {
@@ -173,6 +175,29 @@ func (e *Evaluator) residentInput(o model.Op) float64 {
 		return 0
 	}
 	return math.Min(one, float64(e.gpu.L2Bytes)/4)
+}
+
+// residentStream is the part of an input still in L2 when the kernel
+// before wrote it in the order this one reads it (the residual add before
+// a norm: both walk the rows in order). Up to L2's share (residentInput)
+// all of it; beyond, the reader's own misses evict what it has not yet
+// reached, so the part left falls to none at twice the share (2·share −
+// input). Pure least-recently-used replacement would keep none of a stream
+// longer than the share (each miss evicts the oldest line left, the next
+// one needed); L2's replacement is not pure LRU, and Vidur's A100 norms
+// fade rather than drop: 8,192-wide rows stream at 890-930 GB/s up to 640
+// tokens (10.5 MB of input), 800-850 at 768 and 665-690 from 1,024
+// (16.8 MB), the rate of their 4,096-token rows; 4,096-wide rows the same
+// at twice the tokens. (Held-out A100 norm median: 6.5 % keeping the
+// share at every size, as the kernels after a GEMM do, whose output is
+// written tile by tile, not in the rows' order; 6.0 % with LRU's drop,
+// its rows just past the share 23-35 % slow; 5.9 % with the fade.)
+func (e *Evaluator) residentStream(o model.Op) float64 {
+	res := e.residentInput(o)
+	if one := float64(o.M*o.N) * actBytes(o); res < one {
+		return math.Max(0, 2*res-one)
+	}
+	return res
 }
 
 // rotary prices vLLM/sarathi's rotary_embedding_kernel (pos_encoding_kernels
