@@ -3,6 +3,7 @@ package fidelity
 import (
 	"context"
 	"math"
+	"slices"
 
 	"github.com/eidolon-sim/eidolon/core/calibrate"
 	"github.com/eidolon-sim/eidolon/core/hw"
@@ -93,6 +94,39 @@ func FitKernelParams(g hw.GPU, rows []*KernelRow, start KernelParams, iters int)
 		return start, math.Inf(1)
 	}
 	return fitParams(KernelParams(x)), v
+}
+
+// FitL2Latency fits hw.GPU.L2LatencyS alone on the training split's norm
+// rows, the other parameters held at the GPU's: the latency of the norm's
+// second pass, which reads what L1 and L2 hold, beside the first pass's
+// DRAM latency (MemoryLatencyS, fitted jointly with the rest), the only
+// parameter its rows set once the shared ones are fitted. A grid of 5 ns
+// from 50 to 600 ns; the microsecond timer makes the loss stepped, so the
+// least Objective holds on a run of grid points: the middle one of them.
+func FitL2Latency(g hw.GPU, rows []*KernelRow) (float64, error) {
+	var norms []*KernelRow
+	for _, r := range rows {
+		if r.Class == "norm" && !HeldOut(r.Model) {
+			norms = append(norms, r)
+		}
+	}
+	var xs, vs []float64
+	for i := 10; i <= 120; i++ {
+		g.L2LatencyS = float64(i) * 5e-9
+		es, err := PriceRows(g, norms)
+		if err != nil {
+			return 0, err
+		}
+		xs, vs = append(xs, g.L2LatencyS), append(vs, Objective(es))
+	}
+	least := slices.Min(vs)
+	var best []float64
+	for i, v := range vs {
+		if v <= least+1e-12 {
+			best = append(best, xs[i])
+		}
+	}
+	return best[len(best)/2], nil
 }
 
 // FitRotary fits hw.GPU.RotaryBandwidthFraction alone on the training

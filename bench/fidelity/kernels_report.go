@@ -44,7 +44,9 @@ const (
 		"add wrote the rows in the order the norm reads them, and the norm's own misses evict what it has not reached; " +
 		"keeping the quarter at every size, as the kernels after a GEMM do, the median was 6.5%, the training split's " +
 		"5.6%; with least-recently-used replacement's drop to none past the quarter 6.0%, its rows just past it 23-35% " +
-		"slow), comes out 7% fast at 65-512 tokens and 3% slow at 513-4,096 (A100, median signed). Refitted and " +
+		"slow), comes out 10% fast at 65-512 tokens and 3% slow at 513-4,096 (A100, median signed): at 65-512 tokens an " +
+		"8,192-wide norm runs in one to three waves of 216 blocks, and each wave after the first measures 5-7 µs, " +
+		"more than its loop's latencies or its bytes alone take (a full wave's loads queue behind each other). Refitted and " +
 		"rejected: the latency chain added to the bandwidth time rather than the larger of the two (A100 norm 25%); " +
 		"reading the producer's output from L2 (A100 norm at 65-512 tokens 0%, but above 4,096 tokens +41%); the " +
 		"L2-resident input at L2's bandwidth for silu_and_mul too (A100 training objective 0.066 against 0.061, held-out " +
@@ -288,7 +290,11 @@ func KernelReport(rows, dense []KernelRow, cook, layer []CookbookRow) (string, e
 		"writes the output: before it was priced, split 8 and 16 came out 11-15% fast on both GPUs and the held-out GEMM " +
 		"medians were 5.1% (A100) and 6.9% (H100)); " +
 		"streaming kernels are bytes over the bandwidth of their implementation (vectorized, row kernel, gather), row kernels " +
-		"also a latency chain (loop iterations × memory latency per wave of resident rows); the input the previous kernel " +
+		"also a latency chain (loop iterations × memory latency per wave of resident rows: the norm's second pass, which " +
+		"reads its row from L1 and its weight from L2, at L2's latency, L2LatencyS, fitted alone on the training " +
+		"split's norm rows with the others held, after them: FitL2Latency, TestL2LatencyFitIsOptimal; with DRAM's " +
+		"latency for both passes the A100's 4,096-wide norms of up to 64 tokens read 25% slow, its 8,192-wide ones on " +
+		"the line, and the held-out norm median was 5.9%); the input the previous kernel " +
 		"wrote is read from L2 up to a quarter of it (vectorized kernels, and the norm's read-only first pass at L2's " +
 		"bandwidth, the norm's input, written by the add before it in the order the norm reads it, fading to none at " +
 		"half of L2: before, the A100 norms of 65-512 tokens came out 20% slow and the held-out norm medians were 8.4% " +
@@ -306,13 +312,13 @@ func KernelReport(rows, dense []KernelRow, cook, layer []CookbookRow) (string, e
 		"kernel; taking the larger of the chain and the bytes' time instead of their sum left H100's 24-160-token gathers " +
 		"0.5-1 µs short, held-out median 5.6%); every kernel pays a fixed " +
 		"device time. Parameters per GPU (hw presets, fitted with `go test ./bench/fidelity -run KernelFit -fit -v`, " +
-		"then RotaryBandwidthFraction with `-run TestRotaryFitIsOptimal`):\n\n")
+		"then L2LatencyS with `-run TestL2LatencyFitIsOptimal` and RotaryBandwidthFraction with `-run TestRotaryFitIsOptimal`):\n\n")
 	b.WriteString("| GPU |")
 	for _, n := range KernelParamNames {
 		b.WriteString(" " + n + " |")
 	}
-	b.WriteString(" RotaryBandwidthFraction |")
-	b.WriteString("\n|---|" + strings.Repeat("---:|", len(KernelParamNames)+1) + "\n")
+	b.WriteString(" L2LatencyS | RotaryBandwidthFraction |")
+	b.WriteString("\n|---|" + strings.Repeat("---:|", len(KernelParamNames)+2) + "\n")
 	skus, _ := BySKU(rows)
 	for _, sku := range skus {
 		g, _ := VidurGPU(sku)
@@ -321,7 +327,7 @@ func KernelReport(rows, dense []KernelRow, cook, layer []CookbookRow) (string, e
 		for _, v := range p {
 			fmt.Fprintf(&b, " %.4g |", v)
 		}
-		fmt.Fprintf(&b, " %.4g |", g.RotaryBandwidthFraction)
+		fmt.Fprintf(&b, " %.4g | %.4g |", g.L2LatencyS, g.RotaryBandwidthFraction)
 		b.WriteString("\n")
 	}
 

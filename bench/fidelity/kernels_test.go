@@ -47,6 +47,15 @@ func TestKernelFit(t *testing.T) {
 	for _, sku := range skus {
 		g, err := VidurGPU(sku)
 		require.NoError(t, err)
+		// The joint fit prices the norm's second pass at the DRAM latency
+		// (L2LatencyS unset), as before that latency had its own
+		// parameter: FitL2Latency fits it afterwards, alone, as FitRotary
+		// fits the rotary bandwidth. Fitted jointly with L2LatencyS in
+		// place, the A100's parameters move to another basin of the
+		// stepped loss (objective 0.0484 against the presets' 0.0497, whose
+		// held-out embedding median reads 5.9 % and norm 5.2 %).
+		l2 := g.L2LatencyS
+		g.L2LatencyS = 0
 		var train []*KernelRow
 		for _, r := range by[sku] {
 			if !HeldOut(r.Model) {
@@ -103,6 +112,7 @@ func TestKernelFit(t *testing.T) {
 		}
 		fmt.Fprintf(&b, "\nFIT %s launchS: %.4g, tensorEff: %.4g, tileOverheadClk: %.4g, hbmEff: %.4g, rowFrac: %.4g, gatherFrac: %.4g, latencyS: %.4g, gemmFrac: %.4g\n",
 			sku, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7])
+		g.L2LatencyS = l2
 		es, err := PriceRows(WithParams(g, p), by[sku])
 		require.NoError(t, err)
 		for _, c := range KernelClasses {
@@ -319,6 +329,22 @@ func TestFitVarsKeepBandwidthsApart(t *testing.T) {
 	require.InEpsilon(t, 0.9*a.HBMBandwidth(), b.HBMBandwidth(), 1e-12)
 	require.InEpsilon(t, a.RowKernelBandwidth(), b.RowKernelBandwidth(), 1e-12)
 	require.InEpsilon(t, a.GatherBandwidth(), b.GatherBandwidth(), 1e-12)
+}
+
+// TestL2LatencyFitIsOptimal: each preset's L2LatencyS is what
+// FitL2Latency finds on the training split.
+// Run: go test ./bench/fidelity -run TestL2LatencyFitIsOptimal -v
+func TestL2LatencyFitIsOptimal(t *testing.T) {
+	rows := loadKernels(t)
+	skus, by := BySKU(rows)
+	for _, sku := range skus {
+		g, err := VidurGPU(sku)
+		require.NoError(t, err)
+		x, err := FitL2Latency(g, by[sku])
+		require.NoError(t, err)
+		t.Logf("%s (%s): L2LatencyS fitted %.4g, preset %.4g (MemoryLatencyS %.4g)", sku, g.Name, x, g.L2LatencyS, g.MemoryLatencyS)
+		require.InDelta(t, x, g.L2LatencyS, 1e-12, sku)
+	}
 }
 
 // TestRotaryFitIsOptimal: each preset's RotaryBandwidthFraction is

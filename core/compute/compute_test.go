@@ -227,8 +227,21 @@ func TestRowKernelLatencyThenBandwidth(t *testing.T) {
 	g := gpu(t, "a100-80gb-sxm")
 	e := NewEvaluator(g)
 	norm := func(rows, w int64) Cost { return normCost(t, e, rows, w, false) }
-	// One row of 8192: 1024 threads, two passes of 8 iterations = 16 latencies.
+	// One row of 8192: 1024 threads, two passes of 8 iterations: the
+	// first waits on DRAM, the second (the row from L1, the weight from
+	// L2) on L2.
+	require.Less(t, g.L2LatencyS, g.MemoryLatencyS)
 	c := norm(1, 8192)
+	assert.InEpsilon(t, g.KernelLaunchS+8*g.MemoryLatencyS+8*g.L2LatencyS, c.TimeS, 1e-9)
+	// A part with no L2 latency of its own waits on DRAM in both.
+	bare := g
+	bare.L2LatencyS = 0
+	c, err := NewEvaluator(bare).Op(func() model.Op {
+		o := model.NewStreaming("norm", model.Norm, hw.FP16, 5*8192, 4*8192+8)
+		o.M, o.N = 1, 8192
+		return o
+	}())
+	require.NoError(t, err)
 	assert.InEpsilon(t, g.KernelLaunchS+16*g.MemoryLatencyS, c.TimeS, 1e-9)
 	assert.Equal(t, BoundLatency, c.Bound)
 	// 512 rows: x (8.4 MB) fits in a quarter of L2, where the residual
@@ -266,7 +279,7 @@ func TestRowKernelLatencyThenBandwidth(t *testing.T) {
 	assert.Less(t, perRow(512), perRow(768))
 	assert.Less(t, perRow(768), perRow(1280))
 	// Without its shape the op pays no latency chain.
-	c, err := e.Op(model.NewStreaming("norm", model.Norm, hw.FP16, 0, 4*8192+8))
+	c, err = e.Op(model.NewStreaming("norm", model.Norm, hw.FP16, 0, 4*8192+8))
 	require.NoError(t, err)
 	assert.Less(t, c.TimeS, g.KernelLaunchS+1e-7)
 	// More rows never take less time.
@@ -542,7 +555,9 @@ func TestNativeLayerNorm(t *testing.T) {
 	bytes := 4*16384*2560.0 + 8*16384
 	assert.InEpsilon(t, g.KernelLaunchS+bytes/g.RowKernelBandwidth(), big.TimeS, 1e-9)
 	one := norm(1, 2560)
-	assert.InEpsilon(t, g.KernelLaunchS+2*5*g.MemoryLatencyS, one.TimeS, 1e-9)
+	// Two passes of 2560/512 = 5 vector loads: the first from DRAM, the
+	// second (the row from L1, gamma and beta from L2) at L2's latency.
+	assert.InEpsilon(t, g.KernelLaunchS+5*g.MemoryLatencyS+5*g.L2LatencyS, one.TimeS, 1e-9)
 	assert.Equal(t, BoundLatency, one.Bound)
 }
 

@@ -59,32 +59,35 @@ func implOf(o model.Op) Impl {
 }
 
 // rowShape gives a row kernel's threads per block, loop iterations per
-// thread (per row) and the bytes it moves as a multiple of the op's
-// compulsory bytes, from the kernels' launch code:
+// thread (per row) that wait on DRAM and that wait on L2, and the bytes it
+// moves as a multiple of the op's compulsory bytes, from the kernels'
+// launch code:
 //   - rms_norm (vLLM/sarathi layernorm_kernels.cu): block = min(w, 1024)
 //     threads, two passes over the row (sum of squares, then scale and
-//     store), so x is read twice: 3 of the op's 2 bytes per element;
+//     store), so x is read twice: 3 of the op's 2 bytes per element; the
+//     first pass's loads come from DRAM, the second's from L1 (the row)
+//     and L2 (the weight every block reads);
 //   - silu_and_mul and other fused activations (activation_kernels.cu):
 //     block = min(w, 1024) threads, one output element per iteration;
 //   - PyTorch's vectorized_layer_norm_kernel (ImplRowVector): 128 threads
 //     (num_threads() = 4 warps), 4 elements a load, two passes over the
-//     row, the second from L1: its compulsory bytes.
+//     row, the second from L1 and L2 (gamma and beta) as rms_norm's: its
+//     compulsory bytes.
 //
 // w is the row width in elements (the op's N; 0 when the op does not carry
 // its shape, which leaves out the latency term).
-func rowShape(impl Impl, k model.Kind, w int64) (threads, iters int64, byteScale float64) {
+func rowShape(impl Impl, k model.Kind, w int64) (threads, dramIters, l2Iters int64, byteScale float64) {
 	if impl == ImplRowVector {
 		const threads, vec = 128, 4
-		return threads, 2 * ceil(max(w, 1), threads*vec), 1
+		n := ceil(max(w, 1), threads*vec)
+		return threads, n, n, 1
 	}
-	switch k {
-	case model.Norm:
-		threads = min(max(w, 1), 1024)
-		return threads, 2 * ceil(w, threads), 1.5
-	default:
-		threads = min(max(w, 1), 1024)
-		return threads, ceil(w, threads), 1
+	threads = min(max(w, 1), 1024)
+	if k == model.Norm {
+		n := ceil(w, threads)
+		return threads, n, n, 1.5
 	}
+	return threads, ceil(w, threads), 0, 1
 }
 
 // smallIndexIDs is the most ids index_select hands to its small-index
@@ -96,8 +99,9 @@ const smallIndexIDs = 16
 // (tensor rate for the SSD matmuls). Row kernels with their shape (M rows
 // of N elements) also pay the latency chain: rows run in waves of the
 // blocks the SMs hold at once, and each wave takes its threads' loop
-// iterations times the memory latency; the kernel takes the longer of
-// that and its bytes over bandwidth.
+// iterations, each waiting on DRAM's latency or, where the loop reads what
+// L1 and L2 hold, on L2's; the kernel takes the longer of that and its
+// bytes over bandwidth.
 func (e *Evaluator) streaming(o model.Op, impl Impl) Cost {
 	g := e.gpu
 	c := Cost{BytesL2: o.Bytes, BytesHBM: o.Bytes, Kernels: kernelsPerOp(o)}
@@ -107,7 +111,7 @@ func (e *Evaluator) streaming(o model.Op, impl Impl) Cost {
 		if o.Kind == model.Rotary && impl == ImplRow {
 			return e.rotary(c, o)
 		}
-		threads, iters, scale := rowShape(impl, o.Kind, o.N)
+		threads, dramIters, l2Iters, scale := rowShape(impl, o.Kind, o.N)
 		c.BytesL2 = o.Bytes * scale
 		bw = g.RowKernelBandwidth() / scale
 		if res := e.residentStream(o); o.Kind == model.Norm && impl == ImplRow && res > 0 {
@@ -125,7 +129,8 @@ func (e *Evaluator) streaming(o model.Op, impl Impl) Cost {
 		}
 		if o.M > 0 && o.N > 0 && g.MemoryLatencyS > 0 {
 			resident := int64(g.SMCount) * max(int64(g.ThreadsPerSM())/threads, 1)
-			chain := float64(ceil(o.M, resident)*iters) * g.MemoryLatencyS
+			wave := float64(dramIters)*g.MemoryLatencyS + float64(l2Iters)*g.L2Latency()
+			chain := float64(ceil(o.M, resident)) * wave
 			mathTime := safeDiv(o.FLOPs, e.mathPeak(o))
 			c = e.finishBW(c, o.FLOPs, math.Max(mathTime, chain), bw, 0, 0)
 			if c.Bound == BoundCompute && chain > mathTime {

@@ -99,6 +99,12 @@ type GPU struct {
 	// kernel's threads see it: each loop iteration over a row waits for its
 	// load, so a row of w elements over b threads takes ⌈w/b⌉ of these.
 	MemoryLatencyS float64 `json:"memory_latency_s" arrow:"memory_latency_s"`
+	// L2LatencyS is one dependent access that hits L2, as a row kernel's
+	// second pass sees it: rms_norm's scale-and-store loop reloads its row
+	// (from L1: a block's row is a few KB) and the weight vector every
+	// block shares (from L2), so each of its iterations waits on L2, not
+	// on DRAM. 0 means MemoryLatencyS.
+	L2LatencyS float64 `json:"l2_latency_s" arrow:"l2_latency_s"`
 	// MaxThreadsPerSM is the resident-thread limit of one SM (CU); it sets
 	// how many row blocks run at once. 0 means 2048.
 	MaxThreadsPerSM int `json:"max_threads_per_sm" arrow:"max_threads_per_sm"`
@@ -143,6 +149,15 @@ func (g GPU) RotaryBandwidth() float64 {
 		return g.HBMBandwidth() * g.RotaryBandwidthFraction
 	}
 	return g.RowKernelBandwidth()
+}
+
+// L2Latency is one dependent access that hits L2 (L2LatencyS, else
+// MemoryLatencyS).
+func (g GPU) L2Latency() float64 {
+	if g.L2LatencyS > 0 {
+		return g.L2LatencyS
+	}
+	return g.MemoryLatencyS
 }
 
 // GEMMBandwidth is the HBM bandwidth of a GEMM's operand loads.

@@ -66,7 +66,7 @@ func nvidiaL2(sms int, clockHz float64) float64 {
 // kernelFit is the set of per-GPU parameters fitted on measured kernel
 // times (see a100Fit).
 type kernelFit struct {
-	launchS, tensorEff, tileOverheadClk, hbmEff, rowFrac, gatherFrac, latencyS, gemmFrac, rotaryFrac float64
+	launchS, tensorEff, tileOverheadClk, hbmEff, rowFrac, gatherFrac, latencyS, gemmFrac, rotaryFrac, l2LatencyS float64
 	// on is the part whose kernel tables they were fitted on.
 	on string
 }
@@ -97,8 +97,8 @@ type kernelFit struct {
 // overheads and from these values (a change to the model refines the last
 // optimum; the stepped loss has several basins).
 var (
-	a100Fit = kernelFit{launchS: 2.676e-06, tensorEff: 0.7785, tileOverheadClk: 2815, hbmEff: 0.8301, rowFrac: 0.5943, gatherFrac: 0.1875, latencyS: 3.323e-07, gemmFrac: 1, rotaryFrac: 0.555, on: "a100-80gb-sxm"}
-	h100Fit = kernelFit{launchS: 1.928e-06, tensorEff: 0.7762, tileOverheadClk: 4105, hbmEff: 0.885, rowFrac: 0.5832, gatherFrac: 0.2102, latencyS: 3.048e-07, gemmFrac: 0.9948, rotaryFrac: 0.545, on: "h100-sxm"}
+	a100Fit = kernelFit{launchS: 2.676e-06, tensorEff: 0.7785, tileOverheadClk: 2815, hbmEff: 0.8301, rowFrac: 0.5943, gatherFrac: 0.1875, latencyS: 3.323e-07, gemmFrac: 1, rotaryFrac: 0.555, l2LatencyS: 2.3e-07, on: "a100-80gb-sxm"}
+	h100Fit = kernelFit{launchS: 1.928e-06, tensorEff: 0.7762, tileOverheadClk: 4105, hbmEff: 0.885, rowFrac: 0.5832, gatherFrac: 0.2102, latencyS: 3.048e-07, gemmFrac: 0.9948, rotaryFrac: 0.545, l2LatencyS: 3.05e-07, on: "h100-sxm"}
 )
 
 // apply sets the fitted parameters on a part built on the die they were
@@ -110,7 +110,7 @@ func (f kernelFit) apply(g GPU) GPU {
 	}
 	g.HBMEfficiency, g.GEMMTileOverheadCycles = f.hbmEff, f.tileOverheadClk
 	g.RowKernelBandwidthFraction, g.GatherBandwidthFraction, g.RotaryBandwidthFraction = f.rowFrac, f.gatherFrac, f.rotaryFrac
-	g.MemoryLatencyS, g.GEMMBandwidthFraction, g.KernelLaunchS = f.latencyS, f.gemmFrac, f.launchS
+	g.MemoryLatencyS, g.GEMMBandwidthFraction, g.KernelLaunchS, g.L2LatencyS = f.latencyS, f.gemmFrac, f.launchS, f.l2LatencyS
 	g.KernelParameters = derivedFrom(f.on)
 	if g.Name == f.on {
 		g.KernelParameters = "fitted on Vidur's kernel tables (bench/fidelity/KERNELS.md)"
