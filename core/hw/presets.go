@@ -86,13 +86,17 @@ type kernelFit struct {
 // Starts that end within 2 % of the best objective are a tie, taken by the
 // basin these values start (the previous optimum, refined), else by the
 // smallest fixed cost per tile (TestKernelFit).
-// Command: go test ./bench/fidelity -run KernelFit -fit -v. rotaryFrac,
-// the rotary kernel's own bandwidth, is fitted after them, alone, on the
-// same split's RoPE rows (bench/fidelity FitRotary, TestRotaryFitIsOptimal).
+// Command: go test ./bench/fidelity -run KernelFit -fit -v. Two are fitted
+// after them, alone, each with the others held: l2LatencyS, the latency
+// of the norm's second pass (L1 and L2 hits), on the same split's norm rows
+// (bench/fidelity FitL2Latency, TestL2LatencyFitIsOptimal; the joint fit
+// prices that pass at latencyS, as before it had its own parameter), and
+// rotaryFrac, the rotary kernel's own bandwidth, on its RoPE rows
+// (FitRotary, TestRotaryFitIsOptimal).
 // Checked on
 // CodeLlama-34B, Llama-3-8B, Llama-3-70B and phi-2 (H100: CodeLlama-34B and
 // phi-2); the held-out median |error| is 5.0 % (A100) and 6.2 % (H100) for
-// GEMMs, 0.0-8.3 % for the streaming classes (bench/fidelity/KERNELS.md).
+// GEMMs, 0.0-5.1 % for the streaming classes (bench/fidelity/KERNELS.md).
 // The fit starts from bench/fidelity.KernelFitStart at three tile
 // overheads and from these values (a change to the model refines the last
 // optimum; the stepped loss has several basins).
