@@ -19,7 +19,6 @@ import (
 // asserts the rest, and KERNELS.md lists them.
 var KernelCheckPending = map[string]string{
 	"h100/gemm": gemmPending,
-	"a100/norm": rowPending,
 }
 
 const (
@@ -39,14 +38,15 @@ const (
 		"within the tie and not under 5%: most of what remains is single-wave GEMMs of 65-512 tokens priced 5-17% fast, " +
 		"where cuBLAS runs a tile that leaves SMs idle (192 × 8,192 × 4,096: 53 µs measured, near the 50 µs a 256 × 128 tile on 64 of " +
 		"132 SMs would take, against 35.5 µs at 256 tokens)"
-	rowPending = "one bandwidth for the norm and silu_and_mul's row kernels: the norm, its input read at L2's bandwidth " +
-		"while it fits a quarter of L2, less of it beyond, none from twice that (compute's residentStream: the residual " +
-		"add wrote the rows in the order the norm reads them, and the norm's own misses evict what it has not reached; " +
-		"keeping the quarter at every size, as the kernels after a GEMM do, the median was 6.5%, the training split's " +
-		"5.6%; with least-recently-used replacement's drop to none past the quarter 6.0%, its rows just past it 23-35% " +
-		"slow), comes out 10% fast at 65-512 tokens and 3% slow at 513-4,096 (A100, median signed): at 65-512 tokens an " +
-		"8,192-wide norm runs in one to three waves of 216 blocks, and each wave after the first measures 5-7 µs, " +
-		"more than its loop's latencies or its bytes alone take (a full wave's loads queue behind each other). Refitted and " +
+	normNotes = "The norm (rms_norm, a row kernel): its input read at L2's bandwidth while it fits a quarter of L2, " +
+		"less of it beyond, none from twice that (compute's residentStream: the residual add wrote the rows in the order " +
+		"the norm reads them, and the norm's own misses evict what it has not reached; keeping the quarter at every size, " +
+		"as the kernels after a GEMM do, the held-out A100 median was 6.5%, with least-recently-used replacement's drop " +
+		"to none past the quarter 6.0%, its rows just past it 23-35% slow); its second pass at L2's latency " +
+		"(L2LatencyS: 5.9% with DRAM's for both passes, the A100's 4,096-wide norms of up to 64 tokens 25% slow); " +
+		"its rows in waves of 216 blocks (two per SM), each the longer of its loop and its bytes (compute's rowWaves: " +
+		"5.1% as the longer of the whole kernel's chain and bytes, the partial last wave's chain hidden under the full " +
+		"waves' bytes, 65-512 tokens 10% fast). Also refitted and " +
 		"rejected: the latency chain added to the bandwidth time rather than the larger of the two (A100 norm 25%); " +
 		"reading the producer's output from L2 (A100 norm at 65-512 tokens 0%, but above 4,096 tokens +41%); the " +
 		"L2-resident input at L2's bandwidth for silu_and_mul too (A100 training objective 0.066 against 0.061, held-out " +
@@ -294,7 +294,8 @@ func KernelReport(rows, dense []KernelRow, cook, layer []CookbookRow) (string, e
 		"reads its row from L1 and its weight from L2, at L2's latency, L2LatencyS, fitted alone on the training " +
 		"split's norm rows with the others held, after them: FitL2Latency, TestL2LatencyFitIsOptimal; with DRAM's " +
 		"latency for both passes the A100's 4,096-wide norms of up to 64 tokens read 25% slow, its 8,192-wide ones on " +
-		"the line, and the held-out norm median was 5.9%); the input the previous kernel " +
+		"the line, and the held-out norm median was 5.9%; a norm's waves each the longer of their loop and their bytes, " +
+		"so that a last, partial wave waits its whole chain); the input the previous kernel " +
 		"wrote is read from L2 up to a quarter of it (vectorized kernels, and the norm's read-only first pass at L2's " +
 		"bandwidth, the norm's input, written by the add before it in the order the norm reads it, fading to none at " +
 		"half of L2: before, the A100 norms of 65-512 tokens came out 20% slow and the held-out norm medians were 8.4% " +
@@ -362,6 +363,7 @@ func KernelReport(rows, dense []KernelRow, cook, layer []CookbookRow) (string, e
 			fmt.Fprintf(&b, "- %s %s (%s): %s.\n", c.SKU, c.Class, pct(c.HeldOut.Median), why)
 		}
 	}
+	b.WriteString("\n" + normNotes + ".\n")
 
 	b.WriteString("\nWhat no shape-monotone mechanism can follow: the measured GEMMs that take more than 10 % longer than the " +
 		"same GEMM (model, TP, operator) at a larger token count, cuBLAS's heuristic picking a worse kernel for the smaller " +

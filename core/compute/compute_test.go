@@ -244,29 +244,31 @@ func TestRowKernelLatencyThenBandwidth(t *testing.T) {
 	require.NoError(t, err)
 	assert.InEpsilon(t, g.KernelLaunchS+16*g.MemoryLatencyS, c.TimeS, 1e-9)
 	assert.Equal(t, BoundLatency, c.Bound)
-	// 512 rows: x (8.4 MB) fits in a quarter of L2, where the residual
-	// add before the norm left it: the first pass reads it at L2's
-	// bandwidth, the rest (x again, y written: 1.5× the op's bytes, less
-	// x) at the row-kernel bandwidth.
+	// Whole waves of 216 rows (two blocks per SM), each bound by its
+	// bytes. 432 rows: x (7.1 MB) fits in a quarter of L2, where the
+	// residual add before the norm left it: the first pass reads it at
+	// L2's bandwidth, the rest (x again, y written: 1.5× the op's bytes,
+	// less x) at the row-kernel bandwidth.
 	share := float64(g.L2Bytes) / 4
-	x := float64(512 * 8192 * 2)
+	x := float64(432 * 8192 * 2)
 	require.Less(t, x, share)
-	o := model.NewStreaming("norm", model.Norm, hw.FP16, 0, 2*x+8*512)
-	c = norm(512, 8192)
+	o := model.NewStreaming("norm", model.Norm, hw.FP16, 0, 2*x+8*432)
+	c = norm(432, 8192)
 	assert.InEpsilon(t, g.KernelLaunchS+(1.5*o.Bytes-x)/g.RowKernelBandwidth()+x/g.L2BandwidthBytesPerS, c.TimeS, 1e-9)
 	assert.InEpsilon(t, o.Bytes-x, c.BytesHBM, 1e-12)
-	// 768 rows (12.6 MB) outgrow the share: the norm's own misses evict
+	// 864 rows (14.2 MB) outgrow the share: the norm's own misses evict
 	// part of what the add left, 2·share − x of it still read from L2.
-	x = float64(768 * 8192 * 2)
-	o = model.NewStreaming("norm", model.Norm, hw.FP16, 0, 2*x+8*768)
-	c = norm(768, 8192)
+	x = float64(864 * 8192 * 2)
+	o = model.NewStreaming("norm", model.Norm, hw.FP16, 0, 2*x+8*864)
+	c = norm(864, 8192)
 	res := 2*share - x
 	require.Greater(t, res, 0.0)
 	assert.InEpsilon(t, g.KernelLaunchS+(1.5*o.Bytes-res)/g.RowKernelBandwidth()+res/g.L2BandwidthBytesPerS, c.TimeS, 1e-9)
 	assert.InEpsilon(t, o.Bytes-res, c.BytesHBM, 1e-12)
-	// From twice the share (1,280 rows, 21 MB) none of it: every byte
-	// from HBM at the row-kernel bandwidth.
-	for _, rows := range []int64{1280, 32768} {
+	// From twice the share (1,296 rows, 21 MB) none of it: every byte
+	// from HBM at the row-kernel bandwidth (32,768 rows end on a partial
+	// wave of 152, still bound by its bytes).
+	for _, rows := range []int64{1296, 32768} {
 		o := model.NewStreaming("norm", model.Norm, hw.FP16, 0, float64(4*rows*8192+8*rows))
 		c = norm(rows, 8192)
 		assert.InEpsilon(t, g.KernelLaunchS+1.5*o.Bytes/g.RowKernelBandwidth(), c.TimeS, 1e-9, "rows=%d", rows)
@@ -276,8 +278,8 @@ func TestRowKernelLatencyThenBandwidth(t *testing.T) {
 	// Rows whose input fits in that quarter cost less per row than rows
 	// that outgrow it.
 	perRow := func(rows int64) float64 { return (norm(rows, 8192).TimeS - g.KernelLaunchS) / float64(rows) }
-	assert.Less(t, perRow(512), perRow(768))
-	assert.Less(t, perRow(768), perRow(1280))
+	assert.Less(t, perRow(432), perRow(864))
+	assert.Less(t, perRow(864), perRow(1296))
 	// Without its shape the op pays no latency chain.
 	c, err = e.Op(model.NewStreaming("norm", model.Norm, hw.FP16, 0, 4*8192+8))
 	require.NoError(t, err)
@@ -289,6 +291,30 @@ func TestRowKernelLatencyThenBandwidth(t *testing.T) {
 		assert.GreaterOrEqual(t, c.TimeS, prev, "rows=%d", rows)
 		prev = c.TimeS
 	}
+}
+
+// A norm's rows run in waves of the blocks the SMs hold at once (two
+// 1,024-thread blocks per SM: 216 on an A100), each wave the longer of its
+// loop's latencies and its own rows' bytes: 256 rows of 8,192 are a full
+// wave bound by its bytes, then 40 rows that wait the whole chain.
+func TestNormWavesEachTheLongerOfLoopAndBytes(t *testing.T) {
+	g := gpu(t, "a100-80gb-sxm")
+	e := NewEvaluator(g)
+	const rows, w = 256, 8192
+	x := float64(rows * w * 2)
+	o := model.NewStreaming("norm", model.Norm, hw.FP16, 0, 2*x+8*rows)
+	bytesS := (1.5*o.Bytes-x)/g.RowKernelBandwidth() + x/g.L2BandwidthBytesPerS
+	chain := 8*g.MemoryLatencyS + 8*g.L2LatencyS
+	resident := float64(g.SMCount * 2)
+	full, part := bytesS*resident/rows, bytesS*(rows-resident)/rows
+	require.Greater(t, full, chain)
+	require.Less(t, part, chain)
+	c := normCost(t, e, rows, w, false)
+	assert.InEpsilon(t, g.KernelLaunchS+full+chain, c.TimeS, 1e-9)
+	assert.Equal(t, BoundLatency, c.Bound)
+	// The larger of the whole chain and the bytes would hide the last
+	// wave's chain under the first's bytes.
+	assert.Greater(t, c.TimeS, g.KernelLaunchS+math.Max(2*chain, bytesS)*1.05)
 }
 
 // rotaryCost prices the fp16 rotary embedding of rows tokens with q query
