@@ -335,30 +335,27 @@ func TestFitVarsKeepBandwidthsApart(t *testing.T) {
 // FitL2Latency finds on the training split.
 // Run: go test ./bench/fidelity -run TestL2LatencyFitIsOptimal -v
 func TestL2LatencyFitIsOptimal(t *testing.T) {
-	rows := loadKernels(t)
-	skus, by := BySKU(rows)
-	for _, sku := range skus {
-		g, err := VidurGPU(sku)
-		require.NoError(t, err)
-		x, err := FitL2Latency(g, by[sku])
-		require.NoError(t, err)
-		t.Logf("%s (%s): L2LatencyS fitted %.4g, preset %.4g (MemoryLatencyS %.4g)", sku, g.Name, x, g.L2LatencyS, g.MemoryLatencyS)
-		require.InDelta(t, x, g.L2LatencyS, 1e-12, sku)
-	}
+	requireFitIsPreset(t, "L2LatencyS", FitL2Latency, func(g hw.GPU) float64 { return g.L2LatencyS })
 }
 
 // TestRotaryFitIsOptimal: each preset's RotaryBandwidthFraction is
 // FitRotary's optimum on its training split.
 // Run: go test ./bench/fidelity -run TestRotaryFitIsOptimal -v
 func TestRotaryFitIsOptimal(t *testing.T) {
+	requireFitIsPreset(t, "RotaryBandwidthFraction", FitRotary, func(g hw.GPU) float64 { return g.RotaryBandwidthFraction })
+}
+
+// requireFitIsPreset: a parameter fitted alone after the joint fit, by
+// fit on each GPU's kernel rows, is the value its preset holds.
+func requireFitIsPreset(t *testing.T, name string, fit func(hw.GPU, []*KernelRow) (float64, error), preset func(hw.GPU) float64) {
 	rows := loadKernels(t)
 	skus, by := BySKU(rows)
 	for _, sku := range skus {
 		g, err := VidurGPU(sku)
 		require.NoError(t, err)
-		f, err := FitRotary(g, by[sku])
+		x, err := fit(g, by[sku])
 		require.NoError(t, err)
-		t.Logf("%s (%s): RotaryBandwidthFraction fitted %.3f, preset %.3f", sku, g.Name, f, g.RotaryBandwidthFraction)
-		require.InDelta(t, f, g.RotaryBandwidthFraction, 1e-9, sku)
+		t.Logf("%s (%s): %s fitted %.4g, preset %.4g", sku, g.Name, name, x, preset(g))
+		require.InDelta(t, x, preset(g), 1e-12, sku)
 	}
 }
