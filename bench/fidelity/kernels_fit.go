@@ -101,23 +101,40 @@ func FitKernelParams(g hw.GPU, rows []*KernelRow, start KernelParams, iters int)
 // second pass, which reads what L1 and L2 hold, beside the first pass's
 // DRAM latency (MemoryLatencyS, fitted jointly with the rest), the only
 // parameter its rows set once the shared ones are fitted. A grid of 5 ns
-// from 50 to 600 ns; the microsecond timer makes the loss stepped, so the
-// least Objective holds on a run of grid points: the middle one of them.
+// from 50 to 600 ns (fitAlone).
 func FitL2Latency(g hw.GPU, rows []*KernelRow) (float64, error) {
-	var norms []*KernelRow
+	return fitAlone(g, rows, "norm", 10, 120, 5e-9, func(g *hw.GPU, x float64) { g.L2LatencyS = x })
+}
+
+// FitRotary fits hw.GPU.RotaryBandwidthFraction alone on the training
+// split's RoPE rows, the other parameters held at the GPU's: the rotary
+// kernel's own bandwidth beside the row kernels' (compute's rotary), the
+// only parameter its rows set once the shared ones are fitted. A grid of
+// 0.005 from 0.3 to 1 (fitAlone).
+func FitRotary(g hw.GPU, rows []*KernelRow) (float64, error) {
+	return fitAlone(g, rows, "rope", 60, 200, 0.005, func(g *hw.GPU, x float64) { g.RotaryBandwidthFraction = x })
+}
+
+// fitAlone fits one parameter (set) on the training split's rows of one
+// op class over the grid i·step, i from lo to hi, the others held at g's.
+// The microsecond timer makes the loss stepped, so the least Objective may
+// hold on a run of grid points: the middle one of them.
+func fitAlone(g hw.GPU, rows []*KernelRow, class string, lo, hi int, step float64, set func(*hw.GPU, float64)) (float64, error) {
+	var fit []*KernelRow
 	for _, r := range rows {
-		if r.Class == "norm" && !HeldOut(r.Model) {
-			norms = append(norms, r)
+		if r.Class == class && !HeldOut(r.Model) {
+			fit = append(fit, r)
 		}
 	}
 	var xs, vs []float64
-	for i := 10; i <= 120; i++ {
-		g.L2LatencyS = float64(i) * 5e-9
-		es, err := PriceRows(g, norms)
+	for i := lo; i <= hi; i++ {
+		x := float64(i) * step
+		set(&g, x)
+		es, err := PriceRows(g, fit)
 		if err != nil {
 			return 0, err
 		}
-		xs, vs = append(xs, g.L2LatencyS), append(vs, Objective(es))
+		xs, vs = append(xs, x), append(vs, Objective(es))
 	}
 	least := slices.Min(vs)
 	var best []float64
@@ -127,31 +144,4 @@ func FitL2Latency(g hw.GPU, rows []*KernelRow) (float64, error) {
 		}
 	}
 	return best[len(best)/2], nil
-}
-
-// FitRotary fits hw.GPU.RotaryBandwidthFraction alone on the training
-// split's RoPE rows, the other parameters held at the GPU's: the rotary
-// kernel's own bandwidth beside the row kernels' (compute's rotary), the
-// only parameter its rows set once the shared ones are fitted. A grid of
-// 0.005 from 0.3 to 1; the least Objective, the lower fraction on a tie.
-func FitRotary(g hw.GPU, rows []*KernelRow) (best float64, err error) {
-	var rope []*KernelRow
-	for _, r := range rows {
-		if r.Class == "rope" && !HeldOut(r.Model) {
-			rope = append(rope, r)
-		}
-	}
-	bestV := math.Inf(1)
-	for i := 60; i <= 200; i++ {
-		f := float64(i) / 200
-		g.RotaryBandwidthFraction = f
-		es, err := PriceRows(g, rope)
-		if err != nil {
-			return 0, err
-		}
-		if v := Objective(es); v < bestV-1e-12 {
-			best, bestV = f, v
-		}
-	}
-	return best, nil
 }
