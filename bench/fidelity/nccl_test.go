@@ -121,3 +121,18 @@ func TestSendRecvWithin10(t *testing.T) {
 		require.GreaterOrEqual(t, n, 8, "%s: the range must hold measured sizes", w.group)
 	}
 }
+
+// DeviceAboveMin keeps a group's sizes whose simulated device time is more
+// than the timer's step above the fastest measured call, and no others.
+func TestDeviceAboveMin(t *testing.T) {
+	rows := []CollRow{
+		{Group: "g", SizeBytes: 1, MinS: 10e-6, NCCLS: 12e-6},   // 2 µs above: kept
+		{Group: "g", SizeBytes: 2, MinS: 10e-6, NCCLS: 10.9e-6}, // within the 1 µs step
+		{Group: "g", SizeBytes: 3, MinS: 10e-6, NCCLS: 9e-6},    // below
+		{Group: "h", SizeBytes: 4, MinS: 10e-6, NCCLS: 20e-6},   // another group
+		{Group: "g", SizeBytes: 5, MinS: 0, NCCLS: 20e-6},       // no minimum measured
+	}
+	above := DeviceAboveMin(rows, "g")
+	require.Len(t, above, 1)
+	require.Equal(t, 1.0, above[0].SizeBytes)
+}
