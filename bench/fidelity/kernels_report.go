@@ -37,7 +37,12 @@ const (
 		"fixup) follows that and refits to 5.5% (objective 0.0414; 5.7% and 0.0413 with the persistent variant), also " +
 		"within the tie and not under 5%: most of what remains is single-wave GEMMs of 65-512 tokens priced 5-17% fast, " +
 		"where cuBLAS runs a tile that leaves SMs idle (192 × 8,192 × 4,096: 53 µs measured, near the 50 µs a 256 × 128 tile on 64 of " +
-		"132 SMs would take, against 35.5 µs at 256 tokens)"
+		"132 SMs would take, against 35.5 µs at 256 tokens). Refitted and not kept either (held-out GEMM medians, A100 / H100): a " +
+		"64-row tile's main loop at a fraction of the rate (the 64-row tiles the search picks read 2-15% fast on both GPUs), " +
+		"0.9: 5.3% / 6.1%, 0.8: 5.9% / 6.2%; 16- and 32-row tiles for problems of at most that many rows (Ampere's MMA is 16 " +
+		"rows high; Vidur's GEMMs of 1-8 tokens read 3-6% slow, of 48-64 tokens 1-2% fast): 5.0% / 6.0%, the H100's main loop " +
+		"moving to 0.827 (the valley below); the same tiles at every size: 4.9% / 6.7%; the compute-bandwidth knee's exponent " +
+		"(gemmOverlapP) at 2 and 2.5 instead of 3: 6.2% / 6.6% and 5.3% / 6.2%"
 	normNotes = "The norm (rms_norm, a row kernel): its input read at L2's bandwidth while it fits a quarter of L2, " +
 		"less of it beyond, none from twice that (compute's residentStream: the residual add wrote the rows in the order " +
 		"the norm reads them, and the norm's own misses evict what it has not reached; keeping the quarter at every size, " +
