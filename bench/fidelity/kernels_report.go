@@ -41,7 +41,7 @@ const (
 		"64-row tile's main loop at a fraction of the rate (the 64-row tiles the search picks read 2-15% fast on both GPUs), " +
 		"0.9: 5.3% / 6.1%, 0.8: 5.9% / 6.2%; 16- and 32-row tiles for problems of at most that many rows (Ampere's MMA is 16 " +
 		"rows high; Vidur's GEMMs of 1-8 tokens read 3-6% slow, of 48-64 tokens 1-2% fast): 5.0% / 6.0%, the H100's main loop " +
-		"moving to 0.827 (the valley below); the same tiles at every size: 4.9% / 6.7%; the compute-bandwidth knee's exponent " +
+		"moving to 0.827 along the valley described above; the same tiles at every size: 4.9% / 6.7%; the compute-bandwidth knee's exponent " +
 		"(gemmOverlapP) at 2 and 2.5 instead of 3: 6.2% / 6.6% and 5.3% / 6.2%"
 	normNotes = "The norm (rms_norm, a row kernel): its input read at L2's bandwidth while it fits a quarter of L2, " +
 		"less of it beyond, none from twice that (compute's residentStream: the residual add wrote the rows in the order " +
