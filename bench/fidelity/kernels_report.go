@@ -42,7 +42,12 @@ const (
 		"0.9: 5.3% / 6.1%, 0.8: 5.9% / 6.2%; 16- and 32-row tiles for problems of at most that many rows (Ampere's MMA is 16 " +
 		"rows high; Vidur's GEMMs of 1-8 tokens read 3-6% slow, of 48-64 tokens 1-2% fast): 5.0% / 6.0%, the H100's main loop " +
 		"moving to 0.827 along the valley described above; the same tiles at every size: 4.9% / 6.7%; the compute-bandwidth knee's exponent " +
-		"(gemmOverlapP) at 2 and 2.5 instead of 3: 6.2% / 6.6% and 5.3% / 6.2%"
+		"(gemmOverlapP) at 2 and 2.5 instead of 3: 6.2% / 6.6% and 5.3% / 6.2%; Hopper's shared-memory traffic as its " +
+		"warpgroup MMAs make it (each 64-row warpgroup reads its A rows and the whole B slice of every K-step from shared " +
+		"memory, and TMA writes both slices into it, at 128 bytes a clock an SM, which binds a 64-column tile below the main " +
+		"loop's rate; the presets price Ampere's 64 × 64 warp tiles, which never bind): H100 training objective 0.0396 " +
+		"refitted from the presets (0.0401 at the valley's fixed point without it), held-out GEMM 6.2% (6.1% counting the " +
+		"reads alone), no nearer 5%"
 	normNotes = "The norm (rms_norm, a row kernel): its input read at L2's bandwidth while it fits a quarter of L2, " +
 		"less of it beyond, none from twice that (compute's residentStream: the residual add wrote the rows in the order " +
 		"the norm reads them, and the norm's own misses evict what it has not reached; keeping the quarter at every size, " +
