@@ -116,7 +116,8 @@ func InferenceLayout(s *spec.Inference, gpus int) (workload.Inference, error) {
 		Prompt: s.PromptTokens, Output: s.OutputTokens, DType: hw.DType(s.DType), KVDType: spec.StorageDType(s.KVCacheDType),
 		WeightDType:      spec.StorageDType(s.WeightDType),
 		UnfusedAttention: s.UnfusedAttention, FusedAddNorm: s.FusedAddNorm, XQADecode: s.DecodeAttention == spec.DecodeXQA,
-		EP: s.EP, HierarchicalA2A: s.HierarchicalA2A, LowLatencyA2A: s.LowLatencyA2A, ExpertsInTP: s.EnableExpertParallel, TwoBatchOverlap: s.TwoBatchOverlap}
+		EP: s.EP, HierarchicalA2A: s.HierarchicalA2A, LowLatencyA2A: s.LowLatencyA2A, ExpertsInTP: s.EnableExpertParallel, TwoBatchOverlap: s.TwoBatchOverlap,
+		DecodeOnly: s.DecodeOnly}
 	var p spec.Problems
 	in.Model.Experts = spec.ExpertSlots(&p, m, s.RedundantExperts, s.EP)
 	if n := in.Ranks(); n > gpus {

@@ -47,6 +47,14 @@ type Inference struct {
 	// slot alike, as EPLB's placement aims to; each rank holds its slots'
 	// weights.
 	RedundantExperts int `json:"redundant_experts,omitempty"`
+	// DecodeOnly runs the GPUs as a disaggregated deployment's decode
+	// instance: every prompt's KV cache arrives filled from a prefill
+	// instance (SGLang's and vLLM's prefill-decode disaggregation, the
+	// decode nodes of DeepSeek-V3's serving, arXiv 2412.19437 §3.4), so no
+	// prefill runs here. TTFT is 0 (the first token comes with the cache),
+	// each request generates output_tokens − 1 more, and the memory holds
+	// the decode steps' activations beside the weights and the cache.
+	DecodeOnly bool `json:"decode_only,omitempty"`
 	// Batch is the number of requests (sequences) per replica; default 1.
 	Batch int `json:"batch,omitempty"`
 	// PromptTokens and OutputTokens per request; default 512 and 128.

@@ -56,6 +56,10 @@ type Inference struct {
 	// overlap, DeepSeek's inference system: arXiv 2412.19437 §3.4). Needs
 	// EP > 1 and one stage; a pass of one sequence runs whole.
 	TwoBatchOverlap bool
+	// DecodeOnly is a disaggregated decode instance: every prompt's cache
+	// arrives filled, no prefill runs, each group's prefill step is a mark
+	// at time 0 and the first decode step waits for no tokens.
+	DecodeOnly bool
 	// Canceled, if set, is polled while the plan is built (a pass per
 	// output token: seconds for thousands); its error stops the build.
 	Canceled func() error
@@ -99,6 +103,17 @@ func (in Inference) Check() []problem.Problem {
 	}
 	if len(ps) > 0 {
 		return ps
+	}
+	if in.DecodeOnly {
+		for i, g := range in.Groups() {
+			if g.Output < 2 {
+				path := "output_tokens"
+				if len(in.Requests) > 0 {
+					path = fmt.Sprintf("requests[%d].output_tokens", i)
+				}
+				return []problem.Problem{{Path: path, Message: fmt.Sprintf("must be >= 2 with decode_only (the first token comes with the prefilled cache), got %d", g.Output)}}
+			}
+		}
 	}
 	if in.ExpertsInTP {
 		switch {
@@ -242,6 +257,9 @@ type inferencePass struct {
 	// halves are the pass's two micro-batches under TwoBatchOverlap (nil:
 	// it runs whole).
 	halves []model.Graph
+	// received: a decode instance's prefill step, the cache received
+	// (Inference.DecodeOnly): no graph, no work.
+	received bool
 }
 
 // NewInferenceBuilder prepares the prefill passes, the stages' blocks,
@@ -253,32 +271,54 @@ func NewInferenceBuilder(in Inference) (*InferenceBuilder, error) {
 	ib := &InferenceBuilder{in: in, groups: in.Groups()}
 	G := len(ib.groups)
 	for i, r := range ib.groups {
+		name := "prefill."
+		if G > 1 {
+			name = fmt.Sprintf("prefill%d.", i)
+		}
+		if in.DecodeOnly {
+			// The cache arrives from the prefill instance: a mark, no pass.
+			ib.prefill = append(ib.prefill, inferencePass{batch: r.Count, tokens: r.Prompt, name: name, received: true})
+			continue
+		}
 		run := in.run(model.Prefill, 0)
 		run.Batch, run.SeqLen = r.Count, r.Prompt
 		g, err := model.Build(in.Model, run)
 		if err != nil {
 			return nil, err
 		}
-		name := "prefill."
-		if G > 1 {
-			name = fmt.Sprintf("prefill%d.", i)
+		halves, err := in.halves(run)
+		if err != nil {
+			return nil, err
+		}
+		ib.prefill = append(ib.prefill, inferencePass{g: g, batch: r.Count, tokens: r.Prompt, name: name, halves: halves})
+	}
+	// The passes that size a stage's memory: the prefills, or on a decode
+	// instance its first decode step (every sequence, the prompts cached).
+	sizing := ib.prefill
+	if in.DecodeOnly {
+		batch, kv := ib.decodeShape(1)
+		run := in.run(model.Decode, kv)
+		run.Batch = batch
+		g, err := model.Build(in.Model, run)
+		if err != nil {
+			return nil, err
 		}
 		halves, err := in.halves(run)
 		if err != nil {
 			return nil, err
 		}
-		ib.prefill = append(ib.prefill, inferencePass{g, r.Count, r.Prompt, name, halves})
+		sizing = []inferencePass{{g: g, halves: halves}}
 	}
-	ib.chunks = chunkPositions(ib.prefill[0].g, in.PP, false, false, nil)
+	ib.chunks = chunkPositions(sizing[0].g, in.PP, false, false, nil)
 	if in.Model.IsMoE() && in.EP > 1 {
 		// Balanced: each expert receives k slots per E drawn tokens.
 		ib.a2a = &a2aCache{a: Route(Routing{}, in.Model, in.EP, int64(in.Model.Experts)), mats: map[[3]uint64]int32{}}
 	}
 	for s := range ib.chunks {
 		var mem Memory
-		for i := range ib.groups {
-			g := ib.prefill[i].g
-			if h := ib.prefill[i].halves; h != nil {
+		for _, ps := range sizing {
+			g := ps.g
+			if h := ps.halves; h != nil {
 				g = h[0] // as memoryRun
 			}
 			if m := in.memory(g, ib.chunks[s], in.kvTokens(0), in.sequences()); m.Total() > mem.Total() {
@@ -352,7 +392,7 @@ func (ib *InferenceBuilder) Range(from, to int) (*Plan, error) {
 		if err != nil {
 			return nil, err
 		}
-		passes = append(passes, inferencePass{g, batch, 1, fmt.Sprintf("decode%d.", k), halves})
+		passes = append(passes, inferencePass{g: g, batch: batch, tokens: 1, name: fmt.Sprintf("decode%d.", k), halves: halves})
 	}
 	P, T := in.PP, in.TP
 	pl := ib.shape
@@ -371,6 +411,17 @@ func (ib *InferenceBuilder) Range(from, to int) (*Plan, error) {
 				return nil, err
 			}
 			pre := ps.name
+			if ps.received {
+				// The prompts' caches are here at time 0: a mark, so that
+				// the request's first token and the step numbers stand.
+				last := b.compute(pre+"kv_received", nil, int32(step))
+				b.p.Marks[fmt.Sprintf("step.%d", step)] = last
+				if step == G-1 {
+					b.p.Marks["prefill_end"] = last
+				}
+				b.p.Marks["end"] = last
+				continue
+			}
 			act := float64(ps.batch*ps.tokens*in.Model.Hidden) * e
 			msg, gather := act, false
 			if T > 1 {
@@ -387,7 +438,7 @@ func (ib *InferenceBuilder) Range(from, to int) (*Plan, error) {
 				if gather {
 					last = b.collective(pre+"pp.all_gather", StreamTP, SlotTP, model.AllGather, act, int32(step), last)
 				}
-			} else if step >= G && P > 1 && j > 0 {
+			} else if step >= G && P > 1 && j > 0 && !(in.DecodeOnly && step == G) {
 				// The last stage's sampled token ids come back to stage 0
 				// (a range's first step received them in the range before).
 				last = b.recvTokens(pre, step, ps.batch)
@@ -419,7 +470,7 @@ func (ib *InferenceBuilder) Range(from, to int) (*Plan, error) {
 			// stage 0 of a pipeline receives the next step's tokens here,
 			// so that the range ends with nothing in flight.
 			b.p.Marks["resume"] = b.p.Marks[fmt.Sprintf("step.%d", to-1)]
-			if s == 0 && P > 1 {
+			if s == 0 && P > 1 && !(in.DecodeOnly && to == G) {
 				b.hostSync(b.p.Marks["resume"])
 				batch, _ := ib.decodeShape(to - G + 1)
 				b.p.Marks["resume"] = b.recvTokens(fmt.Sprintf("decode%d.", to-G+1), to, batch)
@@ -605,6 +656,11 @@ func (in Inference) PeakMemory(prompt int) (float64, error) {
 	r.SeqLen = prompt
 	for _, g := range in.Groups() {
 		r.Batch = max(r.Batch, g.Count) // the largest prefill pass
+	}
+	if in.DecodeOnly {
+		// A decode instance's largest pass is its first decode step.
+		r = in.run(model.Decode, prompt)
+		r.Batch = int(in.sequences())
 	}
 	g, err := model.Build(in.Model, in.memoryRun(r))
 	if err != nil {

@@ -438,11 +438,16 @@ func (t Training) expertMemory(mem *Memory, dense, expert int64, gradBytes, e fl
 }
 
 // opTensors is an operator's bytes for the workspace: its compulsory
-// traffic, except that a grouped GEMM's expert weights (already counted as
-// weights) are left out: its token tensors only.
+// traffic, except that a grouped GEMM's expert weights and a decode
+// attention's cache (already counted as weights and KV cache) are left
+// out: their token tensors only (a decode attention's queries and output).
 func opTensors(o model.Op) float64 {
-	if o.Kind != model.GroupedGEMM {
-		return o.Bytes
+	e := max(o.DType.Bytes(), 2)
+	switch o.Kind {
+	case model.GroupedGEMM:
+		return float64(o.M) * float64(o.K+o.N) * e
+	case model.DecodeAttention:
+		return 2 * float64(o.Batch*o.Heads*o.HeadDim) * e
 	}
-	return float64(o.M) * float64(o.K+o.N) * max(o.DType.Bytes(), 2)
+	return o.Bytes
 }

@@ -194,3 +194,19 @@ def test_redundant_experts_let_ep_72_divide():
     assert "ep" in str(e.value)
     s = eidolon.run({**spec, "redundant_experts": 32}, progress=False).to_pandas("summary").iloc[0]
     assert s.tpot_s > 0
+
+
+def test_decode_instance_holds_no_prefill():
+    # SGLang's wide-EP decode nodes receive every cache from the prefill
+    # nodes: decode_only runs the same decode steps from time 0, with a
+    # decode step's activations in place of the prefill's.
+    spec = {"kind": "inference", "model": {"preset": "deepseek-v3", "layers": 4}, "gpu": "h100-sxm",
+            "cluster": {"preset": "dgx-h100", "nodes": 2}, "replicas": 16, "ep": 16, "low_latency_a2a": True,
+            "batch": 64, "prompt_tokens": 2000, "output_tokens": 4, "dtype": "fp8"}
+    whole = eidolon.run(spec, progress=False).to_pandas("summary").iloc[0]
+    decode = eidolon.run({**spec, "decode_only": True}, progress=False).to_pandas("summary").iloc[0]
+    assert decode.ttft_s == 0 < whole.ttft_s
+    assert decode.tpot_s == pytest.approx(whole.tpot_s, rel=1e-9)
+    assert decode.memory_peak_bytes < whole.memory_peak_bytes
+    with pytest.raises(eidolon.SpecError, match="output_tokens.*decode_only"):
+        eidolon.run({**spec, "decode_only": True, "output_tokens": 1}, progress=False)
