@@ -251,6 +251,15 @@ func TestInferenceMemory(t *testing.T) {
 	require.Less(t, n8, n)
 }
 
+// A decode attention's workspace is its queries and output, not the cache
+// it reads (counted as the KV cache): for llama2-7b at TP 2, 4 sequences
+// of 16 heads of 128, two bf16 tensors of 4·16·128 elements.
+func TestDecodeAttentionWorkspace(t *testing.T) {
+	o := model.NewDecodeAttention("attn.decode", hw.BF16, 2, 4, 16, 16, 4096, 128)
+	require.Equal(t, 2.0*4*16*128*2, opTensors(o))
+	require.Greater(t, o.Bytes, 1000*opTensors(o), "the op still moves its cache")
+}
+
 // Size finds the same memory as the full layout, without laying out tasks.
 func TestSizeMatchesPlan(t *testing.T) {
 	c := gpt(t, "gpt3-175b")
