@@ -296,18 +296,11 @@ func NewInferenceBuilder(in Inference) (*InferenceBuilder, error) {
 	// instance its first decode step (every sequence, the prompts cached).
 	sizing := ib.prefill
 	if in.DecodeOnly {
-		batch, kv := ib.decodeShape(1)
-		run := in.run(model.Decode, kv)
-		run.Batch = batch
-		g, err := model.Build(in.Model, run)
+		first, err := ib.decodePass(1)
 		if err != nil {
 			return nil, err
 		}
-		halves, err := in.halves(run)
-		if err != nil {
-			return nil, err
-		}
-		sizing = []inferencePass{{g: g, halves: halves}}
+		sizing = []inferencePass{first}
 	}
 	ib.chunks = chunkPositions(sizing[0].g, in.PP, false, false, nil)
 	if in.Model.IsMoE() && in.EP > 1 {
@@ -341,6 +334,23 @@ func (ib *InferenceBuilder) decodeShape(k int) (batch, kv int) {
 		}
 	}
 	return batch, (kv + batch/2) / batch
+}
+
+// decodePass is decode step k's pass: one token for each unfinished
+// sequence against its cache.
+func (ib *InferenceBuilder) decodePass(k int) (inferencePass, error) {
+	batch, kv := ib.decodeShape(k)
+	run := ib.in.run(model.Decode, kv)
+	run.Batch = batch
+	g, err := model.Build(ib.in.Model, run)
+	if err != nil {
+		return inferencePass{}, err
+	}
+	halves, err := ib.in.halves(run)
+	if err != nil {
+		return inferencePass{}, err
+	}
+	return inferencePass{g: g, batch: batch, tokens: 1, name: fmt.Sprintf("decode%d.", k), halves: halves}, nil
 }
 
 // Steps is the run's number of steps (Inference.Steps).
@@ -381,18 +391,11 @@ func (ib *InferenceBuilder) Range(from, to int) (*Plan, error) {
 		if err := in.canceled(k); err != nil {
 			return nil, err
 		}
-		batch, kv := ib.decodeShape(k)
-		run := in.run(model.Decode, kv)
-		run.Batch = batch
-		g, err := model.Build(in.Model, run)
+		ps, err := ib.decodePass(k)
 		if err != nil {
 			return nil, err
 		}
-		halves, err := in.halves(run)
-		if err != nil {
-			return nil, err
-		}
-		passes = append(passes, inferencePass{g: g, batch: batch, tokens: 1, name: fmt.Sprintf("decode%d.", k), halves: halves})
+		passes = append(passes, ps)
 	}
 	P, T := in.PP, in.TP
 	pl := ib.shape
