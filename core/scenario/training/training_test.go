@@ -85,7 +85,6 @@ func TestMirroringMatchesFullSimulation(t *testing.T) {
 			if faults == "" {
 				assert.Equal(t, 8, mirrored.SimulatedRanks, "one replica of two")
 			}
-
 		}
 	}
 	// A failed link reroutes its replica's traffic; job gives exec the
