@@ -83,7 +83,7 @@ func MoERows(ctx context.Context) ([]Row, error) {
 		{"TP4 CP4 PP8 VPP4 EP8, sequence 65,536", "DeepEP", `"tp":4,"cp":4,"pp":8,"dp":2,"ep":8,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe"]`, `,"routing":{"hierarchical_a2a":true}`, 8, 65536, 256, 0, 368, 320},
 		{"TP4 CP8 PP8 VPP4 EP8, sequence 131,072", "DeepEP", `"tp":4,"cp":8,"pp":8,"dp":1,"ep":8,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe"]`, `,"routing":{"hierarchical_a2a":true}`, 8, 131072, 256, 0, 389, 357},
 	} {
-		s, err := qwenRun(ctx, q.par, q.batch, q.seq, q.routing)
+		s, err := qwenRun(ctx, q.par, q.batch, q.seq, forcedRouting(q.routing))
 		if err != nil {
 			return nil, fmt.Errorf("qwen3-235b %s: %w", q.layout, err)
 		}
@@ -115,9 +115,9 @@ func MoERows(ctx context.Context) ([]Row, error) {
 			zipf := fmt.Sprintf("routing Zipf %.2f over the experts (QwenDroplessSkew, fitted on the 16,384-token pair)", QwenDroplessSkew)
 			rows = append(rows,
 				row(c+", dropless", "tflops_per_gpu", q.dropless, d.ModelFLOPs/d.StepTimeS/float64(d.GPUs)/1e12, src,
-					fmt.Sprintf("%s: step %.1f s against %.1f s balanced", zipf, d.StepTimeS, s.StepTimeS)),
+					fmt.Sprintf("%s: step %.1f s against %.1f s with forced balance", zipf, d.StepTimeS, s.StepTimeS)),
 				row(c+", dropless over forced balance", "throughput_ratio", q.dropless/q.tflops, s.StepTimeS/d.StepTimeS, src,
-					"the imbalance's cost alone: the readme's dropless over forced-balance TFLOP/s; simulated, the balanced step over the step with "+zipf))
+					"the imbalance's cost alone: the readme's dropless over forced-balance TFLOP/s; simulated, the forced-balance step over the step with "+zipf))
 		}
 	}
 
@@ -137,7 +137,7 @@ func MoERows(ctx context.Context) ([]Row, error) {
 		{"TP2 PP32 VPP3 EP8, micro-batch 1, recompute norm and act", `"tp":2,"pp":32,"dp":4,"ep":8,"virtual_stages":3,"recompute":"selective","recompute_modules":["layernorm","moe_act"],"sequence_parallel":true`, 1, 2048, 22.42},
 		{"TP1 PP32 VPP3 EP8, micro-batch 1, recompute norm and MoE", `"tp":1,"pp":32,"dp":8,"ep":8,"virtual_stages":3,"recompute":"selective","recompute_modules":["layernorm","moe"]`, 1, 2048, 22.946},
 	} {
-		s, err := qwenRunOn(ctx, "h800", "dgx-h800", q.par, q.mb, q.batch, 4096, "")
+		s, err := qwenRunOn(ctx, "h800", "dgx-h800", q.par, q.mb, q.batch, 4096, forcedRouting(""))
 		if err != nil {
 			return nil, fmt.Errorf("qwen3-235b on h800 %s: %w", q.layout, err)
 		}
@@ -159,7 +159,7 @@ func MoERows(ctx context.Context) ([]Row, error) {
 		js := `{"kind":"training","model":"qwen3-235b-a22b","gpu":"gb200","cluster":{"preset":"gb200-nvl72","nodes":4},
 		"parallel":{"tp":1,"pp":8,"dp":32,"ep":8,"expert_tp":1,"micro_batch":1,"global_batch":8192,
 		"account_for_embedding_in_pipeline_split":true,"account_for_loss_in_pipeline_split":true,
-		"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true},"seq_len":4096,"cross_entropy_fusion":"te","timeline_ranks":[-1]}`
+		"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true},"seq_len":4096,"cross_entropy_fusion":"te","timeline_ranks":[-1]` + forcedRouting("") + `}`
 		res, err := run(ctx, js)
 		if err != nil {
 			return nil, fmt.Errorf("qwen3-235b gb200: %w", err)
@@ -216,7 +216,7 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	}{{`"bf16"`, "", 465}, {`"fp8","fp8_recipe":"blockwise"`, ", FP8", 560}} {
 		js := fmt.Sprintf(`{"kind":"training","model":"mixtral-8x22b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":16},
 		"parallel":{"tp":2,"pp":8,"dp":8,"ep":8,"expert_tp":1,"micro_batch":1,"global_batch":256,"virtual_stages":7,
-		"sequence_parallel":true,"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true},"seq_len":4096,"dtype":%s,"cross_entropy_fusion":"native","timeline_ranks":[-1]}`, m.dtype)
+		"sequence_parallel":true,"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true},"seq_len":4096,"dtype":%s,"cross_entropy_fusion":"native","timeline_ranks":[-1]%s}`, m.dtype, forcedRouting(""))
 		res, err := run(ctx, js)
 		if err != nil {
 			return nil, fmt.Errorf("mixtral-8x22b %s: %w", m.dtype, err)
@@ -369,7 +369,7 @@ func streamBusy(res scenario.Result, stream string) float64 {
 // the 32,768 to 131,072-token pairs check it. One popularity over a seeded
 // order of the experts, as the routing's Zipf draw gives every MoE layer
 // and micro-batch (workload.RouteZipf).
-const QwenDroplessSkew = 0.78
+const QwenDroplessSkew = 0.86
 
 // qwen16K is the readme's 16,384-token long-context layout and its two
 // published TFLOP/s, forced balance and dropless: the pair
@@ -380,12 +380,12 @@ var qwen16K = struct {
 	forced, dropless float64
 }{`"tp":4,"pp":8,"dp":8,"ep":8,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe"]`, `,"routing":{"hierarchical_a2a":true}`, 256, 295, 237}
 
-// QwenDroplessRatio runs the 16,384-token layout balanced once and returns
-// its throughput with routing Zipf skew over the balanced one, the quantity
+// QwenDroplessRatio runs the 16,384-token layout with forced balance once
+// and returns its throughput with routing Zipf skew over that one, the quantity
 // QwenDroplessSkew is fitted to make the published dropless / forced (also
 // returned).
 func QwenDroplessRatio(ctx context.Context) (ratio func(skew float64) (float64, error), published float64, err error) {
-	b, err := qwenRun(ctx, qwen16K.par, qwen16K.batch, 16384, qwen16K.routing)
+	b, err := qwenRun(ctx, qwen16K.par, qwen16K.batch, 16384, forcedRouting(qwen16K.routing))
 	if err != nil {
 		return nil, 0, err
 	}
@@ -421,8 +421,26 @@ func qwenRunOn(ctx context.Context, gpu, cluster, par string, microBatch, batch,
 	return res.Tables[0].Rows.([]training.SummaryRow)[0], nil
 }
 
+// forcedRouting is a row's routing fragment (",\"routing\":{...}" or "")
+// as Megatron-Core's --moe-router-force-load-balancing routes: random
+// logits, so each token's k experts are drawn uniformly
+// (megatron/core/transformer/moe/moe_utils.py, apply_random_logits:
+// logits.clone().normal_()), balanced in expectation but not expert by
+// expert, and the most loaded rank sets each layer's pace.
+func forcedRouting(routing string) string {
+	return withDistribution(routing, `"distribution":"uniform"`)
+}
+
 // droplessRouting is a row's routing fragment with a Zipf draw of the given
-// exponent added (the row's must name its routing object).
+// exponent.
 func droplessRouting(routing string, skew float64) string {
-	return strings.TrimSuffix(routing, "}") + fmt.Sprintf(`,"distribution":"zipf","skew":%g}`, skew)
+	return withDistribution(routing, fmt.Sprintf(`"distribution":"zipf","skew":%g`, skew))
+}
+
+// withDistribution adds the fields dist to a routing fragment.
+func withDistribution(routing, dist string) string {
+	if routing == "" {
+		return `,"routing":{` + dist + `}`
+	}
+	return strings.TrimSuffix(routing, "}") + "," + dist + "}"
 }

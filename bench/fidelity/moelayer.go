@@ -71,7 +71,7 @@ func moeLayerRows(ctx context.Context) ([]Row, error) {
 		}
 		js := fmt.Sprintf(`{"kind":"training","model":%s,"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1},
 			"parallel":{"tp":1,"pp":1,"dp":8,"ep":8,"micro_batch":1,"global_batch":8},"seq_len":4096,"dtype":%q%s,
-			"no_gradient_accumulation_fusion":true,"timeline_ranks":[0]}`, c.model, dtype, recipe)
+			"no_gradient_accumulation_fusion":true,"timeline_ranks":[0]%s}`, c.model, dtype, recipe, forcedRouting(""))
 		res, err := run(ctx, js)
 		if err != nil {
 			return nil, fmt.Errorf("moe layer %s: %w", c.name, err)

@@ -5,7 +5,9 @@ package spec
 type Routing struct {
 	// Distribution: "balanced" (default: every expert gets exactly its
 	// share, what auxiliary-loss-free balancing aims at), "uniform" (each
-	// token's k experts drawn uniformly, seeded), "zipf" (popularity ∝
+	// token's k experts drawn uniformly, seeded: Megatron-Core's
+	// --moe-router-force-load-balancing, which routes on random logits),
+	// "zipf" (popularity ∝
 	// 1/rank^skew over a seeded expert order), "table" (popularity ∝ loads).
 	Distribution string  `json:"distribution,omitempty"`
 	Skew         float64 `json:"skew,omitempty"`
