@@ -159,7 +159,7 @@ func MoERows(ctx context.Context) ([]Row, error) {
 		js := `{"kind":"training","model":"qwen3-235b-a22b","gpu":"gb200","cluster":{"preset":"gb200-nvl72","nodes":4},
 		"parallel":{"tp":1,"pp":8,"dp":32,"ep":8,"expert_tp":1,"micro_batch":1,"global_batch":8192,
 		"account_for_embedding_in_pipeline_split":true,"account_for_loss_in_pipeline_split":true,
-		"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true},"seq_len":4096,"cross_entropy_fusion":"te","timeline_ranks":[-1]` + forcedRouting("") + `}`
+		"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true},"seq_len":4096,"cross_entropy_fusion":"te","timeline_ranks":[-1]` + qwenRouterDType + forcedRouting("") + `}`
 		res, err := run(ctx, js)
 		if err != nil {
 			return nil, fmt.Errorf("qwen3-235b gb200: %w", err)
@@ -369,7 +369,7 @@ func streamBusy(res scenario.Result, stream string) float64 {
 // the 32,768 to 131,072-token pairs check it. One popularity over a seeded
 // order of the experts, as the routing's Zipf draw gives every MoE layer
 // and micro-batch (workload.RouteZipf).
-const QwenDroplessSkew = 0.86
+const QwenDroplessSkew = 0.87
 
 // qwen16K is the readme's 16,384-token long-context layout and its two
 // published TFLOP/s, forced balance and dropless: the pair
@@ -404,8 +404,12 @@ func QwenDroplessRatio(ctx context.Context) (ratio func(skew float64) (float64, 
 // MoERows), the layout par, the global batch, the sequence and routing (a
 // JSON fragment ",\"routing\":{...}" or "").
 func qwenRun(ctx context.Context, par string, batch, seq int, routing string) (training.SummaryRow, error) {
-	return qwenRunOn(ctx, "h100-sxm", "dgx-h100", par+`,"sequence_parallel":true`, 1, batch, seq, routing)
+	return qwenRunOn(ctx, "h100-sxm", "dgx-h100", par+`,"sequence_parallel":true`, 1, batch, seq, qwenRouterDType+routing)
 }
+
+// qwenRouterDType is the ModelZoo's --moe-router-dtype fp32
+// (model_configs/benchmarking/Qwen3-235B-A22B.yaml), a spec fragment.
+const qwenRouterDType = `,"moe_router_dtype":"fp32"`
 
 // qwenRunOn is qwenRun on 32 nodes of a preset, with the micro-batch given
 // (par names the sequence parallelism).

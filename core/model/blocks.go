@@ -157,6 +157,9 @@ func (b *builder) transformer(shared bool) {
 
 	attn := in*qkv + hs*hd*h
 	norms := in + h
+	if c.QKNorm && !c.IsMLA() {
+		norms += 2 * hd // q_norm and k_norm, replicated on every TP rank
+	}
 	mlp := 3 * h * f // SwiGLU: gate, up, down
 	if gpt {
 		attn += qkv + h // biases (the row-parallel bias is replicated)
@@ -228,6 +231,13 @@ func (b *builder) attention(shared bool, in, hs, kvs, hd, qkv int64) {
 	bias := gpt && b.training()
 	if bias {
 		b.biasGrad("attn.qkv", T, qkv)
+	}
+	if c.QKNorm {
+		// Each head's queries, then keys, normalized as rows of head_dim
+		// (Megatron-Core's q_layernorm and k_layernorm, vLLM's q_norm and
+		// k_norm: two norm kernels).
+		b.norm("attn.q_norm", T*hs, hd)
+		b.norm("attn.k_norm", T*kvs, hd)
 	}
 	if !gpt && !shared {
 		// Rotary on Q and K: x·cos + rotate(x)·sin, 3 FLOPs per element.

@@ -99,6 +99,11 @@ type Run struct {
 	// CrossEntropyFusion is the training loss's implementation
 	// (CrossEntropyUnfused when empty).
 	CrossEntropyFusion string
+	// RouterDType, in training, is the type a mixture-of-experts router's
+	// GEMM and scores run in (Megatron-Core's --moe-router-dtype; FP32:
+	// RouterGatingLinearFunction casts its input and weight up); "" the
+	// math's (16-bit under FP8).
+	RouterDType hw.DType
 	// UnfusedAttention materializes the score matrix (Megatron without
 	// FlashAttention): batched GEMMs, softmax and dropout kernels.
 	UnfusedAttention bool

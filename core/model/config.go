@@ -74,6 +74,10 @@ type Config struct {
 	FFNHidden int `json:"ffn_hidden,omitempty"`
 	// Positions is the number of learned position embeddings (GPT); 0 with rotary.
 	Positions int `json:"positions,omitempty"`
+	// QKNorm runs an RMSNorm over each head's queries and keys after the
+	// QKV projection, before rotary (Qwen3's q_norm and k_norm, head_dim
+	// weights each; Megatron-Core's --qk-layernorm).
+	QKNorm bool `json:"qk_norm,omitempty"`
 
 	// SSM blocks. SSM is "mamba" or "mamba2" for hybrids (set by the family otherwise).
 	SSM        Family `json:"ssm,omitempty"`

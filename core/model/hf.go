@@ -64,6 +64,9 @@ func FromHFConfig(hf map[string]any) (Config, error) {
 		c.FFNHidden = num("intermediate_size", true)
 		c.Vocab = num("vocab_size", true)
 		c.TiedEmbeddings = flag("tie_word_embeddings", false)
+		// Qwen3's attention normalizes each head's queries and keys
+		// (transformers' Qwen3Attention and Qwen3MoeAttention: q_norm, k_norm).
+		c.QKNorm = mt == "qwen3" || mt == "qwen3_moe"
 		switch mt {
 		case "mixtral":
 			c.Experts = num("num_local_experts", true)

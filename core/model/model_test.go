@@ -2,6 +2,7 @@ package model
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -694,5 +695,49 @@ func TestFusedAddNorm(t *testing.T) {
 			}
 		}
 		assert.Equal(t, 2, n, "%s %s keeps its adds", x.c.Name, x.r.Phase)
+	}
+}
+
+// QK norm (Qwen3) adds one norm over each head's queries and one over its
+// keys, rows of head_dim, between the QKV projection and rotary, with their
+// backward kernels, and 2·head_dim weights a layer; Qwen3's Hugging Face
+// configs turn it on, LLaMA's do not.
+func TestQKNorm(t *testing.T) {
+	c, _ := ByName("qwen3-30b-a3b")
+	require.True(t, c.QKNorm)
+	off := c
+	off.QKNorm = false
+	assert.Equal(t, int64(2*128*48), Params(c)-Params(off))
+
+	const tp, tokens = 2, 512
+	g, err := Build(c, Run{Phase: Training, Batch: 1, SeqLen: tokens, TP: tp, SequenceParallel: true, DType: hw.BF16})
+	require.NoError(t, err)
+	blk, ok := g.Block(BlockMoE)
+	require.True(t, ok)
+	var names []string
+	shape := map[string][2]int64{}
+	for _, o := range blk.Forward {
+		names = append(names, o.Name)
+		shape[o.Name] = [2]int64{o.M, o.N}
+	}
+	qkv := slices.Index(names, "attn.qkv")
+	require.GreaterOrEqual(t, qkv, 0)
+	assert.Equal(t, []string{"attn.q_norm", "attn.k_norm", "attn.rotary"}, names[qkv+1:qkv+4])
+	assert.Equal(t, [2]int64{tokens * 32 / tp, 128}, shape["attn.q_norm"])
+	assert.Equal(t, [2]int64{tokens * 4 / tp, 128}, shape["attn.k_norm"])
+	var bwd int
+	for _, o := range blk.Backward {
+		if strings.HasPrefix(o.Name, "attn.q_norm") || strings.HasPrefix(o.Name, "attn.k_norm") {
+			bwd++
+		}
+	}
+	assert.Equal(t, 2*3, bwd, "each norm's three backward kernels")
+
+	for mt, want := range map[string]bool{"qwen3": true, "qwen3_moe": true, "llama": false, "qwen2": false} {
+		hf := map[string]any{"model_type": mt, "num_hidden_layers": 2.0, "hidden_size": 256.0, "num_attention_heads": 4.0,
+			"intermediate_size": 512.0, "vocab_size": 1000.0, "num_experts": 4.0, "num_experts_per_tok": 2.0, "moe_intermediate_size": 128.0}
+		m, err := FromHFConfig(hf)
+		require.NoError(t, err, mt)
+		assert.Equal(t, want, m.QKNorm, mt)
 	}
 }

@@ -410,10 +410,21 @@ func (b *builder) moeFFN() {
 	Tn := b.Tn
 	R := Tn * k // routed (token, expert) slots leaving this rank
 	start := len(b.steps)
-	b.gemm16("moe.router", Tn, E, h)
 	ne := float64(Tn * E)
+	le := b.e // the router's logits' element size
+	if b.r.RouterDType == hw.FP32 && b.training() {
+		// RouterGatingLinearFunction: the input cast up (its gradient cast
+		// back), then the GEMM in FP32, which keeps its FP32 input.
+		n := float64(Tn * h)
+		b.stream("moe.router.cast", Elementwise, 0, n*(b.e+4), 0, n*(4+b.e), 0)
+		b.gemmIn(hw.FP32, "moe.router", Tn, E, h)
+		b.steps[len(b.steps)-1].saved = n * 4
+		le = 4
+	} else {
+		b.gemm16("moe.router", Tn, E, h)
+	}
 	topk := 5 + math.Log2(float64(k)+1)
-	b.stream("moe.router.topk", Softmax, topk*ne, ne*b.e+8*float64(R), 4*ne, 2*ne*b.e+8*float64(R), 4*ne)
+	b.stream("moe.router.topk", Softmax, topk*ne, ne*le+8*float64(R), 4*ne, 2*ne*le+8*float64(R), 4*ne)
 	hr := float64(R * h)
 	b.stream(OpPermute, Elementwise, 0, float64(Tn*h)*b.e+hr*b.e+8*float64(R), hr, hr*b.e+float64(Tn*h)*b.e, 0)
 	wd := DispatchBytesPerToken(c, b.d)
@@ -644,13 +655,13 @@ func MoEPresets() []MoEPreset {
 		// untied. Model card: 30.5B total, 3.3B activated, 29.9B
 		// non-embedding (so its counts include both embeddings). The
 		// activated count is 3.353B: the card's "3.3B" truncates it.
-		{Preset{Config{Name: "qwen3-30b-a3b", Family: LLaMA, Layers: 48, Hidden: 2048, Heads: 32, KVHeads: 4, HeadDim: 128, FFNHidden: 6144, Vocab: 151936,
+		{Preset{Config{Name: "qwen3-30b-a3b", Family: LLaMA, Layers: 48, Hidden: 2048, Heads: 32, KVHeads: 4, HeadDim: 128, FFNHidden: 6144, Vocab: 151936, QKNorm: true,
 			MoE: MoE{Experts: 128, ExpertsPerToken: 8, ExpertFFNHidden: 768}}, 30.5e9, "Qwen/Qwen3-30B-A3B config.json and model card (30.5B total, 3.3B active)"}, 3.3e9, false, 0.1e9, true},
 		// Qwen/Qwen3-235B-A22B config.json: hidden_size 4096, 94 layers, 64
 		// heads, 4 KV heads, head_dim 128, 128 experts, top-8,
 		// moe_intermediate_size 1536, vocab 151936, untied. Model card:
 		// 235B total, 22B activated.
-		{Preset{Config{Name: "qwen3-235b-a22b", Family: LLaMA, Layers: 94, Hidden: 4096, Heads: 64, KVHeads: 4, HeadDim: 128, FFNHidden: 12288, Vocab: 151936,
+		{Preset{Config{Name: "qwen3-235b-a22b", Family: LLaMA, Layers: 94, Hidden: 4096, Heads: 64, KVHeads: 4, HeadDim: 128, FFNHidden: 12288, Vocab: 151936, QKNorm: true,
 			MoE: MoE{Experts: 128, ExpertsPerToken: 8, ExpertFFNHidden: 1536}}, 235e9, "Qwen/Qwen3-235B-A22B config.json and model card (235B total, 22B active)"}, 22e9, false, 0, false},
 	}
 }

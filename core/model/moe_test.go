@@ -504,3 +504,44 @@ func TestWeightBytesSplitsOwnAndShared(t *testing.T) {
 	bf, _ := WeightBytes(sb, hw.BF16, "")
 	assert.InDelta(t, float64(sb.Params)*2, bf, 1e-6, "no quantized parameters without a weight type")
 }
+
+// --moe-router-dtype fp32: the router's input cast up (and its gradient
+// back) by a kernel of its own, its three GEMMs in FP32, which keeps its
+// FP32 input (Tn·h·4 bytes where the 16-bit router kept Tn·h·2), and the
+// top-k reading FP32 logits; in inference, and by default, the router
+// runs in the math's type.
+func TestRouterDTypeFP32(t *testing.T) {
+	c, _ := FromPreset("mixtral-8x7b", Config{Layers: 1})
+	build := func(d hw.DType, phase Phase) Block {
+		g, err := Build(c, Run{Phase: phase, Batch: 1, SeqLen: 1024, TP: 1, DType: hw.BF16, RouterDType: d})
+		require.NoError(t, err)
+		blk, ok := g.Block(BlockMoE)
+		require.True(t, ok)
+		return blk
+	}
+	ops := func(list []Op) map[string]Op {
+		m := map[string]Op{}
+		for _, o := range list {
+			m[o.Name] = o
+		}
+		return m
+	}
+	fp32, bf16 := build(hw.FP32, Training), build("", Training)
+	f, b := ops(fp32.Forward), ops(bf16.Forward)
+	n := 1024.0 * 4096
+	require.Contains(t, f, "moe.router.cast")
+	assert.Equal(t, n*(2+4), f["moe.router.cast"].Bytes)
+	assert.NotContains(t, b, "moe.router.cast")
+	assert.Equal(t, hw.FP32, f["moe.router"].DType)
+	assert.Equal(t, hw.BF16, b["moe.router"].DType)
+	fb := ops(fp32.Backward)
+	assert.Equal(t, hw.FP32, fb["moe.router.dgrad"].DType)
+	assert.Equal(t, hw.FP32, fb["moe.router.wgrad"].DType)
+	assert.Contains(t, fb, "moe.router.cast.bwd")
+	assert.Equal(t, 2*1024.0*8, f["moe.router.topk"].Bytes-b["moe.router.topk"].Bytes, "8 experts' logits read in FP32")
+	assert.InDelta(t, n*(4-2), fp32.ActivationBytes-bf16.ActivationBytes, 1)
+
+	inf := ops(build(hw.FP32, Prefill).Forward)
+	assert.NotContains(t, inf, "moe.router.cast")
+	assert.Equal(t, hw.BF16, inf["moe.router"].DType)
+}

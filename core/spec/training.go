@@ -115,6 +115,11 @@ type Step struct {
 	// each weight-gradient GEMM writes a 16-bit gradient once instead of
 	// adding into the grad_dtype main gradient.
 	NoGradAccumulationFusion bool `json:"no_gradient_accumulation_fusion,omitempty"`
+	// MoERouterDType is Megatron-Core's --moe-router-dtype: "fp32" runs a
+	// mixture-of-experts router's GEMM and scores in FP32 (its input and
+	// weight cast up, its input gradient cast back); "" (default) in the
+	// math's type.
+	MoERouterDType string `json:"moe_router_dtype,omitempty"`
 }
 
 func (s *Step) defaults() {
@@ -139,6 +144,9 @@ func (s *Step) validate(p *Problems, dtype string) {
 		}
 	}
 	p.OneOf("cross_entropy_fusion", s.CrossEntropyFusion, model.CrossEntropyFusions())
+	if s.MoERouterDType != "" {
+		p.OneOf("moe_router_dtype", s.MoERouterDType, []string{string(hw.FP32)})
+	}
 	p.IntInRange("seq_len", s.SeqLen, 1, 1<<24)
 }
 

@@ -196,6 +196,7 @@ func TestSpecErrorsNameFields(t *testing.T) {
 		small(1, `"tp":4,"dp":2,"zero":1,"overlap_param_gather":true`, ""):             "parallel.overlap_param_gather",
 		small(1, `"tp":8`, `,"cross_entropy_fusion":"liger"`):                          "cross_entropy_fusion",
 		small(1, `"tp":8`, `,"fp8_recipe":"blockwise"`):                                "fp8_recipe", // bf16
+		small(1, `"tp":8`, `,"moe_router_dtype":"fp64"`):                               "moe_router_dtype",
 	} {
 		_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
 		var se *spec.Error
