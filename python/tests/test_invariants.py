@@ -51,7 +51,10 @@ def _check_memory_parts(spec: Spec, mem: Any) -> None:
 def _model(rnd: random.Random, moe: bool, layers: int) -> Spec:
     preset = rnd.choice(MOE if moe else DENSE)
     # DeepSeek-V3's first three layers are dense: four leave one MoE layer
-    return {"preset": preset, "layers": 4 if preset == "deepseek-v3" else layers}
+    model: Spec = {"preset": preset, "layers": 4 if preset == "deepseek-v3" else layers}
+    if rnd.random() < 0.2:
+        model["qk_norm"] = True  # Qwen3's query and key norms on any attention
+    return model
 
 
 def _no_overlap(starts: Any, ends: Any) -> bool:
@@ -104,6 +107,8 @@ def training_spec(rnd: random.Random) -> Spec:
             spec["dtype"] = "bf16"
     if moe and rnd.random() < 0.5:
         spec["routing"] = {"distribution": rnd.choice(["uniform", "zipf"]), "seed": rnd.randrange(9)}
+    if moe and rnd.random() < 0.3:
+        spec["moe_router_dtype"] = "fp32"
     if cp > 1 and rnd.random() < 0.6:
         par["cp_comm_type"] = rnd.choice(["p2p", "all_gather", "a2a"])
     if par["recompute"] == "selective" and rnd.random() < 0.5:
@@ -168,6 +173,14 @@ def check_training(spec: Spec, res: eidolon.Result) -> None:
     # mirrored replica then meets other contention than its representative
     # (docs/ARCHITECTURE.md), an approximation within a few 1e-3.
     tol = 5e-3 if spec["cluster"].get("nodes") == 3 else 1e-9
+    # GPUs sharing NICs: ZeRO-3's gathers over every replica overlap the
+    # expert all-to-alls and meet each node's expert-parallel group a little
+    # differently, which a mirrored group does not see when the routing
+    # loads its ranks unevenly (docs/ARCHITECTURE.md): within 1.3e-5 seen.
+    cl = spec["cluster"]
+    shared_nics = cl.get("preset") == "aws-p4d" or cl.get("nics_per_node", 8) < cl.get("gpus_per_node", 8)
+    if shared_nics and par.get("ep", 1) > 1 and par["zero"] == 3 and "routing" in spec:
+        tol = max(tol, 1e-4)
     _check(_close(eidolon.run(full, progress=False).to_pandas("summary").step_time_s[0], step, tol),
            "mirroring replicas gives the step of simulating them all", spec)
 
