@@ -14,7 +14,8 @@ import (
 // MoELayer (router, token dispatcher, Transformer Engine grouped-GEMM
 // experts) built on 8 H100s with EP 8 and TP 1, fed
 // 4,096 tokens a rank (sequence 4,096, micro-batch 1), forced load
-// balancing, permute and router fusion; forward and backward timed with
+// balancing, permute and router fusion, the router in FP32 (test_cases.py:
+// MoEModelConfig's moe_router_dtype "fp32"); forward and backward timed with
 // CUDA events around layer(input) and output.backward(grad), the mean of
 // 20 iterations after 5 warm-up ones, each after a long GEMM that hides
 // the host's launch of the router. Baselines recorded on H100 when the
@@ -71,12 +72,12 @@ func moeLayerRows(ctx context.Context) ([]Row, error) {
 		}
 		js := fmt.Sprintf(`{"kind":"training","model":%s,"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1},
 			"parallel":{"tp":1,"pp":1,"dp":8,"ep":8,"micro_batch":1,"global_batch":8},"seq_len":4096,"dtype":%q%s,
-			"no_gradient_accumulation_fusion":true,"timeline_ranks":[0]%s}`, c.model, dtype, recipe, forcedRouting(""))
+			"no_gradient_accumulation_fusion":true,"moe_router_dtype":"fp32","timeline_ranks":[0]%s}`, c.model, dtype, recipe, forcedRouting(""))
 		res, err := run(ctx, js)
 		if err != nil {
 			return nil, fmt.Errorf("moe layer %s: %w", c.name, err)
 		}
-		ops, err := run(ctx, fmt.Sprintf(`{"kind":"operators","model":%s,"gpu":"h100-sxm","seq_len":4096,"batch":1,"dtype":%q}`, c.model, dtype))
+		ops, err := run(ctx, fmt.Sprintf(`{"kind":"operators","model":%s,"gpu":"h100-sxm","seq_len":4096,"batch":1,"dtype":%q,"moe_router_dtype":"fp32"}`, c.model, dtype))
 		if err != nil {
 			return nil, fmt.Errorf("moe layer %s operators: %w", c.name, err)
 		}

@@ -37,6 +37,9 @@ type Operators struct {
 	Recompute string `json:"recompute,omitempty"`
 	// UnfusedAttention materializes the attention scores instead of FlashAttention.
 	UnfusedAttention bool `json:"unfused_attention,omitempty"`
+	// MoERouterDType: "fp32" runs a training pass's mixture-of-experts
+	// router in FP32, as the training kind's moe_router_dtype.
+	MoERouterDType string `json:"moe_router_dtype,omitempty"`
 }
 
 // Defaults fills optional fields.
@@ -90,6 +93,9 @@ func (s *Operators) Validate(p *Problems) {
 	if p.Len() > n {
 		return
 	}
+	if s.MoERouterDType != "" {
+		p.OneOf("moe_router_dtype", s.MoERouterDType, []string{string(hw.FP32)})
+	}
 	p.IntInRange("batch", s.Batch, 1, 1<<20)
 	p.IntInRange("seq_len", s.SeqLen, 1, 1<<24)
 	p.IntInRange("kv_len", s.KVLen, 0, 1<<26)
@@ -117,7 +123,7 @@ func (s *Operators) Run() model.Run {
 	r := model.Run{
 		Phase: model.Phase(s.Phase), Batch: s.Batch, SeqLen: s.SeqLen, KVLen: s.KVLen,
 		TP: s.TP, SequenceParallel: s.SequenceParallel, Recompute: model.Recompute(s.Recompute),
-		DType: hw.DType(s.DType), UnfusedAttention: s.UnfusedAttention,
+		DType: hw.DType(s.DType), UnfusedAttention: s.UnfusedAttention, RouterDType: hw.DType(s.MoERouterDType),
 	}
 	if r.Phase == model.Training {
 		r.GradDType = hw.FP32
