@@ -136,6 +136,10 @@ func TestSpecProblems(t *testing.T) {
 		[]byte(`{"kind":"operators","gpu":"h100-sxm","model":{"family":"llama","layerz":2}}`))
 	require.Error(t, err)
 	assert.True(t, strings.Contains(err.Error(), "model.layerz"), err.Error())
+	_, _, err = all.Run(scenario.Env{Ctx: context.Background()},
+		[]byte(`{"kind":"operators","gpu":"h100-sxm","model":"mixtral-8x7b","moe_router_dtype":"bf8"}`))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `moe_router_dtype: must be one of ["fp32"], got "bf8"`)
 }
 
 func TestModelSpecRoundTrip(t *testing.T) {
