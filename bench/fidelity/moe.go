@@ -176,7 +176,11 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	// on 64 GB200s (NeMo 25.04, one NVL72 rack's NVLink domain: 19,275):
 	// per-tensor FP8 scaling, global batch 256, micro-batch 2, sequence
 	// 4,096, TP 1, PP 1, EP 8, its recipe's distributed optimizer with
-	// overlapped gradient reduction and parameter gathering, the fused loss.
+	// overlapped gradient reduction and parameter gathering, the fused loss;
+	// as NeMo's performance script ran it on both (scripts/llm/performance/
+	// pretrain_mixtral_8x7b.py at v2.2.0, model_configs_gb200.csv at
+	// v2.3.0): gradients reduced in BF16 (grad_reduce_in_fp32 False) and each
+	// layer in CUDA graphs (enable_cuda_graph).
 	for _, c := range []struct {
 		gpu, cluster, label, release string
 		ref                          float64
@@ -186,7 +190,7 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	} {
 		js := fmt.Sprintf(`{"kind":"training","model":"mixtral-8x7b","gpu":%q,"cluster":%s,
 		"parallel":{"tp":1,"pp":1,"dp":64,"ep":8,"micro_batch":2,"global_batch":256,"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true},
-		"seq_len":4096,"dtype":"fp8","cross_entropy_fusion":"native","timeline_ranks":[-1]}`, c.gpu, c.cluster)
+		"seq_len":4096,"dtype":"fp8","grad_dtype":"bf16","cross_entropy_fusion":"native","execution":"cuda_graphs","timeline_ranks":[-1]}`, c.gpu, c.cluster)
 		res, err := run(ctx, js)
 		if err != nil {
 			return nil, fmt.Errorf("mixtral-8x7b %s: %w", c.gpu, err)
