@@ -418,7 +418,7 @@ func (b *builder) moeFFN() {
 		n := float64(Tn * h)
 		b.stream("moe.router.cast", Elementwise, 0, n*(b.e+4), 0, n*(4+b.e), 0)
 		b.gemmIn(hw.FP32, "moe.router", Tn, E, h)
-		b.steps[len(b.steps)-1].saved = n * 4
+		b.steps[len(b.steps)-1].saved *= 4 / b.e
 		le = 4
 	} else {
 		b.gemm16("moe.router", Tn, E, h)
