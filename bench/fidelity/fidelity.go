@@ -743,7 +743,8 @@ func nemoFP8Rows(ctx context.Context) ([]Row, error) {
 		js := fmt.Sprintf(`{"kind":"training","model":%q,"gpu":%q,"cluster":%s,
 			"parallel":{"tp":%d,"pp":%d,"cp":%d,"dp":%d,"virtual_stages":%d,"micro_batch":%d,"global_batch":%d,
 				"sequence_parallel":%v,"tp_comm_overlap":%v,"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true,"recompute":"none"},
-			"seq_len":%d,"dtype":"fp8","grad_dtype":"bf16","cross_entropy_fusion":"native","execution":%q}`, c.model, c.gpu, c.cluster, c.tp, c.pp, c.cp, dp, c.v, c.mb, c.gb, c.tp > 1, c.tp > 1, c.seq, nemoExecution(c.gpu))
+			"seq_len":%d,"dtype":"fp8","grad_dtype":%q,"cross_entropy_fusion":"native","execution":%q}`, c.model, c.gpu, c.cluster, c.tp, c.pp, c.cp, dp, c.v, c.mb, c.gb, c.tp > 1, c.tp > 1, c.seq,
+			nemoGradDType(c.model), nemoExecution(c.gpu))
 		res, err := run(ctx, js)
 		if err != nil {
 			return nil, fmt.Errorf("nemo %s on %d %s: %w", c.name, c.gpus, c.label, err)
@@ -766,14 +767,24 @@ func nemoFP8Rows(ctx context.Context) ([]Row, error) {
 // CUDA graphs on GB200 (scripts/performance/recommended_model_configs/
 // model_configs_gb200.csv at v2.3.0: cuda_graphs 1), eagerly on H100 and
 // on B200 (scripts/llm/performance/pretrain_llama3_8b.py and
-// pretrain_gpt3_175b.py at v2.2.0). The same scripts reduce FP8 runs'
-// gradients in BF16 (grad_reduce_in_fp32 False, from their first version,
-// NVIDIA/NeMo 91471f0, January 2025): the rows' grad_dtype.
+// pretrain_gpt3_175b.py at v2.2.0).
 func nemoExecution(gpu string) string {
 	if gpu == "gb200" {
 		return "cuda_graphs"
 	}
 	return "eager"
+}
+
+// nemoGradDType is the gradients' type of a NeMo FP8 row: BF16 for the
+// recipes NeMo's performance scripts cover (Llama 3, GPT-3 175B, Mixtral:
+// grad_reduce_in_fp32 False from their first version, NVIDIA/NeMo 91471f0,
+// January 2025), FP32 for Llama 2, which those scripts never ran and whose
+// NeMo-Framework-Launcher config states no 16-bit gradient type.
+func nemoGradDType(model string) string {
+	if strings.HasPrefix(model, "llama2") {
+		return "fp32"
+	}
+	return "bf16"
 }
 
 // nemoLongSequenceRows are NeMo's "Long Sequence Performance" table
