@@ -420,12 +420,13 @@ func qwenRun(ctx context.Context, par string, batch, seq int, routing string) (t
 const qwenRouterDType = `,"moe_router_dtype":"fp32"`
 
 // qwenRunOn is qwenRun on 32 nodes of a preset, with the micro-batch given
-// (par names the sequence parallelism).
-func qwenRunOn(ctx context.Context, gpu, cluster, par string, microBatch, batch, seq int, routing string) (training.SummaryRow, error) {
+// (par names the sequence parallelism) and extra, the spec's further
+// members as a JSON fragment (",\"routing\":{...}", "" for none).
+func qwenRunOn(ctx context.Context, gpu, cluster, par string, microBatch, batch, seq int, extra string) (training.SummaryRow, error) {
 	js := fmt.Sprintf(`{"kind":"training","model":"qwen3-235b-a22b","gpu":%q,"cluster":{"preset":%q,"nodes":32},
 		"parallel":{%s,"expert_tp":1,"micro_batch":%d,"global_batch":%d,
 		"account_for_embedding_in_pipeline_split":true,"account_for_loss_in_pipeline_split":true,
-		"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true},"seq_len":%d,"cross_entropy_fusion":"te","timeline_ranks":[-1]%s}`, gpu, cluster, par, microBatch, batch, seq, routing)
+		"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true},"seq_len":%d,"cross_entropy_fusion":"te","timeline_ranks":[-1]%s}`, gpu, cluster, par, microBatch, batch, seq, extra)
 	res, err := run(ctx, js)
 	if err != nil {
 		return training.SummaryRow{}, err
