@@ -741,3 +741,17 @@ func TestQKNorm(t *testing.T) {
 		assert.Equal(t, want, m.QKNorm, mt)
 	}
 }
+
+// The dense Qwen3 presets are what their Hugging Face configs give
+// (Qwen/Qwen3-8B config.json's fields).
+func TestQwen3PresetMatchesHFConfig(t *testing.T) {
+	hf := map[string]any{"model_type": "qwen3", "num_hidden_layers": 36.0, "hidden_size": 4096.0, "num_attention_heads": 32.0,
+		"num_key_value_heads": 8.0, "head_dim": 128.0, "intermediate_size": 12288.0, "vocab_size": 151936.0, "tie_word_embeddings": false}
+	got, err := FromHFConfig(hf)
+	require.NoError(t, err)
+	want, ok := ByName("qwen3-8b")
+	require.True(t, ok)
+	got.Name = want.Name
+	assert.Equal(t, want, got)
+	assert.Equal(t, Params(want), Params(got))
+}

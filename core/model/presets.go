@@ -55,6 +55,11 @@ func densePresets() []Preset {
 		// dimension 16,384, FFN 53,248, 128 heads, 8 KV heads;
 		// meta-llama/Llama-3.1-405B config.json: vocab 128,256, untied).
 		{llama("llama3-405b", 126, 16384, 128, 8, 53248, 128256), 405.85e9, "meta-llama/Llama-3.1-405B model card (405.85B)"},
+		// Qwen3 dense (Qwen/Qwen3-8B and Qwen/Qwen3-32B config.json: head_dim
+		// 128, 8 KV heads, vocab 151,936, untied, each head's queries and
+		// keys RMS-normalized: qk_norm).
+		{qwen3("qwen3-8b", 36, 4096, 32, 12288), 8.2e9, "Qwen/Qwen3-8B config.json and model card (8.2B)"},
+		{qwen3("qwen3-32b", 64, 5120, 64, 25600), 32.8e9, "Qwen/Qwen3-32B config.json and model card (32.8B)"},
 		// Mamba-1 (Gu & Dao 2023, arXiv 2312.00752, Table 3; state-spaces/mamba-*
 		// config.json): d_state 16, expand 2, d_conv 4, vocab 50,277 padded to a
 		// multiple of 8 (50,280), tied embeddings.
@@ -96,6 +101,14 @@ func gpt(name string, layers, hidden, heads int) Config {
 func llama(name string, layers, hidden, heads, kvHeads, ffn, vocab int) Config {
 	return Config{Name: name, Family: LLaMA, Layers: layers, Hidden: hidden, Heads: heads,
 		KVHeads: kvHeads, FFNHidden: ffn, Vocab: vocab}
+}
+
+// qwen3 is a dense Qwen3: LLaMA's block with 8 KV heads of 128, QK norm
+// and Qwen's vocabulary.
+func qwen3(name string, layers, hidden, heads, ffn int) Config {
+	c := llama(name, layers, hidden, heads, 8, ffn, 151936)
+	c.HeadDim, c.QKNorm = 128, true
+	return c
 }
 
 func mamba(name string, layers, hidden int) Config {
