@@ -93,9 +93,7 @@ func (s *Operators) Validate(p *Problems) {
 	if p.Len() > n {
 		return
 	}
-	if s.MoERouterDType != "" {
-		p.OneOf("moe_router_dtype", s.MoERouterDType, []string{string(hw.FP32)})
-	}
+	validateRouterDType(p, s.MoERouterDType)
 	p.IntInRange("batch", s.Batch, 1, 1<<20)
 	p.IntInRange("seq_len", s.SeqLen, 1, 1<<24)
 	p.IntInRange("kv_len", s.KVLen, 0, 1<<26)

@@ -134,6 +134,14 @@ func (s *Step) defaults() {
 	}
 }
 
+// validateRouterDType checks a moe_router_dtype: "" (the math's type) or
+// "fp32", the one Megatron-Core's --moe-router-dtype choice modelled.
+func validateRouterDType(p *Problems, d string) {
+	if d != "" {
+		p.OneOf("moe_router_dtype", d, []string{string(hw.FP32)})
+	}
+}
+
 // validate checks the step's options for math in dtype.
 func (s *Step) validate(p *Problems, dtype string) {
 	p.OneOf("grad_dtype", s.GradDType, []string{"fp32", "bf16", "fp16"})
@@ -144,9 +152,7 @@ func (s *Step) validate(p *Problems, dtype string) {
 		}
 	}
 	p.OneOf("cross_entropy_fusion", s.CrossEntropyFusion, model.CrossEntropyFusions())
-	if s.MoERouterDType != "" {
-		p.OneOf("moe_router_dtype", s.MoERouterDType, []string{string(hw.FP32)})
-	}
+	validateRouterDType(p, s.MoERouterDType)
 	p.IntInRange("seq_len", s.SeqLen, 1, 1<<24)
 }
 
