@@ -65,23 +65,32 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	// 256, DeepEP, --recompute-modules layernorm moe, forced balance):
 	// 295 TFLOP/s per GPU (237 dropless), and the same layout with context
 	// parallelism over 32 nodes: sequence 32,768 at CP 2 (335), 65,536 at
-	// CP 4 (368), 131,072 at CP 8 (389).
+	// CP 4 (368), 131,072 at CP 8 (389). best_practice/qwen3/run_h100_235b.sh
+	// (March 2026) gives the EP 32 overlap layout again as "H100 config, 320
+	// TFLOPS", with --moe-router-force-load-balancing stated (the readme's
+	// table states no routing for its 4,096-token rows) and the router and
+	// the dispatcher's preprocessing captured in CUDA graphs
+	// (--cuda-graph-scope moe_router moe_preprocess), which the row runs
+	// eagerly: the simulated host is ahead of the GPU there.
 	for _, q := range []struct {
-		layout, dispatcher, par, routing string
-		pp, seq, batch                   int
+		// src names the source file when it is not the readme.
+		layout, dispatcher, par, routing, src string
+		pp, seq, batch                        int
 		// ref is the step time (0: not given); tflops the per-GPU
 		// TFLOP/s, compared where given; dropless the readme's TFLOP/s of
 		// the same run without forced balancing (0: not given).
 		ref, tflops, dropless float64
 	}{
-		{"TP2 PP32 EP8", "A2A", `"tp":2,"pp":32,"dp":4,"ep":8,"virtual_stages":3,"recompute":"selective","recompute_modules":["layernorm","moe_act"]`, "", 32, 4096, 2048, 24.2, 200, 0},
-		{"TP4 PP8 VPP4 EP8", "DeepEP", `"tp":4,"pp":8,"dp":8,"ep":8,"virtual_stages":4`, `,"routing":{"hierarchical_a2a":true}`, 8, 4096, 2048, 29.0, 0, 0},
-		{"TP2 PP8 VPP4 EP32", "DeepEP", `"tp":2,"pp":8,"dp":16,"ep":32,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe_act"]`, `,"routing":{"hierarchical_a2a":true}`, 8, 4096, 2048, 19.7, 0, 0},
-		{"TP2 PP8 VPP4 EP32, 1F1B all-to-all overlap", "DeepEP", `"tp":2,"pp":8,"dp":16,"ep":32,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe_act"],"overlap_ep_comm":true`, `,"routing":{"hierarchical_a2a":true}`, 8, 4096, 2048, 17.6, 0, 0},
-		{"TP4 PP8 VPP4 EP8, sequence 16,384", "DeepEP", qwen16K.par, qwen16K.routing, 8, 16384, qwen16K.batch, 0, qwen16K.forced, qwen16K.dropless},
-		{"TP4 CP2 PP8 VPP4 EP8, sequence 32,768", "DeepEP", `"tp":4,"cp":2,"pp":8,"dp":4,"ep":8,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe"]`, `,"routing":{"hierarchical_a2a":true}`, 8, 32768, 256, 0, 335, 277},
-		{"TP4 CP4 PP8 VPP4 EP8, sequence 65,536", "DeepEP", `"tp":4,"cp":4,"pp":8,"dp":2,"ep":8,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe"]`, `,"routing":{"hierarchical_a2a":true}`, 8, 65536, 256, 0, 368, 320},
-		{"TP4 CP8 PP8 VPP4 EP8, sequence 131,072", "DeepEP", `"tp":4,"cp":8,"pp":8,"dp":1,"ep":8,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe"]`, `,"routing":{"hierarchical_a2a":true}`, 8, 131072, 256, 0, 389, 357},
+		{"TP2 PP32 EP8", "A2A", `"tp":2,"pp":32,"dp":4,"ep":8,"virtual_stages":3,"recompute":"selective","recompute_modules":["layernorm","moe_act"]`, "", "", 32, 4096, 2048, 24.2, 200, 0},
+		{"TP4 PP8 VPP4 EP8", "DeepEP", `"tp":4,"pp":8,"dp":8,"ep":8,"virtual_stages":4`, `,"routing":{"hierarchical_a2a":true}`, "", 8, 4096, 2048, 29.0, 0, 0},
+		{"TP2 PP8 VPP4 EP32", "DeepEP", `"tp":2,"pp":8,"dp":16,"ep":32,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe_act"]`, `,"routing":{"hierarchical_a2a":true}`, "", 8, 4096, 2048, 19.7, 0, 0},
+		{"TP2 PP8 VPP4 EP32, 1F1B all-to-all overlap", "DeepEP", `"tp":2,"pp":8,"dp":16,"ep":32,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe_act"],"overlap_ep_comm":true`, `,"routing":{"hierarchical_a2a":true}`, "", 8, 4096, 2048, 17.6, 0, 0},
+		{"TP2 PP8 VPP4 EP32, 1F1B all-to-all overlap, forced balance", "DeepEP", `"tp":2,"pp":8,"dp":16,"ep":32,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe_act"],"overlap_ep_comm":true`, `,"routing":{"hierarchical_a2a":true}`,
+			"yanring/Megatron-MoE-ModelZoo, best_practice/qwen3/run_h100_235b.sh (Megatron-Core, DeepEP dispatcher, H100, forced balance, router and preprocessing in CUDA graphs: \"H100 config, 320 TFLOPS\")", 8, 4096, 2048, 0, 320, 0},
+		{"TP4 PP8 VPP4 EP8, sequence 16,384", "DeepEP", qwen16K.par, qwen16K.routing, "", 8, 16384, qwen16K.batch, 0, qwen16K.forced, qwen16K.dropless},
+		{"TP4 CP2 PP8 VPP4 EP8, sequence 32,768", "DeepEP", `"tp":4,"cp":2,"pp":8,"dp":4,"ep":8,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe"]`, `,"routing":{"hierarchical_a2a":true}`, "", 8, 32768, 256, 0, 335, 277},
+		{"TP4 CP4 PP8 VPP4 EP8, sequence 65,536", "DeepEP", `"tp":4,"cp":4,"pp":8,"dp":2,"ep":8,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe"]`, `,"routing":{"hierarchical_a2a":true}`, "", 8, 65536, 256, 0, 368, 320},
+		{"TP4 CP8 PP8 VPP4 EP8, sequence 131,072", "DeepEP", `"tp":4,"cp":8,"pp":8,"dp":1,"ep":8,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe"]`, `,"routing":{"hierarchical_a2a":true}`, "", 8, 131072, 256, 0, 389, 357},
 	} {
 		s, err := qwenRun(ctx, q.par, q.batch, q.seq, forcedRouting(q.routing))
 		if err != nil {
@@ -94,6 +103,9 @@ func MoERows(ctx context.Context) ([]Row, error) {
 		// Layer passes per GPU: micro-batches × layers per stage.
 		passes := float64(s.MicroBatches) * float64(qwen.Layers) / float64(q.pp)
 		c, src := "Qwen3-235B-A22B, 256 H100, "+q.layout, fmt.Sprintf(qwenSrc, q.dispatcher)
+		if q.src != "" {
+			src = q.src
+		}
 		forced := c
 		if q.dropless > 0 {
 			forced += ", forced balance"
