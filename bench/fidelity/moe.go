@@ -281,7 +281,7 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	js := fmt.Sprintf(`{"kind":"training","model":{"preset":"deepseek-v3","mtp_layers":1},"gpu":"h800","cluster":{"preset":"dgx-h800","nodes":256},
 		"parallel":{"tp":1,"pp":16,"pipeline_model_parallel_layout":"Et|(tt|)*30mL",
 			"dp":128,"ep":64,"micro_batch":1,"global_batch":%d,"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true,"recompute":"selective","recompute_modules":["layernorm"],"overlap_ep_comm":true},
-		"seq_len":4096,"dtype":"fp8","fp8_recipe":"blockwise","cross_entropy_fusion":"native","routing":{"hierarchical_a2a":true,"node_limit":4},"timeline_ranks":[-1]}`, dsBatch)
+		"seq_len":4096,"dtype":"fp8","fp8_recipe":"blockwise","fp8_dispatch":true,"cross_entropy_fusion":"native","routing":{"hierarchical_a2a":true,"node_limit":4},"timeline_ranks":[-1]}`, dsBatch)
 	res, err := run(ctx, js)
 	if err != nil {
 		return nil, fmt.Errorf("deepseek-v3: %w", err)

@@ -104,6 +104,18 @@ type Run struct {
 	// RouterGatingLinearFunction casts its input and weight up); "" the
 	// math's (16-bit under FP8).
 	RouterDType hw.DType
+	// FP8Dispatch, in FP8 training, sends a mixture-of-experts layer's
+	// dispatch all-to-all (and, backward, the output gradients' way to the
+	// experts) in FP8 with one FP32 scale per 128 elements, quantized
+	// before it, as DeepSeek-V3's framework does (arXiv 2412.19437,
+	// §3.3.2). Without it they carry the activation type, as Megatron-Core's
+	// dispatchers send them: its all-to-all, DeepEP and HybridEP
+	// dispatchers pass the hidden states as given and Transformer Engine
+	// quantizes each expert's input after the dispatch
+	// (megatron/core/transformer/moe/fused_a2a.py; HybridEP "does not
+	// support fp8 dispatch"). Inference engines that compute in FP8
+	// dispatch FP8 (SGLang and DeepEP's FP8 kernels), whatever it says.
+	FP8Dispatch bool
 	// UnfusedAttention materializes the score matrix (Megatron without
 	// FlashAttention): batched GEMMs, softmax and dropout kernels.
 	UnfusedAttention bool

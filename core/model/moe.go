@@ -377,20 +377,21 @@ func (b *builder) expertsInTP() bool {
 // counts) to learn the all-to-all's sizes (workload's dispatch sync).
 const OpPermute = "moe.permute"
 
-// DispatchBytesPerToken is the size of one routed token in a dispatch
+// dispatchBytesPerToken is the size of one routed token in a dispatch
 // all-to-all (the forward's, and the backward's transfer of the output
 // gradients to the experts): hidden elements in the activation type, or
-// with fp8 math DeepSeek-V3's fp8 dispatch (§3.3.2: "we quantize the
-// activation before MoE up-projections into FP8 and then apply dispatch
-// components ... A similar strategy is applied to the activation gradient
-// before MoE down-projections", 1×128 tiles with one fp32 scale each); the
-// forward and backward combines carry bf16.
-func DispatchBytesPerToken(c Config, d hw.DType) float64 {
-	h := float64(c.Hidden)
-	if d.Bytes() == 1 {
+// with fp8 math and an FP8 dispatch (Run.FP8Dispatch; inference in FP8)
+// DeepSeek-V3's (§3.3.2: "we quantize the activation before MoE
+// up-projections into FP8 and then apply dispatch components ... A
+// similar strategy is applied to the activation gradient before MoE
+// down-projections", 1×128 tiles with one fp32 scale each); the forward
+// and backward combines carry the activation type.
+func (b *builder) dispatchBytesPerToken() float64 {
+	h := float64(b.c.Hidden)
+	if b.d.Bytes() == 1 && (b.r.FP8Dispatch || !b.training()) {
 		return h + 4*math.Ceil(h/128)
 	}
-	return h * actDType(d).Bytes()
+	return h * b.e
 }
 
 // moeFFN is the mixture-of-experts FFN (Megatron-Core MoELayer with the
@@ -427,7 +428,7 @@ func (b *builder) moeFFN() {
 	b.stream("moe.router.topk", Softmax, topk*ne, ne*le+8*float64(R), 4*ne, 2*ne*le+8*float64(R), 4*ne)
 	hr := float64(R * h)
 	b.stream(OpPermute, Elementwise, 0, float64(Tn*h)*b.e+hr*b.e+8*float64(R), hr, hr*b.e+float64(Tn*h)*b.e, 0)
-	wd := DispatchBytesPerToken(c, b.d)
+	wd := b.dispatchBytesPerToken()
 	if !b.expertsInTP() {
 		b.add(step{
 			fwd: []Op{{Name: "moe.dispatch.all_to_all", Kind: AllToAll, M: R, Bytes: float64(R) * wd}},

@@ -545,3 +545,40 @@ func TestRouterDTypeFP32(t *testing.T) {
 	assert.NotContains(t, inf, "moe.router.cast")
 	assert.Equal(t, hw.BF16, inf["moe.router"].DType)
 }
+
+// TestFP8Dispatch: FP8 training dispatches the activation type unless
+// FP8Dispatch asks for DeepSeek-V3's FP8 dispatch (hidden bytes plus an
+// FP32 scale per 128); the combines carry the activation type either way,
+// and an FP8 inference run dispatches FP8.
+func TestFP8Dispatch(t *testing.T) {
+	c, _ := FromPreset("mixtral-8x7b", Config{Layers: 1})
+	build := func(phase Phase, fp8Dispatch bool) (fwd, bwd map[string]Op) {
+		g, err := Build(c, Run{Phase: phase, Batch: 1, SeqLen: 1024, TP: 1, EP: 8, DType: hw.FP8, FP8Dispatch: fp8Dispatch})
+		require.NoError(t, err)
+		blk, ok := g.Block(BlockMoE)
+		require.True(t, ok)
+		fwd, bwd = map[string]Op{}, map[string]Op{}
+		for _, o := range blk.Forward {
+			fwd[o.Name] = o
+		}
+		for _, o := range blk.Backward {
+			bwd[o.Name] = o
+		}
+		return fwd, bwd
+	}
+	const h = 4096.0
+	slots := 1024.0 * 2 // tokens × top-2
+	bf16 := slots * h * 2
+	fp8 := slots * (h + 4*h/128)
+
+	f, b := build(Training, false)
+	assert.Equal(t, bf16, f["moe.dispatch.all_to_all"].Bytes, "Megatron-Core dispatches the hidden states as given")
+	assert.Equal(t, bf16, b["moe.combine.all_to_all.bwd"].Bytes)
+	f, b = build(Training, true)
+	assert.Equal(t, fp8, f["moe.dispatch.all_to_all"].Bytes, "DeepSeek-V3's FP8 dispatch")
+	assert.Equal(t, fp8, b["moe.combine.all_to_all.bwd"].Bytes)
+	assert.Equal(t, bf16, f["moe.combine.all_to_all"].Bytes, "the combine stays in BF16")
+	assert.Equal(t, bf16, b["moe.dispatch.all_to_all.bwd"].Bytes)
+	f, _ = build(Prefill, false)
+	assert.Equal(t, fp8, f["moe.dispatch.all_to_all"].Bytes, "FP8 inference dispatches FP8")
+}

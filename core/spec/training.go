@@ -120,6 +120,11 @@ type Step struct {
 	// weight cast up, its input gradient cast back); "" (default) in the
 	// math's type.
 	MoERouterDType string `json:"moe_router_dtype,omitempty"`
+	// FP8Dispatch, in FP8 training, sends the mixture-of-experts dispatch
+	// all-to-alls in FP8 with per-128 scales, quantized before them
+	// (DeepSeek-V3's framework); false (default) in the activation type,
+	// as Megatron-Core's dispatchers do (model.Run.FP8Dispatch).
+	FP8Dispatch bool `json:"fp8_dispatch,omitempty"`
 }
 
 func (s *Step) defaults() {
@@ -153,6 +158,9 @@ func (s *Step) validate(p *Problems, dtype string) {
 	}
 	p.OneOf("cross_entropy_fusion", s.CrossEntropyFusion, model.CrossEntropyFusions())
 	validateRouterDType(p, s.MoERouterDType)
+	if s.FP8Dispatch && hw.DType(dtype).Bytes() != 1 {
+		p.Addf("fp8_dispatch", "applies to FP8 training only: dtype is %q (use \"fp8\", or leave fp8_dispatch out)", dtype)
+	}
 	p.IntInRange("seq_len", s.SeqLen, 1, 1<<24)
 }
 

@@ -144,9 +144,11 @@ type Training struct {
 	// gradient once in the math's type rather than adding into the
 	// GradDType buffer (model.Run.GradDType "").
 	NoGradAccumulationFusion bool
-	// FP8Recipe, CrossEntropyFusion and RouterDType are model.Run's.
+	// FP8Recipe, CrossEntropyFusion, RouterDType and FP8Dispatch are
+	// model.Run's.
 	FP8Recipe, CrossEntropyFusion string
 	RouterDType                   hw.DType
+	FP8Dispatch                   bool
 	// UnfusedAttention uses Megatron's unfused attention kernels (no
 	// FlashAttention), as the 2022 Korthikanti et al. measurements did.
 	UnfusedAttention bool
@@ -296,7 +298,7 @@ func (t Training) microRun() model.Run {
 		accum = ""
 	}
 	return model.Run{Phase: model.Training, Batch: t.Par.MicroBatch, SeqLen: t.localSeqLen(), CP: t.Par.CP, CPComm: t.Par.CPComm, TP: t.Par.TP, GradDType: accum, FP8Recipe: t.FP8Recipe,
-		CrossEntropyFusion: t.CrossEntropyFusion, RouterDType: t.RouterDType,
+		CrossEntropyFusion: t.CrossEntropyFusion, RouterDType: t.RouterDType, FP8Dispatch: t.FP8Dispatch,
 		SequenceParallel: t.Par.SequenceParallel, Recompute: t.Par.Recompute, RecomputeModules: t.Par.RecomputeModules, DType: t.DType,
 		UnfusedAttention: t.UnfusedAttention, EP: t.Par.EP, ExpertTP: t.Par.ExpertTP}
 }

@@ -197,6 +197,7 @@ func TestSpecErrorsNameFields(t *testing.T) {
 		small(1, `"tp":8`, `,"cross_entropy_fusion":"liger"`):                          "cross_entropy_fusion",
 		small(1, `"tp":8`, `,"fp8_recipe":"blockwise"`):                                "fp8_recipe", // bf16
 		small(1, `"tp":8`, `,"moe_router_dtype":"fp64"`):                               "moe_router_dtype",
+		small(1, `"tp":8`, `,"fp8_dispatch":true`):                                     "fp8_dispatch", // bf16
 	} {
 		_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
 		var se *spec.Error
