@@ -192,7 +192,13 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	// as NeMo's performance script ran it on both (scripts/llm/performance/
 	// pretrain_mixtral_8x7b.py at v2.2.0, model_configs_gb200.csv at
 	// v2.3.0): gradients reduced in BF16 (grad_reduce_in_fp32 False) and each
-	// layer in CUDA graphs (enable_cuda_graph).
+	// layer in CUDA graphs (enable_cuda_graph); and as its recipe's
+	// performance mode runs it (nemo/collections/llm/recipes/mixtral_8x7b.py,
+	// pretrain_performance_optimizations, at v2.2.0 and v2.3.0), with
+	// Megatron-Core's token drop: MegatronTokenDropCallback's capacity
+	// factor 1.0 with every expert's input padded to the capacity, so that
+	// every all-to-all has a static size and the host never waits for the
+	// token counts.
 	for _, c := range []struct {
 		gpu, cluster, label, release string
 		ref                          float64
@@ -202,7 +208,8 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	} {
 		js := fmt.Sprintf(`{"kind":"training","model":"mixtral-8x7b","gpu":%q,"cluster":%s,
 		"parallel":{"tp":1,"pp":1,"dp":64,"ep":8,"micro_batch":2,"global_batch":256,"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true},
-		"seq_len":4096,"dtype":"fp8","grad_dtype":"bf16","cross_entropy_fusion":"native","execution":"cuda_graphs","timeline_ranks":[-1]}`, c.gpu, c.cluster)
+		"seq_len":4096,"dtype":"fp8","grad_dtype":"bf16","cross_entropy_fusion":"native","execution":"cuda_graphs",
+		"routing":{"capacity_factor":1,"pad_to_capacity":true},"timeline_ranks":[-1]}`, c.gpu, c.cluster)
 		res, err := run(ctx, js)
 		if err != nil {
 			return nil, fmt.Errorf("mixtral-8x7b %s: %w", c.gpu, err)

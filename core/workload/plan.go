@@ -227,7 +227,10 @@ type progBuilder struct {
 	// a2a sizes the expert-parallel all-to-alls (nil without EP).
 	a2a *a2aCache
 	// dispatchSync: the host waits for the router before it issues each
-	// forward dispatch all-to-all (training; see ops).
+	// forward dispatch all-to-all (training; see ops). Drop-and-pad
+	// routing has static sizes, so Megatron-Core's dispatcher never copies
+	// counts to the host (MoEAlltoAllTokenDispatcher.preprocess under
+	// drop_and_pad fills them with the capacity): no wait.
 	dispatchSync bool
 	hierarchical bool
 	// lowLatency: DeepEP's low-latency kernels (Task.LowLatency).

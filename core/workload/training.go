@@ -305,7 +305,7 @@ func (pl *Plan) link(a, b int, out, in Slot) {
 func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a2a *a2aCache, rings *ringCache, tasks int) (Program, Memory, int64, error) {
 	par := t.Par
 	P, V, D, T := par.PP, par.VirtualStages, par.DP, par.TP
-	b := &progBuilder{p: &Program{Name: fmt.Sprintf("stage%d", s), Tasks: make([]Task, 0, tasks)}, a2a: a2a, dispatchSync: true, hierarchical: t.Routing.HierarchicalA2A,
+	b := &progBuilder{p: &Program{Name: fmt.Sprintf("stage%d", s), Tasks: make([]Task, 0, tasks)}, a2a: a2a, dispatchSync: !t.Routing.PadToCapacity, hierarchical: t.Routing.HierarchicalA2A,
 		topK: int32(t.Model.ExpertsPerToken), limit: int32(t.Routing.NodeLimit), rings: rings, tp: T}
 	e := hw.DType(t.DType).Bytes()
 	if e < 2 {
