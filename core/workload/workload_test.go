@@ -353,32 +353,28 @@ func TestDispatchHostSync(t *testing.T) {
 		assert.Equal(t, want, dispatches, rc)
 		assert.Equal(t, want, waits)
 	}
-	// Drop-and-pad routing sizes every all-to-all by the capacity: the
-	// host never waits.
+	// Neither drop-and-pad routing, which sizes every all-to-all by the
+	// capacity, nor an inference engine has the host wait.
+	noWaits := func(plan *Plan, why string) {
+		var a2a int
+		for _, task := range plan.Programs[0].Tasks {
+			if task.Coll == AllToAllV {
+				a2a++
+				assert.Empty(t, task.HostWait, "%s: %s", why, task.Name)
+			}
+		}
+		assert.Positive(t, a2a, why)
+	}
 	tr := layout(c, Parallel{TP: 1, PP: 1, DP: 4, EP: 4, ExpertTP: 1, MicroBatch: 1, GlobalBatch: 8})
 	tr.SeqLen, tr.DType = 512, hw.BF16
 	tr.Routing = Routing{CapacityFactor: 1, PadToCapacity: true}
 	plan, err := BuildTraining(tr)
 	require.NoError(t, err)
-	var padded int
-	for _, task := range plan.Programs[0].Tasks {
-		if task.Coll == AllToAllV {
-			padded++
-			assert.Empty(t, task.HostWait, "drop and pad: %s", task.Name)
-		}
-	}
-	assert.Positive(t, padded)
+	noWaits(plan.Plan, "drop and pad")
 	in := Inference{Model: c, TP: 1, PP: 1, EP: 4, Replicas: 4, Batch: 4, Prompt: 16, Output: 2, DType: hw.BF16}
 	ip, err := BuildInference(in)
 	require.NoError(t, err)
-	var a2a int
-	for _, task := range ip.Programs[0].Tasks {
-		if task.Coll == AllToAllV {
-			a2a++
-			assert.Empty(t, task.HostWait, "inference engines do not wait: %s", task.Name)
-		}
-	}
-	assert.Positive(t, a2a)
+	noWaits(ip.Plan, "inference engines do not wait")
 
 	// Two-batch overlap runs the prefill's MoE layers beside the all-to-all
 	// kernels' SMs (SGLang sizes DeepGEMM for the SMs DeepEP leaves), the
