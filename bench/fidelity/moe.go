@@ -114,7 +114,7 @@ func MoERows(ctx context.Context) ([]Row, error) {
 			s.ComputeS, s.ExposedCommS, s.BubbleS, passes, s.StepTimeS/passes*1e3, refStep/passes*1e3, s.MemoryPeakBytes/1e9, s.Fits)
 		if q.ref > 0 {
 			rows = append(rows, row(c, "step_time_s", q.ref, s.StepTimeS, src, note))
-			note = "model FLOPs (matmuls of the active parameters and attention) per second per GPU"
+			note = "model FLOPs per second per GPU, as Megatron-LM counts them (num_floating_point_operations: the matmuls of the active parameters and the causal attention, each backward twice its forward)"
 		}
 		if q.tflops > 0 {
 			rows = append(rows, row(forced, "tflops_per_gpu", q.tflops, s.ModelFLOPs/s.StepTimeS/float64(s.GPUs)/1e12, src, note))

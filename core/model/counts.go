@@ -93,7 +93,7 @@ func (g Graph) Totals() Totals {
 					t.BackwardFLOPs += n * o.FLOPs
 				}
 				if o.IsMatmul() {
-					t.MatmulFLOPs += n * o.FLOPs
+					t.MatmulFLOPs += n * o.ModelFLOPs()
 				}
 			}
 		}

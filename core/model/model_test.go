@@ -57,6 +57,20 @@ func TestMegatronFLOPsFormula(t *testing.T) {
 				// Every GEMM is split evenly over the TP ranks.
 				got := g.Totals().MatmulFLOPs * float64(tp)
 				assert.InEpsilon(t, want, got, 1e-12, "%s %s tp%d", name, rc, tp)
+				// With FlashAttention the causal half of the scores, its
+				// backward counted as the model's four matmuls (not its
+				// kernel's five): the formula's attention term halved.
+				r.UnfusedAttention = false
+				g, err = Build(c, r)
+				require.NoError(t, err)
+				l, h, s := float64(c.Layers), float64(c.Hidden), 2048.0
+				k := 72.0
+				if rc == RecomputeFull {
+					k = 96
+				}
+				attn := k * 4 * s * l * h * h * s / (6 * h) // the formula's (non-causal) attention term
+				got = g.Totals().MatmulFLOPs * float64(tp)
+				assert.InEpsilon(t, want-attn/2, got, 1e-3, "%s %s tp%d flash", name, rc, tp)
 			}
 		}
 	}

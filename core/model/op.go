@@ -140,6 +140,20 @@ func (o Op) IsComm() bool {
 	return o.Kind == AllReduce || o.Kind == AllGather || o.Kind == ReduceScatter || o.Kind == AllToAll
 }
 
+// ModelFLOPs is what a model-FLOP count credits a matmul op with (Megatron-
+// LM's num_floating_point_operations, model FLOPs utilization): its FLOPs,
+// but FlashAttention's backward is two forwards' worth (dV, dP, dQ and dK),
+// not its kernel's 2.5: the scores it recomputes are the kernel's work, as
+// a recomputed layer's forward is (Dao 2023, arXiv 2307.08691; the model
+// count gives attention's backward twice its forward, the whole pass three
+// times). Hardware FLOPs keep the recomputation.
+func (o Op) ModelFLOPs() float64 {
+	if o.Kind == FlashAttentionBwd {
+		return o.FLOPs * 2 / flashBackwardRatio
+	}
+	return o.FLOPs
+}
+
 // IsMatmul reports whether the op's FLOPs are matrix multiplications (GEMMs
 // and attention), the FLOPs that the Megatron formula counts.
 func (o Op) IsMatmul() bool {
@@ -234,6 +248,10 @@ func NewFlashAttention(name string, d hw.DType, batch, heads, kvHeads, sq, skv, 
 	}
 }
 
+// flashBackwardRatio is FlashAttention's backward FLOPs over its forward's:
+// five matmuls of the forward's size against two.
+const flashBackwardRatio = 2.5
+
 // flashBackward is FlashAttention-2's backward: five matmuls of the forward's
 // size (S = Q·Kᵀ recomputed, dV = Pᵀ·dO, dP = dO·Vᵀ, dQ = dS·K, dK = dSᵀ·Q)
 // against the forward's two, so 2.5× its FLOPs (Dao 2023, arXiv 2307.08691).
@@ -246,7 +264,7 @@ func flashBackward(f Op) Op {
 	kv := float64(f.KVHeads*f.SeqKV) * float64(f.HeadDim)
 	b.Name = f.Name + ".bwd"
 	b.Kind = FlashAttentionBwd
-	b.FLOPs = 2.5 * f.FLOPs
+	b.FLOPs = flashBackwardRatio * f.FLOPs
 	b.Bytes = bt*e*(3*q+2*kv+q+2*kv) + 4*bt*float64(f.Heads*f.SeqQ)
 	return b
 }

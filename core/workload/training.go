@@ -167,7 +167,7 @@ func matmulFLOPs(g model.Graph) float64 {
 		for _, list := range [][]model.Op{g.Blocks[bi].Forward, g.Blocks[bi].Backward} {
 			for _, o := range list {
 				if o.IsMatmul() && o.Pass != model.Recomputed {
-					f += o.FLOPs
+					f += o.ModelFLOPs()
 				}
 			}
 		}
