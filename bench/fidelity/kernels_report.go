@@ -354,7 +354,7 @@ func KernelReport(rows, dense []KernelRow, cook, layer []CookbookRow) (string, e
 		"the presets), and Transformer Engine's GEMM benchmark on an H200 NVL, priced with the H100's parameters, " +
 		"-12.6 % on its worst row against its 10 % (BF16 -4.8 to -6.8 % against -1.6 to -3.2 %); the H100 end-to-end " +
 		"rows move 1-3.5 points faster, most of them further from their references (Llama 3.1 405B on 8,192 GPUs " +
-		"+18.2 to +21.7 %, the NeMo FP8 rows 1-2.4 points, the GPT TP 8 rows 1-3 points nearer). Vidur's tables alone " +
+		"+17.4 to +20.9 %, the NeMo FP8 rows 1-2.4 points, the GPT TP 8 rows 1-3 points nearer). Vidur's tables alone " +
 		"do not fix where on the valley the H100 sits; the presets stay at its start, the point from which the " +
 		"independent kernel checks above hold, and that choice, not the command, sets them: a known gap between the " +
 		"H100 presets and the command that fits them.\n")
