@@ -120,9 +120,11 @@ type Task struct {
 	// issues this one: the framework's synchronisation points (a `.item()`
 	// or torch.cuda.synchronize), where it cannot run ahead of the GPU.
 	HostWait []int32
-	// FLOPs of all ops; MatmulFLOPs of the matmuls (GEMMs, attention) the
-	// Megatron formula counts, excluding recomputation; RecomputeFLOPs the
-	// matmul FLOPs of recomputed forward ops.
+	// FLOPs of all ops; MatmulFLOPs of the matmuls (GEMMs, attention) as
+	// the kernels run them (FlashAttention's backward with its recomputed
+	// scores: hardware FLOPs; the model count is Op.ModelFLOPs), excluding
+	// recomputed layers; RecomputeFLOPs the matmul FLOPs of recomputed
+	// forward ops.
 	FLOPs, MatmulFLOPs, RecomputeFLOPs float64
 	// MicroBatch is the micro-batch (training) or decode step (inference)
 	// the task belongs to; -1 for per-step work.
