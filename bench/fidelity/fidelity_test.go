@@ -166,17 +166,14 @@ func TestFidelityTable(t *testing.T) {
 		"−3.1 %. The 1.7B and 7.1B rows (TP 1 and 2) are 28 and 23 % fast, as the NeMo rows of small models on H100 are.\n")
 	b.WriteString("- NeMo's long-sequence table (LLAMA2-7B at FP8 on H100, NeMo 24.03.01; batches of 4M tokens, one GPU per 1K " +
 		"tokens of sequence, context parallelism from 32K) is compared in NeMo's own FLOP count, whose attention term is the full " +
-		"S² (twice the causal work). The 4K row comes out 19 % fast, as the other small-model FP8 rows do, and the error grows " +
-		"with the sequence to 39–52 % from 32K on, where attention is most of the step (14 % of the counted FLOPs at 4K, 98 % " +
-		"at 1M). Subtracting the simulated rest of the step, the measured steps leave the attention 261–295 TFLOP/s of causal " +
-		"work (forward and backward) at 32K–1M where the model runs it at 454–460, the rate of the July 2024 cuDNN and " +
-		"FlashAttention-3 kernels KERNELS.md checks it against (FlashAttention-2, which those replaced on Hopper, reached " +
-		"35 % of the H100's peak, Shah et al. 2024: 370, 335 and 322 TFLOP/s forward, causal forward and backward at 16k, " +
-		"head dim 128). FlashAttention-2 would account for the gap, but it is not what that stack ran: Transformer Engine 1.4, " +
-		"NeMo 24.03's, runs cuDNN's fused attention on Hopper wherever both can (transformer_engine/pytorch/attention.py at " +
-		"v1.4: \"Select FusedAttention on sm90 and FlashAttention on others for performance\"), context parallelism included. " +
-		"The cuDNN of that early-2024 stack is what is not modelled (no measurement of its attention rate was found); the rows " +
-		"show what the model's attention assumes.\n")
+		"S² (twice the causal work; 14 % of the counted FLOPs at 4K, 98 % at 1M). Its runs took their environment from " +
+		"NeMo-Framework-Launcher, whose launcher_scripts/conf/config.yaml at 24.01 through 24.07 sets NVTE_FUSED_ATTN: 0 " +
+		"(\"Disable cudnn FA until we've tested it more\"): Transformer Engine, which on Hopper prefers cuDNN's fused attention, " +
+		"context parallelism included (transformer_engine/pytorch/attention.py at v1.4), then runs flash-attn 2, whose kernels issue " +
+		"Ampere's mma.sync. The rows run it so (flash_attention_2: the matmuls at hw.GPU.SyncMMAFraction of the main-loop rate, " +
+		"fitted on the FlashAttention-3 paper's FlashAttention-2 bars, KERNELS.md) and come within 9 %, 5 % from 16K on; with the " +
+		"fused attention's rate they read +18 % at 4K and +38 to +51 % from 32K. The 4K row, where the attention is a small share, " +
+		"is as fast as the other small-model FP8 rows (LLaMA-2-7B on 8 H100, +14.9 %).\n")
 	b.WriteString("- Llama 3.1 405B runs Meta's interleaved schedule with one layer a chunk (16 stages of 8 chunks, the first " +
 		"chunk only the embedding and the last only the output projection and loss, as the paper's §3.3.2 describes the layout; " +
 		"run as 1F1B these rows read −13.7 and −31.3 %), and data parallelism as its FSDP (optimizer states and gradients " +

@@ -105,7 +105,11 @@ func (e *Evaluator) flash(o model.Op) Cost {
 	if bwd {
 		laneOps = e.flashBwdLaneOps
 	}
-	mathTime := mm/g.TensorPeak(o.DType) + laneOps*scores/lanes
+	peak := g.TensorPeak(o.DType)
+	if o.SyncMMA {
+		peak = g.SyncMMAPeak(o.DType)
+	}
+	mathTime := mm/peak + laneOps*scores/lanes
 
 	// Per computed block pair the forward streams a K and a V tile; the
 	// backward (one thread block per key block) streams a Q and a dO tile and

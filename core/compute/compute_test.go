@@ -372,6 +372,37 @@ func TestFlashAttentionEfficiency(t *testing.T) {
 	}
 }
 
+// FlashAttention-2's kernels (Op.SyncMMA) run their matmuls at the part's
+// mma.sync rate: on an H100 a math-bound attention takes exactly its
+// matmuls' extra time at that rate, forward and backward, with every other
+// part of the price unchanged; on an A100, where mma.sync is the native
+// MMA, nothing changes.
+func TestFlashAttention2SyncMMA(t *testing.T) {
+	for _, name := range []string{"h100-sxm", "a100-80gb-sxm"} {
+		g := gpu(t, name)
+		e := NewEvaluator(g)
+		f := model.NewFlashAttention("fa", hw.BF16, 2, 16, 16, 8192, 8192, 128, true)
+		b := f
+		b.Kind, b.FLOPs = model.FlashAttentionBwd, 2.5*f.FLOPs
+		for _, o := range []model.Op{f, b} {
+			fused, err := e.Op(o)
+			require.NoError(t, err)
+			require.Equal(t, BoundCompute, fused.Bound)
+			o.SyncMMA = true
+			fa2, err := e.Op(o)
+			require.NoError(t, err)
+			extra := fused.ExecutedFLOPs * (1/g.SyncMMAPeak(o.DType) - 1/g.TensorPeak(o.DType))
+			assert.InEpsilon(t, fused.TimeS+extra, fa2.TimeS, 1e-9, "%s %s", name, o.Kind)
+			assert.Equal(t, fused.BytesHBM, fa2.BytesHBM)
+			if name == "a100-80gb-sxm" {
+				assert.Zero(t, extra)
+			} else {
+				assert.Greater(t, fa2.TimeS, 1.5*fused.TimeS, "%s: FlashAttention-2 on Hopper", o.Kind)
+			}
+		}
+	}
+}
+
 // FlashAttention's backward is three kernels: besides the main loop, its
 // preprocess and dQ conversion pass over memory (read O and dO, zero the
 // fp32 dQ accumulator; read it back). Every thread block pays a GEMM

@@ -69,6 +69,12 @@ type GPU struct {
 	// epilogue (GEMMTileOverheadCycles), padding and partial waves are
 	// priced on top, so the best large matmuls land below it.
 	TensorEfficiency float64 `json:"tensor_efficiency" arrow:"tensor_efficiency"`
+	// SyncMMAFraction is the share of that main-loop rate (TensorPeak) a
+	// kernel built on Ampere's synchronous warp-level MMA (mma.sync)
+	// reaches on this part: FlashAttention-2's kernels, which Hopper runs
+	// without its asynchronous warpgroup MMAs (wgmma) and TMA loads. 0
+	// means 1: on Ampere and earlier it is the native MMA.
+	SyncMMAFraction float64 `json:"sync_mma_fraction" arrow:"sync_mma_fraction"`
 	// GEMMTileOverheadCycles is a GEMM tile's fixed time in SM clocks: the
 	// pipeline fill (first K-slices in flight from memory) and the epilogue
 	// (accumulators converted and stored), not overlapped with the tile's
@@ -133,6 +139,10 @@ type GPU struct {
 // TensorPeak is the sustained tensor rate for a data type: the dense peak
 // times TensorEfficiency (0 if unsupported).
 func (g GPU) TensorPeak(d DType) float64 { return g.Peak(d) * orOne(g.TensorEfficiency) }
+
+// SyncMMAPeak is the tensor rate of a kernel built on mma.sync
+// (SyncMMAFraction of TensorPeak).
+func (g GPU) SyncMMAPeak(d DType) float64 { return g.TensorPeak(d) * orOne(g.SyncMMAFraction) }
 
 // HBMBandwidth is the sustained DRAM bandwidth: the datasheet figure times
 // HBMEfficiency.

@@ -147,6 +147,7 @@ func derivedFrom(name string) string {
 func gh100(g GPU) GPU {
 	g = h100Fit.apply(g)
 	g.FP8PromotionIntervalK = hopperFP8PromotionK
+	g.SyncMMAFraction = hopperSyncMMAFraction
 	return g
 }
 
@@ -160,6 +161,10 @@ func gh100(g GPU) GPU {
 func GPUPresets() []GPU {
 	return append(basePresets(), h800())
 }
+
+// hopperSyncMMAFraction is the share of the GH100 parts' main-loop rate
+// that kernels built on mma.sync reach (GPU.SyncMMAFraction).
+const hopperSyncMMAFraction = 0.53
 
 // hopperFP8PromotionK is the GH100 parts' FP8 promotion interval
 // (GPU.FP8PromotionIntervalK): 128 reduction elements.

@@ -69,7 +69,7 @@ func InferenceBuilder(s *spec.Inference, gpus int, canceled func() error) (workl
 // spec's step options (the training and parallel_search kinds').
 func TrainingStep(m model.Config, dtype string, st spec.Step, par workload.Parallel) workload.Training {
 	return workload.Training{Model: m, SeqLen: st.SeqLen, DType: hw.DType(dtype), GradDType: hw.DType(st.GradDType),
-		FP8Recipe: st.FP8Recipe, CrossEntropyFusion: st.CrossEntropyFusion, UnfusedAttention: st.UnfusedAttention,
+		FP8Recipe: st.FP8Recipe, CrossEntropyFusion: st.CrossEntropyFusion, UnfusedAttention: st.UnfusedAttention, FlashAttention2: st.FlashAttention2,
 		NoGradAccumulationFusion: st.NoGradAccumulationFusion, RouterDType: hw.DType(st.MoERouterDType), FP8Dispatch: st.FP8Dispatch, Par: par}
 }
 
@@ -115,7 +115,7 @@ func InferenceLayout(s *spec.Inference, gpus int) (workload.Inference, error) {
 	in := workload.Inference{Model: m, TP: s.TP, PP: s.PP, Replicas: s.Replicas, Batch: s.Batch,
 		Prompt: s.PromptTokens, Output: s.OutputTokens, DType: hw.DType(s.DType), KVDType: spec.StorageDType(s.KVCacheDType),
 		WeightDType:      spec.StorageDType(s.WeightDType),
-		UnfusedAttention: s.UnfusedAttention, FusedAddNorm: s.FusedAddNorm, XQADecode: s.DecodeAttention == spec.DecodeXQA,
+		UnfusedAttention: s.UnfusedAttention, FlashAttention2: s.FlashAttention2, FusedAddNorm: s.FusedAddNorm, XQADecode: s.DecodeAttention == spec.DecodeXQA,
 		EP: s.EP, HierarchicalA2A: s.HierarchicalA2A, LowLatencyA2A: s.LowLatencyA2A, ExpertsInTP: s.EnableExpertParallel, TwoBatchOverlap: s.TwoBatchOverlap,
 		DecodeOnly: s.DecodeOnly}
 	var p spec.Problems

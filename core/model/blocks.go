@@ -339,12 +339,12 @@ func (b *builder) flash(hs, kvs, hd int64, per tokenElems, saved float64) {
 	B, s, c := int64(r.Batch), int64(r.SeqLen), int64(max(r.CP, 1))
 	defer b.recomputable(ModuleCoreAttn, 4*float64(B*hs*s)) // after the step each branch adds
 	if c == 1 {
-		fa := NewFlashAttention("attn.flash", b.attnDType(), B, hs, kvs, s, s, hd, true)
+		fa := b.flashAttention(B, hs, kvs, s, s, hd, true)
 		b.add(step{fwd: []Op{fa}, bwd: []Op{flashBackward(fa)}, saved: saved})
 		return
 	}
 	if r.CPComm == CPAllToAll {
-		fa := NewFlashAttention("attn.flash", b.attnDType(), B, hs/c, max(kvs/c, 1), c*s, c*s, hd, true)
+		fa := b.flashAttention(B, hs/c, max(kvs/c, 1), c*s, c*s, hd, true)
 		qkv := NewComm("attn.cp.qkv_all_to_all", AllToAll, float64(B*s*(per.q+per.kv))*b.e)
 		out := NewComm("attn.cp.out_all_to_all", AllToAll, float64(B*s*per.out)*b.e)
 		dout, dqkv := out, qkv
@@ -355,7 +355,7 @@ func (b *builder) flash(hs, kvs, hd int64, per tokenElems, saved float64) {
 		b.add(step{fwd: []Op{qkv, fa, out}, bwd: []Op{dout, flashBackward(fa), dqkv}, saved: saved})
 		return
 	}
-	fa := NewFlashAttention("attn.flash", b.attnDType(), B, hs, kvs, s, c*s/2, hd, false)
+	fa := b.flashAttention(B, hs, kvs, s, c*s/2, hd, false)
 	gathered := float64(B*c*s*per.kv) * b.e
 	kv := NewComm("attn.cp.kv_all_gather", AllGather, gathered)
 	dkv := NewComm("attn.cp.dkv_reduce_scatter", ReduceScatter, gathered)
@@ -372,6 +372,14 @@ func (b *builder) flash(hs, kvs, hd int64, per tokenElems, saved float64) {
 	accumulate := NewStreaming("attn.cp.grad_accumulate", Elementwise, b.a, steps*(out+kvs2)/b.e,
 		3*(2*steps-1)*out+3*steps*kvs2)
 	b.add(step{fwd: []Op{kv, fa, merge}, bwd: []Op{kv, dkv, flashBackward(fa), accumulate}, saved: saved})
+}
+
+// flashAttention is the run's FlashAttention forward over this rank's
+// heads (FlashAttention-2's kernels where Run.FlashAttention2 says so).
+func (b *builder) flashAttention(batch, heads, kvHeads, sq, skv, hd int64, causal bool) Op {
+	fa := NewFlashAttention("attn.flash", b.attnDType(), batch, heads, kvHeads, sq, skv, hd, causal)
+	fa.SyncMMA = b.r.FlashAttention2
+	return fa
 }
 
 // kvCacheWrite appends a pass's n new cache elements (keys and values, or

@@ -119,6 +119,13 @@ type Run struct {
 	// UnfusedAttention materializes the score matrix (Megatron without
 	// FlashAttention): batched GEMMs, softmax and dropout kernels.
 	UnfusedAttention bool
+	// FlashAttention2 runs the attention as FlashAttention-2's kernels
+	// (Op.SyncMMA), as a framework does that turns the part's own fused
+	// attention off (Transformer Engine with NVTE_FUSED_ATTN=0 falls back
+	// to flash-attn 2). False runs the fastest fused attention the part
+	// has: cuDNN's or FlashAttention-3 on Hopper, FlashAttention-2 on
+	// Ampere, whose native MMA it issues anyway.
+	FlashAttention2 bool
 	// FusedAddNorm, in inference, runs each residual add inside the RMSNorm
 	// after it, as one vectorized kernel (fusedAddNorm), as the serving
 	// engines run LLaMA-style blocks; false keeps the add and the norm two
@@ -308,6 +315,9 @@ func (c Config) CheckRun(r Run) []problem.Problem {
 		}
 	}
 	c.checkMoERun(r, bad)
+	if r.FlashAttention2 && r.UnfusedAttention {
+		bad("flash_attention_2", "runs FlashAttention-2's kernels, where unfused_attention runs no FlashAttention: set one of them")
+	}
 	if r.CP < 0 {
 		bad("cp", "must be >= 1, got %d", r.CP)
 	}

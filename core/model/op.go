@@ -127,6 +127,11 @@ type Op struct {
 	// pieces inside the kernel; false runs flash-decoding's split and
 	// combine kernel (compute.Evaluator.decode).
 	XQA bool
+	// SyncMMA marks a FlashAttention kernel built on Ampere's synchronous
+	// warp-level MMA (FlashAttention-2's), whose matmuls run at the part's
+	// hw.GPU.SyncMMAPeak; false runs the part's own fused attention at its
+	// tensor rate.
+	SyncMMA bool
 	// NativeLayerNorm marks a LayerNorm run by PyTorch's own kernel
 	// (torch.nn.LayerNorm, as inference engines run LayerNorm models):
 	// 128-thread blocks with vector loads, where vLLM's rms_norm runs

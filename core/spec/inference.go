@@ -65,8 +65,10 @@ type Inference struct {
 	// prefill per group, then decode steps over the unfinished requests).
 	Requests         []RequestGroup `json:"requests,omitempty"`
 	UnfusedAttention bool           `json:"unfused_attention,omitempty"`
-	Faults           Faults         `json:"faults,omitempty"`
-	FullSimulation   bool           `json:"full_simulation,omitempty"`
+	// FlashAttention2 as in Training.
+	FlashAttention2 bool   `json:"flash_attention_2,omitempty"`
+	Faults          Faults `json:"faults,omitempty"`
+	FullSimulation  bool   `json:"full_simulation,omitempty"`
 	// RingSteps as in Training.
 	RingSteps bool `json:"ring_steps,omitempty"`
 	// TimelineRanks as in Training; default the first rank of each stage of

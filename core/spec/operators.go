@@ -37,6 +37,8 @@ type Operators struct {
 	Recompute string `json:"recompute,omitempty"`
 	// UnfusedAttention materializes the attention scores instead of FlashAttention.
 	UnfusedAttention bool `json:"unfused_attention,omitempty"`
+	// FlashAttention2 runs FlashAttention-2's kernels, as the training kind's.
+	FlashAttention2 bool `json:"flash_attention_2,omitempty"`
 	// MoERouterDType: "fp32" runs a training pass's mixture-of-experts
 	// router in FP32, as the training kind's moe_router_dtype.
 	MoERouterDType string `json:"moe_router_dtype,omitempty"`
@@ -121,7 +123,7 @@ func (s *Operators) Run() model.Run {
 	r := model.Run{
 		Phase: model.Phase(s.Phase), Batch: s.Batch, SeqLen: s.SeqLen, KVLen: s.KVLen,
 		TP: s.TP, SequenceParallel: s.SequenceParallel, Recompute: model.Recompute(s.Recompute),
-		DType: hw.DType(s.DType), UnfusedAttention: s.UnfusedAttention, RouterDType: hw.DType(s.MoERouterDType),
+		DType: hw.DType(s.DType), UnfusedAttention: s.UnfusedAttention, FlashAttention2: s.FlashAttention2, RouterDType: hw.DType(s.MoERouterDType),
 	}
 	if r.Phase == model.Training {
 		r.GradDType = hw.FP32

@@ -109,6 +109,10 @@ type Step struct {
 	CrossEntropyFusion string `json:"cross_entropy_fusion,omitempty"`
 	// UnfusedAttention uses Megatron's unfused attention (no FlashAttention).
 	UnfusedAttention bool `json:"unfused_attention,omitempty"`
+	// FlashAttention2 runs the attention as FlashAttention-2's kernels
+	// (flash-attn 2, as Transformer Engine does with NVTE_FUSED_ATTN=0)
+	// instead of the part's fastest fused attention (model.Run.FlashAttention2).
+	FlashAttention2 bool `json:"flash_attention_2,omitempty"`
 	// NoGradAccumulationFusion is Megatron-LM's
 	// --no-gradient-accumulation-fusion (Megatron-Core's
 	// gradient_accumulation_fusion false, its TransformerConfig default):

@@ -25,6 +25,8 @@ type Inference struct {
 	// DType; model.Run.WeightDType).
 	KVDType, WeightDType hw.DType
 	UnfusedAttention     bool
+	// FlashAttention2: see model.Run.
+	FlashAttention2 bool
 	// FusedAddNorm: see model.Run.
 	FusedAddNorm bool
 	// XQADecode: see model.Run.
@@ -181,7 +183,7 @@ func (in Inference) Check() []problem.Problem {
 
 func (in Inference) run(phase model.Phase, kv int) model.Run {
 	r := model.Run{Phase: phase, Batch: in.Batch, SeqLen: in.Prompt, KVLen: kv, TP: in.TP,
-		DType: in.DType, KVDType: in.KVDType, WeightDType: in.WeightDType, UnfusedAttention: in.UnfusedAttention, FusedAddNorm: in.FusedAddNorm, XQADecode: in.XQADecode, LocalSSMProjections: in.LocalSSMProjections, EP: in.EP}
+		DType: in.DType, KVDType: in.KVDType, WeightDType: in.WeightDType, UnfusedAttention: in.UnfusedAttention, FlashAttention2: in.FlashAttention2, FusedAddNorm: in.FusedAddNorm, XQADecode: in.XQADecode, LocalSSMProjections: in.LocalSSMProjections, EP: in.EP}
 	if in.ExpertsInTP {
 		r.EP, r.ExpertTP = max(in.TP, 1), 1
 	}

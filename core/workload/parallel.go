@@ -152,6 +152,8 @@ type Training struct {
 	// UnfusedAttention uses Megatron's unfused attention kernels (no
 	// FlashAttention), as the 2022 Korthikanti et al. measurements did.
 	UnfusedAttention bool
+	// FlashAttention2: see model.Run.
+	FlashAttention2 bool
 	// Routing assigns tokens to experts (mixture-of-experts models).
 	Routing Routing
 	// Canceled, if set, is polled while the plan is built (thousands of
@@ -300,7 +302,7 @@ func (t Training) microRun() model.Run {
 	return model.Run{Phase: model.Training, Batch: t.Par.MicroBatch, SeqLen: t.localSeqLen(), CP: t.Par.CP, CPComm: t.Par.CPComm, TP: t.Par.TP, GradDType: accum, FP8Recipe: t.FP8Recipe,
 		CrossEntropyFusion: t.CrossEntropyFusion, RouterDType: t.RouterDType, FP8Dispatch: t.FP8Dispatch,
 		SequenceParallel: t.Par.SequenceParallel, Recompute: t.Par.Recompute, RecomputeModules: t.Par.RecomputeModules, DType: t.DType,
-		UnfusedAttention: t.UnfusedAttention, EP: t.Par.EP, ExpertTP: t.Par.ExpertTP}
+		UnfusedAttention: t.UnfusedAttention, FlashAttention2: t.FlashAttention2, EP: t.Par.EP, ExpertTP: t.Par.ExpertTP}
 }
 
 // chunks are a training layout's P·V chunks of the model's positions.

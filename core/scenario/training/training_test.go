@@ -176,6 +176,23 @@ func TestDirections(t *testing.T) {
 	assert.Less(t, full.MemoryPeakBytes, none.MemoryPeakBytes)
 }
 
+// FlashAttention-2's kernels slow a step on Hopper, where they forgo its
+// warpgroup MMAs, and cost the same on Ampere, whose native MMA they issue;
+// with context parallelism too.
+func TestFlashAttention2(t *testing.T) {
+	on := func(gpu, cluster, parallel, extra string) training.SummaryRow {
+		return summary(t, fmt.Sprintf(`{"kind":"training","model":{"preset":"gpt-22b","layers":4},"gpu":%q,
+			"cluster":{"preset":%q,"nodes":1},"parallel":{%s},"seq_len":4096%s}`, gpu, cluster, parallel, extra))
+	}
+	for _, par := range []string{`"tp":8`, `"tp":4,"cp":2`} {
+		h, h2 := on("h100-sxm", "dgx-h100", par, ""), on("h100-sxm", "dgx-h100", par, `,"flash_attention_2":true`)
+		assert.Greater(t, h2.StepTimeS, h.StepTimeS, par)
+		assert.Equal(t, h.ModelFLOPs, h2.ModelFLOPs, par)
+		a, a2 := on("a100-80gb-sxm", "dgx-a100", par, ""), on("a100-80gb-sxm", "dgx-a100", par, `,"flash_attention_2":true`)
+		assert.Equal(t, a.StepTimeS, a2.StepTimeS, par)
+	}
+}
+
 func TestNotFittingIsReported(t *testing.T) {
 	s := summary(t, `{"kind":"training","model":"gpt3-175b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},
 		"parallel":{"tp":8,"global_batch":1},"seq_len":2048,"timeline_ranks":[-1]}`)
@@ -198,6 +215,7 @@ func TestSpecErrorsNameFields(t *testing.T) {
 		small(1, `"tp":8`, `,"fp8_recipe":"blockwise"`):                                "fp8_recipe", // bf16
 		small(1, `"tp":8`, `,"moe_router_dtype":"fp64"`):                               "moe_router_dtype",
 		small(1, `"tp":8`, `,"fp8_dispatch":true`):                                     "fp8_dispatch", // bf16
+		small(1, `"tp":8`, `,"flash_attention_2":true,"unfused_attention":true`):       "flash_attention_2",
 	} {
 		_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
 		var se *spec.Error
