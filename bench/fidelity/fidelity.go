@@ -696,23 +696,21 @@ func llama3Rows(ctx context.Context) ([]Row, error) {
 	return rows, nil
 }
 
-// nemoFP8Rows are NVIDIA NeMo 24.12's published H100 pre-training
-// throughput at FP8 (the performance summary's table: GPUs, global and
-// micro-batch, sequence, TP, PP, virtual stages, tokens/s per GPU), run as
-// NeMo's Megatron-Core recipes do: Transformer Engine's FP8 recipe
-// (per-tensor delayed scaling: the forward GEMMs with fast accumulation,
-// the gradient GEMMs with a split accumulator), the cross entropy fused
-// (NeMo's GPTConfig sets cross_entropy_loss_fusion, Megatron's native
-// implementation), sequence parallelism with TP and Transformer Engine's
-// comm-GEMM overlap (the recipes' MegatronCommOverlapCallback with
-// tp_comm_overlap), the distributed optimizer with overlapped gradient
-// reduction and parameter gathering (the recipes'
-// DistributedDataParallelConfig), no recomputation, the
+// nemoFP8Rows are NVIDIA NeMo's published pre-training throughput at FP8
+// (the performance summary's tables: GPUs, global and micro-batch,
+// sequence, TP, PP, virtual stages, tokens/s per GPU), run as NeMo's
+// Megatron-Core recipes do: Transformer Engine's FP8 recipe (per-tensor
+// delayed scaling: the forward GEMMs with fast accumulation, the gradient
+// GEMMs with a split accumulator), the cross entropy fused (Megatron's
+// native implementation), sequence parallelism with TP and Transformer
+// Engine's comm-GEMM overlap, the distributed optimizer with overlapped
+// gradient reduction and parameter gathering, no recomputation, the
 // Llama 3 rows with context parallelism 2 as the table lays them out
 // (parallel.cp). The rows of a model with no preset here are left out.
+// Each source's stack is its own (nemoStack).
 func nemoFP8Rows(ctx context.Context) ([]Row, error) {
 	const (
-		h100Src  = "NVIDIA NeMo Framework 24.12 performance summary, pre-training at FP8 on H100"
+		h100Src  = "NVIDIA NeMo Framework performance summary (NeMo v2.1.0 docs), pre-training at FP8 on DGX-H100, container NeMo 24.07"
 		b200Src  = "NVIDIA NeMo Framework performance summary, NeMo 25.02, pre-training at FP8 on DGX-B200"
 		gb200Src = "NVIDIA NeMo Framework performance summary, NeMo 25.04, pre-training at FP8 on DGX-GB200"
 		// Two GB200 NVL72 racks of which a job of 128 GPUs uses 64 each (16
@@ -743,8 +741,8 @@ func nemoFP8Rows(ctx context.Context) ([]Row, error) {
 		js := fmt.Sprintf(`{"kind":"training","model":%q,"gpu":%q,"cluster":%s,
 			"parallel":{"tp":%d,"pp":%d,"cp":%d,"dp":%d,"virtual_stages":%d,"micro_batch":%d,"global_batch":%d,
 				"sequence_parallel":%v,"tp_comm_overlap":%v,"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true,"recompute":"none"},
-			"seq_len":%d,"dtype":"fp8","grad_dtype":%q,"cross_entropy_fusion":"native","execution":%q}`, c.model, c.gpu, c.cluster, c.tp, c.pp, c.cp, dp, c.v, c.mb, c.gb, c.tp > 1, c.tp > 1, c.seq,
-			nemoGradDType(c.model), nemoExecution(c.gpu))
+			"seq_len":%d,"dtype":"fp8","cross_entropy_fusion":"native"%s}`, c.model, c.gpu, c.cluster, c.tp, c.pp, c.cp, dp, c.v, c.mb, c.gb, c.tp > 1, c.tp > 1, c.seq,
+			nemoStack(c.gpu))
 		res, err := run(ctx, js)
 		if err != nil {
 			return nil, fmt.Errorf("nemo %s on %d %s: %w", c.name, c.gpus, c.label, err)
@@ -762,29 +760,33 @@ func nemoFP8Rows(ctx context.Context) ([]Row, error) {
 	return rows, nil
 }
 
-// nemoExecution is how NeMo's performance scripts of 2025 ran an FP8
-// pre-training recipe on a GPU: with each transformer layer captured in
-// CUDA graphs on GB200 (scripts/performance/recommended_model_configs/
-// model_configs_gb200.csv at v2.3.0: cuda_graphs 1), eagerly on H100 and
-// on B200 (scripts/llm/performance/pretrain_llama3_8b.py and
-// pretrain_gpt3_175b.py at v2.2.0).
-func nemoExecution(gpu string) string {
-	if gpu == "gb200" {
-		return "cuda_graphs"
+// nemoStack is the spec fragment for how a NeMo FP8 row's source ran:
+//   - H100 (the summary's "Container: NeMo24.07", numbers committed as
+//     "24.07 perf numbers", NVIDIA/NeMo 8e3d65d, September 2024): NeMo 1.x
+//     launched by NeMo-Framework-Launcher 24.07, whose config.yaml sets
+//     NVTE_FUSED_ATTN: 0 for every job ("Disable cudnn FA until we've
+//     tested it more"), so Transformer Engine runs flash-attn 2 on Hopper
+//     (flash_attention_2); its training configs (llama2_7b.yaml and the
+//     others, with the table's layouts) set no optim.grad_sync_dtype, and
+//     NeMo's distributed optimizer then reduces the gradients in FP32
+//     (megatron_gpt_model.py: grad_reduce_in_fp32 unless grad_sync_dtype
+//     says otherwise); eager.
+//   - B200 and GB200 (NeMo 25.02 and 25.04): NeMo 2's performance scripts,
+//     which turn cuDNN's attention on (scripts/llm/performance/utils.py at
+//     v2.2.0: NVTE_FUSED_ATTN 1), reduce the gradients in BF16 from their
+//     first version (NVIDIA/NeMo 91471f0, January 2025:
+//     grad_reduce_in_fp32 False) and capture each layer in CUDA graphs on
+//     GB200 (scripts/performance/recommended_model_configs/
+//     model_configs_gb200.csv at v2.3.0: cuda_graphs 1), eagerly on B200
+//     (pretrain_llama3_8b.py and pretrain_gpt3_175b.py at v2.2.0).
+func nemoStack(gpu string) string {
+	switch gpu {
+	case "h100-sxm":
+		return `,"grad_dtype":"fp32","execution":"eager","flash_attention_2":true`
+	case "gb200":
+		return `,"grad_dtype":"bf16","execution":"cuda_graphs"`
 	}
-	return "eager"
-}
-
-// nemoGradDType is the gradients' type of a NeMo FP8 row: BF16 for the
-// recipes NeMo's performance scripts cover (Llama 3, GPT-3 175B, Mixtral:
-// grad_reduce_in_fp32 False from their first version, NVIDIA/NeMo 91471f0,
-// January 2025), FP32 for Llama 2, which those scripts never ran and whose
-// NeMo-Framework-Launcher config states no 16-bit gradient type.
-func nemoGradDType(model string) string {
-	if strings.HasPrefix(model, "llama2") {
-		return "fp32"
-	}
-	return "bf16"
+	return `,"grad_dtype":"bf16","execution":"eager"`
 }
 
 // nemoLongSequenceRows are NeMo's "Long Sequence Performance" table

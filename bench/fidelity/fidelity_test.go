@@ -116,10 +116,14 @@ func TestFidelityTable(t *testing.T) {
 		"LLaMA-3-8B comes out 14 % fast on B200 and 2 % slow on GB200, GPT-3 175B 6.4 and 7.7 % slow (with the attention " +
 		"backward in FlashAttention-2's backward tiles, which halved its L2 traffic, LLaMA-3-8B moved from +9.2 and −6.1 %: " +
 		"its backward, at head dim 128, was bound by L2 on the derived Blackwell parts, not on H100).\n")
-	b.WriteString("- The NeMo rows are H100 pre-training at FP8 as NVIDIA's NeMo 24.12 performance summary publishes it, the Llama 3 and " +
-		"GPT-3 rows' gradients reduced in BF16 as NeMo's performance scripts for those recipes do from their first version " +
-		"(NVIDIA/NeMo 91471f0, January 2025: grad_reduce_in_fp32 False; in FP32 they read 0.8–4.9 points slower), the " +
-		"Llama 2 rows', which those scripts never ran, in FP32, run with " +
+	b.WriteString("- The NeMo H100 rows are pre-training at FP8 as NVIDIA's performance summary publishes it (in NeMo v2.1.0's " +
+		"docs, \"Container: NeMo24.07\"; committed as \"24.07 perf numbers\", NVIDIA/NeMo 8e3d65d, September 2024), which NeMo 1.x ran " +
+		"from NeMo-Framework-Launcher 24.07: its config.yaml turns cuDNN's attention off for every job (NVTE_FUSED_ATTN: 0, from " +
+		"24.01 to 24.07), so Transformer Engine runs flash-attn 2, whose matmuls Hopper runs at its mma.sync rate " +
+		"(flash_attention_2; KERNELS.md), and its training configs, with the table's layouts, set no optim.grad_sync_dtype, so " +
+		"the gradients are reduced in FP32 (megatron_gpt_model.py at NeMo 2.0.0rc1: grad_reduce_in_fp32 unless grad_sync_dtype " +
+		"says otherwise). With the fused attention and the Llama 3 and GPT-3 rows' gradients in BF16 (as NeMo 2's performance " +
+		"scripts of 2025 run them) the rows read +14.9 / +16.1 / +8.0 / +23.0 / +10.6 / +11.0 / +4.8 %. The rows run with " +
 		"Transformer Engine's FP8 recipe (model.Run with an 8-bit type in training): each linear layer's GEMMs in FP8, its input " +
 		"and its output gradient cast to FP8 as is and transposed (cast_transpose; a norm writes its output in FP8 and the " +
 		"backward transposes it), its FP8 input kept for the backward, the attention, the output layer and the router in BF16, " +
@@ -130,9 +134,8 @@ func TestFidelityTable(t *testing.T) {
 		"accumulation 1.1–1.2× faster). Without the split accumulator the rows read +24.7 / +26.7 / +9.1 / +8.2 / +5.7 % (measured before the rows ran " +
 		"Transformer Engine's comm-GEMM overlap). The Llama 3 rows run the table's context parallelism 2 (parallel.cp: Transformer " +
 		"Engine's ring attention); the rows with TP > 1 run the recipes' comm-GEMM overlap (NeMo's MegatronCommOverlapCallback, " +
-		"tp_comm_overlap: parallel.tp_comm_overlap), which moves them 1–4 points faster. The 70B and 175B rows come out " +
-		"5–11 % fast (+4.8 to +11.0 %); 7B and 13B 15–16 %, and " +
-		"Llama-3-8B (a 128K vocabulary; 4,096 tokens a rank) 23 %. The FP8 main loop is priced with the " +
+		"tp_comm_overlap: parallel.tp_comm_overlap), which moves them 1–4 points faster. Every row comes within 9 %, the 70B " +
+		"and 175B ones within 5 %; the 7B, 13B and Llama-3-8B rows, whose GEMMs are shorter, 6–8 % fast. The FP8 main loop is priced with the " +
 		"efficiency fitted on BF16 kernels (Vidur's tables have no FP8 kernel): against DeepGEMM's published H800 FP8 GEMMs " +
 		"(deepseek-ai/DeepGEMM README, February 2025; block-scaled, every GEMM promoting) the tile model has 8 of the 12 " +
 		"memory-bound shapes of 64 and 128 rows within 10 % (−30 to +15 %) and five of the six at 4,096 rows (−9 to +9 %; " +
