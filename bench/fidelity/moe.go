@@ -44,8 +44,10 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	// without 1F1B overlap, recompute "norm, act": 24.2 s per step, 200
 	// TFLOP/s per GPU. model_configs/benchmarking/Qwen3-235B-A22B.yaml:
 	// distributed optimizer (ZeRO-1), overlapped gradient reduction and
-	// parameter gathering, Transformer Engine's fused cross entropy (--cross-entropy-loss-fusion,
-	// --cross-entropy-fusion-impl te),
+	// parameter gathering, the loss as the yaml of the run's date has it
+	// (qwenLossUnfused for the readme's 4,096-token rows, launched in May
+	// 2025 by examples/qwen3/run_235b.sh, 8017e11, which passes
+	// --moe-router-force-load-balancing on every layout; qwenLossTE after),
 	// sequence parallelism, --expert-tensor-parallel-size 1, and the
 	// embedding and the loss counted as one layer each in the pipeline split
 	// (--account-for-embedding-in-pipeline-split,
@@ -67,8 +69,8 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	// parallelism over 32 nodes: sequence 32,768 at CP 2 (335), 65,536 at
 	// CP 4 (368), 131,072 at CP 8 (389). best_practice/qwen3/run_h100_235b.sh
 	// (March 2026) gives the EP 32 overlap layout again as "H100 config, 320
-	// TFLOPS", with --moe-router-force-load-balancing stated (the readme's
-	// table states no routing for its 4,096-token rows) and the router and
+	// TFLOPS", with --moe-router-force-load-balancing, the later yaml's
+	// fused loss and the router and
 	// the dispatcher's preprocessing captured in CUDA graphs
 	// (--cuda-graph-scope moe_router moe_preprocess), which the row runs
 	// eagerly: the simulated host is ahead of the GPU there.
@@ -76,29 +78,31 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	for _, q := range []struct {
 		// src names the source file when it is not the readme.
 		layout, dispatcher, par, routing, src string
-		pp, seq, batch                        int
+		// loss is the run's loss implementation (qwenLossTE, qwenLossUnfused).
+		loss           string
+		pp, seq, batch int
 		// ref is the step time (0: not given); tflops the per-GPU
 		// TFLOP/s, compared where given; dropless the readme's TFLOP/s of
 		// the same run without forced balancing (0: not given).
 		ref, tflops, dropless float64
 	}{
-		{"TP2 PP32 EP8", "A2A", `"tp":2,"pp":32,"dp":4,"ep":8,"virtual_stages":3,"recompute":"selective","recompute_modules":["layernorm","moe_act"]`, "", "", 32, 4096, 2048, 24.2, 200, 0},
-		{"TP4 PP8 VPP4 EP8", "DeepEP", `"tp":4,"pp":8,"dp":8,"ep":8,"virtual_stages":4`, `,"routing":{"hierarchical_a2a":true}`, "", 8, 4096, 2048, 29.0, 0, 0},
-		{"TP2 PP8 VPP4 EP32", "DeepEP", `"tp":2,"pp":8,"dp":16,"ep":32,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe_act"]`, `,"routing":{"hierarchical_a2a":true}`, "", 8, 4096, 2048, 19.7, 0, 0},
-		{"TP2 PP8 VPP4 EP32, 1F1B all-to-all overlap", "DeepEP", `"tp":2,"pp":8,"dp":16,"ep":32,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe_act"],"overlap_ep_comm":true`, `,"routing":{"hierarchical_a2a":true}`, "", 8, 4096, 2048, 17.6, 0, 0},
+		{"TP2 PP32 EP8", "A2A", `"tp":2,"pp":32,"dp":4,"ep":8,"virtual_stages":3,"recompute":"selective","recompute_modules":["layernorm","moe_act"]`, "", "", qwenLossUnfused, 32, 4096, 2048, 24.2, 200, 0},
+		{"TP4 PP8 VPP4 EP8", "DeepEP", `"tp":4,"pp":8,"dp":8,"ep":8,"virtual_stages":4`, `,"routing":{"hierarchical_a2a":true}`, "", qwenLossUnfused, 8, 4096, 2048, 29.0, 0, 0},
+		{"TP2 PP8 VPP4 EP32", "DeepEP", `"tp":2,"pp":8,"dp":16,"ep":32,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe_act"]`, `,"routing":{"hierarchical_a2a":true}`, "", qwenLossUnfused, 8, 4096, 2048, 19.7, 0, 0},
+		{"TP2 PP8 VPP4 EP32, 1F1B all-to-all overlap", "DeepEP", `"tp":2,"pp":8,"dp":16,"ep":32,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe_act"],"overlap_ep_comm":true`, `,"routing":{"hierarchical_a2a":true}`, "", qwenLossUnfused, 8, 4096, 2048, 17.6, 0, 0},
 		{"TP2 PP8 VPP4 EP32, 1F1B all-to-all overlap, forced balance", "DeepEP", `"tp":2,"pp":8,"dp":16,"ep":32,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe_act"],"overlap_ep_comm":true`, `,"routing":{"hierarchical_a2a":true}`,
-			"yanring/Megatron-MoE-ModelZoo, best_practice/qwen3/run_h100_235b.sh (Megatron-Core, DeepEP dispatcher, H100, forced balance, router and preprocessing in CUDA graphs: \"H100 config, 320 TFLOPS\")", 8, 4096, 2048, 0, 320, 0},
-		{"TP4 PP8 VPP4 EP8, sequence 16,384", "DeepEP", qwen16K.par, qwen16K.routing, "", 8, 16384, qwen16K.batch, 0, qwen16K.forced, qwen16K.dropless},
-		{"TP4 CP2 PP8 VPP4 EP8, sequence 32,768", "DeepEP", `"tp":4,"cp":2,"pp":8,"dp":4,"ep":8,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe"]`, `,"routing":{"hierarchical_a2a":true}`, "", 8, 32768, 256, 0, 335, 277},
-		{"TP4 CP4 PP8 VPP4 EP8, sequence 65,536", "DeepEP", `"tp":4,"cp":4,"pp":8,"dp":2,"ep":8,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe"]`, `,"routing":{"hierarchical_a2a":true}`, "", 8, 65536, 256, 0, 368, 320},
-		{"TP4 CP8 PP8 VPP4 EP8, sequence 131,072", "DeepEP", `"tp":4,"cp":8,"pp":8,"dp":1,"ep":8,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe"]`, `,"routing":{"hierarchical_a2a":true}`, "", 8, 131072, 256, 0, 389, 357},
+			"yanring/Megatron-MoE-ModelZoo, best_practice/qwen3/run_h100_235b.sh (Megatron-Core, DeepEP dispatcher, H100, forced balance, router and preprocessing in CUDA graphs: \"H100 config, 320 TFLOPS\")", qwenLossTE, 8, 4096, 2048, 0, 320, 0},
+		{"TP4 PP8 VPP4 EP8, sequence 16,384", "DeepEP", qwen16K.par, qwen16K.routing, "", qwenLossTE, 8, 16384, qwen16K.batch, 0, qwen16K.forced, qwen16K.dropless},
+		{"TP4 CP2 PP8 VPP4 EP8, sequence 32,768", "DeepEP", `"tp":4,"cp":2,"pp":8,"dp":4,"ep":8,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe"]`, `,"routing":{"hierarchical_a2a":true}`, "", qwenLossTE, 8, 32768, 256, 0, 335, 277},
+		{"TP4 CP4 PP8 VPP4 EP8, sequence 65,536", "DeepEP", `"tp":4,"cp":4,"pp":8,"dp":2,"ep":8,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe"]`, `,"routing":{"hierarchical_a2a":true}`, "", qwenLossTE, 8, 65536, 256, 0, 368, 320},
+		{"TP4 CP8 PP8 VPP4 EP8, sequence 131,072", "DeepEP", `"tp":4,"cp":8,"pp":8,"dp":1,"ep":8,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe"]`, `,"routing":{"hierarchical_a2a":true}`, "", qwenLossTE, 8, 131072, 256, 0, 389, 357},
 	} {
 		// Two sources give one layout (the EP32 overlap rows): it runs once.
-		key := fmt.Sprint(q.par, q.routing, q.batch, q.seq)
+		key := fmt.Sprint(q.par, q.routing, q.batch, q.seq, q.loss)
 		s, ok := ran[key]
 		if !ok {
 			var err error
-			if s, err = qwenRun(ctx, q.par, q.batch, q.seq, forcedRouting(q.routing)); err != nil {
+			if s, err = qwenRun(ctx, q.par, q.batch, q.seq, q.loss, forcedRouting(q.routing)); err != nil {
 				return nil, fmt.Errorf("qwen3-235b %s: %w", q.layout, err)
 			}
 			ran[key] = s
@@ -127,7 +131,7 @@ func MoERows(ctx context.Context) ([]Row, error) {
 			rows = append(rows, row(forced, "tflops_per_gpu", q.tflops, s.ModelFLOPs/s.StepTimeS/float64(s.GPUs)/1e12, src, note))
 		}
 		if q.dropless > 0 {
-			d, err := qwenRun(ctx, q.par, q.batch, q.seq, droplessRouting(q.routing, QwenDroplessSkew))
+			d, err := qwenRun(ctx, q.par, q.batch, q.seq, q.loss, droplessRouting(q.routing, QwenDroplessSkew))
 			if err != nil {
 				return nil, fmt.Errorf("qwen3-235b %s dropless: %w", q.layout, err)
 			}
@@ -156,7 +160,7 @@ func MoERows(ctx context.Context) ([]Row, error) {
 		{"TP2 PP32 VPP3 EP8, micro-batch 1, recompute norm and act", `"tp":2,"pp":32,"dp":4,"ep":8,"virtual_stages":3,"recompute":"selective","recompute_modules":["layernorm","moe_act"],"sequence_parallel":true`, 1, 2048, 22.42},
 		{"TP1 PP32 VPP3 EP8, micro-batch 1, recompute norm and MoE", `"tp":1,"pp":32,"dp":8,"ep":8,"virtual_stages":3,"recompute":"selective","recompute_modules":["layernorm","moe"]`, 1, 2048, 22.946},
 	} {
-		s, err := qwenRunOn(ctx, "h800", "dgx-h800", q.par, q.mb, q.batch, 4096, forcedRouting(""))
+		s, err := qwenRunOn(ctx, "h800", "dgx-h800", q.par, q.mb, q.batch, 4096, qwenLossTE+forcedRouting(""))
 		if err != nil {
 			return nil, fmt.Errorf("qwen3-235b on h800 %s: %w", q.layout, err)
 		}
@@ -419,12 +423,12 @@ var qwen16K = struct {
 // QwenDroplessSkew is fitted to make the published dropless / forced (also
 // returned).
 func QwenDroplessRatio(ctx context.Context) (ratio func(skew float64) (float64, error), published float64, err error) {
-	b, err := qwenRun(ctx, qwen16K.par, qwen16K.batch, 16384, forcedRouting(qwen16K.routing))
+	b, err := qwenRun(ctx, qwen16K.par, qwen16K.batch, 16384, qwenLossTE, forcedRouting(qwen16K.routing))
 	if err != nil {
 		return nil, 0, err
 	}
 	ratio = func(skew float64) (float64, error) {
-		d, err := qwenRun(ctx, qwen16K.par, qwen16K.batch, 16384, droplessRouting(qwen16K.routing, skew))
+		d, err := qwenRun(ctx, qwen16K.par, qwen16K.batch, 16384, qwenLossTE, droplessRouting(qwen16K.routing, skew))
 		if err != nil {
 			return 0, err
 		}
@@ -437,9 +441,22 @@ func QwenDroplessRatio(ctx context.Context) (ratio func(skew float64) (float64, 
 // ModelZoo's flags (model_configs/benchmarking/Qwen3-235B-A22B.yaml: see
 // MoERows), the layout par, the global batch, the sequence and routing (a
 // JSON fragment ",\"routing\":{...}" or "").
-func qwenRun(ctx context.Context, par string, batch, seq int, routing string) (training.SummaryRow, error) {
-	return qwenRunOn(ctx, "h100-sxm", "dgx-h100", par+`,"sequence_parallel":true`, 1, batch, seq, qwenRouterDType+routing)
+func qwenRun(ctx context.Context, par string, batch, seq int, loss, routing string) (training.SummaryRow, error) {
+	return qwenRunOn(ctx, "h100-sxm", "dgx-h100", par+`,"sequence_parallel":true`, 1, batch, seq, loss+qwenRouterDType+routing)
 }
+
+// The loss's implementation in a Qwen3 run, a spec fragment. The ModelZoo's
+// yaml fuses it with Transformer Engine's kernels from August 2025 on
+// (--cross-entropy-loss-fusion, --cross-entropy-fusion-impl te: commit
+// 274316a), the long-context, GB200 and later H100 runs' (qwenLossTE);
+// the readme's 4,096-token H100 rows ran the yaml of May 2025 (b06a6d8,
+// beside examples/qwen3/run_235b.sh of 8017e11, which launched them),
+// which has no --cross-entropy-loss-fusion: Megatron's unfused loss over
+// fp32 logits (qwenLossUnfused).
+const (
+	qwenLossTE      = `,"cross_entropy_fusion":"te"`
+	qwenLossUnfused = `,"cross_entropy_fusion":"none"`
+)
 
 // qwenRouterDType is the ModelZoo's --moe-router-dtype fp32
 // (model_configs/benchmarking/Qwen3-235B-A22B.yaml), a spec fragment.
@@ -452,7 +469,7 @@ func qwenRunOn(ctx context.Context, gpu, cluster, par string, microBatch, batch,
 	js := fmt.Sprintf(`{"kind":"training","model":"qwen3-235b-a22b","gpu":%q,"cluster":{"preset":%q,"nodes":32},
 		"parallel":{%s,"expert_tp":1,"micro_batch":%d,"global_batch":%d,
 		"account_for_embedding_in_pipeline_split":true,"account_for_loss_in_pipeline_split":true,
-		"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true},"seq_len":%d,"cross_entropy_fusion":"te","timeline_ranks":[-1]%s}`, gpu, cluster, par, microBatch, batch, seq, extra)
+		"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true},"seq_len":%d,"timeline_ranks":[-1]%s}`, gpu, cluster, par, microBatch, batch, seq, extra)
 	res, err := run(ctx, js)
 	if err != nil {
 		return training.SummaryRow{}, err
