@@ -73,7 +73,9 @@ type GPU struct {
 	// kernel built on Ampere's synchronous warp-level MMA (mma.sync)
 	// reaches on this part: FlashAttention-2's kernels, which Hopper runs
 	// without its asynchronous warpgroup MMAs (wgmma) and TMA loads. 0
-	// means 1: on Ampere and earlier it is the native MMA.
+	// means 1: on Ampere and earlier it is the native MMA; the parts with
+	// no FlashAttention-2 measurement (Blackwell, MI300X) leave it unset,
+	// so a spec's flash_attention_2 costs them what the fused kernel does.
 	SyncMMAFraction float64 `json:"sync_mma_fraction" arrow:"sync_mma_fraction"`
 	// GEMMTileOverheadCycles is a GEMM tile's fixed time in SM clocks: the
 	// pipeline fill (first K-slices in flight from memory) and the epilogue
