@@ -22,13 +22,15 @@ type AttentionFigure struct {
 	CuDNN  float64
 }
 
+// figureSeqs are the sequence lengths of the paper's bars.
+var figureSeqs = [...]int64{512, 1024, 2048, 4096, 8192, 16384}
+
 // AttentionFigures are the paper's head-dim-128 bars: the forward without
 // and with the causal mask, and the backward (without it).
 var AttentionFigures = func() []AttentionFigure {
-	seqs := []int64{512, 1024, 2048, 4096, 8192, 16384}
 	var out []AttentionFigure
 	add := func(pass string, causal bool, fa3, cudnn []float64) {
-		for i, s := range seqs {
+		for i, s := range figureSeqs {
 			out = append(out, AttentionFigure{pass, causal, s, fa3[i], cudnn[i]})
 		}
 	}
@@ -69,23 +71,44 @@ func FlashBackwardFit(f AttentionFigure) bool {
 // FitFlashBackward finds the backward's lane work per score, in whole
 // units from 8 (the forward's) to 48, with the least mean |log error|
 // against cuDNN on the fitting split.
-func FitFlashBackward(g hw.GPU) (best float64, err error) {
-	bestScore := math.Inf(1)
-	for v := 8.0; v <= 48; v++ {
+func FitFlashBackward(g hw.GPU) (float64, error) {
+	return gridMin(8, 48, 1, func(v float64) (float64, error) {
 		e := compute.NewEvaluatorFlashBackward(g, v)
-		score := 0.0
-		for _, f := range AttentionFigures {
-			if !FlashBackwardFit(f) {
-				continue
-			}
+		return splitLogLoss(AttentionFigures, FlashBackwardFit, func(f AttentionFigure) (float64, float64, error) {
 			m, err := attentionPriceOn(e, f)
-			if err != nil {
-				return 0, err
-			}
-			score += math.Abs(math.Log(m / f.CuDNN))
+			return m, f.CuDNN, err
+		})
+	})
+}
+
+// splitLogLoss sums |ln(model / measured)| over the figures in a fit's
+// split.
+func splitLogLoss[F any](figs []F, inSplit func(F) bool, price func(F) (model, measured float64, err error)) (float64, error) {
+	var loss float64
+	for _, f := range figs {
+		if !inSplit(f) {
+			continue
 		}
-		if score < bestScore-1e-12 {
-			best, bestScore = v, score
+		m, ref, err := price(f)
+		if err != nil {
+			return 0, err
+		}
+		loss += math.Abs(math.Log(m / ref))
+	}
+	return loss, nil
+}
+
+// gridMin is the first x = i·step, i from lo to hi, with the least loss.
+func gridMin(lo, hi int, step float64, loss func(x float64) (float64, error)) (best float64, err error) {
+	least := math.Inf(1)
+	for i := lo; i <= hi; i++ {
+		x := float64(i) * step
+		l, err := loss(x)
+		if err != nil {
+			return 0, err
+		}
+		if l < least-1e-12 {
+			best, least = x, l
 		}
 	}
 	return best, nil
@@ -107,10 +130,9 @@ type FA2Figure struct {
 // without and with the causal mask and backward (Figures 5c, 5d, 6c), head
 // dim 64 forward and backward (Figures 5a, 6a), read from the bars' labels.
 var FA2Figures = func() []FA2Figure {
-	seqs := []int64{512, 1024, 2048, 4096, 8192, 16384}
 	var out []FA2Figure
 	add := func(pass string, causal bool, hd int64, v []float64) {
-		for i, s := range seqs {
+		for i, s := range figureSeqs {
 			out = append(out, FA2Figure{pass, causal, hd, s, v[i]})
 		}
 	}
@@ -173,26 +195,14 @@ func FA2Price(g hw.GPU, f FA2Figure) (float64, error) {
 // FitSyncMMA finds hw.GPU.SyncMMAFraction, on a grid of 0.005 from 0.3 to
 // 1, with the least mean |log error| against FlashAttention-2's bars on
 // the fitting split, the other parameters held at g's.
-func FitSyncMMA(g hw.GPU) (best float64, err error) {
-	bestScore := math.Inf(1)
-	for i := 60; i <= 200; i++ {
-		g.SyncMMAFraction = float64(i) * 0.005
-		score := 0.0
-		for _, f := range FA2Figures {
-			if !FA2Fit(f) {
-				continue
-			}
+func FitSyncMMA(g hw.GPU) (float64, error) {
+	return gridMin(60, 200, 0.005, func(v float64) (float64, error) {
+		g.SyncMMAFraction = v
+		return splitLogLoss(FA2Figures, FA2Fit, func(f FA2Figure) (float64, float64, error) {
 			m, err := FA2Price(g, f)
-			if err != nil {
-				return 0, err
-			}
-			score += math.Abs(math.Log(m / f.TFLOPs))
-		}
-		if score < bestScore-1e-12 {
-			best, bestScore = g.SyncMMAFraction, score
-		}
-	}
-	return best, nil
+			return m, f.TFLOPs, err
+		})
+	})
 }
 
 // MLAProfile is one DeepSeek-V3 layer's attention in DeepSeek's own training
