@@ -177,3 +177,33 @@ func TestSweepFinite(t *testing.T) {
 		}
 	}
 }
+
+// flash_attention_2 reprices only the attention's kernels: on an H100 they
+// take longer, forward and backward, and a what-if part whose mma.sync runs
+// at the full rate (sync_mma_fraction 1) prices them as the fused kernels;
+// every other operator is unchanged.
+func TestFlashAttention2Operators(t *testing.T) {
+	ops := func(gpu, extra string) map[string]float64 {
+		js := fmt.Sprintf(`{"kind":"operators","gpu":%s,"model":"llama2-7b","phase":"training","batch":1,"seq_len":4096%s}`, gpu, extra)
+		m := map[string]float64{}
+		for _, o := range tables(runSpec(t, js))["operators"].([]operators.OperatorRow) {
+			m[o.Layer+" "+o.Op+" "+o.Pass] += o.TotalTimeS
+		}
+		return m
+	}
+	const fa2 = `,"flash_attention_2":true`
+	fused, slow := ops(`"h100-sxm"`, ""), ops(`"h100-sxm"`, fa2)
+	same := ops(`{"preset":"h100-sxm","sync_mma_fraction":1}`, fa2)
+	require.Equal(t, len(fused), len(slow))
+	attention := 0
+	for op, s := range fused {
+		if strings.Contains(op, "attn.flash") {
+			attention++
+			assert.Greater(t, slow[op], 1.2*s, op)
+		} else {
+			assert.Equal(t, s, slow[op], op)
+		}
+		assert.InEpsilon(t, s, same[op], 1e-12, op)
+	}
+	assert.GreaterOrEqual(t, attention, 2, "forward and backward attention")
+}

@@ -228,6 +228,18 @@ func inferenceSummary(t testing.TB, js string) inference.SummaryRow {
 	return run(t, js).Tables[0].Rows.([]inference.SummaryRow)[0]
 }
 
+// FlashAttention-2 slows an H100 prefill, whose attention it runs, and
+// leaves the decode steps' attention (flash-decoding's kernels) alone.
+func TestInferenceFlashAttention2(t *testing.T) {
+	at := func(extra string) inference.SummaryRow {
+		return inferenceSummary(t, `{"kind":"inference","model":"llama2-7b","gpu":"h100-sxm",
+			"cluster":{"preset":"dgx-h100","nodes":1},"tp":1,"batch":4,"prompt_tokens":4096,"output_tokens":8`+extra+`}`)
+	}
+	fused, fa2 := at(""), at(`,"flash_attention_2":true`)
+	assert.Greater(t, fa2.TTFTS, 1.02*fused.TTFTS)
+	assert.InEpsilon(t, fused.TPOTS, fa2.TPOTS, 1e-9)
+}
+
 func TestInferenceDirections(t *testing.T) {
 	at := func(tp, batch, prompt int) inference.SummaryRow {
 		return inferenceSummary(t, fmt.Sprintf(`{"kind":"inference","model":"llama2-7b","gpu":"a100-80gb-sxm",
