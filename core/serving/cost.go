@@ -76,8 +76,9 @@ type Pricer struct {
 	// expertsInTP spreads the experts whole over the TP ranks (vLLM's
 	// --enable-expert-parallel; workload.Inference.ExpertsInTP).
 	expertsInTP bool
-	// fusedAddNorm: model.Run.FusedAddNorm; xqaDecode: model.Run.XQADecode.
-	fusedAddNorm, xqaDecode bool
+	// fusedAddNorm: model.Run.FusedAddNorm; xqaDecode: model.Run.XQADecode;
+	// flash2: model.Run.FlashAttention2.
+	fusedAddNorm, xqaDecode, flash2 bool
 	// ep is Engine.EP (≥ 1); a2aBackend Engine.A2ABackend.
 	ep         int
 	a2aBackend string
@@ -173,6 +174,9 @@ type Engine struct {
 	// XQADecode runs the decode attention as TensorRT-LLM's XQA kernel
 	// (model.Run.XQADecode).
 	XQADecode bool
+	// FlashAttention2 runs the prefill attention as FlashAttention-2's
+	// kernels (model.Run.FlashAttention2).
+	FlashAttention2 bool
 	// EP is the data-parallel attention ranks of a replica (1: none): EP
 	// ranks of TP GPUs each, every rank attending to its own sequences,
 	// the experts spread over the EP ranks (each TP-sharded over its
@@ -191,7 +195,7 @@ func NewPricer(m *exec.Machine, faults net.FaultPlan, seed uint64, cfg model.Con
 	t, gpu := m.Fabric.Topology(), m.GPU
 	tp, pp := e.TP, e.PP
 	p := &Pricer{gpu: gpu, ev: compute.NewEvaluator(gpu), cfg: cfg, tp: tp, pp: pp, dtype: e.DType,
-		kvDType: e.KVDType, kvBytes: model.KVBytes(e.KVDType, e.DType), weightDType: e.WeightDType, host: e.Host, expertsInTP: e.ExpertsInTP, fusedAddNorm: e.FusedAddNorm, xqaDecode: e.XQADecode, ep: max(e.EP, 1), a2aBackend: e.A2ABackend, a2a: map[a2aKey]float64{},
+		kvDType: e.KVDType, kvBytes: model.KVBytes(e.KVDType, e.DType), weightDType: e.WeightDType, host: e.Host, expertsInTP: e.ExpertsInTP, fusedAddNorm: e.FusedAddNorm, xqaDecode: e.XQADecode, flash2: e.FlashAttention2, ep: max(e.EP, 1), a2aBackend: e.A2ABackend, a2a: map[a2aKey]float64{},
 		dense: map[denseKey][]exec.Issue{}, denseComm: map[denseKey]float64{}, head: map[partKey]exec.Issue{}, dec: map[[3]int]compute.Cost{}, pre: map[[2]int]float64{},
 		comm: map[commKey]float64{}}
 	g, err := model.Build(cfg, p.run(1, 1))
@@ -680,6 +684,7 @@ func (p *Pricer) attention(sh *Shape) (float64, int, error) {
 		v, ok := p.pre[k]
 		if !ok {
 			o := model.NewFlashAttention("attn.flash", p.dtype, 1, p.hs, p.kvs, int64(c.Query), int64(max(kv, c.Query)), p.hd, true)
+			o.SyncMMA = p.flash2
 			cost, err := p.ev.Op(o)
 			if err != nil {
 				return 0, 0, err

@@ -144,6 +144,10 @@ type ServingEngine struct {
 	CustomAllReduceEngine string `json:"custom_all_reduce_engine,omitempty"`
 	// FusedAddNorm as in the inference kind (default false).
 	FusedAddNorm bool `json:"fused_add_norm,omitempty"`
+	// FlashAttention2 runs the prefill attention as flash-attn 2's kernels,
+	// as the inference kind's flash_attention_2 (default false: the part's
+	// fused attention).
+	FlashAttention2 bool `json:"flash_attention_2,omitempty"`
 	// DecodeAttention as in the inference kind ("flash_decoding", the
 	// default, or "xqa").
 	DecodeAttention string `json:"decode_attention,omitempty"`

@@ -288,7 +288,7 @@ func Build(ctx context.Context, s *spec.Serving) (*Setup, error) {
 		}
 		eng := sv.Engine{TP: s.TP, PP: s.PP, DType: hw.DType(s.DType),
 			KVDType: spec.StorageDType(e.KVCacheDType), WeightDType: spec.StorageDType(e.WeightDType), Host: host, TPAllReduce: spec.TPAllReduce(e.CustomAllReduce, e.CustomAllReduceEngine), ExpertsInTP: e.EnableExpertParallel,
-			FusedAddNorm: e.FusedAddNorm, XQADecode: e.DecodeAttention == spec.DecodeXQA, EP: s.EP, A2ABackend: e.All2AllBackend}
+			FusedAddNorm: e.FusedAddNorm, FlashAttention2: e.FlashAttention2, XQADecode: e.DecodeAttention == spec.DecodeXQA, EP: s.EP, A2ABackend: e.All2AllBackend}
 		pr, err := sv.NewPricer(m, faults, s.Seed, cfg, r, eng)
 		if err != nil {
 			return nil, err

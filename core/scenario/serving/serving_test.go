@@ -854,3 +854,21 @@ func TestServingDataParallelAttention(t *testing.T) {
 		require.ErrorContains(t, err, c.field, c.extra)
 	}
 }
+
+// engine.flash_attention_2 runs the prefill attention as the inference
+// kind's flash_attention_2 does: on an H100, at vanishing load, a request's
+// TTFT grows to that kind's prefill with the option (within 1 %, as above)
+// and its inter-token latency, flash-decoding's, does not move.
+func TestFlashAttention2Prefill(t *testing.T) {
+	const h100 = `"model":"llama2-7b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1},"tp":1`
+	w := `,"workload":{"rate_per_s":0.01,"requests":3,"prompt_tokens":{"tokens":4000},"output_tokens":{"tokens":8}}`
+	req := func(engine string) serving.RequestRow {
+		return table[serving.RequestRow](runJS(t, `{"kind":"serving",`+h100+engine+w+`}`), "requests")[0]
+	}
+	fused, fa2 := req(""), req(`,"engine":{"flash_attention_2":true}`)
+	t.Logf("TTFT fused %.2f ms, flash-attn 2 %.2f ms", fused.TTFTS*1e3, fa2.TTFTS*1e3)
+	assert.Greater(t, fa2.TTFTS, 1.02*fused.TTFTS)
+	assert.InEpsilon(t, fused.ITLSMean, fa2.ITLSMean, 1e-9)
+	inf := table[inference.SummaryRow](runJS(t, `{"kind":"inference",`+h100+`,"batch":1,"prompt_tokens":4000,"output_tokens":8,"flash_attention_2":true}`), "summary")[0]
+	assert.InDelta(t, inf.TTFTS+4000*spec.TokenizeSPerToken, fa2.TTFTS, 0.01*inf.TTFTS)
+}
