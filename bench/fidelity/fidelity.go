@@ -701,8 +701,8 @@ func llama3Rows(ctx context.Context) ([]Row, error) {
 // sequence, TP, PP, virtual stages, tokens/s per GPU), run as NeMo's
 // Megatron-Core recipes do: Transformer Engine's FP8 recipe (per-tensor
 // delayed scaling: the forward GEMMs with fast accumulation, the gradient
-// GEMMs with a split accumulator), the cross entropy fused (Megatron's
-// native implementation), sequence parallelism with TP and Transformer
+// GEMMs with a split accumulator), the loss as each config has it
+// (nemoStack), sequence parallelism with TP and Transformer
 // Engine's comm-GEMM overlap, the distributed optimizer with overlapped
 // gradient reduction and parameter gathering, no recomputation, the
 // Llama 3 rows with context parallelism 2 as the table lays them out
@@ -741,8 +741,8 @@ func nemoFP8Rows(ctx context.Context) ([]Row, error) {
 		js := fmt.Sprintf(`{"kind":"training","model":%q,"gpu":%q,"cluster":%s,
 			"parallel":{"tp":%d,"pp":%d,"cp":%d,"dp":%d,"virtual_stages":%d,"micro_batch":%d,"global_batch":%d,
 				"sequence_parallel":%v,"tp_comm_overlap":%v,"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true,"recompute":"none"},
-			"seq_len":%d,"dtype":"fp8","cross_entropy_fusion":"native"%s}`, c.model, c.gpu, c.cluster, c.tp, c.pp, c.cp, dp, c.v, c.mb, c.gb, c.tp > 1, c.tp > 1, c.seq,
-			nemoStack(c.gpu))
+			"seq_len":%d,"dtype":"fp8"%s}`, c.model, c.gpu, c.cluster, c.tp, c.pp, c.cp, dp, c.v, c.mb, c.gb, c.tp > 1, c.tp > 1, c.seq,
+			nemoStack(c.gpu, c.model))
 		res, err := run(ctx, js)
 		if err != nil {
 			return nil, fmt.Errorf("nemo %s on %d %s: %w", c.name, c.gpus, c.label, err)
@@ -770,7 +770,10 @@ func nemoFP8Rows(ctx context.Context) ([]Row, error) {
 //     others, with the table's layouts) set no optim.grad_sync_dtype, and
 //     NeMo's distributed optimizer then reduces the gradients in FP32
 //     (megatron_gpt_model.py: grad_reduce_in_fp32 unless grad_sync_dtype
-//     says otherwise); eager.
+//     says otherwise); eager. Only the Llama 3 configs set
+//     cross_entropy_loss_fusion (llama3_8b.yaml, llama3_70b.yaml), which
+//     NeMo passes to Megatron-Core's TransformerConfig: its native fused
+//     loss; the Llama 2 and GPT-3 ones leave Megatron-Core's unfused loss.
 //   - B200 and GB200 (NeMo 25.02 and 25.04): NeMo 2's performance scripts,
 //     which turn cuDNN's attention on (scripts/llm/performance/utils.py at
 //     v2.2.0: NVTE_FUSED_ATTN 1), reduce the gradients in BF16 from their
@@ -778,15 +781,18 @@ func nemoFP8Rows(ctx context.Context) ([]Row, error) {
 //     grad_reduce_in_fp32 False) and capture each layer in CUDA graphs on
 //     GB200 (scripts/performance/recommended_model_configs/
 //     model_configs_gb200.csv at v2.3.0: cuda_graphs 1), eagerly on B200
-//     (pretrain_llama3_8b.py and pretrain_gpt3_175b.py at v2.2.0).
-func nemoStack(gpu string) string {
-	switch gpu {
-	case "h100-sxm":
-		return `,"grad_dtype":"fp32","execution":"eager","flash_attention_2":true`
-	case "gb200":
-		return `,"grad_dtype":"bf16","execution":"cuda_graphs"`
+//     (pretrain_llama3_8b.py and pretrain_gpt3_175b.py at v2.2.0), and
+//     fuse the loss (GPTConfig's cross_entropy_loss_fusion).
+func nemoStack(gpu, model string) string {
+	switch {
+	case gpu == "h100-sxm" && strings.HasPrefix(model, "llama3"):
+		return `,"grad_dtype":"fp32","execution":"eager","flash_attention_2":true,"cross_entropy_fusion":"native"`
+	case gpu == "h100-sxm":
+		return `,"grad_dtype":"fp32","execution":"eager","flash_attention_2":true,"cross_entropy_fusion":"none"`
+	case gpu == "gb200":
+		return `,"grad_dtype":"bf16","execution":"cuda_graphs","cross_entropy_fusion":"native"`
 	}
-	return `,"grad_dtype":"bf16","execution":"eager"`
+	return `,"grad_dtype":"bf16","execution":"eager","cross_entropy_fusion":"native"`
 }
 
 // nemoLongSequenceRows are NeMo's "Long Sequence Performance" table
@@ -802,7 +808,8 @@ func nemoStack(gpu string) string {
 // FlashAttention-2's kernels: NeMo-Framework-Launcher's config.yaml at
 // 24.01–24.07 sets NVTE_FUSED_ATTN: 0 ("Disable cudnn FA until we've
 // tested it more"), which turns Transformer Engine's cuDNN attention off
-// and leaves flash-attn 2.
+// and leaves flash-attn 2; its llama2_7b.yaml sets no
+// cross_entropy_loss_fusion (Megatron-Core's unfused loss).
 func nemoLongSequenceRows(ctx context.Context) ([]Row, error) {
 	const src = "NVIDIA NeMo Framework docs, Long Sequence Performance, LLAMA2-7B (FP8) on DGX-H100, NeMo 24.03.01"
 	const L, h, ffn, vocab = 32.0, 4096.0, 11008.0, 32000.0
@@ -823,7 +830,7 @@ func nemoLongSequenceRows(ctx context.Context) ([]Row, error) {
 		js := fmt.Sprintf(`{"kind":"training","model":"llama2-7b","gpu":"h100-sxm","cluster":%s,
 			"parallel":{"tp":%d,"pp":%d,"cp":%d,"dp":%d,"micro_batch":1,"global_batch":%d,
 				"sequence_parallel":%v,"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true,"recompute":"none"},
-			"seq_len":%d,"dtype":"fp8","cross_entropy_fusion":"native","flash_attention_2":true}`, cluster, c.tp, c.pp, c.cp, c.dp, c.batch, c.tp > 1, seq)
+			"seq_len":%d,"dtype":"fp8","flash_attention_2":true}`, cluster, c.tp, c.pp, c.cp, c.dp, c.batch, c.tp > 1, seq)
 		res, err := run(ctx, js)
 		if err != nil {
 			return nil, fmt.Errorf("llama2-7b at %dK: %w", c.k, err)
