@@ -163,7 +163,12 @@ func GPUPresets() []GPU {
 }
 
 // hopperSyncMMAFraction is the share of the GH100 parts' main-loop rate
-// that kernels built on mma.sync reach (GPU.SyncMMAFraction).
+// that kernels built on mma.sync reach (GPU.SyncMMAFraction): fitted on the
+// FlashAttention-2 bars at head dim 128 of the FlashAttention-3 paper's H100
+// benchmarks (Shah et al. 2024, arXiv 2407.08608, Figures 5 and 6;
+// bench/fidelity FitSyncMMA, TestSyncMMAFitIsOptimal; the head-dim-64 bars
+// held out). The paper's abstract puts FlashAttention-2 at 35 % of the
+// H100's peak.
 const hopperSyncMMAFraction = 0.53
 
 // hopperFP8PromotionK is the GH100 parts' FP8 promotion interval
