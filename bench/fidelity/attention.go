@@ -48,9 +48,17 @@ func AttentionPrice(g hw.GPU, f AttentionFigure) (float64, error) {
 }
 
 func attentionPriceOn(e *compute.Evaluator, f AttentionFigure) (float64, error) {
-	fwd := model.NewFlashAttention("attn", hw.BF16, 16384/f.Seq, 16, 16, f.Seq, f.Seq, 128, f.Causal)
+	return barPrice(e, f.Pass, f.Causal, 128, f.Seq, false)
+}
+
+// barPrice is the model's TFLOP/s for one bar of the paper's figures:
+// batch × sequence 16k and hidden 2048 in heads of hd, forward or backward,
+// as the fused kernel or (syncMMA) FlashAttention-2's.
+func barPrice(e *compute.Evaluator, pass string, causal bool, hd, seq int64, syncMMA bool) (float64, error) {
+	fwd := model.NewFlashAttention("attn", hw.BF16, 16384/seq, 2048/hd, 2048/hd, seq, seq, hd, causal)
+	fwd.SyncMMA = syncMMA
 	o := fwd
-	if f.Pass == "backward" {
+	if pass == "backward" {
 		o.Kind, o.Name = model.FlashAttentionBwd, "attn.bwd"
 		o.FLOPs = 2.5 * fwd.FLOPs
 	}
@@ -178,18 +186,7 @@ func FA2Fit(f FA2Figure) bool { return f.HeadDim == 128 }
 // FA2Price is the model's TFLOP/s for a FlashAttention-2 bar's shape on g
 // (model.Op.SyncMMA; the paper's FLOP convention as AttentionPrice's).
 func FA2Price(g hw.GPU, f FA2Figure) (float64, error) {
-	fwd := model.NewFlashAttention("attn", hw.BF16, 16384/f.Seq, 2048/f.HeadDim, 2048/f.HeadDim, f.Seq, f.Seq, f.HeadDim, f.Causal)
-	fwd.SyncMMA = true
-	o := fwd
-	if f.Pass == "backward" {
-		o.Kind, o.Name = model.FlashAttentionBwd, "attn.bwd"
-		o.FLOPs = 2.5 * fwd.FLOPs
-	}
-	c, err := compute.NewEvaluator(g).Op(o)
-	if err != nil {
-		return 0, err
-	}
-	return o.FLOPs / c.TimeS / 1e12, nil
+	return barPrice(compute.NewEvaluator(g), f.Pass, f.Causal, f.HeadDim, f.Seq, true)
 }
 
 // FitSyncMMA finds hw.GPU.SyncMMAFraction, on a grid of 0.005 from 0.3 to
