@@ -182,7 +182,7 @@ func MoERows(ctx context.Context) ([]Row, error) {
 		js := `{"kind":"training","model":"qwen3-235b-a22b","gpu":"gb200","cluster":{"preset":"gb200-nvl72","nodes":4},
 		"parallel":{"tp":1,"pp":8,"dp":32,"ep":8,"expert_tp":1,"micro_batch":1,"global_batch":8192,
 		"account_for_embedding_in_pipeline_split":true,"account_for_loss_in_pipeline_split":true,
-		"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true},"seq_len":4096,"cross_entropy_fusion":"te","timeline_ranks":[-1]` + qwenRouterDType + forcedRouting("") + `}`
+		"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true},"seq_len":4096,"timeline_ranks":[-1]` + qwenLossTE + qwenRouterDType + forcedRouting("") + `}`
 		res, err := run(ctx, js)
 		if err != nil {
 			return nil, fmt.Errorf("qwen3-235b gb200: %w", err)
@@ -439,8 +439,9 @@ func QwenDroplessRatio(ctx context.Context) (ratio func(skew float64) (float64, 
 
 // qwenRun is one Qwen3-235B-A22B training step on 256 H100s with the
 // ModelZoo's flags (model_configs/benchmarking/Qwen3-235B-A22B.yaml: see
-// MoERows), the layout par, the global batch, the sequence and routing (a
-// JSON fragment ",\"routing\":{...}" or "").
+// MoERows), the layout par, the global batch, the sequence, the loss
+// (qwenLossTE or qwenLossUnfused) and routing (a JSON fragment
+// ",\"routing\":{...}" or "").
 func qwenRun(ctx context.Context, par string, batch, seq int, loss, routing string) (training.SummaryRow, error) {
 	return qwenRunOn(ctx, "h100-sxm", "dgx-h100", par+`,"sequence_parallel":true`, 1, batch, seq, loss+qwenRouterDType+routing)
 }
@@ -448,7 +449,9 @@ func qwenRun(ctx context.Context, par string, batch, seq int, loss, routing stri
 // The loss's implementation in a Qwen3 run, a spec fragment. The ModelZoo's
 // yaml fuses it with Transformer Engine's kernels from August 2025 on
 // (--cross-entropy-loss-fusion, --cross-entropy-fusion-impl te: commit
-// 274316a), the long-context, GB200 and later H100 runs' (qwenLossTE);
+// 274316a), the long-context, GB200 and later H100 runs' (qwenLossTE, as
+// Pai-Megatron-Patch's rows: its Qwen3 script passes
+// --cross-entropy-loss-fusion and the issue --cross-entropy-fusion-impl te);
 // the readme's 4,096-token H100 rows ran the yaml of May 2025 (b06a6d8,
 // beside examples/qwen3/run_235b.sh of 8017e11, which launched them),
 // which has no --cross-entropy-loss-fusion: Megatron's unfused loss over
