@@ -104,6 +104,22 @@ func TestHostCostByPass(t *testing.T) {
 	assert.InDelta(t, HostForwardOpS+4*HostExtraKernelS, h.opHostS(model.Op{Pass: model.Optimizer}, 5), 1e-12)
 }
 
+// A mixture-of-experts layer's operators cost training's host the MoE
+// layer's figure, forward and backward alike (or the override); inference
+// engines' (no autograd) pay a plain operator's.
+func TestMoELayerHostCost(t *testing.T) {
+	train := Host{Mode: Eager, Autograd: true}
+	for _, p := range []model.Pass{model.Forward, model.Backward} {
+		assert.InDelta(t, HostMoELayerOpS, train.opHostS(model.Op{Pass: p, MoELayer: true}, 1), 1e-12)
+	}
+	assert.InDelta(t, HostMoELayerOpS+2*HostExtraKernelS, train.opHostS(model.Op{Pass: model.Forward, MoELayer: true}, 3), 1e-12)
+	train.MoEOpS = 50e-6
+	assert.InDelta(t, 50e-6, train.opHostS(model.Op{Pass: model.Backward, MoELayer: true}, 1), 1e-12)
+	infer := Host{Mode: Eager}
+	assert.InDelta(t, HostForwardOpS, infer.opHostS(model.Op{Pass: model.Forward, MoELayer: true}, 1), 1e-12)
+	assert.Greater(t, HostMoELayerOpS, HostForwardOpS+HostAutogradS)
+}
+
 // The launch queue: 3,000 kernels of 10 µs issued at 8.5 µs each in tasks
 // of 10 kernels. The host gets ahead by 2.4 µs per kernel (each kernel
 // and its stream gap take 10.9 µs) and never fills the 1,024-entry queue

@@ -66,7 +66,7 @@ func HostOf(mode string, c spec.HostCosts, autograd bool) exec.Host {
 		mode = exec.Eager
 	}
 	return exec.Host{Mode: mode, Autograd: autograd, ForwardOpS: c.ForwardOpS, BackwardOpS: c.BackwardOpS,
-		CollectiveS: c.CollectiveS}
+		CollectiveS: c.CollectiveS, MoEOpS: c.MoEOpS}
 }
 
 // Finished is a finished Job with its shared tables.

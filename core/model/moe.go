@@ -486,6 +486,7 @@ func (b *builder) moeFFN() {
 		out := float64(Tn*h) * b.e
 		b.add(step{fwd: []Op{NewComm("moe.tp.all_reduce", AllReduce, out)}, bwd: []Op{NewComm("moe.tp.bwd_all_reduce", AllReduce, out)}})
 	}
+	b.markMoELayer(start)
 	if c.SharedExperts > 0 {
 		fs := int64(c.SharedExperts*c.SharedExpertFFNHidden) / b.t
 		b.enter("moe.shared", h)
@@ -498,6 +499,18 @@ func (b *builder) moeFFN() {
 		b.stream("moe.shared.add", Elementwise, m, 3*m*b.e, 0, 0, 0)
 	}
 	b.checkpointed(ModuleMoE, start)
+}
+
+// markMoELayer marks the operators of the steps from start on as the MoE
+// layer's (Op.MoELayer).
+func (b *builder) markMoELayer(start int) {
+	for i := start; i < len(b.steps); i++ {
+		for _, ops := range [][]Op{b.steps[i].fwd, b.steps[i].bwd} {
+			for j := range ops {
+				ops[j].MoELayer = true
+			}
+		}
+	}
 }
 
 // sortChunks is Megatron-Core's second permutation (training with more

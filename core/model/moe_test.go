@@ -582,3 +582,25 @@ func TestFP8Dispatch(t *testing.T) {
 	f, _ = build(Prefill, false)
 	assert.Equal(t, fp8, f["moe.dispatch.all_to_all"].Bytes, "FP8 inference dispatches FP8")
 }
+
+// Every operator from the router to the unpermutation, forward and
+// backward, is the MoE layer's (Op.MoELayer: the host prices its module
+// code); the attention and the shared experts, plain modules, are not.
+func TestMoELayerOperatorsMarked(t *testing.T) {
+	c, _ := FromPreset("deepseek-v3", Config{Layers: 4})
+	g, err := Build(c, Run{Phase: Training, Batch: 1, SeqLen: 1024, TP: 1, EP: 8, DType: hw.BF16})
+	require.NoError(t, err)
+	blk, ok := g.Block(BlockMoE)
+	require.True(t, ok)
+	marked := map[string]bool{}
+	for _, o := range append(append([]Op{}, blk.Forward...), blk.Backward...) {
+		inLayer := strings.HasPrefix(o.Name, "moe.") && !strings.HasPrefix(o.Name, "moe.shared")
+		assert.Equal(t, inLayer, o.MoELayer, o.Name)
+		if o.MoELayer {
+			marked[o.Name] = true
+		}
+	}
+	for _, name := range []string{"moe.router", "moe.router.topk", OpPermute, "moe.experts.gate_up", "moe.experts.down.wgrad", "moe.unpermute", "moe.dispatch.all_to_all"} {
+		assert.True(t, marked[name], name)
+	}
+}

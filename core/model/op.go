@@ -93,6 +93,10 @@ type Op struct {
 	// Return (all-to-all) marks a transfer from the experts' ranks back to
 	// the tokens' ranks (the combine, and the dispatch's backward).
 	Return bool
+	// MoELayer marks an operator of a mixture-of-experts layer's router,
+	// token dispatcher or routed experts, whose framework code around the
+	// kernel costs an eager host more than a plain operator (exec.Host).
+	MoELayer bool
 	// CP marks a collective over the context-parallel group (what the
 	// attention of a sequence split over ranks exchanges, Run.CP) instead
 	// of the tensor-parallel group. Alongside marks one that runs while the

@@ -51,6 +51,9 @@ type HostCosts struct {
 	BackwardOpS float64 `json:"backward_op_s,omitempty"`
 	// CollectiveS: one NCCL call through torch.distributed.
 	CollectiveS float64 `json:"collective_s,omitempty"`
+	// MoEOpS: one operator of a mixture-of-experts layer in training
+	// (Megatron-Core's module code around it included).
+	MoEOpS float64 `json:"moe_op_s,omitempty"`
 }
 
 // ExecutionModes are the allowed values of "execution".
@@ -60,6 +63,7 @@ func (h HostCosts) validate(p *Problems, path string) {
 	p.InRange(Field(path, "forward_op_s"), h.ForwardOpS, 0, 1)
 	p.InRange(Field(path, "backward_op_s"), h.BackwardOpS, 0, 1)
 	p.InRange(Field(path, "collective_s"), h.CollectiveS, 0, 1)
+	p.InRange(Field(path, "moe_op_s"), h.MoEOpS, 0, 1)
 }
 
 // Defaults fills optional fields.
