@@ -118,10 +118,11 @@ func orDefault(x, d float64) float64 {
 
 // opHostS is the host's time to issue one operator's kernels eagerly.
 func (h *Host) opHostS(o model.Op, kernels int) float64 {
-	var s float64
+	extra := float64(max(kernels, 1)-1) * HostExtraKernelS
 	if o.MoELayer && h.Autograd {
-		return orDefault(h.MoEOpS, HostMoELayerOpS) + float64(max(kernels, 1)-1)*HostExtraKernelS
+		return orDefault(h.MoEOpS, HostMoELayerOpS) + extra
 	}
+	var s float64
 	switch o.Pass {
 	case model.Backward:
 		s = orDefault(h.BackwardOpS, HostBackwardOpS)
@@ -133,7 +134,7 @@ func (h *Host) opHostS(o model.Op, kernels int) float64 {
 			s += HostAutogradS
 		}
 	}
-	return s + float64(max(kernels, 1)-1)*HostExtraKernelS
+	return s + extra
 }
 
 func (h *Host) collectiveS() float64 { return orDefault(h.CollectiveS, HostCollectiveS) }
