@@ -74,7 +74,6 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	// the dispatcher's preprocessing captured in CUDA graphs
 	// (--cuda-graph-scope moe_router moe_preprocess), which the row runs
 	// eagerly: the simulated host is ahead of the GPU there.
-	ran := map[string]training.SummaryRow{}
 	for _, q := range []struct {
 		// src names the source file when it is not the readme.
 		layout, dispatcher, par, routing, src string
@@ -97,15 +96,9 @@ func MoERows(ctx context.Context) ([]Row, error) {
 		{"TP4 CP4 PP8 VPP4 EP8, sequence 65,536", "DeepEP", `"tp":4,"cp":4,"pp":8,"dp":2,"ep":8,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe"]`, `,"routing":{"hierarchical_a2a":true}`, "", qwenLossTE, 8, 65536, 256, 0, 368, 320},
 		{"TP4 CP8 PP8 VPP4 EP8, sequence 131,072", "DeepEP", `"tp":4,"cp":8,"pp":8,"dp":1,"ep":8,"virtual_stages":4,"recompute":"selective","recompute_modules":["layernorm","moe"]`, `,"routing":{"hierarchical_a2a":true}`, "", qwenLossTE, 8, 131072, 256, 0, 389, 357},
 	} {
-		// Two sources give one layout (the EP32 overlap rows): it runs once.
-		key := fmt.Sprint(q.par, q.routing, q.batch, q.seq, q.loss)
-		s, ok := ran[key]
-		if !ok {
-			var err error
-			if s, err = qwenRun(ctx, q.par, q.batch, q.seq, q.loss, forcedRouting(q.routing)); err != nil {
-				return nil, fmt.Errorf("qwen3-235b %s: %w", q.layout, err)
-			}
-			ran[key] = s
+		s, err := qwenRun(ctx, q.par, q.batch, q.seq, q.loss, forcedRouting(q.routing))
+		if err != nil {
+			return nil, fmt.Errorf("qwen3-235b %s: %w", q.layout, err)
 		}
 		refStep := q.ref
 		if refStep == 0 {
