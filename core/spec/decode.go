@@ -114,6 +114,28 @@ func parseTree(data []byte) (any, error) {
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 
+// numberForm is an object type of the spec that may also be written as a
+// bare number, which stands for one of its objects (Lengths: a fixed
+// length), so that the short form reads as the other kinds' plain numbers.
+type numberForm interface {
+	objectOf(n json.Number) map[string]any
+}
+
+var numberFormType = reflect.TypeFor[numberForm]()
+
+// expandNumber writes a bare number given for a numberForm type as the
+// object it stands for; any other value is returned as it is.
+func expandNumber(v any, t reflect.Type) any {
+	n, ok := v.(json.Number)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if !ok || !reflect.PointerTo(t).Implements(numberFormType) {
+		return v
+	}
+	return reflect.New(t).Interface().(numberForm).objectOf(n)
+}
+
 // checkValue reports every type problem in v against t and returns whether
 // v may be decoded. Inside objects and lists it drops what fails (an
 // unknown field, a wrongly typed value), so the rest can still be decoded.
@@ -153,6 +175,7 @@ func checkValue(p *Problems, path string, v any, t reflect.Type) bool {
 				delete(obj, k)
 				continue
 			}
+			obj[k] = expandNumber(obj[k], f.typ)
 			if !checkValue(p, Field(path, k), obj[k], f.typ) {
 				delete(obj, k)
 				continue

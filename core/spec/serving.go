@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"encoding/json"
 	"math"
 	"strings"
 
@@ -229,7 +230,7 @@ type ServingWorkload struct {
 }
 
 // Lengths of prompts or outputs: "fixed" Tokens (default 512 prompt, 128
-// output), "uniform" on [MinTokens, MaxTokens], "lognormal" with median
+// output; a bare number is a fixed length), "uniform" on [MinTokens, MaxTokens], "lognormal" with median
 // Tokens and Sigma, clipped to [MinTokens, MaxTokens] (defaults 1 and
 // 16·Tokens), or "table": Values in turn.
 type Lengths struct {
@@ -266,6 +267,12 @@ type ServingSLO struct {
 	E2ES  float64 `json:"e2e_s,omitempty"`
 }
 
+// objectOf is the Lengths a bare number stands for: that many tokens,
+// every request ("prompt_tokens": 512 is {"dist": "fixed", "tokens": 512}).
+func (*Lengths) objectOf(n json.Number) map[string]any {
+	return map[string]any{"dist": "fixed", "tokens": n}
+}
+
 func (l *Lengths) defaults(tokens int) {
 	if l.Dist == "" {
 		l.Dist = "fixed"
@@ -292,8 +299,10 @@ func (l *Lengths) validate(p *Problems, path string) {
 		return
 	}
 	p.IntInRange(Field(path, "tokens"), l.Tokens, 1, 1<<24)
-	p.IntInRange(Field(path, "min_tokens"), l.MinTokens, 1, 1<<24)
-	p.IntInRange(Field(path, "max_tokens"), l.MaxTokens, l.MinTokens, 1<<24)
+	if l.Dist == "uniform" || l.Dist == "lognormal" { // the others draw no bounds
+		p.IntInRange(Field(path, "min_tokens"), l.MinTokens, 1, 1<<24)
+		p.IntInRange(Field(path, "max_tokens"), l.MaxTokens, l.MinTokens, 1<<24)
+	}
 	if l.Dist == "lognormal" {
 		p.InRange(Field(path, "sigma"), l.Sigma, 0, 10)
 	}

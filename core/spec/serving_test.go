@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -46,4 +47,32 @@ func TestServingBatchDefaults(t *testing.T) {
 	s.Defaults()
 	require.Equal(t, 8192, s.Engine.MaxNumBatchedTokens)
 	require.Equal(t, 64, s.Engine.MaxNumSeqs)
+}
+
+// A request length may be a bare number, as the inference kind's are: it
+// decodes as that fixed length, round-trips through JSON as the object it
+// stands for, and a bad number is a problem at the length's path.
+func TestServingLengthsAcceptANumber(t *testing.T) {
+	var w ServingWorkload
+	require.NoError(t, Decode([]byte(`{"prompt_tokens":2048,"output_tokens":{"dist":"uniform","min_tokens":16,"max_tokens":300}}`), &w))
+	require.Equal(t, Lengths{Dist: "fixed", Tokens: 2048}, w.PromptTokens)
+	require.Equal(t, "uniform", w.OutputTokens.Dist)
+
+	again, err := json.Marshal(w)
+	require.NoError(t, err)
+	var w2 ServingWorkload
+	require.NoError(t, Decode(again, &w2))
+	require.Equal(t, w, w2)
+
+	for doc, want := range map[string]string{
+		`{"prompt_tokens":1.5}`: "prompt_tokens.tokens: must be an integer",
+		`{"prompt_tokens":"x"}`: "prompt_tokens: must be an object",
+	} {
+		require.ErrorContains(t, Decode([]byte(doc), &w), want, doc)
+	}
+	var p Problems
+	w = ServingWorkload{}
+	require.NoError(t, Decode([]byte(`{"output_tokens":-3}`), &w))
+	w.OutputTokens.validate(&p, "workload.output_tokens")
+	require.ErrorContains(t, p.Err(), "workload.output_tokens.tokens: must be in [1,")
 }
