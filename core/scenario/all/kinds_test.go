@@ -184,16 +184,23 @@ func TestWhatIfGPUAtTheRangesEnds(t *testing.T) {
 				require.NotContains(t, err.Error(), "panic", "%s at the %s figures", k.Name, end)
 				continue
 			}
-			for _, tb := range res.Tables {
-				rows := reflect.ValueOf(tb.Rows)
-				for i := 0; i < rows.Len(); i++ {
-					columns(rows.Type().Elem(), nil, nil, func(idx []int) {
-						if f := rows.Index(i).FieldByIndex(idx); f.Kind() == reflect.Float64 {
-							require.False(t, math.IsNaN(f.Float()) || math.IsInf(f.Float(), 0), "%s at the %s figures: %s", k.Name, end, tb.Name)
-						}
-					})
+			requireFinite(t, res, fmt.Sprintf("%s at the %s figures", k.Name, end))
+		}
+	}
+}
+
+// requireFinite fails the test when a float cell of a result's tables is
+// NaN or infinite.
+func requireFinite(t *testing.T, res scenario.Result, what string) {
+	t.Helper()
+	for _, tb := range res.Tables {
+		rows := reflect.ValueOf(tb.Rows)
+		for i := 0; i < rows.Len(); i++ {
+			columns(rows.Type().Elem(), nil, nil, func(idx []int) {
+				if f := rows.Index(i).FieldByIndex(idx); f.Kind() == reflect.Float64 {
+					require.False(t, math.IsNaN(f.Float()) || math.IsInf(f.Float(), 0), "%s: %s", what, tb.Name)
 				}
-			}
+			})
 		}
 	}
 }
