@@ -82,7 +82,11 @@ What the rows say, and what is not modelled:
 - At 25 clients the ITL is 11-14 % short: the measured ITL grows by 5.4 ms from one client to 25 (18.1 to
   23.5 ms at 200 + 200 tokens), the simulated by 2.4 ms (18.3 to 20.6). The 20,000-token row's TTFT is half the
   measured: its requests queue behind each other's prefills, which the simulation, faster per iteration, clears
-  sooner.
+  sooner. A loop time per sequence (engine.step_overhead_s_per_seq) is what these rows separate: at 0.12 ms
+  every 25-client ITL reads -9.0 to +0.7 % and every 5-client one -1.5 to -4.9 %, at 0.2 ms -5.9 to +9.2 % and
+  -3.4 to +0.5 %; but either puts the 20,000-token 5-client TTFT on the closed loop's other phase (-15.5 %) and
+  leaves the 25-client TTFTs where they are (+4.7 to +34.3 %, -51.7 %). No figure for TensorRT-LLM's time per
+  request in its loop was found, so it stays 0.
 `
 
 // TestNIMStepOverheadFit: NIMStepOverheadS is the one-client rows' fit (to
