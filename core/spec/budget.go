@@ -145,6 +145,31 @@ const (
 	timelineRowsPerPass = 5
 )
 
+// HandOverCopies is how many times a result table's Arrow bytes are held
+// at once as they cross to Python: the bundle the Go side encodes, and
+// Python's copy of it (core/table.Bundle, python/eidolon/_engine.py). Small
+// for most runs; for a long decode's timeline or a long serving run's
+// iterations it is the largest part of the memory: a serving run of
+// 100,000 requests and 5.9 M engine iterations peaked at 2.66 GB resident,
+// 630 MB of it its bundle, against an estimate of 0.84 GB without it.
+const HandOverCopies = 2
+
+// Arrow bytes of a row of the tables that grow with a run: a timeline row
+// (measured: 349 MB for 3.9 M rows, its names included), a collective's
+// flow and link rows, and the serving tables' rows, 8 bytes a column
+// (requests 19 columns, iterations 13; TestBudgetRowsMatchTables holds
+// these to the row structs).
+const (
+	timelineRowArrowBytes         = 90
+	flowRowArrowBytes             = 96  // measured: 86
+	linkRowArrowBytes             = 112 // measured: 108
+	collectiveLinkRowsPerGPU      = 8   // measured: 6 on dgx-a100 clusters of 16 and 64 GPUs
+	ServingRequestColumns         = 19
+	ServingIterationColumns       = 13
+	servingRequestRowArrowBytes   = 8 * ServingRequestColumns
+	servingIterationRowArrowBytes = 8 * ServingIterationColumns
+)
+
 // Budget of an inference run. Measured (Go's TotalAlloc, LLaMA-2 7B at 8
 // and 32 layers, 256 to 2,048 output tokens, tp 2 and 8, pp 1 and 2, with
 // the default timeline): a plan built whole takes 3.3 to 7 KB per output
@@ -177,17 +202,20 @@ func (s *Inference) Budget() Budget {
 	if s.TwoBatchOverlap {
 		perStep = 2
 	}
-	mem := 4096 * perStep * steps * (layers + 8)
+	ranks := float64(len(s.TimelineRanks))
+	switch {
+	case len(s.TimelineRanks) == 1 && s.TimelineRanks[0] == -1:
+		ranks = 0
+	case len(s.TimelineRanks) == 0:
+		ranks = float64(max(s.PP, 1) + len(s.Faults.Stragglers))
+	}
+	// The timeline's rows and their hand-over to Python.
+	timeline := timelineRowsPerPass * (layers + 8) * steps * ranks * perStep
+	handOver := HandOverCopies * timelineRowArrowBytes * timeline
+	mem := 4096*perStep*steps*(layers+8) + handOver
 	detail := fmt.Sprintf("%.0f passes (a decode pass per output token) of %.0f layers", steps, layers)
 	if s.segmented(steps) {
-		ranks := float64(len(s.TimelineRanks))
-		switch {
-		case len(s.TimelineRanks) == 1 && s.TimelineRanks[0] == -1:
-			ranks = 0
-		case len(s.TimelineRanks) == 0:
-			ranks = float64(max(s.PP, 1) + len(s.Faults.Stragglers))
-		}
-		mem = perStep * (2048*InferenceSegmentSteps*(layers+8) + timelineRowBytes*timelineRowsPerPass*(layers+8)*steps*ranks)
+		mem = perStep*2048*InferenceSegmentSteps*(layers+8) + timelineRowBytes*timeline + handOver
 		detail = fmt.Sprintf("%.0f passes (a decode pass per output token) of %.0f layers, %.0f timeline ranks", steps, layers, ranks)
 	}
 	fields := []string{"output_tokens", "model.layers"}
@@ -366,9 +394,10 @@ func (s *Collective) Budget() Budget {
 			worstLive = max(worstLive, live)
 		}
 	}
-	mem := 16384*gpus + 2048*worstLive
+	runs := float64(len(s.Algorithms) * len(s.SizesBytes))
+	mem := 16384*gpus + 2048*worstLive + HandOverCopies*linkRowArrowBytes*collectiveLinkRowsPerGPU*gpus*runs
 	if s.Flows {
-		mem += 512 * total
+		mem += (512 + HandOverCopies*flowRowArrowBytes) * total
 	}
 	return Budget{
 		MemoryBytes: mem,
@@ -719,7 +748,8 @@ func orOne(xs []int) []int {
 // the requests table, every engine iteration its row of the iterations
 // table. Measured (the 100,000-request benchmark of bench/serving_test.go:
 // 112 MB resident for 100,000 requests and 103,553 iterations): 1 KB per
-// request and 128 B per iteration bound them. Without a request count
+// request and 128 B per iteration bound them; each row's hand-over to
+// Python (HandOverCopies) is added. Without a request count
 // (duration_s), open-loop arrivals are rate × duration (with a margin for
 // the draw); a closed loop sends at most one request per client per
 // request's shortest time. Iterations are at most the output tokens over
@@ -758,7 +788,7 @@ func (s *Serving) Budget() Budget {
 	batch = math.Max(1, math.Min(batch, float64(max(s.Engine.MaxNumSeqs, 1))))
 	chunks := math.Ceil(prompt / float64(max(s.Engine.MaxNumBatchedTokens, 1)))
 	iterations := n * (out + chunks) / batch
-	mem := 1024*n + 128*iterations
+	mem := (1024+HandOverCopies*servingRequestRowArrowBytes)*n + (128+HandOverCopies*servingIterationRowArrowBytes)*iterations
 	if s.Search != nil {
 		mem *= SearchWorkers
 	}

@@ -11,7 +11,9 @@ import (
 
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/scenario/all"
+	servingscn "github.com/eidolon-sim/eidolon/core/scenario/serving"
 	"github.com/eidolon-sim/eidolon/core/spec"
+	"github.com/eidolon-sim/eidolon/core/table"
 	"github.com/stretchr/testify/require"
 )
 
@@ -73,7 +75,8 @@ func TestBudgetRefusesWithTheFields(t *testing.T) {
 }
 
 // The estimates are at most four times what the runs allocate (Go's
-// TotalAlloc over the run: an upper bound of its peak), and not much
+// TotalAlloc over the run: an upper bound of its peak) and hand over to
+// Python (their tables' bundle, twice: spec.HandOverCopies), and not much
 // below it (an estimate too low lets a run exhaust the machine), for a few
 // sizes of each.
 func TestBudgetEstimatesTheAllocation(t *testing.T) {
@@ -139,13 +142,21 @@ func TestBudgetEstimatesTheAllocation(t *testing.T) {
 				peak = max(peak, ms.HeapAlloc-min(ms.HeapAlloc, before.HeapAlloc))
 			}
 		}
-		_, _, err = all.Run(env, []byte(js))
+		_, res, err := all.Run(env, []byte(js))
 		runtime.ReadMemStats(&after)
 		require.NoError(t, err, js)
 		got, what := float64(after.TotalAlloc-before.TotalAlloc), "allocated"
 		if live {
 			got, what = float64(peak), "live at most"
 		}
+		// The tables' hand-over to Python: the bundle, and Python's copy.
+		named := make([]table.Named, len(res.Tables))
+		for i, tb := range res.Tables {
+			named[i] = table.Named{Name: tb.Name, Rows: tb.Rows}
+		}
+		bundle, err := table.Bundle(named, nil, nil)
+		require.NoError(t, err)
+		got += spec.HandOverCopies * float64(len(bundle))
 		t.Logf("estimate %.3g MB, %s %.3g MB (%.2fx): %s", est/1e6, what, got/1e6, est/got, js)
 		// A layout search's estimate is its largest layout's step, as many
 		// side by side as it runs at most; its bounds skip most layouts.
@@ -198,3 +209,16 @@ func TestServingDurationBudgetIsAnUpperBound(t *testing.T) {
 }
 
 func reflectLen(rows any) int { return reflect.ValueOf(rows).Len() }
+
+// The serving budget counts its tables' rows by their columns: the
+// constants follow the row structs.
+func TestBudgetRowsMatchTables(t *testing.T) {
+	for _, c := range []struct {
+		row  any
+		want int
+	}{{servingscn.RequestRow{}, spec.ServingRequestColumns}, {servingscn.IterationRow{}, spec.ServingIterationColumns}} {
+		var names []string
+		columns(reflect.TypeOf(c.row), nil, &names, nil)
+		require.Len(t, names, c.want, "%T", c.row)
+	}
+}
