@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -163,14 +164,35 @@ func (r *run) simulate(ctx context.Context, data []byte, limit float64) {
 		"spec":            string(canonical),
 		"wall_s":          strconv.FormatFloat(time.Since(start).Seconds(), 'g', 6, 64),
 	}
-	// The simulation's garbage goes before the tables are encoded, and the
-	// rows' after, back to the OS before Python copies the bundle: with a
-	// timeline of millions of rows the process peaks while both the bundle
-	// and its copy are held (a decode of 100,000 tokens: 3.2 GB resident
-	// before, with the encoder's own copies, 1.5 GB after).
-	runtime.GC()
+	// For a large result the simulation's garbage goes before the tables
+	// are encoded, and the rows' after, back to the OS before Python copies
+	// the bundle: with a timeline of millions of rows the process peaks
+	// while both the bundle and its copy are held (a decode of 100,000
+	// tokens: 3.2 GB resident before, with the encoder's own copies, 1.5 GB
+	// after). A small one skips both, which would double a 3 ms run.
+	large := resultRows(res.Tables) > largeResultRows
+	if large {
+		runtime.GC()
+	}
 	r.result, r.err = encode(res.Tables, meta, env.Canceled)
-	debug.FreeOSMemory()
+	if large {
+		debug.FreeOSMemory()
+	}
+}
+
+// largeResultRows is the rows (of every table) from which a result's
+// encoding is worth a collection before and after: about 10 MB of bundle.
+const largeResultRows = 1 << 17
+
+// resultRows counts the rows of a result's tables.
+func resultRows(tables []scenario.Table) int {
+	n := 0
+	for _, t := range tables {
+		if v := reflect.ValueOf(t.Rows); v.Kind() == reflect.Slice {
+			n += v.Len()
+		}
+	}
+	return n
 }
 
 // encode bundles the tables, stopping when canceled reports an error (a
