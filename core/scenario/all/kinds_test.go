@@ -190,14 +190,18 @@ func TestWhatIfGPUAtTheRangesEnds(t *testing.T) {
 }
 
 // requireFinite fails the test when a float cell of a result's tables is
-// NaN or infinite.
+// NaN or infinite, a nullable one included where it is set.
 func requireFinite(t *testing.T, res scenario.Result, what string) {
 	t.Helper()
 	for _, tb := range res.Tables {
 		rows := reflect.ValueOf(tb.Rows)
 		for i := 0; i < rows.Len(); i++ {
 			columns(rows.Type().Elem(), nil, nil, func(idx []int) {
-				if f := rows.Index(i).FieldByIndex(idx); f.Kind() == reflect.Float64 {
+				f := rows.Index(i).FieldByIndex(idx)
+				if f.Kind() == reflect.Pointer && !f.IsNil() {
+					f = f.Elem()
+				}
+				if f.Kind() == reflect.Float64 {
 					require.False(t, math.IsNaN(f.Float()) || math.IsInf(f.Float(), 0), "%s: %s", what, tb.Name)
 				}
 			})
