@@ -33,7 +33,7 @@ func TestServingFidelityTable(t *testing.T) {
 		"configuration (TensorRT-LLM's in-flight batcher at its 8,192-token budget, as its defaults run it). One figure is fitted, on the " +
 		"one-client ITLs alone: the engine loop's time between iterations (NIMStepOverheadS); the five- and 25-client rows check it. " +
 		"bench's TestNIMServing prints the concurrency-5 rows (../shared/reference/serving.md) with what their time is made of.\n" +
-		table + servingGaps
+		SourceSummary(rows) + table + servingGaps
 	ref, sim, err := OneClientTTFT(rows, 5000)
 	require.NoError(t, err)
 	doc += fmt.Sprintf("- One client's TTFT against the prompt, up to 5,000 tokens, as a line (OneClientTTFT, least squares): "+
