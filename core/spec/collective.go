@@ -140,6 +140,10 @@ func CollectiveNames() []string {
 func (s *Collective) Defaults() {
 	s.Cluster.Defaults()
 	s.Faults.Defaults()
+	if len(s.Groups) == 0 {
+		// "groups": [] is one communicator, as leaving it out is.
+		s.Groups = nil
+	}
 	if s.Collective == "" {
 		s.Collective = "all_reduce"
 	}

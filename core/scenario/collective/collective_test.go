@@ -144,6 +144,10 @@ func TestGroupsConcurrentAndQuantization(t *testing.T) {
 	single := table[collective.SummaryRow](t, runSpec(t, `{"kind":"collective","cluster":{"preset":"dgx-h100","nodes":1},"sizes_bytes":[268435456],"algorithms":["ring"]}`), "summary")[0]
 	// Two all-reduces share each port: about twice the time of one.
 	require.InEpsilon(t, 2*single.TimeS, row.TimeS, 0.02)
+	// An empty list of groups is one communicator of every rank, as
+	// leaving it out is (it once indexed a group that was not there).
+	empty := table[collective.SummaryRow](t, runSpec(t, `{"kind":"collective","cluster":{"preset":"dgx-h100","nodes":1},"groups":[],"sizes_bytes":[268435456],"algorithms":["ring"]}`), "summary")[0]
+	require.Equal(t, single, empty)
 
 	// int8 with fp32 scales per 128 bf16 elements: wire = S/2·(1 + 4/128).
 	q := table[collective.SummaryRow](t, runSpec(t, `{"kind":"collective","cluster":{"preset":"dgx-h100","nodes":1},
