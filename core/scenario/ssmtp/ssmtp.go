@@ -192,9 +192,56 @@ type run struct {
 	comm, exposedCom float64
 }
 
-// check makes a run's checks before it simulates: the machine compiled
-// (cluster, GPU), every TP degree against its GPUs.
-func check(s *spec.SSMTP) (*exec.Machine, error) {
+// sizing is what a spec's runs are sized by: the model, the GPU's memory,
+// and the batch each TP degree runs at a prompt.
+type sizing struct {
+	s       *spec.SSMTP
+	c       model.Config
+	hbm     float64
+	batches map[[2]int]int
+}
+
+// layoutB is the inference layout of a TP degree, prompt and batch.
+func (z *sizing) layoutB(t, prompt, batch int, local bool) workload.Inference {
+	return workload.Inference{Model: z.c, TP: t, PP: 1, Replicas: 1, Batch: batch, Prompt: prompt,
+		Output: z.s.OutputLength, DType: hw.DType(z.s.DType), LocalSSMProjections: local}
+}
+
+// batchOf is the batch a TP degree runs at a prompt: the spec's, or the
+// largest whose memory fits one GPU (0: none).
+func (z *sizing) batchOf(t, prompt int) (int, error) {
+	if !z.s.LargestBatch {
+		return z.s.Batch, nil
+	}
+	k := [2]int{t, prompt}
+	if b, ok := z.batches[k]; ok {
+		return b, nil
+	}
+	b, err := z.layoutB(t, prompt, 1, true).LargestBatch(z.hbm)
+	z.batches[k] = b
+	return b, err
+}
+
+// layout is the layout a TP degree runs a prompt in.
+func (z *sizing) layout(t, prompt int, local bool) (workload.Inference, error) {
+	b, err := z.batchOf(t, prompt)
+	return z.layoutB(t, prompt, max(b, 1), local), err
+}
+
+// checked is a spec that passed check: its machine, sizing and memory rows,
+// and whether each (TP degree, prompt) fits.
+type checked struct {
+	machine *exec.Machine
+	size    *sizing
+	memory  []MemoryRow
+	fits    map[[2]int]bool
+}
+
+// check makes a run's checks before it simulates (validate makes the same):
+// the machine compiled (cluster, GPU), every TP degree against its GPUs,
+// and every prompt's memory at every TP degree against the GPU's unless
+// skip_unfit reports it as a row.
+func check(s *spec.SSMTP) (*checked, error) {
 	m, err := compile.Machine("", s.Cluster, s.GPU, spec.Faults{}, s.Seed)
 	if err != nil {
 		return nil, err
@@ -206,69 +253,50 @@ func check(s *spec.SSMTP) (*exec.Machine, error) {
 			p.Addf(spec.Index("tp_degrees", i), "a TP degree of %d needs %d GPUs, but the cluster has %d", t, t, gpus)
 		}
 	}
-	return m, p.Err()
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	c, ok := s.Model.Resolve()
+	if !ok {
+		return nil, &spec.Error{Problems: []spec.Problem{{Path: "model", Message: "does not resolve to a model"}}}
+	}
+	z := &sizing{s: s, c: c, hbm: float64(m.GPU.HBMBytes), batches: map[[2]int]int{}}
+	ck := &checked{machine: m, size: z, fits: map[[2]int]bool{}}
+	for _, t := range s.TPDegrees {
+		for pi, prompt := range s.PromptLengths {
+			in, err := z.layout(t, prompt, true)
+			if err != nil {
+				return nil, err
+			}
+			row, err := memoryRow(in, z.hbm)
+			if err != nil {
+				return nil, err
+			}
+			if s.LargestBatch && z.batches[[2]int{t, prompt}] == 0 {
+				row.Batch, row.Fits = 0, false
+			}
+			row.Model = c.Name
+			ck.memory = append(ck.memory, row)
+			ck.fits[[2]int{t, prompt}] = row.Fits
+			if !row.Fits && !s.SkipUnfit {
+				p.Addf(spec.Index("prompt_lengths", pi),
+					"a prompt of %d tokens with batch %d needs %.1f GB per GPU at tp %d, but the %s has %.1f GB; the longest that fits is %d tokens (skip_unfit reports it as a row instead)",
+					prompt, in.Batch, row.TotalBytes/1e9, t, s.GPU, z.hbm/1e9, row.LongestPromptTokens)
+			}
+		}
+	}
+	return ck, p.Err()
 }
 
 // Simulate runs every configuration of a validated spec.
 func Simulate(env scenario.Env, s *spec.SSMTP) (*Outcome, error) {
-	c, _ := s.Model.Resolve()
-	probe, err := check(s)
+	ck, err := check(s)
 	if err != nil {
 		return nil, err
 	}
-	hbm := float64(probe.GPU.HBMBytes)
-	var p spec.Problems
-	layoutB := func(t, prompt, batch int, local bool) workload.Inference {
-		return workload.Inference{Model: c, TP: t, PP: 1, Replicas: 1, Batch: batch, Prompt: prompt,
-			Output: s.OutputLength, DType: hw.DType(s.DType), LocalSSMProjections: local}
-	}
-	// batchOf is the batch a TP degree runs at a prompt: the spec's, or the
-	// largest whose memory fits one GPU (0: none).
-	batches := map[[2]int]int{}
-	batchOf := func(t, prompt int) (int, error) {
-		if !s.LargestBatch {
-			return s.Batch, nil
-		}
-		k := [2]int{t, prompt}
-		if b, ok := batches[k]; ok {
-			return b, nil
-		}
-		b, err := layoutB(t, prompt, 1, true).LargestBatch(hbm)
-		batches[k] = b
-		return b, err
-	}
-	layout := func(t, prompt int, local bool) (workload.Inference, error) {
-		b, err := batchOf(t, prompt)
-		return layoutB(t, prompt, max(b, 1), local), err
-	}
-	out := &Outcome{}
-	fits := map[[2]int]bool{}
-	for _, t := range s.TPDegrees {
-		for pi, prompt := range s.PromptLengths {
-			in, err := layout(t, prompt, true)
-			if err != nil {
-				return nil, err
-			}
-			row, err := memoryRow(in, hbm)
-			if err != nil {
-				return nil, err
-			}
-			if s.LargestBatch && batches[[2]int{t, prompt}] == 0 {
-				row.Batch, row.Fits = 0, false
-			}
-			row.Model = c.Name
-			out.Memory = append(out.Memory, row)
-			fits[[2]int{t, prompt}] = row.Fits
-			if !row.Fits && !s.SkipUnfit {
-				p.Addf(spec.Index("prompt_lengths", pi),
-					"a prompt of %d tokens with batch %d needs %.1f GB per GPU at tp %d, but the %s has %.1f GB; the longest that fits is %d tokens (skip_unfit reports it as a row instead)",
-					prompt, in.Batch, row.TotalBytes/1e9, t, s.GPU, hbm/1e9, row.LongestPromptTokens)
-			}
-		}
-	}
-	if err := p.Err(); err != nil {
-		return nil, err
-	}
+	z, fits := ck.size, ck.fits
+	c, hbm := z.c, z.hbm
+	out := &Outcome{Memory: ck.memory}
 	var configs []config
 	for _, prompt := range s.PromptLengths {
 		for _, t := range s.TPDegrees {
@@ -303,7 +331,7 @@ func Simulate(env scenario.Env, s *spec.SSMTP) (*Outcome, error) {
 		if err := env.Canceled(); err != nil {
 			return run{}, err
 		}
-		in, err := layout(k.tp, k.prompt, k.strategy == "ssm_tp")
+		in, err := z.layout(k.tp, k.prompt, k.strategy == "ssm_tp")
 		if err != nil {
 			return run{}, err
 		}
@@ -322,7 +350,7 @@ func Simulate(env scenario.Env, s *spec.SSMTP) (*Outcome, error) {
 	qerr := map[qkey]float64{}
 	for i, cf := range configs {
 		env.Report(float64(i) / float64(len(configs)))
-		batch, err := batchOf(cf.tp, cf.prompt)
+		batch, err := z.batchOf(cf.tp, cf.prompt)
 		if err != nil {
 			return nil, err
 		}
@@ -357,11 +385,11 @@ func Simulate(env scenario.Env, s *spec.SSMTP) (*Outcome, error) {
 				tpot = (r.e2e - r.ttft) / float64(s.OutputLength-1)
 			}
 			tr.TPOTS = ptr(tpot)
-			baseIn, err := layout(1, cf.prompt, true)
+			baseIn, err := z.layout(1, cf.prompt, true)
 			if err != nil {
 				return nil, err
 			}
-			b1, _ := batchOf(1, cf.prompt)
+			b1, _ := z.batchOf(1, cf.prompt)
 			if b1 > 0 && (fits[[2]int{1, cf.prompt}] || isFit(baseIn, hbm)) {
 				base, err := simulate(config{tp: 1, q: quant.None, kern: KernelNCCL, prompt: cf.prompt})
 				if err != nil {

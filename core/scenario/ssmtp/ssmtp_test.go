@@ -48,6 +48,10 @@ func specErr(t *testing.T, js string) string {
 	require.Error(t, err)
 	var se *spec.Error
 	require.ErrorAs(t, err, &se, "want a spec error, got %v", err)
+	// Validate refuses it with the same problems, without running.
+	verr := all.Validate([]byte(js), 0)
+	require.Error(t, verr)
+	require.Equal(t, err.Error(), verr.Error())
 	return err.Error()
 }
 
@@ -304,6 +308,11 @@ func TestSpecErrors(t *testing.T) {
 	assert.Contains(t, msg, "prompt_lengths[1]: a prompt of 2000000 tokens")
 	assert.Contains(t, msg, "the longest that fits is")
 	assert.NotContains(t, msg, "prompt_lengths[0]")
+	// A model that fits no prompt: a vocabulary of 2^24 (its embedding and
+	// output layer 172 GB at TP 1).
+	msg = specErr(t, base(`{"preset": "mamba-2.8b", "vocab": 16777216}`, `, "tp_degrees": [1, 2], "prompt_lengths": [128]`))
+	assert.Contains(t, msg, "at tp 1, but the a100-80gb-sxm has 80.0 GB")
+	assert.Contains(t, msg, "at tp 2, but the a100-80gb-sxm has 80.0 GB")
 	// Not an SSM model; unknown strategy and quantization.
 	assert.Contains(t, specErr(t, base(`"llama2-7b"`, "")), "needs SSM blocks")
 	msg = specErr(t, base(`"mamba-2.8b"`, `, "strategies": ["megatron"], "quantization": ["int4"]`))
