@@ -6,6 +6,7 @@ package serving
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -189,8 +190,42 @@ func check(s *spec.Serving) error {
 		_, err = compile.Faults("", s.Faults, t)
 		return err
 	}
-	_, _, _, err := compileSpec(s)
-	return err
+	// The layout built as the run builds it, so that a request no replica
+	// can hold is refused here too. Build's other errors (a model that
+	// leaves no room for a cache) are the run's outcome, not the spec's
+	// problems: the run reports them, and the search counts them as
+	// layouts that do not fit.
+	st, err := Build(context.Background(), s)
+	var se *spec.Error
+	if errors.As(err, &se) {
+		return err
+	}
+	if err != nil {
+		return nil
+	}
+	return requestsFit(s, st)
+}
+
+// requestsFit checks that the longest request the workload can make fits
+// every replica's KV cache on its own.
+func requestsFit(s *spec.Serving, st *Setup) error {
+	w := s.Workload
+	longest := w.PromptTokens.Largest() + w.OutputTokens.Largest()
+	if w.Trace != nil {
+		longest = 0
+		for i := range w.Trace.ArrivalS {
+			longest = max(longest, w.Trace.PromptTokens[i]+w.Trace.OutputTokens[i])
+		}
+	}
+	for i, r := range st.Replicas {
+		if need := (longest + s.Engine.BlockTokens - 1) / s.Engine.BlockTokens; need > r.Blocks {
+			var p spec.Problems
+			p.Addf("workload", "a request of up to %d tokens needs %d KV blocks of %d tokens, but replica %d has %d (engine.kv_blocks, gpu_memory_utilization, tp)",
+				longest, need, s.Engine.BlockTokens, i, r.Blocks)
+			return p.Err()
+		}
+	}
+	return nil
 }
 
 // servedModel is a validated spec's model with its redundant expert slots.
@@ -498,22 +533,10 @@ func Simulate(env scenario.Env, s *spec.Serving) (*Outcome, error) {
 		return nil, err
 	}
 	// Every request must fit one replica's cache on its own.
+	if err := requestsFit(s, st); err != nil {
+		return nil, err
+	}
 	w := s.Workload
-	longest := w.PromptTokens.Largest() + w.OutputTokens.Largest()
-	if w.Trace != nil {
-		longest = 0
-		for i := range w.Trace.ArrivalS {
-			longest = max(longest, w.Trace.PromptTokens[i]+w.Trace.OutputTokens[i])
-		}
-	}
-	for i, r := range st.Replicas {
-		if need := (longest + s.Engine.BlockTokens - 1) / s.Engine.BlockTokens; need > r.Blocks {
-			var p spec.Problems
-			p.Addf("workload", "a request of up to %d tokens needs %d KV blocks of %d tokens, but replica %d has %d (engine.kv_blocks, gpu_memory_utilization, tp)",
-				longest, need, s.Engine.BlockTokens, i, r.Blocks)
-			return nil, p.Err()
-		}
-	}
 	sim := sv.NewSim(st.Config, st.Replicas, s.Routing, Source(s), st.Transfer)
 	total := w.Requests
 	sim.Progress = func(done int, nowS float64) {

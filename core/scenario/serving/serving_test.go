@@ -284,6 +284,10 @@ func specErr(t *testing.T, extra string) *spec.Error {
 	require.Error(t, err, js)
 	var se *spec.Error
 	require.True(t, errors.As(err, &se), "want a SpecError, got %T: %v", err, err)
+	// Validate refuses it with the same problems, without running.
+	verr := all.Validate([]byte(js), 0)
+	require.Error(t, verr, js)
+	require.Equal(t, err.Error(), verr.Error())
 	return se
 }
 
@@ -306,6 +310,7 @@ func TestSpecErrors(t *testing.T) {
 		{`,"replicas":2,"disaggregation":{"prefill_replicas":2},"workload":{"rate_per_s":1}`, "disaggregation.prefill_replicas"},
 		{`,"workload":{"rate_per_s":1,"prompt_tokens":{"tokens":9000}},"engine":{"chunked_prefill":false}`, "workload.prompt_tokens"},
 		{`,"workload":{"rate_per_s":1,"prompt_tokens":{"tokens":4000}},"engine":{"kv_blocks":10}`, "workload"},
+		{`,"workload":{"rate_per_s":1,"prompt_tokens":16777216}`, "KV blocks of 16 tokens, but replica 0 has"},
 	} {
 		se := specErr(t, c.extra)
 		assert.Contains(t, se.Error(), c.field, c.extra)
