@@ -183,23 +183,29 @@ type opsKey struct {
 type engine struct {
 	// ctx is the running plan's: pricing a plan of millions of tasks
 	// takes seconds, and a Ctrl-C must not wait for it.
-	ctx    context.Context
-	opt    Options
-	k      *sim.Kernel
-	comms  *net.Comms
-	topo   *topo.Topology
-	plan   *workload.Plan
-	progs  []progInfo
-	units  []unitState
-	res    *Result
-	simul  []bool
-	rv     map[uint64]*rendezvous
-	mirror [][]int       // group -> mirror groups launched with it
-	driven []int         // group -> number of simulated member units
-	info   [][]*commInfo // group -> communicator -> info, filled on first use
-	copies [][]issueCopy // driver group -> its collectives' copies (copiesOf)
-	shapes map[shapeKey][]*net.Shape
-	users  [][]int64 // link -> communicators using it (group<<20 | index)
+	ctx context.Context
+	// settingUp, polls and stop: the set-up's route lookups poll ctx
+	// (routesStopped); the run's do not (it polls elsewhere, and a route
+	// list cut short must not reach it).
+	settingUp bool
+	polls     int
+	stop      error
+	opt       Options
+	k         *sim.Kernel
+	comms     *net.Comms
+	topo      *topo.Topology
+	plan      *workload.Plan
+	progs     []progInfo
+	units     []unitState
+	res       *Result
+	simul     []bool
+	rv        map[uint64]*rendezvous
+	mirror    [][]int       // group -> mirror groups launched with it
+	driven    []int         // group -> number of simulated member units
+	info      [][]*commInfo // group -> communicator -> info, filled on first use
+	copies    [][]issueCopy // driver group -> its collectives' copies (copiesOf)
+	shapes    map[shapeKey][]*net.Shape
+	users     [][]int64 // link -> communicators using it (group<<20 | index)
 	// quiet[h] is true for a data-parallel group whose collectives all
 	// start after every member unit's tensor-parallel work (gradients
 	// reduced after the backward, no ZeRO-3 gathers): they cannot overlap
@@ -239,7 +245,7 @@ type Resume struct {
 
 // Run executes the plan until every task has finished.
 func Run(ctx context.Context, plan *workload.Plan, opt Options) (*Result, error) {
-	s, err := NewSession(plan, opt)
+	s, err := NewSession(ctx, plan, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -264,8 +270,9 @@ type Session struct {
 // NewSession prepares a session for plans shaped like plan: its units,
 // groups, replicas and ranks, and (from its programs) which data-parallel
 // groups reduce only after their members' tensor-parallel work, which must
-// hold for every plan the session runs.
-func NewSession(plan *workload.Plan, opt Options) (*Session, error) {
+// hold for every plan the session runs. ctx cancels the set-up, whose
+// routing of every communicator takes minutes on half a million GPUs.
+func NewSession(ctx context.Context, plan *workload.Plan, opt Options) (*Session, error) {
 	if opt.Fabric == nil || (opt.Cost == nil && opt.Kernel == nil) {
 		return nil, fmt.Errorf("exec: Options needs a Fabric and a Kernel or Cost")
 	}
@@ -278,11 +285,13 @@ func NewSession(plan *workload.Plan, opt Options) (*Session, error) {
 	if t.NumRanks() < plan.Ranks {
 		return nil, fmt.Errorf("the plan needs %d GPUs but the cluster has %d", plan.Ranks, t.NumRanks())
 	}
-	e := &engine{opt: opt, k: opt.Fabric.Kernel(), topo: t, plan: plan, rv: map[uint64]*rendezvous{},
+	e := &engine{ctx: ctx, opt: opt, k: opt.Fabric.Kernel(), topo: t, plan: plan, rv: map[uint64]*rendezvous{},
 		info: make([][]*commInfo, len(plan.Groups)), memo: map[memoKey]sim.Time{}, sigs: map[string]int32{}}
 	e.comms = net.NewComms(opt.Fabric)
 	e.res = &Result{Plan: plan, Units: make([]UnitResult, len(plan.Units))}
-	e.setup()
+	if err := e.setup(); err != nil {
+		return nil, err
+	}
 	e.k.OnStall("exec", e.describeStalls)
 	return &Session{e: e}, nil
 }
@@ -291,11 +300,11 @@ func NewSession(plan *workload.Plan, opt Options) (*Session, error) {
 func (s *Session) SetProgress(f func(fraction float64)) { s.e.opt.Progress = f }
 
 // Simulated reports which units of plan a run with opt simulates (the
-// others mirror one of them).
-func Simulated(plan *workload.Plan, opt Options) []bool {
-	e := &engine{opt: opt, topo: opt.Fabric.Topology(), plan: plan, res: &Result{Units: make([]UnitResult, len(plan.Units))}}
+// others mirror one of them); ctx cancels it.
+func Simulated(ctx context.Context, plan *workload.Plan, opt Options) ([]bool, error) {
+	e := &engine{ctx: ctx, settingUp: true, opt: opt, topo: opt.Fabric.Topology(), plan: plan, res: &Result{Units: make([]UnitResult, len(plan.Units))}}
 	e.pickSimulated()
-	return e.simul
+	return e.simul, e.stop
 }
 
 // Run executes plan (shaped like the session's) until every task has
@@ -356,13 +365,28 @@ func (s *Session) Run(ctx context.Context, plan *workload.Plan, from *Resume) (*
 
 // setup picks the simulated units and the mirror groups, and finds
 // isolated communicators: what holds for every plan of a session.
-func (e *engine) setup() {
+func (e *engine) setup() error {
+	e.settingUp = true
+	defer func() { e.settingUp = false }()
 	e.pickSimulated()
 	e.linkUsage()
 	e.mirrorOf = make([]int, len(e.plan.Units))
 	for u := range e.plan.Units {
 		e.mirrorOf[u] = e.res.Units[u].Mirror
 	}
+	return e.stop
+}
+
+// routesStopped polls the set-up's context every 64th route lookup and
+// remembers a cancellation; the set-up's lookups after it are skipped, and
+// it returns the cancellation.
+func (e *engine) routesStopped() bool {
+	if e.stop == nil && e.settingUp && e.ctx != nil {
+		if e.polls++; e.polls%64 == 0 {
+			e.stop = e.ctx.Err()
+		}
+	}
+	return e.stop != nil
 }
 
 // prepare prices the programs and sets up the simulated units' state.

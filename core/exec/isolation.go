@@ -164,7 +164,7 @@ func (e *engine) routes(ranks []int) [][]int32 {
 		return nil
 	}
 	var out [][]int32
-	for i := 0; i < n; i++ {
+	for i := 0; i < n && !e.routesStopped(); i++ {
 		p, err := e.topo.Route(e.topo.RankDevice(ranks[i]), e.topo.RankDevice(ranks[(i+1)%n]))
 		if err == nil {
 			out = append(out, p)

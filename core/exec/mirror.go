@@ -246,7 +246,7 @@ func (e *engine) coupleByNodeLinks(replicaOf []int, join func(a, b int)) {
 			for _, ranks := range pl.Groups[g].Comms {
 				for i, a := range ranks {
 					r, ok := rankReplica[a]
-					if !ok || len(ranks) < 2 {
+					if !ok || len(ranks) < 2 || e.routesStopped() {
 						continue
 					}
 					p, err := e.topo.Route(e.topo.RankDevice(a), e.topo.RankDevice(ranks[(i+1)%len(ranks)]))
@@ -282,6 +282,9 @@ func (e *engine) groupTouched(g int) bool {
 			for j, b := range ranks {
 				if i == j {
 					continue
+				}
+				if e.routesStopped() {
+					return false
 				}
 				da, db := e.topo.RankDevice(a), e.topo.RankDevice(b)
 				p, err := e.topo.Route(da, db)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
 	"github.com/eidolon-sim/eidolon/core/sim"
 	"github.com/eidolon-sim/eidolon/core/workload"
@@ -69,7 +70,7 @@ func TestSessionResumesWhereOnePlanWould(t *testing.T) {
 
 	split := func(resume bool) sim.Time {
 		a, b := pairPlan(true, false, n), pairPlan(false, true, n)
-		s, err := NewSession(a, opt())
+		s, err := NewSession(context.Background(), a, opt())
 		require.NoError(t, err)
 		ra, err := s.Run(context.Background(), a, nil)
 		require.NoError(t, err)
@@ -87,4 +88,27 @@ func TestSessionResumesWhereOnePlanWould(t *testing.T) {
 	}
 	require.Equal(t, whole.End, split(true))
 	require.Greater(t, split(false), whole.End+sim.Seconds(30*HostForwardOpS), "a host resumed late pays the issue")
+}
+
+// The set-up routes every communicator (minutes on half a million GPUs):
+// a canceled context stops it, in NewSession and in Simulated, where it
+// once ran to the end before the run noticed.
+func TestSetupStopsWhenCanceled(t *testing.T) {
+	cfg, ok := model.FromPreset("gpt-22b", model.Config{Layers: 4})
+	require.True(t, ok)
+	tr := workload.Training{Model: cfg, SeqLen: 1024, DType: hw.BF16,
+		Par: workload.Parallel{TP: 4, PP: 2, DP: 16, MicroBatch: 1, GlobalBatch: 16, Schedule: workload.Schedule("1f1b"), VirtualStages: 1}}
+	plan, err := workload.BuildTraining(tr)
+	require.NoError(t, err)
+	opt := Options{Fabric: dgx(t, 16), Cost: fixedCost}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = NewSession(ctx, plan.Plan, opt)
+	require.ErrorIs(t, err, context.Canceled)
+	_, err = Simulated(ctx, plan.Plan, opt)
+	require.ErrorIs(t, err, context.Canceled)
+
+	s, err := NewSession(context.Background(), plan.Plan, opt)
+	require.NoError(t, err)
+	require.NotNil(t, s)
 }

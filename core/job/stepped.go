@@ -70,8 +70,14 @@ func (j Job) RunStepped(env scenario.Env, modify func(m *exec.Machine) error,
 	if seg == 0 {
 		seg = SegmentSteps
 	}
-	if seg < 0 || m.Timed || st.Steps() <= max(2*seg, st.SegmentFrom()+seg) ||
-		!oneReplica(shape, exec.Simulated(shape, opt)) {
+	if seg < 0 || m.Timed || st.Steps() <= max(2*seg, st.SegmentFrom()+seg) {
+		return whole(m)
+	}
+	simulated, err := exec.Simulated(env.Context(), shape, opt)
+	if err != nil {
+		return nil, err
+	}
+	if !oneReplica(shape, simulated) {
 		return whole(m)
 	}
 	if err := CheckTimelineRanks(j.TimelineRanks, shape.Ranks); err != nil {
@@ -135,7 +141,7 @@ func (j Job) runSegments(env scenario.Env, m *exec.Machine, st Stepped, seg int,
 			return nil, false, err
 		}
 		if sess == nil {
-			if sess, err = exec.NewSession(pl, opt); err != nil {
+			if sess, err = exec.NewSession(env.Context(), pl, opt); err != nil {
 				return nil, false, err
 			}
 		}
