@@ -52,7 +52,7 @@ func tuneNCCL(c *Comms, col *Collective, shape *checkedShape) error {
 }
 
 // ringLatency is the latency the links charge a ring of steps steps over
-// col's ranks, as it will run (its channels' orders, Comms.channelOrder):
+// col's ranks, as it will run (its channels' orders, Comms.channelOrders):
 // step by step, every step waits for its slowest hop; as ring streams, a
 // channel's stream pays its hops' mean latency a step (ringRoute), and the
 // slowest channel ends the collective. The two differ where a ring mixes
@@ -87,10 +87,13 @@ type ringHops struct{ mean, slowest float64 }
 func (c *Comms) measureHops(ranks []int, channels int) (ringHops, error) {
 	var h ringHops
 	n := len(ranks)
-	for chn := range channels {
-		order := c.channelOrder(ranks, chn, channels)
+	k := c.f.Kernel()
+	for _, order := range c.channelOrders(ranks, channels) {
 		sum, hops := 0.0, 0
 		for i := range order {
+			if k.Interrupted() { // canceled: routing a ring of half a million ranks takes seconds; Run returns why
+				return h, nil
+			}
 			a, b := ranks[order[i]], ranks[order[(i+1)%n]]
 			if c.t.RankDevice(a) == c.t.RankDevice(b) {
 				continue

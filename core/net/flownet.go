@@ -2,6 +2,7 @@ package net
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -276,7 +277,10 @@ func (n *FlowNet) sendRing(kept **ringInfo, hops []Hop, steps int, bytes float64
 		ring, ok = n.rings[&hops[0]]
 	}
 	if !ok || ring.version != v || ring.steps != steps || len(ring.hops) != len(hops) {
-		path, lat, rate, dup, err := ringRoute(n.t, hops, steps)
+		path, lat, rate, dup, err := ringRoute(n.k, n.t, hops, steps)
+		if errors.Is(err, errInterrupted) {
+			return nil // as Send: Run returns why
+		}
 		if err != nil {
 			return err
 		}
@@ -813,7 +817,7 @@ func (n *FlowNet) rerouteBroken() {
 		if f.ring != nil {
 			// The shared route stays with the streams that keep it.
 			r := *f.ring
-			path, lat, r.rate, r.dup, err = ringRoute(n.t, r.hops, r.steps)
+			path, lat, r.rate, r.dup, err = ringRoute(n.k, n.t, r.hops, r.steps)
 			r.path, r.lat, r.version, r.memoEpoch = path, lat, 0, 0
 			f.ring = &r
 		} else if path, err = n.t.Route(int(f.src), int(f.dst)); err == nil {

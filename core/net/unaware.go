@@ -1,6 +1,7 @@
 package net
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
@@ -53,7 +54,10 @@ func (u *Unaware) SendRing(hops []Hop, steps int, bytes float64, sink Sink, tag 
 	if len(hops) == 0 {
 		return fmt.Errorf("a ring stream needs at least one hop")
 	}
-	path, lat, rate, _, err := ringRoute(u.t, hops, steps)
+	path, lat, rate, _, err := ringRoute(u.k, u.t, hops, steps)
+	if errors.Is(err, errInterrupted) {
+		return nil // Run returns why
+	}
 	if err != nil {
 		return err
 	}
