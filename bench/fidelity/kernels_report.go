@@ -598,6 +598,29 @@ func nonMonotoneGEMMs(rows []KernelRow, sku string, tol float64) (slower, n int)
 	return slower, n
 }
 
+// pricedBySKU prices each Vidur SKU's rows that keep accepts (nil: all) on
+// its GPU, the SKUs in BySKU's order.
+func pricedBySKU(rows []KernelRow, keep func(*KernelRow) bool) ([]string, map[string][]KernelErr, error) {
+	skus, by := BySKU(rows)
+	priced := map[string][]KernelErr{}
+	for _, sku := range skus {
+		g, err := VidurGPU(sku)
+		if err != nil {
+			return nil, nil, err
+		}
+		var picked []*KernelRow
+		for _, r := range by[sku] {
+			if keep == nil || keep(r) {
+				picked = append(picked, r)
+			}
+		}
+		if priced[sku], err = PriceRows(g, picked); err != nil {
+			return nil, nil, err
+		}
+	}
+	return skus, priced, nil
+}
+
 // byTPOps are the operators whose shape does not depend on the TP degree
 // (the hidden size is not split), then the residual add, GEMMs for
 // comparison.
@@ -610,16 +633,12 @@ func writeByTP(b *strings.Builder, rows []KernelRow) error {
 		"GPU (its weights sharded, no communication), so the norms, the embedding and the residual add time the same rows " +
 		"of the hidden size at every degree. Median signed error (timed prediction / measured − 1) at 513-4,096 tokens, " +
 		"every model:\n\n| GPU | op | TP 1 | TP 2 | TP 4 | TP 8 |\n|---|---|---:|---:|---:|---:|\n")
-	skus, by := BySKU(rows)
+	skus, priced, err := pricedBySKU(rows, nil)
+	if err != nil {
+		return err
+	}
 	for _, sku := range skus {
-		g, err := VidurGPU(sku)
-		if err != nil {
-			return err
-		}
-		es, err := PriceRows(g, by[sku])
-		if err != nil {
-			return err
-		}
+		es := priced[sku]
 		for _, op := range byTPOps {
 			fmt.Fprintf(b, "| %s | %s |", sku, op)
 			for _, tp := range []int64{1, 2, 4, 8} {
@@ -668,22 +687,14 @@ func writeRowParallel(b *strings.Builder, rows []KernelRow) error {
 		"(4,096 × 8,192 outputs; the output projection's K is 8,192 / TP, the down projection's the MLP width / TP). " +
 		"Measured TFLOP/s and error, the median over the models of each K:\n\n" +
 		"| GPU | op | K | models | measured µs | measured TFLOP/s | error |\n|---|---|---:|---:|---:|---:|---:|\n")
-	skus, by := BySKU(rows)
+	skus, priced, err := pricedBySKU(rows, func(r *KernelRow) bool {
+		return r.Tokens == 4096 && r.N == rowParallelN && (r.Op == "attn_post_proj" || r.Op == "mlp_down_proj")
+	})
+	if err != nil {
+		return err
+	}
 	for _, sku := range skus {
-		g, err := VidurGPU(sku)
-		if err != nil {
-			return err
-		}
-		var picked []*KernelRow
-		for _, r := range by[sku] {
-			if r.Tokens == 4096 && r.N == rowParallelN && (r.Op == "attn_post_proj" || r.Op == "mlp_down_proj") {
-				picked = append(picked, r)
-			}
-		}
-		es, err := PriceRows(g, picked)
-		if err != nil {
-			return err
-		}
+		es := priced[sku]
 		type key struct {
 			op string
 			k  int64
