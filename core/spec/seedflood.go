@@ -494,7 +494,9 @@ func (s *SeedFlood) Validate(p *Problems) {
 	p.IntInRange("choco.bits", s.Choco.Bits, 1, 16)
 	p.InRange("choco.gamma", s.Choco.Gamma, 1e-9, 1)
 	p.InRange("projection.params", s.Projection.Params, 1, 1e15)
-	p.IntInRange("projection.clients", s.Projection.Clients, 1, 4096)
+	// One client has no links: every method would send nothing, and each
+	// one's ratio to SeedFlood's bytes would be 0/0.
+	p.IntInRange("projection.clients", s.Projection.Clients, 2, 4096)
 }
 
 // learningRate requires a step size in (0, MaxSeedFloodLearningRate].

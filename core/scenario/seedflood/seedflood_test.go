@@ -110,7 +110,7 @@ func TestSpecProblemsHaveFieldPaths(t *testing.T) {
 	_, err := decode(t, `{"kind":"seedflood","topology":{"kind":"mesh","clients":6,"rows":4,"cols":2},
 		"model":{"kind":"softmax","hidden":[3]},"methods":["seedflod"],"learning_rate":-1,
 		"dataset":{"kind":"inline","features_flat":[1,2,3],"n_features":2,"labels":[0,1]},
-		"partition":{"kind":"dirichlet","alpha":-1}}`)
+		"partition":{"kind":"dirichlet","alpha":-1},"projection":{"clients":1}}`)
 	require.Error(t, err)
 	msg := err.Error()
 	for _, want := range []string{
@@ -120,6 +120,7 @@ func TestSpecProblemsHaveFieldPaths(t *testing.T) {
 		"learning_rate: must be > 0, got -1",
 		"dataset.features_flat: must hold n_features (2) × labels (2) values, got 3",
 		"partition.alpha: must be > 0",
+		"projection.clients: must be in [2, 4096], got 1", // no links: each ratio to SeedFlood's bytes was 0/0
 	} {
 		require.Contains(t, msg, want)
 	}
