@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import struct
+import threading
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import pyarrow as pa
@@ -93,10 +94,35 @@ def _limit(max_memory_bytes: float | None) -> float:
 
 
 def validate_json(spec_json: str, max_memory_bytes: float | None = None) -> list[errors.Problem]:
-    """The spec's problems, structured as the engine reports them."""
+    """The spec's problems, structured as the engine reports them; Ctrl-C
+    interrupts the wait (validating half a million GPUs builds their
+    cluster: seconds)."""
     from ._native import bindings
 
-    return errors.problems_from_json(call(bindings.Validate, spec_json, _limit(max_memory_bytes)))
+    return errors.problems_from_json(_interruptible(bindings.Validate, spec_json, _limit(max_memory_bytes)))
+
+
+def _interruptible(fn: Callable[..., T], *args: Any) -> T:
+    """``call`` on a worker thread, waited for in slices of ``_POLL_MS`` so
+    that Ctrl-C raises KeyboardInterrupt at once; the native call, which
+    changes nothing, finishes on its own (the extension releases the GIL
+    while Go runs)."""
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["value"] = call(fn, *args)
+        except BaseException as exc:  # handed to the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=work, name="eidolon-native-call", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(_POLL_MS / 1000)
+    if "error" in box:
+        raise box["error"]
+    value: T = box["value"]
+    return value
 
 
 def canonical_json(spec_json: str) -> str:

@@ -333,7 +333,10 @@ def validate(spec: SpecLike, max_memory_bytes: float | None = None) -> list[Prob
     message) pairs with an ``allowed`` attribute (see :class:`eidolon.errors.Problem`).
 
     It reports what :func:`run` would reject: the checks that need the
-    cluster built (GPU counts, device names, ranks) and the memory budget.
+    cluster built (GPU counts, device names, ranks, an ``ssm_tp`` prompt or
+    a ``serving`` request that no GPU's memory holds) and the memory budget.
+    Building a cluster of hundreds of thousands of GPUs takes seconds;
+    Ctrl-C interrupts it.
 
     >>> validate({"kind": "selftest", "iterations": -1})
     [Problem(path='iterations', message='must be in [1, 1e15], got -1', allowed='[1, 1e15]')]

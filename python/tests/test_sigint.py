@@ -74,3 +74,39 @@ def test_all_kinds_covered():
     import eidolon
 
     assert {k["name"] for k in eidolon.kinds()} == set(LONG) | {"operators"}
+
+
+_VALIDATE_CHILD = r"""
+import json, os, signal, sys, threading, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
+import eidolon
+eidolon.validate({"kind": "selftest", "iterations": 10})  # load the extension outside the timed part
+spec = json.loads(sys.stdin.read())
+timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+start = time.monotonic()
+timer.start()
+try:
+    eidolon.validate(spec)
+    print(json.dumps({"outcome": "finished", "elapsed": time.monotonic() - start}))
+except KeyboardInterrupt:
+    back = time.monotonic() - start - 0.5
+    assert eidolon.validate({"kind": "selftest", "iterations": 10}) == []  # usable again
+    print(json.dumps({"outcome": "interrupted", "elapsed": back}))
+"""
+
+
+def test_validating_a_large_cluster_is_interrupted():
+    # validate builds the cluster of 262,144 GPUs (about 3 s) in one native
+    # call: Ctrl-C used to wait for it
+    import json
+    import subprocess
+    import sys
+
+    spec = {"kind": "collective", "cluster": {"preset": "dgx-h100", "nodes": 32768},
+            "collective": "all_reduce", "algorithms": ["ring"], "sizes_bytes": [1e9], "ring": "stream"}
+    out = subprocess.run([sys.executable, "-c", _VALIDATE_CHILD], input=json.dumps(spec),
+                         capture_output=True, text=True, timeout=90)
+    assert out.returncode == 0, out.stderr[-3000:]
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert res["outcome"] == "interrupted", res
+    assert res["elapsed"] < 1, f"{res['elapsed']:.2f} s from SIGINT to KeyboardInterrupt"
