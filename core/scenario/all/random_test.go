@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -28,40 +29,55 @@ import (
 // with what they need), so that most of them run and the runs, not only
 // the checks, are what is tested.
 func TestRandomSpecsRunClean(t *testing.T) {
-	seed := uint64(2026)
-	if v, err := strconv.ParseUint(os.Getenv("EIDOLON_RANDOM_SEED"), 10, 64); err == nil {
-		seed = v // more draws: EIDOLON_RANDOM_SEED=n go test -run TestRandomSpecsRunClean
-	}
+	// More draws: EIDOLON_RANDOM_SEED=n go test -run TestRandomSpecsRunClean
+	seed := seedFromEnv("EIDOLON_RANDOM_SEED")
 	rng := rand.New(rand.NewPCG(seed, 12))
 	const draws = 240
 	ran := 0
 	for i := range draws {
-		doc := randomSpec(rng)
-		js, err := json.Marshal(doc)
+		js, err := json.Marshal(randomSpec(rng))
 		require.NoError(t, err)
-		verr := all.Validate(js, 0)
-		_, res, err := all.Run(scenario.Env{Ctx: context.Background()}, js)
-		var pe *scenario.PanicError
-		require.False(t, errors.As(err, &pe), "draw %d panicked: %s\n%v", i, js, err)
-		var se *spec.Error
-		switch {
-		case verr != nil:
-			// A clean problem list is a fine answer to a bad draw, and
-			// the run refuses the same spec.
-			require.ErrorAs(t, err, &se, "draw %d: validate rejected what run took: %s\n%v", i, js, verr)
-			continue
-		case errors.As(err, &se):
-			require.Fail(t, "run rejected what validate passed", "draw %d: %s\n%v", i, js, err)
-		case err != nil:
-			t.Logf("draw %d stopped: %v", i, err) // a simulation error: the model does not fit
-			continue
+		if requireRunsClean(t, context.Background(), js, fmt.Sprintf("draw %d", i)) {
+			ran++
 		}
-		requireFinite(t, res, string(js))
-		ran++
 	}
 	t.Logf("seed %d: %d of %d draws ran", seed, ran, draws)
 	// Not a check that only its failures can pass: most draws must run.
 	require.GreaterOrEqual(t, ran, draws/2, "too few random draws ran to test anything")
+}
+
+// seedFromEnv is the seed an environment variable sets, else 2026.
+func seedFromEnv(name string) uint64 {
+	if v, err := strconv.ParseUint(os.Getenv(name), 10, 64); err == nil {
+		return v
+	}
+	return 2026
+}
+
+// requireRunsClean runs a spec document and holds it to what every spec
+// owes: no panic, validate refusing exactly what the run refuses as a bad
+// spec (a clean problem list is a fine answer to a bad spec), finite
+// tables. It reports whether the spec ran; a simulation error (a model
+// that does not fit, a run over its bounds) is logged.
+func requireRunsClean(t *testing.T, ctx context.Context, js []byte, what string) bool {
+	t.Helper()
+	verr := all.Validate(js, 0)
+	_, res, err := all.Run(scenario.Env{Ctx: ctx}, js)
+	var pe *scenario.PanicError
+	require.False(t, errors.As(err, &pe), "%s panicked: %s\n%v", what, js, err)
+	var se *spec.Error
+	switch {
+	case verr != nil:
+		require.ErrorAs(t, err, &se, "%s: validate rejected what run took: %s\n%v", what, js, verr)
+		return false
+	case errors.As(err, &se):
+		require.Fail(t, "run rejected what validate passed", "%s: %s\n%v", what, js, err)
+	case err != nil:
+		t.Logf("%s stopped: %v", what, err)
+		return false
+	}
+	requireFinite(t, res, string(js))
+	return true
 }
 
 var (
