@@ -183,29 +183,23 @@ type opsKey struct {
 type engine struct {
 	// ctx is the running plan's: pricing a plan of millions of tasks
 	// takes seconds, and a Ctrl-C must not wait for it.
-	ctx context.Context
-	// settingUp, polls and stop: the set-up's route lookups poll ctx
-	// (routesStopped); the run's do not (it polls elsewhere, and a route
-	// list cut short must not reach it).
-	settingUp bool
-	polls     int
-	stop      error
-	opt       Options
-	k         *sim.Kernel
-	comms     *net.Comms
-	topo      *topo.Topology
-	plan      *workload.Plan
-	progs     []progInfo
-	units     []unitState
-	res       *Result
-	simul     []bool
-	rv        map[uint64]*rendezvous
-	mirror    [][]int       // group -> mirror groups launched with it
-	driven    []int         // group -> number of simulated member units
-	info      [][]*commInfo // group -> communicator -> info, filled on first use
-	copies    [][]issueCopy // driver group -> its collectives' copies (copiesOf)
-	shapes    map[shapeKey][]*net.Shape
-	users     [][]int64 // link -> communicators using it (group<<20 | index)
+	ctx    context.Context
+	opt    Options
+	k      *sim.Kernel
+	comms  *net.Comms
+	topo   *topo.Topology
+	plan   *workload.Plan
+	progs  []progInfo
+	units  []unitState
+	res    *Result
+	simul  []bool
+	rv     map[uint64]*rendezvous
+	mirror [][]int       // group -> mirror groups launched with it
+	driven []int         // group -> number of simulated member units
+	info   [][]*commInfo // group -> communicator -> info, filled on first use
+	copies [][]issueCopy // driver group -> its collectives' copies (copiesOf)
+	shapes map[shapeKey][]*net.Shape
+	users  [][]int64 // link -> communicators using it (group<<20 | index)
 	// quiet[h] is true for a data-parallel group whose collectives all
 	// start after every member unit's tensor-parallel work (gradients
 	// reduced after the backward, no ZeRO-3 gathers): they cannot overlap
@@ -230,6 +224,13 @@ type engine struct {
 	mirrorOf []int
 	// resume continues the session's plan before (nil: none).
 	resume *Resume
+
+	// settingUp, polls and stop: the set-up's route lookups poll ctx
+	// (routesStopped); the run's do not (it polls elsewhere, and a route
+	// list cut short must not reach it).
+	settingUp bool
+	polls     int
+	stop      error
 }
 
 // Resume is what a session's plan continues from the plan before it.
