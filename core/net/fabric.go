@@ -173,16 +173,16 @@ func pathLatency(t *topo.Topology, path []int32) sim.Time {
 	return sim.Seconds(s)
 }
 
+// errInterrupted: a set-up step stopped because the run is canceled or has
+// failed; the kernel's Run returns why.
+var errInterrupted = errors.New("interrupted")
+
 // ringRoute is a ring stream's path: the hops' routes one after another
 // (a link once per hop that crosses it), its latency (steps times the mean
 // hop latency), its rate alone on the network (each link's capacity over
 // the hops crossing it, at the tightest link) and whether some link is
 // crossed more than once; errInterrupted when the kernel's run is canceled
 // or failed on the way (sim.Kernel.Interrupted).
-// errInterrupted: a set-up step stopped because the run is canceled or has
-// failed; the kernel's Run returns why.
-var errInterrupted = errors.New("interrupted")
-
 func ringRoute(k *sim.Kernel, t *topo.Topology, hops []Hop, steps int) (path []int32, lat sim.Time, rate float64, dup bool, err error) {
 	crossings := map[int32]int{}
 	var latS float64
