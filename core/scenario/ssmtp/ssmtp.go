@@ -228,13 +228,12 @@ func (z *sizing) layout(t, prompt int, local bool) (workload.Inference, error) {
 	return z.layoutB(t, prompt, max(b, 1), local), err
 }
 
-// checked is a spec that passed check: its machine, sizing and memory rows,
-// and whether each (TP degree, prompt) fits.
+// checked is a spec that passed check: its sizing and memory rows, and
+// whether each (TP degree, prompt) fits.
 type checked struct {
-	machine *exec.Machine
-	size    *sizing
-	memory  []MemoryRow
-	fits    map[[2]int]bool
+	size   *sizing
+	memory []MemoryRow
+	fits   map[[2]int]bool
 }
 
 // check makes a run's checks before it simulates (validate makes the same):
@@ -261,7 +260,7 @@ func check(s *spec.SSMTP) (*checked, error) {
 		return nil, &spec.Error{Problems: []spec.Problem{{Path: "model", Message: "does not resolve to a model"}}}
 	}
 	z := &sizing{s: s, c: c, hbm: float64(m.GPU.HBMBytes), batches: map[[2]int]int{}}
-	ck := &checked{machine: m, size: z, fits: map[[2]int]bool{}}
+	ck := &checked{size: z, fits: map[[2]int]bool{}}
 	for _, t := range s.TPDegrees {
 		for pi, prompt := range s.PromptLengths {
 			in, err := z.layout(t, prompt, true)
