@@ -163,6 +163,21 @@ var modelBounds = []struct {
 	{"ssm_head_dim", func(c *model.Config) int { return c.SSMHeadDim }, 1 << 16},
 	{"n_groups", func(c *model.Config) int { return c.NGroups }, 1 << 14},
 	{"chunk_size", func(c *model.Config) int { return c.ChunkSize }, 1 << 20},
+	// Mixture-of-experts and latent-attention sizes, bounded as the dense
+	// ones are (a routing draws and keeps a count per expert: a billion
+	// experts took the machine's 24 GB). 2^20 experts is the most a
+	// published model has (PEER, He 2024, "Mixture of A Million Experts").
+	{"experts", func(c *model.Config) int { return c.Experts }, 1 << 20},
+	{"experts_per_token", func(c *model.Config) int { return c.ExpertsPerToken }, 1 << 14},
+	{"shared_experts", func(c *model.Config) int { return c.SharedExperts }, 1 << 10},
+	{"expert_ffn_hidden", func(c *model.Config) int { return c.ExpertFFNHidden }, 1 << 22},
+	{"shared_expert_ffn_hidden", func(c *model.Config) int { return c.SharedExpertFFNHidden }, 1 << 22},
+	{"moe_every", func(c *model.Config) int { return c.MoEEvery }, 1 << 14},
+	{"q_lora_rank", func(c *model.Config) int { return c.QLoRARank }, 1 << 20},
+	{"kv_lora_rank", func(c *model.Config) int { return c.KVLoRARank }, 1 << 20},
+	{"qk_rope_head_dim", func(c *model.Config) int { return c.QKRopeHeadDim }, 1 << 16},
+	{"qk_nope_head_dim", func(c *model.Config) int { return c.QKNopeHeadDim }, 1 << 16},
+	{"v_head_dim", func(c *model.Config) int { return c.VHeadDim }, 1 << 16},
 }
 
 func (m Model) inBounds() bool { return configInBounds(&m.Config) }
