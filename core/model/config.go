@@ -52,6 +52,10 @@ const (
 	PatShared = 'S'
 )
 
+// MaxLayers is the most layers a model may have (spec's bound on layers
+// and on a pattern's letters).
+const MaxLayers = 1 << 14
+
 // Config is an architecture's hyper-parameters: plain data, JSON-ready.
 // Zero optional fields take the family's defaults (see Defaults).
 type Config struct {
@@ -156,7 +160,10 @@ func (c *Config) Defaults() {
 			c.ChunkSize = 256
 		}
 	}
-	if c.Pattern == "" {
+	// A layer count out of the spec's bounds gets no pattern (the spec
+	// reports the count): a negative one would panic, a billion would
+	// spell a gigabyte.
+	if c.Pattern == "" && c.Layers >= 0 && c.Layers <= MaxLayers {
 		switch c.Family {
 		case GPT, LLaMA:
 			c.Pattern = c.moePattern()

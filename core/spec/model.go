@@ -148,7 +148,7 @@ var modelBounds = []struct {
 	value func(c *model.Config) int
 	max   int
 }{
-	{"layers", func(c *model.Config) int { return c.Layers }, 1 << 14},
+	{"layers", func(c *model.Config) int { return c.Layers }, model.MaxLayers},
 	{"hidden", func(c *model.Config) int { return c.Hidden }, 1 << 20},
 	{"vocab", func(c *model.Config) int { return c.Vocab }, 1 << 24},
 	{"heads", func(c *model.Config) int { return c.Heads }, 1 << 14},
@@ -188,7 +188,7 @@ func configInBounds(c *model.Config) bool {
 			return false
 		}
 	}
-	return len(c.Pattern) <= 1<<14
+	return len(c.Pattern) <= model.MaxLayers
 }
 
 // Validate reports an unknown preset or every invalid hyper-parameter.
@@ -210,8 +210,8 @@ func (m Model) Validate(p *Problems, path string) {
 			p.AddAllowed(Field(path, b.field), "[1, "+strconv.Itoa(b.max)+"]", "must be in [1, %d], got %d", b.max, v)
 		}
 	}
-	if len(m.Pattern) > 1<<14 {
-		p.Addf(Field(path, "pattern"), "has %d letters; at most %d (one per layer)", len(m.Pattern), 1<<14)
+	if len(m.Pattern) > model.MaxLayers {
+		p.Addf(Field(path, "pattern"), "has %d letters; at most %d (one per layer)", len(m.Pattern), model.MaxLayers)
 	}
 	if p.Len() > n {
 		return
