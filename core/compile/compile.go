@@ -15,6 +15,8 @@ package compile
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	"github.com/eidolon-sim/eidolon/core/exec"
 	"github.com/eidolon-sim/eidolon/core/hw"
@@ -76,7 +78,7 @@ func Faults(prefix string, fs spec.Faults, t *topo.Topology) (net.FaultPlan, err
 	dev := func(at, name string) int {
 		d, ok := t.DeviceByName(name)
 		if !ok {
-			p.Addf(at, "no device named %q in cluster %q", name, t.Name)
+			p.Addf(at, "%s", unknownDevice(name, t))
 			return -1
 		}
 		return d
@@ -174,4 +176,44 @@ func Fabric(prefix string, c spec.Cluster, fs spec.Faults, seed uint64, model st
 		return nil, nil, nil, err
 	}
 	return net.Build(sim.New(), t, plan, seed, model)
+}
+
+// maxNamePatterns bounds how many patterns of device names an unknown
+// device's problem lists.
+const maxNamePatterns = 8
+
+// unknownDevice is the problem with a device name t does not have: the
+// name t most likely has instead (the nearest pattern of t's names with
+// the given name's numbers, so "node5.gpu3" is "n5.gpu3"; matching the
+// patterns, not every name, keeps it quick on a million devices) and how
+// t's devices are named.
+func unknownDevice(name string, t *topo.Topology) string {
+	patterns := t.NamePatterns()
+	keys := make([]string, len(patterns))
+	for i, np := range patterns {
+		keys[i] = np.Pattern
+	}
+	var like []string
+	pattern, numbers := topo.SplitNumbers(name)
+	for _, k := range problem.Suggest(pattern, keys) {
+		if c := topo.FillNumbers(k, numbers); c != name {
+			if _, ok := t.DeviceByName(c); ok {
+				like = append(like, c)
+			}
+		}
+	}
+	var ranges []string
+	for i, np := range patterns {
+		if i == maxNamePatterns {
+			ranges = append(ranges, fmt.Sprintf("and %d more patterns", len(patterns)-i))
+			break
+		}
+		if np.First == np.Last {
+			ranges = append(ranges, fmt.Sprintf("%q", np.First))
+		} else {
+			ranges = append(ranges, fmt.Sprintf("%q … %q", np.First, np.Last))
+		}
+	}
+	return fmt.Sprintf("no device named %q in cluster %q%s; its devices are %s",
+		name, t.Name, problem.Meant(like), strings.Join(ranges, ", "))
 }

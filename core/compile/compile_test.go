@@ -70,6 +70,17 @@ func TestFaults(t *testing.T) {
 	}
 	require.Equal(t, []string{"training.faults.links[0]", "training.faults.links[1].src", "training.faults.devices[0].device"}, paths)
 	require.ErrorContains(t, err, "no link from gpu0 to gpu2")
+	require.ErrorContains(t, err, `training.faults.links[1].src: no device named "gpu9" in cluster "ring(4)"; its devices are "gpu0" … "gpu3"`)
+
+	// A misspelt name gets the device of the nearest pattern with its
+	// numbers, and the patterns of the cluster's names.
+	dgx, err := Topology("", validCluster(t, spec.Cluster{Preset: "dgx-h100", Nodes: 4}))
+	require.NoError(t, err)
+	_, err = Faults("", spec.Faults{Stragglers: []spec.Straggler{{Device: "node3.gpu5"}, {Device: "gpu2"}, {Device: "n1.nvswitch0"}}}, dgx)
+	require.ErrorContains(t, err, `faults.stragglers[0].device: no device named "node3.gpu5" in cluster "dgx-h100 x4" (did you mean "n3.gpu5"?); `+
+		`its devices are "n0.gpu0" … "n3.gpu7", "n0.nvswitch" … "n3.nvswitch"`)
+	require.ErrorContains(t, err, `"gpu2" in cluster "dgx-h100 x4" (did you mean "n0.gpu2"?)`)
+	require.ErrorContains(t, err, `"n1.nvswitch0" in cluster "dgx-h100 x4" (did you mean "n1.nvswitch"?)`)
 
 	_, err = Topology("inference", validCluster(t, spec.Cluster{Topology: "ring", GPUs: 4, Ranks: []int{3, 2, 1, 7}}))
 	require.ErrorContains(t, err, "inference.cluster.ranks[3]: GPU index must be < 4")

@@ -181,7 +181,13 @@ func Quoted(xs []string) string {
 // DidYouMean is " (did you mean "x"?)" or " (did you mean one of "x",
 // "y"?)" naming the candidates Suggest finds for s, or "" if none.
 func DidYouMean(s string, candidates []string) string {
-	switch got := Suggest(s, candidates); len(got) {
+	return Meant(Suggest(s, candidates))
+}
+
+// Meant is " (did you mean "x"?)", " (did you mean one of "x", "y"?)" or
+// "" for none, naming what a bad value was likely meant to be.
+func Meant(got []string) string {
+	switch len(got) {
 	case 0:
 		return ""
 	case 1:

@@ -207,3 +207,17 @@ func TestEdgeList(t *testing.T) {
 	_, err = EdgeList(2, 0, []Edge{{A: 0, B: 5}})
 	require.ErrorContains(t, err, "edge 0")
 }
+
+func TestNamePatternsAndNumbers(t *testing.T) {
+	tp, err := Preset("dgx-h100", 3)
+	require.NoError(t, err)
+	ps := tp.NamePatterns()
+	require.Equal(t, NamePattern{"n#.gpu#", "n0.gpu0", "n2.gpu7"}, ps[0])
+	require.Equal(t, NamePattern{"n#.nvswitch", "n0.nvswitch", "n2.nvswitch"}, ps[1])
+	pattern, numbers := SplitNumbers("n12.gpu3")
+	require.Equal(t, "n#.gpu#", pattern)
+	require.Equal(t, []string{"12", "3"}, numbers)
+	require.Equal(t, "n12.gpu3", FillNumbers(pattern, numbers))
+	require.Equal(t, "n0.gpu3", FillNumbers(pattern, []string{"3"}), "too few numbers fill the last #s")
+	require.Equal(t, "n0.nvswitch", FillNumbers("n#.nvswitch", []string{"0", "0"}), "extra numbers are dropped")
+}

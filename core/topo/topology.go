@@ -17,6 +17,7 @@ package topo
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -303,6 +304,72 @@ func (t *Topology) DeviceByName(name string) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// NamePattern is a family of device names that differ only in their
+// numbers: "n0.gpu0" … "n3.gpu7" is the pattern "n#.gpu#".
+type NamePattern struct {
+	Pattern     string
+	First, Last string
+}
+
+// NamePatterns says how the devices are named, for an error that has to
+// tell a user which names exist: each pattern with its first and last
+// name, in the order the devices were added. A preset cluster of any size
+// has a handful.
+func (t *Topology) NamePatterns() []NamePattern {
+	var order []NamePattern
+	at := map[string]int{}
+	for _, d := range t.Devices {
+		k, _ := SplitNumbers(d.Name)
+		if i, ok := at[k]; ok {
+			order[i].Last = d.Name
+			continue
+		}
+		at[k] = len(order)
+		order = append(order, NamePattern{k, d.Name, d.Name})
+	}
+	return order
+}
+
+// SplitNumbers returns name with each run of digits replaced by "#", and
+// the runs in order: "n12.gpu3" is "n#.gpu#" and ["12", "3"].
+func SplitNumbers(name string) (pattern string, numbers []string) {
+	var b strings.Builder
+	for i := 0; i < len(name); {
+		j := i
+		for j < len(name) && name[j] >= '0' && name[j] <= '9' {
+			j++
+		}
+		if j > i {
+			b.WriteByte('#')
+			numbers = append(numbers, name[i:j])
+			i = j
+			continue
+		}
+		b.WriteByte(name[i])
+		i++
+	}
+	return b.String(), numbers
+}
+
+// FillNumbers puts numbers into a pattern's "#"s in order. Extra numbers
+// are dropped from the end; with too few, the first "#"s take "0", so that
+// "gpu3" in "n#.gpu#" is "n0.gpu3".
+func FillNumbers(pattern string, numbers []string) string {
+	if pad := strings.Count(pattern, "#") - len(numbers); pad > 0 {
+		numbers = append(slices.Repeat([]string{"0"}, pad), numbers...)
+	}
+	var b strings.Builder
+	for i := 0; i < len(pattern); i++ {
+		if pattern[i] != '#' {
+			b.WriteByte(pattern[i])
+			continue
+		}
+		b.WriteString(numbers[0])
+		numbers = numbers[1:]
+	}
+	return b.String()
 }
 
 // NodesOfRanks groups ranks by host node, in order of first appearance; ranks
