@@ -75,10 +75,11 @@ func TopologyContext(ctx context.Context, prefix string, c spec.Cluster) (*topo.
 func Faults(prefix string, fs spec.Faults, t *topo.Topology) (net.FaultPlan, error) {
 	path := spec.Field(prefix, "faults")
 	var p problem.Problems
+	names := deviceNames{t: t}
 	dev := func(at, name string) int {
-		d, ok := t.DeviceByName(name)
+		d, ok := names.id(name)
 		if !ok {
-			p.Addf(at, "%s", unknownDevice(name, t))
+			p.Addf(at, "%s", names.unknown(name))
 			return -1
 		}
 		return d
@@ -182,13 +183,36 @@ func Fabric(prefix string, c spec.Cluster, fs spec.Faults, seed uint64, model st
 // device's problem lists.
 const maxNamePatterns = 8
 
-// unknownDevice is the problem with a device name t does not have: the
-// name t most likely has instead (the nearest pattern of t's names with
-// the given name's numbers, so "node5.gpu3" is "n5.gpu3"; matching the
+// deviceNames resolves a fault spec's device names on t, which may name
+// every GPU of a large cluster: the names' index is built on the first
+// look-up, and how t's devices are named on the first name t lacks.
+type deviceNames struct {
+	t        *topo.Topology
+	ids      map[string]int
+	patterns []topo.NamePattern
+}
+
+func (x *deviceNames) id(name string) (int, bool) {
+	if x.ids == nil {
+		x.ids = make(map[string]int, len(x.t.Devices))
+		for i, d := range x.t.Devices {
+			x.ids[d.Name] = i
+		}
+	}
+	d, ok := x.ids[name]
+	return d, ok
+}
+
+// unknown is the problem with a device name t does not have: the name t
+// most likely has instead (the nearest pattern of t's names with the
+// given name's numbers, so "node5.gpu3" is "n5.gpu3"; matching the
 // patterns, not every name, keeps it quick on a million devices) and how
 // t's devices are named.
-func unknownDevice(name string, t *topo.Topology) string {
-	patterns := t.NamePatterns()
+func (x *deviceNames) unknown(name string) string {
+	if x.patterns == nil {
+		x.patterns = x.t.NamePatterns()
+	}
+	patterns := x.patterns
 	keys := make([]string, len(patterns))
 	for i, np := range patterns {
 		keys[i] = np.Pattern
@@ -197,7 +221,7 @@ func unknownDevice(name string, t *topo.Topology) string {
 	pattern, numbers := topo.SplitNumbers(name)
 	for _, k := range problem.Suggest(pattern, keys) {
 		if c := topo.FillNumbers(k, numbers); c != name {
-			if _, ok := t.DeviceByName(c); ok {
+			if _, ok := x.id(c); ok {
 				like = append(like, c)
 			}
 		}
@@ -215,5 +239,5 @@ func unknownDevice(name string, t *topo.Topology) string {
 		}
 	}
 	return fmt.Sprintf("no device named %q in cluster %q%s; its devices are %s",
-		name, t.Name, problem.Meant(like), strings.Join(ranges, ", "))
+		name, x.t.Name, problem.Meant(like), strings.Join(ranges, ", "))
 }

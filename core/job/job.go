@@ -324,7 +324,9 @@ func CheckTimelineRanks(asked []int, ranks int) error {
 }
 
 // TimelineRanks are the ranks to list: the spec's, or the first rank of
-// each stage of replica 0 plus every straggler's rank.
+// each stage of replica 0 plus the first spec.TimelineStragglers
+// stragglers' ranks (a spec may slow every GPU of a large cluster, whose
+// tasks would not fit in memory as rows).
 func TimelineRanks(asked []int, pl *workload.Plan, m *exec.Machine) []int {
 	if len(asked) == 1 && asked[0] == -1 {
 		return nil
@@ -337,9 +339,10 @@ func TimelineRanks(asked []int, pl *workload.Plan, m *exec.Machine) []int {
 		out = append(out, pl.Units[u].Ranks[0])
 	}
 	t := m.Fabric.Topology()
-	for r := 0; r < pl.Ranks; r++ {
+	for r, n := 0, 0; r < pl.Ranks && n < spec.TimelineStragglers; r++ {
 		if m.Fabric.Slowdown(t.RankDevice(r)) != 1 {
 			out = append(out, r)
+			n++
 		}
 	}
 	return out

@@ -73,6 +73,35 @@ func TestRunTables(t *testing.T) {
 		first[plan.Units[u].Ranks[0]] = true
 	}
 	assert.Equal(t, first, ranks)
+
+	// Every GPU a straggler: the first of each stage and the first
+	// spec.TimelineStragglers stragglers' ranks, not every rank.
+	_, slowed, err := all.Decode([]byte(`{"kind":"training","model":{"preset":"gpt-22b","layers":4},"gpu":"a100-80gb-sxm",
+		"cluster":{"preset":"dgx-a100","nodes":4},"parallel":{"tp":4,"pp":2,"global_batch":8},"seq_len":1024,
+		"faults":{"sample":{"straggler_probability":1}}}`))
+	require.NoError(t, err)
+	slowSpec := slowed.(*spec.Training)
+	var slowPlan *workload.TrainingPlan
+	sr, err := job.Training(slowSpec).Run(scenario.Env{Ctx: context.Background()}, nil, func(gpus int) (*workload.Plan, []workload.Memory, error) {
+		var err error
+		if _, slowPlan, err = job.TrainingPlan(slowSpec, gpus, nil); err != nil {
+			return nil, nil, err
+		}
+		return slowPlan.Plan, slowPlan.Memory, nil
+	})
+	require.NoError(t, err)
+	listed := map[int]bool{}
+	for _, row := range sr.Timeline {
+		listed[row.Rank] = true
+	}
+	want := map[int]bool{}
+	for r := range spec.TimelineStragglers {
+		want[r] = true
+	}
+	for _, u := range slowPlan.Replicas[0] {
+		want[slowPlan.Units[u].Ranks[0]] = true
+	}
+	assert.Equal(t, want, listed, "of 32 slowed ranks, 0-15 (the first in rank order) and each stage's first")
 	// The run options are the machine's with the job's ring steps and host.
 	j.RingSteps, j.Host = true, exec.Host{Mode: exec.CUDAGraphs}
 	opt := j.Options(r.Machine)

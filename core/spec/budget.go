@@ -207,7 +207,7 @@ func (s *Inference) Budget() Budget {
 	case len(s.TimelineRanks) == 1 && s.TimelineRanks[0] == -1:
 		ranks = 0
 	case len(s.TimelineRanks) == 0:
-		ranks = float64(max(s.PP, 1) + len(s.Faults.Stragglers))
+		ranks = float64(max(s.PP, 1)) + s.Faults.timelineStragglers()
 	}
 	// The timeline's rows and their hand-over to Python.
 	timeline := timelineRowsPerPass * (layers + 8) * steps * ranks * perStep
@@ -219,7 +219,7 @@ func (s *Inference) Budget() Budget {
 		detail = fmt.Sprintf("%.0f passes (a decode pass per output token) of %.0f layers, %.0f timeline ranks", steps, layers, ranks)
 	}
 	fields := []string{"output_tokens", "model.layers"}
-	replicas := simulatedReplicas(max(s.Replicas, 1), &s.Faults)
+	replicas := simulatedReplicas(max(s.Replicas, 1), max(s.TP, 1)*max(s.PP, 1), &s.Faults)
 	if s.FullSimulation {
 		replicas = float64(max(s.Replicas, 1))
 	}
@@ -247,14 +247,15 @@ func (s *Inference) Budget() Budget {
 	}, clusterBytesPerGPU, &s.Cluster)
 }
 
-// simulatedReplicas is how many of n replicas the budget counts as
-// simulated under faults: all where they may break mirroring
-// (Faults.EveryReplica), else one and those the failed links reroute.
-func simulatedReplicas(n int, f *Faults) float64 {
+// simulatedReplicas is how many of n replicas of gpus GPUs each the
+// budget counts as simulated under faults: all where they may break
+// mirroring (Faults.EveryReplica), else one and those the faults touch
+// (Faults.touchedReplicas).
+func simulatedReplicas(n, gpus int, f *Faults) float64 {
 	if f.EveryReplica() {
 		return float64(n)
 	}
-	return float64(min(n, 1+ReplicasPerFailedLink*f.FailedLinks()))
+	return min(float64(n), 1+f.touchedReplicas(n, gpus))
 }
 
 // inferenceExtraReplicaShare: a further replica simulated beside the first
@@ -509,7 +510,7 @@ func (s *Training) Budget() Budget {
 		layers = float64(m.Layers)
 	}
 	fields := []string{"parallel.global_batch", "model.layers", "parallel.tp", "parallel.pp", "full_simulation"}
-	replicas := simulatedReplicas(dp*cp, &s.Faults)
+	replicas := simulatedReplicas(dp*cp, tp*pp, &s.Faults)
 	if s.SimulatesEveryReplica() {
 		replicas = float64(dp * cp)
 	} else if replicas > 1 {
@@ -522,8 +523,23 @@ func (s *Training) Budget() Budget {
 		events += 32
 	}
 	perRank := micro * trainingBytesPerMicroBatch(layers, par, ok && m.IsMoE())
+	// The timeline's rows for ranks beyond the default's first of each
+	// stage (within the measured estimate): a listed rank's rows and their
+	// hand-over to Python take about twice its tasks' bytes (a row per task,
+	// 128 B and 2 × 90 B of Arrow, against trainingBytesPerMicroBatch's
+	// 160–210 B a task).
+	timeline := float64(pp) + s.Faults.timelineStragglers()
+	if len(s.TimelineRanks) > 0 {
+		timeline = float64(len(s.TimelineRanks))
+		if s.TimelineRanks[0] == -1 {
+			timeline = 0
+		}
+	}
+	if timeline > float64(pp) {
+		fields = append(fields, "timeline_ranks")
+	}
 	return withCluster(Budget{
-		MemoryBytes: ranks * perRank * (1 + (replicas-1)/trainingExtraReplicaShare),
+		MemoryBytes: ranks*perRank*(1+(replicas-1)/trainingExtraReplicaShare) + 2*max(timeline-float64(pp), 0)*perRank,
 		Events:      micro * ranks * replicas * events,
 		Fields:      fields,
 		Detail:      fmt.Sprintf("%.0f micro-batches of %.0f layers on %.0f simulated ranks", micro, layers, ranks*replicas),

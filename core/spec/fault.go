@@ -1,5 +1,7 @@
 package spec
 
+import "math"
+
 // Faults are failures and slowdowns applied during a run, given explicitly or
 // sampled from a seed. Devices are named as in the topology ("n0.gpu3",
 // "n1.nic0", "n0.nvswitch", "rail2.leaf0", "spine5", "gpu4", "switch").
@@ -88,15 +90,35 @@ func (f *Faults) EveryReplica() bool {
 	return f.Timed() || len(f.Devices) > 0 || (f.Sample != nil && f.Sample.LinkFailureProbability > 0)
 }
 
-// FailedLinks counts the links given as failed (health 0).
-func (f *Faults) FailedLinks() int {
-	n := 0
-	for _, l := range f.Links {
-		if l.Health == 0 {
-			n++
-		}
+// TimelineStragglers is how many stragglers' ranks a default timeline
+// lists beside the first rank of each stage (in rank order).
+const TimelineStragglers = 16
+
+// touchedReplicas bounds how many of n replicas of gpus GPUs each the
+// faults make core/exec simulate beside the first, where they do not make
+// it simulate all (EveryReplica): each straggler's replica, ReplicasPerFailedLink
+// for each link given failed or degraded (its flows cross one switch's
+// ports), and of sampled stragglers and degraded cables the expected
+// share of replicas with at least one (a replica's GPUs each on about
+// two cables: its NVLink and its NIC's).
+func (f *Faults) touchedReplicas(n, gpus int) float64 {
+	touched := float64(len(f.Stragglers) + ReplicasPerFailedLink*len(f.Links))
+	if s := f.Sample; s != nil {
+		healthy := math.Pow(1-s.StragglerProbability, float64(gpus)) * math.Pow(1-s.LinkDegradeProbability, 2*float64(gpus))
+		touched += (1 - healthy) * float64(n)
 	}
-	return n
+	return touched
+}
+
+// timelineStragglers is how many stragglers' ranks a default timeline
+// lists: the given ones and, where stragglers are sampled, as many more,
+// up to TimelineStragglers.
+func (f *Faults) timelineStragglers() float64 {
+	n := len(f.Stragglers)
+	if f.Sample != nil && f.Sample.StragglerProbability > 0 {
+		n = TimelineStragglers
+	}
+	return float64(min(n, TimelineStragglers))
 }
 
 // ReplicasPerFailedLink bounds the replicas one failed cable makes core/exec

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -8,8 +9,9 @@ import (
 
 // Faults that may break the replicas' symmetry everywhere (a failed
 // device, a fault after time 0, sampled link failures) count every replica
-// in the budget; a failed link counts those its switch's nodes hold; a
-// degraded link or a straggler one.
+// in the budget; a failed or degraded link counts those its switch's nodes
+// hold; a straggler its replica; sampled stragglers and degradations the
+// replicas expected to draw one.
 func TestFaultsThatSimulateEveryReplica(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -28,7 +30,15 @@ func TestFaultsThatSimulateEveryReplica(t *testing.T) {
 		require.Equal(t, c.want, c.f.EveryReplica(), c.name)
 	}
 	links := Faults{Links: []LinkFault{{Src: "a", Dst: "b", Health: 0}, {Src: "c", Dst: "d", Health: 0.5}, {Src: "e", Dst: "f", Health: 0}}}
-	require.Equal(t, 2, links.FailedLinks())
-	require.Equal(t, float64(1+2*ReplicasPerFailedLink), simulatedReplicas(1024, &links))
-	require.Equal(t, 16.0, simulatedReplicas(16, &links))
+	require.Equal(t, float64(1+3*ReplicasPerFailedLink), simulatedReplicas(1024, 8, &links))
+	require.Equal(t, 16.0, simulatedReplicas(16, 8, &links))
+
+	every := Faults{Stragglers: make([]Straggler, 4096)}
+	require.Equal(t, 4096.0, simulatedReplicas(4096, 8, &every), "a straggler on each replica: all simulated")
+	require.Equal(t, 101.0, simulatedReplicas(4096, 8, &Faults{Stragglers: make([]Straggler, 100)}))
+	sampled := Faults{Sample: &FaultSample{StragglerProbability: 0.01}}
+	require.InDelta(t, 1+(1-math.Pow(0.99, 8))*4096, simulatedReplicas(4096, 8, &sampled), 1e-9)
+	require.Equal(t, float64(TimelineStragglers), sampled.timelineStragglers(), "sampled stragglers fill the default timeline's share")
+	require.Equal(t, float64(TimelineStragglers), every.timelineStragglers())
+	require.Equal(t, 0.0, links.timelineStragglers())
 }

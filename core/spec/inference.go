@@ -72,7 +72,7 @@ type Inference struct {
 	// RingSteps as in Training.
 	RingSteps bool `json:"ring_steps,omitempty"`
 	// TimelineRanks as in Training; default the first rank of each stage of
-	// replica 0.
+	// replica 0 and the first TimelineStragglers stragglers' ranks.
 	TimelineRanks []int `json:"timeline_ranks,omitempty"`
 	// Execution: "cuda_graphs" (default: decode steps replayed from CUDA
 	// graphs, prefill eager, as vLLM, SGLang and TensorRT-LLM serve) or

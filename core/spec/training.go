@@ -28,8 +28,8 @@ type Training struct {
 	// contended step; for checking the two against each other.
 	RingSteps bool `json:"ring_steps,omitempty"`
 	// TimelineRanks are the ranks whose tasks the timeline table lists;
-	// default the first rank of each pipeline stage of replica 0 and every
-	// straggler's rank. [-1] lists none.
+	// default the first rank of each pipeline stage of replica 0 and the
+	// first TimelineStragglers stragglers' ranks. [-1] lists none.
 	TimelineRanks []int `json:"timeline_ranks,omitempty"`
 	// Execution is how the host issues kernels: "eager" (default, as
 	// Megatron-LM runs: PyTorch issues every kernel from the host) or

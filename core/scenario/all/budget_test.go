@@ -114,6 +114,10 @@ func TestBudgetEstimatesTheAllocation(t *testing.T) {
 		`{"kind":"inference","model":{"preset":"llama2-7b","layers":8},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"tp":2,"batch":4,"prompt_tokens":128,"output_tokens":8192}`,
 		`{"kind":"inference","model":{"preset":"deepseek-v3","layers":8},"gpu":"h800","cluster":{"preset":"dgx-h800","nodes":2},"replicas":16,"ep":16,"two_batch_overlap":true,"batch":8,"prompt_tokens":128,"output_tokens":1024,"dtype":"fp8"}`,
 		`{"kind":"inference","model":{"preset":"llama2-7b","layers":8},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"tp":2,"replicas":2,"batch":4,"prompt_tokens":128,"output_tokens":2048,"faults":{"stragglers":[{"device":"n0.gpu1","slowdown":1.5}]}}`,
+		// a straggler on every GPU: every replica simulated, 16 of them in the timeline
+		`{"kind":"training","model":{"preset":"gpt-22b","layers":4},"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":16},"parallel":{"tp":4,"global_batch":256},"seq_len":1024,"faults":{"sample":{"straggler_probability":1,"slowdown":1.2}}}`,
+		// a timeline of every rank
+		`{"kind":"training","model":{"preset":"gpt-22b","layers":4},"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":2},"parallel":{"tp":2,"pp":2,"global_batch":256},"seq_len":1024,"timeline_ranks":[` + ranksList(16) + `]}`,
 		// every replica simulated: full_simulation, or a failed link
 		`{"kind":"training","model":{"preset":"gpt3-175b","layers":8},"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":8},"parallel":{"tp":8,"pp":2,"global_batch":256,"sequence_parallel":true},"seq_len":2048,"full_simulation":true}`,
 		`{"kind":"training","model":{"preset":"gpt3-175b","layers":8},"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":8},"parallel":{"tp":8,"pp":2,"global_batch":256,"sequence_parallel":true},"seq_len":2048,"faults":{"links":[{"src":"n1.gpu0","dst":"n1.nvswitch","health":0}]}}`,
@@ -221,4 +225,37 @@ func TestBudgetRowsMatchTables(t *testing.T) {
 		columns(reflect.TypeOf(c.row), nil, &names, nil)
 		require.Len(t, names, c.want, "%T", c.row)
 	}
+}
+
+// ranksList is "0,1,…,n−1".
+func ranksList(n int) string {
+	var b strings.Builder
+	for r := range n {
+		if r > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprint(&b, r)
+	}
+	return b.String()
+}
+
+// A straggler on every GPU of a large cluster makes every replica
+// simulated, and a spec listing every rank for the timeline holds every
+// rank's rows: the budget counts both (a cluster of 131,072 GPUs so slowed
+// ran out of memory in the timeline's rows, every straggler's rank listed
+// by default, killing the interpreter; the default now lists 16).
+func TestBudgetCountsStragglersAndTimelineRanks(t *testing.T) {
+	step := func(nodes int, extra string) spec.Budget {
+		js := fmt.Sprintf(`{"kind":"training","model":"gpt-1.7b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":%d},"parallel":{"tp":8,"global_batch":%d}%s}`, nodes, 8*nodes, extra)
+		_, s, err := all.Decode([]byte(js))
+		require.NoError(t, err, js)
+		return s.(spec.Budgeted).Budget()
+	}
+	healthy := step(16384, "")
+	slowed := step(16384, `,"faults":{"sample":{"straggler_probability":1}}`)
+	require.Greater(t, slowed.MemoryBytes, 4*healthy.MemoryBytes, "16,384 replicas simulated, not one")
+	require.Contains(t, slowed.Fields, "faults")
+	listed := step(16384, `,"timeline_ranks":[`+ranksList(131072)+`]`)
+	require.Greater(t, listed.MemoryBytes, float64(24<<30))
+	require.Contains(t, listed.Fields, "timeline_ranks")
 }
