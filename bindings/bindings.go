@@ -114,6 +114,7 @@ var (
 // max_memory_bytes; 0 means the default, DefaultMaxMemoryBytes.
 func Start(specJSON string, maxMemoryBytes float64) (handle int64, err error) {
 	defer guard(&err)
+	setSoftMemoryLimit()
 	data := []byte(specJSON)
 	limit := memoryLimit(maxMemoryBytes)
 	if _, _, err := all.Admit(data, limit); err != nil {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime/debug"
+	"sync"
 	"syscall"
 )
 
@@ -43,4 +45,27 @@ func mappedBytes() float64 {
 		return 0
 	}
 	return pages * float64(os.Getpagesize())
+}
+
+// softLimitShare of what DefaultMaxMemoryBytes halves (the machine's
+// memory, or what the address-space limit leaves) is the Go runtime's soft
+// memory limit: past it the collector runs harder instead of letting the
+// heap grow to twice its live size (GOGC's headroom), which for a run
+// estimated near the default limit would reach the machine's memory and
+// kill the interpreter. A GOMEMLIMIT in the environment is left as set.
+const softLimitShare = 0.9
+
+var softLimitOnce sync.Once
+
+// setSoftMemoryLimit sets the runtime's soft memory limit once (see
+// softLimitShare).
+func setSoftMemoryLimit() {
+	softLimitOnce.Do(func() {
+		if os.Getenv("GOMEMLIMIT") != "" {
+			return
+		}
+		if half := DefaultMaxMemoryBytes(); half > 0 {
+			debug.SetMemoryLimit(int64(softLimitShare * 2 * half))
+		}
+	})
 }

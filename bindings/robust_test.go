@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
+	"runtime/debug"
 	"testing"
 
 	"github.com/eidolon-sim/eidolon/core/scenario"
@@ -209,6 +211,13 @@ func TestMemoryBudget(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, v, "max_memory_bytes")
 	require.Greater(t, DefaultMaxMemoryBytes(), 0.0)
+	// A run started sets the runtime's soft limit to 90 % of the memory
+	// the default limit is half of (unless GOMEMLIMIT says otherwise).
+	if os.Getenv("GOMEMLIMIT") == "" {
+		soft, machine := float64(debug.SetMemoryLimit(-1)), 2*DefaultMaxMemoryBytes()
+		require.Greater(t, soft, 0.5*machine)
+		require.Less(t, soft, machine)
+	}
 }
 
 func TestCanonicalFillsDefaults(t *testing.T) {
