@@ -219,6 +219,9 @@ func (s *Inference) Budget() Budget {
 		detail = fmt.Sprintf("%.0f passes (a decode pass per output token) of %.0f layers, %.0f timeline ranks", steps, layers, ranks)
 	}
 	fields := []string{"output_tokens", "model.layers"}
+	if ranks > float64(max(s.PP, 1)) {
+		fields = withTimelineField(fields, handOver, mem-handOver)
+	}
 	replicas := simulatedReplicas(max(s.Replicas, 1), max(s.TP, 1)*max(s.PP, 1), &s.Faults)
 	if s.FullSimulation {
 		replicas = float64(max(s.Replicas, 1))
@@ -535,11 +538,13 @@ func (s *Training) Budget() Budget {
 			timeline = 0
 		}
 	}
-	if timeline > float64(pp) {
-		fields = append(fields, "timeline_ranks")
+	steps := ranks * perRank * (1 + (replicas-1)/trainingExtraReplicaShare)
+	rows := 2 * max(timeline-float64(pp), 0) * perRank
+	if rows > 0 {
+		fields = withTimelineField(fields, rows, steps)
 	}
 	return withCluster(Budget{
-		MemoryBytes: ranks*perRank*(1+(replicas-1)/trainingExtraReplicaShare) + 2*max(timeline-float64(pp), 0)*perRank,
+		MemoryBytes: steps + rows,
 		Events:      micro * ranks * replicas * events,
 		Fields:      fields,
 		Detail:      fmt.Sprintf("%.0f micro-batches of %.0f layers on %.0f simulated ranks", micro, layers, ranks*replicas),
@@ -553,6 +558,15 @@ func (s *Training) Budget() Budget {
 // 18.2 GB: 266 KB a further rank, 1/35 of trainingBytesPerMicroBatch's
 // estimate for the first replica's; 1/16 here.
 const trainingExtraReplicaShare = 16
+
+// withTimelineField adds timeline_ranks to the fields a run's memory
+// grows with: first when the listed ranks' rows outweigh the rest.
+func withTimelineField(fields []string, rows, rest float64) []string {
+	if rows > rest {
+		return append([]string{"timeline_ranks"}, fields...)
+	}
+	return append(fields, "timeline_ranks")
+}
 
 // clusterFirst moves the cluster's field (cluster, or a base's
 // x.cluster) to the front when the cluster's share of the memory is the

@@ -257,5 +257,11 @@ func TestBudgetCountsStragglersAndTimelineRanks(t *testing.T) {
 	require.Contains(t, slowed.Fields, "faults")
 	listed := step(16384, `,"timeline_ranks":[`+ranksList(131072)+`]`)
 	require.Greater(t, listed.MemoryBytes, float64(24<<30))
-	require.Contains(t, listed.Fields, "timeline_ranks")
+	require.Equal(t, "timeline_ranks", listed.Fields[0], "the refusal's path names what to make smaller")
+
+	js := `{"kind":"inference","model":"llama3-8b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":4096},"tp":8,"replicas":4096,` +
+		`"batch":8,"prompt_tokens":512,"output_tokens":64,"timeline_ranks":[` + ranksList(32768) + `]}`
+	_, s, err := all.Decode([]byte(js))
+	require.NoError(t, err)
+	require.Equal(t, "timeline_ranks", s.(spec.Budgeted).Budget().Fields[0])
 }
