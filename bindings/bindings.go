@@ -173,11 +173,30 @@ func (r *run) simulate(ctx context.Context, data []byte, limit float64) {
 	// after). A small one skips both, which would double a 3 ms run.
 	large := resultRows(res.Tables) > largeResultRows
 	if large {
-		runtime.GC()
+		if r.err = collect(ctx, runtime.GC); r.err != nil {
+			return
+		}
 	}
 	r.result, r.err = encode(res.Tables, meta, env.Canceled)
-	if large {
-		debug.FreeOSMemory()
+	if large && r.err == nil {
+		r.err = collect(ctx, debug.FreeOSMemory)
+	}
+}
+
+// collect runs a collection (a second or two on a heap of gigabytes, which
+// nothing interrupts) on its own goroutine, so that Ctrl-C ends the run
+// at once and the collection finishes behind it.
+func collect(ctx context.Context, gc func()) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		gc()
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return classify(ctx.Err())
 	}
 }
 

@@ -362,13 +362,16 @@ func (s *Sim) Run(ctx context.Context) (*Outcome, error) {
 	n := 0
 	for len(s.evs) > 0 {
 		n++
-		if n&4095 == 0 {
+		// An event can batch a thousand sequences: poll often enough that
+		// Ctrl-C stops a large run within a second (4,096 events took over
+		// one on 4,096 replicas at 10,000 requests/s).
+		if n&255 == 0 {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			if s.Progress != nil {
-				s.Progress(s.done, s.now)
-			}
+		}
+		if n&4095 == 0 && s.Progress != nil {
+			s.Progress(s.done, s.now)
 		}
 		e := s.pop()
 		s.now = e.t

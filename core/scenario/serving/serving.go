@@ -557,11 +557,18 @@ func Simulate(env scenario.Env, s *spec.Serving) (*Outcome, error) {
 	env.Report(1)
 	o := &Outcome{Pricers: st.Pricers}
 	o.Requests = RequestRows(out.Requests, w.WarmupRequests)
-	for _, it := range out.Iterations {
-		o.Iterations = append(o.Iterations, IterationRow{Replica: it.Replica, StartS: it.StartS, DurationS: it.DurationS,
+	// Millions of iterations take a second or more to convert: poll Ctrl-C.
+	o.Iterations = make([]IterationRow, len(out.Iterations))
+	for i, it := range out.Iterations {
+		if i&65535 == 0 {
+			if err := env.Canceled(); err != nil {
+				return nil, err
+			}
+		}
+		o.Iterations[i] = IterationRow{Replica: it.Replica, StartS: it.StartS, DurationS: it.DurationS,
 			Sequences: it.Sequences, PrefillTokens: it.PrefillTokens, DecodeTokens: it.DecodeTokens,
 			VerifyingSequences: it.Verifying, DraftTokens: it.DraftTokens, AcceptedTokens: it.AcceptedTokens,
-			KVBlocksUsed: it.KVBlocksUsed, KVBlocks: it.KVBlocks, Preempted: it.Preempted, Queued: it.Queued})
+			KVBlocksUsed: it.KVBlocksUsed, KVBlocks: it.KVBlocks, Preempted: it.Preempted, Queued: it.Queued}
 	}
 	o.Summary = Summarize(o.Requests, o.Iterations, s.SLO)
 	o.Summary.GPUs = s.TP * s.PP * s.Replicas
