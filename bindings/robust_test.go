@@ -250,3 +250,17 @@ func TestBadModelBesideAnUnknownFieldIsASpecError(t *testing.T) {
 	require.Contains(t, ps[0], `model.layer: unknown field (did you mean "layers"?)`)
 	require.ErrorContains(t, runAll(t, js), "SpecError")
 }
+
+// A collection that is still running when the run is canceled does not
+// hold the run's end: collect returns the cancellation while the
+// collection goes on behind it.
+func TestCollectReturnsOnCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	release, finished := make(chan struct{}), make(chan struct{})
+	cancel()
+	err := collect(ctx, func() { <-release; close(finished) })
+	require.ErrorContains(t, err, "Canceled")
+	close(release)
+	<-finished
+	require.NoError(t, collect(context.Background(), func() {}))
+}
