@@ -213,14 +213,21 @@ func (s *Inference) Budget() Budget {
 	timeline := timelineRowsPerPass * (layers + 8) * steps * ranks * perStep
 	handOver := HandOverCopies * timelineRowArrowBytes * timeline
 	mem := 4096*perStep*steps*(layers+8) + handOver
+	rows := handOver
 	detail := fmt.Sprintf("%.0f passes (a decode pass per output token) of %.0f layers", steps, layers)
 	if s.segmented(steps) {
-		mem = perStep*2048*InferenceSegmentSteps*(layers+8) + timelineRowBytes*timeline + handOver
+		rows += timelineRowBytes * timeline
+		mem = perStep*2048*InferenceSegmentSteps*(layers+8) + rows
 		detail = fmt.Sprintf("%.0f passes (a decode pass per output token) of %.0f layers, %.0f timeline ranks", steps, layers, ranks)
 	}
 	fields := []string{"output_tokens", "model.layers"}
-	if ranks > float64(max(s.PP, 1)) {
-		fields = withTimelineField(fields, handOver, mem-handOver)
+	switch {
+	case ranks > float64(max(s.PP, 1)):
+		fields = withTimelineField(fields, rows, mem-rows)
+	case rows > mem-rows:
+		// The default timeline is most of a long decode's memory: name
+		// the field that drops it ([-1]) after the length.
+		fields = append(fields, "timeline_ranks")
 	}
 	replicas := simulatedReplicas(max(s.Replicas, 1), max(s.TP, 1)*max(s.PP, 1), &s.Faults)
 	if s.FullSimulation {

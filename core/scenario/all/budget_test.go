@@ -264,4 +264,11 @@ func TestBudgetCountsStragglersAndTimelineRanks(t *testing.T) {
 	_, s, err := all.Decode([]byte(js))
 	require.NoError(t, err)
 	require.Equal(t, "timeline_ranks", s.(spec.Budgeted).Budget().Fields[0])
+
+	// A long decode's default timeline is most of its memory: the
+	// refusal names timeline_ranks too (its [-1] drops the rows).
+	_, s, err = all.Decode([]byte(`{"kind":"inference","model":"llama3-70b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1},` +
+		`"tp":8,"batch":64,"prompt_tokens":4096,"output_tokens":100000}`))
+	require.NoError(t, err)
+	require.Contains(t, s.(spec.Budgeted).Budget().Fields, "timeline_ranks")
 }
