@@ -612,6 +612,12 @@ func withCluster(b Budget, perGPU float64, c *Cluster) Budget {
 // 65,536 GPUs): 5.1–5.2 KB a GPU for a training step; 8 KB here.
 const clusterBytesPerGPU = 8192
 
+// sweepRunEventsPerGPU is a fault sweep run's set-up as events (the
+// kernel's 3.9 M events/s; DefaultMaxEvents): measured (a Llama-3-8B step
+// at TP 8 on 2,048 and 16,384 DGX H100 GPUs, single-cable runs) 7–11 µs a
+// GPU a run, 27–41 events; 64 here.
+const sweepRunEventsPerGPU = 64
+
 // sweepBytesPerGPU is what a fault sweep holds beyond its runs: every cable
 // and whether it is eligible, and the cables table. Measured as
 // clusterBytesPerGPU, two samples: 9.6–9.9 KB a GPU in all, 4.5 KB more
@@ -688,6 +694,9 @@ func (s *FaultSweep) Budget() Budget {
 	gpus := float64(clusterGPUs(cluster))
 	b.Fields = clusterFirst(b.Fields, (clusterBytesPerGPU+sweepBytesPerGPU)*gpus, b.MemoryBytes-clusterBytesPerGPU*gpus)
 	b.MemoryBytes += sweepBytesPerGPU * gpus
+	// Each run sets the cluster up again (its faults, routes and
+	// communicators), work the events do not count.
+	b.Events += sweepRunEventsPerGPU * gpus
 	if s.Mode == "sample" {
 		// the healthy run and every sample
 		b.Events *= float64(s.Samples + 1)

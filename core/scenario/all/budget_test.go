@@ -272,3 +272,21 @@ func TestBudgetCountsStragglersAndTimelineRanks(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, s.(spec.Budgeted).Budget().Fields, "timeline_ranks")
 }
+
+// A single-cable sweep over every cable of a large cluster (131,072 runs
+// of a 16,384-GPU step, hours) is refused at validate, naming cables; a
+// sample of them runs. The spec alone cannot count the cables: the kind's
+// check does, with the cluster built.
+func TestSingleLinkSweepOverEveryCableIsBudgeted(t *testing.T) {
+	sweep := func(extra string) []byte {
+		return []byte(`{"kind":"fault_sweep","mode":"single_link"` + extra + `,"training":{"model":"llama3-8b","gpu":"h100-sxm",` +
+			`"cluster":{"preset":"dgx-h100","nodes":2048},"parallel":{"tp":8,"global_batch":2048}}}`)
+	}
+	err := all.Validate(sweep(""), 0)
+	var se *spec.Error
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, "cables", se.Problems[0].Path)
+	require.ErrorContains(t, err, "131072 single-cable faults")
+	require.NoError(t, all.Validate(sweep(`,"cables":16`), 0))
+	require.NoError(t, all.Validate(sweep(`,"max_events":1e12`), 0), "asked for")
+}
