@@ -69,3 +69,14 @@ func setSoftMemoryLimit() {
 		}
 	})
 }
+
+// FreeMemory returns what the Go heap no longer uses to the OS (a forced
+// collection). Python calls it after dropping a large result's bundle: the
+// hook gopy installs to collect after every Python collection is removed
+// (python/eidolon/_engine.py), so nothing else would collect the bundle
+// before the next run allocates. It returns no error (nil): gopy gives a
+// function without results a goRun parameter, one with an error none.
+func FreeMemory() error {
+	debug.FreeOSMemory()
+	return nil
+}

@@ -197,3 +197,17 @@ def test_seedflood_summary_reports_wall_time_per_method():
     wall = r.to_pandas("summary")["wall_s"]
     assert wall.notna().all() and (wall >= 0).all()
     assert wall.sum() <= float(r.metadata["wall_s"])
+
+
+def test_gopy_garbage_collector_hooks_are_removed():
+    """gopy's modules hook Python's collector to run Go's full collection
+    after every Python collection; once the engine has been called, none
+    of its hooks remain, so Python code in the process does not pay for the
+    Go heap."""
+    import gc
+
+    eidolon.run({"kind": "selftest", "iterations": 10}, progress=False)
+    from eidolon._native import bindings, go  # noqa: F401  (both install a hook on import)
+
+    _engine.call(bindings.EngineVersion)
+    assert not [cb for cb in gc.callbacks if getattr(cb, "__module__", "").startswith("eidolon._native")]

@@ -44,6 +44,7 @@ def test_bindings_stub_return_types_hold_at_run_time():
         "Canonical": bindings.Canonical('{"kind": "selftest"}'),
         "EngineVersion": bindings.EngineVersion(),
         "DefaultMaxMemoryBytes": bindings.DefaultMaxMemoryBytes(),
+        "FreeMemory": bindings.FreeMemory(),
     }
     for name, value in got.items():
         assert type(value) is types[returns[name]], name

@@ -45,5 +45,8 @@ def EngineVersion() -> str:
 def DefaultMaxMemoryBytes() -> float:
     """Half of this machine's memory (or of RLIMIT_AS); 0 when unknown."""
 
+def FreeMemory() -> str:
+    """Return the Go heap's unused memory to the OS (after a large result is dropped); returns ""."""
+
 def ForcePanic() -> str:
     """Panic inside an exported function (tests: the recovery keeps Python alive); always raises."""
