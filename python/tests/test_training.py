@@ -82,6 +82,17 @@ def test_perfetto_trace(tmp_path):
     assert trace_events(r["timeline"]) == events
 
 
+def test_perfetto_trace_is_written_in_slices(tmp_path, monkeypatch):
+    """The trace is written a slice of rows at a time; the slices join into
+    the document json.dumps writes of the whole."""
+    import eidolon.perfetto as perfetto
+
+    r = training(tp=4, pp=2, global_batch=4)
+    whole = {"traceEvents": trace_events(r), "displayTimeUnit": "ms", "otherData": {"generator": "eidolon", "time_unit_of_ts": "us"}}
+    monkeypatch.setattr(perfetto, "_BATCH_ROWS", 7)
+    assert r.to_perfetto(tmp_path / "sliced.json").read_text() == json.dumps(whole)
+
+
 def test_search_parallel_ranks():
     t = eidolon.search_parallel(SMALL, "dgx-a100", 8, seq_len=512, tp=[2, 4, 8], micro_batch=[1, 2], progress=False).to_pandas()
     sim = t[t.status == "simulated"]
