@@ -190,6 +190,8 @@ func collect(ctx context.Context, gc func()) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		var ignored error
+		defer guard(&ignored) // a panic on this goroutine would abort Python
 		gc()
 	}()
 	select {
