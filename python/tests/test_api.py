@@ -211,3 +211,17 @@ def test_gopy_garbage_collector_hooks_are_removed():
 
     _engine.call(bindings.EngineVersion)
     assert not [cb for cb in gc.callbacks if getattr(cb, "__module__", "").startswith("eidolon._native")]
+
+
+def test_long_lists_of_numbers_are_checked_at_every_element():
+    """A long list of plain numbers passes as it is; one that is not finite
+    is still named at its index, wherever it is."""
+    from eidolon.api import _to_json
+
+    xs = [float(i) for i in range(100_000)]
+    assert json.loads(_to_json({"v": xs}))["v"] == xs
+    xs[99_999] = float("nan")
+    with pytest.raises(eidolon.SpecError) as err:
+        _to_json({"v": xs})
+    assert [p.path for p in err.value.problems] == ["v[99999]"]
+    assert json.loads(_to_json({"v": [1e308, 1e308, 2]}))["v"] == [1e308, 1e308, 2]  # fsum overflows: checked one by one
