@@ -94,6 +94,31 @@ func TestKind(t *testing.T) {
 	require.Equal(t, "kind", problemsOf(t, err)[0].Path)
 	_, err = Kind([]byte(`[]`))
 	require.Error(t, err)
+
+	// Read without building the tree, the kind is what the tree says.
+	for doc, want := range map[string]string{
+		`{"kind":"a","x":[1,2,{"kind":"inner"}],"kind":"b"}`: "b", // the last, as a decoded map keeps it
+		`{"KIND":"training"}`:                                "",  // keys match exactly
+		`{"kind":""}`:                                        "",
+		`{"kind":3}`:                                         "",
+		`{"kind":"serving"} {"kind":"x"}`:                    "", // trailing data
+		`{"kind":"serving"`:                                  "",
+		`{"seed":1,"kind":"ssm_tp"}`:                         "ssm_tp",
+		` {"kind" : "eidola" } `:                             "eidola",
+		`{"a":{"kind":"nested"}}`:                            "",
+		`{"kind":"x","bad":[1,}`:                             "",
+	} {
+		got, ok := topLevelKind([]byte(doc))
+		require.Equal(t, want, got, doc)
+		require.Equal(t, want != "", ok, doc)
+		k, err := Kind([]byte(doc))
+		if want != "" {
+			require.NoError(t, err, doc)
+			require.Equal(t, want, k, doc)
+		} else {
+			require.Error(t, err, doc)
+		}
+	}
 }
 
 func TestRoundTrip(t *testing.T) {
