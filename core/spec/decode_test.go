@@ -193,3 +193,20 @@ func FuzzDecode(f *testing.F) {
 		require.JSONEq(t, string(again), string(again2))
 	})
 }
+
+// A bad element of a list of numbers is named at its index; the good
+// ones around it decode (checked first without their paths).
+func TestScalarListElementsNamedAtTheirIndex(t *testing.T) {
+	var s struct {
+		Header
+		Xs []float64 `json:"xs"`
+		Ns []int     `json:"ns"`
+	}
+	err := Decode([]byte(`{"kind":"x","xs":[1,2.5,"three",4],"ns":[1,2.0,2.5,1e3]}`), &s)
+	ps := problemsOf(t, err)
+	require.Len(t, ps, 2)
+	require.Equal(t, "ns[2]", ps[0].Path)
+	require.Equal(t, "must be an integer, got 2.5", ps[0].Message)
+	require.Equal(t, "xs[2]", ps[1].Path)
+	require.Equal(t, "must be a number, got a string", ps[1].Message)
+}
