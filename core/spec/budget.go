@@ -202,13 +202,7 @@ func (s *Inference) Budget() Budget {
 	if s.TwoBatchOverlap {
 		perStep = 2
 	}
-	ranks := float64(len(s.TimelineRanks))
-	switch {
-	case len(s.TimelineRanks) == 1 && s.TimelineRanks[0] == -1:
-		ranks = 0
-	case len(s.TimelineRanks) == 0:
-		ranks = float64(max(s.PP, 1)) + s.Faults.timelineStragglers()
-	}
+	ranks := timelineRanks(s.TimelineRanks, max(s.PP, 1), &s.Faults)
 	// The timeline's rows and their hand-over to Python.
 	timeline := timelineRowsPerPass * (layers + 8) * steps * ranks * perStep
 	handOver := HandOverCopies * timelineRowArrowBytes * timeline
@@ -538,15 +532,8 @@ func (s *Training) Budget() Budget {
 	// hand-over to Python take about twice its tasks' bytes (a row per task,
 	// 128 B and 2 × 90 B of Arrow, against trainingBytesPerMicroBatch's
 	// 160–210 B a task).
-	timeline := float64(pp) + s.Faults.timelineStragglers()
-	if len(s.TimelineRanks) > 0 {
-		timeline = float64(len(s.TimelineRanks))
-		if s.TimelineRanks[0] == -1 {
-			timeline = 0
-		}
-	}
 	steps := ranks * perRank * (1 + (replicas-1)/trainingExtraReplicaShare)
-	rows := 2 * max(timeline-float64(pp), 0) * perRank
+	rows := 2 * max(timelineRanks(s.TimelineRanks, pp, &s.Faults)-float64(pp), 0) * perRank
 	if rows > 0 {
 		fields = withTimelineField(fields, rows, steps)
 	}
@@ -565,6 +552,19 @@ func (s *Training) Budget() Budget {
 // 18.2 GB: 266 KB a further rank, 1/35 of trainingBytesPerMicroBatch's
 // estimate for the first replica's; 1/16 here.
 const trainingExtraReplicaShare = 16
+
+// timelineRanks is how many ranks a timeline lists (core/job's
+// TimelineRanks): those asked, none for [-1], else the first of each of pp
+// stages and the stragglers' (Faults.timelineStragglers).
+func timelineRanks(asked []int, pp int, f *Faults) float64 {
+	switch {
+	case len(asked) == 1 && asked[0] == -1:
+		return 0
+	case len(asked) > 0:
+		return float64(len(asked))
+	}
+	return float64(pp) + f.timelineStragglers()
+}
 
 // withTimelineField adds timeline_ranks to the fields a run's memory
 // grows with: first when the listed ranks' rows outweigh the rest.
