@@ -7,6 +7,7 @@ from typing import Any, Mapping, Optional, Sequence, Union
 import pyarrow as pa
 
 from .api import run
+from .errors import SpecError
 
 
 def search_parallel(
@@ -15,7 +16,7 @@ def search_parallel(
     batch: int,
     *,
     gpu: Union[str, Mapping[str, Any]] = "a100-80gb-sxm",
-    nodes: int = 1,
+    nodes: Optional[int] = None,
     seq_len: int = 2048,
     dtype: str = "bf16",
     tp: Optional[Sequence[int]] = None,
@@ -35,7 +36,8 @@ def search_parallel(
     ``batch`` sequences.
 
     ``cluster`` is a cluster spec dict, or a preset name ("dgx-a100") scaled
-    to ``nodes`` nodes. Every GPU is used: dp = GPUs / (tp·cp·pp), ``cp``
+    to ``nodes`` nodes (default 1); ``nodes`` also sets a dict's node count
+    where the dict gives none, and one that contradicts it is a SpecError. Every GPU is used: dp = GPUs / (tp·cp·pp), ``cp``
     listing the context-parallel degrees (default ``[1]``). Returns the
     ``configs`` table: simulated layouts first, fastest first (``rank`` 1),
     then the others with ``status`` (bounded, dominated, does_not_fit,
@@ -56,7 +58,13 @@ def search_parallel(
     'simulated'
     """
     if isinstance(cluster, str):
-        cluster = {"preset": cluster, "nodes": nodes}
+        cluster = {"preset": cluster, "nodes": 1 if nodes is None else nodes}
+    elif nodes is not None:
+        given = cluster.get("nodes")
+        if given is not None and given != nodes:
+            msg = f"search_parallel got nodes={nodes} and a cluster with \"nodes\": {given}; give one"
+            raise SpecError(msg, [("cluster.nodes", msg)])
+        cluster = {**cluster, "nodes": nodes}
     doc: dict[str, Any] = {"kind": "parallel_search", "model": model, "gpu": gpu if isinstance(gpu, str) else dict(gpu), "cluster": dict(cluster),
                            "global_batch": batch, "seq_len": seq_len, "dtype": dtype, "keep": keep}
     for key, value in (("tp", tp), ("pp", pp), ("cp", cp), ("micro_batch", micro_batch), ("recompute", recompute), ("zero", zero),

@@ -103,6 +103,18 @@ def test_search_parallel_ranks():
     assert (t["expert_tp"] == t["tp"]).all()  # a dense model's expert TP is its tp
 
 
+def test_search_parallel_nodes_with_a_cluster_dict():
+    # nodes scales a preset name and fills a dict that gives no node count;
+    # a dict that says otherwise is refused rather than silently kept.
+    t = eidolon.search_parallel(SMALL, {"preset": "dgx-a100"}, 16, nodes=2, seq_len=512, tp=[8], micro_batch=[1],
+                                progress=False).to_pandas()
+    sim = t[t.status == "simulated"]
+    assert len(sim) and set(sim.tp * sim.pp * sim.dp) == {16}
+    with pytest.raises(eidolon.SpecError, match="nodes=2") as e:
+        eidolon.search_parallel(SMALL, {"preset": "dgx-a100", "nodes": 1}, 16, nodes=2, progress=False)
+    assert e.value.problems[0].path == "cluster.nodes"
+
+
 def test_perfetto_needs_a_timeline(tmp_path):
     r = eidolon.run({"kind": "selftest", "iterations": 2}, progress=False)
     with pytest.raises(ValueError, match="timeline"):
