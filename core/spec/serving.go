@@ -104,7 +104,14 @@ type ServingEngine struct {
 	// weights, activations and KV cache; default 0.9. KVBlocks, if set,
 	// replaces the blocks that leaves.
 	GPUMemoryUtilization float64 `json:"gpu_memory_utilization,omitempty"`
-	KVBlocks             int     `json:"kv_blocks,omitempty"`
+	// KVCacheFreeMemoryFraction, when set, sizes the KV cache as
+	// TensorRT-LLM does instead: that share of the memory the weights and
+	// activations leave free (KvCacheConfig's free_gpu_memory_fraction,
+	// 0.9 by default there), in place of what gpu_memory_utilization's share
+	// of all of it leaves (vLLM's rule). With 70 GB of FP8 weights on two
+	// 80 GB GPUs the two rules give the cache 37 and 34 GB.
+	KVCacheFreeMemoryFraction float64 `json:"kv_cache_free_memory_fraction,omitempty"`
+	KVBlocks                  int     `json:"kv_blocks,omitempty"`
 	// Preemption: "recompute" (default) or "swap" (over the host link,
 	// SwapBandwidthBytesPerS, default PCIe 4.0 x16).
 	Preemption             string  `json:"preemption,omitempty"`
@@ -512,6 +519,9 @@ func (s *Serving) Validate(p *Problems) {
 	p.IntInRange("engine.block_tokens", e.BlockTokens, 1, 1<<16)
 	if e.GPUMemoryUtilization <= 0 || e.GPUMemoryUtilization > 1 {
 		p.Addf("engine.gpu_memory_utilization", "must be in (0, 1], got %g", e.GPUMemoryUtilization)
+	}
+	if e.KVCacheFreeMemoryFraction < 0 || e.KVCacheFreeMemoryFraction > 1 {
+		p.Addf("engine.kv_cache_free_memory_fraction", "must be in (0, 1] (or 0: gpu_memory_utilization's rule), got %g", e.KVCacheFreeMemoryFraction)
 	}
 	p.IntInRange("engine.kv_blocks", e.KVBlocks, 0, 1<<30)
 	p.OneOf("engine.preemption", e.Preemption, []string{"recompute", "swap"})

@@ -109,7 +109,7 @@ func randomSpec(rng *rand.Rand) map[string]any {
 		doc["tp"] = pick(1, 2, 4, 8)
 		doc["replicas"] = pick(1, 2)
 		engine := map[string]any{"max_num_batched_tokens": pick(512, 8192), "chunked_prefill": rng.IntN(2) == 0,
-			"prefix_caching": rng.IntN(2) == 0, "kv_cache_dtype": pick("auto", "fp8")}
+			"prefix_caching": rng.IntN(2) == 0, "kv_cache_dtype": pick("auto", "fp8"), "kv_cache_free_memory_fraction": pick(0.0, 0.9)}
 		if moe {
 			engine["enable_expert_parallel"] = rng.IntN(2) == 0
 		}

@@ -220,7 +220,7 @@ func requestsFit(s *spec.Serving, st *Setup) error {
 	for i, r := range st.Replicas {
 		if need := (longest + s.Engine.BlockTokens - 1) / s.Engine.BlockTokens; need > r.Blocks {
 			var p spec.Problems
-			p.Addf("workload", "a request of up to %d tokens needs %d KV blocks of %d tokens, but replica %d has %d (engine.kv_blocks, gpu_memory_utilization, tp)",
+			p.Addf("workload", "a request of up to %d tokens needs %d KV blocks of %d tokens, but replica %d has %d (engine.kv_blocks, gpu_memory_utilization or kv_cache_free_memory_fraction, tp)",
 				longest, need, s.Engine.BlockTokens, i, r.Blocks)
 			return p.Err()
 		}
@@ -370,11 +370,14 @@ func Build(ctx context.Context, s *spec.Serving) (*Setup, error) {
 					}
 					w, a = w+dw, max(a, da)
 				}
-				left := e.GPUMemoryUtilization*float64(g.HBMBytes) - w - a
+				left, rule := e.GPUMemoryUtilization*float64(g.HBMBytes)-w-a, fmt.Sprintf("in %.0f %% of %.3g GB", 100*e.GPUMemoryUtilization, float64(g.HBMBytes)/1e9)
+				if f := e.KVCacheFreeMemoryFraction; f > 0 {
+					left, rule = f*(float64(g.HBMBytes)-w-a), fmt.Sprintf("of %.3g GB", float64(g.HBMBytes)/1e9)
+				}
 				b := int(left / (kvPerToken(stg) * float64(e.BlockTokens)))
 				if b <= 0 {
-					return nil, fmt.Errorf("the model does not fit: %.3g GB of weights and %.3g GB of activations per GPU of stage %d leave no KV cache in %.0f %% of %.3g GB",
-						w/1e9, a/1e9, stg, 100*e.GPUMemoryUtilization, float64(g.HBMBytes)/1e9)
+					return nil, fmt.Errorf("the model does not fit: %.3g GB of weights and %.3g GB of activations per GPU of stage %d leave no KV cache %s",
+						w/1e9, a/1e9, stg, rule)
 				}
 				blocks = min(blocks, b)
 			}

@@ -748,6 +748,25 @@ func TestFP8KVCacheDoublesTheBlocks(t *testing.T) {
 	assert.Greater(t, fp8.RequestsPerS, auto.RequestsPerS)
 }
 
+// engine.kv_cache_free_memory_fraction f gives the cache f of what the
+// weights and activations leave (TensorRT-LLM's rule), where
+// gpu_memory_utilization u leaves u of all the memory less them (vLLM's): at
+// f = u = 1 the two are the same memory, f = 0.5 is half of it, and at 0.9
+// the free-memory rule holds more, by a tenth of the weights and activations.
+func TestKVCacheFreeMemoryFraction(t *testing.T) {
+	const w = `,"workload":{"rate_per_s":1,"requests":20}`
+	blocks := func(engine string) int {
+		return table[serving.SummaryRow](run(t, `,"engine":{`+engine+`}`+w), "summary")[0].KVBlocksReplica
+	}
+	whole := blocks(`"gpu_memory_utilization":1`)
+	assert.Equal(t, whole, blocks(`"kv_cache_free_memory_fraction":1`))
+	assert.InDelta(t, whole/2, blocks(`"kv_cache_free_memory_fraction":0.5`), 1)
+	assert.Greater(t, blocks(`"kv_cache_free_memory_fraction":0.9`), blocks(`"gpu_memory_utilization":0.9`))
+	err := all.Validate([]byte(`{"kind":"serving",`+base+`,"engine":{"kv_cache_free_memory_fraction":1.5},"workload":{"rate_per_s":1,"requests":2}}`), 0)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "engine.kv_cache_free_memory_fraction")
+}
+
 // engine.weight_dtype "int4" leaves the memory its weights no longer take
 // to the KV cache: Llama-2-7B's 13.5 GB of 16-bit weights become about
 // 3.7 GB, and at 30 % of an A100 the blocks roughly double.
