@@ -41,6 +41,22 @@ var nimOtherRows = []NIMRow{
 	{20000, 2000, 1, 2521.02, 19.46}, {20000, 2000, 25, 10457.52, 64.46},
 }
 
+// nimH100Src is a second table of the same page, as NVIDIA's NIM
+// benchmarking guide publishes it today (docs.nvidia.com/nim/benchmarking/
+// llm/1.0.0/performance, "Llama-3.3-70b-instruct Results", NIM version
+// 1.8.0): the model in FP8 on 2× H100 80 GB at TP 2, 5,000 input and 500
+// output tokens, closed-loop clients (AIPerf) at eight concurrencies. No
+// figure is fitted on it.
+const nimH100Src = "NVIDIA NIM benchmarking page, Llama-3.3-70B NIM 1.8.0 on 2×H100 at FP8, TP2"
+
+// nimH100Rows are that table's rows: prompt and output tokens, clients,
+// mean TTFT and ITL in ms.
+var nimH100Rows = []NIMRow{
+	{5000, 500, 1, 406.77, 18.58}, {5000, 500, 5, 546.7, 21.83}, {5000, 500, 25, 688.69, 38.75},
+	{5000, 500, 50, 834.51, 59.73}, {5000, 500, 100, 7996.25, 92.91}, {5000, 500, 150, 34794.22, 92.86},
+	{5000, 500, 200, 61680.22, 93.06}, {5000, 500, 250, 88605.32, 93.2},
+}
+
 // label is the row's case name.
 func (r NIMRow) label() string {
 	c := fmt.Sprintf("%d+%d tokens, %d client", r.In, r.Out, r.Conc)
@@ -143,7 +159,9 @@ func ReadNIMRows(path string) ([]NIMRow, error) {
 // generation phase runs grouped-query attention on the XQA kernel in
 // multi-block mode, on by default (ExtendedRuntimePerfKnobConfig's
 // multiBlockMode; engine.decode_attention "xqa", compute's
-// xqaBlocksPerSequence).
+// xqaBlocksPerSequence); its KV cache takes 90 % of the memory left once
+// the engine is loaded (KvCacheConfig's free_gpu_memory_fraction, 0.9 by
+// default: engine.kv_cache_free_memory_fraction).
 // Between iterations its loop takes NIMStepOverheadS, during which the GPUs
 // wait (engine.step_overhead_s). vLLM V1's server would budget 2048 tokens
 // on an A100 (the serving kind's default there); the rows' engine is not
@@ -161,7 +179,7 @@ func trtllmEngine(stepOverheadS float64, customAllReduce bool) string {
 	if !customAllReduce {
 		allReduce = `"custom_all_reduce":false`
 	}
-	return fmt.Sprintf(`"max_num_batched_tokens":8192,%s,"fused_add_norm":true,"decode_attention":"xqa","step_overhead_s":%g`, allReduce, stepOverheadS)
+	return fmt.Sprintf(`"max_num_batched_tokens":8192,%s,"fused_add_norm":true,"decode_attention":"xqa","kv_cache_free_memory_fraction":0.9,"step_overhead_s":%g`, allReduce, stepOverheadS)
 }
 
 // NIMStepOverheadS is the time NIM's engine spends between two iterations
@@ -241,6 +259,44 @@ func NIMSpec(r NIMRow, requests int, execution, engine string) string {
 	return fmt.Sprintf(`{"kind":"serving","model":"llama3-70b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},
 		"tp":8,"execution":%q,"engine":{%s},"workload":{"arrival":"closed_loop","concurrency":%d,"requests":%d,"warmup_requests":%d,
 		"prompt_tokens":{"tokens":%d},"output_tokens":{"tokens":%d}}}`, execution, engine, r.Conc, requests, r.Conc, r.In, r.Out)
+}
+
+// NIMH100Spec is a row of nimH100Rows as a serving run: the A100 rows'
+// engine (NIMEngine, NIMExecution) on one replica of two H100s of a DGX
+// H100, its linear layers in FP8 and its KV cache in FP8 too. The page names
+// the profile "fp8" and not its cache's type; its saturated rows imply the
+// FP8 cache: from 100 clients on the throughput holds at 920 output tokens a
+// second at a 93 ms ITL, about 85 sequences resident, where 16-bit blocks of
+// 5,500-token sequences would hold about 40 in what two H100s leave beside
+// 70 GB of FP8 weights, and 8-bit ones about 80.
+func NIMH100Spec(r NIMRow, requests int) string {
+	return fmt.Sprintf(`{"kind":"serving","model":"llama3-70b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1},
+		"tp":2,"dtype":"fp8","execution":%q,"engine":{%s,"kv_cache_dtype":"fp8"},"workload":{"arrival":"closed_loop","concurrency":%d,
+		"requests":%d,"warmup_requests":%d,"prompt_tokens":{"tokens":%d},"output_tokens":{"tokens":%d}}}`,
+		NIMExecution, NIMEngine, r.Conc, requests, r.Conc, r.In, r.Out)
+}
+
+// NIMH100Rows runs every row of nimH100Rows (NIMRounds of requests a
+// client, 3 from 100 clients on, the first round left out as warm-up, as
+// NIMSpec's).
+func NIMH100Rows(ctx context.Context) ([]Row, error) {
+	var rows []Row
+	for _, r := range nimH100Rows {
+		rounds := NIMRounds(r)
+		if r.Conc >= 100 {
+			rounds = 3
+		}
+		res, err := run(ctx, NIMH100Spec(r, rounds*r.Conc))
+		if err != nil {
+			return nil, fmt.Errorf("nim h100 %d+%d at %d: %w", r.In, r.Out, r.Conc, err)
+		}
+		s := res.Tables[0].Rows.([]serving.SummaryRow)[0]
+		note := fmt.Sprintf("KV cache use up to %.0f %%; mean %.1f sequences an iteration", 100*s.KVUtilizationMax, s.MeanBatchSeqs)
+		rows = append(rows,
+			row("2×H100 FP8, "+r.label(), "ttft_ms", r.TTFTMS, 1e3*s.TTFTSMean, nimH100Src, note),
+			row("2×H100 FP8, "+r.label(), "itl_ms", r.ITLMS, 1e3*s.ITLSMean, nimH100Src, note))
+	}
+	return rows, nil
 }
 
 // ServingRows runs every NIM row as a serving scenario with NIMEngine and
