@@ -602,11 +602,31 @@ func RequestRows(rs []sv.RequestOut, warmup int) []RequestRow {
 	return rows
 }
 
+// lifeShare is the share of a request's life, arrival a to finish f, that
+// falls in the window [lo, hi] (an instant request: 1 inside, 0 outside).
+func lifeShare(a, f, lo, hi float64) float64 {
+	if f <= a {
+		if a >= lo && a <= hi {
+			return 1
+		}
+		return 0
+	}
+	return math.Max(0, math.Min(f, hi)-math.Max(a, lo)) / (f - a)
+}
+
 // Summarize computes the summary: latency statistics over the requests
 // after the warm-up; rates over the window from the first of them to arrive
-// to the last of them to finish, counting every request (warm-up ones too)
-// that finishes inside it, so a queue of warm-up requests being served at
-// the window's start is not charged to the measured ones.
+// to the last of them to finish, each request (warm-up ones too) counted by
+// the share of its life, arrival to finish, inside the window, its tokens
+// with it. Counting the requests that finish inside the window instead
+// charged closed-loop clients' warm-up round to it whole: its finishes, all
+// in the window's first cycle, came on top of a cycle's worth of measured
+// ones, so 4 rounds of 25 clients read 26 % above c / mean e2e (Little's
+// law; 49 % at 3 rounds of 5). Shares of life summed over any partition of
+// time count each request once, so the rate is the steady one up to the
+// window's ends (within 3 % of c / mean e2e at 3 to 8 rounds; a stable
+// Poisson stream of 300 requests reads 3.4 % under its rate, its last
+// finishes draining the window's end, and of 3,000 within 2.3 % of it).
 func Summarize(rows []RequestRow, its []IterationRow, slo spec.ServingSLO) SummaryRow {
 	var sum SummaryRow
 	var ttft, itl, e2e []float64
@@ -641,13 +661,12 @@ func Summarize(rows []RequestRow, its []IterationRow, slo spec.ServingSLO) Summa
 	if sum.WindowS > 0 {
 		var done, goodDone, outTok, allTok float64
 		for _, r := range rows {
-			if r.FinishS >= first && r.FinishS <= last {
-				done++
-				outTok += float64(r.OutputTokens)
-				allTok += float64(r.OutputTokens + r.PromptTokens)
-				if meets(r) {
-					goodDone++
-				}
+			share := lifeShare(r.ArrivalS, r.FinishS, first, last)
+			done += share
+			outTok += share * float64(r.OutputTokens)
+			allTok += share * float64(r.OutputTokens+r.PromptTokens)
+			if meets(r) {
+				goodDone += share
 			}
 		}
 		sum.RequestsPerS = done / sum.WindowS
