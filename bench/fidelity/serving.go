@@ -50,12 +50,16 @@ var nimOtherRows = []NIMRow{
 const nimH100Src = "NVIDIA NIM benchmarking page, Llama-3.3-70B NIM 1.8.0 on 2×H100 at FP8, TP2"
 
 // nimH100Rows are that table's rows: prompt and output tokens, clients,
-// mean TTFT and ITL in ms.
-var nimH100Rows = []NIMRow{
-	{5000, 500, 1, 406.77, 18.58}, {5000, 500, 5, 546.7, 21.83}, {5000, 500, 25, 688.69, 38.75},
-	{5000, 500, 50, 834.51, 59.73}, {5000, 500, 100, 7996.25, 92.91}, {5000, 500, 150, 34794.22, 92.86},
-	{5000, 500, 200, 61680.22, 93.06}, {5000, 500, 250, 88605.32, 93.2},
-}
+// mean TTFT and ITL in ms; nimH100Throughput its output tokens a second,
+// row by row.
+var (
+	nimH100Rows = []NIMRow{
+		{5000, 500, 1, 406.77, 18.58}, {5000, 500, 5, 546.7, 21.83}, {5000, 500, 25, 688.69, 38.75},
+		{5000, 500, 50, 834.51, 59.73}, {5000, 500, 100, 7996.25, 92.91}, {5000, 500, 150, 34794.22, 92.86},
+		{5000, 500, 200, 61680.22, 93.06}, {5000, 500, 250, 88605.32, 93.2},
+	}
+	nimH100Throughput = []float64{51.67, 218.48, 623.4, 814.37, 917.26, 920.9, 920.54, 920.12}
+)
 
 // label is the row's case name.
 func (r NIMRow) label() string {
@@ -277,14 +281,14 @@ func NIMH100Spec(r NIMRow, requests int) string {
 }
 
 // NIMH100Rows runs every row of nimH100Rows (NIMRounds of requests a
-// client, 3 from 100 clients on, the first round left out as warm-up, as
+// client, 4 from 100 clients on, the first round left out as warm-up, as
 // NIMSpec's).
 func NIMH100Rows(ctx context.Context) ([]Row, error) {
 	var rows []Row
-	for _, r := range nimH100Rows {
+	for i, r := range nimH100Rows {
 		rounds := NIMRounds(r)
 		if r.Conc >= 100 {
-			rounds = 3
+			rounds = 4
 		}
 		res, err := run(ctx, NIMH100Spec(r, rounds*r.Conc))
 		if err != nil {
@@ -294,7 +298,8 @@ func NIMH100Rows(ctx context.Context) ([]Row, error) {
 		note := fmt.Sprintf("KV cache use up to %.0f %%; mean %.1f sequences an iteration", 100*s.KVUtilizationMax, s.MeanBatchSeqs)
 		rows = append(rows,
 			row("2×H100 FP8, "+r.label(), "ttft_ms", r.TTFTMS, 1e3*s.TTFTSMean, nimH100Src, note),
-			row("2×H100 FP8, "+r.label(), "itl_ms", r.ITLMS, 1e3*s.ITLSMean, nimH100Src, note))
+			row("2×H100 FP8, "+r.label(), "itl_ms", r.ITLMS, 1e3*s.ITLSMean, nimH100Src, note),
+			row("2×H100 FP8, "+r.label(), "output_tokens_per_s", nimH100Throughput[i], s.OutputTokensPerS, nimH100Src, note))
 	}
 	return rows, nil
 }

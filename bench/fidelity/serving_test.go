@@ -94,13 +94,13 @@ What the rows say, and what is not modelled:
   request in its loop was found, so it stays 0.
 - The FP8 rows on two H100s (NIM 1.8.0) run the A100 rows' engine and loop time with the weights and the KV cache in
   FP8; nothing is fitted on them. The page names the profile "fp8", not its cache's type; its saturated rows imply
-  an FP8 cache (NIMH100Spec). One client reads -10.8 % (TTFT) and -6.5 % (ITL), and every ITL is within 11 %
-  (-0.6 to -10.3 %). From 150 clients on the KV cache binds: the measured throughput holds at about 920 tokens a
-  second with about 85 sequences resident, and the TTFT is the wait for room in the cache, simulated within 4 %
-  (-3.9, +0.1, +0.6 %) with the cache sized as TensorRT-LLM sizes it, 90 % of the memory the weights and activations
-  leave (engine.kv_cache_free_memory_fraction 0.9, KvCacheConfig's default). Sized as vLLM does, 90 % of all the
-  memory less them, it held about 74 sequences and those rows read +12.6, +9.3 and +8.4 % (ITL -10.8, -8.2, -6.6 %),
-  the 100-client row +33.3 % (now -19.6 %). At 5 to 50 clients the TTFT is 19-68 % long: the simulated closed
+  an FP8 cache (NIMH100Spec). One client reads -10.8 % (TTFT) and -6.5 % (ITL); every ITL is within 8 % (-7.0 to
+  +0.8 %) and every throughput (output tokens a second) within 8 % (+7.1 to -6.1 %). From 150 clients on the KV
+  cache binds: the measured throughput holds at about 920 tokens a second with about 85 sequences resident, and the
+  TTFT is the wait for room in the cache, simulated within 2 % (-1.7, +0.0, +0.7 %) with the cache sized as
+  TensorRT-LLM sizes it, 90 % of the memory the weights and activations leave (engine.kv_cache_free_memory_fraction
+  0.9, KvCacheConfig's default). Sized as vLLM does, 90 % of all the memory less them, it held 75-79 sequences and
+  those rows read +12.4, +9.5 and +8.5 % (ITL -7.4, -6.7, -5.0 %), the 100-client row +33.8 % (now -19.2 %). At 5 to 50 clients the TTFT is 19-68 % long: the simulated closed
   loop settles into trains, each request arriving while the one before it is in its prefill and waiting it out (at
   25 clients every request of a 19 s cycle arrives within 7 s of the first, and waits 0.47 s for its prefill on
   average), where the measured TTFT at 25 clients, 0.28 s above one client's, is about what requests spread evenly
