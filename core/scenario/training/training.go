@@ -31,7 +31,9 @@ type SummaryRow struct {
 	// TokensPerS is global batch × sequence length / step time.
 	TokensPerS float64 `arrow:"tokens_per_s"`
 	// MFU: model FLOPs (matmuls, the Megatron formula's count, independent
-	// of the routing) per second over the GPUs' dense peak; HFU counts the
+	// of the routing) per second over the GPUs' dense peak in the run's
+	// dtype (an fp8 run's over the FP8 peak, twice the BF16 one on
+	// Hopper: its BF16-peak MFU is twice the column); HFU counts the
 	// matmuls the simulated ranks run: recomputation, and under imbalanced
 	// routing the expert tokens each rank's program processes.
 	MFU float64 `arrow:"mfu"`
