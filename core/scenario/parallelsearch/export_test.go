@@ -22,3 +22,12 @@ func PanicInLayout(tp int) (restore func()) {
 	}
 	return func() { simulateLayout = prev }
 }
+
+// SearchProgress is searchProgress over candidates with the lower bounds lbs.
+func SearchProgress(lbs []float64, i int, kth float64) float64 {
+	cands := make([]*candidate, len(lbs))
+	for j, lb := range lbs {
+		cands[j] = &candidate{lb: lb}
+	}
+	return searchProgress(cands, i, kth)
+}

@@ -24,6 +24,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"sort"
@@ -544,14 +545,14 @@ func simulateAll(env scenario.Env, s *spec.ParallelSearch, cands []*candidate, c
 		if err := env.Canceled(); err != nil {
 			return nil, err
 		}
-		env.Report(float64(i) / float64(len(cands)))
 		mu.Lock()
 		cut := bounded(c.lb)
-		kth := 0.0
-		if cut {
+		kth := math.Inf(1)
+		if keep > 0 && len(best) >= keep {
 			kth = best[keep-1]
 		}
 		mu.Unlock()
+		env.Report(searchProgress(cands, i, kth))
 		if cut {
 			c.row.Status = Bounded
 			c.row.Reason = fmt.Sprintf("its lower bound (%.3g s: compute with pipeline fill and drain, or data-parallel traffic at the slowest hop) exceeds the %d-th best step time (%.3g s)", c.lb, keep, kth)
@@ -587,6 +588,20 @@ func simulateAll(env scenario.Env, s *spec.ParallelSearch, cands []*candidate, c
 	}
 	env.Report(1)
 	return cands, nil
+}
+
+// searchProgress is the share of the search done before candidate i is
+// decided: i over i and the candidates from i on whose lower bound is still
+// under the k-th best step time kth (cands run in order of their bound, and
+// the rest will be bounded without a simulation). It never falls (kth only
+// falls) and reaches 1 with the last simulation, where the share of all
+// candidates would sit at a fifth and jump to the end.
+func searchProgress(cands []*candidate, i int, kth float64) float64 {
+	left := sort.Search(len(cands)-i, func(j int) bool { return cands[i+j].lb > kth })
+	if i+left == 0 {
+		return 1
+	}
+	return float64(i) / float64(i+left)
 }
 
 // simulateLayout is the simulation a worker runs; tests replace it to make

@@ -3,6 +3,7 @@ package parallelsearch_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"testing"
 
@@ -44,6 +45,31 @@ func TestSearchRanksAndExplains(t *testing.T) {
 	assert.Greater(t, status[parallelsearch.Simulated], 10)
 	assert.Greater(t, status[parallelsearch.Invalid], 0)
 	assert.Greater(t, status[parallelsearch.Dominated], 0)
+}
+
+// The progress before a candidate is decided is the candidates decided
+// over those and the ones still under the k-th best step time: with bounds
+// 1..5, before the third, 2/5 while no k-th best exists, 2/3 once it is 3.5
+// (only the bound 3 is left under it), 1 once it is below every bound left.
+// A real search reports it never falling and ends at 1.
+func TestSearchProgressFollowsTheSimulationsLeft(t *testing.T) {
+	lbs := []float64{1, 2, 3, 4, 5}
+	inf := math.Inf(1)
+	assert.Equal(t, 0.0, parallelsearch.SearchProgress(lbs, 0, inf))
+	assert.Equal(t, 0.4, parallelsearch.SearchProgress(lbs, 2, inf))
+	assert.InDelta(t, 2.0/3, parallelsearch.SearchProgress(lbs, 2, 3.5), 1e-12)
+	assert.Equal(t, 1.0, parallelsearch.SearchProgress(lbs, 2, 2.5))
+
+	var got []float64
+	_, _, err := all.Run(scenario.Env{Ctx: context.Background(), Progress: func(f float64) { got = append(got, f) }},
+		[]byte(`{"kind":"parallel_search","model":{"preset":"gpt-22b","layers":8},"gpu":"a100-80gb-sxm",
+		"cluster":{"preset":"dgx-a100","nodes":2},"global_batch":16,"seq_len":1024,"keep":3}`))
+	require.NoError(t, err)
+	require.NotEmpty(t, got)
+	for i := 1; i < len(got); i++ {
+		require.GreaterOrEqual(t, got[i], got[i-1], "report %d", i)
+	}
+	assert.Equal(t, 1.0, got[len(got)-1])
 }
 
 // With keep = k the top k are the same as with every layout simulated, on
