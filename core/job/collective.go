@@ -2,6 +2,7 @@ package job
 
 import (
 	"context"
+	"math"
 
 	"github.com/eidolon-sim/eidolon/core/compile"
 	"github.com/eidolon-sim/eidolon/core/net"
@@ -136,7 +137,9 @@ func CollectiveGroups(prefix string, cs *spec.Collective, tp *topo.Topology) ([]
 		groups = [][]int{g}
 	}
 	var p problem.Problems
+	smallest := math.MaxInt
 	for gi, g := range groups {
+		smallest = min(smallest, len(g))
 		for i, r := range g {
 			if r >= tp.NumRanks() {
 				path := problem.Index("group", i)
@@ -146,6 +149,9 @@ func CollectiveGroups(prefix string, cs *spec.Collective, tp *topo.Topology) ([]
 				p.Addf(path, "rank must be < %d (the cluster's rank count), got %d", tp.NumRanks(), r)
 			}
 		}
+	}
+	if cs.Root >= smallest {
+		p.Addf("root", "must be an index into every communicator, < %d (its ranks), got %d", smallest, cs.Root)
 	}
 	return groups, problem.Under(prefix, p.Err())
 }

@@ -91,6 +91,19 @@ func TestSpecErrorsNameFields(t *testing.T) {
 		"cluster":{"preset":"dgx-h100"},"faults":{"devices":[{"device":"n9.gpu0"}]}}`))
 	require.ErrorAs(t, err, &se)
 	require.Contains(t, err.Error(), "faults.devices[0].device")
+	// root indexes the communicator (the smallest of several groups), so
+	// validation refuses one past it, as a fault sweep's base too, where
+	// the run would fail only once its collective starts.
+	for _, js := range []string{
+		`{"kind":"collective","cluster":{"preset":"dgx-a100"},"collective":"broadcast","group":[0,1,2,3],"root":4}`,
+		`{"kind":"collective","cluster":{"preset":"dgx-a100"},"collective":"reduce","groups":[[0,1,2],[3,4]],"root":2}`,
+		`{"kind":"fault_sweep","mode":"sample","samples":2,"link_failures":1,"collective":{"cluster":{"preset":"dgx-a100"},"collective":"broadcast","root":8}}`,
+	} {
+		err := all.Validate([]byte(js), 0)
+		require.ErrorAs(t, err, &se, js)
+		require.Contains(t, err.Error(), "root: must be an index into every communicator", js)
+	}
+	require.NoError(t, all.Validate([]byte(`{"kind":"collective","cluster":{"preset":"dgx-a100"},"collective":"broadcast","root":7}`), 0))
 }
 
 func TestChannelsUseEveryNIC(t *testing.T) {
