@@ -42,7 +42,7 @@ func Kind() scenario.Kind {
 			}
 			o, err := Simulate(env, s)
 			if err != nil {
-				return scenario.Result{}, err
+				return scenario.Result{}, noRoomIsTheSpecs(err)
 			}
 			return o.Result(), nil
 		}), check)
@@ -175,6 +175,21 @@ type Setup struct {
 	GPU      hw.GPU
 }
 
+// errNoKVCache: a replica's weights and activations leave its GPUs no
+// memory for a KV cache.
+var errNoKVCache = errors.New("the model does not fit")
+
+// noRoomIsTheSpecs turns a run's errNoKVCache into the spec's problem at tp,
+// naming what leaves room for a cache; other errors pass unchanged.
+func noRoomIsTheSpecs(err error) error {
+	if !errors.Is(err, errNoKVCache) {
+		return err
+	}
+	var p spec.Problems
+	p.Addf("tp", "%v: a larger tp or pp, a GPU with more memory, engine.weight_dtype or engine.gpu_memory_utilization leaves room for one", err)
+	return p.Err()
+}
+
 // check makes a run's checks before it simulates: the cluster, GPU and
 // faults compiled and, without a search (which varies the layout), the
 // layout against them.
@@ -191,14 +206,17 @@ func check(s *spec.Serving) error {
 		return err
 	}
 	// The layout built as the run builds it, so that a request no replica
-	// can hold is refused here too. Build's other errors (a model that
-	// leaves no room for a cache) are the run's outcome, not the spec's
-	// problems: the run reports them, and the search counts them as
-	// layouts that do not fit.
+	// can hold, or a model that leaves its GPUs no room for a cache, is
+	// refused here too, naming what to change (the search, which varies the
+	// layout, counts the latter as layouts that do not fit). Build's other
+	// errors are the run's outcome, which the run reports.
 	st, err := Build(context.Background(), s)
 	var se *spec.Error
 	if errors.As(err, &se) {
 		return err
+	}
+	if errors.Is(err, errNoKVCache) {
+		return noRoomIsTheSpecs(err)
 	}
 	if err != nil {
 		return nil
@@ -376,8 +394,8 @@ func Build(ctx context.Context, s *spec.Serving) (*Setup, error) {
 				}
 				b := int(left / (kvPerToken(stg) * float64(e.BlockTokens)))
 				if b <= 0 {
-					return nil, fmt.Errorf("the model does not fit: %.3g GB of weights and %.3g GB of activations per GPU of stage %d leave no KV cache %s",
-						w/1e9, a/1e9, stg, rule)
+					return nil, fmt.Errorf("%w: %.3g GB of weights and %.3g GB of activations per GPU of stage %d leave no KV cache %s",
+						errNoKVCache, w/1e9, a/1e9, stg, rule)
 				}
 				blocks = min(blocks, b)
 			}

@@ -326,6 +326,7 @@ func TestSpecErrors(t *testing.T) {
 		{`,"workload":{"rate_per_s":1,"prompt_tokens":{"tokens":9000}},"engine":{"chunked_prefill":false}`, "workload.prompt_tokens"},
 		{`,"workload":{"rate_per_s":1,"prompt_tokens":{"tokens":4000}},"engine":{"kv_blocks":10}`, "workload"},
 		{`,"workload":{"rate_per_s":1,"prompt_tokens":16777216}`, "KV blocks of 16 tokens, but replica 0 has"},
+		{`,"model":"llama3-70b","workload":{"rate_per_s":1}`, "tp: the model does not fit: 141 GB of weights"},
 	} {
 		se := specErr(t, c.extra)
 		assert.Contains(t, se.Error(), c.field, c.extra)
