@@ -35,6 +35,28 @@ func Kind() scenario.Kind {
 		Run), Check)
 }
 
+// communicatorsSpan refuses a collective base whose communicators all hold
+// one rank: such a collective moves nothing and takes no time, so no fault
+// can slow it and slowdowns are undefined.
+func communicatorsSpan(cs *spec.Collective, t *topo.Topology) error {
+	groups, err := job.CollectiveGroups("collective", cs, t)
+	if err != nil {
+		return err
+	}
+	for _, g := range groups {
+		if len(g) > 1 {
+			return nil
+		}
+	}
+	path := "collective.group"
+	if cs.Groups != nil {
+		path = "collective.groups"
+	}
+	var p spec.Problems
+	p.Addf(path, "a fault sweep needs a communicator of at least 2 ranks (one rank's collective takes no time, so nothing can slow it)")
+	return p.Err()
+}
+
 // Check makes a sweep's checks before it simulates: its base compiled
 // under the base's path (cluster, GPU, fault device names, then the layout
 // or the groups), and the fault counts against the cluster.
@@ -61,6 +83,11 @@ func Check(s *spec.FaultSweep) error {
 	t, err := compile.Topology(kind, c)
 	if err != nil {
 		return err
+	}
+	if kind == "collective" {
+		if err := communicatorsSpan(s.Collective, t); err != nil {
+			return err
+		}
 	}
 	sets, err := faultSets(s, t, eligible(t, s))
 	if err != nil || s.Mode != "single_link" {
@@ -190,6 +217,11 @@ func Run(env scenario.Env, s *spec.FaultSweep) (scenario.Result, error) {
 	b, err := newBase(s, env.Canceled)
 	if err != nil {
 		return scenario.Result{}, err
+	}
+	if s.BaseKind() == "collective" {
+		if err := communicatorsSpan(s.Collective, b.topology()); err != nil {
+			return scenario.Result{}, err
+		}
 	}
 	healthy, err := b.run(env, net.FaultPlan{})
 	if err != nil {

@@ -217,11 +217,17 @@ func TestSpecErrors(t *testing.T) {
 		trainingSweep(`,"samples":1,"link_failures":1`, `,"faults":{"stragglers":[{"device":"n9.gpu0","slowdown":2}]}`):   "training.faults.stragglers[0].device",
 		trainingSweep(`,"samples":1,"nic_failures":17`, ""):                                                               "nic_failures",
 		`{"kind":"fault_sweep","collective":{"cluster":{"topology":"ring","gpus":4},"sizes_bytes":[1,2]},"stragglers":1}`: "collective.sizes_bytes",
+		// One rank's collective takes no time: nothing to slow down.
+		`{"kind":"fault_sweep","collective":{"cluster":{"topology":"ring","gpus":4},"group":[2]},"mode":"single_link"}`:  "collective.group: a fault sweep needs a communicator of at least 2 ranks",
+		`{"kind":"fault_sweep","collective":{"cluster":{"topology":"ring","gpus":4},"groups":[[0],[3]]},"stragglers":1}`: "collective.groups: a fault sweep needs",
 	} {
 		_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
 		var se *spec.Error
 		require.True(t, errors.As(err, &se), "%s: %v", js, err)
 		assert.Contains(t, err.Error(), path)
+		verr := all.Validate([]byte(js), 0)
+		require.Error(t, verr, js)
+		assert.Contains(t, verr.Error(), path)
 	}
 }
 
