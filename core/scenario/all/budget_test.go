@@ -287,6 +287,10 @@ func TestSingleLinkSweepOverEveryCableIsBudgeted(t *testing.T) {
 	require.ErrorAs(t, err, &se)
 	require.Equal(t, "cables", se.Problems[0].Path)
 	require.ErrorContains(t, err, "131072 single-cable faults")
+	// The run refuses it as validate does, before its healthy run.
+	_, _, rerr := all.Run(scenario.Env{Ctx: context.Background()}, sweep(""))
+	require.ErrorAs(t, rerr, &se)
+	require.Equal(t, err.Error(), rerr.Error())
 	require.NoError(t, all.Validate(sweep(`,"cables":16`), 0))
 	require.NoError(t, all.Validate(sweep(`,"max_events":1e12`), 0), "asked for")
 }

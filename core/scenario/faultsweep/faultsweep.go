@@ -90,12 +90,20 @@ func Check(s *spec.FaultSweep) error {
 		}
 	}
 	sets, err := faultSets(s, t, eligible(t, s))
-	if err != nil || s.Mode != "single_link" {
+	if err != nil {
 		return err
 	}
-	// The spec's budget counts one run in this mode (the cables are known
-	// once the cluster is built): every cable of a large cluster, each
-	// degraded and failed, is hours of runs.
+	return singleLinkBudget(s, sets)
+}
+
+// singleLinkBudget holds a single-link sweep to max_events. The spec's
+// budget counts one run in this mode (the cables are known once the
+// cluster is built): every cable of a large cluster, each degraded and
+// failed, is hours of runs.
+func singleLinkBudget(s *spec.FaultSweep, sets []faultSet) error {
+	if s.Mode != "single_link" {
+		return nil
+	}
 	b := s.Budget()
 	runs := float64(len(sets))/float64(max(s.Shards, 1)) + 1
 	b.Events *= runs
@@ -218,10 +226,21 @@ func Run(env scenario.Env, s *spec.FaultSweep) (scenario.Result, error) {
 	if err != nil {
 		return scenario.Result{}, err
 	}
+	// The checks validation makes on the built cluster, made again here so
+	// that the run refuses what validate refuses.
+	t := b.topology()
 	if s.BaseKind() == "collective" {
-		if err := communicatorsSpan(s.Collective, b.topology()); err != nil {
+		if err := communicatorsSpan(s.Collective, t); err != nil {
 			return scenario.Result{}, err
 		}
+	}
+	cables := eligible(t, s)
+	sets, err := faultSets(s, t, cables)
+	if err != nil {
+		return scenario.Result{}, err
+	}
+	if err := singleLinkBudget(s, sets); err != nil {
+		return scenario.Result{}, err
 	}
 	healthy, err := b.run(env, net.FaultPlan{})
 	if err != nil {
@@ -232,12 +251,6 @@ func Run(env scenario.Env, s *spec.FaultSweep) (scenario.Result, error) {
 	}
 	if !(healthy.timeS > 0) {
 		return scenario.Result{}, fmt.Errorf("the healthy base run takes no time (%v s): slowdowns are undefined", healthy.timeS)
-	}
-	t := b.topology()
-	cables := eligible(t, s)
-	sets, err := faultSets(s, t, cables)
-	if err != nil {
-		return scenario.Result{}, err
 	}
 	var mine []int // the samples of this shard
 	for i, fs := range sets {
