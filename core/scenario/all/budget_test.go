@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/scenario/all"
@@ -287,8 +288,11 @@ func TestSingleLinkSweepOverEveryCableIsBudgeted(t *testing.T) {
 	require.ErrorAs(t, err, &se)
 	require.Equal(t, "cables", se.Problems[0].Path)
 	require.ErrorContains(t, err, "131072 single-cable faults")
-	// The run refuses it as validate does, before its healthy run.
-	_, _, rerr := all.Run(scenario.Env{Ctx: context.Background()}, sweep(""))
+	// The run refuses it as validate does, before its healthy run (bounded:
+	// a run that took it would go on for hours).
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, _, rerr := all.Run(scenario.Env{Ctx: ctx}, sweep(""))
 	require.ErrorAs(t, rerr, &se)
 	require.Equal(t, err.Error(), rerr.Error())
 	require.NoError(t, all.Validate(sweep(`,"cables":16`), 0))
