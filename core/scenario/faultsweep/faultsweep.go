@@ -84,16 +84,26 @@ func Check(s *spec.FaultSweep) error {
 	if err != nil {
 		return err
 	}
-	if kind == "collective" {
+	_, _, err = plan(s, t)
+	return err
+}
+
+// plan is the sweep on a built cluster: the eligible cables and the fault
+// sets, after the checks that need the cluster (a collective base's
+// communicators, a single-link sweep's budget). Check and Run both make
+// them, so that the run refuses what validate refuses.
+func plan(s *spec.FaultSweep, t *topo.Topology) ([]cable, []faultSet, error) {
+	if s.BaseKind() == "collective" {
 		if err := communicatorsSpan(s.Collective, t); err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
-	sets, err := faultSets(s, t, eligible(t, s))
+	cables := eligible(t, s)
+	sets, err := faultSets(s, t, cables)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	return singleLinkBudget(s, sets)
+	return cables, sets, singleLinkBudget(s, sets)
 }
 
 // singleLinkBudget holds a single-link sweep to max_events. The spec's
@@ -226,20 +236,9 @@ func Run(env scenario.Env, s *spec.FaultSweep) (scenario.Result, error) {
 	if err != nil {
 		return scenario.Result{}, err
 	}
-	// The checks validation makes on the built cluster, made again here so
-	// that the run refuses what validate refuses.
 	t := b.topology()
-	if s.BaseKind() == "collective" {
-		if err := communicatorsSpan(s.Collective, t); err != nil {
-			return scenario.Result{}, err
-		}
-	}
-	cables := eligible(t, s)
-	sets, err := faultSets(s, t, cables)
+	cables, sets, err := plan(s, t)
 	if err != nil {
-		return scenario.Result{}, err
-	}
-	if err := singleLinkBudget(s, sets); err != nil {
 		return scenario.Result{}, err
 	}
 	healthy, err := b.run(env, net.FaultPlan{})

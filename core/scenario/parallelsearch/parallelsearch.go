@@ -546,12 +546,12 @@ func simulateAll(env scenario.Env, s *spec.ParallelSearch, cands []*candidate, c
 			return nil, err
 		}
 		mu.Lock()
-		cut := bounded(c.lb)
-		kth := math.Inf(1)
+		kth := math.Inf(1) // the k-th best step time decided so far
 		if keep > 0 && len(best) >= keep {
 			kth = best[keep-1]
 		}
 		mu.Unlock()
+		cut := c.lb > kth // bounded(c.lb)
 		env.Report(searchProgress(cands, i, kth))
 		if cut {
 			c.row.Status = Bounded
