@@ -63,7 +63,31 @@ func Topology(prefix string, c spec.Cluster) (*topo.Topology, error) {
 // canceled while a large cluster is built (topo.BuildContext).
 func TopologyContext(ctx context.Context, prefix string, c spec.Cluster) (*topo.Topology, error) {
 	t, err := topo.BuildContext(ctx, Description(c))
+	if err == nil && c.Topology == topo.KindEdges {
+		err = edgesConnect(t)
+	}
 	return t, problem.Under(spec.Field(prefix, "cluster"), err)
+}
+
+// edgesConnect is a problem at "edges" when some GPU of an edge-list
+// cluster cannot reach another over its edges. The other topologies are
+// connected by construction; a hand-written edge list that leaves a GPU
+// out (or carries it one way only) would otherwise validate and then stop
+// the run with a partitioned network at its first collective. GPUs forward
+// on an edge list, so reaching GPU 0 and being reached from it suffices.
+func edgesConnect(t *topo.Topology) error {
+	gpus := t.GPUs()
+	for _, g := range gpus[1:] {
+		for _, p := range [][2]int{{gpus[0], g}, {g, gpus[0]}} {
+			if _, err := t.Route(p[0], p[1]); err != nil {
+				var pr problem.Problems
+				pr.Addf("edges", "no path from %s to %s: every GPU must reach every other (a directed edge carries one way only)",
+					t.Devices[p[0]].Name, t.Devices[p[1]].Name)
+				return pr.Err()
+			}
+		}
+	}
+	return nil
 }
 
 // Faults resolves a validated fault spec at prefix against topology t:

@@ -7,6 +7,7 @@ import (
 
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/net"
+	"github.com/eidolon-sim/eidolon/core/problem"
 	"github.com/eidolon-sim/eidolon/core/spec"
 )
 
@@ -100,4 +101,41 @@ func TestMachineAppliesThePlan(t *testing.T) {
 	require.NoError(t, err)
 	_, err = net.ApplyFaults(net.NewFlowNet(m.Fabric.Kernel(), tp), net.FaultPlan{Devices: []net.DeviceFault{{Device: 99}}}, 1)
 	require.ErrorContains(t, err, "fault on device 99")
+}
+
+// An edge-list cluster in which some GPU cannot reach another is a problem
+// at cluster.edges, naming the pair; a directed ring, which carries every
+// pair one way round, is connected.
+func TestEdgesMustConnectEveryGPU(t *testing.T) {
+	edge := func(a, b int, directed bool) spec.EdgeSpec {
+		return spec.EdgeSpec{A: a, B: b, BandwidthBytesPerS: 1e9, Directed: directed}
+	}
+	for _, c := range []struct {
+		name  string
+		gpus  int
+		edges []spec.EdgeSpec
+		bad   string
+	}{
+		{"no edges", 2, nil, "no path from gpu0 to gpu1"},
+		{"a GPU left out", 3, []spec.EdgeSpec{edge(0, 1, false)}, "no path from gpu0 to gpu2"},
+		{"one way only", 2, []spec.EdgeSpec{edge(0, 1, true)}, "no path from gpu1 to gpu0"},
+		{"directed ring", 3, []spec.EdgeSpec{edge(0, 1, true), edge(1, 2, true), edge(2, 0, true)}, ""},
+		{"through a switch", 3, []spec.EdgeSpec{edge(0, 3, false), edge(1, 3, false), edge(2, 3, false)}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cl := spec.Cluster{Topology: "edges", GPUs: c.gpus, Edges: c.edges}
+			if c.name == "through a switch" {
+				cl.Switches = 1
+			}
+			_, err := Topology("training", validCluster(t, cl))
+			if c.bad == "" {
+				require.NoError(t, err)
+				return
+			}
+			var pe *problem.Error
+			require.ErrorAs(t, err, &pe)
+			require.Equal(t, "training.cluster.edges", pe.Problems[0].Path)
+			require.Contains(t, pe.Problems[0].Message, c.bad)
+		})
+	}
 }
