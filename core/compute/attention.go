@@ -77,15 +77,20 @@ func (e *Evaluator) flash(o model.Op) Cost {
 	}
 	in := actBytes(o)
 	qTiles := ceil(o.SeqQ, br)
-	// Key blocks computed, summed over query blocks (causal: up to the diagonal).
+	// Key blocks computed, summed over query blocks (causal: up to the
+	// diagonal; a sliding window also skips the blocks before the first
+	// query's window, as FlashAttention's window_size does).
 	var pairs int64
 	off := o.SeqKV - o.SeqQ
 	for i := int64(0); i < qTiles; i++ {
-		keys := o.SeqKV
+		first, keys := int64(0), o.SeqKV
 		if o.Causal {
 			keys = min(o.SeqKV, off+(i+1)*br)
+			if o.Window > 0 {
+				first = max(0, off+i*br-o.Window+1)
+			}
 		}
-		pairs += ceil(keys, bc)
+		pairs += ceil(keys, bc) - first/bc
 	}
 	heads := o.Batch * o.Heads
 	blocks := heads * qTiles
@@ -134,12 +139,18 @@ func (e *Evaluator) flash(o model.Op) Cost {
 	// wave its blocks span (in grid order the query heads that share a
 	// key/value head are adjacent: grouped-query attention's group reads
 	// its key/value head as one).
+	// A sliding window bounds what the blocks of a wave read to the keys
+	// (backward: the queries) of one window beside their own block.
+	keys, queries := o.SeqKV, o.SeqQ
+	if o.Causal && o.Window > 0 {
+		keys, queries = min(keys, o.Window+br), min(queries, o.Window+bc)
+	}
 	active := min(blocks, int64(g.SMCount))
 	group := float64(o.Heads) / float64(max(o.KVHeads, 1))
-	operands := float64(o.Batch*max(o.KVHeads, 1)) * 2 * float64(o.SeqKV*o.HeadDim) * in
+	operands := float64(o.Batch*max(o.KVHeads, 1)) * 2 * float64(keys*o.HeadDim) * in
 	span := max(1, float64(qTiles)*group/float64(active))
 	if bwd {
-		operands = float64(o.Batch*o.Heads*o.SeqQ*o.HeadDim) * (2*in + 4)
+		operands = float64(o.Batch*o.Heads*queries*o.HeadDim) * (2*in + 4)
 		span = max(1, float64(ceil(o.SeqKV, bc))/float64(active))
 	}
 	if operands > float64(g.L2Bytes) {

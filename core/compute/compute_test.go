@@ -778,3 +778,38 @@ func TestSplitKRunsAReductionKernel(t *testing.T) {
 	assert.Equal(t, 1, big.SplitK)
 	assert.Equal(t, 1, big.Kernels)
 }
+
+// A sliding window prices only the key blocks inside it: a window as long
+// as the sequence is the plain causal attention, and far beyond the window
+// the time grows with the sequence, not its square (forward and backward).
+func TestWindowedFlashAttention(t *testing.T) {
+	g, ok := hw.GPUByName("h100-sxm")
+	require.True(t, ok)
+	e := NewEvaluator(g)
+	price := func(s, w int64, bwd bool) Cost {
+		o := model.NewWindowedFlashAttention("fa", hw.BF16, 1, 64, 8, s, s, 64, true, w)
+		if bwd {
+			o.Kind = model.FlashAttentionBwd
+		}
+		c, err := e.Op(o)
+		require.NoError(t, err)
+		return c
+	}
+	for _, bwd := range []bool{false, true} {
+		full, err := e.Op(model.NewFlashAttention("fa", hw.BF16, 1, 64, 8, 8192, 8192, 64, true))
+		require.NoError(t, err)
+		if bwd {
+			o := model.NewFlashAttention("fa", hw.BF16, 1, 64, 8, 8192, 8192, 64, true)
+			o.Kind = model.FlashAttentionBwd
+			full, err = e.Op(o)
+			require.NoError(t, err)
+		}
+		assert.Equal(t, full.TimeS, price(8192, 8192, bwd).TimeS, "a window of the whole sequence")
+		a, b := price(32768, 128, bwd), price(65536, 128, bwd)
+		assert.InDelta(t, 2, b.TimeS/a.TimeS, 0.1, "twice the sequence, bwd %v", bwd)
+		// 128 times fewer pairs than the causal attention of 32,768 tokens,
+		// but a 128-key band over 128-query blocks computes about twice its
+		// pairs in whole key blocks, and the operands still stream from HBM.
+		assert.Less(t, a.TimeS, price(32768, 0, bwd).TimeS/20, "bwd %v", bwd)
+	}
+}

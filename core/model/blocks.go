@@ -377,9 +377,18 @@ func (b *builder) flash(hs, kvs, hd int64, per tokenElems, saved float64) {
 // flashAttention is the run's FlashAttention forward over this rank's
 // heads (FlashAttention-2's kernels where Run.FlashAttention2 says so).
 func (b *builder) flashAttention(batch, heads, kvHeads, sq, skv, hd int64, causal bool) Op {
-	fa := NewFlashAttention("attn.flash", b.attnDType(), batch, heads, kvHeads, sq, skv, hd, causal)
+	fa := NewWindowedFlashAttention("attn.flash", b.attnDType(), batch, heads, kvHeads, sq, skv, hd, causal, b.window)
 	fa.SyncMMA = b.r.FlashAttention2
 	return fa
+}
+
+// windowKeys is the cached keys a decoding query of a context of n tokens
+// reads: all of them, or the block's window.
+func (b *builder) windowKeys(n int64) int64 {
+	if b.window > 0 {
+		return min(n, b.window)
+	}
+	return n
 }
 
 // kvCacheWrite appends a pass's n new cache elements (keys and values, or
@@ -395,7 +404,7 @@ func (b *builder) attentionCore(hs, kvs, hd int64) {
 	r := b.r
 	B := int64(r.Batch)
 	if r.Phase == Decode {
-		o := NewDecodeAttention("attn.decode", b.attnDType(), b.kv, B, hs, kvs, int64(r.KVLen)+1, hd)
+		o := NewDecodeAttention("attn.decode", b.attnDType(), b.kv, B, hs, kvs, b.windowKeys(int64(r.KVLen)+1), hd)
 		o.XQA = r.XQADecode
 		b.add(step{fwd: []Op{o}})
 		return

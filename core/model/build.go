@@ -184,9 +184,30 @@ const (
 	BlockMamba2      = "mamba2"
 	BlockShared      = "shared_attention"
 	BlockMoE         = "moe_transformer"
-	BlockLMHead      = "lm_head"
-	BlockMTP         = "mtp"
+	// BlockTransformerSWA and BlockMoESWA are those blocks with a sliding
+	// window (Config.SlidingWindow, WindowPattern).
+	BlockTransformerSWA = "transformer_swa"
+	BlockMoESWA         = "moe_transformer_swa"
+	BlockLMHead         = "lm_head"
+	BlockMTP            = "mtp"
 )
+
+// IsAttentionBlock reports whether blocks named name run attention (and
+// hold a KV cache): the transformer blocks, windowed or not, MoE or not,
+// and the shared attention block.
+func IsAttentionBlock(name string) bool {
+	switch name {
+	case BlockTransformer, BlockTransformerSWA, BlockShared, BlockMoE, BlockMoESWA:
+		return true
+	}
+	return false
+}
+
+// IsWindowedBlock reports whether blocks named name attend over a sliding window.
+func IsWindowedBlock(name string) bool { return name == BlockTransformerSWA || name == BlockMoESWA }
+
+// IsMoEBlock reports whether blocks named name are mixture-of-experts transformer blocks.
+func IsMoEBlock(name string) bool { return name == BlockMoE || name == BlockMoESWA }
 
 // Block is one kind of block and its operators on one rank, for one instance.
 type Block struct {
@@ -329,6 +350,8 @@ func (c Config) CheckRun(r Run) []problem.Problem {
 			bad("cp", "context parallelism needs FlashAttention (Transformer Engine's ring attention), not unfused_attention")
 		case c.hasBlock(PatSSM):
 			bad("cp", "context parallelism of SSM blocks is not modelled (cp must be 1 for a model with Mamba blocks)")
+		case c.SlidingWindow > 0 && r.CPComm != CPAllToAll:
+			bad("cp", "a sliding window is modelled with cp_comm_type %q only (each rank attends over the whole sequence), got %q", CPAllToAll, r.CPComm)
 		case r.SeqLen%2 != 0:
 			bad("cp", "needs each rank's share of the sequence (%d tokens) to split into two chunks (seq_len a multiple of 2·cp)", r.SeqLen)
 		}
@@ -384,15 +407,27 @@ func Build(c Config, r Run) (Graph, error) {
 		g.Blocks = append(g.Blocks, b.block(name, count))
 	}
 	add(BlockEmbedding, 1, (*builder).embedding)
+	k := 0 // attention layers so far
 	for _, p := range c.Pattern {
-		switch p {
-		case PatAttention:
+		var w int64
+		if p == PatAttention || p == PatMoE {
+			if c.Windowed(k) {
+				w = int64(c.SlidingWindow)
+			}
+			k++
+		}
+		switch {
+		case p == PatAttention && w > 0:
+			add(BlockTransformerSWA, 1, func(b *builder) { b.window = w; b.transformer(false) })
+		case p == PatMoE && w > 0:
+			add(BlockMoESWA, 1, func(b *builder) { b.window, b.moe = w, true; b.transformer(false) })
+		case p == PatAttention:
 			add(BlockTransformer, 1, func(b *builder) { b.transformer(false) })
-		case PatMoE:
+		case p == PatMoE:
 			add(BlockMoE, 1, func(b *builder) { b.moe = true; b.transformer(false) })
-		case PatShared:
+		case p == PatShared:
 			add(BlockShared, 1, func(b *builder) { b.transformer(true) })
-		case PatSSM:
+		case p == PatSSM:
 			if c.SSM == Mamba2 {
 				add(BlockMamba2, 1, (*builder).mamba2)
 			} else {
@@ -478,6 +513,7 @@ type builder struct {
 	expert   int64 // routed-expert parameters in params
 	quant    int64 // parameters in params stored in Run.WeightDType
 	moe      bool  // the transformer block's FFN is a mixture of experts
+	window   int64 // the block's sliding attention window (0: none)
 }
 
 func newBuilder(c Config, r Run) *builder {

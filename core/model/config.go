@@ -78,6 +78,16 @@ type Config struct {
 	FFNHidden int `json:"ffn_hidden,omitempty"`
 	// Positions is the number of learned position embeddings (GPT); 0 with rotary.
 	Positions int `json:"positions,omitempty"`
+	// SlidingWindow > 0 limits the attention of the layers WindowPattern
+	// marks to the SlidingWindow keys ending at each query (Mistral-7B's
+	// sliding_window; gpt-oss's banded layers of 128 tokens, which alternate
+	// with dense ones). A windowed layer's attention skips the key blocks
+	// outside the window and its KV cache keeps only the window.
+	SlidingWindow int `json:"sliding_window,omitempty"`
+	// WindowPattern says which attention layers are windowed, one letter
+	// per layer cycled over them in order: S windowed, F full ("SF" for
+	// gpt-oss, layer 0 windowed); default "S" (every layer) with a window.
+	WindowPattern string `json:"window_pattern,omitempty"`
 	// QKNorm runs an RMSNorm over each head's queries and keys after the
 	// QKV projection, before rotary (Qwen3's q_norm and k_norm, head_dim
 	// weights each; Megatron-Core's --qk-layernorm).
@@ -121,6 +131,9 @@ func (c *Config) Defaults() {
 		}
 	case Mamba, Mamba2:
 		c.SSM = c.Family
+	}
+	if c.SlidingWindow > 0 && c.WindowPattern == "" {
+		c.WindowPattern = "S"
 	}
 	if c.Heads > 0 {
 		if c.KVHeads == 0 {
@@ -238,6 +251,29 @@ func (c Config) Check() []problem.Problem {
 			return ps
 		}
 	}
+	if c.SlidingWindow < 0 {
+		bad("sliding_window", "must be >= 0 (0: no window), got %d", c.SlidingWindow)
+	}
+	if c.WindowPattern != "" {
+		if c.SlidingWindow <= 0 {
+			bad("window_pattern", "needs sliding_window (the window's keys) > 0")
+		}
+		if !attn {
+			bad("window_pattern", "needs attention layers; the pattern has none")
+		}
+		if c.IsMLA() {
+			bad("sliding_window", "is not modelled with multi-head latent attention (kv_lora_rank)")
+		}
+		if len(c.WindowPattern) > MaxLayers {
+			bad("window_pattern", "has %d letters, at most %d", len(c.WindowPattern), MaxLayers)
+		}
+		for i, r := range c.WindowPattern {
+			if r != 'S' && r != 'F' {
+				bad("window_pattern", "letter %d is %q; allowed: S (sliding-window attention), F (full attention)", i, r)
+				break
+			}
+		}
+	}
 	ps = append(ps, c.checkMoE()...)
 	if n := c.mixerLayers(); n != c.Layers {
 		bad("pattern", "has %d M/A blocks but layers is %d", n, c.Layers)
@@ -246,6 +282,12 @@ func (c Config) Check() []problem.Problem {
 }
 
 func (c Config) hasBlock(r rune) bool { return strings.ContainsRune(c.Pattern, r) }
+
+// Windowed reports whether the k-th attention layer (0-based, in pattern
+// order, shared invocations aside) attends over a sliding window.
+func (c Config) Windowed(k int) bool {
+	return c.SlidingWindow > 0 && c.WindowPattern != "" && c.WindowPattern[k%len(c.WindowPattern)] == 'S'
+}
 
 func (c Config) mixerLayers() int {
 	return strings.Count(c.Pattern, string(PatSSM)) + strings.Count(c.Pattern, string(PatAttention)) + strings.Count(c.Pattern, string(PatMoE))

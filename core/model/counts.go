@@ -23,15 +23,31 @@ func (g Graph) Params() int64 {
 
 // KVCacheBytesPerToken is the KV cache one token adds to a sequence: keys
 // and values of every attention invocation (Zamba's shared block caches per
-// invocation), in type d.
+// invocation), in type d. Past a sliding window a windowed layer adds none
+// (KVCacheBytesPerSeq).
 func KVCacheBytesPerToken(c Config, d hw.DType) float64 {
-	inv := 0
+	return KVCacheBytesPerSeq(c, d, 1)
+}
+
+// KVCacheBytesPerSeq is the KV cache of one sequence of context tokens in
+// type d: every attention invocation's keys and values, a windowed layer's
+// (Config.Windowed) for the last window of them only.
+func KVCacheBytesPerSeq(c Config, d hw.DType, context int) float64 {
+	tokens, k := 0, 0
 	for _, p := range c.Pattern {
-		if p == PatAttention || p == PatShared || p == PatMoE {
-			inv++
+		switch {
+		case p == PatShared:
+			tokens += context
+		case p == PatAttention || p == PatMoE:
+			if c.Windowed(k) {
+				tokens += min(context, c.SlidingWindow)
+			} else {
+				tokens += context
+			}
+			k++
 		}
 	}
-	return float64(inv) * KVBytesPerTokenLayer(c, 1, d.Bytes())
+	return float64(tokens) * KVBytesPerTokenLayer(c, 1, d.Bytes())
 }
 
 // KVBytesPerTokenLayer is the KV cache one token adds to one attention

@@ -71,9 +71,12 @@ type Op struct {
 	// their latency at few rows (core/compute streaming); 0 when unknown.
 	M, N, K, Batch int64
 	// Attention shape: query heads, key/value heads, query and key lengths,
-	// head dimension; Causal masks keys after the query.
+	// head dimension; Causal masks keys after the query. Window > 0 is a
+	// sliding window (Config.SlidingWindow): each query sees only the
+	// Window keys ending at its own position.
 	Heads, KVHeads, SeqQ, SeqKV, HeadDim int64
 	Causal                               bool
+	Window                               int64
 
 	// FLOPs is the arithmetic the kernel performs (multiply-add = 2).
 	FLOPs float64
@@ -230,27 +233,49 @@ func NewComm(name string, kind Kind, bytes float64) Op {
 
 // attnPairs is the number of (query, key) pairs attended: all sq·skv, or
 // under a causal mask with queries at the end of the keys, Σ over queries of
-// the keys up to and including it.
-func attnPairs(sq, skv int64, causal bool) float64 {
+// the keys up to and including it, at most window of them (0: no window).
+func attnPairs(sq, skv int64, causal bool, window int64) float64 {
 	if !causal {
 		return float64(sq) * float64(skv)
 	}
 	// Query i (0-based, aligned to the end) sees skv-sq+i+1 keys.
 	off := float64(skv - sq)
 	n := float64(sq)
-	return n*off + n*(n+1)/2
+	full := n*off + n*(n+1)/2
+	if window <= 0 {
+		return full
+	}
+	// Queries that see more than window keys see exactly window: those
+	// past position window-1, n - max(0, window-off-1) of them (i from
+	// window-off-1 on); their excess over the window is subtracted.
+	w := float64(window)
+	first := max(0, w-off-1) // the first query whose keys exceed the window
+	if first >= n {
+		return full
+	}
+	// Σ over i ≥ first of (off + i + 1 − w).
+	k := n - first
+	return full - (k*(off+first+1-w) + k*(k-1)/2)
 }
 
 // NewFlashAttention is the fused attention forward: Q·Kᵀ and P·V, 2 FLOPs per
 // multiply-add, 4·pairs·d per head. Traffic: read Q, K, V, write O (and the
 // fp32 log-sum-exp kept for the backward).
 func NewFlashAttention(name string, d hw.DType, batch, heads, kvHeads, sq, skv, hd int64, causal bool) Op {
-	pairs := attnPairs(sq, skv, causal)
+	return NewWindowedFlashAttention(name, d, batch, heads, kvHeads, sq, skv, hd, causal, 0)
+}
+
+// NewWindowedFlashAttention is NewFlashAttention with a sliding window of
+// window keys a query (0: none): FlashAttention's window_size, which
+// skips the key blocks wholly outside every query's window. Its keys and
+// values are still read once.
+func NewWindowedFlashAttention(name string, d hw.DType, batch, heads, kvHeads, sq, skv, hd int64, causal bool, window int64) Op {
+	pairs := attnPairs(sq, skv, causal, window)
 	e := actDType(d).Bytes()
 	b := float64(batch)
 	return Op{
 		Name: name, Kind: FlashAttention, DType: d, Batch: batch,
-		Heads: heads, KVHeads: kvHeads, SeqQ: sq, SeqKV: skv, HeadDim: hd, Causal: causal,
+		Heads: heads, KVHeads: kvHeads, SeqQ: sq, SeqKV: skv, HeadDim: hd, Causal: causal, Window: window,
 		FLOPs:  4 * b * float64(heads) * pairs * float64(hd),
 		Bytes:  b*e*float64(hd)*(2*float64(heads*sq)+2*float64(kvHeads*skv)) + 4*b*float64(heads*sq),
 		Tensor: true,

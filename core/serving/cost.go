@@ -88,10 +88,13 @@ type Pricer struct {
 	a2a      map[a2aKey]float64
 	// stages[s] are the model positions (indices into a graph's Order) of stage s.
 	stages [][]int
-	// attnLayers[s] is the attention blocks on stage s.
-	attnLayers []int
-	slow       []float64 // per stage
-	probe      func(kind model.Kind, bytes float64, stage int, p2p bool) (float64, error)
+	// attnLayers[s] is the attention blocks on stage s; windowLayers[s]
+	// are those of them with a sliding window (model.Config.SlidingWindow),
+	// window the window's keys.
+	attnLayers, windowLayers []int
+	window                   int64
+	slow                     []float64 // per stage
+	probe                    func(kind model.Kind, bytes float64, stage int, p2p bool) (float64, error)
 	// The attention's heads, KV heads and head dimension on a rank (MLA
 	// decodes in its absorbed form instead: model.MLADecodeAttention).
 	hs, kvs, hd int64
@@ -109,8 +112,8 @@ type Pricer struct {
 	// denseComm is the collectives' and transfers' share of dense's device time.
 	denseComm map[denseKey]float64
 	head      map[partKey]exec.Issue
-	dec       map[[3]int]compute.Cost
-	pre       map[[2]int]float64
+	dec       map[[4]int]compute.Cost
+	pre       map[[3]int]float64
 	comm      map[commKey]float64
 }
 
@@ -196,7 +199,7 @@ func NewPricer(m *exec.Machine, faults net.FaultPlan, seed uint64, cfg model.Con
 	tp, pp := e.TP, e.PP
 	p := &Pricer{gpu: gpu, ev: compute.NewEvaluator(gpu), cfg: cfg, tp: tp, pp: pp, dtype: e.DType,
 		kvDType: e.KVDType, kvBytes: model.KVBytes(e.KVDType, e.DType), weightDType: e.WeightDType, host: e.Host, expertsInTP: e.ExpertsInTP, fusedAddNorm: e.FusedAddNorm, xqaDecode: e.XQADecode, flash2: e.FlashAttention2, ep: max(e.EP, 1), a2aBackend: e.A2ABackend, a2a: map[a2aKey]float64{},
-		dense: map[denseKey][]exec.Issue{}, denseComm: map[denseKey]float64{}, head: map[partKey]exec.Issue{}, dec: map[[3]int]compute.Cost{}, pre: map[[2]int]float64{},
+		dense: map[denseKey][]exec.Issue{}, denseComm: map[denseKey]float64{}, head: map[partKey]exec.Issue{}, dec: map[[4]int]compute.Cost{}, pre: map[[3]int]float64{}, window: int64(cfg.SlidingWindow),
 		comm: map[commKey]float64{}}
 	g, err := model.Build(cfg, p.run(1, 1))
 	if err != nil {
@@ -204,16 +207,20 @@ func NewPricer(m *exec.Machine, faults net.FaultPlan, seed uint64, cfg model.Con
 	}
 	p.stages = stagePositions(len(g.Order), pp)
 	for _, pos := range p.stages {
-		n := 0
+		n, w := 0, 0
 		for _, i := range pos {
-			switch g.Blocks[g.Order[i]].Name {
-			case model.BlockTransformer, model.BlockShared, model.BlockMoE:
+			name := g.Blocks[g.Order[i]].Name
+			switch {
+			case model.IsAttentionBlock(name):
 				n++
-			case model.BlockMamba, model.BlockMamba2:
-				return nil, fmt.Errorf("serving models attention blocks only; the model has %s blocks", g.Blocks[g.Order[i]].Name)
+				if model.IsWindowedBlock(name) {
+					w++
+				}
+			case name == model.BlockMamba, name == model.BlockMamba2:
+				return nil, fmt.Errorf("serving models attention blocks only; the model has %s blocks", name)
 			}
 		}
-		p.attnLayers = append(p.attnLayers, n)
+		p.attnLayers, p.windowLayers = append(p.attnLayers, n), append(p.windowLayers, w)
 	}
 	for _, b := range g.Blocks {
 		for _, o := range b.Forward {
@@ -672,18 +679,19 @@ func (p *Pricer) Head(n int, graph bool) (exec.Issue, error) {
 	return v, nil
 }
 
-// attention is one layer's attention kernel for the shape: device time of
-// each chunk's FlashAttention and of the decode attention, issued once, and
-// the kernels that launches (two when the decode attention splits the
-// cache and combines the pieces).
-func (p *Pricer) attention(sh *Shape) (float64, int, error) {
+// attention is one layer's attention kernel for the shape, over a sliding
+// window of that many keys (0: none): device time of each chunk's
+// FlashAttention and of the decode attention, issued once, and the kernels
+// that launches (two when the decode attention splits the cache and
+// combines the pieces).
+func (p *Pricer) attention(sh *Shape, window int64) (float64, int, error) {
 	dev := 0.0
 	for _, c := range sh.Chunks {
 		kv := p.bucketKV(c.Context + c.Query)
-		k := [2]int{c.Query, kv}
+		k := [3]int{c.Query, kv, int(window)}
 		v, ok := p.pre[k]
 		if !ok {
-			o := model.NewFlashAttention("attn.flash", p.dtype, 1, p.hs, p.kvs, int64(c.Query), int64(max(kv, c.Query)), p.hd, true)
+			o := model.NewWindowedFlashAttention("attn.flash", p.dtype, 1, p.hs, p.kvs, int64(c.Query), int64(max(kv, c.Query)), p.hd, true, window)
 			o.SyncMMA = p.flash2
 			cost, err := p.ev.Op(o)
 			if err != nil {
@@ -699,7 +707,7 @@ func (p *Pricer) attention(sh *Shape) (float64, int, error) {
 		if d[0] == 0 {
 			continue
 		}
-		c, err := p.decode(d[0], d[1], d[2])
+		c, err := p.decode(d[0], d[1], d[2], window)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -713,14 +721,21 @@ func (p *Pricer) attention(sh *Shape) (float64, int, error) {
 // each against kv cached tokens on average. A verification's drafts (queries
 // > 1) attend as further query heads sharing each KV head, as
 // FlashAttention packs a GQA group's queries into the rows of one tile: the
-// cache is read once a sequence, the math grows with the queries.
-func (p *Pricer) decode(seqs, kv, queries int) (compute.Cost, error) {
-	k := [3]int{seqs, p.bucketKV(kv), queries}
+// cache is read once a sequence, the math grows with the queries. With a
+// sliding window of window keys each query reads the last window of the
+// cache (the average context stands for every sequence's, as it does
+// without one).
+func (p *Pricer) decode(seqs, kv, queries int, window int64) (compute.Cost, error) {
+	k := [4]int{seqs, p.bucketKV(kv), queries, int(window)}
 	if c, ok := p.dec[k]; ok {
 		return c, nil
 	}
 	heads := p.hs * int64(queries)
-	o := model.NewDecodeAttention("attn.decode", p.dtype, p.kvBytes, int64(seqs), heads, p.kvs, int64(k[1])+int64(queries), p.hd)
+	keys := int64(k[1]) + int64(queries)
+	if window > 0 {
+		keys = min(keys, window+int64(queries)-1)
+	}
+	o := model.NewDecodeAttention("attn.decode", p.dtype, p.kvBytes, int64(seqs), heads, p.kvs, keys, p.hd)
 	o.XQA = p.xqaDecode
 	if p.cfg.IsMLA() {
 		o = model.MLADecodeAttention(p.cfg, p.dtype, p.kvBytes, int64(seqs), heads, int64(k[1])+int64(queries))
@@ -761,7 +776,11 @@ func (p *Pricer) Stages(sh *Shape, out []float64) ([]float64, error) {
 	if err != nil {
 		return out, err
 	}
-	a, kernels, err := p.attention(sh)
+	a, kernels, err := p.attention(sh, 0)
+	if err != nil {
+		return out, err
+	}
+	aw, kernelsW, err := p.windowAttention(sh, a, kernels)
 	if err != nil {
 		return out, err
 	}
@@ -773,8 +792,13 @@ func (p *Pricer) Stages(sh *Shape, out []float64) ([]float64, error) {
 		}
 		x = x.Then(dense[s])
 		one := p.host.KernelIssue(attn, exec.Kernel{DeviceS: a * p.slow[s], Kernels: kernels}, graph, false)
+		oneW := p.host.KernelIssue(attn, exec.Kernel{DeviceS: aw * p.slow[s], Kernels: kernelsW}, graph, false)
 		for i := 0; i < n; i++ {
-			x = x.Then(one)
+			if i < p.windowLayers[s] {
+				x = x.Then(oneW)
+			} else {
+				x = x.Then(one)
+			}
 		}
 		if s == p.pp-1 && sh.Logits > 0 {
 			h, err := p.Head(sh.Logits, graph)
@@ -786,6 +810,15 @@ func (p *Pricer) Stages(sh *Shape, out []float64) ([]float64, error) {
 		out = append(out, x.EndS)
 	}
 	return out, nil
+}
+
+// windowAttention is attention's time and kernels for a layer with the
+// model's sliding window; a and kernels (the full layer's) without one.
+func (p *Pricer) windowAttention(sh *Shape, a float64, kernels int) (float64, int, error) {
+	if p.window == 0 {
+		return a, kernels, nil
+	}
+	return p.attention(sh, p.window)
 }
 
 func (p *Pricer) graph(sh *Shape) bool {
@@ -807,12 +840,17 @@ func (p *Pricer) Breakdown(sh *Shape) (compute, comm, attention, head float64, e
 	}
 	graph := p.graph(sh)
 	comm = p.denseComm[p.denseKey(t, graph, len(sh.Chunks) == 0)]
-	a, _, err := p.attention(sh)
+	a, kernels, err := p.attention(sh, 0)
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	aw, _, err := p.windowAttention(sh, a, kernels)
 	if err != nil {
 		return 0, 0, 0, 0, err
 	}
 	for s, n := range p.attnLayers {
-		attention += float64(n) * a * p.slow[s]
+		w := p.windowLayers[s]
+		attention += (float64(n-w)*a + float64(w)*aw) * p.slow[s]
 	}
 	if sh.Logits > 0 {
 		head = p.head[partKey{sh.Logits, graph}].DeviceS

@@ -156,6 +156,7 @@ var modelBounds = []struct {
 	{"head_dim", func(c *model.Config) int { return c.HeadDim }, 1 << 16},
 	{"ffn_hidden", func(c *model.Config) int { return c.FFNHidden }, 1 << 22},
 	{"positions", func(c *model.Config) int { return c.Positions }, 1 << 26},
+	{"sliding_window", func(c *model.Config) int { return c.SlidingWindow }, 1 << 26},
 	{"d_state", func(c *model.Config) int { return c.DState }, 1 << 16},
 	{"d_conv", func(c *model.Config) int { return c.DConv }, 1 << 10},
 	{"expand", func(c *model.Config) int { return c.Expand }, 64},

@@ -316,7 +316,7 @@ func NewInferenceBuilder(in Inference) (*InferenceBuilder, error) {
 			if h := ps.halves; h != nil {
 				g = h[0] // as memoryRun
 			}
-			if m := in.memory(g, ib.chunks[s], in.kvTokens(0), in.sequences()); m.Total() > mem.Total() {
+			if m := in.memory(g, ib.chunks[s], in.kvTokens(0, 0), in.kvTokens(0, in.Model.SlidingWindow), in.sequences()); m.Total() > mem.Total() {
 				mem = m
 			}
 		}
@@ -528,7 +528,7 @@ func (b *progBuilder) inferencePass(pre string, ps inferencePass, chunk []int, s
 			if r := b.ops(pre, g.Blocks[bi].Forward, step, deps(last), false); r >= 0 {
 				last = r
 			}
-			if beside && g.Blocks[bi].Name == model.BlockMoE {
+			if beside && model.IsMoEBlock(g.Blocks[bi].Name) {
 				for i := from; i < len(b.p.Tasks); i++ {
 					b.p.Tasks[i].BesideComm = b.p.Tasks[i].Kind == Compute
 				}
@@ -564,16 +564,23 @@ func (b *progBuilder) recvTokens(pre string, step, batch int) int32 {
 	return b.p2p(pre+"recv_tokens", Recv, SlotFwdIn, int32(step), float64(4*batch), int32(step))
 }
 
-// kvTokens is the tokens every request caches by its end; with prompt > 0
-// every prompt is taken to be that long.
-func (in Inference) kvTokens(prompt int) float64 {
+// kvTokens is the tokens every request caches by its end in a layer with
+// a sliding window of window keys (0: none); with prompt > 0 every prompt
+// is taken to be that long.
+func (in Inference) kvTokens(prompt, window int) float64 {
 	var n float64
 	for _, r := range in.Groups() {
 		p := r.Prompt
 		if prompt > 0 {
 			p = prompt
 		}
-		n += float64(r.Count * (p + r.Output))
+		t := p + r.Output
+		if window > 0 {
+			// A windowed layer keeps only the window's keys and values
+			// (vLLM's and TensorRT-LLM's sliding-window caches).
+			t = min(t, window)
+		}
+		n += float64(r.Count * t)
 	}
 	return n
 }
@@ -589,7 +596,7 @@ func (in Inference) sequences() float64 {
 // stageMemory is the per-GPU memory of a stage holding blocks when every
 // prompt is `prompt` tokens long (g is that prefill's graph).
 func (in Inference) stageMemory(g model.Graph, blocks []int, prompt int) Memory {
-	return in.memory(g, blocks, in.kvTokens(prompt), in.sequences())
+	return in.memory(g, blocks, in.kvTokens(prompt, 0), in.kvTokens(prompt, in.Model.SlidingWindow), in.sequences())
 }
 
 // memory is the per-GPU memory of a stage holding blocks: weights (in the
@@ -597,12 +604,12 @@ func (in Inference) stageMemory(g model.Graph, blocks []int, prompt int) Memory 
 // checkpoints are), the KV cache of kvTokens tokens, the SSM state of seqs
 // sequences (16-bit at least), and the largest operator's tensors of the
 // prefill graph g.
-func (in Inference) memory(g model.Graph, blocks []int, kvTokens, seqs float64) Memory {
+func (in Inference) memory(g model.Graph, blocks []int, kvTokens, windowTokens, seqs float64) Memory {
 	c := in.Model
 	e := max(in.DType.Bytes(), 2)
 	t := float64(in.TP)
 	var m Memory
-	attn, ssm, ssmTotal := 0, 0, 0
+	attn, windowed, ssm, ssmTotal := 0, 0, 0, 0
 	for _, p := range c.Pattern {
 		if p == model.PatSSM {
 			ssmTotal++
@@ -617,10 +624,12 @@ func (in Inference) memory(g model.Graph, blocks []int, kvTokens, seqs float64) 
 			seen[bi] = true
 			m.Weights += shared
 		}
-		switch blk.Name {
-		case model.BlockTransformer, model.BlockShared, model.BlockMoE:
+		switch {
+		case model.IsWindowedBlock(blk.Name):
+			windowed++
+		case model.IsAttentionBlock(blk.Name):
 			attn++
-		case model.BlockMamba, model.BlockMamba2:
+		case blk.Name == model.BlockMamba, blk.Name == model.BlockMamba2:
 			ssm++
 		}
 		for _, o := range blk.Forward {
@@ -629,7 +638,8 @@ func (in Inference) memory(g model.Graph, blocks []int, kvTokens, seqs float64) 
 			}
 		}
 	}
-	m.KVCache = float64(attn) * model.KVBytesPerTokenLayer(c, in.TP, model.KVBytes(in.KVDType, in.DType)) * kvTokens
+	perLayer := model.KVBytesPerTokenLayer(c, in.TP, model.KVBytes(in.KVDType, in.DType))
+	m.KVCache = perLayer * (float64(attn)*kvTokens + float64(windowed)*windowTokens)
 	if ssmTotal > 0 {
 		m.SSMState = model.SSMStateBytesPerSeq(c, hw.DType(dtypeOfBytes(e))) / float64(ssmTotal) * float64(ssm) / t * seqs
 	}

@@ -263,7 +263,7 @@ func fillSummary(sum *SummaryRow, cfg model.Config, g model.Graph, gpu hw.GPU) {
 	if cfg.KVHeads > 0 {
 		// Each rank caches its share of the KV heads (replicated below one per rank).
 		share := float64(max(cfg.KVHeads/run.TP, 1)) / float64(cfg.KVHeads)
-		sum.KVCacheBytes = float64(run.Batch*context) * model.KVCacheBytesPerToken(cfg, d) * share
+		sum.KVCacheBytes = float64(run.Batch) * model.KVCacheBytesPerSeq(cfg, d, context) * share
 	}
 	if run.Phase != model.Training {
 		sum.SSMStateBytes = float64(run.Batch) * model.SSMStateBytesPerSeq(cfg, d) / float64(run.TP)
