@@ -3,18 +3,23 @@ package model
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 )
 
 // HFModelTypes are the Hugging Face config.json model_type values
 // FromHFConfig reads.
-var HFModelTypes = []string{"deepseek_v2", "deepseek_v3", "gpt2", "llama", "mamba", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}
+var HFModelTypes = []string{"deepseek_v2", "deepseek_v3", "gpt2", "gpt_oss", "llama", "mamba", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}
 
 // FromHFConfig maps a Hugging Face config.json (decoded JSON) to a Config:
 // dense LLaMA-style models (llama, mistral, qwen2, qwen3), GPT-2, Mamba,
 // and the mixture-of-experts families (mixtral, qwen2_moe, qwen3_moe,
-// deepseek_v2, deepseek_v3, the latter with multi-head latent attention).
+// gpt_oss, deepseek_v2, deepseek_v3, the latter with multi-head latent
+// attention). Sliding-window attention is read from layer_types where the
+// config lists it (gpt_oss; transformers' newer configs), else from
+// sliding_window (mistral, mixtral: every layer) or use_sliding_window and
+// max_window_layers (qwen2, qwen3: the layers from max_window_layers on).
 // The field names are those of the transformers configuration classes.
 // The result is defaulted; Check reports what is left invalid.
 func FromHFConfig(hf map[string]any) (Config, error) {
@@ -54,7 +59,7 @@ func FromHFConfig(hf map[string]any) (Config, error) {
 		c = Config{Name: c.Name, Family: Mamba, Layers: num("num_hidden_layers", true), Hidden: num("hidden_size", true),
 			Vocab: num("vocab_size", true), DState: num("state_size", false), Expand: num("expand", false),
 			DConv: num("conv_kernel", false), DtRank: num("time_step_rank", false), TiedEmbeddings: flag("tie_word_embeddings", true)}
-	case "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3":
+	case "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss", "deepseek_v2", "deepseek_v3":
 		c.Family = LLaMA
 		c.Layers = num("num_hidden_layers", true)
 		c.Hidden = num("hidden_size", true)
@@ -68,7 +73,10 @@ func FromHFConfig(hf map[string]any) (Config, error) {
 		// (transformers' Qwen3Attention and Qwen3MoeAttention: q_norm, k_norm).
 		c.QKNorm = mt == "qwen3" || mt == "qwen3_moe"
 		switch mt {
-		case "mixtral":
+		case "mixtral", "gpt_oss":
+			// gpt-oss's experts are intermediate_size wide, as Mixtral's;
+			// its attention's biases and sinks (a logit per head) are not
+			// priced.
 			c.Experts = num("num_local_experts", true)
 			c.ExpertsPerToken = num("num_experts_per_tok", true)
 		case "qwen2_moe", "qwen3_moe":
@@ -99,6 +107,12 @@ func FromHFConfig(hf map[string]any) (Config, error) {
 	default:
 		return Config{}, fmt.Errorf("model_type: must be one of %s, got %q", strings.Join(HFModelTypes, ", "), mt)
 	}
+	if c.Family == LLaMA {
+		var err error
+		if c.SlidingWindow, c.WindowPattern, err = hfWindow(hf, mt, c.Layers); err != nil {
+			return Config{}, err
+		}
+	}
 	// An FP8 checkpoint with per-block weight scales (DeepSeek-V3's
 	// "quantization_config": {"quant_method": "fp8", "weight_block_size":
 	// [128, 128]}).
@@ -111,4 +125,59 @@ func FromHFConfig(hf map[string]any) (Config, error) {
 	}
 	c.Defaults()
 	return c, nil
+}
+
+// hfWindow reads a config's sliding-window attention: the window's keys
+// and the pattern of windowed (S) and full (F) layers, shortened to its
+// period ("SF" for gpt-oss's alternation), or 0 and "" without a window.
+func hfWindow(hf map[string]any, mt string, layers int) (int, string, error) {
+	w, _ := hf["sliding_window"].(float64)
+	var types []string
+	if lt, ok := hf["layer_types"].([]any); ok {
+		for i, v := range lt {
+			switch v {
+			case "sliding_attention":
+				types = append(types, "S")
+			case "full_attention":
+				types = append(types, "F")
+			default:
+				return 0, "", fmt.Errorf("layer_types[%d]: must be \"sliding_attention\" or \"full_attention\", got %v", i, v)
+			}
+		}
+	} else {
+		switch mt {
+		case "mistral", "mixtral":
+			if w > 0 {
+				types = []string{"S"}
+			}
+		case "qwen2", "qwen3", "qwen2_moe", "qwen3_moe":
+			if use, _ := hf["use_sliding_window"].(bool); use && w > 0 && layers > 0 {
+				from, _ := hf["max_window_layers"].(float64)
+				for i := 0; i < layers; i++ {
+					types = append(types, map[bool]string{true: "S", false: "F"}[float64(i) >= from])
+				}
+			}
+		}
+	}
+	if !slices.Contains(types, "S") {
+		return 0, "", nil
+	}
+	if w <= 0 || w != math.Trunc(w) {
+		return 0, "", fmt.Errorf("sliding_window: must be a positive integer where layer_types has sliding layers, got %v", hf["sliding_window"])
+	}
+	return int(w), strings.Join(types[:period(types)], ""), nil
+}
+
+// period is the length of the shortest prefix of xs that repeated gives xs.
+func period(xs []string) int {
+	for p := 1; p < len(xs); p++ {
+		ok := true
+		for i := p; i < len(xs) && ok; i++ {
+			ok = xs[i] == xs[i-p]
+		}
+		if ok {
+			return p
+		}
+	}
+	return len(xs)
 }

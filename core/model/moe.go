@@ -677,5 +677,25 @@ func MoEPresets() []MoEPreset {
 		// 235B total, 22B activated.
 		{Preset{Config{Name: "qwen3-235b-a22b", Family: LLaMA, Layers: 94, Hidden: 4096, Heads: 64, KVHeads: 4, HeadDim: 128, FFNHidden: 12288, Vocab: 151936, QKNorm: true,
 			MoE: MoE{Experts: 128, ExpertsPerToken: 8, ExpertFFNHidden: 1536}}, 235e9, "Qwen/Qwen3-235B-A22B config.json and model card (235B total, 22B active)"}, 22e9, false, 0, false},
+		// openai/gpt-oss-120b and gpt-oss-20b config.json: hidden_size 2880,
+		// 36 and 24 layers, 64 heads of head_dim 64, 8 KV heads,
+		// num_local_experts 128 and 32, num_experts_per_tok 4,
+		// intermediate_size 2880, vocab 201088, untied, sliding_window 128
+		// with layer_types alternating sliding_attention and
+		// full_attention from layer 0. OpenAI 2025, gpt-oss-120b &
+		// gpt-oss-20b Model Card (arXiv 2508.10925), Table 1: 116.83B and
+		// 20.91B total, 5.13B and 3.61B active, the active counts without
+		// the input embedding (attention, four experts, the unembedding).
+		// Its attention and experts' biases and the sinks (a logit per
+		// head) are left out: 0.03 % of the count.
+		{Preset{gptOSS("gpt-oss-120b", 36, 128), 116.83e9, "openai/gpt-oss-120b config.json; OpenAI 2025, arXiv 2508.10925, Table 1 (116.83B total, 5.13B active)"}, 5.13e9, true, 0, false},
+		{Preset{gptOSS("gpt-oss-20b", 24, 32), 20.91e9, "openai/gpt-oss-20b config.json; OpenAI 2025, arXiv 2508.10925, Table 1 (20.91B total, 3.61B active)"}, 3.61e9, true, 0, false},
 	}
+}
+
+// gptOSS is a gpt-oss model of layers layers and experts experts (top-4):
+// attention alternating between a 128-token band and the full context.
+func gptOSS(name string, layers, experts int) Config {
+	return Config{Name: name, Family: LLaMA, Layers: layers, Hidden: 2880, Heads: 64, KVHeads: 8, HeadDim: 64, FFNHidden: 2880, Vocab: 201088,
+		SlidingWindow: 128, WindowPattern: "SF", MoE: MoE{Experts: experts, ExpertsPerToken: 4}}
 }

@@ -210,3 +210,49 @@ def test_decode_instance_holds_no_prefill():
     assert decode.memory_peak_bytes < whole.memory_peak_bytes
     with pytest.raises(eidolon.SpecError, match="output_tokens.*decode_only"):
         eidolon.run({**spec, "decode_only": True, "output_tokens": 1}, progress=False)
+
+
+GPT_OSS_20B_HF = {"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "num_hidden_layers": 24,
+                  "hidden_size": 2880, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
+                  "intermediate_size": 2880, "vocab_size": 201088, "num_local_experts": 32,
+                  "num_experts_per_tok": 4, "sliding_window": 128, "tie_word_embeddings": False,
+                  "layer_types": ["sliding_attention", "full_attention"] * 12,
+                  "rope_scaling": {"rope_type": "yarn", "factor": 32.0}, "swiglu_limit": 7.0}
+
+
+def test_gpt_oss_hf_config_and_its_window():
+    # openai/gpt-oss-20b's config.json is the preset, its banded layers read
+    # from layer_types; the window shortens a long prompt's first token and
+    # a long context's decode, and leaves room for longer prompts, against
+    # the same model with every layer attending to the whole context.
+    model = from_hf_config(GPT_OSS_20B_HF)
+    assert model["hf_config"]["layer_types"][:2] == ["sliding_attention", "full_attention"]
+
+    def infer(m, prompt):
+        spec = {"kind": "inference", "model": m, "gpu": "h100-sxm", "cluster": {"preset": "dgx-h100", "nodes": 1},
+                "batch": 4, "prompt_tokens": prompt, "output_tokens": 8}
+        return eidolon.run(spec, progress=False).to_pandas("summary").iloc[0]
+
+    a, b = infer(model, 16384), infer("gpt-oss-20b", 16384)
+    assert (a.ttft_s, a.tpot_s, a.memory_peak_bytes) == pytest.approx((b.ttft_s, b.tpot_s, b.memory_peak_bytes))
+    full = {"preset": "gpt-oss-20b", "window_pattern": "F"}
+    c = infer(full, 16384)
+    assert a.ttft_s < c.ttft_s and a.tpot_s < c.tpot_s and a.memory_peak_bytes < c.memory_peak_bytes
+    assert a.longest_prompt_tokens > c.longest_prompt_tokens
+    # A prompt inside the window: the band is the whole context.
+    assert infer("gpt-oss-20b", 100).ttft_s == pytest.approx(infer(full, 100).ttft_s)
+
+
+def test_gpt_oss_serving_prices_the_window():
+    # Serving prices the banded layers' attention apart: at 8,000-token
+    # prompts the windowed model's first tokens and inter-token latencies
+    # are shorter than the same model's with full attention everywhere.
+    def serve(m):
+        spec = {"kind": "serving", "model": m, "gpu": "h100-sxm", "cluster": {"preset": "dgx-h100", "nodes": 1},
+                "workload": {"arrival": "poisson", "rate_per_s": 2, "requests": 30, "prompt_tokens": 8000,
+                             "output_tokens": 64}, "seed": 3}
+        return eidolon.run(spec, progress=False).to_pandas("summary").iloc[0]
+
+    a, b = serve("gpt-oss-20b"), serve({"preset": "gpt-oss-20b", "window_pattern": "F"})
+    assert a.ttft_s_p50 < b.ttft_s_p50
+    assert a.itl_s_p50 < b.itl_s_p50
