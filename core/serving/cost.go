@@ -906,6 +906,12 @@ func (p *Pricer) KVBytesPerToken(s int) float64 {
 	return float64(p.attnLayers[s]) * model.KVBytesPerTokenLayer(p.cfg, p.tp, p.kvBytes)
 }
 
+// WindowKVBytesPerToken is the part of KVBytesPerToken(s) held by the
+// stage's sliding-window layers, which keep only their window's tokens.
+func (p *Pricer) WindowKVBytesPerToken(s int) float64 {
+	return float64(p.windowLayers[s]) * model.KVBytesPerTokenLayer(p.cfg, p.tp, p.kvBytes)
+}
+
 // StageWeightsBytes is the weights one GPU of stage s holds, and
 // ActivationBytes the largest operator's tensors of a pass over t tokens
 // (workload's memory model).

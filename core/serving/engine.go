@@ -22,6 +22,11 @@ type Config struct {
 	ChunkTokens int
 	// BlockTokens is the KV cache block (page) size in tokens (vLLM block_size).
 	BlockTokens int
+	// Blocks is the KV blocks (of BlockTokens tokens of every attention
+	// layer) a sequence of n cached tokens holds; nil: ⌈n / BlockTokens⌉.
+	// A model with sliding-window layers holds fewer: those layers keep
+	// only the blocks of their window (WindowBlocks).
+	Blocks func(n int) int
 	// Preemption when blocks run out: "recompute" (vLLM V1, the only mode it
 	// has: the victim's blocks are freed and its tokens recomputed) or
 	// "swap" (vLLM V0: the victim's blocks are copied to host memory and
@@ -174,9 +179,11 @@ type rq struct {
 }
 
 type prefixEntry struct {
-	blocks, refs int
-	lastUse      float64
-	seq          uint64
+	// blocks it holds (Sim.blocks of its tokens); tokenBlocks of
+	// BlockTokens tokens it covers.
+	blocks, tokenBlocks, refs int
+	lastUse                   float64
+	seq                       uint64
 }
 
 type rep struct {
@@ -456,7 +463,7 @@ func (s *Sim) pick(pool Role, id int32) *rep {
 		for _, r := range cands {
 			cached := 0
 			if e := r.prefixes[q.Prefix]; q.Prefix >= 0 && e != nil && s.cfg.PrefixCaching {
-				cached = min(e.blocks, (q.Prompt-1)/bt)
+				cached = min(e.tokenBlocks, (q.Prompt-1)/bt)
 			}
 			cost := ceilDiv(q.Prompt, bt) - cached + r.routedBlocks + ceilDiv(q.Prompt, bt)
 			if best == nil || cost < bestCost || (cost == bestCost && r.outstanding < best.outstanding) {
@@ -523,10 +530,36 @@ func (s *Sim) evict(r *rep, need int) {
 	}
 }
 
+// BlocksFor is the KV blocks a sequence of n cached tokens holds (Blocks,
+// or ⌈n / BlockTokens⌉).
+func (c Config) BlocksFor(n int) int {
+	if c.Blocks != nil {
+		return c.Blocks(n)
+	}
+	return ceilDiv(n, c.BlockTokens)
+}
+
+func (s *Sim) blocks(n int) int { return s.cfg.BlocksFor(n) }
+
+// WindowBlocks is Config.Blocks for a model whose KV cache bytes per token
+// are a share windowed in sliding-window layers of window tokens, which
+// keep only the blocks that hold their last window tokens (vLLM's hybrid
+// KV cache manager: a sliding-window layer group frees the blocks that
+// fall out of the window, SlidingWindowManager.remove_skipped_blocks), the
+// rest in layers that keep every token: ⌈(1 − share)·⌈n/B⌉ + share·min(⌈n/B⌉,
+// ⌈(window−1)/B⌉ + 1)⌉ blocks of B tokens of every layer.
+func WindowBlocks(blockTokens, window int, share float64) func(n int) int {
+	span := ceilDiv(window-1, blockTokens) + 1
+	return func(n int) int {
+		b := ceilDiv(n, blockTokens)
+		return int(math.Ceil((1-share)*float64(b) + share*float64(min(b, span)) - 1e-9))
+	}
+}
+
 // allocate gives request id blocks for its first tokens tokens.
 func (s *Sim) allocate(r *rep, id int32, tokens int) bool {
 	st := &s.st[id]
-	need := ceilDiv(tokens, s.cfg.BlockTokens) - st.blocks - st.shared
+	need := s.blocks(tokens) - st.blocks - st.shared
 	if need <= 0 {
 		return true
 	}
@@ -685,7 +718,7 @@ func (s *Sim) startIteration(r *rep) error {
 			break
 		}
 		if st.swapped {
-			extra += float64(ceilDiv(st.computed, cfg.BlockTokens)) * r.BlockBytes / cfg.SwapBytesPerS
+			extra += float64(s.blocks(st.computed)) * r.BlockBytes / cfg.SwapBytesPerS
 			st.swapped = false
 		}
 		r.head++
@@ -708,7 +741,7 @@ func (s *Sim) startIteration(r *rep) error {
 		if held := r.Blocks - r.free - r.evictable; len(r.running) == 0 && r.head < len(r.waiting) && held == 0 {
 			id := r.waiting[r.head]
 			return fmt.Errorf("serving: request %d needs %d KV blocks of %d tokens but replica %d has %d",
-				id, ceilDiv(s.reqs[id].Prompt+s.reqs[id].Output, cfg.BlockTokens), cfg.BlockTokens, r.idx, r.Blocks)
+				id, s.blocks(s.reqs[id].Prompt+s.reqs[id].Output), cfg.BlockTokens, r.idx, r.Blocks)
 		}
 		return nil
 	}
@@ -814,7 +847,7 @@ func (s *Sim) prefixHit(r *rep, id int32) {
 	if e == nil {
 		return
 	}
-	nb := min(e.blocks, (q.Prompt-1)/bt)
+	nb := min(e.tokenBlocks, (q.Prompt-1)/bt)
 	if nb <= 0 {
 		return
 	}
@@ -851,10 +884,11 @@ func (s *Sim) finishIteration(r *rep) error {
 		if s.cfg.PrefixCaching && q.Prefix >= 0 && st.shared == 0 && q.PrefixTokens >= bt && st.computed >= q.PrefixTokens {
 			if _, ok := r.prefixes[q.Prefix]; !ok {
 				nb := q.PrefixTokens / bt
-				st.blocks -= nb
-				st.shared = nb
+				held := s.blocks(nb * bt)
+				st.blocks -= held
+				st.shared = held
 				s.useSeq++
-				r.prefixes[q.Prefix] = &prefixEntry{blocks: nb, refs: 1, lastUse: s.now, seq: s.useSeq}
+				r.prefixes[q.Prefix] = &prefixEntry{blocks: held, tokenBlocks: nb, refs: 1, lastUse: s.now, seq: s.useSeq}
 			}
 		}
 		if st.computed < complete {

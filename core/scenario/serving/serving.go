@@ -236,7 +236,7 @@ func requestsFit(s *spec.Serving, st *Setup) error {
 		}
 	}
 	for i, r := range st.Replicas {
-		if need := (longest + s.Engine.BlockTokens - 1) / s.Engine.BlockTokens; need > r.Blocks {
+		if need := st.Config.BlocksFor(longest); need > r.Blocks {
 			var p spec.Problems
 			p.Addf("workload", "a request of up to %d tokens needs %d KV blocks of %d tokens, but replica %d has %d (engine.kv_blocks, gpu_memory_utilization or kv_cache_free_memory_fraction, tp)",
 				longest, need, s.Engine.BlockTokens, i, r.Blocks)
@@ -332,6 +332,9 @@ func Build(ctx context.Context, s *spec.Serving) (*Setup, error) {
 	}
 	var classes []class
 	e := s.Engine
+	// windowShare is the least share of a stage's KV cache bytes per token
+	// in sliding-window layers (0 without them).
+	windowShare := 1.0
 	// The host issues kernels as the inference kind's (no autograd).
 	host := exec.Host{Mode: s.Execution, ForwardOpS: s.Host.ForwardOpS, BackwardOpS: s.Host.BackwardOpS, CollectiveS: s.Host.CollectiveS}
 	for r := 0; r < s.Replicas; r++ {
@@ -372,6 +375,11 @@ func Build(ctx context.Context, s *spec.Serving) (*Setup, error) {
 				return pr.KVBytesPerToken(stg) + drafts.p.KVBytesPerToken(0)
 			}
 			return pr.KVBytesPerToken(stg)
+		}
+		for stg := 0; stg < s.PP; stg++ {
+			if kv := kvPerToken(stg); kv > 0 {
+				windowShare = min(windowShare, pr.WindowKVBytesPerToken(stg)/kv)
+			}
 		}
 		blocks := e.KVBlocks
 		if blocks == 0 {
@@ -424,6 +432,12 @@ func Build(ctx context.Context, s *spec.Serving) (*Setup, error) {
 	}
 	if !st.Config.Chunked {
 		st.Config.ChunkTokens = e.MaxNumBatchedTokens
+	}
+	if windowShare > 0 {
+		// Sliding-window layers keep only their window's blocks (vLLM's
+		// hybrid KV cache manager); the stage where they hold the least
+		// of the cache fills first.
+		st.Config.Blocks = sv.WindowBlocks(e.BlockTokens, cfg.SlidingWindow, windowShare)
 	}
 	// KV transfers: affine in size on a path (latency + size / bandwidth),
 	// so two probes per replica pair give every size.

@@ -912,3 +912,28 @@ func TestFlashAttention2Prefill(t *testing.T) {
 	inf := table[inference.SummaryRow](runJS(t, `{"kind":"inference",`+h100+`,"batch":1,"prompt_tokens":4000,"output_tokens":8,"flash_attention_2":true}`), "summary")[0]
 	assert.InDelta(t, inf.TTFTS+4000*spec.TokenizeSPerToken, fa2.TTFTS, 0.01*inf.TTFTS)
 }
+
+// Sliding-window layers keep only their window's blocks (vLLM's hybrid KV
+// cache manager): a 4,000-token request of gpt-oss-20b, half of whose
+// layers band 128 tokens, holds ⌈(250 + 9) / 2⌉ = 130 blocks of 16 tokens
+// of every layer where the same model attending fully holds 250, so 200
+// blocks serve it only windowed; and the blocks a sequence holds, in closed
+// form, stop growing in the windowed share past the window.
+func TestSlidingWindowKeepsTheWindowsBlocks(t *testing.T) {
+	const gptOSS = `{"kind":"serving","model":%s,"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1},
+		"engine":{"kv_blocks":200},"workload":{"rate_per_s":1,"requests":3,"prompt_tokens":{"tokens":3990},"output_tokens":{"tokens":10}}}`
+	res := runJS(t, fmt.Sprintf(gptOSS, `"gpt-oss-20b"`))
+	used := 0
+	for _, it := range table[serving.IterationRow](res, "iterations") {
+		used = max(used, it.KVBlocksUsed)
+	}
+	assert.Equal(t, 130, used)
+	_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(fmt.Sprintf(gptOSS, `{"preset":"gpt-oss-20b","window_pattern":"F"}`)))
+	require.ErrorContains(t, err, "needs 250 KV blocks")
+
+	blocks := sv.WindowBlocks(16, 128, 0.5)
+	for n, want := range map[int]int{1: 1, 16: 1, 17: 2, 128: 8, 144: 9, 160: 10, 4000: 130, 4016: 130, 4032: 131} {
+		assert.Equal(t, want, blocks(n), "n %d", n)
+	}
+	assert.Equal(t, 250, sv.WindowBlocks(16, 128, 0)(4000))
+}
