@@ -813,3 +813,24 @@ func TestWindowedFlashAttention(t *testing.T) {
 		assert.Less(t, a.TimeS, price(32768, 0, bwd).TimeS/20, "bwd %v", bwd)
 	}
 }
+
+// NVFP4 GEMMs on a B200: a large one takes between half its FP8 time (the
+// math at twice the rate) and 0.5625 of it (its operands' bytes through L2,
+// which bind the B200's large matmuls: hw's b200 preset), a batch-1 decode
+// GEMM streams its weights in 0.5625 of FP8's bytes (4.5 bits an element
+// against 8) and takes about that share of the time.
+func TestFP4GEMM(t *testing.T) {
+	e := NewEvaluator(gpu(t, "b200"))
+	price := func(m int64, d hw.DType) Cost {
+		c, err := e.Op(model.NewGEMM("g", d, 1, m, 16384, 16384))
+		require.NoError(t, err)
+		return c
+	}
+	big8, big4 := price(16384, hw.FP8), price(16384, hw.FP4)
+	assert.Contains(t, []Bound{BoundCompute, BoundL2}, big4.Bound)
+	assert.GreaterOrEqual(t, big4.TimeS/big8.TimeS, 0.5-0.01)
+	assert.LessOrEqual(t, big4.TimeS/big8.TimeS, 0.5625+0.01)
+	one8, one4 := price(1, hw.FP8), price(1, hw.FP4)
+	assert.InEpsilon(t, 0.5625, one4.BytesHBM/one8.BytesHBM, 0.01)
+	assert.InDelta(t, 0.5625, one4.TimeS/one8.TimeS, 0.1)
+}

@@ -36,6 +36,7 @@ func Figures() []Figure {
 		{Name: "peak_fp16_flops_per_s", Max: peak},
 		{Name: "peak_fp8_flops_per_s", Max: peak},
 		{Name: "peak_int8_ops_per_s", Max: peak},
+		{Name: "peak_fp4_flops_per_s", Max: peak},
 		{Name: "vector_fp32_flops_per_s", Min: 1e9, Max: peak},
 		{Name: "sm_count", Min: 1, Max: 1024, Integer: true},
 		{Name: "clock_hz", Min: 1e8, Max: 1e10},

@@ -13,6 +13,11 @@ const (
 	FP16 DType = "fp16"
 	FP8  DType = "fp8"
 	INT8 DType = "int8"
+	// FP4 is NVFP4 (Blackwell's block-scaled 4-bit floats): E2M1 elements
+	// with an E4M3 scale per 16 of them (NVIDIA, "Introducing NVFP4 for
+	// efficient and accurate low-precision inference", 2025), 4.5 bits an
+	// element; the tensor cores apply the scales in the MMA.
+	FP4 DType = "fp4"
 	// INT4 is a storage type only (weight-only quantization: GPTQ, AWQ and
 	// the Marlin kernels that run them dequantize to 16 bits before the
 	// MMA); no GPU has int4 math units here, so it is not in DTypes.
@@ -20,7 +25,7 @@ const (
 )
 
 // DTypes lists every data type in a fixed order.
-var DTypes = []DType{FP32, TF32, BF16, FP16, FP8, INT8}
+var DTypes = []DType{FP32, TF32, BF16, FP16, FP8, INT8, FP4}
 
 // Bytes is the size of one element.
 func (d DType) Bytes() float64 {
@@ -33,6 +38,8 @@ func (d DType) Bytes() float64 {
 		return 1
 	case INT4:
 		return 0.5
+	case FP4:
+		return 0.5 + 1.0/16 // a 4-bit element and its share of a byte-wide scale per 16
 	}
 	return 0
 }
@@ -49,6 +56,7 @@ type GPU struct {
 	PeakFP16FlopsPerS float64 `json:"peak_fp16_flops_per_s" arrow:"peak_fp16_flops_per_s"`
 	PeakFP8FlopsPerS  float64 `json:"peak_fp8_flops_per_s" arrow:"peak_fp8_flops_per_s"`
 	PeakINT8OpsPerS   float64 `json:"peak_int8_ops_per_s" arrow:"peak_int8_ops_per_s"`
+	PeakFP4FlopsPerS  float64 `json:"peak_fp4_flops_per_s" arrow:"peak_fp4_flops_per_s"`
 	// Vector (non-tensor-core) fp32 rate, for elementwise and scan kernels.
 	VectorFP32FlopsPerS float64 `json:"vector_fp32_flops_per_s" arrow:"vector_fp32_flops_per_s"`
 
@@ -208,6 +216,8 @@ func (g GPU) Peak(d DType) float64 {
 		return g.PeakFP8FlopsPerS
 	case INT8:
 		return g.PeakINT8OpsPerS
+	case FP4:
+		return g.PeakFP4FlopsPerS
 	}
 	return 0
 }

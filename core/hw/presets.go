@@ -271,9 +271,10 @@ func basePresets() []GPU {
 		}),
 		{
 			// NVIDIA HGX B200 datasheet (2024), per GPU = 8-GPU figure / 8,
-			// dense = half of the sparse tensor figures: FP8 72 PF → 4.5 PF,
-			// BF16 36 PF → 2.25 PF, TF32 18 PF → 1.125 PF, INT8 72 POPS → 4.5,
-			// FP32 600 TF → 75 TF; HBM3e 1,440 GB → 180 GB, 64 TB/s → 8 TB/s.
+			// dense = half of the sparse tensor figures: FP4 144 PF → 9 PF,
+			// FP8 72 PF → 4.5 PF, BF16 36 PF → 2.25 PF, TF32 18 PF → 1.125 PF,
+			// INT8 72 POPS → 4.5, FP32 600 TF → 75 TF; HBM3e 1,440 GB → 180
+			// GB, 64 TB/s → 8 TB/s.
 			Name: "b200", Vendor: "nvidia",
 			PeakFP32FlopsPerS:   75 * tera,
 			PeakTF32FlopsPerS:   1125 * tera,
@@ -281,6 +282,7 @@ func basePresets() []GPU {
 			PeakFP16FlopsPerS:   2250 * tera,
 			PeakFP8FlopsPerS:    4500 * tera,
 			PeakINT8OpsPerS:     4500 * tera,
+			PeakFP4FlopsPerS:    9000 * tera,
 			VectorFP32FlopsPerS: 75 * tera,
 			// NVIDIA publishes no SM count; Chips and Cheese, "Nvidia's B200:
 			// Keeping the CUDA Juggernaut Rolling" (2025): 2 dies × 74 SMs = 148,
@@ -307,9 +309,10 @@ func basePresets() []GPU {
 		},
 		{
 			// NVIDIA GB200 NVL72 datasheet (2024), per GPU = the rack's figure
-			// / 72, dense = half of the sparse tensor figures: FP8 720 PF →
-			// 5 PF, FP16/BF16 360 PF → 2.5 PF, TF32 180 PF → 1.25 PF, INT8
-			// 720 POPS → 5; HBM3e 13.4 TB → 186 GB, 576 TB/s → 8 TB/s. The
+			// / 72, dense = half of the sparse tensor figures: FP4 1,440 PF →
+			// 10 PF, FP8 720 PF → 5 PF, FP16/BF16 360 PF → 2.5 PF, TF32 180
+			// PF → 1.25 PF, INT8 720 POPS → 5; HBM3e 13.4 TB → 186 GB, 576
+			// TB/s → 8 TB/s. The
 			// B200 die (148 SMs, 126 MB L2) at the Grace-Blackwell superchip's
 			// higher power: its clock and FP32 rate are the B200's scaled by
 			// the BF16 peaks (2.5 / 2.25; the datasheet gives no FP32 figure).
@@ -320,6 +323,7 @@ func basePresets() []GPU {
 			PeakFP16FlopsPerS:   2500 * tera,
 			PeakFP8FlopsPerS:    5000 * tera,
 			PeakINT8OpsPerS:     5000 * tera,
+			PeakFP4FlopsPerS:    10000 * tera,
 			VectorFP32FlopsPerS: 75 * tera * 2.5 / 2.25,
 			SMCount:             148, ClockHz: 1.98 * giga * 2.5 / 2.25,
 			SharedMemBytesPerSM: 228 * kib, RegisterBytesPerSM: 256 * kib,

@@ -173,3 +173,21 @@ func TestKernelFitPresets(t *testing.T) {
 	assert.Zero(t, b200.GEMMTileOverheadCycles)
 	assert.Equal(t, 2048, b200.ThreadsPerSM())
 }
+
+// NVFP4: a 4-bit element and an E4M3 scale per 16 (4.5 bits); Blackwell's
+// FP4 tensor peaks are twice its FP8 ones (HGX B200: 144 against 72 PF
+// sparse for 8 GPUs; GB200 NVL72: 1,440 against 720 for 72), and no earlier
+// part has FP4 math.
+func TestFP4(t *testing.T) {
+	assert.Equal(t, 0.5625, FP4.Bytes())
+	for _, name := range []string{"b200", "gb200"} {
+		g, ok := GPUByName(name)
+		require.True(t, ok)
+		assert.Equal(t, 2*g.PeakFP8FlopsPerS, g.Peak(FP4), name)
+	}
+	for _, name := range []string{"a100-80gb-sxm", "h100-sxm", "h200", "h800", "mi300x"} {
+		g, ok := GPUByName(name)
+		require.True(t, ok)
+		assert.Zero(t, g.Peak(FP4), name)
+	}
+}

@@ -773,7 +773,8 @@ func (b *builder) fromActivation() bool {
 	return ok && (strings.HasSuffix(o.Name, ".swiglu") || strings.HasSuffix(o.Name, ".gelu"))
 }
 
-// attnDType is the type of attention's math: 16-bit with an 8-bit dtype.
+// attnDType is the type of attention's math: 16-bit with an 8- or 4-bit dtype
+// (NVFP4 checkpoints, as FP8 ones, quantize the linear layers only).
 // Training: Transformer Engine runs DotProductAttention in BF16 unless
 // fp8_dpa is set; DeepSeek-V3 §3.3 keeps its attention in BF16 too.
 // Inference: the engines' FP8 checkpoints quantize the linear layers
@@ -781,7 +782,7 @@ func (b *builder) fromActivation() bool {
 // an FP8 KV cache dequantized as it is read; DeepSeek's own prefill
 // profile (deepseek-ai/profile-data) runs FlashAttention's BF16 kernel.
 func (b *builder) attnDType() hw.DType {
-	if b.d.Bytes() == 1 {
+	if b.d.Bytes() < 2 {
 		return b.a
 	}
 	return b.d

@@ -391,6 +391,12 @@ func (b *builder) dispatchBytesPerToken() float64 {
 	if b.d.Bytes() == 1 && (b.r.FP8Dispatch || !b.training()) {
 		return h + 4*math.Ceil(h/128)
 	}
+	if b.d == hw.FP4 {
+		// NVFP4 inference dispatches the experts' inputs quantized, each
+		// element with its share of a scale per 16 (TensorRT-LLM's MoE
+		// all-to-all quantizes before it sends).
+		return h * b.d.Bytes()
+	}
 	return h * b.e
 }
 

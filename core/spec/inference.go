@@ -150,7 +150,7 @@ func validateWeightDType(p *Problems, path, w, dtype string) {
 	if !p.OneOf(path, w, WeightDTypes()) || w == "auto" {
 		return
 	}
-	if d := hw.DType(dtype); d.Bytes() > 0 && hw.DType(w).Bytes() >= d.Bytes() {
+	if d := hw.DType(dtype); d.Bytes() > 0 && (hw.DType(w).Bytes() >= d.Bytes() || d == hw.FP4) {
 		p.Addf(path, "%s weights are no narrower than dtype %s; choose a narrower type or \"auto\"", w, dtype)
 	}
 }

@@ -27,7 +27,8 @@ type Operators struct {
 	// KVLen is the tokens already cached per sequence in decode; default
 	// 2048, at most 2^26.
 	KVLen int `json:"kv_len,omitempty"`
-	// DType of the math: fp32, tf32, bf16, fp16, fp8, int8; default "bf16".
+	// DType of the math: fp32, tf32, bf16, fp16, fp8, int8, fp4 (NVFP4,
+	// prefill and decode on Blackwell); default "bf16".
 	DType string `json:"dtype,omitempty"`
 	// TP is the Megatron tensor-parallel degree (the ops of one rank); default 1.
 	TP int `json:"tp,omitempty"`
@@ -86,6 +87,9 @@ func (s *Operators) Validate(p *Problems) {
 	}
 	if okGPU && gpu.Peak(hw.DType(s.DType)) == 0 {
 		p.Addf("dtype", "%s has no %s math units; choose one of its types", s.GPU, s.DType)
+	}
+	if hw.DType(s.DType) == hw.FP4 && s.Phase == string(model.Training) {
+		p.Addf("dtype", "fp4 (NVFP4) is modelled for the prefill and decode phases, not training")
 	}
 	c, _ := s.Model.Resolve()
 	n = p.Len()

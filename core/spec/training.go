@@ -158,6 +158,9 @@ func validateRouterDType(p *Problems, d string) {
 // validate checks the step's options for math in dtype.
 func (s *Step) validate(p *Problems, dtype string) {
 	p.OneOf("grad_dtype", s.GradDType, []string{"fp32", "bf16", "fp16"})
+	if hw.DType(dtype) == hw.FP4 {
+		p.Addf("dtype", "fp4 (NVFP4) is modelled for inference and serving, not training; train in fp8, bf16, fp16, tf32 or fp32")
+	}
 	if s.FP8Recipe != "" {
 		p.OneOf("fp8_recipe", s.FP8Recipe, model.FP8Recipes())
 		if hw.DType(dtype).Bytes() != 1 {

@@ -123,7 +123,7 @@ func randomSpec(rng *rand.Rand) map[string]any {
 		doc["batch"] = pick(1, 8, 64)
 		doc["prompt_tokens"] = pick(1, 128, 2048)
 		doc["output_tokens"] = pick(1, 8, 64)
-		doc["dtype"] = pick("bf16", "fp8")
+		doc["dtype"] = pick("bf16", "fp8", "fp4")
 		doc["execution"] = pick("eager", "cuda_graphs")
 		if moe && rng.IntN(2) == 0 {
 			doc["enable_expert_parallel"] = true
