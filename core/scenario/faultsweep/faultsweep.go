@@ -246,10 +246,10 @@ func Run(env scenario.Env, s *spec.FaultSweep) (scenario.Result, error) {
 		if errors.As(err, new(*spec.Error)) {
 			return scenario.Result{}, err
 		}
-		return scenario.Result{}, fmt.Errorf("the healthy base run fails: %w", err)
+		return scenario.Result{}, fmt.Errorf("the base run, before the sweep's faults (with the base spec's own faults, if it has any), fails: %w", err)
 	}
 	if !(healthy.timeS > 0) {
-		return scenario.Result{}, fmt.Errorf("the healthy base run takes no time (%v s): slowdowns are undefined", healthy.timeS)
+		return scenario.Result{}, fmt.Errorf("the base run, before the sweep's faults, takes no time (%v s): slowdowns are undefined", healthy.timeS)
 	}
 	var mine []int // the samples of this shard
 	for i, fs := range sets {
