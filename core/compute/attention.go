@@ -78,17 +78,15 @@ func (e *Evaluator) flash(o model.Op) Cost {
 	in := actBytes(o)
 	qTiles := ceil(o.SeqQ, br)
 	// Key blocks computed, summed over query blocks (causal: up to the
-	// diagonal; a sliding window also skips the blocks before the first
-	// query's window, as FlashAttention's window_size does).
+	// diagonal; local attention also skips the blocks before the first
+	// query's first key, as FlashAttention's window_size does).
 	var pairs int64
 	off := o.SeqKV - o.SeqQ
 	for i := int64(0); i < qTiles; i++ {
 		first, keys := int64(0), o.SeqKV
 		if o.Causal {
 			keys = min(o.SeqKV, off+(i+1)*br)
-			if o.Window > 0 {
-				first = max(0, off+i*br-o.Window+1)
-			}
+			first = o.Local.First(off + i*br)
 		}
 		pairs += ceil(keys, bc) - first/bc
 	}
@@ -139,11 +137,11 @@ func (e *Evaluator) flash(o model.Op) Cost {
 	// wave its blocks span (in grid order the query heads that share a
 	// key/value head are adjacent: grouped-query attention's group reads
 	// its key/value head as one).
-	// A sliding window bounds what the blocks of a wave read to the keys
-	// (backward: the queries) of one window beside their own block.
+	// Local attention bounds what the blocks of a wave read to the keys
+	// (backward: the queries) of one window or chunk beside their own block.
 	keys, queries := o.SeqKV, o.SeqQ
-	if o.Causal && o.Window > 0 {
-		keys, queries = min(keys, o.Window+br), min(queries, o.Window+bc)
+	if span := o.Local.Span(); o.Causal && span > 0 {
+		keys, queries = min(keys, span+br), min(queries, span+bc)
 	}
 	active := min(blocks, int64(g.SMCount))
 	group := float64(o.Heads) / float64(max(o.KVHeads, 1))

@@ -787,7 +787,7 @@ func TestWindowedFlashAttention(t *testing.T) {
 	require.True(t, ok)
 	e := NewEvaluator(g)
 	price := func(s, w int64, bwd bool) Cost {
-		o := model.NewWindowedFlashAttention("fa", hw.BF16, 1, 64, 8, s, s, 64, true, w)
+		o := model.NewLocalFlashAttention("fa", hw.BF16, 1, 64, 8, s, s, 64, true, model.Local{Window: w})
 		if bwd {
 			o.Kind = model.FlashAttentionBwd
 		}
@@ -833,4 +833,20 @@ func TestFP4GEMM(t *testing.T) {
 	one8, one4 := price(1, hw.FP8), price(1, hw.FP4)
 	assert.InEpsilon(t, 0.5625, one4.BytesHBM/one8.BytesHBM, 0.01)
 	assert.InDelta(t, 0.5625, one4.TimeS/one8.TimeS, 0.1)
+}
+
+// Chunked attention (Llama 4's) over n chunks is n chunks' causal
+// attention: 32,768 tokens in chunks of 8,192 take about four times one
+// chunk's attention, where full causal attention takes about sixteen.
+func TestChunkedFlashAttention(t *testing.T) {
+	e := NewEvaluator(gpu(t, "h100-sxm"))
+	price := func(s int64, l model.Local) float64 {
+		c, err := e.Op(model.NewLocalFlashAttention("fa", hw.BF16, 1, 40, 8, s, s, 128, true, l))
+		require.NoError(t, err)
+		return c.TimeS
+	}
+	one := price(8192, model.Local{})
+	assert.Equal(t, one, price(8192, model.Local{Chunk: 8192}))
+	assert.InDelta(t, 4, price(32768, model.Local{Chunk: 8192})/one, 0.2)
+	assert.Greater(t, price(32768, model.Local{})/one, 12.0)
 }

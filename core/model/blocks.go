@@ -377,19 +377,14 @@ func (b *builder) flash(hs, kvs, hd int64, per tokenElems, saved float64) {
 // flashAttention is the run's FlashAttention forward over this rank's
 // heads (FlashAttention-2's kernels where Run.FlashAttention2 says so).
 func (b *builder) flashAttention(batch, heads, kvHeads, sq, skv, hd int64, causal bool) Op {
-	fa := NewWindowedFlashAttention("attn.flash", b.attnDType(), batch, heads, kvHeads, sq, skv, hd, causal, b.window)
+	fa := NewLocalFlashAttention("attn.flash", b.attnDType(), batch, heads, kvHeads, sq, skv, hd, causal, b.local)
 	fa.SyncMMA = b.r.FlashAttention2
 	return fa
 }
 
-// windowKeys is the cached keys a decoding query of a context of n tokens
-// reads: all of them, or the block's window.
-func (b *builder) windowKeys(n int64) int64 {
-	if b.window > 0 {
-		return min(n, b.window)
-	}
-	return n
-}
+// localKeys is the cached keys a decoding query of a context of n tokens
+// (itself the last) reads: all of them, or those its local attention leaves.
+func (b *builder) localKeys(n int64) int64 { return b.local.Keys(n - 1) }
 
 // kvCacheWrite appends a pass's n new cache elements (keys and values, or
 // MLA's latent and rotary key) to the KV cache: read in the activation
@@ -404,7 +399,7 @@ func (b *builder) attentionCore(hs, kvs, hd int64) {
 	r := b.r
 	B := int64(r.Batch)
 	if r.Phase == Decode {
-		o := NewDecodeAttention("attn.decode", b.attnDType(), b.kv, B, hs, kvs, b.windowKeys(int64(r.KVLen)+1), hd)
+		o := NewDecodeAttention("attn.decode", b.attnDType(), b.kv, B, hs, kvs, b.localKeys(int64(r.KVLen)+1), hd)
 		o.XQA = r.XQADecode
 		b.add(step{fwd: []Op{o}})
 		return

@@ -185,29 +185,37 @@ const (
 	BlockShared      = "shared_attention"
 	BlockMoE         = "moe_transformer"
 	// BlockTransformerSWA and BlockMoESWA are those blocks with a sliding
-	// window (Config.SlidingWindow, WindowPattern).
-	BlockTransformerSWA = "transformer_swa"
-	BlockMoESWA         = "moe_transformer_swa"
-	BlockLMHead         = "lm_head"
-	BlockMTP            = "mtp"
+	// window (Config.SlidingWindow, WindowPattern's S), BlockTransformerChunked
+	// and BlockMoEChunked with chunked attention (Config.AttentionChunk, C).
+	BlockTransformerSWA     = "transformer_swa"
+	BlockMoESWA             = "moe_transformer_swa"
+	BlockTransformerChunked = "transformer_chunked"
+	BlockMoEChunked         = "moe_transformer_chunked"
+	BlockLMHead             = "lm_head"
+	BlockMTP                = "mtp"
 )
 
 // IsAttentionBlock reports whether blocks named name run attention (and
 // hold a KV cache): the transformer blocks, windowed or not, MoE or not,
 // and the shared attention block.
 func IsAttentionBlock(name string) bool {
+	return name == BlockShared || name == BlockTransformer || name == BlockMoE || IsLocalBlock(name)
+}
+
+// IsLocalBlock reports whether blocks named name attend locally (a
+// sliding window or chunks: Config.Local).
+func IsLocalBlock(name string) bool {
 	switch name {
-	case BlockTransformer, BlockTransformerSWA, BlockShared, BlockMoE, BlockMoESWA:
+	case BlockTransformerSWA, BlockMoESWA, BlockTransformerChunked, BlockMoEChunked:
 		return true
 	}
 	return false
 }
 
-// IsWindowedBlock reports whether blocks named name attend over a sliding window.
-func IsWindowedBlock(name string) bool { return name == BlockTransformerSWA || name == BlockMoESWA }
-
 // IsMoEBlock reports whether blocks named name are mixture-of-experts transformer blocks.
-func IsMoEBlock(name string) bool { return name == BlockMoE || name == BlockMoESWA }
+func IsMoEBlock(name string) bool {
+	return name == BlockMoE || name == BlockMoESWA || name == BlockMoEChunked
+}
 
 // Block is one kind of block and its operators on one rank, for one instance.
 type Block struct {
@@ -350,8 +358,8 @@ func (c Config) CheckRun(r Run) []problem.Problem {
 			bad("cp", "context parallelism needs FlashAttention (Transformer Engine's ring attention), not unfused_attention")
 		case c.hasBlock(PatSSM):
 			bad("cp", "context parallelism of SSM blocks is not modelled (cp must be 1 for a model with Mamba blocks)")
-		case c.SlidingWindow > 0 && r.CPComm != CPAllToAll:
-			bad("cp", "a sliding window is modelled with cp_comm_type %q only (each rank attends over the whole sequence), got %q", CPAllToAll, r.CPComm)
+		case c.LocalKind().On() && r.CPComm != CPAllToAll:
+			bad("cp", "local attention (a sliding window or chunks) is modelled with cp_comm_type %q only (each rank attends over the whole sequence), got %q", CPAllToAll, r.CPComm)
 		case r.SeqLen%2 != 0:
 			bad("cp", "needs each rank's share of the sequence (%d tokens) to split into two chunks (seq_len a multiple of 2·cp)", r.SeqLen)
 		}
@@ -409,18 +417,20 @@ func Build(c Config, r Run) (Graph, error) {
 	add(BlockEmbedding, 1, (*builder).embedding)
 	k := 0 // attention layers so far
 	for _, p := range c.Pattern {
-		var w int64
+		var l Local
 		if p == PatAttention || p == PatMoE {
-			if c.Windowed(k) {
-				w = int64(c.SlidingWindow)
-			}
+			l = c.Local(k)
 			k++
 		}
+		dense, moe := BlockTransformerSWA, BlockMoESWA
+		if l.Chunk > 0 {
+			dense, moe = BlockTransformerChunked, BlockMoEChunked
+		}
 		switch {
-		case p == PatAttention && w > 0:
-			add(BlockTransformerSWA, 1, func(b *builder) { b.window = w; b.transformer(false) })
-		case p == PatMoE && w > 0:
-			add(BlockMoESWA, 1, func(b *builder) { b.window, b.moe = w, true; b.transformer(false) })
+		case p == PatAttention && l.On():
+			add(dense, 1, func(b *builder) { b.local = l; b.transformer(false) })
+		case p == PatMoE && l.On():
+			add(moe, 1, func(b *builder) { b.local, b.moe = l, true; b.transformer(false) })
 		case p == PatAttention:
 			add(BlockTransformer, 1, func(b *builder) { b.transformer(false) })
 		case p == PatMoE:
@@ -513,7 +523,7 @@ type builder struct {
 	expert   int64 // routed-expert parameters in params
 	quant    int64 // parameters in params stored in Run.WeightDType
 	moe      bool  // the transformer block's FFN is a mixture of experts
-	window   int64 // the block's sliding attention window (0: none)
+	local    Local // the block's local attention (zero: full)
 }
 
 func newBuilder(c Config, r Run) *builder {

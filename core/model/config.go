@@ -84,9 +84,17 @@ type Config struct {
 	// with dense ones). A windowed layer's attention skips the key blocks
 	// outside the window and its KV cache keeps only the window.
 	SlidingWindow int `json:"sliding_window,omitempty"`
-	// WindowPattern says which attention layers are windowed, one letter
-	// per layer cycled over them in order: S windowed, F full ("SF" for
-	// gpt-oss, layer 0 windowed); default "S" (every layer) with a window.
+	// AttentionChunk > 0 splits each sequence into chunks of that many
+	// tokens for the layers WindowPattern marks C: a query attends to the
+	// keys of its own chunk up to itself (Llama 4's chunked attention,
+	// attention_chunk_size 8,192, on three layers of four). Its attention
+	// skips the other chunks' key blocks and its KV cache keeps one chunk.
+	AttentionChunk int `json:"attention_chunk,omitempty"`
+	// WindowPattern says how each attention layer attends, one letter per
+	// layer cycled over them in order: S a sliding window, C chunks, F the
+	// whole context ("SF" for gpt-oss, layer 0 windowed; "CCCF" for Llama
+	// 4); default "S" with a window, "C" with chunks. A model has one kind
+	// of local attention: S or C, not both.
 	WindowPattern string `json:"window_pattern,omitempty"`
 	// QKNorm runs an RMSNorm over each head's queries and keys after the
 	// QKV projection, before rotary (Qwen3's q_norm and k_norm, head_dim
@@ -132,8 +140,13 @@ func (c *Config) Defaults() {
 	case Mamba, Mamba2:
 		c.SSM = c.Family
 	}
-	if c.SlidingWindow > 0 && c.WindowPattern == "" {
-		c.WindowPattern = "S"
+	if c.WindowPattern == "" {
+		switch {
+		case c.SlidingWindow > 0:
+			c.WindowPattern = "S"
+		case c.AttentionChunk > 0:
+			c.WindowPattern = "C"
+		}
 	}
 	if c.Heads > 0 {
 		if c.KVHeads == 0 {
@@ -254,22 +267,31 @@ func (c Config) Check() []problem.Problem {
 	if c.SlidingWindow < 0 {
 		bad("sliding_window", "must be >= 0 (0: no window), got %d", c.SlidingWindow)
 	}
+	if c.AttentionChunk < 0 {
+		bad("attention_chunk", "must be >= 0 (0: no chunks), got %d", c.AttentionChunk)
+	}
 	if c.WindowPattern != "" {
-		if c.SlidingWindow <= 0 {
-			bad("window_pattern", "needs sliding_window (the window's keys) > 0")
+		s, ch := strings.ContainsRune(c.WindowPattern, 'S'), strings.ContainsRune(c.WindowPattern, 'C')
+		switch {
+		case s && ch:
+			bad("window_pattern", "mixes S and C: a model has one kind of local attention")
+		case s && c.SlidingWindow <= 0:
+			bad("window_pattern", "has S layers: needs sliding_window (the window's keys) > 0")
+		case ch && c.AttentionChunk <= 0:
+			bad("window_pattern", "has C layers: needs attention_chunk (the chunk's tokens) > 0")
 		}
 		if !attn {
 			bad("window_pattern", "needs attention layers; the pattern has none")
 		}
 		if c.IsMLA() {
-			bad("sliding_window", "is not modelled with multi-head latent attention (kv_lora_rank)")
+			bad("window_pattern", "local attention is not modelled with multi-head latent attention (kv_lora_rank)")
 		}
 		if len(c.WindowPattern) > MaxLayers {
 			bad("window_pattern", "has %d letters, at most %d", len(c.WindowPattern), MaxLayers)
 		}
 		for i, r := range c.WindowPattern {
-			if r != 'S' && r != 'F' {
-				bad("window_pattern", "letter %d is %q; allowed: S (sliding-window attention), F (full attention)", i, r)
+			if r != 'S' && r != 'C' && r != 'F' {
+				bad("window_pattern", "letter %d is %q; allowed: S (sliding-window attention), C (chunked attention), F (full attention)", i, r)
 				break
 			}
 		}
@@ -283,10 +305,29 @@ func (c Config) Check() []problem.Problem {
 
 func (c Config) hasBlock(r rune) bool { return strings.ContainsRune(c.Pattern, r) }
 
-// Windowed reports whether the k-th attention layer (0-based, in pattern
-// order, shared invocations aside) attends over a sliding window.
-func (c Config) Windowed(k int) bool {
-	return c.SlidingWindow > 0 && c.WindowPattern != "" && c.WindowPattern[k%len(c.WindowPattern)] == 'S'
+// Local is the local attention of the k-th attention layer (0-based, in
+// pattern order, shared invocations aside): its window or chunk, or zero.
+func (c Config) Local(k int) Local {
+	if c.WindowPattern == "" {
+		return Local{}
+	}
+	switch c.WindowPattern[k%len(c.WindowPattern)] {
+	case 'S':
+		return Local{Window: int64(c.SlidingWindow)}
+	case 'C':
+		return Local{Chunk: int64(c.AttentionChunk)}
+	}
+	return Local{}
+}
+
+// LocalKind is the model's one kind of local attention (zero: none).
+func (c Config) LocalKind() Local {
+	for k := range c.WindowPattern {
+		if l := c.Local(k); l.On() {
+			return l
+		}
+	}
+	return Local{}
 }
 
 func (c Config) mixerLayers() int {

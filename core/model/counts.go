@@ -30,8 +30,8 @@ func KVCacheBytesPerToken(c Config, d hw.DType) float64 {
 }
 
 // KVCacheBytesPerSeq is the KV cache of one sequence of context tokens in
-// type d: every attention invocation's keys and values, a windowed layer's
-// (Config.Windowed) for the last window of them only.
+// type d: every attention invocation's keys and values, a local layer's
+// (Config.Local) for its window or chunk only.
 func KVCacheBytesPerSeq(c Config, d hw.DType, context int) float64 {
 	tokens, k := 0, 0
 	for _, p := range c.Pattern {
@@ -39,8 +39,8 @@ func KVCacheBytesPerSeq(c Config, d hw.DType, context int) float64 {
 		case p == PatShared:
 			tokens += context
 		case p == PatAttention || p == PatMoE:
-			if c.Windowed(k) {
-				tokens += min(context, c.SlidingWindow)
+			if span := int(c.Local(k).Span()); span > 0 {
+				tokens += min(context, span)
 			} else {
 				tokens += context
 			}

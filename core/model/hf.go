@@ -10,20 +10,36 @@ import (
 
 // HFModelTypes are the Hugging Face config.json model_type values
 // FromHFConfig reads.
-var HFModelTypes = []string{"deepseek_v2", "deepseek_v3", "gpt2", "gpt_oss", "llama", "mamba", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}
+var HFModelTypes = []string{"deepseek_v2", "deepseek_v3", "gpt2", "gpt_oss", "llama", "llama4", "llama4_text", "mamba", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}
 
 // FromHFConfig maps a Hugging Face config.json (decoded JSON) to a Config:
 // dense LLaMA-style models (llama, mistral, qwen2, qwen3), GPT-2, Mamba,
 // and the mixture-of-experts families (mixtral, qwen2_moe, qwen3_moe,
-// gpt_oss, deepseek_v2, deepseek_v3, the latter with multi-head latent
-// attention). Sliding-window attention is read from layer_types where the
-// config lists it (gpt_oss; transformers' newer configs), else from
-// sliding_window (mistral, mixtral: every layer) or use_sliding_window and
-// max_window_layers (qwen2, qwen3: the layers from max_window_layers on).
+// gpt_oss, llama4 (its text_config) and llama4_text, deepseek_v2,
+// deepseek_v3, the latter with multi-head latent attention). Local
+// attention is read from layer_types where the config lists it (gpt_oss's
+// sliding_attention; llama4's chunked_attention; transformers' newer
+// configs), else from sliding_window (mistral, mixtral: every layer),
+// use_sliding_window and max_window_layers (qwen2, qwen3: the layers from
+// max_window_layers on) or no_rope_layers (llama4: its rotary layers are
+// chunked, its NoPE ones global).
 // The field names are those of the transformers configuration classes.
 // The result is defaulted; Check reports what is left invalid.
 func FromHFConfig(hf map[string]any) (Config, error) {
 	mt, _ := hf["model_type"].(string)
+	if text, ok := hf["text_config"].(map[string]any); ok && mt == "llama4" {
+		// Llama 4's config.json wraps the language model's in text_config
+		// (model_type llama4_text); the vision encoder is not modelled.
+		inner := map[string]any{}
+		for k, v := range text {
+			inner[k] = v
+		}
+		inner["model_type"] = "llama4_text"
+		if _, named := inner["_name_or_path"]; !named {
+			inner["_name_or_path"] = hf["_name_or_path"]
+		}
+		return FromHFConfig(inner)
+	}
 	var missing []string
 	num := func(key string, need bool) int {
 		v, ok := hf[key]
@@ -59,7 +75,7 @@ func FromHFConfig(hf map[string]any) (Config, error) {
 		c = Config{Name: c.Name, Family: Mamba, Layers: num("num_hidden_layers", true), Hidden: num("hidden_size", true),
 			Vocab: num("vocab_size", true), DState: num("state_size", false), Expand: num("expand", false),
 			DConv: num("conv_kernel", false), DtRank: num("time_step_rank", false), TiedEmbeddings: flag("tie_word_embeddings", true)}
-	case "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss", "deepseek_v2", "deepseek_v3":
+	case "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss", "llama4_text", "deepseek_v2", "deepseek_v3":
 		c.Family = LLaMA
 		c.Layers = num("num_hidden_layers", true)
 		c.Hidden = num("hidden_size", true)
@@ -79,6 +95,21 @@ func FromHFConfig(hf map[string]any) (Config, error) {
 			// priced.
 			c.Experts = num("num_local_experts", true)
 			c.ExpertsPerToken = num("num_experts_per_tok", true)
+		case "llama4_text":
+			// Every interleave_moe_layer_step-th layer routes each token
+			// to num_experts_per_tok of num_local_experts experts of
+			// intermediate_size beside a shared expert of the same size,
+			// with a sigmoid score (Llama4TextMoe); the other layers are
+			// dense MLPs of intermediate_size_mlp. use_qk_norm normalizes
+			// the rotary layers' queries and keys.
+			c.FFNHidden = num("intermediate_size_mlp", true)
+			c.Experts = num("num_local_experts", true)
+			c.ExpertsPerToken = num("num_experts_per_tok", true)
+			c.ExpertFFNHidden = num("intermediate_size", true)
+			c.SharedExperts, c.SharedExpertFFNHidden = 1, c.ExpertFFNHidden
+			c.MoEEvery = num("interleave_moe_layer_step", false)
+			c.Router = RouterSigmoid
+			c.QKNorm = flag("use_qk_norm", false)
 		case "qwen2_moe", "qwen3_moe":
 			c.Experts = num("num_experts", true)
 			c.ExpertsPerToken = num("num_experts_per_tok", true)
@@ -109,7 +140,7 @@ func FromHFConfig(hf map[string]any) (Config, error) {
 	}
 	if c.Family == LLaMA {
 		var err error
-		if c.SlidingWindow, c.WindowPattern, err = hfWindow(hf, mt, c.Layers); err != nil {
+		if c.SlidingWindow, c.AttentionChunk, c.WindowPattern, err = hfLocal(hf, mt, c.Layers); err != nil {
 			return Config{}, err
 		}
 	}
@@ -127,22 +158,32 @@ func FromHFConfig(hf map[string]any) (Config, error) {
 	return c, nil
 }
 
-// hfWindow reads a config's sliding-window attention: the window's keys
-// and the pattern of windowed (S) and full (F) layers, shortened to its
-// period ("SF" for gpt-oss's alternation), or 0 and "" without a window.
-func hfWindow(hf map[string]any, mt string, layers int) (int, string, error) {
+// hfLocal reads a config's local attention: the sliding window's keys, the
+// chunk's tokens and the pattern of windowed (S), chunked (C) and full (F)
+// layers, shortened to its period ("SF" for gpt-oss's alternation, "CCCF"
+// for Llama 4), or zeros and "" without local attention.
+func hfLocal(hf map[string]any, mt string, layers int) (window, chunk int, pattern string, err error) {
 	w, _ := hf["sliding_window"].(float64)
+	ch, _ := hf["attention_chunk_size"].(float64)
 	var types []string
 	if lt, ok := hf["layer_types"].([]any); ok {
 		for i, v := range lt {
 			switch v {
 			case "sliding_attention":
 				types = append(types, "S")
+			case "chunked_attention":
+				types = append(types, "C")
 			case "full_attention":
 				types = append(types, "F")
 			default:
-				return 0, "", fmt.Errorf("layer_types[%d]: must be \"sliding_attention\" or \"full_attention\", got %v", i, v)
+				return 0, 0, "", fmt.Errorf("layer_types[%d]: must be \"sliding_attention\", \"chunked_attention\" or \"full_attention\", got %v", i, v)
 			}
+		}
+	} else if nr, ok := hf["no_rope_layers"].([]any); ok && mt == "llama4_text" && ch > 0 {
+		// transformers' Llama4TextConfig: a layer with rotary embeddings
+		// (no_rope_layers[i] = 1) attends in chunks, a NoPE one globally.
+		for _, v := range nr {
+			types = append(types, map[bool]string{true: "C", false: "F"}[v == 1.0])
 		}
 	} else {
 		switch mt {
@@ -159,13 +200,23 @@ func hfWindow(hf map[string]any, mt string, layers int) (int, string, error) {
 			}
 		}
 	}
-	if !slices.Contains(types, "S") {
-		return 0, "", nil
+	s, c := slices.Contains(types, "S"), slices.Contains(types, "C")
+	if !s && !c {
+		return 0, 0, "", nil
 	}
-	if w <= 0 || w != math.Trunc(w) {
-		return 0, "", fmt.Errorf("sliding_window: must be a positive integer where layer_types has sliding layers, got %v", hf["sliding_window"])
+	if s && (w <= 0 || w != math.Trunc(w)) {
+		return 0, 0, "", fmt.Errorf("sliding_window: must be a positive integer where layer_types has sliding layers, got %v", hf["sliding_window"])
 	}
-	return int(w), strings.Join(types[:period(types)], ""), nil
+	if c && (ch <= 0 || ch != math.Trunc(ch)) {
+		return 0, 0, "", fmt.Errorf("attention_chunk_size: must be a positive integer where layer_types has chunked layers, got %v", hf["attention_chunk_size"])
+	}
+	if !s {
+		w = 0
+	}
+	if !c {
+		ch = 0
+	}
+	return int(w), int(ch), strings.Join(types[:period(types)], ""), nil
 }
 
 // period is the length of the shortest prefix of xs that repeated gives xs.

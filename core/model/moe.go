@@ -696,6 +696,20 @@ func MoEPresets() []MoEPreset {
 		// head) are left out: 0.03 % of the count.
 		{Preset{gptOSS("gpt-oss-120b", 36, 128), 116.83e9, "openai/gpt-oss-120b config.json; OpenAI 2025, arXiv 2508.10925, Table 1 (116.83B total, 5.13B active)"}, 5.13e9, true, 0, false},
 		{Preset{gptOSS("gpt-oss-20b", 24, 32), 20.91e9, "openai/gpt-oss-20b config.json; OpenAI 2025, arXiv 2508.10925, Table 1 (20.91B total, 3.61B active)"}, 3.61e9, true, 0, false},
+		// meta-llama/Llama-4-Maverick-17B-128E config.json, text_config:
+		// hidden_size 5120, 48 layers, 40 heads of head_dim 128, 8 KV heads,
+		// interleave_moe_layer_step 2 (every second layer routes each token
+		// to one of 128 experts of intermediate_size 8192 beside a shared
+		// expert of that size; the others are dense MLPs of
+		// intermediate_size_mlp 16384), vocab 202048, untied,
+		// attention_chunk_size 8192 on the rotary layers, every fourth
+		// layer (no_rope_layers 0) global. Meta AI, "The Llama 4 herd"
+		// (2025-04-05): 400B total, 17B active parameters (the vision
+		// encoder is not modelled).
+		{Preset{Config{Name: "llama4-maverick", Family: LLaMA, Layers: 48, Hidden: 5120, Heads: 40, KVHeads: 8, HeadDim: 128, FFNHidden: 16384, Vocab: 202048,
+			AttentionChunk: 8192, WindowPattern: "CCCF",
+			MoE: MoE{Experts: 128, ExpertsPerToken: 1, SharedExperts: 1, SharedExpertFFNHidden: 8192, ExpertFFNHidden: 8192, MoEEvery: 2, Router: RouterSigmoid}},
+			400e9, "meta-llama/Llama-4-Maverick-17B-128E config.json; Meta AI, The Llama 4 herd (400B total, 17B active)"}, 17e9, false, 1e9, false},
 	}
 }
 

@@ -71,12 +71,11 @@ type Op struct {
 	// their latency at few rows (core/compute streaming); 0 when unknown.
 	M, N, K, Batch int64
 	// Attention shape: query heads, key/value heads, query and key lengths,
-	// head dimension; Causal masks keys after the query. Window > 0 is a
-	// sliding window (Config.SlidingWindow): each query sees only the
-	// Window keys ending at its own position.
+	// head dimension; Causal masks keys after the query; Local (causal
+	// only) limits each query to a window or its chunk of the keys.
 	Heads, KVHeads, SeqQ, SeqKV, HeadDim int64
 	Causal                               bool
-	Window                               int64
+	Local                                Local
 
 	// FLOPs is the arithmetic the kernel performs (multiply-add = 2).
 	FLOPs float64
@@ -231,10 +230,38 @@ func NewComm(name string, kind Kind, bytes float64) Op {
 	return Op{Name: name, Kind: kind, Bytes: bytes}
 }
 
+// Local is a layer's local attention; the zero value is full causal
+// attention. Window > 0: a sliding window, each query sees the Window keys
+// ending at its own position (Config.SlidingWindow); Chunk > 0: chunked
+// attention, each query sees the keys of its own chunk of Chunk tokens up
+// to itself (Llama 4's attention_chunk_size, Config.AttentionChunk).
+type Local struct{ Window, Chunk int64 }
+
+// On reports whether l limits the keys.
+func (l Local) On() bool { return l.Window > 0 || l.Chunk > 0 }
+
+// First is the first key a query at 0-based position p sees.
+func (l Local) First(p int64) int64 {
+	switch {
+	case l.Window > 0:
+		return max(0, p-l.Window+1)
+	case l.Chunk > 0:
+		return p / l.Chunk * l.Chunk
+	}
+	return 0
+}
+
+// Keys is the keys a query at 0-based position p sees (itself included).
+func (l Local) Keys(p int64) int64 { return p - l.First(p) + 1 }
+
+// Span is the most keys any query sees, what a layer's KV cache must keep
+// of a sequence (Window or Chunk; 0: every token).
+func (l Local) Span() int64 { return max(l.Window, l.Chunk) }
+
 // attnPairs is the number of (query, key) pairs attended: all sq·skv, or
 // under a causal mask with queries at the end of the keys, Σ over queries of
-// the keys up to and including it, at most window of them (0: no window).
-func attnPairs(sq, skv int64, causal bool, window int64) float64 {
+// the keys up to and including it that l leaves them.
+func attnPairs(sq, skv int64, causal bool, l Local) float64 {
 	if !causal {
 		return float64(sq) * float64(skv)
 	}
@@ -242,6 +269,16 @@ func attnPairs(sq, skv int64, causal bool, window int64) float64 {
 	off := float64(skv - sq)
 	n := float64(sq)
 	full := n*off + n*(n+1)/2
+	if l.Chunk > 0 {
+		// Σ over positions p < x of (p mod C) + 1: q whole chunks and r more.
+		upTo := func(x int64) float64 {
+			q, r := float64(x/l.Chunk), float64(x%l.Chunk)
+			c := float64(l.Chunk)
+			return q*c*(c+1)/2 + r*(r+1)/2
+		}
+		return upTo(skv) - upTo(skv-sq)
+	}
+	window := l.Window
 	if window <= 0 {
 		return full
 	}
@@ -262,20 +299,20 @@ func attnPairs(sq, skv int64, causal bool, window int64) float64 {
 // multiply-add, 4·pairs·d per head. Traffic: read Q, K, V, write O (and the
 // fp32 log-sum-exp kept for the backward).
 func NewFlashAttention(name string, d hw.DType, batch, heads, kvHeads, sq, skv, hd int64, causal bool) Op {
-	return NewWindowedFlashAttention(name, d, batch, heads, kvHeads, sq, skv, hd, causal, 0)
+	return NewLocalFlashAttention(name, d, batch, heads, kvHeads, sq, skv, hd, causal, Local{})
 }
 
-// NewWindowedFlashAttention is NewFlashAttention with a sliding window of
-// window keys a query (0: none): FlashAttention's window_size, which
-// skips the key blocks wholly outside every query's window. Its keys and
+// NewLocalFlashAttention is NewFlashAttention with local attention l:
+// FlashAttention's window_size (a sliding window) or a chunked mask, which
+// skip the key blocks wholly outside every query's keys. Its keys and
 // values are still read once.
-func NewWindowedFlashAttention(name string, d hw.DType, batch, heads, kvHeads, sq, skv, hd int64, causal bool, window int64) Op {
-	pairs := attnPairs(sq, skv, causal, window)
+func NewLocalFlashAttention(name string, d hw.DType, batch, heads, kvHeads, sq, skv, hd int64, causal bool, l Local) Op {
+	pairs := attnPairs(sq, skv, causal, l)
 	e := actDType(d).Bytes()
 	b := float64(batch)
 	return Op{
 		Name: name, Kind: FlashAttention, DType: d, Batch: batch,
-		Heads: heads, KVHeads: kvHeads, SeqQ: sq, SeqKV: skv, HeadDim: hd, Causal: causal, Window: window,
+		Heads: heads, KVHeads: kvHeads, SeqQ: sq, SeqKV: skv, HeadDim: hd, Causal: causal, Local: l,
 		FLOPs:  4 * b * float64(heads) * pairs * float64(hd),
 		Bytes:  b*e*float64(hd)*(2*float64(heads*sq)+2*float64(kvHeads*skv)) + 4*b*float64(heads*sq),
 		Tensor: true,

@@ -9,26 +9,34 @@ import (
 	"github.com/eidolon-sim/eidolon/core/hw"
 )
 
-// The pairs a sliding window attends, against counting them one query at
-// a time: query i (aligned to the end of the keys) sees min(skv−sq+i+1, w).
-func TestWindowedAttentionPairs(t *testing.T) {
+// The pairs local attention attends, against counting them one query at
+// a time: query i (aligned to the end of the keys, at position
+// p = skv−sq+i) sees min(p+1, w) keys through a sliding window of w, and
+// p mod c + 1 through chunks of c.
+func TestLocalAttentionPairs(t *testing.T) {
 	for _, sq := range []int64{1, 7, 128, 1000} {
 		for _, off := range []int64{0, 5, 300} {
 			for _, w := range []int64{0, 1, 64, 128, 5000} {
-				want := 0.0
+				want, chunked := 0.0, 0.0
 				for i := int64(0); i < sq; i++ {
-					keys := off + i + 1
+					p := off + i
+					keys := p + 1
 					if w > 0 {
 						keys = min(keys, w)
+						chunked += float64(p%w + 1)
+					} else {
+						chunked += float64(p + 1)
 					}
 					want += float64(keys)
 				}
-				assert.Equal(t, want, attnPairs(sq, sq+off, true, w), "sq %d off %d w %d", sq, off, w)
+				assert.Equal(t, want, attnPairs(sq, sq+off, true, Local{Window: w}), "sq %d off %d w %d", sq, off, w)
+				assert.Equal(t, chunked, attnPairs(sq, sq+off, true, Local{Chunk: w}), "sq %d off %d chunk %d", sq, off, w)
 			}
 		}
 	}
-	// Without a mask the window is not applied (no query has a position).
-	assert.Equal(t, 100.0*200, attnPairs(100, 200, false, 10))
+	// Without a mask local attention is not applied (no query has a position).
+	assert.Equal(t, 100.0*200, attnPairs(100, 200, false, Local{Window: 10}))
+	assert.Equal(t, 100.0*200, attnPairs(100, 200, false, Local{Chunk: 10}))
 }
 
 // gpt-oss alternates a 128-token band with full attention from layer 0: half
@@ -80,9 +88,10 @@ func TestGPTOSSWindowedLayers(t *testing.T) {
 	assert.Equal(t, 24*perLayer, KVCacheBytesPerToken(c, hw.BF16))
 }
 
-// A window's problems are named: letters other than S and F, a pattern
-// without a window, a negative window, a window on latent attention, and
-// a context-parallel ring that does not model it.
+// Local attention's problems are named: letters other than S, C and F, a
+// pattern without its window or chunk, both kinds in one model, a negative
+// window, a window on latent attention, and a context-parallel ring that
+// does not model it.
 func TestWindowProblems(t *testing.T) {
 	base, _ := ByName("llama2-7b")
 	paths := func(c Config) []string {
@@ -104,7 +113,13 @@ func TestWindowProblems(t *testing.T) {
 	assert.Equal(t, []string{"sliding_window"}, paths(c))
 	ds, _ := ByName("deepseek-v3")
 	ds.SlidingWindow = 128
-	assert.Equal(t, []string{"sliding_window"}, paths(ds))
+	assert.Equal(t, []string{"window_pattern"}, paths(ds))
+	c = base
+	c.SlidingWindow, c.AttentionChunk, c.WindowPattern = 128, 8192, "SCF"
+	assert.Equal(t, []string{"window_pattern"}, paths(c))
+	c = base
+	c.WindowPattern = "CF"
+	assert.Equal(t, []string{"window_pattern"}, paths(c))
 
 	c = base
 	c.SlidingWindow = 4096
@@ -159,7 +174,59 @@ func TestFromHFConfigWindows(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, q.SlidingWindow)
 
-	hf["layer_types"] = []any{"sliding_attention", "chunked_attention"}
+	hf["layer_types"] = []any{"sliding_attention", "linear_attention"}
 	_, err = FromHFConfig(hf)
 	require.ErrorContains(t, err, "layer_types[1]")
+}
+
+// Llama 4 Maverick attends in chunks of 8,192 tokens on three layers of
+// four (the fourth, NoPE, globally), its MoE layers every second: chunked
+// and full blocks, dense and MoE, as the pattern says; a prefill of two
+// chunks does each chunk's causal pairs, a decode reads its own chunk, and
+// the cache keeps a chunk for the chunked layers. Its config.json (the
+// language model in text_config, the chunked layers from no_rope_layers)
+// gives the preset.
+func TestLlama4ChunkedAttention(t *testing.T) {
+	c, ok := ByName("llama4-maverick")
+	require.True(t, ok)
+	require.Empty(t, c.Check())
+	g, err := Build(c, Run{Phase: Prefill, Batch: 1, SeqLen: 16384, TP: 8, DType: hw.BF16})
+	require.NoError(t, err)
+	counts := map[string]int{}
+	for _, b := range g.Blocks {
+		counts[b.Name] = b.Count
+	}
+	assert.Equal(t, map[string]int{BlockEmbedding: 1, BlockLMHead: 1, BlockTransformerChunked: 24, BlockMoEChunked: 12, BlockMoE: 12}, counts)
+	chunked, _ := g.Block(BlockTransformerChunked)
+	for _, o := range chunked.Forward {
+		if o.Kind == FlashAttention {
+			assert.Equal(t, 4*5.0*128*(2*8192*8193/2), o.FLOPs, "5 heads of 128 a rank, two chunks' causal pairs")
+		}
+	}
+	d, err := Build(c, Run{Phase: Decode, Batch: 1, KVLen: 9000, TP: 8, DType: hw.BF16})
+	require.NoError(t, err)
+	for _, b := range d.Blocks {
+		for _, o := range b.Forward {
+			if o.Kind == DecodeAttention {
+				want := map[bool]int64{true: 9000%8192 + 1, false: 9001}[IsLocalBlock(b.Name)]
+				assert.Equal(t, want, o.SeqKV, b.Name)
+			}
+		}
+	}
+	perLayer := KVBytesPerTokenLayer(c, 1, 2)
+	assert.Equal(t, perLayer*(12*20000+36*8192), KVCacheBytesPerSeq(c, hw.BF16, 20000))
+
+	noRope := make([]any, 48)
+	for i := range noRope {
+		noRope[i] = map[bool]float64{true: 0, false: 1}[(i+1)%4 == 0]
+	}
+	hf := map[string]any{"model_type": "llama4", "text_config": map[string]any{"model_type": "llama4_text",
+		"num_hidden_layers": 48.0, "hidden_size": 5120.0, "num_attention_heads": 40.0, "num_key_value_heads": 8.0, "head_dim": 128.0,
+		"intermediate_size": 8192.0, "intermediate_size_mlp": 16384.0, "num_local_experts": 128.0, "num_experts_per_tok": 1.0,
+		"interleave_moe_layer_step": 2.0, "vocab_size": 202048.0, "attention_chunk_size": 8192.0, "no_rope_layers": noRope,
+		"tie_word_embeddings": false}}
+	got, err := FromHFConfig(hf)
+	require.NoError(t, err)
+	got.Name = c.Name
+	assert.Equal(t, c, got)
 }

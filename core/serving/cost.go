@@ -88,13 +88,13 @@ type Pricer struct {
 	a2a      map[a2aKey]float64
 	// stages[s] are the model positions (indices into a graph's Order) of stage s.
 	stages [][]int
-	// attnLayers[s] is the attention blocks on stage s; windowLayers[s]
-	// are those of them with a sliding window (model.Config.SlidingWindow),
-	// window the window's keys.
-	attnLayers, windowLayers []int
-	window                   int64
-	slow                     []float64 // per stage
-	probe                    func(kind model.Kind, bytes float64, stage int, p2p bool) (float64, error)
+	// attnLayers[s] is the attention blocks on stage s; localLayers[s]
+	// are those of them with local attention (a sliding window or chunks:
+	// model.Config.Local), local its kind.
+	attnLayers, localLayers []int
+	local                   model.Local
+	slow                    []float64 // per stage
+	probe                   func(kind model.Kind, bytes float64, stage int, p2p bool) (float64, error)
 	// The attention's heads, KV heads and head dimension on a rank (MLA
 	// decodes in its absorbed form instead: model.MLADecodeAttention).
 	hs, kvs, hd int64
@@ -112,8 +112,8 @@ type Pricer struct {
 	// denseComm is the collectives' and transfers' share of dense's device time.
 	denseComm map[denseKey]float64
 	head      map[partKey]exec.Issue
-	dec       map[[4]int]compute.Cost
-	pre       map[[3]int]float64
+	dec       map[decKey]compute.Cost
+	pre       map[preKey]float64
 	comm      map[commKey]float64
 }
 
@@ -199,7 +199,7 @@ func NewPricer(m *exec.Machine, faults net.FaultPlan, seed uint64, cfg model.Con
 	tp, pp := e.TP, e.PP
 	p := &Pricer{gpu: gpu, ev: compute.NewEvaluator(gpu), cfg: cfg, tp: tp, pp: pp, dtype: e.DType,
 		kvDType: e.KVDType, kvBytes: model.KVBytes(e.KVDType, e.DType), weightDType: e.WeightDType, host: e.Host, expertsInTP: e.ExpertsInTP, fusedAddNorm: e.FusedAddNorm, xqaDecode: e.XQADecode, flash2: e.FlashAttention2, ep: max(e.EP, 1), a2aBackend: e.A2ABackend, a2a: map[a2aKey]float64{},
-		dense: map[denseKey][]exec.Issue{}, denseComm: map[denseKey]float64{}, head: map[partKey]exec.Issue{}, dec: map[[4]int]compute.Cost{}, pre: map[[3]int]float64{}, window: int64(cfg.SlidingWindow),
+		dense: map[denseKey][]exec.Issue{}, denseComm: map[denseKey]float64{}, head: map[partKey]exec.Issue{}, dec: map[decKey]compute.Cost{}, pre: map[preKey]float64{}, local: cfg.LocalKind(),
 		comm: map[commKey]float64{}}
 	g, err := model.Build(cfg, p.run(1, 1))
 	if err != nil {
@@ -213,14 +213,14 @@ func NewPricer(m *exec.Machine, faults net.FaultPlan, seed uint64, cfg model.Con
 			switch {
 			case model.IsAttentionBlock(name):
 				n++
-				if model.IsWindowedBlock(name) {
+				if model.IsLocalBlock(name) {
 					w++
 				}
 			case name == model.BlockMamba, name == model.BlockMamba2:
 				return nil, fmt.Errorf("serving models attention blocks only; the model has %s blocks", name)
 			}
 		}
-		p.attnLayers, p.windowLayers = append(p.attnLayers, n), append(p.windowLayers, w)
+		p.attnLayers, p.localLayers = append(p.attnLayers, n), append(p.localLayers, w)
 	}
 	for _, b := range g.Blocks {
 		for _, o := range b.Forward {
@@ -679,19 +679,32 @@ func (p *Pricer) Head(n int, graph bool) (exec.Issue, error) {
 	return v, nil
 }
 
-// attention is one layer's attention kernel for the shape, over a sliding
-// window of that many keys (0: none): device time of each chunk's
-// FlashAttention and of the decode attention, issued once, and the kernels
-// that launches (two when the decode attention splits the cache and
-// combines the pieces).
-func (p *Pricer) attention(sh *Shape, window int64) (float64, int, error) {
+// preKey memoizes a prefill chunk's attention: its queries, its context
+// (bucketed) and the layer's local attention.
+type preKey struct {
+	query, kv int
+	local     model.Local
+}
+
+// decKey memoizes a decode attention: sequences, context (bucketed),
+// queries a sequence and the layer's local attention.
+type decKey struct {
+	seqs, kv, queries int
+	local             model.Local
+}
+
+// attention is one layer's attention kernel for the shape, with local
+// attention l (zero: full): device time of each chunk's FlashAttention and
+// of the decode attention, issued once, and the kernels that launches (two
+// when the decode attention splits the cache and combines the pieces).
+func (p *Pricer) attention(sh *Shape, l model.Local) (float64, int, error) {
 	dev := 0.0
 	for _, c := range sh.Chunks {
 		kv := p.bucketKV(c.Context + c.Query)
-		k := [3]int{c.Query, kv, int(window)}
+		k := preKey{c.Query, kv, l}
 		v, ok := p.pre[k]
 		if !ok {
-			o := model.NewWindowedFlashAttention("attn.flash", p.dtype, 1, p.hs, p.kvs, int64(c.Query), int64(max(kv, c.Query)), p.hd, true, window)
+			o := model.NewLocalFlashAttention("attn.flash", p.dtype, 1, p.hs, p.kvs, int64(c.Query), int64(max(kv, c.Query)), p.hd, true, l)
 			o.SyncMMA = p.flash2
 			cost, err := p.ev.Op(o)
 			if err != nil {
@@ -707,7 +720,7 @@ func (p *Pricer) attention(sh *Shape, window int64) (float64, int, error) {
 		if d[0] == 0 {
 			continue
 		}
-		c, err := p.decode(d[0], d[1], d[2], window)
+		c, err := p.decode(d[0], d[1], d[2], l)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -722,23 +735,28 @@ func (p *Pricer) attention(sh *Shape, window int64) (float64, int, error) {
 // > 1) attend as further query heads sharing each KV head, as
 // FlashAttention packs a GQA group's queries into the rows of one tile: the
 // cache is read once a sequence, the math grows with the queries. With a
-// sliding window of window keys each query reads the last window of the
-// cache (the average context stands for every sequence's, as it does
-// without one).
-func (p *Pricer) decode(seqs, kv, queries int, window int64) (compute.Cost, error) {
-	k := [4]int{seqs, p.bucketKV(kv), queries, int(window)}
+// sliding window each query reads the last window of the cache (the
+// average context stands for every sequence's, as it does without one);
+// with chunks, a context within the first chunk is read whole, and past it
+// a query reads half a chunk, the mean over the positions in a chunk of
+// sequences that each stand at their own.
+func (p *Pricer) decode(seqs, kv, queries int, l model.Local) (compute.Cost, error) {
+	k := decKey{seqs, p.bucketKV(kv), queries, l}
 	if c, ok := p.dec[k]; ok {
 		return c, nil
 	}
 	heads := p.hs * int64(queries)
-	keys := int64(k[1]) + int64(queries)
-	if window > 0 {
-		keys = min(keys, window+int64(queries)-1)
+	keys := int64(k.kv) + int64(queries)
+	switch {
+	case l.Window > 0:
+		keys = min(keys, l.Window+int64(queries)-1)
+	case l.Chunk > 0 && keys > l.Chunk:
+		keys = l.Chunk/2 + int64(queries)
 	}
 	o := model.NewDecodeAttention("attn.decode", p.dtype, p.kvBytes, int64(seqs), heads, p.kvs, keys, p.hd)
 	o.XQA = p.xqaDecode
 	if p.cfg.IsMLA() {
-		o = model.MLADecodeAttention(p.cfg, p.dtype, p.kvBytes, int64(seqs), heads, int64(k[1])+int64(queries))
+		o = model.MLADecodeAttention(p.cfg, p.dtype, p.kvBytes, int64(seqs), heads, int64(k.kv)+int64(queries))
 	}
 	c, err := p.ev.Op(o)
 	if err != nil {
@@ -776,11 +794,11 @@ func (p *Pricer) Stages(sh *Shape, out []float64) ([]float64, error) {
 	if err != nil {
 		return out, err
 	}
-	a, kernels, err := p.attention(sh, 0)
+	a, kernels, err := p.attention(sh, model.Local{})
 	if err != nil {
 		return out, err
 	}
-	aw, kernelsW, err := p.windowAttention(sh, a, kernels)
+	aw, kernelsW, err := p.localAttention(sh, a, kernels)
 	if err != nil {
 		return out, err
 	}
@@ -794,7 +812,7 @@ func (p *Pricer) Stages(sh *Shape, out []float64) ([]float64, error) {
 		one := p.host.KernelIssue(attn, exec.Kernel{DeviceS: a * p.slow[s], Kernels: kernels}, graph, false)
 		oneW := p.host.KernelIssue(attn, exec.Kernel{DeviceS: aw * p.slow[s], Kernels: kernelsW}, graph, false)
 		for i := 0; i < n; i++ {
-			if i < p.windowLayers[s] {
+			if i < p.localLayers[s] {
 				x = x.Then(oneW)
 			} else {
 				x = x.Then(one)
@@ -812,13 +830,13 @@ func (p *Pricer) Stages(sh *Shape, out []float64) ([]float64, error) {
 	return out, nil
 }
 
-// windowAttention is attention's time and kernels for a layer with the
-// model's sliding window; a and kernels (the full layer's) without one.
-func (p *Pricer) windowAttention(sh *Shape, a float64, kernels int) (float64, int, error) {
-	if p.window == 0 {
+// localAttention is attention's time and kernels for a layer with the
+// model's local attention; a and kernels (the full layer's) without one.
+func (p *Pricer) localAttention(sh *Shape, a float64, kernels int) (float64, int, error) {
+	if !p.local.On() {
 		return a, kernels, nil
 	}
-	return p.attention(sh, p.window)
+	return p.attention(sh, p.local)
 }
 
 func (p *Pricer) graph(sh *Shape) bool {
@@ -840,16 +858,16 @@ func (p *Pricer) Breakdown(sh *Shape) (compute, comm, attention, head float64, e
 	}
 	graph := p.graph(sh)
 	comm = p.denseComm[p.denseKey(t, graph, len(sh.Chunks) == 0)]
-	a, kernels, err := p.attention(sh, 0)
+	a, kernels, err := p.attention(sh, model.Local{})
 	if err != nil {
 		return 0, 0, 0, 0, err
 	}
-	aw, _, err := p.windowAttention(sh, a, kernels)
+	aw, _, err := p.localAttention(sh, a, kernels)
 	if err != nil {
 		return 0, 0, 0, 0, err
 	}
 	for s, n := range p.attnLayers {
-		w := p.windowLayers[s]
+		w := p.localLayers[s]
 		attention += (float64(n-w)*a + float64(w)*aw) * p.slow[s]
 	}
 	if sh.Logits > 0 {
@@ -906,10 +924,11 @@ func (p *Pricer) KVBytesPerToken(s int) float64 {
 	return float64(p.attnLayers[s]) * model.KVBytesPerTokenLayer(p.cfg, p.tp, p.kvBytes)
 }
 
-// WindowKVBytesPerToken is the part of KVBytesPerToken(s) held by the
-// stage's sliding-window layers, which keep only their window's tokens.
-func (p *Pricer) WindowKVBytesPerToken(s int) float64 {
-	return float64(p.windowLayers[s]) * model.KVBytesPerTokenLayer(p.cfg, p.tp, p.kvBytes)
+// LocalKVBytesPerToken is the part of KVBytesPerToken(s) held by the
+// stage's local-attention layers, which keep only their window's or
+// chunk's tokens.
+func (p *Pricer) LocalKVBytesPerToken(s int) float64 {
+	return float64(p.localLayers[s]) * model.KVBytesPerTokenLayer(p.cfg, p.tp, p.kvBytes)
 }
 
 // StageWeightsBytes is the weights one GPU of stage s holds, and

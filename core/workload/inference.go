@@ -316,7 +316,7 @@ func NewInferenceBuilder(in Inference) (*InferenceBuilder, error) {
 			if h := ps.halves; h != nil {
 				g = h[0] // as memoryRun
 			}
-			if m := in.memory(g, ib.chunks[s], in.kvTokens(0, 0), in.kvTokens(0, in.Model.SlidingWindow), in.sequences()); m.Total() > mem.Total() {
+			if m := in.memory(g, ib.chunks[s], in.kvTokens(0, 0), in.kvTokens(0, in.localSpan()), in.sequences()); m.Total() > mem.Total() {
 				mem = m
 			}
 		}
@@ -564,9 +564,13 @@ func (b *progBuilder) recvTokens(pre string, step, batch int) int32 {
 	return b.p2p(pre+"recv_tokens", Recv, SlotFwdIn, int32(step), float64(4*batch), int32(step))
 }
 
-// kvTokens is the tokens every request caches by its end in a layer with
-// a sliding window of window keys (0: none); with prompt > 0 every prompt
-// is taken to be that long.
+// localSpan is the tokens a local-attention layer of the model caches of a
+// sequence at most (its window or chunk; 0 without one).
+func (in Inference) localSpan() int { return int(in.Model.LocalKind().Span()) }
+
+// kvTokens is the tokens every request caches at most in a layer that
+// keeps at most window of them (0: all); with prompt > 0 every prompt is
+// taken to be that long.
 func (in Inference) kvTokens(prompt, window int) float64 {
 	var n float64
 	for _, r := range in.Groups() {
@@ -576,8 +580,9 @@ func (in Inference) kvTokens(prompt, window int) float64 {
 		}
 		t := p + r.Output
 		if window > 0 {
-			// A windowed layer keeps only the window's keys and values
-			// (vLLM's and TensorRT-LLM's sliding-window caches).
+			// A local layer keeps only its window's or chunk's keys and
+			// values (vLLM's and TensorRT-LLM's sliding-window and
+			// chunked-local caches).
 			t = min(t, window)
 		}
 		n += float64(r.Count * t)
@@ -596,7 +601,7 @@ func (in Inference) sequences() float64 {
 // stageMemory is the per-GPU memory of a stage holding blocks when every
 // prompt is `prompt` tokens long (g is that prefill's graph).
 func (in Inference) stageMemory(g model.Graph, blocks []int, prompt int) Memory {
-	return in.memory(g, blocks, in.kvTokens(prompt, 0), in.kvTokens(prompt, in.Model.SlidingWindow), in.sequences())
+	return in.memory(g, blocks, in.kvTokens(prompt, 0), in.kvTokens(prompt, in.localSpan()), in.sequences())
 }
 
 // memory is the per-GPU memory of a stage holding blocks: weights (in the
@@ -625,7 +630,7 @@ func (in Inference) memory(g model.Graph, blocks []int, kvTokens, windowTokens, 
 			m.Weights += shared
 		}
 		switch {
-		case model.IsWindowedBlock(blk.Name):
+		case model.IsLocalBlock(blk.Name):
 			windowed++
 		case model.IsAttentionBlock(blk.Name):
 			attn++

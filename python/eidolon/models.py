@@ -27,9 +27,10 @@ def from_hf_config(config: ConfigLike, **overrides: Any) -> dict[str, Any]:
 
     ``config`` is the decoded dict, a path to the file, or its JSON text.
     The core maps the transformers field names (``model_type`` llama,
-    mistral, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe, gpt_oss,
-    deepseek_v2, deepseek_v3, gpt2, mamba; sliding-window attention from
-    ``sliding_window`` and ``layer_types``) to Eidolon's hyper-parameters, so the same
+    mistral, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe, gpt_oss, llama4,
+    deepseek_v2, deepseek_v3, gpt2, mamba; sliding-window and chunked
+    attention from ``sliding_window``, ``attention_chunk_size`` and
+    ``layer_types``) to Eidolon's hyper-parameters, so the same
     ``{"hf_config": {...}}`` works in a JSON spec; ``overrides`` are
     Eidolon model fields that replace the config's values (e.g.
     ``layers=2``). Problems are reported by ``eidolon.validate`` / ``run``
@@ -57,21 +58,32 @@ def from_hf_config(config: ConfigLike, **overrides: Any) -> dict[str, Any]:
             _bad(f"cannot read a config.json from {text[:80]!r}: {exc}")
     if not isinstance(cfg, dict) or "model_type" not in cfg:
         _bad("a Hugging Face config needs a 'model_type' field")
-    # Keep the JSON scalars the mapping reads, the per-layer attention types
-    # (layer_types: which layers attend over the sliding window), and of a
+    # Keep the JSON scalars the mapping reads, the per-layer attention lists
+    # (which layers attend locally), a text_config's the same way, and of a
     # quantization_config only what says an FP8 checkpoint is block-scaled
     # (rope-scaling and the rest of the nested objects are not
     # hyper-parameters Eidolon uses).
-    quant, types = cfg.get("quantization_config"), cfg.get("layer_types")
-    cfg = {k: v for k, v in cfg.items() if v is None or isinstance(v, (bool, int, float, str))}
-    if isinstance(types, (list, tuple)) and all(isinstance(t, str) for t in types):
-        cfg["layer_types"] = list(types)
+    quant, text = cfg.get("quantization_config"), cfg.get("text_config")
+    cfg = _hyper_parameters(cfg)
+    if isinstance(text, Mapping):  # Llama 4: the language model's config inside the multimodal one's
+        cfg["text_config"] = _hyper_parameters(text)
     if isinstance(quant, Mapping) and isinstance(quant.get("quant_method"), str):
         cfg["quantization_config"] = {"quant_method": quant["quant_method"]}
         block = quant.get("weight_block_size")
         if isinstance(block, (list, tuple)) and all(isinstance(b, int) for b in block):
             cfg["quantization_config"]["weight_block_size"] = list(block)
     return {"hf_config": cfg, **overrides}
+
+
+def _hyper_parameters(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """A config's JSON scalars and its per-layer lists of attention types
+    (layer_types) and rotary use (no_rope_layers)."""
+    out = {k: v for k, v in cfg.items() if v is None or isinstance(v, (bool, int, float, str))}
+    for key in ("layer_types", "no_rope_layers"):
+        v = cfg.get(key)
+        if isinstance(v, (list, tuple)) and all(isinstance(x, (str, int)) and not isinstance(x, bool) for x in v):
+            out[key] = list(v)
+    return out
 
 
 def _bad(message: str) -> NoReturn:

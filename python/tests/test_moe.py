@@ -256,3 +256,43 @@ def test_gpt_oss_serving_prices_the_window():
     a, b = serve("gpt-oss-20b"), serve({"preset": "gpt-oss-20b", "window_pattern": "F"})
     assert a.ttft_s_p50 < b.ttft_s_p50
     assert a.itl_s_p50 < b.itl_s_p50
+
+
+LLAMA4_MAVERICK_HF = {"architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4",
+                      "text_config": {"model_type": "llama4_text", "num_hidden_layers": 48, "hidden_size": 5120,
+                                      "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
+                                      "intermediate_size": 8192, "intermediate_size_mlp": 16384,
+                                      "num_local_experts": 128, "num_experts_per_tok": 1,
+                                      "interleave_moe_layer_step": 2, "vocab_size": 202048,
+                                      "attention_chunk_size": 8192, "tie_word_embeddings": False,
+                                      "no_rope_layers": [0 if (i + 1) % 4 == 0 else 1 for i in range(48)],
+                                      "rope_scaling": {"rope_type": "llama3", "factor": 8.0}},
+                      "vision_config": {"hidden_size": 1408}}
+
+
+def test_llama4_hf_config_and_its_chunks():
+    # Llama 4's multimodal config.json reads through its text_config to the
+    # preset; past one chunk of 8,192 tokens its chunked layers stop growing,
+    # so a long prompt's first token comes sooner than with every layer
+    # global, in inference and in serving.
+    model = from_hf_config(LLAMA4_MAVERICK_HF)
+    assert model["hf_config"]["text_config"]["no_rope_layers"][:4] == [1, 1, 1, 0]
+
+    def infer(m, prompt):
+        spec = {"kind": "inference", "model": m, "gpu": "h100-sxm", "cluster": {"preset": "dgx-h100", "nodes": 1},
+                "tp": 8, "batch": 1, "prompt_tokens": prompt, "output_tokens": 8, "dtype": "fp8"}
+        return eidolon.run(spec, progress=False).to_pandas("summary").iloc[0]
+
+    a, b = infer(model, 32768), infer("llama4-maverick", 32768)
+    assert (a.ttft_s, a.tpot_s, a.memory_peak_bytes) == pytest.approx((b.ttft_s, b.tpot_s, b.memory_peak_bytes))
+    c = infer({"preset": "llama4-maverick", "window_pattern": "F"}, 32768)
+    assert a.ttft_s < c.ttft_s and a.memory_peak_bytes < c.memory_peak_bytes
+
+    def serve(m):
+        spec = {"kind": "serving", "model": m, "gpu": "h100-sxm", "cluster": {"preset": "dgx-h100", "nodes": 1},
+                "tp": 8, "dtype": "fp8", "seed": 2,
+                "workload": {"arrival": "poisson", "rate_per_s": 1, "requests": 12, "prompt_tokens": 20000,
+                             "output_tokens": 32}}
+        return eidolon.run(spec, progress=False).to_pandas("summary").iloc[0]
+
+    assert serve("llama4-maverick").ttft_s_p50 < serve({"preset": "llama4-maverick", "window_pattern": "F"}).ttft_s_p50

@@ -332,9 +332,9 @@ func Build(ctx context.Context, s *spec.Serving) (*Setup, error) {
 	}
 	var classes []class
 	e := s.Engine
-	// windowShare is the least share of a stage's KV cache bytes per token
-	// in sliding-window layers (0 without them).
-	windowShare := 1.0
+	// localShare is the least share of a stage's KV cache bytes per token
+	// in local-attention layers (0 without them).
+	localShare := 1.0
 	// The host issues kernels as the inference kind's (no autograd).
 	host := exec.Host{Mode: s.Execution, ForwardOpS: s.Host.ForwardOpS, BackwardOpS: s.Host.BackwardOpS, CollectiveS: s.Host.CollectiveS}
 	for r := 0; r < s.Replicas; r++ {
@@ -378,7 +378,7 @@ func Build(ctx context.Context, s *spec.Serving) (*Setup, error) {
 		}
 		for stg := 0; stg < s.PP; stg++ {
 			if kv := kvPerToken(stg); kv > 0 {
-				windowShare = min(windowShare, pr.WindowKVBytesPerToken(stg)/kv)
+				localShare = min(localShare, pr.LocalKVBytesPerToken(stg)/kv)
 			}
 		}
 		blocks := e.KVBlocks
@@ -433,11 +433,11 @@ func Build(ctx context.Context, s *spec.Serving) (*Setup, error) {
 	if !st.Config.Chunked {
 		st.Config.ChunkTokens = e.MaxNumBatchedTokens
 	}
-	if windowShare > 0 {
-		// Sliding-window layers keep only their window's blocks (vLLM's
-		// hybrid KV cache manager); the stage where they hold the least
-		// of the cache fills first.
-		st.Config.Blocks = sv.WindowBlocks(e.BlockTokens, cfg.SlidingWindow, windowShare)
+	if localShare > 0 {
+		// Local-attention layers keep only their window's or chunk's
+		// blocks (vLLM's hybrid KV cache manager); the stage where they
+		// hold the least of the cache fills first.
+		st.Config.Blocks = sv.WindowBlocks(e.BlockTokens, int(cfg.LocalKind().Span()), localShare)
 	}
 	// KV transfers: affine in size on a path (latency + size / bandwidth),
 	// so two probes per replica pair give every size.
