@@ -44,11 +44,7 @@ func TestLocalAttentionPairs(t *testing.T) {
 // band's work and whose decode reads the last 128 keys; the cache keeps
 // every token for the full layers and 128 for the windowed ones.
 func TestGPTOSSWindowedLayers(t *testing.T) {
-	c, ok := ByName("gpt-oss-20b")
-	require.True(t, ok)
-	require.Empty(t, c.Check())
-	g, err := Build(c, Run{Phase: Prefill, Batch: 1, SeqLen: 4096, TP: 1, DType: hw.BF16})
-	require.NoError(t, err)
+	c, g := presetPrefill(t, "gpt-oss-20b", 4096, 1)
 	full, ok := g.Block(BlockMoE)
 	require.True(t, ok)
 	band, ok := g.Block(BlockMoESWA)
@@ -187,11 +183,7 @@ func TestFromHFConfigWindows(t *testing.T) {
 // language model in text_config, the chunked layers from no_rope_layers)
 // gives the preset.
 func TestLlama4ChunkedAttention(t *testing.T) {
-	c, ok := ByName("llama4-maverick")
-	require.True(t, ok)
-	require.Empty(t, c.Check())
-	g, err := Build(c, Run{Phase: Prefill, Batch: 1, SeqLen: 16384, TP: 8, DType: hw.BF16})
-	require.NoError(t, err)
+	c, g := presetPrefill(t, "llama4-maverick", 16384, 8)
 	counts := map[string]int{}
 	for _, b := range g.Blocks {
 		counts[b.Name] = b.Count
@@ -229,4 +221,16 @@ func TestLlama4ChunkedAttention(t *testing.T) {
 	require.NoError(t, err)
 	got.Name = c.Name
 	assert.Equal(t, c, got)
+}
+
+// presetPrefill is the named preset, checked, and its prefill graph of one
+// sequence of seq tokens at TP tp.
+func presetPrefill(t *testing.T, name string, seq, tp int) (Config, Graph) {
+	t.Helper()
+	c, ok := ByName(name)
+	require.True(t, ok)
+	require.Empty(t, c.Check())
+	g, err := Build(c, Run{Phase: Prefill, Batch: 1, SeqLen: seq, TP: tp, DType: hw.BF16})
+	require.NoError(t, err)
+	return c, g
 }
