@@ -26,12 +26,19 @@ type CatalogRow struct {
 	NGroups    int    `arrow:"n_groups"`
 	// Pattern of hybrids (M = SSM, A = attention, S = shared attention).
 	Pattern string `arrow:"pattern"`
+	// Local attention (0 and "" without it): the sliding window's keys,
+	// the chunks' tokens, and which attention layers use them (S window,
+	// C chunks, F full; cycled over the layers).
+	SlidingWindow  int    `arrow:"sliding_window"`
+	AttentionChunk int    `arrow:"attention_chunk"`
+	WindowPattern  string `arrow:"window_pattern"`
 	// Mixture of experts (0 for dense models): routed experts, top-k, the
 	// parameters one token uses.
 	Experts         int   `arrow:"experts"`
 	ExpertsPerToken int   `arrow:"experts_per_token"`
 	ActiveParams    int64 `arrow:"active_params"`
-	// Per-token KV cache and per-sequence SSM state, in bf16.
+	// Per-token KV cache (within any local attention's window or chunk)
+	// and per-sequence SSM state, in bf16.
 	KVCacheBytesPerToken float64 `arrow:"kv_cache_bytes_per_token"`
 	SSMStateBytesPerSeq  float64 `arrow:"ssm_state_bytes_per_seq"`
 	Source               string  `arrow:"source"`
@@ -49,6 +56,7 @@ func Catalog() []CatalogRow {
 			Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, FFNHidden: c.FFNHidden,
 			SSM: string(c.SSM), DState: c.DState, DConv: c.DConv, DtRank: c.DtRank,
 			SSMHeadDim: c.SSMHeadDim, NGroups: c.NGroups,
+			SlidingWindow: c.SlidingWindow, AttentionChunk: c.AttentionChunk, WindowPattern: c.WindowPattern,
 			KVCacheBytesPerToken: KVCacheBytesPerToken(c, "bf16"),
 			SSMStateBytesPerSeq:  SSMStateBytesPerSeq(c, "bf16"),
 			Source:               p.Source,
