@@ -213,7 +213,10 @@ def _check_zero_state(spec: Spec, mem: Any) -> None:
 
 def inference_spec(rnd: random.Random) -> Spec:
     moe = rnd.random() < 0.3
-    spec: Spec = {"kind": "inference", "model": _model(rnd, moe, rnd.choice([2, 4])),
+    model = _model(rnd, moe, rnd.choice([2, 4]))
+    if moe and rnd.random() < 0.3:  # gpt-oss: a 128-token band on every other layer
+        model = {"preset": "gpt-oss-20b", "layers": model["layers"]}
+    spec: Spec = {"kind": "inference", "model": model,
                   "tp": rnd.choice([1, 2, 4, 8]), "batch": rnd.choice([1, 4, 16]), "prompt_tokens": rnd.choice([16, 200, 2000]),
                   "output_tokens": rnd.choice([1, 2, 20]), "execution": rnd.choice(["eager", "cuda_graphs"]),
                   "dtype": rnd.choice(["bf16", "fp8"]), "kv_cache_dtype": rnd.choice(["auto", "fp8"]),
@@ -253,9 +256,14 @@ def check_inference(spec: Spec, res: eidolon.Result) -> None:
     preset = spec["model"]["preset"]
     if preset != "deepseek-v3":  # MLA caches a latent, not the heads
         cat = MODELS.loc[preset]
-        per_token = cat.kv_cache_bytes_per_token * spec["model"]["layers"] / cat.layers
-        per_token /= 2 if spec["kv_cache_dtype"] == "fp8" else 1
-        kv = spec["batch"] * (spec["prompt_tokens"] + spec["output_tokens"]) * per_token / min(spec["tp"], cat.kv_heads)
+        layers = spec["model"]["layers"]
+        per_layer = cat.kv_cache_bytes_per_token / cat.layers / (2 if spec["kv_cache_dtype"] == "fp8" else 1)
+        tokens = spec["prompt_tokens"] + spec["output_tokens"]
+        # Local-attention layers (window_pattern, cycled) keep their window or chunk only.
+        pattern, span = cat.window_pattern, max(cat.sliding_window, cat.attention_chunk)
+        local = sum(pattern[i % len(pattern)] != "F" for i in range(layers)) if pattern else 0
+        per_seq = per_layer * ((layers - local) * tokens + local * min(tokens, span))
+        kv = spec["batch"] * per_seq / min(spec["tp"], cat.kv_heads)
         _check(_close(mem[mem.category == "kv_cache"].bytes.sum(), kv, 0.02), "a replica's KV cache", spec)
     full = eidolon.run(dict(spec, full_simulation=True), progress=False).to_pandas("summary").iloc[0]
     _check(_close(full.e2e_s, s.e2e_s, 1e-9) and _close(full.ttft_s, s.ttft_s, 1e-9), "mirroring replicas", spec)
