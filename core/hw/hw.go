@@ -22,6 +22,11 @@ const (
 	// the Marlin kernels that run them dequantize to 16 bits before the
 	// MMA); no GPU has int4 math units here, so it is not in DTypes.
 	INT4 DType = "int4"
+	// MXFP4 is a storage type only: OCP microscaling FP4, E2M1 elements
+	// with an E8M0 scale per 32 (4.25 bits an element), the format of
+	// gpt-oss's released expert weights (OpenAI's model card, arXiv
+	// 2508.10925, §2: "we quantize the MoE weights to MXFP4").
+	MXFP4 DType = "mxfp4"
 )
 
 // DTypes lists every data type in a fixed order.
@@ -38,6 +43,8 @@ func (d DType) Bytes() float64 {
 		return 1
 	case INT4:
 		return 0.5
+	case MXFP4:
+		return 0.5 + 1.0/32
 	case FP4:
 		return 0.5 + 1.0/16 // a 4-bit element and its share of a byte-wide scale per 16
 	}

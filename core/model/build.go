@@ -613,6 +613,10 @@ func (b *builder) gemm(name string, m, n, k int64) {
 // quantizeWeights stores the weights of the forward GEMM just added in
 // Run.WeightDType (inference only) and counts them in the block's
 // quantized parameters.
+//
+// MXFP4 quantizes the routed experts only, as gpt-oss's checkpoint does
+// (its quantization_config leaves the attention, the router, the
+// embedding and the output layer in BF16: modules_to_not_convert).
 func (b *builder) quantizeWeights() {
 	w := b.r.WeightDType
 	if w == "" || b.training() {
@@ -620,7 +624,7 @@ func (b *builder) quantizeWeights() {
 	}
 	f := b.steps[len(b.steps)-1].fwd
 	for i := range f {
-		if f[i].Kind == GEMM || f[i].Kind == GroupedGEMM {
+		if f[i].Kind == GroupedGEMM || f[i].Kind == GEMM && w != hw.MXFP4 {
 			b.quant += int64(max(len(f[i].Groups), 1)) * f[i].K * f[i].N
 			f[i] = f[i].WithWeights(w)
 		}

@@ -604,3 +604,32 @@ func TestMoELayerOperatorsMarked(t *testing.T) {
 		assert.True(t, marked[name], name)
 	}
 }
+
+// MXFP4 (gpt-oss's released checkpoints) stores the routed experts alone,
+// at 4.25 bits a weight (an E8M0 scale per 32): gpt-oss-120b's 114.7B
+// expert parameters take 60.9 GB, the attention, router, embedding and
+// output layer stay 16-bit, about 66 GB in all, which fits one 80 GB GPU
+// as its model card says.
+func TestMXFP4QuantizesTheExperts(t *testing.T) {
+	c, _ := ByName("gpt-oss-120b")
+	g, err := Build(c, Run{Phase: Decode, Batch: 1, KVLen: 100, TP: 1, DType: hw.BF16, WeightDType: hw.MXFP4})
+	require.NoError(t, err)
+	var experts, total, bytes float64
+	for _, b := range g.Blocks {
+		for _, o := range b.Forward {
+			if o.Kind == GroupedGEMM {
+				assert.Equal(t, hw.MXFP4, o.WeightDType, o.Name)
+				experts += float64(b.Count) * float64(len(o.Groups)) * float64(o.K*o.N)
+			} else if o.Kind == GEMM {
+				assert.Equal(t, hw.DType(""), o.WeightDType, o.Name)
+			}
+		}
+		own, shared := WeightBytes(b, hw.BF16, hw.MXFP4)
+		bytes += float64(b.Count)*own + shared
+		total += float64(b.Count*int(b.Params) + int(b.SharedParams))
+	}
+	assert.InDelta(t, 114.67e9, experts, 0.01e9)
+	assert.Equal(t, 0.53125, StoredWeightBytes(hw.MXFP4))
+	assert.InDelta(t, experts*0.53125+(total-experts)*2, bytes, 1)
+	assert.InDelta(t, 66e9, bytes, 1e9)
+}

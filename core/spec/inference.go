@@ -120,7 +120,8 @@ type Inference struct {
 	// dtype (weight-only quantization, as GPTQ/AWQ checkpoints served by
 	// vLLM's Marlin kernels): "auto" (default: dtype) or one of
 	// WeightDTypes; the embedding, the output layer and a MoE router stay
-	// in dtype.
+	// in dtype; "mxfp4" (4.25 bits) stores the routed experts alone, as
+	// gpt-oss's checkpoints do.
 	WeightDType string `json:"weight_dtype,omitempty"`
 }
 
@@ -143,12 +144,16 @@ func ExpertSlots(p *Problems, m model.Config, r, ep int) int {
 }
 
 // WeightDTypes lists the allowed weight_dtype values.
-func WeightDTypes() []string { return []string{"auto", "fp8", "int8", "int4"} }
+func WeightDTypes() []string { return []string{"auto", "fp8", "int8", "int4", "mxfp4"} }
 
-// validateWeightDType checks weight_dtype at path against the math type.
-func validateWeightDType(p *Problems, path, w, dtype string) {
+// validateWeightDType checks weight_dtype at path against the math type
+// and the model m (mxfp4 quantizes routed experts only).
+func validateWeightDType(p *Problems, path, w, dtype string, m Model) {
 	if !p.OneOf(path, w, WeightDTypes()) || w == "auto" {
 		return
+	}
+	if c, ok := m.Resolve(); ok && w == string(hw.MXFP4) && !c.IsMoE() {
+		p.Addf(path, "mxfp4 quantizes a mixture-of-experts model's routed experts (gpt-oss's checkpoints); %q has none: use int4 or int8", c.Name)
 	}
 	if d := hw.DType(dtype); d.Bytes() > 0 && (hw.DType(w).Bytes() >= d.Bytes() || d == hw.FP4) {
 		p.Addf(path, "%s weights are no narrower than dtype %s; choose a narrower type or \"auto\"", w, dtype)
@@ -250,7 +255,7 @@ func (s *Inference) Validate(p *Problems) {
 	p.OneOf("kv_cache_dtype", s.KVCacheDType, KVCacheDTypes())
 	p.OneOf("custom_all_reduce_engine", s.CustomAllReduceEngine, net.CustomEngines())
 	p.OneOf("decode_attention", s.DecodeAttention, DecodeAttentionKernels())
-	validateWeightDType(p, "weight_dtype", s.WeightDType, s.DType)
+	validateWeightDType(p, "weight_dtype", s.WeightDType, s.DType, s.Model)
 	s.Host.validate(p, "host")
 	for i, r := range s.Requests {
 		path := Index("requests", i)

@@ -467,7 +467,7 @@ func (s *Serving) Validate(p *Problems) {
 			p.OneOf(Index(Field("search", "kv_cache_dtype"), i), v, KVCacheDTypes())
 		}
 		for i, v := range q.WeightDType {
-			p.OneOf(Index(Field("search", "weight_dtype"), i), v, WeightDTypes())
+			validateWeightDType(p, Index(Field("search", "weight_dtype"), i), v, s.DType, s.Model)
 		}
 		for i, v := range q.NumSpeculativeTokens {
 			p.IntInRange(Index(Field("search", "num_speculative_tokens"), i), v, 0, 64)
@@ -533,7 +533,7 @@ func (s *Serving) Validate(p *Problems) {
 	p.OneOf("engine.kv_cache_dtype", e.KVCacheDType, KVCacheDTypes())
 	p.OneOf("engine.custom_all_reduce_engine", e.CustomAllReduceEngine, net.CustomEngines())
 	p.OneOf("engine.decode_attention", e.DecodeAttention, DecodeAttentionKernels())
-	validateWeightDType(p, "engine.weight_dtype", e.WeightDType, s.DType)
+	validateWeightDType(p, "engine.weight_dtype", e.WeightDType, s.DType, s.Model)
 	p.Duration("engine.step_overhead_s", e.StepOverheadS)
 	p.Duration("engine.step_overhead_s_per_seq", e.StepOverheadSPerSeq)
 	if e.PrefixHitRate < 0 || e.PrefixHitRate >= 1 {
