@@ -63,10 +63,10 @@ def from_hf_config(config: ConfigLike, **overrides: Any) -> dict[str, Any]:
     # quantization_config only what says an FP8 checkpoint is block-scaled
     # (rope-scaling and the rest of the nested objects are not
     # hyper-parameters Eidolon uses).
-    quant, text = cfg.get("quantization_config"), cfg.get("text_config")
+    quant, text_config = cfg.get("quantization_config"), cfg.get("text_config")
     cfg = _hyper_parameters(cfg)
-    if isinstance(text, Mapping):  # Llama 4: the language model's config inside the multimodal one's
-        cfg["text_config"] = _hyper_parameters(text)
+    if isinstance(text_config, Mapping):  # Llama 4: the language model's config inside the multimodal one's
+        cfg["text_config"] = _hyper_parameters(text_config)
     if isinstance(quant, Mapping) and isinstance(quant.get("quant_method"), str):
         cfg["quantization_config"] = {"quant_method": quant["quant_method"]}
         block = quant.get("weight_block_size")
@@ -78,7 +78,7 @@ def from_hf_config(config: ConfigLike, **overrides: Any) -> dict[str, Any]:
 def _hyper_parameters(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """A config's JSON scalars and its per-layer lists of attention types
     (layer_types) and rotary use (no_rope_layers)."""
-    out = {k: v for k, v in cfg.items() if v is None or isinstance(v, (bool, int, float, str))}
+    out: dict[str, Any] = {k: v for k, v in cfg.items() if v is None or isinstance(v, (bool, int, float, str))}
     for key in ("layer_types", "no_rope_layers"):
         v = cfg.get(key)
         if isinstance(v, (list, tuple)) and all(isinstance(x, (str, int)) and not isinstance(x, bool) for x in v):
