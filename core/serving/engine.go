@@ -612,6 +612,7 @@ func (s *Sim) preempt(r *rep, id int32) float64 {
 		swap = float64(st.blocks+st.shared) * r.BlockBytes / s.cfg.SwapBytesPerS
 		st.swapped = true
 	} else {
+		s.keepOwn(r, id)
 		st.computed = 0
 	}
 	s.release(r, id)
@@ -623,6 +624,38 @@ func (s *Sim) preempt(r *rep, id int32) float64 {
 		r.waiting = append([]int32{id}, r.waiting...)
 	}
 	return swap
+}
+
+// ownKey is the prefixes key under which a preempted request's own
+// computed blocks stay cached: negative, apart from the shared prefixes'.
+func ownKey(id int32) int32 { return -1 - id }
+
+// keepOwn keeps a request preempted by recompute's full computed blocks in
+// the prefix cache, evictable, as vLLM's automatic prefix caching does: its
+// blocks go back to the free queue with their hashes, so a request
+// rescheduled before they are reused finds them (KVCacheManager.free,
+// BlockPool.free_blocks). Requests on a shared prefix, and the hit-rate
+// mode, keep the plain recompute.
+func (s *Sim) keepOwn(r *rep, id int32) {
+	st := &s.st[id]
+	if !s.ownCaching(id) {
+		return
+	}
+	full := st.computed / s.cfg.BlockTokens
+	held := min(st.blocks, s.blocks(full*s.cfg.BlockTokens))
+	if full <= 0 || held <= 0 {
+		return
+	}
+	st.blocks -= held
+	r.evictable += held
+	s.useSeq++
+	r.prefixes[ownKey(id)] = &prefixEntry{blocks: held, tokenBlocks: full, lastUse: s.now, seq: s.useSeq}
+}
+
+// ownCaching says whether request id's own blocks stay cached when it
+// leaves them (keepOwn).
+func (s *Sim) ownCaching(id int32) bool {
+	return s.cfg.PrefixCaching && s.cfg.PrefixHitRate == 0 && s.reqs[id].Prefix < 0 && s.st[id].shared == 0
 }
 
 // room says whether replica r can start an iteration now.
@@ -715,6 +748,14 @@ func (s *Sim) startIteration(r *rep) error {
 		}
 		n := min(need, cfg.ChunkTokens, budget)
 		if !s.allocate(r, id, st.computed+n) {
+			// A request that found its own blocks cached and cannot go on
+			// leaves them to the cache, evictable, rather than holding
+			// them while it waits.
+			if !st.swapped && st.blocks > 0 && s.ownCaching(id) {
+				s.keepOwn(r, id)
+				r.free += st.blocks
+				st.blocks, st.computed = 0, 0
+			}
 			break
 		}
 		if st.swapped {
@@ -838,6 +879,14 @@ func (s *Sim) prefixHit(r *rep, id int32) {
 		hit := int(s.cfg.PrefixHitRate*float64(q.Prompt)) / bt * bt
 		st.computed = min(hit, (q.Prompt-1)/bt*bt)
 		q.CachedTokens = st.computed
+		return
+	}
+	if e := r.prefixes[ownKey(id)]; e != nil {
+		// Its own blocks from before a preemption, not yet evicted.
+		delete(r.prefixes, ownKey(id))
+		r.evictable -= e.blocks
+		st.blocks += e.blocks
+		st.computed = min(e.tokenBlocks*bt, s.numTokens(id)-1)
 		return
 	}
 	if !s.cfg.PrefixCaching || q.Prefix < 0 {

@@ -937,3 +937,27 @@ func TestSlidingWindowKeepsTheWindowsBlocks(t *testing.T) {
 	}
 	assert.Equal(t, 250, sv.WindowBlocks(16, 128, 0)(4000))
 }
+
+// Preempted by recompute, a request's full blocks stay in the prefix cache
+// as vLLM's automatic prefix caching leaves them (freed with their hashes),
+// so rescheduled before they are reused it recomputes less: under the same
+// pressure the iterations prefill fewer tokens with the cache on than off,
+// and never fewer than the prompts.
+func TestPreemptedBlocksStayCached(t *testing.T) {
+	prefilled := func(caching bool) (tokens, prompts, preemptions int) {
+		res := run(t, fmt.Sprintf(`,"engine":{"kv_blocks":400,"prefix_caching":%v},"workload":{"rate_per_s":50,"requests":300,"prompt_tokens":{"tokens":300},"output_tokens":{"tokens":200}}`, caching))
+		for _, it := range table[serving.IterationRow](res, "iterations") {
+			tokens += it.PrefillTokens
+		}
+		for _, r := range table[serving.RequestRow](res, "requests") {
+			prompts += r.PromptTokens
+		}
+		return tokens, prompts, table[serving.SummaryRow](res, "summary")[0].Preemptions
+	}
+	on, prompts, preemptedOn := prefilled(true)
+	off, _, preemptedOff := prefilled(false)
+	require.Positive(t, preemptedOn)
+	require.Positive(t, preemptedOff)
+	assert.Less(t, on, off)
+	assert.GreaterOrEqual(t, on, prompts)
+}
