@@ -333,3 +333,70 @@ func ServingRows(ctx context.Context, conc5 []NIMRow) ([]Row, error) {
 	}
 	return rows, nil
 }
+
+// gpustackSrc is GPUStack's performance lab for gpt-oss-120b on H100s: vLLM
+// v0.10.2 serving the released checkpoint (MXFP4 experts, BF16 the rest),
+// `vllm bench serve` sending every request at once (request rate inf) from
+// its random dataset (fixed prompt and output lengths; the outputs end at
+// the model's end of text, no ignore_eos, so their mean is what the page's
+// totals give), and ShareGPT at four concurrent requests.
+const gpustackSrc = "GPUStack performance lab, gpt-oss-120b on H100 (docs/performance-lab/gpt-oss-120b/h100.md: vLLM v0.10.2, MXFP4 experts)"
+
+// gpustackRow is one benchmark result of the page: its TP degree, the
+// requests, the totals of input and generated tokens, the concurrency (0:
+// all at once) and its total token throughput, mean TTFT and mean TPOT.
+type gpustackRow struct {
+	label                    string
+	tp, requests, conc       int
+	input, generated         int
+	totalTPS, ttftMS, tpotMS float64
+}
+
+// gpustackRows: the page's baseline (TP 1, `vllm serve openai/gpt-oss-120b
+// --max-model-len 32768`) and optimized (TP 2, --async-scheduling) runs of
+// each dataset.
+var gpustackRows = []gpustackRow{
+	{"random 32K+100", 1, 100, 0, 3200000, 9877, 16136.57, 99444.04, 23.99},
+	{"random 4K+200", 1, 500, 0, 1999249, 67205, 14247.47, 72954.68, 31.70},
+	{"random 2K+100", 1, 500, 0, 999120, 49197, 14385.69, 36234.76, 41.35},
+	{"random 128+4", 1, 1000, 0, 127755, 4000, 17059.15, 4850.46, 304.80},
+	{"ShareGPT, 4 at a time", 1, 100, 4, 22946, 21691, 932.29, 49.00, 8.31},
+	{"random 32K+100", 2, 100, 0, 3200000, 9955, 32471.01, 48826.05, 220.32},
+	{"random 4K+200", 2, 500, 0, 1999249, 68046, 34491.13, 29487.34, 164.73},
+	{"random 2K+100", 2, 500, 0, 999120, 49059, 34083.02, 15291.77, 139.32},
+	{"random 128+4", 2, 1000, 0, 127755, 4000, 31517.47, 2800.15, 183.05},
+	{"ShareGPT, 4 at a time", 2, 100, 4, 22946, 21691, 1328.44, 37.51, 5.75},
+}
+
+// GPUStackRows runs each of the page's results as a serving scenario with
+// the serving kind's vLLM defaults and the checkpoint's MXFP4 experts
+// (engine.weight_dtype "mxfp4"): every request of a burst arriving at once
+// (a closed loop of as many clients as requests), ShareGPT's at four at a
+// time with its mean lengths. Nothing is fitted on them.
+func GPUStackRows(ctx context.Context) ([]Row, error) {
+	var rows []Row
+	for _, r := range gpustackRows {
+		conc := r.conc
+		if conc == 0 {
+			conc = r.requests
+		}
+		prompt := (r.input + r.requests/2) / r.requests
+		output := max((r.generated+r.requests/2)/r.requests, 2)
+		js := fmt.Sprintf(`{"kind":"serving","model":"gpt-oss-120b","gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1},"tp":%d,
+			"engine":{"weight_dtype":"mxfp4"},"workload":{"arrival":"closed_loop","concurrency":%d,"requests":%d,
+			"prompt_tokens":{"tokens":%d},"output_tokens":{"tokens":%d}}}`, r.tp, conc, r.requests, prompt, output)
+		res, err := run(ctx, js)
+		if err != nil {
+			return nil, fmt.Errorf("gpustack %s at tp %d: %w", r.label, r.tp, err)
+		}
+		s := res.Tables[0].Rows.([]serving.SummaryRow)[0]
+		label := fmt.Sprintf("gpt-oss-120b, %d×H100, %s", r.tp, r.label)
+		note := fmt.Sprintf("%d requests of %d + %d tokens; mean %.1f sequences an iteration, KV cache use up to %.0f %%, %d preemptions",
+			r.requests, prompt, output, s.MeanBatchSeqs, 100*s.KVUtilizationMax, s.Preemptions)
+		rows = append(rows,
+			row(label, "total_tokens_per_s", r.totalTPS, s.TotalTokensPerS, gpustackSrc, note),
+			row(label, "ttft_ms", r.ttftMS, 1e3*s.TTFTSMean, gpustackSrc, note),
+			row(label, "tpot_ms", r.tpotMS, 1e3*s.ITLSMean, gpustackSrc, note))
+	}
+	return rows, nil
+}
