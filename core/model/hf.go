@@ -10,12 +10,12 @@ import (
 
 // HFModelTypes are the Hugging Face config.json model_type values
 // FromHFConfig reads.
-var HFModelTypes = []string{"deepseek_v2", "deepseek_v3", "gpt2", "gpt_oss", "llama", "llama4", "llama4_text", "mamba", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}
+var HFModelTypes = []string{"deepseek_v2", "deepseek_v3", "glm4_moe", "gpt2", "gpt_oss", "llama", "llama4", "llama4_text", "mamba", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}
 
 // FromHFConfig maps a Hugging Face config.json (decoded JSON) to a Config:
 // dense LLaMA-style models (llama, mistral, qwen2, qwen3), GPT-2, Mamba,
 // and the mixture-of-experts families (mixtral, qwen2_moe, qwen3_moe,
-// gpt_oss, llama4 (its text_config) and llama4_text, deepseek_v2,
+// gpt_oss, glm4_moe, llama4 (its text_config) and llama4_text, deepseek_v2,
 // deepseek_v3, the latter with multi-head latent attention). Local
 // attention is read from layer_types where the config lists it (gpt_oss's
 // sliding_attention; llama4's chunked_attention; transformers' newer
@@ -75,7 +75,7 @@ func FromHFConfig(hf map[string]any) (Config, error) {
 		c = Config{Name: c.Name, Family: Mamba, Layers: num("num_hidden_layers", true), Hidden: num("hidden_size", true),
 			Vocab: num("vocab_size", true), DState: num("state_size", false), Expand: num("expand", false),
 			DConv: num("conv_kernel", false), DtRank: num("time_step_rank", false), TiedEmbeddings: flag("tie_word_embeddings", true)}
-	case "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss", "llama4_text", "deepseek_v2", "deepseek_v3":
+	case "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss", "llama4_text", "glm4_moe", "deepseek_v2", "deepseek_v3":
 		c.Family = LLaMA
 		c.Layers = num("num_hidden_layers", true)
 		c.Hidden = num("hidden_size", true)
@@ -108,6 +108,20 @@ func FromHFConfig(hf map[string]any) (Config, error) {
 			c.ExpertFFNHidden = num("intermediate_size", true)
 			c.SharedExperts, c.SharedExpertFFNHidden = 1, c.ExpertFFNHidden
 			c.MoEEvery = num("interleave_moe_layer_step", false)
+			c.Router = RouterSigmoid
+			c.QKNorm = flag("use_qk_norm", false)
+		case "glm4_moe":
+			// GLM-4.5: DeepSeek-V3's MoE (first_k_dense_replace dense
+			// layers, n_shared_experts beside n_routed_experts, a sigmoid
+			// score) around grouped-query attention (Glm4MoeConfig); its
+			// partial rotary and attention biases are not priced, its
+			// multi-token-prediction layer (num_nextn_predict_layers) is
+			// not part of the model, as DeepSeek-V3's is not.
+			c.Experts = num("n_routed_experts", true)
+			c.ExpertsPerToken = num("num_experts_per_tok", true)
+			c.ExpertFFNHidden = num("moe_intermediate_size", true)
+			c.SharedExperts = num("n_shared_experts", false)
+			c.DenseLayers = num("first_k_dense_replace", false)
 			c.Router = RouterSigmoid
 			c.QKNorm = flag("use_qk_norm", false)
 		case "qwen2_moe", "qwen3_moe":

@@ -633,3 +633,19 @@ func TestMXFP4QuantizesTheExperts(t *testing.T) {
 	assert.InDelta(t, experts*0.53125+(total-experts)*2, bytes, 1)
 	assert.InDelta(t, 66e9, bytes, 1e9)
 }
+
+// GLM-4.5-Air's config.json (zai-org/GLM-4.5-Air: 46 layers, the first
+// dense, 128 routed experts of 1,408 beside one shared, top-8, 96 heads of
+// 128 with 8 KV heads) counts within 1 % of its model card's 106B total.
+func TestFromHFConfigGLM45Air(t *testing.T) {
+	hf := map[string]any{"model_type": "glm4_moe", "num_hidden_layers": 46.0, "hidden_size": 4096.0, "num_attention_heads": 96.0,
+		"num_key_value_heads": 8.0, "head_dim": 128.0, "intermediate_size": 10944.0, "moe_intermediate_size": 1408.0,
+		"n_routed_experts": 128.0, "n_shared_experts": 1.0, "num_experts_per_tok": 8.0, "first_k_dense_replace": 1.0,
+		"vocab_size": 151552.0, "tie_word_embeddings": false, "num_nextn_predict_layers": 1.0, "partial_rotary_factor": 0.5}
+	c, err := FromHFConfig(hf)
+	require.NoError(t, err)
+	require.Empty(t, c.Check())
+	assert.Equal(t, strings.Repeat("A", 1)+strings.Repeat("E", 45), c.Pattern)
+	assert.Equal(t, RouterSigmoid, c.Router)
+	assert.InDelta(t, 1, float64(Params(c))/106e9, 0.01)
+}

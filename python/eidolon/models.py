@@ -27,7 +27,7 @@ def from_hf_config(config: ConfigLike, **overrides: Any) -> dict[str, Any]:
 
     ``config`` is the decoded dict, a path to the file, or its JSON text.
     The core maps the transformers field names (``model_type`` llama,
-    mistral, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe, gpt_oss, llama4,
+    mistral, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe, gpt_oss, llama4, glm4_moe,
     deepseek_v2, deepseek_v3, gpt2, mamba; sliding-window and chunked
     attention from ``sliding_window``, ``attention_chunk_size`` and
     ``layer_types``) to Eidolon's hyper-parameters, so the same
