@@ -108,16 +108,25 @@ def test_fp8_kv_cache_holds_twice_the_tokens():
 
 def test_fp8_kv_cache_where_the_cache_overflows():
     # Notebook 10's FP8 KV cache section: Llama-3-8B on one A100 with
-    # ~12,000-token prompts at 0.5 requests/s overflows the 16-bit cache
-    # (preemptions, recomputation) but not the 8-bit one.
-    w = {"rate_per_s": 0.5, "requests": 400, "warmup_requests": 40,
-         "prompt_tokens": {"dist": "lognormal", "tokens": 12000, "sigma": 0.3, "max_tokens": 30000},
-         "output_tokens": {"dist": "uniform", "min_tokens": 200, "max_tokens": 800}}
-    s = {kv: eidolon.run(spec(model="llama3-8b", tp=1, workload=w, engine={"kv_cache_dtype": kv}),
-                         progress=False).to_pandas("summary").iloc[0] for kv in ("auto", "fp8")}
+    # ~12,000-token prompts at 0.7 requests/s overflows the 16-bit cache
+    # (preemptions, recomputation) but hardly the 8-bit one. At 0.5 the
+    # 16-bit cache preempts too, but the prefix cache keeps a preempted
+    # request's blocks for its return, so it keeps up; with prefix caching
+    # off those preemptions recompute everything and it falls behind.
+    def run(rate, kv, caching=True):
+        w = {"rate_per_s": rate, "requests": 400, "warmup_requests": 40,
+             "prompt_tokens": {"dist": "lognormal", "tokens": 12000, "sigma": 0.3, "max_tokens": 30000},
+             "output_tokens": {"dist": "uniform", "min_tokens": 200, "max_tokens": 800}}
+        engine = {"kv_cache_dtype": kv, "prefix_caching": caching}
+        return eidolon.run(spec(model="llama3-8b", tp=1, workload=w, engine=engine), progress=False).to_pandas("summary").iloc[0]
+
+    s = {kv: run(0.7, kv) for kv in ("auto", "fp8")}
     assert s["auto"].preemptions > 100 and s["fp8"].preemptions < s["auto"].preemptions / 10
     assert s["fp8"].requests_per_s > 1.1 * s["auto"].requests_per_s
     assert s["fp8"].ttft_s_p50 < s["auto"].ttft_s_p50 / 5
+    cached, uncached = run(0.5, "auto"), run(0.5, "auto", caching=False)
+    assert 0 < cached.preemptions < uncached.preemptions / 4
+    assert cached.requests_per_s > 1.1 * uncached.requests_per_s
 
 
 def test_search_ranks_by_gpus():
