@@ -606,7 +606,7 @@ func commRow(c model.Config, s *spec.SSMTP, cf config, batch int) (CommRow, erro
 		switch b.Name {
 		case model.BlockMamba, model.BlockMamba2:
 			row.AllReducesPerSSMLayer = n
-		case model.BlockTransformer, model.BlockTransformerSWA, model.BlockShared:
+		case model.BlockTransformer, model.BlockTransformerSWA, model.BlockTransformerChunked, model.BlockShared:
 			row.AllReducesPerAttnLayer = n
 		}
 	}
