@@ -110,20 +110,6 @@ func FromHFConfig(hf map[string]any) (Config, error) {
 			c.MoEEvery = num("interleave_moe_layer_step", false)
 			c.Router = RouterSigmoid
 			c.QKNorm = flag("use_qk_norm", false)
-		case "glm4_moe":
-			// GLM-4.5: DeepSeek-V3's MoE (first_k_dense_replace dense
-			// layers, n_shared_experts beside n_routed_experts, a sigmoid
-			// score) around grouped-query attention (Glm4MoeConfig); its
-			// partial rotary and attention biases are not priced, its
-			// multi-token-prediction layer (num_nextn_predict_layers) is
-			// not part of the model, as DeepSeek-V3's is not.
-			c.Experts = num("n_routed_experts", true)
-			c.ExpertsPerToken = num("num_experts_per_tok", true)
-			c.ExpertFFNHidden = num("moe_intermediate_size", true)
-			c.SharedExperts = num("n_shared_experts", false)
-			c.DenseLayers = num("first_k_dense_replace", false)
-			c.Router = RouterSigmoid
-			c.QKNorm = flag("use_qk_norm", false)
 		case "qwen2_moe", "qwen3_moe":
 			c.Experts = num("num_experts", true)
 			c.ExpertsPerToken = num("num_experts_per_tok", true)
@@ -132,7 +118,13 @@ func FromHFConfig(hf map[string]any) (Config, error) {
 			if s := num("shared_expert_intermediate_size", false); s > 0 {
 				c.SharedExperts, c.SharedExpertFFNHidden = 1, s
 			}
-		case "deepseek_v2", "deepseek_v3":
+		case "deepseek_v2", "deepseek_v3", "glm4_moe":
+			// GLM-4.5 (glm4_moe) has DeepSeek-V3's MoE (first_k_dense_replace
+			// dense layers, n_shared_experts beside n_routed_experts, a
+			// sigmoid score) around grouped-query attention (Glm4MoeConfig);
+			// its partial rotary and attention biases are not priced, its
+			// multi-token-prediction layer (num_nextn_predict_layers) is not
+			// part of the model, as DeepSeek-V3's is not.
 			c.Experts = num("n_routed_experts", true)
 			c.ExpertsPerToken = num("num_experts_per_tok", true)
 			c.ExpertFFNHidden = num("moe_intermediate_size", true)
@@ -141,6 +133,11 @@ func FromHFConfig(hf map[string]any) (Config, error) {
 			c.MoEEvery = num("moe_layer_freq", false)
 			if s, _ := hf["scoring_func"].(string); s != "" {
 				c.Router = s
+			}
+			if mt == "glm4_moe" {
+				c.Router = RouterSigmoid
+				c.QKNorm = flag("use_qk_norm", false)
+				break
 			}
 			c.QLoRARank = num("q_lora_rank", false)
 			c.KVLoRARank = num("kv_lora_rank", true)
