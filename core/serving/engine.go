@@ -24,8 +24,9 @@ type Config struct {
 	BlockTokens int
 	// Blocks is the KV blocks (of BlockTokens tokens of every attention
 	// layer) a sequence of n cached tokens holds; nil: ⌈n / BlockTokens⌉.
-	// A model with sliding-window layers holds fewer: those layers keep
-	// only the blocks of their window (WindowBlocks).
+	// A model with local-attention layers (sliding windows, chunks) holds
+	// fewer: those layers keep only the blocks of their window or chunk
+	// (WindowBlocks).
 	Blocks func(n int) int
 	// Preemption when blocks run out: "recompute" (vLLM V1, the only mode it
 	// has: the victim's blocks are freed and its tokens recomputed) or
@@ -542,10 +543,11 @@ func (c Config) BlocksFor(n int) int {
 func (s *Sim) blocks(n int) int { return s.cfg.BlocksFor(n) }
 
 // WindowBlocks is Config.Blocks for a model whose KV cache bytes per token
-// are a share windowed in sliding-window layers of window tokens, which
-// keep only the blocks that hold their last window tokens (vLLM's hybrid
-// KV cache manager: a sliding-window layer group frees the blocks that
-// fall out of the window, SlidingWindowManager.remove_skipped_blocks), the
+// are a share in local-attention layers that see at most window tokens (a
+// sliding window, or a chunk), which keep only the blocks that hold them
+// (vLLM's hybrid KV cache manager: a sliding-window layer group frees the
+// blocks that fall out of the window, SlidingWindowManager.
+// remove_skipped_blocks, a chunked-local group those of past chunks), the
 // rest in layers that keep every token: ⌈(1 − share)·⌈n/B⌉ + share·min(⌈n/B⌉,
 // ⌈(window−1)/B⌉ + 1)⌉ blocks of B tokens of every layer.
 func WindowBlocks(blockTokens, window int, share float64) func(n int) int {
