@@ -23,8 +23,8 @@ func (g Graph) Params() int64 {
 
 // KVCacheBytesPerToken is the KV cache one token adds to a sequence: keys
 // and values of every attention invocation (Zamba's shared block caches per
-// invocation), in type d. Past a sliding window a windowed layer adds none
-// (KVCacheBytesPerSeq).
+// invocation), in type d. Past its window or chunk a local-attention layer
+// adds none (KVCacheBytesPerSeq).
 func KVCacheBytesPerToken(c Config, d hw.DType) float64 {
 	return KVCacheBytesPerSeq(c, d, 1)
 }

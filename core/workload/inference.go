@@ -606,7 +606,8 @@ func (in Inference) stageMemory(g model.Graph, blocks []int, prompt int) Memory 
 
 // memory is the per-GPU memory of a stage holding blocks: weights (in the
 // math type: an 8-bit run's weights are 8-bit, as vLLM's FP8 and INT8
-// checkpoints are), the KV cache of kvTokens tokens, the SSM state of seqs
+// checkpoints are), the KV cache of kvTokens tokens (windowTokens in its
+// local-attention layers), the SSM state of seqs
 // sequences (16-bit at least), and the largest operator's tensors of the
 // prefill graph g.
 func (in Inference) memory(g model.Graph, blocks []int, kvTokens, windowTokens, seqs float64) Memory {
