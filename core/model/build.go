@@ -359,7 +359,11 @@ func (c Config) CheckRun(r Run) []problem.Problem {
 		case c.hasBlock(PatSSM):
 			bad("cp", "context parallelism of SSM blocks is not modelled (cp must be 1 for a model with Mamba blocks)")
 		case c.LocalKind().On() && r.CPComm != CPAllToAll:
-			bad("cp", "local attention (a sliding window or chunks) is modelled with cp_comm_type %q only (each rank attends over the whole sequence), got %q", CPAllToAll, r.CPComm)
+			comm := r.CPComm
+			if comm == "" {
+				comm = CPRing
+			}
+			bad("cp", "local attention (a sliding window or chunks) is modelled with cp_comm_type %q only (each rank attends over the whole sequence), got %q", CPAllToAll, comm)
 		case r.SeqLen%2 != 0:
 			bad("cp", "needs each rank's share of the sequence (%d tokens) to split into two chunks (seq_len a multiple of 2·cp)", r.SeqLen)
 		}
