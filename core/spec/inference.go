@@ -170,7 +170,19 @@ const (
 func DecodeAttentionKernels() []string { return []string{DecodeFlash, DecodeXQA} }
 
 // KVCacheDTypes lists the allowed kv_cache_dtype values.
-func KVCacheDTypes() []string { return []string{"auto", "bf16", "fp16", "fp8"} }
+func KVCacheDTypes() []string { return []string{"auto", "bf16", "fp16", "fp8", "fp4"} }
+
+// validateKVCacheDType checks a kv_cache_dtype at path for the GPU g: an
+// NVFP4 cache ("fp4", TensorRT-LLM's on Blackwell) needs a part with FP4
+// math.
+func validateKVCacheDType(p *Problems, path, kv string, g GPU) {
+	if !p.OneOf(path, kv, KVCacheDTypes()) || kv != string(hw.FP4) {
+		return
+	}
+	if gpu, ok := g.Resolve(); ok && gpu.Peak(hw.FP4) == 0 {
+		p.Addf(path, "an fp4 (NVFP4) KV cache is Blackwell's: %s has no FP4 math; use fp8", g)
+	}
+}
 
 // StorageDType is the type a filled kv_cache_dtype or weight_dtype names
 // ("" for "auto": the activations' or dtype's, as model.Run takes it).
@@ -252,7 +264,7 @@ func (s *Inference) Validate(p *Problems) {
 	p.IntInRange("prompt_tokens", s.PromptTokens, 1, 1<<24)
 	p.IntInRange("output_tokens", s.OutputTokens, 1, 1<<20)
 	p.OneOf("execution", s.Execution, ExecutionModes())
-	p.OneOf("kv_cache_dtype", s.KVCacheDType, KVCacheDTypes())
+	validateKVCacheDType(p, "kv_cache_dtype", s.KVCacheDType, s.GPU)
 	p.OneOf("custom_all_reduce_engine", s.CustomAllReduceEngine, net.CustomEngines())
 	p.OneOf("decode_attention", s.DecodeAttention, DecodeAttentionKernels())
 	validateWeightDType(p, "weight_dtype", s.WeightDType, s.DType, s.Model)

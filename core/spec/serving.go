@@ -464,7 +464,7 @@ func (s *Serving) Validate(p *Problems) {
 			}
 		}
 		for i, v := range q.KVCacheDType {
-			p.OneOf(Index(Field("search", "kv_cache_dtype"), i), v, KVCacheDTypes())
+			validateKVCacheDType(p, Index(Field("search", "kv_cache_dtype"), i), v, s.GPU)
 		}
 		for i, v := range q.WeightDType {
 			validateWeightDType(p, Index(Field("search", "weight_dtype"), i), v, s.DType, s.Model)
@@ -530,7 +530,7 @@ func (s *Serving) Validate(p *Problems) {
 	if e.FrontendSPerToken != nil {
 		p.Duration("engine.frontend_s_per_token", *e.FrontendSPerToken)
 	}
-	p.OneOf("engine.kv_cache_dtype", e.KVCacheDType, KVCacheDTypes())
+	validateKVCacheDType(p, "engine.kv_cache_dtype", e.KVCacheDType, s.GPU)
 	p.OneOf("engine.custom_all_reduce_engine", e.CustomAllReduceEngine, net.CustomEngines())
 	p.OneOf("engine.decode_attention", e.DecodeAttention, DecodeAttentionKernels())
 	validateWeightDType(p, "engine.weight_dtype", e.WeightDType, s.DType, s.Model)

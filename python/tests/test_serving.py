@@ -195,3 +195,16 @@ def test_speculative_acceptance_round_trip_and_run():
                      "workload": {"rate_per_s": 5, "requests": 200, "prompt_tokens": {"tokens": 100},
                                   "output_tokens": {"tokens": 1000}}}, progress=False).to_pandas("summary").iloc[0]
     assert s.mean_acceptance_length == pytest.approx(3.0, rel=0.03)
+
+
+def test_fp4_kv_cache_on_blackwell():
+    # An NVFP4 cache (4.5 bits an element) holds 8 / 4.5 times the tokens of
+    # an FP8 one in the same memory on a B200; on an H100 it is refused.
+    def sv(kv, gpu="b200", cluster="dgx-b200"):
+        return {"kind": "serving", "model": "llama3-8b", "gpu": gpu, "cluster": {"preset": cluster, "nodes": 1},
+                "engine": {"kv_cache_dtype": kv, "gpu_memory_utilization": 0.3},
+                "workload": {"rate_per_s": 1, "requests": 10}}
+
+    blocks = {kv: eidolon.run(sv(kv), progress=False).to_pandas("summary").kv_blocks_per_replica[0] for kv in ("fp8", "fp4")}
+    assert blocks["fp4"] / blocks["fp8"] == pytest.approx(8 / 4.5, rel=1e-3)
+    assert [p.path for p in eidolon.validate(sv("fp4", "h100-sxm", "dgx-h100"))] == ["engine.kv_cache_dtype"]
