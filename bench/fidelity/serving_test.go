@@ -104,8 +104,12 @@ What the rows say, and what is not modelled:
   simulated MoE layers (the fused kernel's tiles at the BF16 rate, the MXFP4 weights streamed) give 27,000-52,000;
   at four requests at a time the decode is 19-25 % short. vLLM v0.10.2 runs gpt-oss's experts on Hopper with
   OpenAI's Triton kernels (triton_kernels matmul_ogs, upcasting the MXFP4 weights), which no kernel table here
-  times (Triton issue 7388 reports them slower than the fused MoE kernel below 512 tokens an expert); the rows
-  show what pricing those layers as a fused MoE kernel assumes, and nothing is fitted to close the gap. Before a
+  times (Triton issue 7388 reports them slower than the fused MoE kernel below 512 tokens an expert). The same
+  page's A100 runs (vLLM v0.11.0, whose gpt-oss experts on Ampere run Marlin's weight-only FP4 kernels), simulated
+  the same way, read +146 % (32,000-token burst) and +60 % (4,000), so it is not Hopper's kernels alone: MXFP4
+  experts multiplied at prefill-sized batches (about 256 tokens an expert at an 8,192-token budget) run well below
+  the fused BF16 kernel's rate the model gives them. The rows show what pricing those layers as a fused MoE kernel
+  assumes, and nothing is fitted to close the gap. Before a
   request preempted by recompute kept its full blocks cached (serving's keepOwn), the TP 1 32,000-token burst
   thrashed (1,033 preemptions, 11,800 tokens a second).
 - The FP8 rows on two H100s (NIM 1.8.0) run the A100 rows' engine and loop time with the weights and the KV cache in
