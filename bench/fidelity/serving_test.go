@@ -101,15 +101,14 @@ What the rows say, and what is not modelled:
   MXFP4 experts (engine.weight_dtype "mxfp4"), the banded layers' attention and their KV blocks, the hybrid cache
   manager's block count. The simulation is about twice as fast on every prompt-bound row: the measured runs
   prefill at 14,000-17,000 tokens a second a GPU, about 150 TFLOP/s of the model's 9 GFLOP a token, where the
-  simulated MoE layers (the fused kernel's tiles at the BF16 rate, the MXFP4 weights streamed) give 27,000-52,000;
-  at four requests at a time the decode is 19-25 % short. vLLM v0.10.2 runs gpt-oss's experts on Hopper with
-  OpenAI's Triton kernels (triton_kernels matmul_ogs, upcasting the MXFP4 weights), which no kernel table here
-  times (Triton issue 7388 reports them slower than the fused MoE kernel below 512 tokens an expert). The same
-  page's A100 runs (vLLM v0.11.0, whose gpt-oss experts on Ampere run Marlin's weight-only FP4 kernels), simulated
-  the same way, read +146 % (32,000-token burst) and +60 % (4,000), so it is not Hopper's kernels alone: MXFP4
-  experts multiplied at prefill-sized batches (about 256 tokens an expert at an 8,192-token budget) run well below
-  the fused BF16 kernel's rate the model gives them. The rows show what pricing those layers as a fused MoE kernel
-  assumes, and nothing is fitted to close the gap. Before a
+  simulated ones give 27,000-52,000; at four requests at a time the decode is 19-25 % short. The cause is not
+  the model's MXFP4 experts alone: the same lab's A100 runs of gpt-oss-120b (vLLM v0.11.0, Marlin's
+  weight-only FP4 MoE kernels) read +146 % (32,000-token burst) and +60 % (4,000) simulated the same way, and
+  its dense Qwen3-14B in BF16 on one H100 (vLLM, the same bursts; not a row here) reads +59, +65 and +75 % at
+  32,000, 4,000 and 2,000 tokens and +296 % at 128 (1,000 requests in 22.7 s, 44 a second: the API server's
+  pace). What vLLM spends on such bursts beyond the kernels the simulation prices (the API server and the
+  engine loop with hundreds of streams open, the kernels' efficiency at these batches) is not separated by
+  the measurements, so nothing is fitted to close the gap. Before a
   request preempted by recompute kept its full blocks cached (serving's keepOwn), the TP 1 32,000-token burst
   thrashed (1,033 preemptions, 11,800 tokens a second).
 - The FP8 rows on two H100s (NIM 1.8.0) run the A100 rows' engine and loop time with the weights and the KV cache in
