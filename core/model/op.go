@@ -265,34 +265,23 @@ func attnPairs(sq, skv int64, causal bool, l Local) float64 {
 	if !causal {
 		return float64(sq) * float64(skv)
 	}
-	// Query i (0-based, aligned to the end) sees skv-sq+i+1 keys.
-	off := float64(skv - sq)
-	n := float64(sq)
-	full := n*off + n*(n+1)/2
-	if l.Chunk > 0 {
-		// Σ over positions p < x of (p mod C) + 1: q whole chunks and r more.
-		upTo := func(x int64) float64 {
-			q, r := float64(x/l.Chunk), float64(x%l.Chunk)
-			c := float64(l.Chunk)
-			return q*c*(c+1)/2 + r*(r+1)/2
-		}
-		return upTo(skv) - upTo(skv-sq)
+	// The queries sit at positions skv−sq … skv−1.
+	return l.keysBefore(skv) - l.keysBefore(skv-sq)
+}
+
+// keysBefore is Σ over positions p < x of Keys(p), in closed form: x(x+1)/2
+// without local attention; with a window w the first w positions count
+// 1…w and the rest w each; with chunks of c, x = q·c + r counts q whole
+// chunks of c(c+1)/2 and r(r+1)/2.
+func (l Local) keysBefore(x int64) float64 {
+	tri := func(n int64) float64 { return float64(n) * float64(n+1) / 2 }
+	switch {
+	case l.Window > 0 && x > l.Window:
+		return tri(l.Window) + float64(x-l.Window)*float64(l.Window)
+	case l.Chunk > 0:
+		return float64(x/l.Chunk)*tri(l.Chunk) + tri(x%l.Chunk)
 	}
-	window := l.Window
-	if window <= 0 {
-		return full
-	}
-	// Queries that see more than window keys see exactly window: those
-	// past position window-1, n - max(0, window-off-1) of them (i from
-	// window-off-1 on); their excess over the window is subtracted.
-	w := float64(window)
-	first := max(0, w-off-1) // the first query whose keys exceed the window
-	if first >= n {
-		return full
-	}
-	// Σ over i ≥ first of (off + i + 1 − w).
-	k := n - first
-	return full - (k*(off+first+1-w) + k*(k-1)/2)
+	return tri(x)
 }
 
 // NewFlashAttention is the fused attention forward: Q·Kᵀ and P·V, 2 FLOPs per
