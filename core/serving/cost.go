@@ -746,11 +746,10 @@ func (p *Pricer) decode(seqs, kv, queries int, l model.Local) (compute.Cost, err
 		return c, nil
 	}
 	heads := p.hs * int64(queries)
-	keys := int64(k.kv) + int64(queries)
-	switch {
-	case l.Window > 0:
-		keys = min(keys, l.Window+int64(queries)-1)
-	case l.Chunk > 0 && keys > l.Chunk:
+	// The queries sit at positions kv … kv+queries−1 and read the keys
+	// from the first one's first on.
+	keys := l.Keys(int64(k.kv)) + int64(queries) - 1
+	if l.Chunk > 0 && int64(k.kv+queries) > l.Chunk {
 		keys = l.Chunk/2 + int64(queries)
 	}
 	o := model.NewDecodeAttention("attn.decode", p.dtype, p.kvBytes, int64(seqs), heads, p.kvs, keys, p.hd)
