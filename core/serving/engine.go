@@ -755,8 +755,8 @@ func (s *Sim) startIteration(r *rep) error {
 			// them while it waits.
 			if !st.swapped && st.blocks > 0 && s.ownCaching(id) {
 				s.keepOwn(r, id)
-				r.free += st.blocks
-				st.blocks, st.computed = 0, 0
+				s.release(r, id)
+				st.computed = 0
 			}
 			break
 		}
