@@ -735,6 +735,30 @@ func writeRowParallel(b *strings.Builder, rows []KernelRow) error {
 		"Matrix Multiplications on GPUs Run Faster When Given 'Predictable' Data!\", thonking.ai, 2024: an 8,192³ " +
 		"bf16 GEMM on A100 at 295 TFLOP/s on zeros and 257 on normal values; \"matmuls on the H100 are primarily " +
 		"not compute or bandwidth limited, they are power limited\"). No clock is recorded with the tables; the " +
-		"H100 GEMM cell's median above carries this scatter.\n")
+		"H100 GEMM cell's median above carries this scatter.\n\n" +
+		"What the operands are follows from Vidur's profiler: its weights are sarathi's dummy ones, uniform in " +
+		"±1e-3 (initialize_dummy_weights), so after the RMSNorm (rows of RMS 1 times a weight of RMS 5.8e-4) the " +
+		"gated MLP's up projection outputs values of RMS 2-3e-5, and silu(gate)·up, about 5e-10, rounds to zero in " +
+		"fp16 (whose smallest subnormal is 6e-8): the gated models' down projection multiplies zeros, where the " +
+		"output projection multiplies torch.randn and the other GEMMs normed activations of RMS 5.8e-4. phi-2's " +
+		"GELU MLP, with biases, keeps its activations near 3e-4, and its down projection is no faster than its up " +
+		"projection (669 against 737 TFLOP/s, medians over 2,048-4,096 tokens on H100), where the gated models' " +
+		"run faster than their up projections in 18 of 20 model and TP pairs. Fitted with " +
+		"the other parameters (probes in bench/fidelity, removed) and not kept: a main-loop rate of its own for " +
+		"those quiet GEMMs fits 1.09-1.11 times the others' on H100 and 1.01-1.05 on A100, held-out GEMM medians " +
+		"6.2-6.6 % and 4.9-5.2 %; a clock that falls from boost towards a sustained fraction s as a tensor-core " +
+		"kernel runs, s + (1-s)·τ/T·(1-e^(-T/τ)) for a kernel of T at boost, fits s 0.81-0.89 and τ 80-185 µs on " +
+		"H100 (training objective 0.0379-0.0401 against the presets' 0.0404; held-out GEMMs 5.3-5.8 %, 5.3-5.6 % " +
+		"with Hopper's persistent kernels) and s 0.83-0.92 on A100 (0.0467-0.0481 against 0.0510; 4.8-4.9 %), but " +
+		"it prices short kernels at the boost clock, which the benchmark loops that measure them do not run: built " +
+		"into compute for every tensor-core kernel, with the quiet GEMMs at boost, the A100's fit returned s = 1 " +
+		"and the H100's (s 0.868, τ 100 µs, main loop 0.885, 5,939 cycles a tile; 5.9 %) put the FlashAttention-3 " +
+		"paper's forward at 512-2,048 tokens 19-23 % fast, its backward 12-14 % off FlashAttention-3's and two of " +
+		"DeepSeek's profiled GEMMs 11-13 % off, each beyond its check; with the clock set by the profiler's duty " +
+		"instead (each kernel T of T + h busy, power ∝ clock³, so clock = min(boost, sustained·duty^(-1/3)); h " +
+		"55-72 µs), which leaves the simulator every kernel at the sustained clock, the fit lowers the sustained " +
+		"main loop (H100 0.743, A100 0.747) for held-out medians of 5.7-5.9 % and 4.8 %, and Korthikanti's Table 4 " +
+		"layers, measured in training, read 3-5 points slower (the baseline backward +8.5 %). What clock a real " +
+		"step's kernels hold depends on how busy the GPU has been, which a price per kernel does not see.\n")
 	return nil
 }
