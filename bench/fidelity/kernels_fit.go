@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/eidolon-sim/eidolon/core/calibrate"
+	"github.com/eidolon-sim/eidolon/core/compute"
 	"github.com/eidolon-sim/eidolon/core/hw"
 )
 
@@ -115,6 +116,52 @@ func FitRotary(g hw.GPU, rows []*KernelRow) (float64, error) {
 	return fitAlone(g, rows, "rope", 60, 200, 0.005, func(g *hw.GPU, x float64) { g.RotaryBandwidthFraction = x })
 }
 
+// FitUnaligned fits hw.GPU.UnalignedMMAFraction alone on the fitted half
+// of the EleutherAI cookbook's unaligned GEMMs (UnalignedFit: n ≡ 4 mod 8),
+// the other parameters held at g's: the only parameter those rows set
+// beside the aligned kernels' (the sweep is the only unaligned
+// measurement). A grid of 0.005 from 0.3 to 1, scored by Objective's
+// measure of one class; the middle of the least run.
+func FitUnaligned(g hw.GPU, cook []CookbookRow) (float64, error) {
+	var xs, vs []float64
+	for i := 60; i <= 200; i++ {
+		x := float64(i) * 0.005
+		g.UnalignedMMAFraction = x
+		e := compute.NewEvaluator(g)
+		var classes []string
+		var errs []float64
+		for _, r := range cook {
+			if !UnalignedFit(r) {
+				continue
+			}
+			k, err := cookbookKernelS(e, r)
+			if err != nil {
+				return 0, err
+			}
+			classes, errs = append(classes, "gemm"), append(errs, math.Abs(math.Log((k+r.HostS)/r.MeasuredS)))
+		}
+		xs, vs = append(xs, x), append(vs, calibrate.Objective(classes, errs))
+	}
+	return middleOfLeast(xs, vs), nil
+}
+
+// UnalignedFit reports whether a cookbook GEMM is one FitUnaligned fits
+// on: an unaligned row (a dimension no multiple of 8) of n ≡ 4 mod 8 (rows
+// 8 bytes apart). The rest, n ≡ 2 or 6 mod 8 (4 bytes apart), are held out.
+func UnalignedFit(r CookbookRow) bool { return !aligned16(r) && r.N%8 == 4 }
+
+// middleOfLeast is the middle x of the run of least v.
+func middleOfLeast(xs, vs []float64) float64 {
+	least := slices.Min(vs)
+	var best []float64
+	for i, v := range vs {
+		if v <= least+1e-12 {
+			best = append(best, xs[i])
+		}
+	}
+	return best[len(best)/2]
+}
+
 // fitAlone fits one parameter (set) on the training split's rows of one
 // op class over the grid i·step, i from lo to hi, the others held at g's.
 // The microsecond timer makes the loss stepped, so the least Objective may
@@ -136,12 +183,5 @@ func fitAlone(g hw.GPU, rows []*KernelRow, class string, lo, hi int, step float6
 		}
 		xs, vs = append(xs, x), append(vs, Objective(es))
 	}
-	least := slices.Min(vs)
-	var best []float64
-	for i, v := range vs {
-		if v <= least+1e-12 {
-			best = append(best, xs[i])
-		}
-	}
-	return best[len(best)/2], nil
+	return middleOfLeast(xs, vs), nil
 }

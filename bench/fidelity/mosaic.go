@@ -54,7 +54,8 @@ var MosaicRows = []MosaicRow{
 // backward, gradients reduce-scattered under the backward), the run's
 // micro-batch and accumulation, full recomputation where it checkpoints.
 // MPT is the GPT family's block (LayerNorm, GELU, 4× MLP) at the yaml's
-// shape, its embedding tied to the output layer; the family's biases
+// shape, its embedding tied to the output layer (its vocabulary of 50,368
+// unpadded: LLM Foundry is no Megatron); the family's biases
 // (which MPT leaves out) stay, well under 1 % of the work.
 func mosaicSpec(r MosaicRow) string {
 	gpu, preset := "a100-80gb-sxm", "dgx-a100"
@@ -69,7 +70,7 @@ func mosaicSpec(r MosaicRow) string {
 	return fmt.Sprintf(`{"kind":"training","model":{"family":"gpt","hidden":%d,"heads":%d,"layers":%d,"ffn_hidden":%d,"vocab":50368,"tied_embeddings":true,"positions":%d},
 		"gpu":%q,"cluster":{"preset":%q,"nodes":%d},
 		"parallel":{"tp":1,"pp":1,"micro_batch":%d,"global_batch":%d,"recompute":%q,"zero":3,"overlap_grad_reduce":true},
-		"seq_len":%d,"dtype":"bf16"}`, s[0], s[1], s[2], 4*s[0], r.Seq, gpu, preset, r.GPUs/8, r.MB, r.MB*r.Accum*r.GPUs, rec, r.Seq)
+		"seq_len":%d,"dtype":"bf16","make_vocab_size_divisible_by":1}`, s[0], s[1], s[2], 4*s[0], r.Seq, gpu, preset, r.GPUs/8, r.MB, r.MB*r.Accum*r.GPUs, rec, r.Seq)
 }
 
 // MosaicFidelityRows runs MosaicRows.

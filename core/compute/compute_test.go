@@ -161,13 +161,6 @@ func TestMonotoneInWork(t *testing.T) {
 
 func cbrt(x float64) float64 { return math.Cbrt(x) }
 
-func orOne(x float64) float64 {
-	if x <= 0 {
-		return 1
-	}
-	return x
-}
-
 func graphOps(t *testing.T, name string, ph model.Phase) []model.Op {
 	c, ok := model.ByName(name)
 	require.True(t, ok)
@@ -849,4 +842,37 @@ func TestChunkedFlashAttention(t *testing.T) {
 	assert.Equal(t, one, price(8192, model.Local{Chunk: 8192}))
 	assert.InDelta(t, 4, price(32768, model.Local{Chunk: 8192})/one, 0.2)
 	assert.Greater(t, price(32768, model.Local{})/one, 12.0)
+}
+
+// A GEMM whose K or N rows are no multiple of 16 bytes runs its main loop at
+// UnalignedMMAFraction of the rate: a compute-bound one takes the aligned
+// time's math over the fraction (closed form, the same tiles), and the
+// alignment is the rows', not the tokens': an odd M, or an odd K that is
+// a weight gradient's tokens (TokensK), costs nothing more.
+func TestUnalignedGEMMRunsNarrowLoadKernels(t *testing.T) {
+	g := gpu(t, "a100-80gb-sxm")
+	require.Greater(t, g.UnalignedMMAFraction, 0.0)
+	e := NewEvaluator(g)
+	price := func(m, n, k int64, tokensK bool) Cost {
+		o := model.NewGEMM("mm", hw.FP16, 1, m, n, k)
+		o.TokensK = tokensK
+		c, err := e.Op(o)
+		require.NoError(t, err)
+		return c
+	}
+	aligned, odd := price(8192, 8192, 8192, false), price(8192, 8190, 8192, false)
+	require.Equal(t, BoundCompute, odd.Bound)
+	require.Equal(t, aligned.TileM*aligned.TileN, odd.TileM*odd.TileN)
+	mathS := func(c Cost) float64 {
+		return float64(c.Waves) * 2 * float64(c.TileM*c.TileN) * 8192 / (g.PeakFP16FlopsPerS * g.TensorEfficiency / float64(g.SMCount))
+	}
+	fixed := g.KernelLaunchS + float64(odd.Waves)*g.GEMMTileOverheadCycles/g.ClockHz
+	assert.InEpsilon(t, mathS(odd)/g.UnalignedMMAFraction, odd.TimeS-fixed, 0.02)
+	assert.Greater(t, odd.TimeS, 1.3*aligned.TimeS)
+	// K unaligned alike; M and a weight gradient's tokens are no row.
+	assert.InEpsilon(t, odd.TimeS, price(8192, 8192, 8190, false).TimeS, 0.01)
+	assert.InEpsilon(t, aligned.TimeS, price(8190, 8192, 8192, false).TimeS, 0.01)
+	assert.InEpsilon(t, aligned.TimeS, price(8192, 8192, 8190, true).TimeS, 0.01)
+	// GPT-2's vocabulary as nanoGPT found it: 50,257 against 50,304 columns.
+	assert.Greater(t, price(8192, 50257, 768, false).TimeS, 1.2*price(8192, 50304, 768, false).TimeS)
 }

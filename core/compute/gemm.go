@@ -19,13 +19,15 @@ type gemmKey struct {
 	// w is the type the B operand (the weights) is stored in ("": d;
 	// model.Op.WeightDType).
 	w hw.DType
+	// tokensK: K is the tokens, no operand's row (model.Op.TokensK).
+	tokensK bool
 }
 
 type gemmPlan struct{ cost Cost }
 
 // gemm prices Batch products [M×K]·[K×N], memoized per shape and type.
 func (e *Evaluator) gemm(o model.Op) Cost {
-	key := gemmKey{o.M, o.N, o.K, max(o.Batch, 1), o.DType, o.Accumulate, e.promotionK(o), o.WeightDType}
+	key := gemmKey{o.M, o.N, o.K, max(o.Batch, 1), o.DType, o.Accumulate, e.promotionK(o), o.WeightDType, o.TokensK}
 	if p, ok := e.gemms[key]; ok {
 		return p.cost
 	}
@@ -72,6 +74,11 @@ func (e *Evaluator) promotionK(o model.Op) int64 {
 //     kernels' bandwidth after its own fixed device time. Without it the
 //     model chose splits of 8 and 16 that Vidur's GEMMs run 11-15 % slower
 //     than priced, on both GPUs (bench/fidelity/KERNELS.md);
+//   - alignment: a GEMM whose K or N rows are not multiples of 16 bytes
+//     runs cuBLAS's narrow-load kernels, its main loop at
+//     hw.GPU.UnalignedMMAFraction of the rate (fitted on the EleutherAI
+//     cookbook's unaligned A100 sweep: priced as the aligned kernels run,
+//     its held-out half read 25 % fast);
 //   - HBM: compulsory traffic when the smaller operand fits in L2 (it stays
 //     resident while the larger streams once); otherwise the smaller is
 //     re-read once per wave-sized band of the larger, at the GEMM's
@@ -88,6 +95,9 @@ func (e *Evaluator) searchTiles(key gemmKey) Cost {
 	g := e.gpu
 	in, out, sms, peakSM, overheadS := e.tileRates(key.d)
 	inB := weightBytes(key.w, in)
+	if !rowsAligned(key.n, in) || (!key.tokensK && !rowsAligned(key.k, in)) {
+		peakSM *= orOne(g.UnalignedMMAFraction)
+	}
 	hbmBW := g.GEMMBandwidth()
 	useful := 2 * float64(key.batch) * float64(key.m) * float64(key.n) * float64(key.k)
 	l2 := float64(g.L2Bytes)
@@ -241,3 +251,18 @@ func faster(best, c Cost) Cost {
 const gemmOverlapP = 3
 
 func ceil(a, b int64) int64 { return (a + b - 1) / b }
+
+// rowsAligned reports whether rows of n elements of b bytes each start on
+// 16-byte boundaries, as the fast kernels' 16-byte copies need
+// (hw.GPU.UnalignedMMAFraction). A linear layer's rows are its K and N
+// elements long; the tokens are no operand's row (M, or a weight
+// gradient's K: model.Op.TokensK).
+func rowsAligned(n int64, b float64) bool { return math.Mod(float64(n)*b, 16) == 0 }
+
+// orOne is x, or 1 when x is unset (0 or less).
+func orOne(x float64) float64 {
+	if x <= 0 {
+		return 1
+	}
+	return x
+}

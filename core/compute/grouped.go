@@ -30,7 +30,7 @@ func (e *Evaluator) grouped(o model.Op) (Cost, error) {
 			m, k = o.K, g
 		}
 		one := model.NewGEMM(o.Name, o.DType, 1, m, n, k)
-		one.Accumulate, one.SplitAccumulator, one.WeightDType = o.Accumulate, o.SplitAccumulator, o.WeightDType
+		one.Accumulate, one.SplitAccumulator, one.WeightDType, one.TokensK = o.Accumulate, o.SplitAccumulator, o.WeightDType, o.GroupK
 		c, err := e.Op(one)
 		if err != nil {
 			return Cost{}, err

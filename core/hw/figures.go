@@ -50,6 +50,7 @@ func Figures() []Figure {
 		{Name: "hbm_bandwidth_bytes_per_s", Min: 1e9, Max: bw},
 		{Name: "tensor_efficiency", Min: frac, Max: 1},
 		{Name: "sync_mma_fraction", Min: frac, Max: 1},
+		{Name: "unaligned_mma_fraction", Min: frac, Max: 1},
 		{Name: "gemm_tile_overhead_cycles", Max: 1e6},
 		{Name: "hbm_efficiency", Min: frac, Max: 1},
 		{Name: "gemm_bandwidth_fraction", Min: frac, Max: 1},

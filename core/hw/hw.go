@@ -92,6 +92,16 @@ type GPU struct {
 	// no FlashAttention-2 measurement (Blackwell, MI300X) leave it unset,
 	// so a spec's flash_attention_2 costs them what the fused kernel does.
 	SyncMMAFraction float64 `json:"sync_mma_fraction" arrow:"sync_mma_fraction"`
+	// UnalignedMMAFraction is the share of the main-loop rate a GEMM keeps
+	// when a row of one of its operands (K or N elements: a linear layer's
+	// leading dimensions) is not a multiple of 16 bytes. The fast kernels
+	// stage their tiles with 16-byte asynchronous copies (cp.async, TMA),
+	// which need aligned rows, so cuBLAS runs kernels that load 2, 4 or 8
+	// bytes at a time instead (NVIDIA's Matrix Multiplication Background
+	// guide: dimensions in multiples of 8 fp16 elements for the most
+	// efficient Tensor Core kernels; nanoGPT pads GPT-2's vocabulary of
+	// 50,257 to 50,304 for it). 0 means 1.
+	UnalignedMMAFraction float64 `json:"unaligned_mma_fraction" arrow:"unaligned_mma_fraction"`
 	// GEMMTileOverheadCycles is a GEMM tile's fixed time in SM clocks: the
 	// pipeline fill (first K-slices in flight from memory) and the epilogue
 	// (accumulators converted and stored), not overlapped with the tile's

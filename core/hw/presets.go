@@ -63,6 +63,14 @@ func nvidiaL2(sms int, clockHz float64) float64 {
 	return nvidiaL2BytesPerClkPerSM * float64(sms) * clockHz
 }
 
+// unalignedMMAFraction is GPU.UnalignedMMAFraction on the NVIDIA parts:
+// fitted on the A100 (bench/fidelity FitUnaligned: the EleutherAI cookbook's
+// 27,648 × n × 4,096 fp16 sweep, n no multiple of 8 and ≡ 4 mod 8; the
+// rows ≡ 2 or 6 mod 8 held out, TestUnalignedFitIsOptimal), the one part
+// with an unaligned GEMM measurement; the others take it, derived (their
+// unaligned kernels load as narrowly).
+const unalignedMMAFraction = 0.71
+
 // kernelFit is the set of per-GPU parameters fitted on measured kernel
 // times (see a100Fit).
 type kernelFit struct {
@@ -114,6 +122,7 @@ var (
 // fitted on; a field the part's literal already set (a part's own measured
 // matmul efficiency) is kept.
 func (f kernelFit) apply(g GPU) GPU {
+	g.UnalignedMMAFraction = unalignedMMAFraction
 	if g.TensorEfficiency == 0 {
 		g.TensorEfficiency = f.tensorEff
 	}
@@ -302,10 +311,11 @@ func basePresets() []GPU {
 			// those steps spend beyond their kernels is priced.
 			L2Bytes: 126 * mib, L2BandwidthBytesPerS: nvidiaL2(148, 1.98*giga),
 			HBMBytes: 180e9, HBMBandwidthBytesPerS: 8 * tera,
-			TensorEfficiency: mamfB200,
-			HBMEfficiency:    hbmEfficiency,
-			KernelLaunchS:    launchS,
-			KernelParameters: mamfMeasured,
+			TensorEfficiency:     mamfB200,
+			UnalignedMMAFraction: unalignedMMAFraction,
+			HBMEfficiency:        hbmEfficiency,
+			KernelLaunchS:        launchS,
+			KernelParameters:     mamfMeasured,
 		},
 		{
 			// NVIDIA GB200 NVL72 datasheet (2024), per GPU = the rack's figure
@@ -330,10 +340,11 @@ func basePresets() []GPU {
 			L2Bytes: 126 * mib, L2BandwidthBytesPerS: nvidiaL2(148, 1.98*giga*2.5/2.25),
 			HBMBytes: 186e9, HBMBandwidthBytesPerS: 8 * tera,
 			// the B200's measured matmul efficiency (no table for this part; derived, not fitted)
-			TensorEfficiency: mamfB200,
-			HBMEfficiency:    hbmEfficiency,
-			KernelLaunchS:    launchS,
-			KernelParameters: "derived: the B200's (the same die); no kernel table for this part",
+			TensorEfficiency:     mamfB200,
+			UnalignedMMAFraction: unalignedMMAFraction,
+			HBMEfficiency:        hbmEfficiency,
+			KernelLaunchS:        launchS,
+			KernelParameters:     "derived: the B200's (the same die); no kernel table for this part",
 		},
 		{
 			// AMD Instinct MI300X data sheet (2023): dense matrix peaks FP32
@@ -380,10 +391,11 @@ func basePresets() []GPU {
 			SharedMemBytesPerSM: 100 * kib, RegisterBytesPerSM: 256 * kib,
 			L2Bytes: 6 * mib, L2BandwidthBytesPerS: nvidiaL2(84, 1.8*giga),
 			HBMBytes: 48e9, HBMBandwidthBytesPerS: 768 * giga,
-			TensorEfficiency: mamfA100PCIe, // no measurement: the A100 PCIe card's (estimate)
-			HBMEfficiency:    hbmEfficiency,
-			KernelLaunchS:    launchS,
-			KernelParameters: pcieEstimate,
+			TensorEfficiency:     mamfA100PCIe, // no measurement: the A100 PCIe card's (estimate)
+			UnalignedMMAFraction: unalignedMMAFraction,
+			HBMEfficiency:        hbmEfficiency,
+			KernelLaunchS:        launchS,
+			KernelParameters:     pcieEstimate,
 			// CUDA C++ Programming Guide, compute capabilities 8.6 and 8.9:
 			// 1,536 resident threads per SM (2,048 on 8.0 and 9.0).
 			MaxThreadsPerSM: 1536,
@@ -406,10 +418,11 @@ func basePresets() []GPU {
 			SharedMemBytesPerSM: 100 * kib, RegisterBytesPerSM: 256 * kib,
 			L2Bytes: 96 * mib, L2BandwidthBytesPerS: nvidiaL2(142, 2.52*giga),
 			HBMBytes: 48e9, HBMBandwidthBytesPerS: 864 * giga,
-			TensorEfficiency: mamfA100PCIe, // no measurement: the A100 PCIe card's (estimate)
-			HBMEfficiency:    hbmEfficiency,
-			KernelLaunchS:    launchS,
-			KernelParameters: pcieEstimate,
+			TensorEfficiency:     mamfA100PCIe, // no measurement: the A100 PCIe card's (estimate)
+			UnalignedMMAFraction: unalignedMMAFraction,
+			HBMEfficiency:        hbmEfficiency,
+			KernelLaunchS:        launchS,
+			KernelParameters:     pcieEstimate,
 			// CUDA C++ Programming Guide, compute capabilities 8.6 and 8.9:
 			// 1,536 resident threads per SM (2,048 on 8.0 and 9.0).
 			MaxThreadsPerSM: 1536,

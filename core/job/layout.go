@@ -69,7 +69,7 @@ func InferenceBuilder(s *spec.Inference, gpus int, canceled func() error) (workl
 // spec's step options (the training and parallel_search kinds').
 func TrainingStep(m model.Config, dtype string, st spec.Step, par workload.Parallel) workload.Training {
 	return workload.Training{Model: m, SeqLen: st.SeqLen, DType: hw.DType(dtype), GradDType: hw.DType(st.GradDType),
-		FP8Recipe: st.FP8Recipe, CrossEntropyFusion: st.CrossEntropyFusion, UnfusedAttention: st.UnfusedAttention, FlashAttention2: st.FlashAttention2,
+		FP8Recipe: st.FP8Recipe, CrossEntropyFusion: st.CrossEntropyFusion, VocabMultiple: st.MakeVocabSizeDivisibleBy, UnfusedAttention: st.UnfusedAttention, FlashAttention2: st.FlashAttention2,
 		NoGradAccumulationFusion: st.NoGradAccumulationFusion, RouterDType: hw.DType(st.MoERouterDType), FP8Dispatch: st.FP8Dispatch, Par: par}
 }
 

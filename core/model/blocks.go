@@ -6,12 +6,22 @@ package model
 // and groups (Mamba-2: nheads/t, ngroups/t). Norms and residuals are
 // replicated, or sharded along the sequence under sequence parallelism.
 
+// VocabShard is one TP rank's rows of a vocabulary of v over tp ranks,
+// padded first to a multiple of multiple·tp (Run.VocabMultiple; 0: none).
+func VocabShard(v, tp, multiple int) int64 {
+	tp = max(tp, 1)
+	if multiple > 0 {
+		return ceilDiv(int64(v), int64(multiple*tp)) * int64(multiple)
+	}
+	return ceilDiv(int64(v), int64(tp))
+}
+
 // embedding is the vocabulary-parallel input embedding: each rank gathers
 // the rows of its V/t vocabulary shard (zeros elsewhere) and the partial
 // rows are summed across ranks. GPT adds learned positions (and dropout).
 func (b *builder) embedding() {
 	c := b.c
-	h, vt := int64(c.Hidden), ceilDiv(int64(c.Vocab), b.t)
+	h, vt := int64(c.Hidden), VocabShard(c.Vocab, int(b.t), b.r.VocabMultiple)
 	b.params = vt*h + int64(c.Positions)*h
 	n := float64(b.T * h)
 	// Read token ids and rows, write the output; with positions also read
@@ -44,7 +54,7 @@ const (
 // gathers them for sampling.
 func (b *builder) lmHead() {
 	c := b.c
-	h, vt := int64(c.Hidden), ceilDiv(int64(c.Vocab), b.t)
+	h, vt := int64(c.Hidden), VocabShard(c.Vocab, int(b.t), b.r.VocabMultiple)
 	normParams := h
 	if c.Family == GPT {
 		normParams = 2 * h

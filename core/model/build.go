@@ -96,6 +96,12 @@ type Run struct {
 	// layers' FP8 GEMMs take their scales and accumulate (FP8Delayed,
 	// Megatron-Core's default, when empty).
 	FP8Recipe string
+	// VocabMultiple pads the vocabulary to a multiple of VocabMultiple·TP
+	// before it is split over the TP ranks, as Megatron-LM does
+	// (--make-vocab-size-divisible-by, 128 by default), so that each rank's
+	// shard of the embedding and the output layer is a multiple of it; 0
+	// splits the vocabulary as it is (each rank ⌈V/TP⌉ rows).
+	VocabMultiple int
 	// CrossEntropyFusion is the training loss's implementation
 	// (CrossEntropyUnfused when empty).
 	CrossEntropyFusion string
@@ -653,10 +659,9 @@ func (b *builder) gemmIn(d hw.DType, name string, m, n, k int64) {
 		b.gathered = false
 	}
 	fwd := []Op{NewGEMM(name, d, 1, m, n, k)}
-	bwd := []Op{
-		NewGEMM(name+".dgrad", d, 1, m, k, n),
-		b.accumulate(NewGEMM(name+".wgrad", d, 1, k, n, m)),
-	}
+	wgrad := NewGEMM(name+".wgrad", d, 1, k, n, m)
+	wgrad.TokensK = true
+	bwd := []Op{NewGEMM(name+".dgrad", d, 1, m, k, n), b.accumulate(wgrad)}
 	if b.fp8Training() && d == b.d {
 		fwd, bwd = b.fp8Linear(name, float64(m*k), float64(m*n), b.fromNorm(), fwd, bwd)
 		saved *= d.Bytes() / b.e

@@ -116,6 +116,10 @@ type Op struct {
 	// use_split_accumulator, cuBLAS without fast accumulation); false runs
 	// fast accumulation.
 	SplitAccumulator bool
+	// TokensK marks a GEMM that reduces over the tokens (a weight
+	// gradient): its K is no operand's row length, so it does not set the
+	// rows' alignment (compute's rowsAligned), whatever the token count.
+	TokensK bool
 	// WeightDType, on a forward GEMM (grouped or not) of an inference run,
 	// is the type its weight operand B is stored and read in when narrower
 	// than DType (weight-only quantization: int8 or int4 weights with

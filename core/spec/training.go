@@ -111,6 +111,11 @@ type Step struct {
 	// jit-fused kernels) or "te" (Transformer Engine's online-softmax
 	// kernels): --cross-entropy-loss-fusion and --cross-entropy-fusion-impl.
 	CrossEntropyFusion string `json:"cross_entropy_fusion,omitempty"`
+	// MakeVocabSizeDivisibleBy is Megatron-LM's
+	// --make-vocab-size-divisible-by: the vocabulary is padded to a
+	// multiple of it times the TP degree before it is split (default 128,
+	// Megatron-LM's; 1 pads only to a multiple of TP).
+	MakeVocabSizeDivisibleBy int `json:"make_vocab_size_divisible_by,omitempty"`
 	// UnfusedAttention uses Megatron's unfused attention (no FlashAttention).
 	UnfusedAttention bool `json:"unfused_attention,omitempty"`
 	// FlashAttention2 runs the attention as FlashAttention-2's kernels
@@ -145,6 +150,9 @@ func (s *Step) defaults() {
 	if s.CrossEntropyFusion == "" {
 		s.CrossEntropyFusion = model.CrossEntropyUnfused
 	}
+	if s.MakeVocabSizeDivisibleBy == 0 {
+		s.MakeVocabSizeDivisibleBy = 128
+	}
 }
 
 // validateRouterDType checks a moe_router_dtype: "" (the math's type) or
@@ -168,6 +176,7 @@ func (s *Step) validate(p *Problems, dtype string) {
 		}
 	}
 	p.OneOf("cross_entropy_fusion", s.CrossEntropyFusion, model.CrossEntropyFusions())
+	p.IntInRange("make_vocab_size_divisible_by", s.MakeVocabSizeDivisibleBy, 1, 1<<16)
 	validateRouterDType(p, s.MoERouterDType)
 	if s.FP8Dispatch && hw.DType(dtype).Bytes() != 1 {
 		p.Addf("fp8_dispatch", "applies to FP8 training only: dtype is %q (use \"fp8\", or leave fp8_dispatch out)", dtype)

@@ -144,9 +144,10 @@ type Training struct {
 	// gradient once in the math's type rather than adding into the
 	// GradDType buffer (model.Run.GradDType "").
 	NoGradAccumulationFusion bool
-	// FP8Recipe, CrossEntropyFusion, RouterDType and FP8Dispatch are
-	// model.Run's.
+	// FP8Recipe, CrossEntropyFusion, RouterDType, FP8Dispatch and
+	// VocabMultiple are model.Run's.
 	FP8Recipe, CrossEntropyFusion string
+	VocabMultiple                 int
 	RouterDType                   hw.DType
 	FP8Dispatch                   bool
 	// UnfusedAttention uses Megatron's unfused attention kernels (no
@@ -300,7 +301,7 @@ func (t Training) microRun() model.Run {
 		accum = ""
 	}
 	return model.Run{Phase: model.Training, Batch: t.Par.MicroBatch, SeqLen: t.localSeqLen(), CP: t.Par.CP, CPComm: t.Par.CPComm, TP: t.Par.TP, GradDType: accum, FP8Recipe: t.FP8Recipe,
-		CrossEntropyFusion: t.CrossEntropyFusion, RouterDType: t.RouterDType, FP8Dispatch: t.FP8Dispatch,
+		CrossEntropyFusion: t.CrossEntropyFusion, VocabMultiple: t.VocabMultiple, RouterDType: t.RouterDType, FP8Dispatch: t.FP8Dispatch,
 		SequenceParallel: t.Par.SequenceParallel, Recompute: t.Par.Recompute, RecomputeModules: t.Par.RecomputeModules, DType: t.DType,
 		UnfusedAttention: t.UnfusedAttention, FlashAttention2: t.FlashAttention2, EP: t.Par.EP, ExpertTP: t.Par.ExpertTP}
 }

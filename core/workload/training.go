@@ -515,7 +515,7 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 	if t.tiedAcrossStages() && (s == 0 || s == P-1) {
 		// Megatron's embedding-group all-reduce of the word embedding's
 		// gradient (this rank's vocabulary shard), after the DP reduction.
-		words := float64((int64(t.Model.Vocab)+int64(T)-1)/int64(T)) * float64(t.Model.Hidden)
+		words := float64(model.VocabShard(t.Model.Vocab, T, t.VocabMultiple)) * float64(t.Model.Hidden)
 		b.collective("embedding_grad_all_reduce", StreamDP, SlotEmbedding, model.AllReduce, words*gradBytes, -1, lastCompute)
 	}
 	// The optimizer waits for every gradient reduction (the DP stream is

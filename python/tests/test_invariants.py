@@ -125,6 +125,7 @@ def training_spec(rnd: random.Random) -> Spec:
     spec["cross_entropy_fusion"] = rnd.choice(["none", "native", "te"])
     spec["grad_dtype"] = rnd.choice(["fp32", "fp32", "bf16"])
     spec["no_gradient_accumulation_fusion"] = rnd.random() < 0.2
+    spec["make_vocab_size_divisible_by"] = rnd.choice([1, 64, 128, 128])
     fault = rnd.random()
     per_node = spec["cluster"].get("gpus_per_node", 8)
     g = rnd.randrange(per_node)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/eidolon-sim/eidolon/core/job"
+	"github.com/eidolon-sim/eidolon/core/model"
 	"github.com/eidolon-sim/eidolon/core/problem"
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/scenario/all"
@@ -589,4 +590,21 @@ func TestComputeSpansNeverOverlapUnderInterference(t *testing.T) {
 			last = r.EndS
 		}
 	}
+}
+
+// GPT-2's vocabulary of 50,257 columns is no multiple of 8: Megatron-LM
+// pads it to a multiple of 128·TP (--make-vocab-size-divisible-by 128) and
+// so does the training kind by default, and the padded step is the faster
+// one (nanoGPT pads to 50,304 for the same reason); make_vocab_size_divisible_by
+// 1 leaves the rows unaligned.
+func TestVocabularyPaddedAsMegatron(t *testing.T) {
+	step := func(extra string) training.SummaryRow {
+		return summary(t, `{"kind":"training","model":{"family":"gpt","layers":2,"hidden":768,"heads":12,"ffn_hidden":3072,"vocab":50257,"positions":1024},
+			"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"parallel":{"tp":1,"pp":1,"dp":1,"micro_batch":8,"global_batch":8},"seq_len":1024`+extra+`}`)
+	}
+	padded, unpadded := step(""), step(`,"make_vocab_size_divisible_by":1`)
+	require.Less(t, padded.StepTimeS, unpadded.StepTimeS)
+	require.Equal(t, int64(50304), model.VocabShard(50257, 1, 128))
+	require.Equal(t, int64(6400), model.VocabShard(50257, 8, 128)) // 51,200 over 8
+	require.Equal(t, int64(6283), model.VocabShard(50257, 8, 0))
 }
