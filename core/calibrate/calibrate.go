@@ -85,6 +85,17 @@ func Fittable(ops []string) []string {
 	return out
 }
 
+// UnalignedFigure is the figure GEMMs with rows no multiple of 16 bytes
+// set beside FiguresFor(GEMM)'s (compute.Unaligned).
+const UnalignedFigure = "unaligned_mma_fraction"
+
+// Unaligned reports whether the kernel is a GEMM of the narrow-load
+// kernels (compute.Unaligned), which UnalignedFigure prices.
+func (k Kernel) Unaligned() bool {
+	o, _ := k.op()
+	return k.Op == GEMM && compute.Unaligned(o)
+}
+
 // LogErrors are |ln(priced / measured)| of each kernel on g.
 func LogErrors(g hw.GPU, ks []Kernel) ([]float64, error) {
 	e := compute.NewEvaluator(g)

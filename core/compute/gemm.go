@@ -95,7 +95,7 @@ func (e *Evaluator) searchTiles(key gemmKey) Cost {
 	g := e.gpu
 	in, out, sms, peakSM, overheadS := e.tileRates(key.d)
 	inB := weightBytes(key.w, in)
-	if !rowsAligned(key.n, in) || (!key.tokensK && !rowsAligned(key.k, in)) {
+	if unaligned(key.n, key.k, in, key.tokensK) {
 		peakSM *= orOne(g.UnalignedMMAFraction)
 	}
 	hbmBW := g.GEMMBandwidth()
@@ -252,12 +252,17 @@ const gemmOverlapP = 3
 
 func ceil(a, b int64) int64 { return (a + b - 1) / b }
 
-// rowsAligned reports whether rows of n elements of b bytes each start on
-// 16-byte boundaries, as the fast kernels' 16-byte copies need
-// (hw.GPU.UnalignedMMAFraction). A linear layer's rows are its K and N
-// elements long; the tokens are no operand's row (M, or a weight
-// gradient's K: model.Op.TokensK).
-func rowsAligned(n int64, b float64) bool { return math.Mod(float64(n)*b, 16) == 0 }
+// Unaligned reports whether GEMM o runs the narrow-load kernels whose main
+// loop hw.GPU.UnalignedMMAFraction prices: its rows of K or N elements do
+// not start on 16-byte boundaries, as the fast kernels' 16-byte copies
+// need. A linear layer's rows are its K and N elements long; the tokens
+// are no operand's row (M, or a weight gradient's K: model.Op.TokensK).
+func Unaligned(o model.Op) bool { return unaligned(o.N, o.K, o.DType.Bytes(), o.TokensK) }
+
+func unaligned(n, k int64, b float64, tokensK bool) bool {
+	rows := func(x int64) bool { return math.Mod(float64(x)*b, 16) == 0 }
+	return !rows(n) || (!tokensK && !rows(k))
+}
 
 // orOne is x, or 1 when x is unset (0 or less).
 func orOne(x float64) float64 {

@@ -21,8 +21,9 @@ type Calibrate struct {
 	Kernels []CalibrationKernel `json:"kernels"`
 	// Fit names the figures to move (hw.GPU's JSON names); default every
 	// figure the kernels' ops set (gemm: tensor_efficiency,
-	// gemm_tile_overhead_cycles, gemm_bandwidth_fraction, kernel_launch_s;
-	// elementwise: hbm_efficiency, kernel_launch_s).
+	// gemm_tile_overhead_cycles, gemm_bandwidth_fraction, kernel_launch_s,
+	// and unaligned_mma_fraction where a GEMM's K or N rows are no
+	// multiple of 16 bytes; elementwise: hbm_efficiency, kernel_launch_s).
 	Fit []string `json:"fit,omitempty"`
 	// HeldOutEvery holds every k-th kernel (in the order given) out of the
 	// fit, to check the fitted figures on: default 2 (every other kernel),
@@ -154,13 +155,25 @@ func (s *Calibrate) Figures() []string {
 	return s.fittable()
 }
 
-// fittable are the figures the kernels' ops set.
+// fittable are the figures the kernels' ops set, and UnalignedFigure
+// where a GEMM's rows are no multiple of 16 bytes.
 func (s *Calibrate) fittable() []string {
 	ops := make([]string, len(s.Kernels))
+	unaligned := false
 	for i, k := range s.Kernels {
 		ops[i] = k.Op
+		unaligned = unaligned || k.Kernel().Unaligned()
 	}
-	return calibrate.Fittable(ops)
+	figs := calibrate.Fittable(ops)
+	if unaligned {
+		figs = append(figs, calibrate.UnalignedFigure)
+	}
+	return figs
+}
+
+// Kernel is the measured kernel as the fit prices it.
+func (k CalibrationKernel) Kernel() calibrate.Kernel {
+	return calibrate.Kernel{Op: k.Op, Batch: k.Batch, M: k.M, N: k.N, K: k.K, Bytes: k.Bytes, DType: hw.DType(k.DType), MeasuredS: k.TimeS}
 }
 
 // Budget of a calibration: the kernels and their table rows.

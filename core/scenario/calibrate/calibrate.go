@@ -10,7 +10,6 @@ import (
 	"github.com/eidolon-sim/eidolon/core/calibrate"
 	"github.com/eidolon-sim/eidolon/core/compile"
 	"github.com/eidolon-sim/eidolon/core/compute"
-	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/spec"
 	"github.com/eidolon-sim/eidolon/core/stats"
@@ -148,7 +147,7 @@ func kernels(s *spec.Calibrate) (ks []calibrate.Kernel, heldOut []bool) {
 	heldOut = make([]bool, len(ks))
 	every := *s.HeldOutEvery
 	for i, k := range s.Kernels {
-		ks[i] = calibrate.Kernel{Op: k.Op, Batch: k.Batch, M: k.M, N: k.N, K: k.K, Bytes: k.Bytes, DType: hw.DType(k.DType), MeasuredS: k.TimeS}
+		ks[i] = k.Kernel()
 		heldOut[i] = every > 0 && i%every == every-1
 	}
 	return ks, heldOut

@@ -103,8 +103,10 @@ func TestCalibrateProblemsNameTheField(t *testing.T) {
 		`{"kind":"calibrate","gpu":"a100-80gb-sxm","kernels":[{"op":"gemm","m":1,"n":2,"k":3}]}`: {"kernels[0].time_s: required"},
 		`{"kind":"calibrate","gpu":"a100-80gb-sxm","kernels":[{"op":"gemm","m":1,"n":2,"k":3,"dtype":"fp8","time_s":1e-5}]}`: {
 			"kernels[0].dtype: a100-80gb-sxm has no fp8 math units"},
-		`{"kind":"calibrate","gpu":"a100-80gb-sxm","fit":["hbm_efficiency"],"kernels":[{"op":"gemm","m":1,"n":2,"k":3,"time_s":1e-5}]}`: {
+		`{"kind":"calibrate","gpu":"a100-80gb-sxm","fit":["hbm_efficiency"],"kernels":[{"op":"gemm","m":1,"n":8,"k":8,"time_s":1e-5}]}`: {
 			`fit[0]: must be one of ["tensor_efficiency", "gemm_tile_overhead_cycles", "gemm_bandwidth_fraction", "kernel_launch_s"]`},
+		`{"kind":"calibrate","gpu":"a100-80gb-sxm","fit":["hbm_efficiency"],"kernels":[{"op":"gemm","m":1,"n":2,"k":3,"time_s":1e-5}]}`: {
+			`"kernel_launch_s", "unaligned_mma_fraction"]`},
 		`{"kind":"calibrate","gpu":"a100-80gb-sxm","held_out_every":1,"kernels":[{"op":"gemm","m":1,"n":2,"k":3,"time_s":1e-5}]}`: {
 			"held_out_every: must be 0 (no held-out kernels) or in [2, 1000], got 1"},
 		`{"kind":"calibrate","gpu":"a100-80gb-sxm","max_iterations":20000,"kernels":` + strings.Repeat(`[`, 1) +
@@ -126,4 +128,41 @@ func TestCalibrateStopsWhenCanceled(t *testing.T) {
 	cancel()
 	_, _, err := all.Run(scenario.Env{Ctx: ctx}, []byte(`{"kind":"calibrate","gpu":"a100-80gb-sxm","kernels":`+measured(t, a100)+`}`))
 	require.ErrorIs(t, err, context.Canceled)
+}
+
+// GEMMs whose rows are no multiple of 16 bytes (an output of 4,100
+// columns) set unaligned_mma_fraction: the default fit moves it when the
+// kernels hold such GEMMs, and recovers the part's from them; with every
+// row aligned it is no figure the kernels set, so naming it is refused.
+func TestCalibrateFitsUnalignedGEMMs(t *testing.T) {
+	a100, _ := hw.GPUByName("a100-80gb-sxm")
+	part := a100
+	part.UnalignedMMAFraction = 0.55
+	e := compute.NewEvaluator(part)
+	var rows []string
+	for _, m := range []int64{1024, 2048, 4096, 8192} {
+		for _, n := range []int64{4096, 4100} {
+			k := calibrate.Kernel{Op: calibrate.GEMM, Batch: 1, M: m, N: n, K: 4096, DType: hw.BF16}
+			s, err := k.Price(e)
+			require.NoError(t, err)
+			rows = append(rows, fmt.Sprintf(`{"op":"gemm","m":%d,"n":%d,"k":4096,"time_s":%g}`, m, n, s))
+		}
+	}
+	res, err := run(t, `{"kind":"calibrate","gpu":"a100-80gb-sxm","held_out_every":0,"kernels":[`+strings.Join(rows, ",")+`]}`)
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, f := range res.Tables[1].Rows.([]scal.FigureRow) {
+		got[f.Figure] = f.Fitted
+	}
+	require.Contains(t, got, calibrate.UnalignedFigure)
+	require.InEpsilon(t, 0.55, got[calibrate.UnalignedFigure], 0.05)
+
+	aligned := []string{}
+	for i, r := range rows {
+		if i%2 == 0 {
+			aligned = append(aligned, r)
+		}
+	}
+	_, err = run(t, `{"kind":"calibrate","gpu":"a100-80gb-sxm","fit":["unaligned_mma_fraction"],"kernels":[`+strings.Join(aligned, ",")+`]}`)
+	require.ErrorContains(t, err, "fit[0]")
 }
