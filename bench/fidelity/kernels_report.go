@@ -776,6 +776,10 @@ func writeRowParallel(b *strings.Builder, rows []KernelRow) error {
 		"55-72 µs), which leaves the simulator every kernel at the sustained clock, the fit lowers the sustained " +
 		"main loop (H100 0.743, A100 0.747) for held-out medians of 5.7-5.9 % and 4.8 %, and Korthikanti's Table 4 " +
 		"layers, measured in training, read 3-5 points slower (the baseline backward +8.5 %). What clock a real " +
-		"step's kernels hold depends on how busy the GPU has been, which a price per kernel does not see.\n")
+		"step's kernels hold depends on how busy the GPU has been, which a price per kernel does not see. The " +
+		"cookbook's batched GEMMs (below) put the A100's own time constant nearer 10 ms than 100 µs: 4,096³ " +
+		"products run at 249-255 TFLOP/s in calls of 0.55-8.7 ms (batch 1-16) and at 209 in calls of 21 and 42 ms " +
+		"(batch 32 and 64), where the model prices 226-238; no GEMM of a training step or a Vidur table " +
+		"runs that long.\n")
 	return nil
 }
