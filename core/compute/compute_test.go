@@ -873,6 +873,12 @@ func TestUnalignedGEMMRunsNarrowLoadKernels(t *testing.T) {
 	assert.InEpsilon(t, odd.TimeS, price(8192, 8192, 8190, false).TimeS, 0.01)
 	assert.InEpsilon(t, aligned.TimeS, price(8190, 8192, 8192, false).TimeS, 0.01)
 	assert.InEpsilon(t, aligned.TimeS, price(8192, 8192, 8190, true).TimeS, 0.01)
+	// 16 bytes are 8 fp16, 16 fp8 and 32 fp4 elements (NVFP4's block
+	// scales are stored apart).
+	assert.True(t, Unaligned(model.NewGEMM("mm", hw.FP8, 1, 64, 8200, 4096)))
+	assert.False(t, Unaligned(model.NewGEMM("mm", hw.FP16, 1, 64, 8200, 4096)))
+	assert.False(t, Unaligned(model.NewGEMM("mm", hw.FP4, 1, 64, 2880, 2880)))
+	assert.True(t, Unaligned(model.NewGEMM("mm", hw.FP4, 1, 64, 2880, 2872)))
 	// GPT-2's vocabulary as nanoGPT found it: 50,257 against 50,304 columns.
 	assert.Greater(t, price(8192, 50257, 768, false).TimeS, 1.2*price(8192, 50304, 768, false).TimeS)
 }

@@ -95,7 +95,7 @@ func (e *Evaluator) searchTiles(key gemmKey) Cost {
 	g := e.gpu
 	in, out, sms, peakSM, overheadS := e.tileRates(key.d)
 	inB := weightBytes(key.w, in)
-	if unaligned(key.n, key.k, in, key.tokensK) {
+	if unaligned(key.n, key.k, key.d, key.tokensK) {
 		peakSM *= orOne(g.UnalignedMMAFraction)
 	}
 	hbmBW := g.GEMMBandwidth()
@@ -257,9 +257,15 @@ func ceil(a, b int64) int64 { return (a + b - 1) / b }
 // not start on 16-byte boundaries, as the fast kernels' 16-byte copies
 // need. A linear layer's rows are its K and N elements long; the tokens
 // are no operand's row (M, or a weight gradient's K: model.Op.TokensK).
-func Unaligned(o model.Op) bool { return unaligned(o.N, o.K, o.DType.Bytes(), o.TokensK) }
+func Unaligned(o model.Op) bool { return unaligned(o.N, o.K, o.DType, o.TokensK) }
 
-func unaligned(n, k int64, b float64, tokensK bool) bool {
+// unaligned is Unaligned for rows of n and k elements of type d, the
+// elements alone (an NVFP4 row's block scales are stored apart).
+func unaligned(n, k int64, d hw.DType, tokensK bool) bool {
+	b := d.Bytes()
+	if d == hw.FP4 {
+		b = 0.5
+	}
 	rows := func(x int64) bool { return math.Mod(float64(x)*b, 16) == 0 }
 	return !rows(n) || (!tokensK && !rows(k))
 }
