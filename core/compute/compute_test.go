@@ -161,6 +161,13 @@ func TestMonotoneInWork(t *testing.T) {
 
 func cbrt(x float64) float64 { return math.Cbrt(x) }
 
+func orOne(x float64) float64 {
+	if x <= 0 {
+		return 1
+	}
+	return x
+}
+
 func graphOps(t *testing.T, name string, ph model.Phase) []model.Op {
 	c, ok := model.ByName(name)
 	require.True(t, ok)

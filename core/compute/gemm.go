@@ -96,7 +96,7 @@ func (e *Evaluator) searchTiles(key gemmKey) Cost {
 	in, out, sms, peakSM, overheadS := e.tileRates(key.d)
 	inB := weightBytes(key.w, in)
 	if unaligned(key.n, key.k, key.d, key.tokensK) {
-		peakSM *= orOne(g.UnalignedMMAFraction)
+		peakSM = g.UnalignedMMAPeak(key.d) / float64(sms)
 	}
 	hbmBW := g.GEMMBandwidth()
 	useful := 2 * float64(key.batch) * float64(key.m) * float64(key.n) * float64(key.k)
@@ -268,12 +268,4 @@ func unaligned(n, k int64, d hw.DType, tokensK bool) bool {
 	}
 	rows := func(x int64) bool { return math.Mod(float64(x)*b, 16) == 0 }
 	return !rows(n) || (!tokensK && !rows(k))
-}
-
-// orOne is x, or 1 when x is unset (0 or less).
-func orOne(x float64) float64 {
-	if x <= 0 {
-		return 1
-	}
-	return x
 }

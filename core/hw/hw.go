@@ -171,6 +171,12 @@ func (g GPU) TensorPeak(d DType) float64 { return g.Peak(d) * orOne(g.TensorEffi
 // (SyncMMAFraction of TensorPeak).
 func (g GPU) SyncMMAPeak(d DType) float64 { return g.TensorPeak(d) * orOne(g.SyncMMAFraction) }
 
+// UnalignedMMAPeak is the tensor rate of a GEMM on the narrow-load
+// kernels unaligned rows run (UnalignedMMAFraction of TensorPeak).
+func (g GPU) UnalignedMMAPeak(d DType) float64 {
+	return g.TensorPeak(d) * orOne(g.UnalignedMMAFraction)
+}
+
 // HBMBandwidth is the sustained DRAM bandwidth: the datasheet figure times
 // HBMEfficiency.
 func (g GPU) HBMBandwidth() float64 { return g.HBMBandwidthBytesPerS * orOne(g.HBMEfficiency) }
