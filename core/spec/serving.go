@@ -558,6 +558,9 @@ func (s *Serving) Validate(p *Problems) {
 		if w.Arrival != "poisson" && w.Arrival != "gamma" && w.RatePerS != 0 {
 			p.Addf("workload.rate_per_s", "applies to arrival poisson or gamma, not %q", w.Arrival)
 		}
+		if w.Arrival != "trace" && w.Trace != nil {
+			p.Addf("workload.trace", "applies to arrival \"trace\", not %q", w.Arrival)
+		}
 	}
 	p.IntInRange("workload.requests", w.Requests, 0, 1<<26)
 	p.NonNegative("workload.duration_s", w.DurationS)

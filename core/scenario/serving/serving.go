@@ -229,7 +229,7 @@ func check(s *spec.Serving) error {
 func requestsFit(s *spec.Serving, st *Setup) error {
 	w := s.Workload
 	longest := w.PromptTokens.Largest() + w.OutputTokens.Largest()
-	if w.Trace != nil {
+	if w.Arrival == "trace" {
 		longest = 0
 		for i := range w.Trace.ArrivalS {
 			longest = max(longest, w.Trace.PromptTokens[i]+w.Trace.OutputTokens[i])

@@ -322,6 +322,9 @@ func TestSpecErrors(t *testing.T) {
 		{`,"workload":{"rate_per_s":1},"engine":{"weight_dtype":"bf16"}`, "engine.weight_dtype"},
 		{`,"workload":{"rate_per_s":1},"engine":{"step_overhead_s_per_seq":1e9}`, "engine.step_overhead_s_per_seq"},
 		{`,"workload":{"arrival":"trace","trace":{"arrival_s":[0,1],"prompt_tokens":[5],"output_tokens":[3,3]}}`, "workload.trace.prompt_tokens"},
+		// A trace under another arrival is refused, not read unchecked
+		// (found by the grown-spec test at seed 372: a panic).
+		{`,"workload":{"arrival":"poisson","rate_per_s":1,"trace":{"arrival_s":[0,1],"prompt_tokens":[],"output_tokens":[3,3]}}`, `workload.trace: applies to arrival "trace", not "poisson"`},
 		{`,"replicas":2,"disaggregation":{"prefill_replicas":2},"workload":{"rate_per_s":1}`, "disaggregation.prefill_replicas"},
 		{`,"workload":{"rate_per_s":1,"prompt_tokens":{"tokens":9000}},"engine":{"chunked_prefill":false}`, "workload.prompt_tokens"},
 		{`,"workload":{"rate_per_s":1,"prompt_tokens":{"tokens":4000}},"engine":{"kv_blocks":10}`, "workload"},
