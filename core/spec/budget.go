@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -94,6 +95,10 @@ func (h *Header) ValidateLimits(p *Problems) {
 // 16 and 64 clients, MLP [1000] on 32 features): about 8 bytes per client
 // and parameter for seedflood, 24 for dsgd, 29 for choco; 32 here bounds
 // them. The data set took about 9 bytes per sample and feature; 16 here.
+// Synthetic data drawn in a latent space and mapped to the features also
+// hold the latent draw (16 bytes per sample and latent dimension) and the
+// map itself (8 bytes per feature and latent dimension), and a source task
+// drawn for pre-training is a second data set of its own samples.
 func (s *SeedFlood) Budget() Budget {
 	d := s.Dataset
 	features := float64(max(d.NFeatures, 1))
@@ -117,11 +122,46 @@ func (s *SeedFlood) Budget() Budget {
 		samples = float64(max(len(d.Features), len(d.Labels)))
 	}
 	clients := float64(max(s.Topology.Clients, s.Topology.Rows*s.Topology.Cols, 1))
-	return Budget{
-		MemoryBytes: 32*clients*params + 16*samples*features,
-		Fields:      []string{"model.hidden", "topology.clients", "dataset.samples", "dataset.n_features"},
-		Detail:      fmt.Sprintf("%.3g parameters on each of %.0f clients, %.3g samples of %.0f features", params, clients, samples, features),
+	perSample, mapped, latent := features, 0.0, 0.0
+	if d.Kind == "synthetic" && d.LatentDim > 0 && !d.ExactSubspace {
+		latent = float64(d.LatentDim)
+		perSample += latent
+		mapped = 8 * features * latent
 	}
+	if d.Kind == "synthetic" && s.Pretrain.Kind == "source" {
+		samples += float64(s.Pretrain.Samples)
+	}
+	total, fields := largestFirst([]budgetPart{
+		{32 * clients * params, []string{"model.hidden", "topology.clients"}},
+		{16 * samples * perSample, []string{"dataset.samples", "dataset.n_features"}},
+		{mapped, []string{"dataset.latent_dim", "dataset.n_features"}},
+	})
+	detail := fmt.Sprintf("%.3g parameters on each of %.0f clients, %.3g samples of %.0f features", params, clients, samples, features)
+	if latent > 0 {
+		detail += fmt.Sprintf(" drawn in %.0f latent dimensions", latent)
+	}
+	return Budget{MemoryBytes: total, Fields: fields, Detail: detail}
+}
+
+// budgetPart is a part of a run's memory and the fields it grows with.
+type budgetPart struct {
+	bytes  float64
+	fields []string
+}
+
+// largestFirst sums parts and lists their fields, the largest part's
+// first, so that a refusal names the field that matters.
+func largestFirst(parts []budgetPart) (total float64, fields []string) {
+	slices.SortStableFunc(parts, func(a, b budgetPart) int { return cmp.Compare(b.bytes, a.bytes) })
+	for _, p := range parts {
+		total += p.bytes
+		for _, f := range p.fields {
+			if !slices.Contains(fields, f) {
+				fields = append(fields, f)
+			}
+		}
+	}
+	return total, fields
 }
 
 // inferenceEventsPerPass is the events of one pass per layer (plus 8 for

@@ -49,6 +49,10 @@ func TestBudgetRefusesWithTheFields(t *testing.T) {
 		// a closed loop as long
 		{`{"kind":"serving","model":{"preset":"llama3-8b","layers":2},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"workload":{"rate_per_s":1e4,"duration_s":1e4}}`, "workload.duration_s", "GiB", 8 * gib},
 		{`{"kind":"serving","model":{"preset":"llama3-8b","layers":2},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"workload":{"arrival":"closed_loop","concurrency":64,"duration_s":1e6}}`, "workload.duration_s", "GiB", 8 * gib},
+		// synthetic data drawn in a latent space: the map from it to the
+		// features, 8 TB here, which ran out of memory before it was
+		// counted (grown-spec test, seed 436)
+		{`{"kind":"seedflood","topology":{"kind":"ring","clients":4},"steps":3,"dataset":{"samples":60,"n_features":1000000,"latent_dim":1000000,"classes":2}}`, "dataset.latent_dim", "GiB", 2 * gib},
 	} {
 		_, _, err := all.Admit([]byte(c.js), c.limit)
 		var se *spec.Error
@@ -91,6 +95,7 @@ func TestBudgetEstimatesTheAllocation(t *testing.T) {
 		`{"kind":"collective","cluster":{"preset":"dgx-a100","nodes":8},"flows":true,"sizes_bytes":[1e9]}`,
 		`{"kind":"collective","cluster":{"preset":"dgx-a100","nodes":32},"ring":"stream","sizes_bytes":[1e9]}`,
 		`{"kind":"operators","gpu":"h100-sxm","model":{"preset":"llama2-7b","layers":8}}`,
+		`{"kind":"seedflood","topology":{"kind":"ring","clients":8},"steps":3,"methods":["seedflood","dsgd"],"dataset":{"samples":2000,"n_features":3000,"latent_dim":1500,"classes":4},"pretrain":{"kind":"source","steps":3}}`,
 		`{"kind":"operators","gpu":"h100-sxm","model":{"preset":"gpt-22b","layers":1024},"phase":"prefill"}`,
 		`{"kind":"eidola","script_source":"generator","generator":{"interval_s":1e-6}}`,
 		`{"kind":"eidola","script_source":"generator","generator":{"interval_s":1e-6},"ghosts":63,"gemm":{"m":16384,"n":8192,"k":4096}}`,
