@@ -160,6 +160,9 @@ func (c Config) checkMoE() []problem.Problem {
 	if c.MTPLayers > c.Layers {
 		bad("mtp_layers", "must not exceed layers (%d), got %d", c.Layers, c.MTPLayers)
 	}
+	if c.MTPLayers > 0 && !c.hasBlock(PatAttention) && !c.hasBlock(PatMoE) && !c.hasBlock(PatShared) {
+		bad("mtp_layers", "multi-token-prediction modules are transformer layers (attention and MLP, as the model's own), but the pattern %q has no A, E or S block", c.Pattern)
+	}
 	if c.IsMLA() {
 		if c.QKRopeHeadDim <= 0 || c.QKNopeHeadDim <= 0 || c.VHeadDim <= 0 {
 			bad("kv_lora_rank", "multi-head latent attention needs qk_rope_head_dim, qk_nope_head_dim and v_head_dim > 0, got %d, %d, %d",

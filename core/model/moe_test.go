@@ -194,6 +194,15 @@ func TestMTPModule(t *testing.T) {
 	c.MTPLayers = c.Layers + 1
 	_, err = Build(c, run)
 	require.ErrorContains(t, err, "mtp_layers")
+	// An MTP module is a transformer layer: a pure SSM model has none to
+	// give (its attention had zero heads and NaN intensity: grown-spec
+	// test, seed 466).
+	m, ok := ByName("falcon-mamba-7b")
+	require.True(t, ok)
+	m.Layers, m.MTPLayers = 2, 1
+	m.Defaults()
+	_, err = Build(m, run)
+	require.ErrorContains(t, err, "mtp_layers: multi-token-prediction modules are transformer layers")
 }
 
 // Megatron-Core's second permutation: with more than one local expert a
