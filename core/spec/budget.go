@@ -417,21 +417,25 @@ func (s *Operators) Budget() Budget {
 // Transfers per collective copy are collectiveTransfers'.
 func (s *Collective) Budget() Budget {
 	gpus := float64(max(clusterGPUs(&s.Cluster), 1))
-	groups := s.Groups
-	if len(groups) == 0 {
-		g := s.Group
-		if len(g) == 0 {
-			g = make([]int, int(gpus))
+	// The communicators' sizes (the whole cluster's, by default), not
+	// their ranks: a cluster may be far larger than a list should be.
+	var sizes []int
+	for _, g := range s.Groups {
+		sizes = append(sizes, len(g))
+	}
+	if len(sizes) == 0 {
+		sizes = []int{len(s.Group)}
+		if len(s.Group) == 0 {
+			sizes[0] = int(gpus)
 		}
-		groups = [][]int{g}
 	}
 	copies := float64(max(s.Concurrent, 1))
 	var total, worstLive float64
 	for _, alg := range s.Algorithms {
 		for _, size := range s.SizesBytes {
 			var run, live float64
-			for _, g := range groups {
-				n, l := collectiveTransfers(s, alg, len(g), size)
+			for _, p := range sizes {
+				n, l := collectiveTransfers(s, alg, p, size)
 				run += n * copies
 				live += l * copies
 			}
@@ -440,7 +444,7 @@ func (s *Collective) Budget() Budget {
 		}
 	}
 	runs := float64(len(s.Algorithms) * len(s.SizesBytes))
-	mem := 16384*gpus + 2048*worstLive + HandOverCopies*linkRowArrowBytes*collectiveLinkRowsPerGPU*gpus*runs
+	mem := clusterBytes(&s.Cluster, 16384) + 2048*worstLive + HandOverCopies*linkRowArrowBytes*collectiveLinkRowsPerGPU*gpus*runs
 	if s.Flows {
 		mem += (512 + HandOverCopies*flowRowArrowBytes) * total
 	}
@@ -635,7 +639,7 @@ func clusterFirst(fields []string, cluster, work float64) []string {
 // size in the detail. The events keep b's fields: they do not grow with it.
 func withCluster(b Budget, perGPU float64, c *Cluster) Budget {
 	gpus := clusterGPUs(c)
-	cluster := perGPU * float64(gpus)
+	cluster := clusterBytes(c, perGPU)
 	if b.EventFields == nil {
 		b.EventFields = b.Fields
 	}
@@ -644,6 +648,35 @@ func withCluster(b Budget, perGPU float64, c *Cluster) Budget {
 	b.Detail += fmt.Sprintf(", a cluster of %d GPUs", gpus)
 	return b
 }
+
+// clusterBytes is a cluster built whole: perGPU bytes a GPU (its devices,
+// its links to switches or neighbours, routes and statistics), and
+// pairLinkBytes for each link of a part that links every pair of its GPUs,
+// whose links grow with the square of its GPUs.
+func clusterBytes(c *Cluster, perGPU float64) float64 {
+	return perGPU*float64(clusterGPUs(c)) + pairLinkBytes*pairLinks(c)
+}
+
+// pairLinks are the directed links of c's fully connected parts: the
+// whole of a fully_connected topology, or every node of a composed one
+// whose intra-node links are fully_connected.
+func pairLinks(c *Cluster) float64 {
+	switch {
+	case c.Preset == "" && c.Topology == "fully_connected":
+		n := float64(c.GPUs)
+		return n * (n - 1)
+	case c.Topology == "composed" && c.Intra == "fully_connected":
+		g := float64(c.GPUsPerNode)
+		return float64(max(c.Nodes, 1)) * g * (g - 1)
+	}
+	return 0
+}
+
+// pairLinkBytes is one link of a fully connected part. Measured (Go's
+// heap): topo.FullyConnected of 500 to 2,000 GPUs holds 106–112 B a link
+// and allocates about 400; a collective run over 512 such GPUs allocates
+// about 590 B a link in all; 1,024 here.
+const pairLinkBytes = 1024
 
 // clusterBytesPerGPU is the run's memory that grows with the cluster
 // rather than the work: the topology, the fabric's links and the ranks'
@@ -732,8 +765,8 @@ func (s *FaultSweep) Budget() Budget {
 	}
 	b.Fields, b.EventFields = prefixed(b.Fields), prefixed(b.EventFields)
 	gpus := float64(clusterGPUs(cluster))
-	b.Fields = clusterFirst(b.Fields, (clusterBytesPerGPU+sweepBytesPerGPU)*gpus, b.MemoryBytes-clusterBytesPerGPU*gpus)
-	b.MemoryBytes += sweepBytesPerGPU * gpus
+	b.Fields = clusterFirst(b.Fields, clusterBytes(cluster, clusterBytesPerGPU+sweepBytesPerGPU), b.MemoryBytes-clusterBytes(cluster, clusterBytesPerGPU))
+	b.MemoryBytes += clusterBytes(cluster, sweepBytesPerGPU)
 	// Each run sets the cluster up again (its faults, routes and
 	// communicators), work the events do not count.
 	b.Events += sweepRunEventsPerGPU * gpus

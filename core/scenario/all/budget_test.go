@@ -49,6 +49,12 @@ func TestBudgetRefusesWithTheFields(t *testing.T) {
 		// a closed loop as long
 		{`{"kind":"serving","model":{"preset":"llama3-8b","layers":2},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"workload":{"rate_per_s":1e4,"duration_s":1e4}}`, "workload.duration_s", "GiB", 8 * gib},
 		{`{"kind":"serving","model":{"preset":"llama3-8b","layers":2},"gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":1},"workload":{"arrival":"closed_loop","concurrency":64,"duration_s":1e6}}`, "workload.duration_s", "GiB", 8 * gib},
+		// a cluster that links every pair of its 10^5 GPUs (10^10 links,
+		// which validation built before they were counted), and a torus
+		// of 10^9 GPUs (whose budget listed every rank to count them)
+		{`{"kind":"collective","cluster":{"topology":"fully_connected","gpus":100000},"sizes_bytes":[1e6]}`, "cluster", "GiB", 8 * gib},
+		{`{"kind":"collective","cluster":{"topology":"torus","dims":[4096,4096,64]},"sizes_bytes":[1e6]}`, "cluster", "GiB", 8 * gib},
+		{`{"kind":"training","model":{"preset":"gpt-22b","layers":2},"gpu":"a100-80gb-sxm","cluster":{"topology":"composed","nodes":64,"gpus_per_node":1024,"intra":"fully_connected"},"parallel":{"tp":8,"global_batch":8192}}`, "cluster", "GiB", 8 * gib},
 		// synthetic data drawn in a latent space: the map from it to the
 		// features, 8 TB here, which ran out of memory before it was
 		// counted (grown-spec test, seed 436)
@@ -94,6 +100,7 @@ func TestBudgetEstimatesTheAllocation(t *testing.T) {
 		`{"kind":"collective","cluster":{"preset":"dgx-a100","nodes":2},"flows":true,"sizes_bytes":[1e9]}`,
 		`{"kind":"collective","cluster":{"preset":"dgx-a100","nodes":8},"flows":true,"sizes_bytes":[1e9]}`,
 		`{"kind":"collective","cluster":{"preset":"dgx-a100","nodes":32},"ring":"stream","sizes_bytes":[1e9]}`,
+		`{"kind":"collective","cluster":{"topology":"fully_connected","gpus":512},"sizes_bytes":[1e9]}`,
 		`{"kind":"operators","gpu":"h100-sxm","model":{"preset":"llama2-7b","layers":8}}`,
 		`{"kind":"seedflood","topology":{"kind":"ring","clients":8},"steps":3,"methods":["seedflood","dsgd"],"dataset":{"samples":2000,"n_features":3000,"latent_dim":1500,"classes":4},"pretrain":{"kind":"source","steps":3}}`,
 		`{"kind":"operators","gpu":"h100-sxm","model":{"preset":"gpt-22b","layers":1024},"phase":"prefill"}`,
