@@ -337,10 +337,17 @@ func batchLabels(d *Dataset, rows []int) []int {
 
 // evaluate returns the mean loss and accuracy of theta (plus terms) on a
 // whole data set, in chunks of the workspace's batch size.
-func (m *Model) evaluate(theta []float32, terms [][]term, d *Dataset, ws *workspace, batch int) (loss, accuracy float64) {
+func (m *Model) evaluate(theta []float32, terms [][]term, d *Dataset, ws *workspace, batch int, stop func() error) (loss, accuracy float64, err error) {
 	rows := make([]int, 0, batch)
 	correct := 0
 	for start := 0; start < d.Samples(); start += batch {
+		// A held-out set can be large (millions of rows, thousands of
+		// classes): a canceled run stops between its batches.
+		if stop != nil {
+			if err := stop(); err != nil {
+				return 0, 0, err
+			}
+		}
 		rows = rows[:0]
 		for i := start; i < min(start+batch, d.Samples()); i++ {
 			rows = append(rows, i)
@@ -351,5 +358,5 @@ func (m *Model) evaluate(theta []float32, terms [][]term, d *Dataset, ws *worksp
 		correct += c
 	}
 	n := float64(d.Samples())
-	return loss / n, float64(correct) / n
+	return loss / n, float64(correct) / n, nil
 }

@@ -66,5 +66,6 @@ func Pretrain(m *Model, theta []float32, p Pretraining) (float64, error) {
 // Evaluate returns the held-out loss and accuracy of theta on d.
 func (m *Model) Evaluate(theta []float32, d *Dataset) (loss, accuracy float64) {
 	const batch = 256
-	return m.evaluate(theta, nil, d, m.newWorkspace(batch), batch)
+	loss, accuracy, _ = m.evaluate(theta, nil, d, m.newWorkspace(batch), batch, nil)
+	return loss, accuracy
 }

@@ -138,7 +138,10 @@ func Run(cfg *Config, method string) (*Outcome, error) {
 		return nil, fmt.Errorf("unknown method %q", method)
 	}
 	ev := newEvaluator(cfg)
-	p0 := ev.point(tr, 0, 0)
+	p0, err := ev.point(tr, 0, 0)
+	if err != nil {
+		return nil, err
+	}
 	if !finite(p0.Loss) {
 		return nil, fmt.Errorf("the initial model's loss is %v", p0.Loss)
 	}
@@ -154,7 +157,10 @@ func Run(cfg *Config, method string) (*Outcome, error) {
 		}
 		out.TotalBytes += bytes
 		if done := t + 1; done%cfg.EvalEvery == 0 || done == cfg.Steps {
-			p := ev.point(tr, done, out.TotalBytes)
+			p, err := ev.point(tr, done, out.TotalBytes)
+			if err != nil {
+				return nil, err
+			}
 			if !finite(p.Loss) || !finite(p.Consensus) {
 				out.Diverged, out.DivergedStep = true, done
 				break
@@ -190,7 +196,7 @@ func newEvaluator(cfg *Config) *evaluator {
 
 // point evaluates the clients' average model on the held-out set and the
 // consensus distance mean_i ‖θ_i − θ̄‖₂ (accumulated in float64).
-func (e *evaluator) point(tr trainer, step int, bytes int64) Point {
+func (e *evaluator) point(tr trainer, step int, bytes int64) (Point, error) {
 	n := tr.clients()
 	d := len(e.mean)
 	sum := make([]float64, d)
@@ -216,6 +222,6 @@ func (e *evaluator) point(tr trainer, step int, bytes int64) Point {
 			cons += math.Sqrt(sq) / float64(n)
 		}
 	}
-	loss, acc := e.cfg.Model.evaluate(e.mean, nil, e.cfg.Test, e.ws, e.evalBatch)
-	return Point{Step: step, Loss: loss, Accuracy: acc, Consensus: cons, CumulativeBytes: bytes}
+	loss, acc, err := e.cfg.Model.evaluate(e.mean, nil, e.cfg.Test, e.ws, e.evalBatch, e.cfg.stop)
+	return Point{Step: step, Loss: loss, Accuracy: acc, Consensus: cons, CumulativeBytes: bytes}, err
 }

@@ -1,6 +1,7 @@
 package seedflood
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -266,4 +267,31 @@ func TestSharedSubCGEWeightsMatchPrivateReference(t *testing.T) {
 			require.InDelta(t, private.Params[c][i], v, 1e-4, "client %d param %d", c, i)
 		}
 	}
+}
+
+// A canceled run stops evaluating between the held-out set's batches: the
+// set can be millions of rows of thousands of classes, minutes to score
+// (the grown-spec test at seed 736 ran past its bound in one evaluation).
+func TestEvaluationStopsBetweenBatches(t *testing.T) {
+	data := SyntheticDataset(rng.Stream(7, "data"), 2000, 20, 10, 0.5)
+	m, err := NewModel(20, 10, nil)
+	require.NoError(t, err)
+	theta := m.Init(rng.Stream(7, "init"))
+	const batch = 256
+	calls := 0
+	stopped := errors.New("canceled")
+	_, _, err = m.evaluate(theta, nil, data, m.newWorkspace(batch), batch, func() error {
+		if calls++; calls == 3 {
+			return stopped
+		}
+		return nil
+	})
+	require.ErrorIs(t, err, stopped)
+	require.Equal(t, 3, calls, "checked before each batch, stopped at the third")
+	// Not canceled, it scores every batch: ⌈2000/256⌉ checks.
+	calls = 0
+	_, acc, err := m.evaluate(theta, nil, data, m.newWorkspace(batch), batch, func() error { calls++; return nil })
+	require.NoError(t, err)
+	require.Equal(t, 8, calls)
+	require.InDelta(t, 0.1, acc, 0.1, "an untrained model scores about chance on 10 classes")
 }

@@ -286,6 +286,17 @@ func TestCancellationWithinAMethod(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.Equal(t, 1000, calls)
 	require.InDelta(t, 1000.0/(1e6+5), last, 1e-12)
+
+	// And while a model is evaluated on the held-out set, between its
+	// batches: 2.5 million rows of 65,535 classes take minutes to score
+	// (grown-spec test, seed 736, ran past its bound).
+	s, err = decode(t, `{"kind":"seedflood","topology":{"kind":"ring","clients":4},"steps":3,
+		"dataset":{"samples":9999999,"n_features":3,"classes":65535}}`)
+	require.NoError(t, err)
+	ctx, cancel = context.WithCancel(context.Background())
+	cancel()
+	_, err = Kind().Run(scenario.Env{Ctx: ctx}, s)
+	require.ErrorIs(t, err, context.Canceled)
 }
 
 func TestPretrainSpecProblems(t *testing.T) {
