@@ -765,8 +765,11 @@ func (s *FaultSweep) Budget() Budget {
 	}
 	b.Fields, b.EventFields = prefixed(b.Fields), prefixed(b.EventFields)
 	gpus := float64(clusterGPUs(cluster))
-	b.Fields = clusterFirst(b.Fields, clusterBytes(cluster, clusterBytesPerGPU+sweepBytesPerGPU), b.MemoryBytes-clusterBytes(cluster, clusterBytesPerGPU))
-	b.MemoryBytes += clusterBytes(cluster, sweepBytesPerGPU)
+	// The sweep holds every cable beside the run's cluster (in a fully
+	// connected part, every link again).
+	run, sweep := clusterBytes(cluster, clusterBytesPerGPU), clusterBytes(cluster, sweepBytesPerGPU)
+	b.Fields = clusterFirst(b.Fields, run+sweep, b.MemoryBytes-run)
+	b.MemoryBytes += sweep
 	// Each run sets the cluster up again (its faults, routes and
 	// communicators), work the events do not count.
 	b.Events += sweepRunEventsPerGPU * gpus
