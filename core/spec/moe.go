@@ -30,10 +30,19 @@ type Routing struct {
 	NodeLimit int `json:"node_limit,omitempty"`
 }
 
-// Defaults fills the distribution.
+// Defaults fills the distribution: "table" when loads are given, "zipf"
+// when a skew is, "balanced" otherwise (a routing that names its loads
+// means to use them).
 func (r *Routing) Defaults(seed uint64) {
 	if r.Distribution == "" {
-		r.Distribution = "balanced"
+		switch {
+		case len(r.Loads) > 0:
+			r.Distribution = "table"
+		case r.Skew != 0:
+			r.Distribution = "zipf"
+		default:
+			r.Distribution = "balanced"
+		}
 	}
 	if r.Seed == 0 {
 		r.Seed = seed
@@ -45,6 +54,13 @@ func (r *Routing) Validate(p *Problems, path string) {
 	p.OneOf(Field(path, "distribution"), r.Distribution, []string{"balanced", "uniform", "zipf", "table"})
 	if !(r.Skew >= 0) {
 		p.Addf(Field(path, "skew"), "must be >= 0, got %v", r.Skew)
+	}
+	// A field the distribution does not read would be ignored silently.
+	if r.Skew != 0 && r.Distribution != "zipf" {
+		p.Addf(Field(path, "skew"), "applies to distribution \"zipf\", not %q", r.Distribution)
+	}
+	if len(r.Loads) > 0 && r.Distribution != "table" {
+		p.Addf(Field(path, "loads"), "applies to distribution \"table\", not %q", r.Distribution)
 	}
 	p.IntInRange(Field(path, "node_limit"), r.NodeLimit, 0, 1<<16)
 	if !(r.CapacityFactor >= 0) {

@@ -94,6 +94,17 @@ func TestMoEMemoryShardsByEP(t *testing.T) {
 	assert.InEpsilon(t, experts*7/8, w1-w8, 1e-6)
 }
 
+// TestRoutingDistributionFollowsItsFields: loads or a skew given without a
+// distribution are used (table, zipf), not dropped for the balanced default.
+func TestRoutingDistributionFollowsItsFields(t *testing.T) {
+	par := `"dp":8,"ep":8,"global_batch":8`
+	balanced, _ := epTime(t, run(t, moe(1, par, "")))
+	for _, routing := range []string{`{"loads":[8,1,1,1,1,1,1,1]}`, `{"skew":1.5,"seed":3}`} {
+		step, _ := epTime(t, run(t, moe(1, par, `,"routing":`+routing)))
+		assert.Greater(t, step, balanced*1.05, "%s: a hot expert sets the pace", routing)
+	}
+}
+
 func TestMoEBadSpecs(t *testing.T) {
 	for _, c := range []struct{ js, field string }{
 		{moe(1, `"dp":8,"ep":3`, ""), "parallel.ep"},
@@ -101,6 +112,9 @@ func TestMoEBadSpecs(t *testing.T) {
 		{moe(2, `"dp":16,"ep":16`, ""), "parallel.ep"}, // 16 does not divide Mixtral's 8 experts
 		{`{"kind":"training","model":{"preset":"mixtral-8x7b","layers":2,"experts_per_token":9},"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1}}`, "model.experts_per_token"},
 		{moe(1, `"dp":8`, `,"routing":{"distribution":"table","loads":[1,2]}`), "routing.loads"},
+		// A field the named distribution does not read would be ignored.
+		{moe(1, `"dp":8,"ep":8`, `,"routing":{"distribution":"uniform","loads":[8,1,1,1,1,1,1,1]}`), "routing.loads"},
+		{moe(1, `"dp":8,"ep":8`, `,"routing":{"distribution":"balanced","skew":1.2}`), "routing.skew"},
 	} {
 		_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(c.js))
 		var se *spec.Error
