@@ -58,5 +58,7 @@ def calibrate(kernels: Union[Any, Iterable[Mapping[str, Any]]], gpu: Union[str, 
 
 def fitted_gpu(result: Result) -> dict[str, Any]:
     """The fitted part of a calibrate run as a spec's ``gpu`` object."""
+    if getattr(result, "kind", None) != "calibrate":
+        raise ValueError(f"fitted_gpu needs the result of a calibrate run, got a {getattr(result, 'kind', type(result).__name__)!r} one")
     spec = json.loads(result.to_pandas("summary")["gpu_spec"].iloc[0])
     return {"preset": spec} if isinstance(spec, str) else dict(spec)

@@ -55,12 +55,24 @@ def trace(table: Any) -> dict[str, Any]:
     if missing:
         raise ValueError(f"a trace needs columns {need}; missing {missing}")
     out: dict[str, Any] = {
-        "arrival_s": [float(x) for x in table.column("arrival_s").to_pylist()],
-        "prompt_tokens": [int(x) for x in table.column("prompt_tokens").to_pylist()],
-        "output_tokens": [int(x) for x in table.column("output_tokens").to_pylist()],
+        "arrival_s": _column(table, "arrival_s", float),
+        "prompt_tokens": _column(table, "prompt_tokens", int),
+        "output_tokens": _column(table, "output_tokens", int),
     }
     if "prefix_id" in table.column_names:
-        out["prefix_id"] = [int(x) for x in table.column("prefix_id").to_pylist()]
-        tokens = table.column("prefix_tokens").to_pylist() if "prefix_tokens" in table.column_names else [0] * table.num_rows
-        out["prefix_tokens"] = [int(x) for x in tokens]
+        out["prefix_id"] = _column(table, "prefix_id", int)
+        out["prefix_tokens"] = _column(table, "prefix_tokens", int) if "prefix_tokens" in table.column_names else [0] * table.num_rows
+    return out
+
+
+def _column(table: pa.Table, name: str, kind: type) -> list[Any]:
+    """A column's values as floats or ints, refusing a missing value or, for
+    ints, a fraction (a token count of 1.5 is no count)."""
+    out: list[Any] = []
+    for row, v in enumerate(table.column(name).to_pylist()):
+        if v is None or (isinstance(v, float) and v != v):
+            raise ValueError(f"trace column {name!r} has no value at row {row}")
+        if kind is int and (isinstance(v, bool) or not float(v).is_integer()):
+            raise ValueError(f"trace column {name!r} must hold whole numbers, got {v!r} at row {row}")
+        out.append(kind(v))
     return out

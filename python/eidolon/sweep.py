@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable, Mapping
 import pyarrow as pa
 
 from .api import SpecLike, SweepResult, _plain, load_spec
+from .errors import SpecError
 
 POINTS = "points"
 
@@ -195,7 +196,11 @@ def sweep(
     >>> r["points"].column_names
     ['point', 'iterations', 'ok', 'error', 'wall_s']
     """
+    if isinstance(specs, (Mapping, str, bytes, os.PathLike)):
+        raise SpecError(f"sweep takes a list of specs, got one {type(specs).__name__} (run one spec with eidolon.run)")
     spec_list = [_plain_spec(load_spec(s)) for s in specs]
+    if not spec_list:
+        raise SpecError("sweep needs at least one spec, got none")
     params = varying_parameters(spec_list)
     flat = [_flatten(s) for s in spec_list]
     text = _text_params(flat, params)

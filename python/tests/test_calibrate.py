@@ -46,3 +46,8 @@ def test_calibrate_reports_bad_rows_by_index():
     with pytest.raises(eidolon.SpecError) as info:
         eidolon.calibrate([{"op": "gemm", "m": 64, "n": 64, "k": 64, "time_s": -1}], gpu="h100-sxm", progress=False)
     assert any(p.path == "kernels[0].time_s" for p in info.value.problems)
+
+
+def test_fitted_gpu_needs_a_calibrate_run():
+    with pytest.raises(ValueError, match="calibrate run, got a 'selftest' one"):
+        eidolon.fitted_gpu(eidolon.run({"kind": "selftest", "iterations": 1}))

@@ -44,6 +44,19 @@ def test_trace_from_a_table():
     assert rq.cached_tokens.tolist() == [0, 512, 0, 512]
 
 
+@pytest.mark.parametrize("column,values,says", [
+    ("arrival_s", [0.0, float("nan")], "no value at row 1"),
+    ("prompt_tokens", [100, 150.5], "whole numbers"),
+    ("output_tokens", [None, 8], "no value at row 0"),
+])
+def test_trace_refuses_missing_and_fractional_values(column, values, says):
+    import pandas as pd
+    df = pd.DataFrame({"arrival_s": [0.0, 0.5], "prompt_tokens": [100, 200], "output_tokens": [8, 8]})
+    df[column] = values
+    with pytest.raises(ValueError, match=f"{column}.*{says}"):
+        eidolon.datasets.trace(df)
+
+
 def test_same_seed_same_tables():
     s = spec(seed=4, workload={"arrival": "gamma", "burstiness": 0.5, "rate_per_s": 20, "requests": 100,
                                "prompt_tokens": {"dist": "lognormal", "tokens": 500}})

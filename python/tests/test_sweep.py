@@ -36,6 +36,12 @@ def test_a_failing_point_is_reported_and_the_rest_goes_on():
     assert r.to_pandas("summary")["point"].tolist() == [0, 2]
 
 
+@pytest.mark.parametrize("specs,says", [([], "at least one spec"), ({"kind": "selftest"}, "list of specs, got one dict")])
+def test_a_sweep_of_no_specs_or_of_one_spec_says_what_it_takes(specs, says):
+    with pytest.raises(eidolon.SpecError, match=says):
+        eidolon.sweep(specs, progress=False)
+
+
 def test_numpy_parameters_are_numbers_and_mixed_ones_text():
     np = pytest.importorskip("numpy")
     pts = [{"kind": "selftest", "iterations": n, "seed": 1} for n in np.array([1000, 2000])]
