@@ -561,6 +561,12 @@ func (s *Serving) Validate(p *Problems) {
 		if w.Arrival != "trace" && w.Trace != nil {
 			p.Addf("workload.trace", "applies to arrival \"trace\", not %q", w.Arrival)
 		}
+		if w.Arrival != "closed_loop" && w.Concurrency != 0 {
+			p.Addf("workload.concurrency", "applies to arrival \"closed_loop\", not %q", w.Arrival)
+		}
+		if (w.Arrival == "closed_loop" || w.Arrival == "trace") && w.Burstiness != 1 {
+			p.Addf("workload.burstiness", "applies to arrival \"gamma\", not %q", w.Arrival)
+		}
 	}
 	p.IntInRange("workload.requests", w.Requests, 0, 1<<26)
 	p.NonNegative("workload.duration_s", w.DurationS)
