@@ -145,6 +145,16 @@ func (s *FaultSweep) Validate(p *Problems) {
 	}{{"link_failures", s.LinkFailures}, {"link_degradations", s.LinkDegradations}, {"nic_failures", s.NICFailures},
 		{"switch_failures", s.SwitchFailures}, {"stragglers", s.Stragglers}, {"cables", s.Cables}} {
 		p.IntInRange(c.name, c.v, 0, 1<<20)
+		// A field the mode does not read would be ignored silently.
+		if c.v > 0 && s.Mode == "single_link" && c.name != "cables" {
+			p.Addf(c.name, "applies to mode \"sample\" (single_link faults one cable at a time), not %q", s.Mode)
+		}
+	}
+	if s.Mode == "sample" && s.Cables > 0 {
+		p.Addf("cables", "applies to mode \"single_link\", not %q", s.Mode)
+	}
+	if s.Mode == "sample" && s.SingleLinkFaults != "both" {
+		p.Addf("single_link_faults", "applies to mode \"single_link\", not %q", s.Mode)
 	}
 	p.InRange("degraded_health", s.DegradedHealth, 1e-6, 1)
 	p.InRange("straggler_slowdown", s.StragglerSlowdown, 1, 1e6)

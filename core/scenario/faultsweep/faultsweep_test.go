@@ -220,6 +220,10 @@ func TestSpecErrors(t *testing.T) {
 		// One rank's collective takes no time: nothing to slow down.
 		`{"kind":"fault_sweep","collective":{"cluster":{"topology":"ring","gpus":4},"group":[2]},"mode":"single_link"}`:  "collective.group: a fault sweep needs a communicator of at least 2 ranks",
 		`{"kind":"fault_sweep","collective":{"cluster":{"topology":"ring","gpus":4},"groups":[[0],[3]]},"stragglers":1}`: "collective.groups: a fault sweep needs",
+		// A field the mode does not read is refused, not ignored.
+		trainingSweep(`,"mode":"single_link","stragglers":2`, ""):        `stragglers: applies to mode "sample"`,
+		trainingSweep(`,"link_failures":1,"cables":4`, ""):               `cables: applies to mode "single_link"`,
+		trainingSweep(`,"stragglers":1,"single_link_faults":"fail"`, ""): `single_link_faults: applies to mode "single_link"`,
 	} {
 		_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
 		var se *spec.Error
