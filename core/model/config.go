@@ -138,7 +138,9 @@ func (c *Config) Defaults() {
 			c.FFNHidden = 4 * c.Hidden
 		}
 	case Mamba, Mamba2:
-		c.SSM = c.Family
+		if c.SSM == "" {
+			c.SSM = c.Family
+		}
 	}
 	if c.WindowPattern == "" {
 		switch {
@@ -237,10 +239,12 @@ func (c Config) Check() []problem.Problem {
 	if c.Positions < 0 {
 		bad("positions", "must be >= 0, got %d", c.Positions)
 	}
+	if (c.Family == Mamba || c.Family == Mamba2) && c.SSM != c.Family {
+		bad("ssm", "must be %q (the family's) or omitted, got %q", c.Family, c.SSM)
+	} else if (ssm || c.SSM != "") && c.SSM != Mamba && c.SSM != Mamba2 {
+		bad("ssm", "must be \"mamba\" or \"mamba2\", got %q", c.SSM)
+	}
 	if ssm {
-		if c.SSM != Mamba && c.SSM != Mamba2 {
-			bad("ssm", "must be \"mamba\" or \"mamba2\" for a pattern with M blocks, got %q", c.SSM)
-		}
 		pos("d_state", c.DState)
 		pos("d_conv", c.DConv)
 		pos("expand", c.Expand)

@@ -237,6 +237,37 @@ func TestCheckReportsProblems(t *testing.T) {
 	assert.NotEmpty(t, l.CheckRun(Run{Phase: Training, Batch: 1, SeqLen: 8, TP: 3, DType: hw.BF16}))
 }
 
+// A field the model's blocks do not read is still checked, not dropped: a
+// router or SSM kind of no allowed value, or an SSM family's blocks named
+// other than the family.
+func TestCheckReportsFieldsTheModelDoesNotRead(t *testing.T) {
+	paths := func(c Config) (out []string) {
+		c.Defaults()
+		for _, p := range c.Check() {
+			out = append(out, p.Path)
+		}
+		return out
+	}
+	dense, _ := ByName("llama2-7b")
+	mamba, _ := ByName("falcon-mamba-7b")
+	for _, c := range []struct {
+		edit  func(*Config)
+		field string
+	}{
+		{func(c *Config) { *c = dense; c.Router = "eager" }, "router"},
+		{func(c *Config) { *c = dense; c.SSM = "bogus" }, "ssm"},
+		{func(c *Config) { *c = mamba; c.SSM = "bogus" }, "ssm"},
+		{func(c *Config) { *c = mamba; c.SSM = Mamba2 }, "ssm"},
+	} {
+		var cfg Config
+		c.edit(&cfg)
+		assert.Contains(t, paths(cfg), c.field)
+	}
+	ok := dense
+	ok.Router = RouterSigmoid // a valid router on a dense model is moot, not wrong
+	assert.Empty(t, paths(ok))
+}
+
 // The optimizer step's HBM traffic per parameter with fp32 gradients:
 // fp16 unscale (8) + norm (4) + Adam (28) + master-to-model copy (6) + zeroing
 // (4) = 50 B; bf16 has no loss scaler (42 B); fp32 weights need no copy (36 B).

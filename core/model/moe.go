@@ -145,11 +145,13 @@ func (c Config) checkMoE() []problem.Problem {
 		if c.SharedExperts > 0 && c.SharedExpertFFNHidden <= 0 {
 			bad("shared_expert_ffn_hidden", "must be > 0 with shared experts, got %d", c.SharedExpertFFNHidden)
 		}
-		if c.Router != RouterSoftmax && c.Router != RouterSigmoid {
-			bad("router", "must be \"softmax\" or \"sigmoid\", got %q", c.Router)
-		}
 	} else if c.Experts > 0 && c.Pattern != "" {
 		bad("experts", "is %d but the pattern has no E (mixture-of-experts) block", c.Experts)
+	}
+	// A router is defaulted only with experts; a value given is checked
+	// either way, not dropped unread.
+	if (moe || c.Router != "") && c.Router != RouterSoftmax && c.Router != RouterSigmoid {
+		bad("router", "must be \"softmax\" or \"sigmoid\", got %q", c.Router)
 	}
 	if c.DenseLayers > c.Layers {
 		bad("dense_layers", "must not exceed layers (%d), got %d", c.Layers, c.DenseLayers)
