@@ -129,12 +129,21 @@ func (s *FaultSweep) Validate(p *Problems) {
 		if k := base.Head().Kind; k != "" && k != kind {
 			p.Addf(Field(kind, "kind"), "must be %q or omitted, got %q", kind, k)
 		}
+		// The sweep's own limits bound every sample; the base's would be
+		// ignored silently.
+		if h := base.Head(); h.MaxEvents != 0 || h.MaxMemoryBytes != 0 {
+			f := "max_events"
+			if h.MaxEvents == 0 {
+				f = "max_memory_bytes"
+			}
+			p.Addf(Field(kind, f), "set it on the fault sweep itself, whose limits cover all its samples")
+		}
 		var bp Problems
 		base.Validate(&bp)
 		p.Merge("", problem.Under(kind, bp.Err()))
 	}
+	p.IntInRange("samples", s.Samples, 1, 1<<20)
 	if p.OneOf("mode", s.Mode, FaultSweepModes()) && s.Mode == "sample" {
-		p.IntInRange("samples", s.Samples, 1, 1<<20)
 		if s.LinkFailures+s.LinkDegradations+s.NICFailures+s.SwitchFailures+s.Stragglers == 0 {
 			p.Addf("", "a sample needs at least one fault: set link_failures, link_degradations, nic_failures, switch_failures or stragglers")
 		}

@@ -243,10 +243,10 @@ func (s *SeedFlood) Defaults() {
 	if (t.Kind == "mesh" || t.Kind == "torus") && t.Rows == 0 && t.Cols == 0 && t.Clients > 0 {
 		t.Rows, t.Cols = SeedFloodGridShape(t.Clients)
 	}
-	if t.Degree == 0 {
+	if t.Degree == 0 && t.Kind == "random_regular" {
 		t.Degree = 4
 	}
-	if t.Probability == 0 {
+	if t.Probability == 0 && t.Kind == "erdos_renyi" {
 		t.Probability = 0.2
 	}
 	if s.Model.Kind == "" {
@@ -395,6 +395,23 @@ func (s *SeedFlood) Validate(p *Problems) {
 		case "erdos_renyi":
 			p.InRange("topology.probability", t.Probability, 1e-9, 1)
 		}
+		// A field of another kind's graph would be ignored silently.
+		if t.Kind != "mesh" && t.Kind != "torus" {
+			for _, f := range []struct {
+				name string
+				v    int
+			}{{"topology.rows", t.Rows}, {"topology.cols", t.Cols}} {
+				if f.v != 0 {
+					p.Addf(f.name, "applies to topology kind \"mesh\" or \"torus\", not %q", t.Kind)
+				}
+			}
+		}
+		if t.Kind != "random_regular" && t.Degree != 0 {
+			p.Addf("topology.degree", "applies to topology kind \"random_regular\", not %q", t.Kind)
+		}
+		if t.Kind != "erdos_renyi" && t.Probability != 0 {
+			p.Addf("topology.probability", "applies to topology kind \"erdos_renyi\", not %q", t.Kind)
+		}
 	}
 	p.IntInRange("topology.clients", t.Clients, 1, 4096)
 
@@ -480,6 +497,9 @@ func (s *SeedFlood) Validate(p *Problems) {
 	p.IntInRange("eval_every_steps", s.EvalEverySteps, 1, 10_000_000)
 	if s.Link == "" {
 		p.IntInRange("steps_per_hop", *s.StepsPerHop, 0, 1000)
+		if s.StepTimeS != 0 {
+			p.Addf("step_time_s", "applies with link (it times each hop against a step), got no link")
+		}
 	} else {
 		if s.StepsPerHop != nil {
 			p.Addf("steps_per_hop", "give steps_per_hop or link, not both")

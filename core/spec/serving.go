@@ -582,6 +582,8 @@ func (s *Serving) Validate(p *Problems) {
 	p.IntInRange("workload.prefix_groups", w.PrefixGroups, 0, 1<<24)
 	if w.PrefixGroups > 0 {
 		p.IntInRange("workload.prefix_tokens", w.PrefixTokens, 1, 1<<24)
+	} else {
+		p.IntInRange("workload.prefix_tokens", w.PrefixTokens, 0, 1<<24)
 	}
 	if !*e.ChunkedPrefill && w.PromptTokens.Largest() > e.MaxNumBatchedTokens {
 		p.Addf("workload.prompt_tokens", "without chunked prefill every prompt must fit engine.max_num_batched_tokens (%d), but up to %d tokens are drawn",

@@ -224,6 +224,8 @@ func TestSpecErrors(t *testing.T) {
 		trainingSweep(`,"mode":"single_link","stragglers":2`, ""):        `stragglers: applies to mode "sample"`,
 		trainingSweep(`,"link_failures":1,"cables":4`, ""):               `cables: applies to mode "single_link"`,
 		trainingSweep(`,"stragglers":1,"single_link_faults":"fail"`, ""): `single_link_faults: applies to mode "single_link"`,
+		trainingSweep(`,"stragglers":1`, `,"max_events":1e6`):            "training.max_events: set it on the fault sweep itself",
+		trainingSweep(`,"mode":"single_link","samples":-1`, ""):          "samples: must be",
 	} {
 		_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
 		var se *spec.Error

@@ -142,6 +142,20 @@ func TestTooFewTrainingRowsIsASpecProblem(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// A field another topology kind or the link model reads is refused, not
+// ignored: a ring given a degree still ran as a ring.
+func TestFieldsOfAnotherTopologyAreRefused(t *testing.T) {
+	for _, tc := range []struct{ extra, want string }{
+		{`"topology":{"kind":"ring","clients":8,"degree":3}`, `topology.degree: applies to topology kind "random_regular", not "ring"`},
+		{`"topology":{"kind":"complete","clients":8,"probability":0.5}`, `topology.probability: applies to topology kind "erdos_renyi", not "complete"`},
+		{`"topology":{"kind":"random_regular","clients":8,"rows":2}`, `topology.rows: applies to topology kind "mesh" or "torus", not "random_regular"`},
+		{`"topology":{"kind":"ring","clients":8},"step_time_s":1e-3`, "step_time_s: applies with link"},
+	} {
+		_, err := decode(t, `{"kind":"seedflood",`+tc.extra+`,"model":{"kind":"softmax"},"dataset":{"samples":100,"n_features":2,"classes":2},"steps":2}`)
+		require.ErrorContains(t, err, tc.want)
+	}
+}
+
 // A seed that draws a disconnected random graph is the spec's problem,
 // named at the field that makes the graph denser.
 func TestDisconnectedGraphIsASpecProblem(t *testing.T) {

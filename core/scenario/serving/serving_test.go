@@ -328,6 +328,7 @@ func TestSpecErrors(t *testing.T) {
 		// So is a field the arrival given does not read.
 		{`,"workload":{"rate_per_s":1,"concurrency":8}`, `workload.concurrency: applies to arrival "closed_loop", not "poisson"`},
 		{`,"workload":{"arrival":"closed_loop","concurrency":8,"burstiness":0.5}`, `workload.burstiness: applies to arrival "gamma", not "closed_loop"`},
+		{`,"workload":{"rate_per_s":1,"prefix_tokens":-1}`, "workload.prefix_tokens"},
 		{`,"replicas":2,"disaggregation":{"prefill_replicas":2},"workload":{"rate_per_s":1}`, "disaggregation.prefill_replicas"},
 		{`,"workload":{"rate_per_s":1,"prompt_tokens":{"tokens":9000}},"engine":{"chunked_prefill":false}`, "workload.prompt_tokens"},
 		{`,"workload":{"rate_per_s":1,"prompt_tokens":{"tokens":4000}},"engine":{"kv_blocks":10}`, "workload"},
