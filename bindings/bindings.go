@@ -117,6 +117,9 @@ func Start(specJSON string, maxMemoryBytes float64) (handle int64, err error) {
 	setSoftMemoryLimit()
 	data := []byte(specJSON)
 	limit := memoryLimit(maxMemoryBytes)
+	if err := checkCeiling(data, maxMemoryBytes); err != nil {
+		return 0, classify(err)
+	}
 	if _, _, err := all.Admit(data, limit); err != nil {
 		return 0, classify(err)
 	}
@@ -312,7 +315,10 @@ func Result(handle int64) (bundle []byte, err error) {
 // maxMemoryBytes is as for Start.
 func Validate(specJSON string, maxMemoryBytes float64) (problems string, err error) {
 	defer guard(&err)
-	verr := all.Validate([]byte(specJSON), memoryLimit(maxMemoryBytes))
+	verr := checkCeiling([]byte(specJSON), maxMemoryBytes)
+	if verr == nil {
+		verr = all.Validate([]byte(specJSON), memoryLimit(maxMemoryBytes))
+	}
 	var se *spec.Error
 	if errors.As(verr, &se) {
 		return problemsJSON(se.Problems), nil

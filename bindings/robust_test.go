@@ -211,6 +211,16 @@ func TestMemoryBudget(t *testing.T) {
 	v, err := Validate(`{"kind":"selftest","max_memory_bytes":-1}`, 0)
 	require.NoError(t, err)
 	require.Contains(t, v, "max_memory_bytes")
+	// A limit above the machine's memory, the spec's or the caller's, would
+	// admit runs that exhaust it: refused by Start and Validate alike.
+	over := 4 * DefaultMaxMemoryBytes()
+	_, err = Start(fmt.Sprintf(`{"kind":"selftest","max_memory_bytes":%g}`, over), 0)
+	require.ErrorContains(t, err, "SpecError: invalid spec: max_memory_bytes: must not exceed this machine's memory")
+	_, err = Start(`{"kind":"selftest"}`, over)
+	require.ErrorContains(t, err, "max_memory_bytes: must not exceed this machine's memory")
+	v, err = Validate(`{"kind":"selftest"}`, over)
+	require.NoError(t, err)
+	require.Contains(t, v, "must not exceed this machine's memory")
 	require.Greater(t, DefaultMaxMemoryBytes(), 0.0)
 	// A run started sets the runtime's soft limit to 90 % of the memory
 	// the default limit is half of (unless GOMEMLIMIT says otherwise).
