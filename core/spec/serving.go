@@ -290,6 +290,9 @@ func (l *Lengths) defaults(tokens int) {
 	if l.Tokens == 0 {
 		l.Tokens = tokens
 	}
+	if l.Dist != "uniform" && l.Dist != "lognormal" { // no bounds drawn
+		return
+	}
 	if l.MinTokens == 0 {
 		l.MinTokens = 1
 	}
@@ -309,9 +312,24 @@ func (l *Lengths) validate(p *Problems, path string) {
 	if l.Dist == "uniform" || l.Dist == "lognormal" { // the others draw no bounds
 		p.IntInRange(Field(path, "min_tokens"), l.MinTokens, 1, 1<<24)
 		p.IntInRange(Field(path, "max_tokens"), l.MaxTokens, l.MinTokens, 1<<24)
+	} else {
+		// A field the distribution does not draw with would be ignored.
+		for _, f := range []struct {
+			name string
+			v    int
+		}{{"min_tokens", l.MinTokens}, {"max_tokens", l.MaxTokens}} {
+			if f.v != 0 {
+				p.Addf(Field(path, f.name), "applies to dist \"uniform\" or \"lognormal\", not %q", l.Dist)
+			}
+		}
 	}
 	if l.Dist == "lognormal" {
 		p.InRange(Field(path, "sigma"), l.Sigma, 0, 10)
+	} else if l.Sigma != 0 {
+		p.Addf(Field(path, "sigma"), "applies to dist \"lognormal\", not %q", l.Dist)
+	}
+	if l.Dist != "table" && len(l.Values) > 0 {
+		p.Addf(Field(path, "values"), "applies to dist \"table\", not %q", l.Dist)
 	}
 	if l.Dist == "table" {
 		if len(l.Values) == 0 {

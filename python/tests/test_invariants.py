@@ -290,6 +290,8 @@ def serving_spec(rnd: random.Random) -> Spec:
     workload: Spec = {"requests": rnd.choice([20, 60]), "output_tokens": {"tokens": rnd.choice([10, 100])},
                       "prompt_tokens": {"tokens": rnd.choice([100, 1000]), "dist": rnd.choice(["fixed", "lognormal"]),
                                         "sigma": 0.5}}
+    if workload["prompt_tokens"]["dist"] == "fixed":
+        del workload["prompt_tokens"]["sigma"]  # a fixed length draws with no sigma
     if rnd.random() < 0.5:
         workload["rate_per_s"] = rnd.choice([1, 10, 100])
     else:
