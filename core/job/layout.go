@@ -98,7 +98,7 @@ func TrainingLayout(s *spec.Training, gpus int) (workload.Training, error) {
 	for _, fp := range t.Check() {
 		path := fp.Path
 		switch {
-		case path == "seq_len", strings.HasPrefix(path, "routing."):
+		case path == "seq_len", path == "fp8_dispatch", strings.HasPrefix(path, "routing."):
 		default:
 			if len(path) < 6 || path[:6] != "model." {
 				path = spec.Field("parallel", path)

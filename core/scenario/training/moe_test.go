@@ -115,6 +115,9 @@ func TestMoEBadSpecs(t *testing.T) {
 		// A field the named distribution does not read would be ignored.
 		{moe(1, `"dp":8,"ep":8`, `,"routing":{"distribution":"uniform","loads":[8,1,1,1,1,1,1,1]}`), "routing.loads"},
 		{moe(1, `"dp":8,"ep":8`, `,"routing":{"distribution":"balanced","skew":1.2}`), "routing.skew"},
+		// What acts on the all-to-alls needs them.
+		{moe(1, `"dp":8,"overlap_ep_comm":true`, ""), "parallel.overlap_ep_comm"},
+		{moe(1, `"dp":8`, `,"dtype":"fp8","fp8_dispatch":true`), "fp8_dispatch"},
 	} {
 		_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(c.js))
 		var se *spec.Error
