@@ -152,21 +152,22 @@ func (in Inference) Check() []problem.Problem {
 			break
 		}
 	}
-	if in.TwoBatchOverlap {
-		switch {
-		case !in.Model.IsMoE() || in.EP < 2:
-			ps = append(ps, problem.Problem{Path: "two_batch_overlap", Message: fmt.Sprintf("overlaps expert-parallel all-to-alls: needs a mixture-of-experts model and ep >= 2, got ep %d", max(in.EP, 1))})
-		case in.PP > 1:
-			ps = append(ps, problem.Problem{Path: "two_batch_overlap", Message: fmt.Sprintf("needs pp 1, got %d", in.PP)})
+	// What acts on the wide expert-parallel all-to-alls needs them (it
+	// would be ignored silently otherwise).
+	wideEP := in.Model.IsMoE() && in.EP >= 2
+	for _, f := range []struct {
+		name string
+		on   bool
+	}{{"two_batch_overlap", in.TwoBatchOverlap}, {"low_latency_a2a", in.LowLatencyA2A}, {"hierarchical_a2a", in.HierarchicalA2A}} {
+		if f.on && !wideEP {
+			ps = append(ps, problem.Problem{Path: f.name, Message: fmt.Sprintf("acts on the expert-parallel all-to-alls: needs a mixture-of-experts model and ep >= 2, got ep %d", max(in.EP, 1))})
 		}
 	}
-	if in.LowLatencyA2A {
-		switch {
-		case !in.Model.IsMoE() || in.EP < 2:
-			ps = append(ps, problem.Problem{Path: "low_latency_a2a", Message: fmt.Sprintf("runs the expert-parallel all-to-alls: needs a mixture-of-experts model and ep >= 2, got ep %d", max(in.EP, 1))})
-		case in.HierarchicalA2A:
-			ps = append(ps, problem.Problem{Path: "low_latency_a2a", Message: "sends every pair directly (DeepEP's low-latency kernels); hierarchical_a2a is its normal kernels: choose one"})
-		}
+	if in.TwoBatchOverlap && wideEP && in.PP > 1 {
+		ps = append(ps, problem.Problem{Path: "two_batch_overlap", Message: fmt.Sprintf("needs pp 1, got %d", in.PP)})
+	}
+	if in.LowLatencyA2A && wideEP && in.HierarchicalA2A {
+		ps = append(ps, problem.Problem{Path: "low_latency_a2a", Message: "sends every pair directly (DeepEP's low-latency kernels); hierarchical_a2a is its normal kernels: choose one"})
 	}
 	if ep := max(in.EP, 1); in.EP < 0 || in.Replicas%ep != 0 {
 		msg := fmt.Sprintf("must be >= 1 and divide replicas (%d), got %d: ep replicas share their experts", in.Replicas, in.EP)

@@ -149,6 +149,12 @@ func TestInferenceTwoBatchOverlap(t *testing.T) {
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "two_batch_overlap")
 	}
+	// So with the all-to-all kernels' choice: nothing to send without wide EP.
+	for _, field := range []string{"hierarchical_a2a", "low_latency_a2a"} {
+		_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(`{"kind":"inference","model":"llama3-8b","gpu":"h800",
+			"cluster":{"preset":"dgx-h800","nodes":1},"replicas":8,"`+field+`":true}`))
+		require.ErrorContains(t, err, field+": acts on the expert-parallel all-to-alls")
+	}
 	// ep counts replicas; experts over one replica's TP ranks are another switch.
 	_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(`{"kind":"inference","model":{"preset":"mixtral-8x7b","layers":2},
 		"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1},"tp":2,"ep":2}`))
