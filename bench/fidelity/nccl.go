@@ -40,6 +40,19 @@ const (
 	SendTime Timing = "kernel (send)"
 )
 
+// MeasuredNCCLRelease is the NCCL release whose tuner chose the measured
+// tables' algorithms and protocols: neither records it, but both predate
+// NCCL 2.21.5 (March 2024), which changed the tuner's constants
+// (net.NCCLReleaseBefore221; every release from 2.18 to 2.20 chooses
+// alike). Vidur's collectives (microsoft/vidur e26eb8f, May 2024) were
+// profiled in sarathi-serve's environment, which pinned torch 2.2.2 from
+// 2024-05-09 (microsoft/sarathi-serve 8d8c986, requirements.txt; torch
+// 2.2.2 bundles NCCL 2.19.3) and torch 2.0.1 before; ml-engineering's
+// nccl-tests table is of December 2023. Measured so, the 8-A100 ring
+// switches from LL to LL128 between 1.1 and 1.2 MiB (40 → 57 µs), where
+// the newest tuner keeps LL to 2.1 MiB.
+const MeasuredNCCLRelease = "2.19"
+
 // issue is the collective kind's issue mode for a timing (nccl_tests with
 // one thread driving every GPU of the group).
 func (t Timing) issue() string {
@@ -61,7 +74,7 @@ func (t Timing) issue() string {
 var Hosts = map[string]net.HostIssue{
 	"dgx-a100":             measured("dgx-a100"),
 	"dgx-h100":             measured("dgx-h100"),
-	"a100-pairwise-nvlink": {TorchIssueS: 26e-6},
+	"a100-pairwise-nvlink": {TorchIssueS: 11e-6},
 	"h100-pairwise-nvlink": {TorchIssueS: 0},
 }
 
@@ -269,8 +282,8 @@ func Simulate(ctx context.Context, groups []CollGroup) ([]CollRow, error) {
 		if op == "" {
 			op = "all_reduce"
 		}
-		res, err := run(ctx, fmt.Sprintf(`{"kind":"collective","collective":%q,"cluster":%s,"algorithms":["nccl"],"sizes_bytes":%s,"group":%s,"ring":"stream",%s}`,
-			op, g.Cluster, js, rk, issue))
+		res, err := run(ctx, fmt.Sprintf(`{"kind":"collective","collective":%q,"cluster":%s,"algorithms":["nccl"],"sizes_bytes":%s,"group":%s,"ring":"stream","nccl_version":%q,%s}`,
+			op, g.Cluster, js, rk, MeasuredNCCLRelease, issue))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", g.Name, err)
 		}
@@ -378,6 +391,7 @@ func FitGeneration(gen string, groups []CollGroup) (FitParams, float64, error) {
 		if err != nil {
 			return FitParams{}, 0, err
 		}
+		tu.Before221, _ = net.NCCLReleaseBefore221(MeasuredNCCLRelease)
 		if tu.Gen.Name != gen || tu.IntraHW != "nvlink" {
 			continue
 		}
@@ -534,7 +548,7 @@ func CollectivesReport(groups []CollGroup, rows []CollRow) string {
 		"Simple, NVLS on Hopper NVSwitch nodes; latency = base + steps × per-step hardware latency (NVLink, PCI or network), bus bandwidth = " +
 		"channels × per-channel bandwidth of the ring graph NCCL's search builds (search.cc ladder, channel duplication) times each protocol's factor " +
 		"and cap (LL ×0.5 ≤ llMaxBw, LL128 ×0.92 ≤ 20 or 36.7 GB/s per channel, tree ×0.92 and its LL/LL128 factors with the size correction, NVLS " +
-		"×nvlsEfficiency), algbw = bus × n/steps; NCCL picks the fastest. The chosen pair then runs as it is measured to: the kernel uses fewer " +
+		"×nvlsEfficiency), algbw = bus × n/steps; NCCL picks the fastest, with the constants of the release the tables were measured under (`\"nccl_version\": \"" + MeasuredNCCLRelease + "\"`: both predate NCCL 2.21, whose tuner prices ring LL at half the bus bandwidth where its predecessors price a quarter, so that on 8 A100s they switch to LL128 at 1.2 MB, as the tables do, where 2.21 keeps LL to 2.1 MB). The chosen pair then runs as it is measured to: the kernel uses fewer " +
 		"channels and threads for small messages (enqueue.cc thread thresholds), each channel a CTA with its share of the capped bandwidth " +
 		"of the link as built (a what-if link that gives the graph more channels adds CTAs, it does not slow each); LL128 and Simple are bounded by the memory traffic their kernels " +
 		"issue, (3n−2)/(n−1) bytes per byte sent for an all-reduce (4 on 2 GPUs, 3.14 on 8), against a fitted per-GPU figure each; Simple has " +
@@ -849,16 +863,16 @@ var Within10 = []struct {
 	Lo, Hi float64
 	Rest   string
 }{
-	{"a100_dgx 8/8", 2293760, 67108864, "below 2.2 MiB the kernel time is the host's issue interval, bimodal (medians 25–65 µs with no trend up to 1 MiB, ~31 or ~62 µs), and 1–2 MiB sits at the upper mode (64–72 µs) where NCCL's LL is priced at 36–57 µs"},
-	{"a100_dgx 4/4", 6455296, 61603840, "host-bound bimodal below 1.5 MiB; LL128 at 2.7–5.9 MiB is 10–14 % fast (its memory bound is fitted on 8 GPUs); 64 MiB is 10.1 % fast"},
+	{"a100_dgx 8/8", 2097152, 67108864, "below 1.2 MiB the medians are bimodal (25–65 µs with no trend, ~31 or ~62 µs: the lower mode is LL's device time, the upper the hosts' issue); from 1.2 MiB the release's tuner runs LL128, as measured (40 µs at 1.15 MiB, 57 at 1.25), 12–19 % fast at 1.3–1.9 MiB"},
+	{"a100_dgx 4/4", 6455296, 61603840, "bimodal below 1 MiB; LL128, which the release's tuner runs from 0.9 MiB, is 10–16 % fast at 1–1.4 MiB and 2.6–5.7 MiB (its memory bound is fitted on 8 GPUs); 64 MiB is 10.1 % fast"},
 	{"a100_dgx 2/2", 5439488, 67108864, "host-bound bimodal below 1 MiB (10–66 µs); 1–5 MiB Simple is 10–17 % slow (its base latency is shared with 8-GPU rings)"},
 	{"h100_dgx 8/8", 14123008, 61603840, "host-bound below 512 KiB (19–40 µs bimodal); NVLS at 6.5–13 MiB is 11–12 % fast and 64 MiB 10.6 % slow (the measured bus bandwidth jumps from 321 to 365 GB/s between 52 and 64 MiB)"},
-	{"h100_dgx 4/4", 7700480, 67108864, "host-bound bimodal below 1 MiB (15–52 µs); NVLS at 5–7 MiB is 14–17 % slow"},
+	{"h100_dgx 4/4", 7700480, 67108864, "host-bound bimodal below 1 MiB (15–52 µs); NVLS at 1.5–2 MiB and 5–7 MiB is 11–17 % slow"},
 	{"h100_dgx 2/2", 5931008, 67108864, "host-bound below 6 MiB: medians jump between 27 and 45 µs up to 5 MiB (7–44 µs over all small sizes)"},
 	{"a100_pairwise_nvlink 2/2", 47448064, 413718530, "host-bound bimodal below 1 MiB (7–68 µs); 4–40 MiB Simple is 11–33 % slow: this VM's PCIe A100s reach ~200 GB/s where the DGX's 2-GPU rings reach 170–187 (one Ampere memory figure serves both)"},
 	{"a100_pairwise_nvlink 4/4", 2293760, 536373250, "host-bound bimodal below 1 MiB (24–120 µs)"},
 	{"h100_pairwise_nvlink 2/2", 1933312, 14123008, "below 2 MiB medians alternate 7–31 µs; above 14 MiB the VM's bridge reaches ~190 GB/s against NCCL's 240 GB/s graph (10–18 % fast)"},
-	{"h100_pairwise_nvlink 4/4", 2719744, 67108864, "below 2.6 MiB the medians alternate (12–77 µs) and LL over PCIe is 11–18 % fast"},
+	{"h100_pairwise_nvlink 4/4", 2097152, 67108864, "below 1 MiB the medians alternate (12–77 µs); Simple over PCIe, which the release's tuner runs from 1 MiB, is 11–17 % fast to 1.9 MiB"},
 	{"nccl-tests 8×A100", 32768, 4194304, "the host binds to 4 MiB: 8 × (launch_s + channel_s × channels), 43.8 µs on 1 channel to 101.9 µs on 24"},
 	{"nccl-tests 8×A100", 16777216, 67108864, "8 MiB is 13 % slow (LL128 priced at 151 µs against 133.5 µs)"},
 	{"nccl-tests 8×A100", 268435456, 17179869184, "128 MiB is 13 % fast: the measured busbw dips to 177 GB/s between 64 and 256 MiB, then climbs to 235 GB/s"},

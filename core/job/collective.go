@@ -91,6 +91,11 @@ func RunCollective(ctx context.Context, prefix string, cs *spec.Collective, alg 
 	if err != nil {
 		return nil, err
 	}
+	before221, err := net.NCCLReleaseBefore221(cs.NCCLVersion)
+	if err != nil {
+		return nil, err
+	}
+	comms.SetNCCLBefore221(before221)
 	k := f.Kernel()
 	k.Watch(ctx)
 	groups, err := CollectiveGroups(prefix, cs, t)

@@ -28,6 +28,7 @@ func tuneNCCL(c *Comms, col *Collective, shape *checkedShape) error {
 		if tu, err = NewNCCLTuner(c.t, col.Ranks); err != nil {
 			return err
 		}
+		tu.Before221 = c.ncclBefore221
 		c.tuners[tkey] = tu
 	}
 	ch, err := tu.Choose(col.Op, col.Bytes)

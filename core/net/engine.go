@@ -40,6 +40,8 @@ type Comms struct {
 	shapes map[string]*Shape
 	// tuners holds NCCL's model of each communicator (by its ranks).
 	tuners map[string]*NCCLTuner
+	// ncclBefore221: the tuners choose as releases before 2.21 do.
+	ncclBefore221 bool
 	// hops holds each communicator's ring hop latencies (by its ranks
 	// and channels).
 	hops map[string]ringHops
@@ -88,6 +90,11 @@ func NewComms(f Fabric) *Comms {
 	f.Kernel().OnStall("net", c.describeStalls)
 	return c
 }
+
+// SetNCCLBefore221 makes algorithm "nccl" choose as NCCL's releases
+// before 2.21 do (NCCLTuner.Before221); call it before the first
+// collective.
+func (c *Comms) SetNCCLBefore221(before bool) { c.ncclBefore221 = before }
 
 // Start begins a collective now; done runs (as a kernel event) when every
 // rank has finished.

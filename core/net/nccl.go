@@ -55,6 +55,9 @@ type NCCLGeneration struct {
 	SpeedsIntraGBps, SpeedsInterGBps []float64
 	// Indexed by node count N1, N2, N4+ (tuning.cc llMaxBws, perChMax*Bws).
 	LLMaxGBps, PerChMaxRingLL128GBps, PerChMaxTreeGBps, PerChMaxTreeLL128GBps [3]float64
+	// LLMaxBefore221GBps is llMaxBws as releases before 2.21 have it
+	// (NCCLTuner.Before221); zero where they are LLMaxGBps.
+	LLMaxBefore221GBps [3]float64
 	// NVLSEfficiency (tuning.cc nvlsEfficiency); 0: no NVLS.
 	NVLSEfficiency float64
 
@@ -145,7 +148,8 @@ func NCCLGenerations() []NCCLGeneration {
 			SimpleBaseUs: 34, SimpleStepUs: 7, AchievedNVLS: 1, NVLSUs: 25},
 		{Name: "hopper", CompCap: 90, SpeedsIntraGBps: intra90, SpeedsInterGBps: inter90,
 			LLMaxGBps: [3]float64{141.0, 45.0, 35.0}, PerChMaxRingLL128GBps: [3]float64{36.7, 36.7, 36.7},
-			PerChMaxTreeGBps: [3]float64{38.7, 41.4, 36.0}, PerChMaxTreeLL128GBps: [3]float64{36.7, 36.7, 29.0},
+			LLMaxBefore221GBps: [3]float64{87.7, 22.5, 19.0}, // Ampere's, up to 2.20
+			PerChMaxTreeGBps:   [3]float64{38.7, 41.4, 36.0}, PerChMaxTreeLL128GBps: [3]float64{36.7, 36.7, 29.0},
 			NVLSEfficiency: 0.85,
 			LL128MemGBps:   0, SimpleMemGBps: 1190,
 			SimpleBaseUs: 12, SimpleStepUs: 4, AchievedNVLS: 1, NVLSUs: 30},
@@ -212,6 +216,9 @@ type NCCLTuner struct {
 	// hardware NCCL's per-GPU caps were measured on, which a kernel on
 	// fewer channels shares out (Choose).
 	BuiltGraphChannels int
+	// Before221 prices the choice with the tuning constants of the
+	// releases before NCCL 2.21 (NCCLRelease).
+	Before221 bool
 	// LinkBytesPerS is the bus bandwidth the ring's links carry at full
 	// efficiency, what the flow model's links give: inside a node the raw
 	// bandwidth of its slowest hop; across nodes its NICs' (one a channel)
@@ -547,6 +554,9 @@ func (tu *NCCLTuner) modelTime(op Op, a Algorithm, p Protocol, bytes float64) (f
 	if !ok || alg <= 0 {
 		return 0, false
 	}
+	if tu.Before221 {
+		lat, alg = tu.before221(op, a, p, lat, alg)
+	}
 	if ls := log2i(int(bytes) >> 6); a == Tree && op == AllReduce && int(bytes)>>6 > 0 && ls < 23 {
 		alg *= treeCorrection[protoIndex(p)][ls]
 	}
@@ -555,6 +565,68 @@ func (tu *NCCLTuner) modelTime(op Op, a Algorithm, p Protocol, bytes float64) (f
 	}
 	return lat*1e-6 + bytes/(alg*1e9), true
 }
+
+// before221 is the latency (µs) and algorithm bandwidth (GB/s) that the
+// tuner of a release before 2.21 gives (a, p), from the newer model's: its
+// ring LL takes a quarter of the graph's bus bandwidth for an all-reduce
+// or across nodes, a third otherwise, where 2.21 takes half; its LL cap is
+// LLMaxBefore221GBps where the generation has one (Hopper's 87.7 against
+// 141); its NVLS latency is 23 µs against 25 (NVIDIA/nccl 2.21.5-1,
+// ab2b89c, src/graph/tuning.cc). Only the choice uses them: what the
+// chosen protocol then achieves is what it is measured to (Choose).
+func (tu *NCCLTuner) before221(op Op, a Algorithm, p Protocol, lat, alg float64) (float64, float64) {
+	g, ni := &tu.Gen, tu.nodeIndex()
+	llMax := g.LLMaxGBps[ni]
+	if g.LLMaxBefore221GBps[ni] > 0 {
+		llMax = g.LLMaxBefore221GBps[ni]
+	}
+	graph := float64(tu.GraphChannels) * tu.ChannelGBps
+	switch {
+	case a == Ring && p == LL:
+		f := 1.0 / 3
+		if tu.Nodes > 1 || op == AllReduce {
+			f = 1.0 / 4
+		}
+		_, bus, _, _ := tu.model(op, a, p)
+		alg *= math.Min(llMax, graph*f) / bus
+	case a == Tree && p == LL:
+		_, bus, _, _ := tu.model(op, a, p)
+		alg *= math.Min(bus, llMax) / bus
+	case a == NVLS:
+		lat = nvlsHWLatBefore221Us
+	}
+	return lat, alg
+}
+
+// OldestNCCLRelease is the oldest NCCL release whose tuning the tuner
+// models (NVLS, Hopper's tables: 2.18); NewestTuningChange the release
+// from which the defaults' constants hold (2.21).
+const (
+	OldestNCCLRelease  = "2.18"
+	NewestTuningChange = "2.21"
+)
+
+// NCCLReleaseBefore221 parses an NCCL release ("2.19", "2.19.3", "" for
+// the newest) and says whether its tuner chooses with the constants of
+// the releases before 2.21 (NCCLTuner.Before221).
+func NCCLReleaseBefore221(release string) (bool, error) {
+	if release == "" {
+		return false, nil
+	}
+	var major, minor, patch int
+	n, _ := fmt.Sscanf(release, "%d.%d.%d", &major, &minor, &patch)
+	if n < 2 || major < 0 || minor < 0 || patch < 0 || fmt.Sprint(major, ".", minor) != release && fmt.Sprint(major, ".", minor, ".", patch) != release {
+		return false, fmt.Errorf("must be a release such as \"2.19\" or \"2.19.3\", got %q", release)
+	}
+	if major < 2 || major == 2 && minor < 18 {
+		return false, fmt.Errorf("must be %s or later (older releases' tuning is not modelled), got %q", OldestNCCLRelease, release)
+	}
+	return major == 2 && minor < 21, nil
+}
+
+// nvlsHWLatBefore221Us is NVLS's NVLink latency in NCCL's model before
+// release 2.21 (25 from it: ncclHWLatUs).
+const nvlsHWLatBefore221Us = 23
 
 // channels is the number of channels (and the fraction of threads) NCCL
 // runs a choice with: the communicator's channels (twice the graph's,

@@ -80,6 +80,46 @@ func TestNCCLChoiceBySize(t *testing.T) {
 	}
 }
 
+// Releases before 2.21 price ring LL at a quarter of the graph's bus
+// bandwidth for an all-reduce (2.21: half, under the same 87.7 GB/s cap):
+// 60 GB/s on 8 A100s, so LL128 takes over at 1.205 MB where 2.21's tuner
+// keeps LL to 2.13 MB, as Vidur's DGX A100 kernel times switch (40 µs at
+// 1.15 MiB, 57 at 1.25: bench/fidelity COLLECTIVES.md). What LL then
+// achieves is the same either way.
+func TestNCCLChoiceBefore221(t *testing.T) {
+	tu := tuner(t, preset(t, "dgx-a100", 1), 8)
+	old := *tu
+	old.Before221 = true
+	latLL, _, _, _ := tu.model(AllReduce, Ring, LL)
+	lat128, _, alg128, _ := tu.model(AllReduce, Ring, LL128)
+	algLL := 240.0 / 4 * 8 / 14
+	cross := (lat128 - latLL) * 1e-6 / (1/(algLL*1e9) - 1/(alg128*1e9))
+	require.InEpsilon(t, 1.2052e6, cross, 1e-4)
+	for _, c := range []struct {
+		bytes      float64
+		old, newer Protocol
+	}{{0.95 * cross, LL, LL}, {1.05 * cross, LL128, LL}, {2.0e6, LL128, LL}, {2.3e6, LL128, LL128}} {
+		o, err := old.Choose(AllReduce, c.bytes)
+		require.NoError(t, err)
+		n, err := tu.Choose(AllReduce, c.bytes)
+		require.NoError(t, err)
+		require.Equal(t, c.old, o.Protocol, "%v bytes, before 2.21", c.bytes)
+		require.Equal(t, c.newer, n.Protocol, "%v bytes, 2.21", c.bytes)
+		if o.Protocol == n.Protocol {
+			require.Equal(t, n.TimeS(c.bytes), o.TimeS(c.bytes), "the choice alone differs")
+		}
+	}
+	for release, before := range map[string]bool{"": false, "2.18": true, "2.20.5": true, "2.21": false, "2.21.5": false, "2.30": false} {
+		b, err := NCCLReleaseBefore221(release)
+		require.NoError(t, err, release)
+		require.Equal(t, before, b, release)
+	}
+	for _, bad := range []string{"2.17", "1.9", "2", "2.19.x", "v2.19", "2.19.3.1", "-2.19"} {
+		_, err := NCCLReleaseBefore221(bad)
+		require.Error(t, err, bad)
+	}
+}
+
 // A small message runs on fewer channels: ring LL on 8 ranks needs 512
 // threads × 8·8 bytes = 32 KiB per channel, so 64 KiB runs on 2 of the 24
 // channels, and its bandwidth is 2/24 of LL's: 87.7 GB/s · 2/24 · 8/14.

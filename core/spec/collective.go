@@ -79,8 +79,14 @@ type Collective struct {
 	// Host: the host's figures for issue "torch" or "nccl_tests"; default
 	// the cluster preset's measured ones (net.MeasuredHost: dgx-a100,
 	// dgx-h100 for torch), required on other clusters.
-	Host   *CollectiveHost `json:"host,omitempty"`
-	Faults Faults          `json:"faults,omitempty"`
+	Host *CollectiveHost `json:"host,omitempty"`
+	// NCCLVersion is the NCCL release whose tuner algorithm "nccl" chooses
+	// as ("2.19", "2.20.5"; from 2.18): releases before 2.21 price their
+	// choice with older constants (net.NCCLReleaseBefore221: ring LL at a
+	// quarter of the bus bandwidth, so LL128 takes over at smaller sizes).
+	// Default the newest, whose choice 2.21 and later share.
+	NCCLVersion string `json:"nccl_version,omitempty"`
+	Faults      Faults `json:"faults,omitempty"`
 	// Flows adds the per-flow table (large: one row per transfer).
 	Flows bool `json:"flows,omitempty"`
 }
@@ -201,6 +207,11 @@ func (s *Collective) Defaults() {
 
 func (s *Collective) Validate(p *Problems) {
 	s.Cluster.Validate(p, "cluster")
+	if _, err := net.NCCLReleaseBefore221(s.NCCLVersion); err != nil {
+		p.Addf("nccl_version", "%v", err)
+	} else if s.NCCLVersion != "" && !slices.Contains(s.Algorithms, string(net.NCCL)) {
+		p.Addf("nccl_version", "applies to algorithm \"nccl\" (NCCL's tuner), which algorithms %v does not hold", s.Algorithms)
+	}
 	s.Faults.Validate(p, "faults")
 	if p.OneOf("collective", s.Collective, CollectiveNames()) {
 		for i, a := range s.Algorithms {

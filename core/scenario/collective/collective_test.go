@@ -220,13 +220,16 @@ func TestNCCLAlgorithm(t *testing.T) {
 // on a DGX A100 launches eight kernels a call, 8 × (5.2 µs + 0.3 µs a
 // channel) (net.MeasuredHost), which binds a 1 MiB all-reduce (NCCL runs
 // it on 24 channels in ~36 µs) and not a 1 GiB one; torch.distributed's
-// issue interval, 31.5 µs + 0.3 µs a channel, binds only below it; the
-// device mode is the collective alone.
+// issue interval (net.MeasuredHost's) + 0.3 µs a channel binds a call
+// shorter than it, such as 2 KiB between two GPUs; the device mode is the
+// collective alone.
 func TestIssueModesBoundACallByItsHost(t *testing.T) {
 	sizes := `"sizes_bytes":[1048576,1073741824]`
 	run := func(extra string) []collective.SummaryRow {
 		return table[collective.SummaryRow](t, runSpec(t, `{"kind":"collective","cluster":{"preset":"dgx-a100","nodes":1},`+sizes+extra+`}`), "summary")
 	}
+	host, ok := net.MeasuredHost("dgx-a100", net.IssueTorch)
+	require.True(t, ok)
 	dev := run("")
 	tests := run(`,"issue":"nccl_tests","gpus_per_thread":8`)
 	torch := run(`,"issue":"torch"`)
@@ -239,7 +242,7 @@ func TestIssueModesBoundACallByItsHost(t *testing.T) {
 		require.InEpsilon(t, dev[i].DeviceTimeS, torch[i].DeviceTimeS, 1e-12)
 		ch := float64(tests[i].NCCLChannels)
 		require.InDelta(t, 8*(5.2e-6+0.3e-6*ch), tests[i].HostFloorS, 1e-12)
-		require.InDelta(t, 31.5e-6+0.3e-6*ch, torch[i].HostFloorS, 1e-12)
+		require.InDelta(t, host.TorchIssueS+0.3e-6*ch, torch[i].HostFloorS, 1e-12)
 		for _, r := range []collective.SummaryRow{tests[i], torch[i]} {
 			require.Equal(t, max(r.DeviceTimeS, r.HostFloorS), r.TimeS)
 			require.InEpsilon(t, r.SizeBytes/r.TimeS, r.AlgbwBytesPerS, 1e-12)
@@ -247,7 +250,9 @@ func TestIssueModesBoundACallByItsHost(t *testing.T) {
 	}
 	require.Equal(t, 24, tests[0].NCCLChannels)
 	require.Greater(t, tests[0].HostFloorS, 2*tests[0].DeviceTimeS, "1 MiB: the launches bind")
-	require.Greater(t, torch[0].HostFloorS, torch[0].DeviceTimeS, "1 MiB: the issue interval binds")
+	pair := table[collective.SummaryRow](t, runSpec(t, `{"kind":"collective","cluster":{"preset":"dgx-a100","nodes":1},"group":[0,1],"sizes_bytes":[2048],"issue":"torch"}`), "summary")
+	require.Greater(t, pair[0].HostFloorS, pair[0].DeviceTimeS, "2 KiB on 2 GPUs: the issue interval binds")
+	require.Equal(t, pair[0].HostFloorS, pair[0].TimeS)
 	require.Equal(t, tests[1].DeviceTimeS, tests[1].TimeS, "1 GiB: the device binds")
 	// One process per GPU (mpirun's nccl-tests) launches one kernel a call.
 	one := run(`,"issue":"nccl_tests"`)
@@ -260,6 +265,9 @@ func TestIssueModesBoundACallByItsHost(t *testing.T) {
 func TestIssueSpecErrorsNameFields(t *testing.T) {
 	for _, c := range []struct{ js, path, msg string }{
 		{`"cluster":{"preset":"dgx-a100"},"issue":"mpi"`, "issue", `"device"`},
+		{`"cluster":{"preset":"dgx-a100"},"algorithms":["nccl"],"nccl_version":"2.17"`, "nccl_version", "must be 2.18 or later"},
+		{`"cluster":{"preset":"dgx-a100"},"algorithms":["nccl"],"nccl_version":"latest"`, "nccl_version", `such as "2.19"`},
+		{`"cluster":{"preset":"dgx-a100"},"algorithms":["ring"],"nccl_version":"2.19"`, "nccl_version", `applies to algorithm "nccl"`},
 		{`"cluster":{"preset":"dgx-a100"},"gpus_per_thread":8`, "gpus_per_thread", `applies to issue "nccl_tests" only`},
 		{`"cluster":{"preset":"dgx-a100"},"host":{"launch_s":1e-6}`, "host", `applies to issue "torch" or "nccl_tests" only`},
 		{`"cluster":{"preset":"dgx-a100"},"issue":"nccl_tests","gpus_per_thread":2000`, "gpus_per_thread", "1024"},
