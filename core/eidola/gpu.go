@@ -281,7 +281,10 @@ func (m *GPU) schedule(kind, cta, gen int, cycle int64) {
 		kind, cta, gen int
 		cycle          int64
 	}{kind, cta, gen, cycle})
-	m.sk.AtHandler(m.at(cycle), m, len(m.evs)-1)
+	// A cycle taken at or after now maps back to a time at or after now,
+	// but for rounding: near 10^6 s a float64 of picoseconds is 128 ps
+	// coarse, so cycle·psPer can land a few picoseconds before now.
+	m.sk.AtHandler(max(m.at(cycle), m.sk.Now()), m, len(m.evs)-1)
 }
 
 // Handle runs one scheduled event.

@@ -187,6 +187,20 @@ func TestSetupRunOnClusters(t *testing.T) {
 	assert.Contains(t, err.Error(), "cluster: has 8 GPUs, the group needs ghosts+1 = 16")
 }
 
+// A set-up run whose flags arrive near the simulated horizon's end (a
+// link latency of 999,999 s) schedules each arrival at or after the
+// instant it is delivered: there a float64 of picoseconds is 128 ps coarse,
+// and the cycle's time rounded a few picoseconds before now (grown-spec
+// test, seed 1378: a panic).
+func TestSetupRunNearTheHorizon(t *testing.T) {
+	s := decode(t, `{"kind":"eidola","ghosts":3,"gemm":{"m":256,"n":1000,"k":512},"tile":{"m":128,"n":8},"cluster":{"latency_s":999999}}`)
+	res, err := Run(scenario.Env{}, s, flat)
+	require.NoError(t, err)
+	for _, r := range tables(t, res)["summary"].([]SummaryRow) {
+		assert.Greater(t, r.KernelTimeS, 999999.0)
+	}
+}
+
 // Replaying a set-up run's script gives its GPU 0 cycle for cycle, with
 // core/compute's costs, in every mode and kernel: reduce CTAs poll while
 // the last GEMM wave computes, and each flag that becomes visible gives the
