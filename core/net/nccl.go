@@ -217,7 +217,7 @@ type NCCLTuner struct {
 	// fewer channels shares out (Choose).
 	BuiltGraphChannels int
 	// Before221 prices the choice with the tuning constants of the
-	// releases before NCCL 2.21 (NCCLRelease).
+	// releases before NCCL 2.21 (NCCLReleaseBefore221).
 	Before221 bool
 	// LinkBytesPerS is the bus bandwidth the ring's links carry at full
 	// efficiency, what the flow model's links give: inside a node the raw
@@ -599,12 +599,8 @@ func (tu *NCCLTuner) before221(op Op, a Algorithm, p Protocol, lat, alg float64)
 }
 
 // OldestNCCLRelease is the oldest NCCL release whose tuning the tuner
-// models (NVLS, Hopper's tables: 2.18); NewestTuningChange the release
-// from which the defaults' constants hold (2.21).
-const (
-	OldestNCCLRelease  = "2.18"
-	NewestTuningChange = "2.21"
-)
+// models (NVLS, Hopper's tables: 2.18).
+const OldestNCCLRelease = "2.18"
 
 // NCCLReleaseBefore221 parses an NCCL release ("2.19", "2.19.3", "" for
 // the newest) and says whether its tuner chooses with the constants of
