@@ -268,7 +268,7 @@ func (s *Inference) Validate(p *Problems) {
 	p.OneOf("custom_all_reduce_engine", s.CustomAllReduceEngine, net.CustomEngines())
 	p.OneOf("decode_attention", s.DecodeAttention, DecodeAttentionKernels())
 	validateWeightDType(p, "weight_dtype", s.WeightDType, s.DType, s.Model)
-	s.Host.validate(p, "host")
+	s.Host.validate(p, "host", false, s.Execution)
 	for i, r := range s.Requests {
 		path := Index("requests", i)
 		p.IntInRange(Field(path, "count"), r.Count, 1, 1<<20)

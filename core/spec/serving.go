@@ -469,7 +469,7 @@ func (s *Serving) Defaults() {
 // Validate reports every problem.
 func (s *Serving) Validate(p *Problems) {
 	p.OneOf("execution", s.Execution, ExecutionModes())
-	s.Host.validate(p, "host")
+	s.Host.validate(p, "host", false, s.Execution)
 	if q := s.Search; q != nil {
 		for _, l := range []struct {
 			name string

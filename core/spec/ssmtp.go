@@ -122,7 +122,7 @@ func (s *SSMTP) Validate(p *Problems) {
 		p.OneOf(Index("quantized_allreduce", i), v, QuantizedAllReduces())
 	}
 	p.OneOf("execution", s.Execution, ExecutionModes())
-	s.Host.validate(p, "host")
+	s.Host.validate(p, "host", false, s.Execution)
 	p.IntInRange("quant_block_elems", s.QuantBlockElems, 1, 1<<20)
 	p.IntInRange("batch", s.Batch, 1, 1<<20)
 	for i, v := range s.PromptLengths {

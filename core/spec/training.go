@@ -59,11 +59,28 @@ type HostCosts struct {
 // ExecutionModes are the allowed values of "execution".
 func ExecutionModes() []string { return []string{"eager", "cuda_graphs"} }
 
-func (h HostCosts) validate(p *Problems, path string) {
-	p.InRange(Field(path, "forward_op_s"), h.ForwardOpS, 0, 1)
-	p.InRange(Field(path, "backward_op_s"), h.BackwardOpS, 0, 1)
-	p.InRange(Field(path, "collective_s"), h.CollectiveS, 0, 1)
-	p.InRange(Field(path, "moe_op_s"), h.MoEOpS, 0, 1)
+// validate checks the costs of a training run (autograd: a backward
+// pass, Megatron-Core's MoE module code) or an inference one, issued as
+// execution says. A cost the run's host never pays would be ignored
+// silently: a training step in cuda_graphs replays every task from
+// graphs, and inference has no backward pass or MoE module code.
+func (h HostCosts) validate(p *Problems, path string, training bool, execution string) {
+	for _, f := range []struct {
+		name     string
+		v        float64
+		training bool // read by training runs alone
+	}{{"forward_op_s", h.ForwardOpS, false}, {"backward_op_s", h.BackwardOpS, true},
+		{"collective_s", h.CollectiveS, false}, {"moe_op_s", h.MoEOpS, true}} {
+		field := Field(path, f.name)
+		p.InRange(field, f.v, 0, 1)
+		switch {
+		case f.v == 0:
+		case training && execution == "cuda_graphs":
+			p.Addf(field, "applies to execution \"eager\": with cuda_graphs a training step replays every task from graphs")
+		case f.training && !training:
+			p.Addf(field, "applies to training (its backward pass and mixture-of-experts module code), not to this kind")
+		}
+	}
 }
 
 // Defaults fills optional fields.
@@ -85,7 +102,7 @@ func (s *Training) Validate(p *Problems) {
 	s.Step.validate(p, s.DType)
 	s.Parallel.Validate(p, "parallel")
 	p.OneOf("execution", s.Execution, ExecutionModes())
-	s.Host.validate(p, "host")
+	s.Host.validate(p, "host", true, s.Execution)
 	s.Routing.Validate(p, "routing")
 }
 

@@ -167,3 +167,19 @@ func TestWeightOnlyQuantization(t *testing.T) {
 		assert.Contains(t, err.Error(), "weight_dtype")
 	}
 }
+
+// A host cost that only training pays (a backward operator, Megatron-Core's
+// MoE module code) is refused on an inference run, not ignored; the
+// forward operator's and the NCCL call's are read (the prefill runs
+// eagerly under cuda_graphs).
+func TestHostCostsAnInferenceRunDoesNotPay(t *testing.T) {
+	run := func(host string) error {
+		_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(`{"kind":"inference","model":{"preset":"llama2-7b","layers":2},
+			"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1},"tp":2,"prompt_tokens":128,"output_tokens":4,"host":`+host+`}`))
+		return err
+	}
+	for _, f := range []string{"backward_op_s", "moe_op_s"} {
+		require.ErrorContains(t, run(`{"`+f+`":1e-4}`), "host."+f+": applies to training")
+	}
+	require.NoError(t, run(`{"forward_op_s":1e-4,"collective_s":1e-4}`))
+}

@@ -368,6 +368,8 @@ func TestExecutionMode(t *testing.T) {
 	for js, path := range map[string]string{
 		tiny(`,"execution":"lazy"`):         "execution",
 		tiny(`,"host":{"collective_s":-1}`): "host.collective_s",
+		// Graphs replay every task: a host cost would be ignored.
+		tiny(`,"execution":"cuda_graphs","host":{"forward_op_s":50e-6}`): `host.forward_op_s: applies to execution "eager"`,
 	} {
 		_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
 		var se *spec.Error
