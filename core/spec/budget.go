@@ -110,13 +110,28 @@ func (s *SeedFlood) Budget() Budget {
 		features = float64(d.LatentDim)
 		in = features
 	}
+	// widths: the floats one row of a forward/backward workspace holds
+	// (seedflood.Model.newWorkspace: the input, then each layer's output,
+	// its two-point twin and its gradient).
+	widths := in
 	if s.Model.Kind == "mlp" {
 		for _, h := range s.Model.Hidden {
 			params += in*float64(h) + float64(h)
 			in = float64(h)
+			widths += 3 * in
 		}
 	}
 	params += in*classes + classes
+	widths += 3 * classes
+	// Workspaces alive at once: a method's (a gossip method's and its
+	// zeroth-order estimator's: two) at batch_size, the evaluator's at its
+	// 256 rows, and pre-training's at its own batch; three at batch_size
+	// (measured: two methods of 4,096 rows of 2,048 classes allocate 251 MB,
+	// 1.2 times two workspaces' 209).
+	rows := 3*float64(s.BatchSize) + 256
+	if s.Pretrain.Kind == "source" {
+		rows += float64(s.Pretrain.BatchSize)
+	}
 	samples := float64(d.Samples)
 	if d.Kind == "inline" {
 		samples = float64(max(len(d.Features), len(d.Labels)))
@@ -135,6 +150,7 @@ func (s *SeedFlood) Budget() Budget {
 		{32 * clients * params, []string{"model.hidden", "topology.clients"}},
 		{16 * samples * perSample, []string{"dataset.samples", "dataset.n_features"}},
 		{mapped, []string{"dataset.latent_dim", "dataset.n_features"}},
+		{4 * rows * widths, []string{"batch_size", "dataset.classes", "model.hidden"}},
 	})
 	detail := fmt.Sprintf("%.3g parameters on each of %.0f clients, %.3g samples of %.0f features", params, clients, samples, features)
 	if latent > 0 {

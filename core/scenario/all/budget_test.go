@@ -59,6 +59,10 @@ func TestBudgetRefusesWithTheFields(t *testing.T) {
 		// features, 8 TB here, which ran out of memory before it was
 		// counted (grown-spec test, seed 436)
 		{`{"kind":"seedflood","topology":{"kind":"ring","clients":4},"steps":3,"dataset":{"samples":60,"n_features":1000000,"latent_dim":1000000,"classes":2}}`, "dataset.latent_dim", "GiB", 2 * gib},
+		// a minibatch's forward/backward buffers, 113 GB for 431,817 rows
+		// of 65,536 classes, which ran out of memory before they were
+		// counted (grown-spec test, seed 1463)
+		{`{"kind":"seedflood","topology":{"kind":"ring","clients":4},"steps":3,"batch_size":431817,"methods":["seedflood","dsgd"],"dataset":{"samples":60,"n_features":3,"classes":65536}}`, "batch_size", "GiB", 2 * gib},
 	} {
 		_, _, err := all.Admit([]byte(c.js), c.limit)
 		var se *spec.Error
@@ -103,6 +107,7 @@ func TestBudgetEstimatesTheAllocation(t *testing.T) {
 		`{"kind":"collective","cluster":{"topology":"fully_connected","gpus":512},"sizes_bytes":[1e9]}`,
 		`{"kind":"operators","gpu":"h100-sxm","model":{"preset":"llama2-7b","layers":8}}`,
 		`{"kind":"seedflood","topology":{"kind":"ring","clients":8},"steps":3,"methods":["seedflood","dsgd"],"dataset":{"samples":2000,"n_features":3000,"latent_dim":1500,"classes":4},"pretrain":{"kind":"source","steps":3}}`,
+		`{"kind":"seedflood","topology":{"kind":"ring","clients":4},"steps":2,"batch_size":4096,"methods":["seedflood","dsgd"],"dataset":{"samples":200,"n_features":3,"classes":2048}}`,
 		`{"kind":"operators","gpu":"h100-sxm","model":{"preset":"gpt-22b","layers":1024},"phase":"prefill"}`,
 		`{"kind":"eidola","script_source":"generator","generator":{"interval_s":1e-6}}`,
 		`{"kind":"eidola","script_source":"generator","generator":{"interval_s":1e-6},"ghosts":63,"gemm":{"m":16384,"n":8192,"k":4096}}`,
