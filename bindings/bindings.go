@@ -116,11 +116,12 @@ func Start(specJSON string, maxMemoryBytes float64) (handle int64, err error) {
 	defer guard(&err)
 	setSoftMemoryLimit()
 	data := []byte(specJSON)
-	limit := memoryLimit(maxMemoryBytes)
-	if err := checkCeiling(data, maxMemoryBytes); err != nil {
+	ceiling := machineBytes()
+	if err := spec.CheckMemoryCeiling(maxMemoryBytes, ceiling); err != nil {
 		return 0, classify(err)
 	}
-	if _, _, err := all.Admit(data, limit); err != nil {
+	limit := memoryLimit(maxMemoryBytes)
+	if _, _, err := all.AdmitWithin(data, limit, ceiling); err != nil {
 		return 0, classify(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -315,9 +316,10 @@ func Result(handle int64) (bundle []byte, err error) {
 // maxMemoryBytes is as for Start.
 func Validate(specJSON string, maxMemoryBytes float64) (problems string, err error) {
 	defer guard(&err)
-	verr := checkCeiling([]byte(specJSON), maxMemoryBytes)
+	ceiling := machineBytes()
+	verr := spec.CheckMemoryCeiling(maxMemoryBytes, ceiling)
 	if verr == nil {
-		verr = all.Validate([]byte(specJSON), memoryLimit(maxMemoryBytes))
+		verr = all.ValidateWithin([]byte(specJSON), memoryLimit(maxMemoryBytes), ceiling)
 	}
 	var se *spec.Error
 	if errors.As(verr, &se) {

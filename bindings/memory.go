@@ -1,15 +1,12 @@
 package bindings
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
 	"runtime/debug"
 	"sync"
 	"syscall"
-
-	"github.com/eidolon-sim/eidolon/core/spec"
 )
 
 // DefaultMaxMemoryBytes is the memory a run may be estimated to need when
@@ -36,26 +33,10 @@ func DefaultMaxMemoryBytes() float64 {
 	return limit / 2
 }
 
-// checkCeiling refuses a memory limit, the caller's or the spec's
-// max_memory_bytes, above this machine's memory (twice
-// DefaultMaxMemoryBytes): the limit is what lets a large run start, and one
-// estimated above what the machine has would exhaust it and kill the
-// interpreter. Nothing is refused where the machine's memory is unknown.
-func checkCeiling(data []byte, maxMemoryBytes float64) error {
-	ceiling := 2 * DefaultMaxMemoryBytes()
-	if ceiling <= 0 {
-		return nil
-	}
-	var head struct {
-		MaxMemoryBytes float64 `json:"max_memory_bytes"`
-	}
-	_ = json.Unmarshal(data, &head) // a malformed spec is the decoder's to report
-	var p spec.Problems
-	if v := math.Max(maxMemoryBytes, head.MaxMemoryBytes); v > ceiling {
-		p.Addf("max_memory_bytes", "must not exceed this machine's memory, %.3g bytes (or what its address-space limit leaves): a run estimated above it would exhaust the machine; got %.3g", ceiling, v)
-	}
-	return p.Err()
-}
+// machineBytes is this machine's memory, or what the address-space limit
+// leaves (twice DefaultMaxMemoryBytes; 0: unknown): the most a memory
+// limit may allow.
+func machineBytes() float64 { return 2 * DefaultMaxMemoryBytes() }
 
 // mappedBytes is the process's virtual size (/proc/self/statm's first
 // field, in pages); 0 where it cannot be read.
@@ -88,8 +69,8 @@ func setSoftMemoryLimit() {
 		if os.Getenv("GOMEMLIMIT") != "" {
 			return
 		}
-		if half := DefaultMaxMemoryBytes(); half > 0 {
-			debug.SetMemoryLimit(int64(softLimitShare * 2 * half))
+		if m := machineBytes(); m > 0 {
+			debug.SetMemoryLimit(int64(softLimitShare * m))
 		}
 	})
 }

@@ -78,6 +78,18 @@ func CheckBudget(b Budget, memLimit, eventLimit float64) error {
 	return nil
 }
 
+// CheckMemoryCeiling refuses a memory limit above a machine's memory,
+// ceiling bytes (0: unknown, nothing refused): the limit is what lets a
+// large run start, and one estimated above what the machine has would
+// exhaust it and kill the process.
+func CheckMemoryCeiling(limit, ceiling float64) error {
+	var p Problems
+	if ceiling > 0 && limit > ceiling {
+		p.Addf("max_memory_bytes", "must not exceed this machine's memory, %.3g bytes (or what its address-space limit leaves): a run estimated above it would exhaust the machine; got %.3g", ceiling, limit)
+	}
+	return p.Err()
+}
+
 // ValidateLimits checks the header's max_memory_bytes and max_events.
 func (h *Header) ValidateLimits(p *Problems) {
 	if h.MaxMemoryBytes != 0 && (!(h.MaxMemoryBytes > 0) || math.IsInf(h.MaxMemoryBytes, 0)) {

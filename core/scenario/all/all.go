@@ -102,11 +102,18 @@ func overlapsAny(path string, ps []spec.Problem) bool {
 //
 // maxMemoryBytes is the memory limit when the spec sets none (0: none).
 func Validate(data []byte, maxMemoryBytes float64) error {
+	return ValidateWithin(data, maxMemoryBytes, 0)
+}
+
+// ValidateWithin is Validate on a machine of ceiling bytes (0: unknown): a
+// spec's max_memory_bytes above it is refused, as it would admit a run
+// that exhausts the machine.
+func ValidateWithin(data []byte, maxMemoryBytes, ceiling float64) error {
 	k, s, err := Decode(data)
 	if err != nil {
 		return err
 	}
-	if err := checkBudget(s, maxMemoryBytes); err != nil {
+	if err := checkBudget(s, maxMemoryBytes, ceiling); err != nil {
 		return err
 	}
 	if k.Check == nil {
@@ -118,22 +125,32 @@ func Validate(data []byte, maxMemoryBytes float64) error {
 // Admit decodes a spec document and checks its budget against
 // maxMemoryBytes (see Validate): what a run needs to be allowed to start.
 func Admit(data []byte, maxMemoryBytes float64) (scenario.Kind, scenario.Spec, error) {
+	return AdmitWithin(data, maxMemoryBytes, 0)
+}
+
+// AdmitWithin is Admit on a machine of ceiling bytes (see ValidateWithin).
+func AdmitWithin(data []byte, maxMemoryBytes, ceiling float64) (scenario.Kind, scenario.Spec, error) {
 	k, s, err := Decode(data)
 	if err != nil {
 		return k, s, err
 	}
-	return k, s, checkBudget(s, maxMemoryBytes)
+	return k, s, checkBudget(s, maxMemoryBytes, ceiling)
 }
 
-// checkBudget refuses a spec whose estimated memory (spec.Budget) exceeds
+// checkBudget refuses a spec whose max_memory_bytes exceeds the machine's
+// ceiling (0: unknown), or whose estimated memory (spec.Budget) exceeds
 // its max_memory_bytes, or limit when it sets none, or whose estimated
 // events exceed its max_events (default spec.DefaultMaxEvents).
-func checkBudget(s scenario.Spec, limit float64) error {
+func checkBudget(s scenario.Spec, limit, ceiling float64) error {
+	m := s.Head().MaxMemoryBytes
+	if err := spec.CheckMemoryCeiling(m, ceiling); err != nil {
+		return err
+	}
 	b, ok := s.(spec.Budgeted)
 	if !ok {
 		return nil
 	}
-	if m := s.Head().MaxMemoryBytes; m > 0 {
+	if m > 0 {
 		limit = m
 	}
 	return spec.CheckBudget(b.Budget(), limit, s.Head().MaxEvents)
@@ -145,7 +162,7 @@ func Run(env scenario.Env, data []byte) (scenario.Spec, scenario.Result, error) 
 	if err != nil {
 		return nil, scenario.Result{}, err
 	}
-	if err := checkBudget(s, env.MaxMemoryBytes); err != nil {
+	if err := checkBudget(s, env.MaxMemoryBytes, 0); err != nil {
 		return nil, scenario.Result{}, err
 	}
 	res, err := k.Run(env, s)
