@@ -550,12 +550,12 @@ func log2i(x int) int {
 // modelTime is ncclTopoGetAlgoTime: latency + bytes / bandwidth, with the
 // tree's medium-size correction and the multi-node ring plateau.
 func (tu *NCCLTuner) modelTime(op Op, a Algorithm, p Protocol, bytes float64) (float64, bool) {
-	lat, _, alg, ok := tu.model(op, a, p)
+	lat, bus, alg, ok := tu.model(op, a, p)
 	if !ok || alg <= 0 {
 		return 0, false
 	}
 	if tu.Before221 {
-		lat, alg = tu.before221(op, a, p, lat, alg)
+		lat, alg = tu.before221(op, a, p, lat, bus, alg)
 	}
 	if ls := log2i(int(bytes) >> 6); a == Tree && op == AllReduce && int(bytes)>>6 > 0 && ls < 23 {
 		alg *= treeCorrection[protoIndex(p)][ls]
@@ -567,30 +567,29 @@ func (tu *NCCLTuner) modelTime(op Op, a Algorithm, p Protocol, bytes float64) (f
 }
 
 // before221 is the latency (µs) and algorithm bandwidth (GB/s) that the
-// tuner of a release before 2.21 gives (a, p), from the newer model's: its
+// tuner of a release before 2.21 gives (a, p), from the newer model's
+// (latency, bus and algorithm bandwidth): its
 // ring LL takes a quarter of the graph's bus bandwidth for an all-reduce
 // or across nodes, a third otherwise, where 2.21 takes half; its LL cap is
 // LLMaxBefore221GBps where the generation has one (Hopper's 87.7 against
 // 141); its NVLS latency is 23 µs against 25 (NVIDIA/nccl 2.21.5-1,
 // ab2b89c, src/graph/tuning.cc). Only the choice uses them: what the
 // chosen protocol then achieves is what it is measured to (Choose).
-func (tu *NCCLTuner) before221(op Op, a Algorithm, p Protocol, lat, alg float64) (float64, float64) {
+func (tu *NCCLTuner) before221(op Op, a Algorithm, p Protocol, lat, bus, alg float64) (float64, float64) {
 	g, ni := &tu.Gen, tu.nodeIndex()
 	llMax := g.LLMaxGBps[ni]
 	if g.LLMaxBefore221GBps[ni] > 0 {
 		llMax = g.LLMaxBefore221GBps[ni]
 	}
-	graph := float64(tu.GraphChannels) * tu.ChannelGBps
 	switch {
 	case a == Ring && p == LL:
 		f := 1.0 / 3
 		if tu.Nodes > 1 || op == AllReduce {
 			f = 1.0 / 4
 		}
-		_, bus, _, _ := tu.model(op, a, p)
+		graph := float64(tu.GraphChannels) * tu.ChannelGBps
 		alg *= math.Min(llMax, graph*f) / bus
 	case a == Tree && p == LL:
-		_, bus, _, _ := tu.model(op, a, p)
 		alg *= math.Min(bus, llMax) / bus
 	case a == NVLS:
 		lat = nvlsHWLatBefore221Us
