@@ -47,7 +47,9 @@ const (
 		"memory, and TMA writes both slices into it, at 128 bytes a clock an SM, which binds a 64-column tile below the main " +
 		"loop's rate; the presets price Ampere's 64 × 64 warp tiles, which never bind): H100 training objective 0.0396 " +
 		"refitted from the presets (0.0401 at the valley's fixed point without it), held-out GEMM 6.2% (6.1% counting the " +
-		"reads alone), no nearer 5%"
+		"reads alone), no nearer 5%; the library's pick as a draw over the candidate tiles rather than the best one (each " +
+		"candidate weighted by exp(-(t/t_best - 1)/τ), its expected time priced): 5.1% / 6.2% at τ = 0.03 and 5.1% / 6.0% at " +
+		"0.08, refitted (the fit moves the main loop faster to pay for the slower draws; 6.5% / 8.3% at 0.02 / 0.1 unrefitted)"
 	normNotes = "The norm (rms_norm, a row kernel): its input read at L2's bandwidth while it fits a quarter of L2, " +
 		"less of it beyond, none from twice that (compute's residentStream: the residual add wrote the rows in the order " +
 		"the norm reads them, and the norm's own misses evict what it has not reached; keeping the quarter at every size, " +
