@@ -1,6 +1,10 @@
 package topo
 
-import "github.com/eidolon-sim/eidolon/core/rng"
+import (
+	"slices"
+
+	"github.com/eidolon-sim/eidolon/core/rng"
+)
 
 // torusInfo remembers the shape of a torus or mesh built by Torus/Mesh:
 // GPU device id = row-major index of its coordinates.
@@ -16,6 +20,8 @@ type bfsScratch struct {
 	stampS, stampT []uint32
 	distS, distT   []int32
 	next, orderT   []int32
+	orderS         []int32 // every device given a source distance
+	cands          []int32
 	gen            uint32
 }
 
@@ -86,6 +92,7 @@ func (t *Topology) shortest(src, dst int) []int32 {
 	frontS := []int32{int32(src)}
 	frontT := []int32{int32(dst)}
 	s.orderT = append(s.orderT[:0], int32(dst)) // the t ball in breadth-first order
+	s.orderS = append(s.orderS[:0], int32(src))
 	radiusS := int32(0)
 	// Grow the smaller ball by one full level until a device lies in both
 	// balls and may carry the path; then d = ds + dt there (every path
@@ -124,6 +131,7 @@ func (t *Topology) shortest(src, dst int) []int32 {
 						continue
 					}
 					s.stampS[v], s.distS[v] = gen, s.distS[u]+1
+					s.orderS = append(s.orderS, int32(v))
 				} else {
 					v = t.Links[l].Src
 					if s.stampT[v] == gen {
@@ -171,21 +179,14 @@ func (t *Topology) shortest(src, dst int) []int32 {
 		}
 		if best >= 0 {
 			s.stampS[v], s.distS[v] = gen, best
+			s.orderS = append(s.orderS, int32(v))
 		}
 	}
 	hops := int(d)
 	path := make([]int32, hops)
 	v := dst
 	for h := hops - 1; h >= 0; h-- {
-		// Candidates: usable links into v from a forwarding device one hop closer.
-		var cands [8]int32
-		c := cands[:0]
-		for _, l := range t.in[v] {
-			u := t.Links[l].Src
-			if s.stampS[u] == gen && int(s.distS[u]) == h && t.Usable(int(l)) && (u == src || t.forwards(u)) {
-				c = append(c, l)
-			}
-		}
+		c := s.predecessors(t, src, v, int32(h), gen)
 		pick := c[0]
 		if len(c) > 1 {
 			pick = c[rng.Mix(uint64(src), uint64(dst), uint64(h))%uint64(len(c))]
@@ -194,6 +195,39 @@ func (t *Topology) shortest(src, dst int) []int32 {
 		v = t.Links[pick].Src
 	}
 	return path
+}
+
+// predecessors are the usable links into v from a device that may carry
+// the path at source distance h, in link order (t.in's). A spine's
+// in-links are every leaf's, so where the devices placed from the source
+// are fewer than v's in-links, their out-links are searched instead.
+func (s *bfsScratch) predecessors(t *Topology, src, v int, h int32, gen uint32) []int32 {
+	c := s.cands[:0]
+	carries := func(u int, l int32) bool {
+		return s.stampS[u] == gen && s.distS[u] == h && t.Usable(int(l)) && (u == src || t.forwards(u))
+	}
+	if len(t.in[v]) <= len(s.orderS) {
+		for _, l := range t.in[v] {
+			if carries(t.Links[l].Src, l) {
+				c = append(c, l)
+			}
+		}
+	} else {
+		for _, u32 := range s.orderS {
+			u := int(u32)
+			if s.distS[u] != h {
+				continue
+			}
+			for _, l := range t.out[u] {
+				if t.Links[l].Dst == v && carries(u, l) {
+					c = append(c, l)
+				}
+			}
+		}
+		slices.Sort(c)
+	}
+	s.cands = c
+	return c
 }
 
 // dimensionOrder routes on a torus or mesh one dimension at a time, in the
