@@ -79,7 +79,10 @@ func scaleStep(b *testing.B, js string) {
 // A100s; Llama 3.1 405B as Meta trained it on 16,384 H100s (Dubey et al.
 // 2024, Table 4: TP 8, PP 16, DP 128, sequence 8,192, 16 sequences per
 // data-parallel rank, i.e. 2,048 per step), healthy and with one degraded
-// cable, which breaks the replicas' symmetry.
+// cable, which breaks the replicas' symmetry; and a small model's many
+// replicas: Llama 2 7B at TP 4, PP 2 on 131,072 A100s (16,384 nodes, one
+// replica a node), whose set-up routes every replica's rings through the
+// fabric.
 // Run one per process: go test ./bench -run '^$' -bench 'TrainingScale/gpt3/gpus=65536$' -benchtime 1x
 func BenchmarkTrainingScale(b *testing.B) {
 	gpt3 := func(nodes int) string {
@@ -95,6 +98,10 @@ func BenchmarkTrainingScale(b *testing.B) {
 			"parallel":{"tp":8,"pp":16,"micro_batch":1,"global_batch":2048,"sequence_parallel":true},"seq_len":8192,"dtype":"bf16"` + faults + `}`
 	}
 	b.Run("llama3-405b/gpus=16384", func(b *testing.B) { scaleStep(b, llama("")) })
+	b.Run("llama2-7b/gpus=131072", func(b *testing.B) {
+		scaleStep(b, `{"kind":"training","model":"llama2-7b","gpu":"a100-80gb-sxm","cluster":{"preset":"dgx-a100","nodes":16384},
+			"parallel":{"tp":4,"pp":2,"micro_batch":1,"global_batch":131072},"seq_len":2048}`)
+	})
 	b.Run("llama3-405b/gpus=16384/degraded_cable", func(b *testing.B) {
 		scaleStep(b, llama(`,"faults":{"links":[{"src":"n1000.nic3","dst":"rail3.leaf31","health":0.25}]}`))
 	})
