@@ -115,7 +115,7 @@ func (j Job) Options(m *exec.Machine) exec.Options {
 // builds the plan for the cluster's GPU count and runs it.
 func (j Job) Run(env scenario.Env, modify func(m *exec.Machine) error,
 	build func(gpus int) (*workload.Plan, []workload.Memory, error)) (*Finished, error) {
-	m, err := j.machine(modify)
+	m, err := j.machine(env, modify)
 	if err != nil {
 		return nil, err
 	}
@@ -126,9 +126,10 @@ func (j Job) Run(env scenario.Env, modify func(m *exec.Machine) error,
 	return j.runWhole(env, m, plan, mems)
 }
 
-// machine builds the job's machine and lets modify change it.
-func (j Job) machine(modify func(m *exec.Machine) error) (*exec.Machine, error) {
-	m, err := compile.Machine(j.Path, j.Cluster, j.GPU, j.Faults, j.Seed)
+// machine builds the job's machine (stopping when env is canceled) and
+// lets modify change it.
+func (j Job) machine(env scenario.Env, modify func(m *exec.Machine) error) (*exec.Machine, error) {
+	m, err := compile.MachineContext(env.Context(), j.Path, j.Cluster, j.GPU, j.Faults, j.Seed)
 	if err != nil {
 		return nil, err
 	}

@@ -49,7 +49,7 @@ const SegmentSteps = spec.InferenceSegmentSteps
 // build has run.
 func (j Job) RunStepped(env scenario.Env, modify func(m *exec.Machine) error,
 	build func(gpus int) (Stepped, error), marks func() []string) (*Finished, error) {
-	m, err := j.machine(modify)
+	m, err := j.machine(env, modify)
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +90,7 @@ func (j Job) RunStepped(env scenario.Env, modify func(m *exec.Machine) error,
 	if err != nil || ok {
 		return r, err
 	}
-	if m, err = j.machine(modify); err != nil {
+	if m, err = j.machine(env, modify); err != nil {
 		return nil, err
 	}
 	return whole(m)

@@ -243,7 +243,7 @@ func bound(tr workload.Training, sz *workload.Sizing, rs *rings) (float64, error
 }
 
 func run(env scenario.Env, s *spec.ParallelSearch) (scenario.Result, error) {
-	m, err := compile.Machine("", s.Cluster, s.GPU, spec.Faults{}, s.Seed)
+	m, err := compile.MachineContext(env.Context(), "", s.Cluster, s.GPU, spec.Faults{}, s.Seed)
 	if err != nil {
 		return scenario.Result{}, err
 	}

@@ -436,7 +436,7 @@ func Host(s *spec.SSMTP) exec.Host {
 
 // simulateOne runs one configuration on a fresh machine.
 func simulateOne(env scenario.Env, s *spec.SSMTP, in workload.Inference, q quant.Format, kern string) (run, error) {
-	m, err := compile.Machine("", s.Cluster, s.GPU, spec.Faults{}, s.Seed)
+	m, err := compile.MachineContext(env.Context(), "", s.Cluster, s.GPU, spec.Faults{}, s.Seed)
 	if err != nil {
 		return run{}, err
 	}
