@@ -131,7 +131,7 @@ func Start(specJSON string, maxMemoryBytes float64) (handle int64, err error) {
 	handle = nextID
 	runs[handle] = r
 	runsMu.Unlock()
-	go r.simulate(ctx, data, limit)
+	go r.supervise(ctx, func() ([]byte, error) { return r.simulate(ctx, data, limit) })
 	return handle, nil
 }
 
@@ -143,9 +143,35 @@ func memoryLimit(maxMemoryBytes float64) float64 {
 	return DefaultMaxMemoryBytes()
 }
 
-func (r *run) simulate(ctx context.Context, data []byte, limit float64) {
+// supervise runs work on its own goroutine and ends the run with its
+// outcome, or with the cancellation as soon as the run is canceled: Ctrl-C
+// returns at once even from a stretch of work that checks for it only
+// every second or more (building the routes of a 65,536-rank ring, a
+// collection on a heap of gigabytes), which then finishes behind it and
+// is dropped.
+func (r *run) supervise(ctx context.Context, work func() ([]byte, error)) {
 	defer close(r.done)
-	defer guard(&r.err)
+	type outcome struct {
+		bundle []byte
+		err    error
+	}
+	finished := make(chan outcome, 1)
+	go func() {
+		var o outcome
+		defer func() { finished <- o }()
+		defer guard(&o.err) // a panic on this goroutine would abort Python
+		o.bundle, o.err = work()
+	}()
+	select {
+	case o := <-finished:
+		r.result, r.err = o.bundle, o.err
+	case <-ctx.Done():
+		r.err = classify(ctx.Err())
+	}
+}
+
+// simulate runs a spec and bundles its tables.
+func (r *run) simulate(ctx context.Context, data []byte, limit float64) ([]byte, error) {
 	start := time.Now()
 	env := scenario.Env{Ctx: ctx, Progress: func(f float64) {
 		r.mu.Lock()
@@ -154,13 +180,11 @@ func (r *run) simulate(ctx context.Context, data []byte, limit float64) {
 	}, Clock: func() float64 { return time.Since(start).Seconds() }, MaxMemoryBytes: limit}
 	s, res, err := all.Run(env, data)
 	if err != nil {
-		r.err = classify(err)
-		return
+		return nil, classify(err)
 	}
 	canonical, err := json.Marshal(s)
 	if err != nil {
-		r.err = classify(err)
-		return
+		return nil, classify(err)
 	}
 	meta := map[string]string{
 		"eidolon_version": Version,
@@ -177,33 +201,13 @@ func (r *run) simulate(ctx context.Context, data []byte, limit float64) {
 	// after). A small one skips both, which would double a 3 ms run.
 	large := resultRows(res.Tables) > largeResultRows
 	if large {
-		if r.err = collect(ctx, runtime.GC); r.err != nil {
-			return
-		}
+		runtime.GC()
 	}
-	r.result, r.err = encode(res.Tables, meta, env.Canceled)
-	if large && r.err == nil {
-		r.err = collect(ctx, debug.FreeOSMemory)
+	bundle, err := encode(res.Tables, meta, env.Canceled)
+	if large && err == nil {
+		debug.FreeOSMemory()
 	}
-}
-
-// collect runs a collection (a second or two on a heap of gigabytes, which
-// nothing interrupts) on its own goroutine, so that Ctrl-C ends the run
-// at once and the collection finishes behind it.
-func collect(ctx context.Context, gc func()) error {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		var ignored error
-		defer guard(&ignored) // a panic on this goroutine would abort Python
-		gc()
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return classify(ctx.Err())
-	}
+	return bundle, err
 }
 
 // largeResultRows is the rows (of every table) from which a result's

@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime/debug"
 	"testing"
+	"time"
 
 	"github.com/eidolon-sim/eidolon/core/scenario"
 	"github.com/eidolon-sim/eidolon/core/scenario/all"
@@ -262,16 +263,39 @@ func TestBadModelBesideAnUnknownFieldIsASpecError(t *testing.T) {
 	require.ErrorContains(t, runAll(t, js), "SpecError")
 }
 
-// A collection that is still running when the run is canceled does not
-// hold the run's end: collect returns the cancellation while the
-// collection goes on behind it.
-func TestCollectReturnsOnCancel(t *testing.T) {
+// Work that does not look at the cancellation does not hold the run's end
+// (building a 65,536-rank ring's routes, a collection on a heap of
+// gigabytes): the run ends canceled at once, and the work finishes behind
+// it and is dropped. Work that ends first gives the run its outcome, a
+// panic's as an InternalError.
+func TestSuperviseEndsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	release, finished := make(chan struct{}), make(chan struct{})
+	r := &run{cancel: cancel, done: make(chan struct{})}
+	go r.supervise(ctx, func() ([]byte, error) {
+		<-release
+		close(finished)
+		return []byte("late"), nil
+	})
 	cancel()
-	err := collect(ctx, func() { <-release; close(finished) })
-	require.ErrorContains(t, err, "Canceled")
+	within := func(c chan struct{}) {
+		select {
+		case <-c:
+		case <-time.After(10 * time.Second):
+			t.Fatal("not within 10 s")
+		}
+	}
+	within(r.done)
+	require.EqualError(t, r.err, "Canceled: run interrupted")
+	require.Nil(t, r.result)
 	close(release)
-	<-finished
-	require.NoError(t, collect(context.Background(), func() {}))
+	within(finished)
+
+	r = &run{done: make(chan struct{})}
+	r.supervise(context.Background(), func() ([]byte, error) { return []byte("tables"), nil })
+	require.NoError(t, r.err)
+	require.Equal(t, []byte("tables"), r.result)
+	r = &run{done: make(chan struct{})}
+	r.supervise(context.Background(), func() ([]byte, error) { panic("mid-run") })
+	require.ErrorContains(t, r.err, "InternalError: panic: mid-run")
 }

@@ -110,3 +110,14 @@ def test_validating_a_large_cluster_is_interrupted():
     res = json.loads(out.stdout.strip().splitlines()[-1])
     assert res["outcome"] == "interrupted", res
     assert res["elapsed"] < 1, f"{res['elapsed']:.2f} s from SIGINT to KeyboardInterrupt"
+
+
+def test_training_on_half_a_million_gpus_is_interrupted():
+    # 524,288 GPUs: building the cluster takes about 3 s, and computing the
+    # replicas' routes seconds more; neither used to see the Ctrl-C (3-4 s)
+    spec = {"kind": "training", "model": "llama2-7b", "gpu": A100, "cluster": {"preset": "dgx-a100", "nodes": 65536},
+            "parallel": {"tp": 4, "pp": 2, "global_batch": 524288}, "seq_len": 2048}
+    for delay_s in (1.0, 5.0):
+        res = interrupt(spec, delay_s=delay_s, timeout_s=120)
+        assert res["outcome"] == "interrupted", res
+        assert res["elapsed"] < 2, f"Ctrl-C {delay_s} s in: {res['elapsed']:.2f} s to KeyboardInterrupt"
