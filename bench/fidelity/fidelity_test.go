@@ -24,13 +24,16 @@ const mosaicNote = "Each row runs as the source ran it (bench/fidelity/mosaic.go
 	"checkpointed 4,096-token one come out within 10 % (−1.5 to +9.8 %): the MPT block, FSDP's per-layer gathers and " +
 	"reduce-scatters and the recomputation of another framework than Megatron, priced by the same mechanism. Longer " +
 	"sequences come out 22–48 % fast on A100, as attention becomes most of the work (more than half of the 1B model's at " +
-	"32K): the runs used LLM Foundry's Triton FlashAttention of 2022–23 (attn_impl triton in the MPT yamls and in " +
-	"submit_benchmarks.py), which the model does not price (it runs FlashAttention-2's schedule at the tensor rate). On " +
-	"H100 every row is 15–95 % fast (the 2,048-token ones 15–45 %): the same stack reaches 26–46 % MFU on H100 in the source's table against 45–64 % on " +
-	"A100, where the model's H100 kernel parameters are fitted on Vidur's 2024 kernels. The image is PyTorch 2.0.1 built " +
-	"on CUDA 11.8, Hopper's first CUDA, and the Triton attention predates Hopper's instructions (FlashAttention-2, written " +
-	"for Ampere, reaches 35 % of the H100's peak, Shah et al. 2024). What that stack lost on Hopper is not modelled: the " +
-	"rows show what pricing 2024's H100 kernels assumes."
+	"32K): the runs' attention is LLM Foundry's Triton FlashAttention of 2022–23 (attn_impl triton; " +
+	"llmfoundry/models/layers/flash_attn_triton.py, compiled by the pre-MLIR Triton), whose docstring puts its forward " +
+	"and backward together \"slightly slower\" than the CUDA FlashAttention of then, and the rows price FlashAttention-2's " +
+	"kernels, about twice that FlashAttention's speed (Dao 2023); the Triton kernel's own schedule is not modelled. That " +
+	"Triton emits Ampere's mma.sync on H100 too, so the rows run flash_attention_2 (the kernels built on mma.sync, at " +
+	"Hopper's SyncMMAFraction of the main loop; priced as the H100's own fused attention they read +15 to +95 %). On H100 " +
+	"every row is 13–52 % fast (the 2,048-token ones 13–38 %): the same stack reaches 26–46 % MFU on H100 in the source's " +
+	"table against 45–64 % on A100, where the model's H100 GEMM parameters are fitted on Vidur's 2024 kernels. The image " +
+	"is PyTorch 2.0.1 built on CUDA 11.8, Hopper's first CUDA; what its GEMMs lost on Hopper is not modelled: the rows " +
+	"show what pricing 2024's H100 GEMMs assumes."
 
 func TestFidelityTable(t *testing.T) {
 	if KernelsDir() == "" {

@@ -14,7 +14,10 @@ import (
 // limit_all_gathers, amp_bf16 (MP mode DEFAULT), the runs' activation
 // checkpointing, sweep.sh's image mosaicml/pytorch:2.0.1_cu118 (PyTorch
 // 2.0.1 built on CUDA 11.8) and the MPT yamls' attn_impl triton (the
-// Triton FlashAttention of 2022-23).
+// Triton FlashAttention of 2022-23, llmfoundry/models/layers/
+// flash_attn_triton.py, compiled by the pre-MLIR Triton: Ampere's mma.sync
+// on either GPU, so the rows run flash_attention_2, the kernels built on
+// it, which on Hopper run at hw.GPU.SyncMMAFraction of the main loop).
 const mosaicSrc = "mosaicml/llm-foundry scripts/train/benchmarking/README.md (MPT, FSDP FULL_SHARD, amp_bf16, attn_impl triton, PyTorch 2.0.1 on CUDA 11.8)"
 
 // mptShape is an MPT yaml's d_model, n_heads and n_layers
@@ -70,7 +73,7 @@ func mosaicSpec(r MosaicRow) string {
 	return fmt.Sprintf(`{"kind":"training","model":{"family":"gpt","hidden":%d,"heads":%d,"layers":%d,"ffn_hidden":%d,"vocab":50368,"tied_embeddings":true,"positions":%d},
 		"gpu":%q,"cluster":{"preset":%q,"nodes":%d},
 		"parallel":{"tp":1,"pp":1,"micro_batch":%d,"global_batch":%d,"recompute":%q,"zero":3,"overlap_grad_reduce":true},
-		"seq_len":%d,"dtype":"bf16","make_vocab_size_divisible_by":1}`, s[0], s[1], s[2], 4*s[0], r.Seq, gpu, preset, r.GPUs/8, r.MB, r.MB*r.Accum*r.GPUs, rec, r.Seq)
+		"seq_len":%d,"dtype":"bf16","make_vocab_size_divisible_by":1,"flash_attention_2":true}`, s[0], s[1], s[2], 4*s[0], r.Seq, gpu, preset, r.GPUs/8, r.MB, r.MB*r.Accum*r.GPUs, rec, r.Seq)
 }
 
 // MosaicFidelityRows runs MosaicRows.
