@@ -579,6 +579,20 @@ func (s *SeedFlood) validateInline(p *Problems) {
 	if len(d.Labels) < 4 {
 		p.Addf("dataset.labels", "need at least 4 labelled rows, got %d", len(d.Labels))
 	}
+	// The values are stored as float32 and squared when standardized.
+	rows, field := d.Features, func(r, c int) string { return Index(Index("dataset.features", r), c) }
+	if len(d.FeaturesFlat) > 0 {
+		rows, field = [][]float64{d.FeaturesFlat}, func(_, c int) string { return Index("dataset.features_flat", c) }
+	}
+huge:
+	for r, row := range rows {
+		for c, v := range row {
+			if math.Abs(v) > seedflood.MaxFeatureMagnitude {
+				p.Addf(field(r, c), "magnitude must be <= %g, got %g", seedflood.MaxFeatureMagnitude, v)
+				break huge
+			}
+		}
+	}
 	for i, y := range d.Labels {
 		if y < 0 {
 			p.Addf(Index("dataset.labels", i), "must be >= 0, got %d", y)

@@ -142,6 +142,19 @@ func TestTooFewTrainingRowsIsASpecProblem(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// An inline feature too large for the float32 the data is stored in is a
+// problem of the spec at its index (it was a simulation error naming only
+// "dataset").
+func TestHugeInlineFeatureIsASpecProblem(t *testing.T) {
+	spec := `{"kind":"seedflood","topology":{"kind":"ring","clients":2},"dataset":{"kind":"inline",%s,"labels":[0,1,0,1,0,1,0,1]}}`
+	_, err := decode(t, fmt.Sprintf(spec, `"features_flat":[1,2,3,-1e31,5,6,7,8],"n_features":1`))
+	require.ErrorContains(t, err, "dataset.features_flat[3]: magnitude must be <= 1e+30, got -1e+31")
+	_, err = decode(t, fmt.Sprintf(spec, `"features":[[1],[2],[3],[4],[5],[6e30],[7],[8]],"n_features":1`))
+	require.ErrorContains(t, err, "dataset.features[5][0]: magnitude must be <= 1e+30, got 6e+30")
+	_, err = decode(t, fmt.Sprintf(spec, `"features_flat":[1,2,3,-1e30,5,6,7,8],"n_features":1`))
+	require.NoError(t, err)
+}
+
 // A field another topology kind or the link model reads is refused, not
 // ignored: a ring given a degree still ran as a ring.
 func TestFieldsOfAnotherTopologyAreRefused(t *testing.T) {
