@@ -2,6 +2,7 @@ package spec
 
 import (
 	"math"
+	"slices"
 
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/seedflood"
@@ -598,6 +599,10 @@ huge:
 			p.Addf(Index("dataset.labels", i), "must be >= 0, got %d", y)
 			break
 		}
+	}
+	// Classes are 0..max label: a model needs two.
+	if len(d.Labels) > 0 && slices.Max(d.Labels) < 1 {
+		p.Addf("dataset.labels", "need at least 2 classes (labels 0..k-1), got only label %d", slices.Max(d.Labels))
 	}
 }
 

@@ -143,9 +143,9 @@ func TestTooFewTrainingRowsIsASpecProblem(t *testing.T) {
 }
 
 // An inline feature too large for the float32 the data is stored in is a
-// problem of the spec at its index (it was a simulation error naming only
-// "dataset").
-func TestHugeInlineFeatureIsASpecProblem(t *testing.T) {
+// problem of the spec at its index, and labels of one class a problem of
+// the labels (both were simulation errors naming only "dataset").
+func TestBadInlineDataIsASpecProblem(t *testing.T) {
 	spec := `{"kind":"seedflood","topology":{"kind":"ring","clients":2},"dataset":{"kind":"inline",%s,"labels":[0,1,0,1,0,1,0,1]}}`
 	_, err := decode(t, fmt.Sprintf(spec, `"features_flat":[1,2,3,-1e31,5,6,7,8],"n_features":1`))
 	require.ErrorContains(t, err, "dataset.features_flat[3]: magnitude must be <= 1e+30, got -1e+31")
@@ -153,6 +153,9 @@ func TestHugeInlineFeatureIsASpecProblem(t *testing.T) {
 	require.ErrorContains(t, err, "dataset.features[5][0]: magnitude must be <= 1e+30, got 6e+30")
 	_, err = decode(t, fmt.Sprintf(spec, `"features_flat":[1,2,3,-1e30,5,6,7,8],"n_features":1`))
 	require.NoError(t, err)
+	one := `{"kind":"seedflood","topology":{"kind":"ring","clients":2},"dataset":{"kind":"inline","features_flat":[1,2,3,4],"n_features":1,"labels":[0,0,0,0]}}`
+	_, err = decode(t, one)
+	require.ErrorContains(t, err, "dataset.labels: need at least 2 classes (labels 0..k-1), got only label 0")
 }
 
 // A field another topology kind or the link model reads is refused, not
