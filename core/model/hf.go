@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -11,6 +12,26 @@ import (
 // HFModelTypes are the Hugging Face config.json model_type values
 // FromHFConfig reads.
 var HFModelTypes = []string{"deepseek_v2", "deepseek_v3", "glm4_moe", "gpt2", "gpt_oss", "llama", "llama4", "llama4_text", "mamba", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}
+
+// HFConfigError is what is wrong with one key of a Hugging Face config
+// (Key: its path in the config, "model_type", "layer_types[3]").
+type HFConfigError struct{ Key, Message string }
+
+// HFConfigErrors are every key's problem, in key order.
+type HFConfigErrors []HFConfigError
+
+func (es HFConfigErrors) Error() string {
+	parts := make([]string, len(es))
+	for i, e := range es {
+		parts[i] = e.Key + ": " + e.Message
+	}
+	return strings.Join(parts, "; ")
+}
+
+// hfError is one key's problem as an error.
+func hfError(key, format string, args ...any) error {
+	return HFConfigErrors{{key, fmt.Sprintf(format, args...)}}
+}
 
 // FromHFConfig maps a Hugging Face config.json (decoded JSON) to a Config:
 // dense LLaMA-style models (llama, mistral, qwen2, qwen3), GPT-2, Mamba,
@@ -38,20 +59,28 @@ func FromHFConfig(hf map[string]any) (Config, error) {
 		if _, named := inner["_name_or_path"]; !named {
 			inner["_name_or_path"] = hf["_name_or_path"]
 		}
-		return FromHFConfig(inner)
+		c, err := FromHFConfig(inner)
+		var es HFConfigErrors
+		if errors.As(err, &es) {
+			for i := range es {
+				es[i].Key = "text_config." + es[i].Key
+			}
+			return c, es
+		}
+		return c, err
 	}
-	var missing []string
+	var missing HFConfigErrors
 	num := func(key string, need bool) int {
 		v, ok := hf[key]
 		if !ok || v == nil {
 			if need {
-				missing = append(missing, key)
+				missing = append(missing, HFConfigError{key, fmt.Sprintf("missing in the %s config", mt)})
 			}
 			return 0
 		}
 		f, ok := v.(float64)
 		if !ok || f != math.Trunc(f) {
-			missing = append(missing, key+" (not an integer)")
+			missing = append(missing, HFConfigError{key, fmt.Sprintf("must be an integer, got %v", v)})
 			return 0
 		}
 		return int(f)
@@ -147,7 +176,7 @@ func FromHFConfig(hf map[string]any) (Config, error) {
 			c.KVHeads = 0
 		}
 	default:
-		return Config{}, fmt.Errorf("model_type: must be one of %s, got %q", strings.Join(HFModelTypes, ", "), mt)
+		return Config{}, hfError("model_type", "must be one of %s, got %q", strings.Join(HFModelTypes, ", "), mt)
 	}
 	if c.Family == LLaMA {
 		var err error
@@ -162,8 +191,9 @@ func FromHFConfig(hf map[string]any) (Config, error) {
 		c.FP8BlockScaled = true
 	}
 	if len(missing) > 0 {
-		sort.Strings(missing)
-		return Config{}, fmt.Errorf("%s: missing or invalid in the %s config", strings.Join(missing, ", "), mt)
+		sort.SliceStable(missing, func(i, j int) bool { return missing[i].Key < missing[j].Key })
+		// A key read twice (llama4's intermediate_size) is said once.
+		return Config{}, slices.CompactFunc(missing, func(a, b HFConfigError) bool { return a.Key == b.Key })
 	}
 	c.Defaults()
 	return c, nil
@@ -187,7 +217,7 @@ func hfLocal(hf map[string]any, mt string, layers int) (window, chunk int, patte
 			case "full_attention":
 				types = append(types, "F")
 			default:
-				return 0, 0, "", fmt.Errorf("layer_types[%d]: must be \"sliding_attention\", \"chunked_attention\" or \"full_attention\", got %v", i, v)
+				return 0, 0, "", hfError(fmt.Sprintf("layer_types[%d]", i), `must be "sliding_attention", "chunked_attention" or "full_attention", got %v`, v)
 			}
 		}
 	} else if nr, ok := hf["no_rope_layers"].([]any); ok && mt == "llama4_text" && ch > 0 {
@@ -216,10 +246,10 @@ func hfLocal(hf map[string]any, mt string, layers int) (window, chunk int, patte
 		return 0, 0, "", nil
 	}
 	if s && (w <= 0 || w != math.Trunc(w)) {
-		return 0, 0, "", fmt.Errorf("sliding_window: must be a positive integer where layer_types has sliding layers, got %v", hf["sliding_window"])
+		return 0, 0, "", hfError("sliding_window", "must be a positive integer where layer_types has sliding layers, got %v", hf["sliding_window"])
 	}
 	if c && (ch <= 0 || ch != math.Trunc(ch)) {
-		return 0, 0, "", fmt.Errorf("attention_chunk_size: must be a positive integer where layer_types has chunked layers, got %v", hf["attention_chunk_size"])
+		return 0, 0, "", hfError("attention_chunk_size", "must be a positive integer where layer_types has chunked layers, got %v", hf["attention_chunk_size"])
 	}
 	if !s {
 		w = 0

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"encoding/json"
+	"errors"
 	"reflect"
 	"slices"
 	"strconv"
@@ -219,7 +220,14 @@ func (m Model) Validate(p *Problems, path string) {
 	}
 	if m.HFConfig != nil {
 		c, err := model.FromHFConfig(m.HFConfig)
-		if err != nil {
+		var keys model.HFConfigErrors
+		switch {
+		case errors.As(err, &keys):
+			for _, k := range keys {
+				p.Addf(Field(Field(path, "hf_config"), k.Key), "%s", k.Message)
+			}
+			return
+		case err != nil:
 			p.Addf(Field(path, "hf_config"), "%s", err.Error())
 			return
 		}

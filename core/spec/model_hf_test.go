@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -44,4 +45,37 @@ func TestModelMoESizesBounded(t *testing.T) {
 	var p Problems
 	m.Validate(&p, "model")
 	require.NoError(t, p.Err())
+}
+
+// A Hugging Face config's problems are the spec's at the config's own keys
+// (they were one problem at model.hf_config, the keys inside its message):
+// a key missing or fractional, a layer type, a nested text_config's keys,
+// each key once (llama4 reads intermediate_size twice).
+func TestHFConfigProblemsNameTheirKeys(t *testing.T) {
+	for _, tc := range []struct {
+		hf   string
+		want []string
+	}{
+		{`{"model_type": "mixtral", "hidden_size": 4096.5, "num_hidden_layers": 2, "num_attention_heads": 32, "num_key_value_heads": 8,
+			"intermediate_size": 14336, "vocab_size": 32000, "num_local_experts": 8}`,
+			[]string{"model.hf_config.hidden_size: must be an integer, got 4096.5",
+				"model.hf_config.num_experts_per_tok: missing in the mixtral config"}},
+		{`{"model_type": "nonsense"}`, []string{`model.hf_config.model_type: must be one of deepseek_v2`}},
+		{`{"model_type": "mistral", "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+			"num_hidden_layers": 2, "vocab_size": 32000, "layer_types": ["sliding_attention", "linear"]}`,
+			[]string{`model.hf_config.layer_types[1]: must be "sliding_attention", "chunked_attention" or "full_attention", got linear`}},
+		{`{"model_type": "llama4", "text_config": {"hidden_size": 5120}}`,
+			[]string{"model.hf_config.text_config.intermediate_size: missing in the llama4_text config"}},
+	} {
+		var m Model
+		require.NoError(t, m.UnmarshalJSON([]byte(`{"hf_config": `+tc.hf+`}`)))
+		var p Problems
+		m.Validate(&p, "model")
+		err := p.Err()
+		require.Error(t, err)
+		for _, w := range tc.want {
+			require.ErrorContains(t, err, w)
+			require.Equal(t, 1, strings.Count(err.Error(), w), w)
+		}
+	}
 }
