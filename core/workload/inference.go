@@ -152,17 +152,9 @@ func (in Inference) Check() []problem.Problem {
 			break
 		}
 	}
-	// What acts on the wide expert-parallel all-to-alls needs them (it
-	// would be ignored silently otherwise).
 	wideEP := in.Model.IsMoE() && in.EP >= 2
-	for _, f := range []struct {
-		name string
-		on   bool
-	}{{"two_batch_overlap", in.TwoBatchOverlap}, {"low_latency_a2a", in.LowLatencyA2A}, {"hierarchical_a2a", in.HierarchicalA2A}} {
-		if f.on && !wideEP {
-			ps = append(ps, problem.Problem{Path: f.name, Message: fmt.Sprintf("acts on the expert-parallel all-to-alls: needs a mixture-of-experts model and ep >= 2, got ep %d", max(in.EP, 1))})
-		}
-	}
+	ps = append(ps, needWideEP(in.Model.IsMoE(), in.EP, epFlag{"two_batch_overlap", in.TwoBatchOverlap},
+		epFlag{"low_latency_a2a", in.LowLatencyA2A}, epFlag{"hierarchical_a2a", in.HierarchicalA2A})...)
 	if in.TwoBatchOverlap && wideEP && in.PP > 1 {
 		ps = append(ps, problem.Problem{Path: "two_batch_overlap", Message: fmt.Sprintf("needs pp 1, got %d", in.PP)})
 	}

@@ -451,3 +451,23 @@ func opTensors(o model.Op) float64 {
 	}
 	return o.Bytes
 }
+
+// epFlag is a run option that acts on the expert-parallel all-to-alls.
+type epFlag struct {
+	name string
+	on   bool
+}
+
+// needWideEP is a problem for each flag set where there are no
+// expert-parallel all-to-alls to act on (no mixture-of-experts model, or
+// ep below 2): it would be ignored silently.
+func needWideEP(moe bool, ep int, flags ...epFlag) []problem.Problem {
+	var ps []problem.Problem
+	for _, f := range flags {
+		if f.on && (!moe || ep < 2) {
+			ps = append(ps, problem.Problem{Path: f.name, Message: fmt.Sprintf(
+				"acts on the expert-parallel all-to-alls: needs a mixture-of-experts model and ep >= 2, got ep %d", max(ep, 1))})
+		}
+	}
+	return ps
+}

@@ -275,17 +275,8 @@ func (t Training) Check() []problem.Problem {
 		}
 		return ps
 	}
-	// Both act on the expert-parallel all-to-alls, which need experts
-	// spread over ranks; without them they would be ignored silently
-	// (Megatron-Core asserts expert parallelism for the overlap too).
-	for _, f := range []struct {
-		name string
-		on   bool
-	}{{"overlap_ep_comm", p.OverlapEPComm}, {"fp8_dispatch", t.FP8Dispatch}} {
-		if f.on && (ep < 2 || !t.Model.IsMoE()) {
-			bad(f.name, "acts on the expert-parallel all-to-alls: needs a mixture-of-experts model and ep >= 2, got ep %d", ep)
-		}
-	}
+	// Megatron-Core asserts expert parallelism for the overlap too.
+	ps = append(ps, needWideEP(t.Model.IsMoE(), ep, epFlag{"overlap_ep_comm", p.OverlapEPComm}, epFlag{"fp8_dispatch", t.FP8Dispatch})...)
 	if t.Model.IsMoE() {
 		for _, fp := range CheckRouting(t.Routing, t.Model) {
 			ps = append(ps, problem.Problem{Path: "routing." + fp.Path, Message: fp.Message})
