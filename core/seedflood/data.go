@@ -30,6 +30,10 @@ func (d *Dataset) Row(i int) []float32 { return d.X[i*d.Features : (i+1)*d.Featu
 // float32 (largest 3.4e38) and squared in float64 when standardized.
 const MaxFeatureMagnitude = 1e30
 
+// FeatureOK reports whether v can be a feature value: finite, at most
+// MaxFeatureMagnitude in magnitude.
+func FeatureOK(v float64) bool { return math.Abs(v) <= MaxFeatureMagnitude }
+
 // NewDataset checks a table passed in from outside (e.g. scikit-learn's digits).
 func NewDataset(x []float64, labels []int, features int) (*Dataset, error) {
 	if features < 1 || len(x) != features*len(labels) || len(labels) == 0 {
@@ -37,7 +41,7 @@ func NewDataset(x []float64, labels []int, features int) (*Dataset, error) {
 	}
 	d := &Dataset{X: make([]float32, len(x)), Y: append([]int(nil), labels...), Features: features}
 	for i, v := range x {
-		if math.IsNaN(v) || math.IsInf(v, 0) || math.Abs(v) > MaxFeatureMagnitude {
+		if !FeatureOK(v) {
 			return nil, fmt.Errorf("dataset: feature value %d is %v; values must be finite with magnitude <= %g", i, v, MaxFeatureMagnitude)
 		}
 		d.X[i] = float32(v)

@@ -580,7 +580,6 @@ func (s *SeedFlood) validateInline(p *Problems) {
 	if len(d.Labels) < 4 {
 		p.Addf("dataset.labels", "need at least 4 labelled rows, got %d", len(d.Labels))
 	}
-	// The values are stored as float32 and squared when standardized.
 	rows, field := d.Features, func(r, c int) string { return Index(Index("dataset.features", r), c) }
 	if len(d.FeaturesFlat) > 0 {
 		rows, field = [][]float64{d.FeaturesFlat}, func(_, c int) string { return Index("dataset.features_flat", c) }
@@ -588,7 +587,7 @@ func (s *SeedFlood) validateInline(p *Problems) {
 huge:
 	for r, row := range rows {
 		for c, v := range row {
-			if math.Abs(v) > seedflood.MaxFeatureMagnitude {
+			if !seedflood.FeatureOK(v) {
 				p.Addf(field(r, c), "magnitude must be <= %g, got %g", seedflood.MaxFeatureMagnitude, v)
 				break huge
 			}
