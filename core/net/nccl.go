@@ -60,6 +60,12 @@ type NCCLGeneration struct {
 	LLMaxBefore221GBps [3]float64
 	// NVLSEfficiency (tuning.cc nvlsEfficiency); 0: no NVLS.
 	NVLSEfficiency float64
+	// NVLSChannels is the CTAs an NVLS all-reduce runs, whatever its size
+	// (comm->nvlsChannels, set in src/transport/nvls.cc: NCCL_NVLS_NCHANNELS
+	// 16 on Hopper from 2.18 on; 24 for a Blackwell NVLink domain,
+	// NVLS_NCHANNELS_SM100_NVL from 2.27). NCCL's NVLS bandwidth is the
+	// algorithm's as a whole, not a share per channel.
+	NVLSChannels int
 
 	// AchievedNVLS is the fraction of NCCL's modelled NVLS bus bandwidth
 	// that NVLS reaches when timed (NCCL's model is what it chooses by,
@@ -150,14 +156,14 @@ func NCCLGenerations() []NCCLGeneration {
 			LLMaxGBps: [3]float64{141.0, 45.0, 35.0}, PerChMaxRingLL128GBps: [3]float64{36.7, 36.7, 36.7},
 			LLMaxBefore221GBps: [3]float64{87.7, 22.5, 19.0}, // Ampere's, up to 2.20
 			PerChMaxTreeGBps:   [3]float64{38.7, 41.4, 36.0}, PerChMaxTreeLL128GBps: [3]float64{36.7, 36.7, 29.0},
-			NVLSEfficiency: 0.85,
-			LL128MemGBps:   0, SimpleMemGBps: 1190,
+			NVLSEfficiency: 0.85, NVLSChannels: 16,
+			LL128MemGBps: 0, SimpleMemGBps: 1190,
 			SimpleBaseUs: 12, SimpleStepUs: 4, AchievedNVLS: 1, NVLSUs: 30},
 		{Name: "blackwell", CompCap: 100, SpeedsIntraGBps: intra90, SpeedsInterGBps: inter90,
 			LLMaxGBps: [3]float64{2 * 141.0, 2 * 45.0, 2 * 35.0}, PerChMaxRingLL128GBps: [3]float64{40, 40, 40},
 			PerChMaxTreeGBps: [3]float64{70.0, 42.8, 24.0}, PerChMaxTreeLL128GBps: [3]float64{55.6, 31.67, 20.0},
-			NVLSEfficiency: 0.74,
-			SimpleBaseUs:   8.4, SimpleStepUs: 3.4, AchievedNVLS: 1, NVLSUs: 25},
+			NVLSEfficiency: 0.74, NVLSChannels: 24,
+			SimpleBaseUs: 8.4, SimpleStepUs: 3.4, AchievedNVLS: 1, NVLSUs: 25},
 	}
 }
 
@@ -626,12 +632,13 @@ const nvlsHWLatBefore221Us = 23
 // channels is the number of channels (and the fraction of threads) NCCL
 // runs a choice with: the communicator's channels (twice the graph's,
 // src/graph/connect.cc) shrunk while each thread would get less than the
-// protocol's threshold (topoGetAlgoInfo, src/enqueue.cc).
+// protocol's threshold (topoGetAlgoInfo, src/enqueue.cc); NVLS always runs
+// its own count (NCCLGeneration.NVLSChannels).
 func (tu *NCCLTuner) channels(a Algorithm, p Protocol, bytes float64) (int, float64) {
-	nc := min(2*tu.GraphChannels, 2*ncclMaxChannels)
 	if a == NVLS {
-		return nc, 1
+		return tu.Gen.NVLSChannels, 1
 	}
+	nc := min(2*tu.GraphChannels, 2*ncclMaxChannels)
 	pi := protoIndex(p)
 	nt, thr := ncclThreads[pi], ncclThreshold[pi]
 	if a == Ring && p == LL {
@@ -716,8 +723,10 @@ func (tu *NCCLTuner) ChooseFrom(op Op, bytes float64, algs ...Algorithm) (NCCLCh
 	// GPU's capped bandwidth as the communicator has it on the link as
 	// built: a what-if link that gives the graph more channels adds CTAs
 	// but does not make each one slower.
-	full := min(2*tu.GraphChannels, 2*tu.BuiltGraphChannels, 2*ncclMaxChannels)
-	bus *= math.Min(1, float64(nc)/float64(full)) * threads
+	if a != NVLS {
+		full := min(2*tu.GraphChannels, 2*tu.BuiltGraphChannels, 2*ncclMaxChannels)
+		bus *= math.Min(1, float64(nc)/float64(full)) * threads
+	}
 	best.Channels = nc
 	best.LatencyS = lat * 1e-6
 	best.BusBytesPerS = bus * 1e9

@@ -252,8 +252,12 @@ func TestNCCLNVLS(t *testing.T) {
 	ch, err := h.Choose(AllReduce, 64<<20)
 	require.NoError(t, err)
 	require.Equal(t, NVLS, ch.Algorithm)
-	lat, _, _, _ := h.model(AllReduce, NVLS, Simple)
+	lat, bus, _, _ := h.model(AllReduce, NVLS, Simple)
 	require.Equal(t, 25.0, lat, "hwLat[NVLINK][NVLS][Simple]")
+	// NVLS runs comm->nvlsChannels CTAs (16 on Hopper) at its modelled
+	// bandwidth as a whole, not a 16/24 share of it.
+	require.Equal(t, 16, ch.Channels)
+	require.InDelta(t, bus*h.Gen.AchievedNVLS*1e9, ch.BusBytesPerS, 1)
 	a := tuner(t, preset(t, "dgx-a100", 1), 8)
 	_, _, _, ok := a.model(AllReduce, NVLS, Simple)
 	require.False(t, ok)
