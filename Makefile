@@ -19,7 +19,7 @@ GO_SRC := $(shell find core bindings -name '*.go' -not -name '*_test.go' 2>/dev/
 FUZZTIME ?= 200000x
 # Minimizing each new input (60 s by default) would eat the whole fuzz budget.
 
-.PHONY: demo test dev tools venv go-test lint fmt py-test nb-test nb bench fuzz clean
+.PHONY: demo test dev tools venv go-test lint fmt py-test nb-test nb bench fidelity fuzz clean
 
 demo: dev
 	$(PY) -m eidolon.demo --out out
@@ -75,6 +75,13 @@ nb: dev
 
 bench: dev
 	$(PY) bench/report.py
+
+# Rewrite the committed fidelity reports (bench/fidelity/*.md) from the
+# model as it is, after a model change; review the diff. `make test` fails
+# while any of them is stale.
+fidelity:
+	go test -count=1 ./bench/fidelity -update
+	go test -count=1 ./bench -run SSMTPFidelity -update-ssmtp
 
 fuzz: tools
 	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 2400000x -fuzzminimizetime 1s ./core/spec
