@@ -49,7 +49,10 @@ const (
 		"refitted from the presets (0.0401 at the valley's fixed point without it), held-out GEMM 6.2% (6.1% counting the " +
 		"reads alone), no nearer 5%; the library's pick as a draw over the candidate tiles rather than the best one (each " +
 		"candidate weighted by exp(-(t/t_best - 1)/τ), its expected time priced): 5.1% / 6.2% at τ = 0.03 and 5.1% / 6.0% at " +
-		"0.08, refitted (the fit moves the main loop faster to pay for the slower draws; 6.5% / 8.3% at 0.02 / 0.1 unrefitted)"
+		"0.08, refitted (the fit moves the main loop faster to pay for the slower draws; 6.5% / 8.3% at 0.02 / 0.1 unrefitted); " +
+		"on the H100 alone, cuBLAS's Hopper kernels as larger tiles only (the joint fit run once from the presets, whose own " +
+		"objective is then 0.0403 and held-out GEMM 6.1%): without the 64-column tiles 0.0406 and 6.3%, without the 64-row " +
+		"tiles above 64 rows 0.0401 and 5.9%, without both 0.0388 and 6.2%"
 	normNotes = "The norm (rms_norm, a row kernel): its input read at L2's bandwidth while it fits a quarter of L2, " +
 		"less of it beyond, none from twice that (compute's residentStream: the residual add wrote the rows in the order " +
 		"the norm reads them, and the norm's own misses evict what it has not reached; keeping the quarter at every size, " +
