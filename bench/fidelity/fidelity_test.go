@@ -161,16 +161,16 @@ func TestFidelityTable(t *testing.T) {
 		"all-reduces exposed at micro-batch 1; with the gradients in fp32, as the rows had run, they read −0.4 to −13.6 %). 2024 (H100, GPT 1.7B–462B, sequence 4,096, vocabulary 131,072, 48-way data parallelism): the " +
 		"runs overlap the tensor-parallel communication with the GEMMs (--tp-comm-overlap: parallel.tp_comm_overlap, " +
 		"Transformer Engine's ring exchange under the GEMM's row chunks and its pipelined reduce-scatter), which moves the TP 8 " +
-		"rows by −1 to +5 points (the chunks are smaller GEMMs: 512 rows at TP 8); 70B–462B come out 2–12 % slow, the 32B row " +
+		"rows by −1 to +5 points (the chunks are smaller GEMMs: 512 rows at TP 8); 70B–462B come out 0–12 % slow, the 32B row " +
 		"(no pipelining, four micro-batches a step) 28 % slow: it ends on its gradients' reduce-scatter over 48 nodes, which only " +
 		"the last micro-batch's backward can hide. The runs' gradient type is not stated, but at the table's commit (f2e5db4) " +
 		"Megatron-LM's arguments.py turns accumulate_allreduce_grads_in_fp32 on for every bf16 run (a bf16 reduction, " +
 		"--grad-reduce-in-bf16, came in February 2025, d165a85), and DistributedDataParallel.no_sync holds every bucket until " +
 		"the last micro-batch: run so here. The 32B row's 459.6 TFLOP/s is a 0.89 s step, where the simulated compute alone " +
-		"takes 0.80 s and the fp32 reduce-scatter 0.36 s from the last backward on (16 GB a GPU over its own 400 Gb/s NIC: TP 8 " +
+		"takes 0.78 s and the fp32 reduce-scatter 0.36 s from the last backward on (16 GB a GPU over its own 400 Gb/s NIC: TP 8 " +
 		"puts one rank of each data-parallel group on a node), so the measured run hid more of its reduction than that " +
-		"backward can cover at these settings; reduced in bf16 the TP 8 rows read −15.9 / −0.2 / −2.9 / −2.3 / +0.5 / " +
-		"−3.1 %. The 1.7B and 7.1B rows (TP 1 and 2) are 28 and 23 % fast; what their runs spent beyond the simulated step is not known.\n")
+		"backward can cover at these settings; reduced in bf16 the TP 8 rows read −15.9 / +0.7 / −1.6 / −0.6 / +2.5 / " +
+		"−1.2 %. The 1.7B and 7.1B rows (TP 1 and 2) are 29 and 26 % fast; what their runs spent beyond the simulated step is not known.\n")
 	b.WriteString("- NeMo's long-sequence table (LLAMA2-7B at FP8 on H100, NeMo 24.03.01; batches of 4M tokens, one GPU per 1K " +
 		"tokens of sequence, context parallelism from 32K) is compared in NeMo's own FLOP count, whose attention term is the full " +
 		"S² (twice the causal work; 14 % of the counted FLOPs at 4K, 98 % at 1M). Its runs took their environment from " +

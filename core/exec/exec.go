@@ -199,7 +199,8 @@ type engine struct {
 	info   [][]*commInfo // group -> communicator -> info, filled on first use
 	copies [][]issueCopy // driver group -> its collectives' copies (copiesOf)
 	shapes map[shapeKey][]*net.Shape
-	users  [][]int64 // link -> communicators using it (group<<20 | index)
+	held   map[shapeKey]int // SMs a tuned request holds (heldSMs)
+	users  [][]int64        // link -> communicators using it (group<<20 | index)
 	// quiet[h] is true for a data-parallel group whose collectives all
 	// start after every member unit's tensor-parallel work (gradients
 	// reduced after the backward, no ZeRO-3 gathers): they cannot overlap

@@ -7,6 +7,9 @@ import (
 	"github.com/eidolon-sim/eidolon/core/compute"
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
+	"github.com/eidolon-sim/eidolon/core/net"
+	"github.com/eidolon-sim/eidolon/core/sim"
+	"github.com/eidolon-sim/eidolon/core/topo"
 	"github.com/eidolon-sim/eidolon/core/workload"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -160,17 +163,17 @@ func TestLaunchQueueBoundsRunAhead(t *testing.T) {
 // no collective is in flight.
 func TestInterferenceStretch(t *testing.T) {
 	e := &engine{opt: Options{Interference: &Interference{SMs: 108, CTAs: 24, HBMBytesPerS: 2e12, TrafficPerWireByte: 3}}}
-	b := &busyState{math: 1, inflight: 1, hbm: 3 * 25e9}
+	b := &busyState{math: 1, held: 24, hbm: 3 * 25e9}
 	assert.InDelta(t, 108.0/84, e.stretch(b), 1e-12)
 	b.math = 0
 	assert.InDelta(t, 2e12/(2e12-75e9), e.stretch(b), 1e-12)
-	b.inflight = 0
+	b.held = 0
 	assert.Equal(t, 1.0, e.stretch(b))
 	// A task run beside communication leaves one collective's SMs free
 	// with none in flight, and no more with one.
 	b.math, b.besideComm = 1, true
 	assert.InDelta(t, 108.0/84, e.stretch(b), 1e-12)
-	b.inflight = 1
+	b.held = 24
 	assert.InDelta(t, 108.0/84, e.stretch(b), 1e-12)
 }
 
@@ -224,6 +227,48 @@ func TestInterferenceSlowsOverlappedCompute(t *testing.T) {
 	res, err = Run(context.Background(), p, Options{Fabric: dgx(t, 1), Cost: cost, Interference: in})
 	require.NoError(t, err)
 	assert.InEpsilon(t, 1e-3+10e-3*f, res.End.Seconds(), 1e-6)
+}
+
+// A collective NCCL's tuner prices holds the SMs of the channels it runs
+// with: a 64 KiB all-reduce on 8 A100s runs ring LL on 2 channels, so the
+// 10 ms math-bound task beside it runs at 106/108 of its speed while it is
+// in flight (not 84/108, the 24 CTAs of a collective the tuner does not
+// price); on 8 H100s a 256 MiB all-reduce runs NVLS on its own 16.
+func TestInterferenceHoldsTheTunersChannels(t *testing.T) {
+	cost := func(o model.Op) (float64, error) {
+		if o.Name == "long" {
+			return 10e-3, nil
+		}
+		return 1e-3, nil
+	}
+	for _, c := range []struct {
+		preset   string
+		bytes    float64
+		sms, cta int
+	}{{"dgx-a100", 64 << 10, 108, 2}, {"dgx-h100", 256 << 20, 132, 16}} {
+		p := onePlan(c.bytes, 1)
+		p.Programs[0].Tasks[1].Stream = workload.StreamDP
+		p.Programs[0].Tasks = append(p.Programs[0].Tasks, workload.Task{Name: "c1", Kind: workload.Compute,
+			Stream: workload.StreamCompute, Ops: []model.Op{{Name: "long", Kind: model.GEMM}}, Deps: []int32{0}})
+		tp, err := topo.Preset(c.preset, 1)
+		require.NoError(t, err)
+		in := &Interference{SMs: c.sms, CTAs: 24}
+		res, err := Run(context.Background(), p, Options{Fabric: net.NewFlowNet(sim.New(), tp), Cost: cost, Interference: in, Protocol: true})
+		require.NoError(t, err)
+		var ar, c1 float64
+		require.NoError(t, res.EachSpan([]int{0}, func(s Span) error {
+			switch s.Name {
+			case "ar":
+				ar = (s.End - s.Start).Seconds()
+			case "c1":
+				c1 = (s.End - s.Start).Seconds()
+			}
+			return nil
+		}))
+		require.Less(t, ar, 10e-3, c.preset)
+		f := float64(c.sms) / float64(c.sms-c.cta)
+		assert.InEpsilon(t, ar+(10e-3-ar/f), c1, 1e-6, c.preset)
+	}
 }
 
 // A synchronisation point: the host waits for a 1 ms task before issuing

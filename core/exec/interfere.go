@@ -3,6 +3,7 @@ package exec
 import (
 	"math"
 
+	"github.com/eidolon-sim/eidolon/core/net"
 	"github.com/eidolon-sim/eidolon/core/sim"
 	"github.com/eidolon-sim/eidolon/core/workload"
 )
@@ -13,7 +14,9 @@ import (
 // writes of the buffers draw on the same HBM. A compute kernel meanwhile
 // runs its math on the SMs left, and its memory traffic in the bandwidth
 // left: the math-bound part of its time stretches by SMs / (SMs − CTAs),
-// the memory-bound part by B / (B − r), r the collective's HBM traffic.
+// CTAs the blocks of the collectives in flight (each as many as the
+// channels NCCL's tuner runs it with: heldSMs), the memory-bound part by
+// B / (B − r), r the collectives' HBM traffic.
 // Nothing changes when no collective overlaps compute (collectives between
 // dependent compute tasks, as Megatron's un-overlapped tensor-parallel
 // ones are). A transfer on the copy engines (workload.Task.CopyEngine:
@@ -31,12 +34,15 @@ import (
 // all-gather, its last tiles forced into a second wave (NVIDIA developer
 // forums, "Compute-communication overlap causes severe GEMM performance
 // degradation because of tail effect", 2025). The mechanism gives 29% on
-// an A100's math-bound kernels (108 SMs, 24 CTAs) and 22% on an H100's.
+// an A100's math-bound kernels beside a 24-channel ring (108 SMs) and 22%
+// on an H100's (132), 14% beside the H100's 16-channel NVLS all-reduce,
+// 2% beside a 2-channel ring across nodes (one GPU a node).
 // Pricing each kernel again on the SMs left (its tiles in more waves, the
 // tail effect) instead of this linear stretch moved every bench/fidelity
 // row by at most 1.4 points, either way: not built.
 type Interference struct {
-	// SMs of the GPU; CTAs the thread blocks one collective holds.
+	// SMs of the GPU; CTAs the thread blocks a collective holds where
+	// NCCL's tuner does not say (heldSMs).
 	SMs, CTAs int
 	// HBMBytesPerS is the GPU's sustained HBM bandwidth.
 	HBMBytesPerS float64
@@ -45,9 +51,10 @@ type Interference struct {
 	TrafficPerWireByte float64
 }
 
-// NCCLCTAs is the thread blocks one NCCL collective occupies: one per
-// channel, and NCCL opens 24 channels for an 8-GPU ring on an HGX A100's
-// NVSwitch (NCCL INFO "Channel 23/24", nccl-tests issue #100); an
+// NCCLCTAs is the thread blocks a collective occupies where NCCL's tuner
+// does not say (point-to-point transfers, all-to-all, other algorithms):
+// one per channel, and NCCL opens 24 channels for an 8-GPU ring on an HGX
+// A100's NVSwitch (NCCL INFO "Channel 23/24", nccl-tests issue #100); an
 // all-gather on an H100 was profiled with 24 blocks (forum thread above).
 const NCCLCTAs = 24
 
@@ -69,11 +76,11 @@ type busyState struct {
 	since  sim.Time
 	factor float64
 	math   float64 // math-bound fraction of the device time
-	// inflight counts the unit's collectives in flight that hold SMs,
-	// copies those on the copy engines (workload.Task.CopyEngine); hbm is
-	// their HBM traffic.
-	inflight, copies int
-	hbm              float64
+	// held is the SMs the unit's collectives in flight hold (heldSMs),
+	// copies the count of those on the copy engines
+	// (workload.Task.CopyEngine); hbm is their HBM traffic.
+	held, copies int
+	hbm          float64
 	// besideComm: the running task leaves one collective's SMs free
 	// throughout (workload.Task.BesideComm).
 	besideComm bool
@@ -139,14 +146,14 @@ func stretched(b *busyState) sim.Time {
 // running compute task.
 func (e *engine) stretch(b *busyState) float64 {
 	in := e.opt.Interference
-	holding := b.inflight
+	holding := b.held
 	if b.besideComm {
-		holding = max(holding, 1)
+		holding = max(holding, in.CTAs)
 	}
 	if holding+b.copies == 0 || in == nil {
 		return 1
 	}
-	free := float64(in.SMs - min(holding*in.CTAs, in.SMs-1))
+	free := float64(in.SMs - min(holding, in.SMs-1))
 	fSM := float64(in.SMs) / free
 	fHBM := 1.0
 	if in.HBMBytesPerS > 0 {
@@ -186,7 +193,7 @@ func (e *engine) commBegin(u int, task *workload.Task) {
 	if task.CopyEngine {
 		b.copies++
 	} else {
-		b.inflight++
+		b.held += e.heldSMs(u, task)
 	}
 	b.hbm += e.wireRate(e.plan.Units[u].Groups[task.Slot]) * e.opt.Interference.TrafficPerWireByte
 	e.retime(u)
@@ -200,13 +207,39 @@ func (e *engine) commEnd(u int, task *workload.Task) {
 	if task.CopyEngine {
 		b.copies--
 	} else {
-		b.inflight--
+		b.held -= e.heldSMs(u, task)
 	}
 	b.hbm -= e.wireRate(e.plan.Units[u].Groups[task.Slot]) * e.opt.Interference.TrafficPerWireByte
-	if b.inflight+b.copies == 0 {
+	if b.held+b.copies == 0 {
 		b.hbm = 0
 	}
 	e.retime(u)
+}
+
+// heldSMs is the SMs a collective task of unit u holds while in flight:
+// one thread block per channel NCCL's tuner runs it with where the tuner
+// prices it (fewer channels for a small message; NVLS its own count, 16
+// on Hopper), Interference.CTAs for what it does not (point-to-point,
+// all-to-all, other algorithms). Found once per request.
+func (e *engine) heldSMs(u int, task *workload.Task) int {
+	ctas := e.opt.Interference.CTAs
+	alg, _ := e.request(task)
+	g := e.plan.Units[u].Groups[task.Slot]
+	if alg != net.NCCL || g < 0 || len(e.plan.Groups[g].Comms) == 0 {
+		return ctas
+	}
+	k := shapeKey{int32(g), e.name(string(task.Coll)), e.name(string(alg)), math.Float64bits(task.Bytes)}
+	if n, ok := e.held[k]; ok {
+		return n
+	}
+	if n, err := e.comms.NCCLChannels(net.Op(task.Coll), e.plan.Groups[g].Comms[0], task.Bytes); err == nil && n > 0 {
+		ctas = n // an error is issue's to report
+	}
+	if e.held == nil {
+		e.held = map[shapeKey]int{}
+	}
+	e.held[k] = ctas
+	return ctas
 }
 
 // wireRate is the per-GPU send rate of group g's collectives: the slowest

@@ -92,22 +92,8 @@ func (e *engine) issue(g int, task *workload.Task, r *rendezvous) {
 	var sendDone net.SinkFunc
 	// The collective's request, but for its ranks and efficiency: the
 	// same on every copy.
-	alg, quant, tuned := e.opt.Algorithm, (*net.Quantization)(nil), e.tuned(task)
-	if task.Coll == model.AllToAll {
-		alg = net.Direct // every rank's share straight to its peer (net has no other)
-	}
-	if tuned {
-		alg = net.NCCL
-		if e.opt.TPAllReduce != "" && task.Coll == model.AllReduce && task.Slot == workload.SlotTP {
-			alg = e.opt.TPAllReduce
-		}
-	}
-	if q := e.opt.TPQuant; q != nil && task.Coll == model.AllReduce && task.Slot == workload.SlotTP {
-		quant = q
-		if e.opt.TPQuantAlgorithm != "" {
-			alg = e.opt.TPQuantAlgorithm
-		}
-	}
+	alg, quant := e.request(task)
+	tuned := e.tuned(task)
 	collName, algName := e.name(string(task.Coll)), e.name(string(alg))
 	var copies []issueCopy
 	var shapes []*net.Shape
@@ -275,6 +261,28 @@ func (e *engine) shapesOf(k shapeKey, n int) []*net.Shape {
 		e.shapes[k] = sh
 	}
 	return sh
+}
+
+// request is the algorithm and quantization a communication task runs
+// with.
+func (e *engine) request(task *workload.Task) (net.Algorithm, *net.Quantization) {
+	alg, quant := e.opt.Algorithm, (*net.Quantization)(nil)
+	if task.Coll == model.AllToAll {
+		alg = net.Direct // every rank's share straight to its peer (net has no other)
+	}
+	if e.tuned(task) {
+		alg = net.NCCL
+		if e.opt.TPAllReduce != "" && task.Coll == model.AllReduce && task.Slot == workload.SlotTP {
+			alg = e.opt.TPAllReduce
+		}
+	}
+	if q := e.opt.TPQuant; q != nil && task.Coll == model.AllReduce && task.Slot == workload.SlotTP {
+		quant = q
+		if e.opt.TPQuantAlgorithm != "" {
+			alg = e.opt.TPQuantAlgorithm
+		}
+	}
+	return alg, quant
 }
 
 // tuned reports whether NCCL's tuner prices a communication task: with

@@ -21,17 +21,7 @@ func tuneNCCL(c *Comms, col *Collective, shape *checkedShape) error {
 	if n < 2 || !(col.Bytes > 0) {
 		return nil
 	}
-	tkey := string(shapeKey(&Collective{Ranks: col.Ranks}))
-	tu := c.tuners[tkey]
-	if tu == nil {
-		var err error
-		if tu, err = NewNCCLTuner(c.t, col.Ranks); err != nil {
-			return err
-		}
-		tu.Before221 = c.ncclBefore221
-		c.tuners[tkey] = tu
-	}
-	ch, err := tu.Choose(col.Op, col.Bytes)
+	ch, tu, err := c.chooseNCCL(col.Op, col.Ranks, col.Bytes)
 	if err != nil {
 		return err
 	}
@@ -50,6 +40,38 @@ func tuneNCCL(c *Comms, col *Collective, shape *checkedShape) error {
 	}
 	shape.delay = sim.Seconds(max(0, ch.LatencyS-charged))
 	return nil
+}
+
+// chooseNCCL is the choice of the tuner of the communicator over ranks
+// (built at its first collective) for op on bytes.
+func (c *Comms) chooseNCCL(op Op, ranks []int, bytes float64) (NCCLChoice, *NCCLTuner, error) {
+	tkey := string(shapeKey(&Collective{Ranks: ranks}))
+	tu := c.tuners[tkey]
+	if tu == nil {
+		var err error
+		if tu, err = NewNCCLTuner(c.t, ranks); err != nil {
+			return NCCLChoice{}, nil, err
+		}
+		tu.Before221 = c.ncclBefore221
+		c.tuners[tkey] = tu
+	}
+	ch, err := tu.Choose(op, bytes)
+	return ch, tu, err
+}
+
+// NCCLChannels is the channels, one thread block each, that NCCL runs op
+// on bytes over ranks with (the tuner's choice: fewer for small messages,
+// NVLS its own count), as algorithm "nccl" runs it; 0 where that moves no
+// data (fewer than two ranks or no bytes).
+func (c *Comms) NCCLChannels(op Op, ranks []int, bytes float64) (int, error) {
+	if len(ranks) < 2 || !(bytes > 0) {
+		return 0, nil
+	}
+	if err := c.ranksInRange(ranks); err != nil {
+		return 0, err
+	}
+	ch, _, err := c.chooseNCCL(op, ranks, bytes)
+	return ch.Channels, err
 }
 
 // ringLatency is the latency the links charge a ring of steps steps over
