@@ -21,9 +21,9 @@ var update = flag.Bool("update", false, "rewrite FIDELITY.md")
 // mosaicNote says what the MPT rows show.
 const mosaicNote = "Each row runs as the source ran it (bench/fidelity/mosaic.go: data parallelism over every GPU with ZeRO-3, " +
 	"the run's micro-batch, accumulation and checkpointing), nothing fitted. On A100 the 2,048-token rows and the " +
-	"checkpointed 4,096-token one come out within 10 % (−1.5 to +9.8 %): the MPT block, FSDP's per-layer gathers and " +
+	"checkpointed 4,096-token one come out within 10 % (−1.5 to +9.7 %): the MPT block, FSDP's per-layer gathers and " +
 	"reduce-scatters and the recomputation of another framework than Megatron, priced by the same mechanism. Longer " +
-	"sequences come out 22–48 % fast on A100, as attention becomes most of the work (more than half of the 1B model's at " +
+	"sequences come out 22–47 % fast on A100, as attention becomes most of the work (more than half of the 1B model's at " +
 	"32K): the runs' attention is LLM Foundry's Triton FlashAttention of 2022–23 (attn_impl triton; " +
 	"llmfoundry/models/layers/flash_attn_triton.py, compiled by the pre-MLIR Triton), whose docstring puts its forward " +
 	"and backward together \"slightly slower\" than the CUDA FlashAttention of then, and the rows price FlashAttention-2's " +
