@@ -146,11 +146,14 @@ func stretched(b *busyState) sim.Time {
 // running compute task.
 func (e *engine) stretch(b *busyState) float64 {
 	in := e.opt.Interference
+	if in == nil {
+		return 1
+	}
 	holding := b.held
 	if b.besideComm {
 		holding = max(holding, in.CTAs)
 	}
-	if holding+b.copies == 0 || in == nil {
+	if holding+b.copies == 0 {
 		return 1
 	}
 	free := float64(in.SMs - min(holding, in.SMs-1))
