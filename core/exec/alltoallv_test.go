@@ -144,3 +144,33 @@ func TestSendIsNetsSendRecvNCCL(t *testing.T) {
 		require.InEpsilon(t, want, (res.Units[1].End[0] - res.Units[0].Start[0]).Seconds(), 1e-6, "%v bytes", S)
 	}
 }
+
+// A hierarchical all-to-all-v (DeepEP's normal kernels) holds DeepEPSMs
+// of the compute beside it, a flat one (NCCL's) Interference.CTAs: a
+// dispatch of 1 MiB a pair on a DGX A100 beside a 10 ms math-bound task
+// stretches it by 108/88 or 108/84 while in flight.
+func TestDeepEPHoldsItsSMs(t *testing.T) {
+	const n, b = 8, 1 << 20
+	tp, _, pairs := dgxA100Dispatch(t, n, b)
+	cost := func(model.Op) (float64, error) { return 10e-3, nil }
+	for _, hier := range []bool{false, true} {
+		plan := onePlan(0, 0)
+		plan.Programs[0].Tasks = []workload.Task{
+			{Name: "dispatch", Kind: workload.Collective, Stream: workload.StreamEP, Coll: workload.AllToAllV,
+				Bytes: n * n * b, Slot: workload.SlotEP, Pairs: pairs, Hierarchical: hier},
+			{Name: "experts", Kind: workload.Compute, Stream: workload.StreamCompute, Ops: []model.Op{{Name: "gemm", Kind: model.GEMM}}}}
+		plan.Units[0].Groups[workload.SlotTP] = -1
+		plan.Units[0].Groups[workload.SlotEP] = 0
+		in := &Interference{SMs: 108, CTAs: NCCLCTAs}
+		res, err := Run(context.Background(), plan, Options{Fabric: net.NewFlowNet(sim.New(), tp), Cost: cost, Interference: in})
+		require.NoError(t, err)
+		a := (res.Units[0].End[0] - res.Units[0].Start[0]).Seconds()
+		require.Less(t, a, 10e-3)
+		held := NCCLCTAs
+		if hier {
+			held = DeepEPSMs
+		}
+		f := 108.0 / float64(108-held)
+		require.InEpsilon(t, a+(10e-3-a/f), (res.Units[0].End[1] - res.Units[0].Start[1]).Seconds(), 1e-6, "hierarchical %v", hier)
+	}
+}

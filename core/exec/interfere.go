@@ -58,6 +58,13 @@ type Interference struct {
 // all-gather on an H100 was profiled with 24 blocks (forum thread above).
 const NCCLCTAs = 24
 
+// DeepEPSMs is the SMs a hierarchical all-to-all (DeepEP's normal
+// kernels, workload.Task.Hierarchical) holds: DeepEP's Buffer.num_sms,
+// 20 by default, as Megatron-Core's flex dispatcher passes it
+// (moe_deepep_num_sms = 20); DeepSeek-V3's report (§3.2.2) finds 20 SMs
+// enough to drive IB and NVLink at full bandwidth.
+const DeepEPSMs = 20
+
 // NCCLHBMTrafficPerWireByte is the HBM traffic of a ring step per byte on
 // the wire: the peer's write of the chunk into this GPU's buffer, then the
 // reduction's reads of the received and the local chunk (the write of the
@@ -222,10 +229,14 @@ func (e *engine) commEnd(u int, task *workload.Task) {
 // heldSMs is the SMs a collective task of unit u holds while in flight:
 // one thread block per channel NCCL's tuner runs it with where the tuner
 // prices it (fewer channels for a small message; NVLS its own count, 16
-// on Hopper), Interference.CTAs for what it does not (point-to-point,
-// all-to-all, other algorithms). Found once per request.
+// on Hopper), DeepEPSMs for a hierarchical all-to-all, Interference.CTAs
+// for the rest (NCCL's all-to-all, other algorithms). Found once per
+// request.
 func (e *engine) heldSMs(u int, task *workload.Task) int {
 	ctas := e.opt.Interference.CTAs
+	if task.Hierarchical {
+		return DeepEPSMs
+	}
 	alg, _ := e.request(task)
 	g := e.plan.Units[u].Groups[task.Slot]
 	if alg != net.NCCL || g < 0 || len(e.plan.Groups[g].Comms) == 0 {
