@@ -199,8 +199,8 @@ type engine struct {
 	info   [][]*commInfo // group -> communicator -> info, filled on first use
 	copies [][]issueCopy // driver group -> its collectives' copies (copiesOf)
 	shapes map[shapeKey][]*net.Shape
-	held   map[shapeKey]int // SMs a tuned request holds (heldSMs)
-	users  [][]int64        // link -> communicators using it (group<<20 | index)
+	held   map[heldKey]int // SMs a request holds (engine.heldSMs)
+	users  [][]int64       // link -> communicators using it (group<<20 | index)
 	// quiet[h] is true for a data-parallel group whose collectives all
 	// start after every member unit's tensor-parallel work (gradients
 	// reduced after the backward, no ZeRO-3 gathers): they cannot overlap
@@ -320,7 +320,7 @@ func (s *Session) Run(ctx context.Context, plan *workload.Plan, from *Resume) (*
 		return nil, fmt.Errorf("exec: a session's plans must share their units and groups")
 	}
 	if plan != e.plan {
-		e.copies = nil // they hold the plan's ranks
+		e.copies, e.held = nil, nil // they hold the plan's ranks
 	}
 	e.plan = plan
 	e.progs = nil

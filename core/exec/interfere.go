@@ -233,27 +233,33 @@ func (e *engine) commEnd(u int, task *workload.Task) {
 // for the rest (NCCL's all-to-all, other algorithms). Found once per
 // request.
 func (e *engine) heldSMs(u int, task *workload.Task) int {
-	ctas := e.opt.Interference.CTAs
 	if task.Hierarchical {
 		return DeepEPSMs
 	}
-	alg, _ := e.request(task)
 	g := e.plan.Units[u].Groups[task.Slot]
-	if alg != net.NCCL || g < 0 || len(e.plan.Groups[g].Comms) == 0 {
-		return ctas
-	}
-	k := shapeKey{int32(g), e.name(string(task.Coll)), e.name(string(alg)), math.Float64bits(task.Bytes)}
+	k := heldKey{int32(g), uint16(task.Slot), e.name(string(task.Coll)), math.Float64bits(task.Bytes)}
 	if n, ok := e.held[k]; ok {
 		return n
 	}
-	if n, err := e.comms.NCCLChannels(net.Op(task.Coll), e.plan.Groups[g].Comms[0], task.Bytes); err == nil && n > 0 {
-		ctas = n // an error is issue's to report
+	n := e.opt.Interference.CTAs
+	if alg, _ := e.request(task); alg == net.NCCL && g >= 0 && len(e.plan.Groups[g].Comms) > 0 {
+		if c, err := e.comms.NCCLChannels(net.Op(task.Coll), e.plan.Groups[g].Comms[0], task.Bytes); err == nil && c > 0 {
+			n = c // an error is issue's to report
+		}
 	}
 	if e.held == nil {
-		e.held = map[shapeKey]int{}
+		e.held = map[heldKey]int{}
 	}
-	e.held[k] = ctas
-	return ctas
+	e.held[k] = n
+	return n
+}
+
+// heldKey is what heldSMs depends on: the group, and the task's slot (the
+// algorithm, through engine.request), operation (engine.name) and payload.
+type heldKey struct {
+	g          int32
+	slot, coll uint16
+	bytes      uint64 // 16 bytes, no padding: hashed as plain memory
 }
 
 // wireRate is the per-GPU send rate of group g's collectives: the slowest
