@@ -26,7 +26,7 @@ type algorithm struct {
 // (spec.CollectiveAlgorithms) derive from it.
 //
 // A new algorithm is a builder (a program type in its family's algo_*.go,
-// or a new file) and a row here; then the README's algorithm list.
+// or a new file) and a row here; then docs/SCENARIOS.md's collective section.
 var registry = []algorithm{
 	{op: AllReduce, alg: Ring, build: buildRing},
 	{op: AllReduce, alg: Tree, build: buildDoubleTree, chunks: PipelineChunks},
