@@ -1,4 +1,4 @@
-"""The README's Python examples run as written (in a scratch directory)."""
+"""The README: its Python examples run as written (in a scratch directory), and every scenario kind is in its table and in docs/SCENARIOS.md."""
 
 import re
 from pathlib import Path
@@ -18,3 +18,19 @@ def test_readme_examples_run(tmp_path, monkeypatch):
     assert (tmp_path / "out" / "run1" / "summary.parquet").exists()
     links = scope["sweep"].to_pandas("links")
     assert len(links) > 0
+
+
+SCENARIOS = README.parent / "docs" / "SCENARIOS.md"
+
+
+def test_every_kind_is_documented():
+    """Each registered kind has a row in the README's Scenarios table that
+    links to its section of docs/SCENARIOS.md, and that section exists."""
+    import eidolon
+
+    readme = README.read_text()
+    sections = set(re.findall(r"^## `([a-z_]+)`$", SCENARIOS.read_text(), flags=re.M))
+    kinds = {k["name"] for k in eidolon.kinds()}
+    assert sections == kinds
+    for kind in kinds:
+        assert f"| [`{kind}`](docs/SCENARIOS.md#{kind}) |" in readme, kind
