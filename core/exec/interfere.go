@@ -242,7 +242,7 @@ func (e *engine) heldSMs(u int, task *workload.Task) int {
 		return n
 	}
 	n := e.opt.Interference.CTAs
-	if alg, _ := e.request(task); alg == net.NCCL && g >= 0 && len(e.plan.Groups[g].Comms) > 0 {
+	if alg, _, _ := e.request(task); alg == net.NCCL && g >= 0 && len(e.plan.Groups[g].Comms) > 0 {
 		if c, err := e.comms.NCCLChannels(net.Op(task.Coll), e.plan.Groups[g].Comms[0], task.Bytes); err == nil && c > 0 {
 			n = c // an error is issue's to report
 		}

@@ -92,8 +92,7 @@ func (e *engine) issue(g int, task *workload.Task, r *rendezvous) {
 	var sendDone net.SinkFunc
 	// The collective's request, but for its ranks and efficiency: the
 	// same on every copy.
-	alg, quant := e.request(task)
-	tuned := e.tuned(task)
+	alg, quant, tuned := e.request(task)
 	collName, algName := e.name(string(task.Coll)), e.name(string(alg))
 	var copies []issueCopy
 	var shapes []*net.Shape
@@ -264,13 +263,13 @@ func (e *engine) shapesOf(k shapeKey, n int) []*net.Shape {
 }
 
 // request is the algorithm and quantization a communication task runs
-// with.
-func (e *engine) request(task *workload.Task) (net.Algorithm, *net.Quantization) {
-	alg, quant := e.opt.Algorithm, (*net.Quantization)(nil)
+// with, and whether NCCL's tuner prices it (tuned).
+func (e *engine) request(task *workload.Task) (alg net.Algorithm, quant *net.Quantization, tuned bool) {
+	alg, tuned = e.opt.Algorithm, e.tuned(task)
 	if task.Coll == model.AllToAll {
 		alg = net.Direct // every rank's share straight to its peer (net has no other)
 	}
-	if e.tuned(task) {
+	if tuned {
 		alg = net.NCCL
 		if e.opt.TPAllReduce != "" && task.Coll == model.AllReduce && task.Slot == workload.SlotTP {
 			alg = e.opt.TPAllReduce
@@ -282,7 +281,7 @@ func (e *engine) request(task *workload.Task) (net.Algorithm, *net.Quantization)
 			alg = e.opt.TPQuantAlgorithm
 		}
 	}
-	return alg, quant
+	return alg, quant, tuned
 }
 
 // tuned reports whether NCCL's tuner prices a communication task: with
