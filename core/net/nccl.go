@@ -90,6 +90,13 @@ type NCCLGeneration struct {
 	// per-step NVLink latency (8.4 and 3.4 µs) in the executed time; NVLSUs
 	// is NVLS's achieved latency (NCCL models 25 µs). Fitted.
 	SimpleBaseUs, SimpleStepUs, NVLSUs float64
+	// NVLSTailChannels is the channels' worth of time the last loop of an
+	// NVLS all-reduce takes at least, in the releases before 2.21 that
+	// walk its data a loop at a time (nvlsLoopedBytes): a loop whose data
+	// fills fewer channels still takes that many channels' time, one
+	// channel pulling less than NVLS's whole bandwidth. Fitted; 0: each
+	// byte costs the same, as 2.21's even split across channels runs.
+	NVLSTailChannels float64
 }
 
 // NCCL's latency tables (src/graph/tuning.cc, ncclTunerConstantsDefaults),
@@ -158,7 +165,7 @@ func NCCLGenerations() []NCCLGeneration {
 			PerChMaxTreeGBps:   [3]float64{38.7, 41.4, 36.0}, PerChMaxTreeLL128GBps: [3]float64{36.7, 36.7, 29.0},
 			NVLSEfficiency: 0.85, NVLSChannels: 16,
 			LL128MemGBps: 0, SimpleMemGBps: 1190,
-			SimpleBaseUs: 12, SimpleStepUs: 4, AchievedNVLS: 1, NVLSUs: 30},
+			SimpleBaseUs: 12, SimpleStepUs: 4, AchievedNVLS: 1, NVLSUs: 28, NVLSTailChannels: 12},
 		{Name: "blackwell", CompCap: 100, SpeedsIntraGBps: intra90, SpeedsInterGBps: inter90,
 			LLMaxGBps: [3]float64{2 * 141.0, 2 * 45.0, 2 * 35.0}, PerChMaxRingLL128GBps: [3]float64{40, 40, 40},
 			PerChMaxTreeGBps: [3]float64{70.0, 42.8, 24.0}, PerChMaxTreeLL128GBps: [3]float64{55.6, 31.67, 20.0},
@@ -223,7 +230,8 @@ type NCCLTuner struct {
 	// fewer channels shares out (Choose).
 	BuiltGraphChannels int
 	// Before221 prices the choice with the tuning constants of the
-	// releases before NCCL 2.21 (NCCLReleaseBefore221).
+	// releases before NCCL 2.21 (NCCLReleaseBefore221) and runs NVLS a
+	// loop at a time as their kernel does (nvlsLoopedBytes).
 	Before221 bool
 	// LinkBytesPerS is the bus bandwidth the ring's links carry at full
 	// efficiency, what the flow model's links give: inside a node the raw
@@ -625,6 +633,30 @@ func NCCLReleaseBefore221(release string) (bool, error) {
 	return major == 2 && minor < 21, nil
 }
 
+// nvlsLoopedBytes is the bytes whose time an NVLS all-reduce of bytes over
+// n ranks on nc channels takes in the releases before 2.21, whose kernel
+// (src/device/all_reduce.h, 2.19.3) walks the data a loop at a time, each
+// loop a piece of n chunks for every channel in channel order: in the last
+// loop the channels past the data idle while the others move whole
+// pieces, and a loop of pieces for fewer than tail channels takes tail
+// channels' time. So the time steps up at every loop (on 8 H100s 2 MiB
+// below 8 MiB, 4 MiB to 64 MiB), as Vidur's tables do. The chunk is
+// calcCollChunking's (src/enqueue.cc): 128 KiB, halved to 64, 32 and 16 KiB
+// below 64, 8 and 2 loops of it. From 2.21 each channel takes an even share
+// of the data (ncclCollCbdPart) and its last chunk shrinks to fit.
+func nvlsLoopedBytes(bytes float64, nc, n int, tail float64) float64 {
+	ops := float64(nc * n)
+	chunk := 131072.0
+	for _, loops := range []float64{64, 8, 2} {
+		if bytes < loops*ops*chunk {
+			chunk /= 2
+		}
+	}
+	loop := ops * chunk
+	full := math.Ceil(bytes/loop) - 1
+	return full*loop + math.Max(bytes-full*loop, loop*tail/float64(nc))
+}
+
 // nvlsHWLatBefore221Us is NVLS's NVLink latency in NCCL's model before
 // release 2.21 (25 from it: ncclHWLatUs).
 const nvlsHWLatBefore221Us = 23
@@ -708,6 +740,9 @@ func (tu *NCCLTuner) ChooseFrom(op Op, bytes float64, algs ...Algorithm) (NCCLCh
 	}
 	nc, threads := tu.channels(a, p, bytes)
 	bus *= achieved
+	if a == NVLS && tu.Before221 {
+		bus *= bytes / nvlsLoopedBytes(bytes, nc, n, g.NVLSTailChannels)
+	}
 	if tu.PayloadBytesPerS > 0 {
 		// Across nodes the links set the Simple ring's bandwidth; NCCL's
 		// model gives each choice's share of it.

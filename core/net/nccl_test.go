@@ -265,6 +265,42 @@ func TestNCCLNVLS(t *testing.T) {
 	require.Error(t, err)
 }
 
+// Before 2.21 an NVLS all-reduce takes its data a loop at a time (16
+// channels × 8 heads × the chunk: 2 MiB below 8 MiB on 8 H100s), so its
+// time steps up when a message spills into another loop, and a last loop
+// that fills fewer than NVLSTailChannels channels costs that many; from
+// 2.21 every byte costs the same.
+func TestNCCLNVLSLoops(t *testing.T) {
+	h := tuner(t, preset(t, "dgx-h100", 1), 8)
+	tail := h.Gen.NVLSTailChannels
+	require.Greater(t, tail, 0.0, "hopper's fitted tail")
+	const mib = 1 << 20
+	full, err := h.Choose(AllReduce, 64*mib)
+	require.NoError(t, err)
+	fullAlg := full.AlgBytesPerS
+	h.Before221 = true
+	for _, c := range []struct{ bytes, looped float64 }{
+		{2 * mib, 2 * mib},                       // one full loop
+		{2*mib + 64<<10, 2*mib + 2*mib*tail/16},  // a second loop of one piece costs tail channels
+		{2*mib + 1.9*mib, 2*mib + 1.9*mib},       // a last loop past tail channels costs its bytes
+		{1 * mib, 2 * mib * tail / 16},           // one loop, eight channels' pieces
+		{8 * mib, 8 * mib},                       // 32 KiB chunks: two full loops of 4 MiB
+		{8*mib + 256<<10, 8*mib + 4*mib*tail/16}, // and a third of one piece
+	} {
+		ch, err := h.Choose(AllReduce, c.bytes)
+		require.NoError(t, err)
+		require.Equal(t, NVLS, ch.Algorithm)
+		require.InDelta(t, c.looped/fullAlg, c.bytes/ch.AlgBytesPerS, 1e-12, "%.0f bytes", c.bytes)
+	}
+	h.Before221 = false
+	for _, b := range []float64{2*mib + 64<<10, 8*mib + 256<<10} {
+		ch, err := h.Choose(AllReduce, b)
+		require.NoError(t, err)
+		require.Equal(t, NVLS, ch.Algorithm)
+		require.InDelta(t, fullAlg, ch.AlgBytesPerS, 1e-3, "2.21 splits the data evenly")
+	}
+}
+
 // A collective with algorithm "nccl" alone on its links takes exactly the
 // tuner's time, LatencyS + bytes/AlgBytesPerS, stepped or streamed (the
 // tuner's latency includes the links' per-step latency, which the flows
