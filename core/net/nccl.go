@@ -740,7 +740,7 @@ func (tu *NCCLTuner) ChooseFrom(op Op, bytes float64, algs ...Algorithm) (NCCLCh
 	}
 	nc, threads := tu.channels(a, p, bytes)
 	bus *= achieved
-	if a == NVLS && tu.Before221 {
+	if a == NVLS && tu.Before221 && bytes > 0 {
 		bus *= bytes / nvlsLoopedBytes(bytes, nc, n, g.NVLSTailChannels)
 	}
 	if tu.PayloadBytesPerS > 0 {

@@ -292,6 +292,9 @@ func TestNCCLNVLSLoops(t *testing.T) {
 		require.Equal(t, NVLS, ch.Algorithm)
 		require.InDelta(t, c.looped/fullAlg, c.bytes/ch.AlgBytesPerS, 1e-12, "%.0f bytes", c.bytes)
 	}
+	empty, err := h.ChooseFrom(AllReduce, 0, NVLS)
+	require.NoError(t, err)
+	require.InDelta(t, fullAlg, empty.AlgBytesPerS, 1e-3, "no bytes: no loop, and no NaN")
 	h.Before221 = false
 	for _, b := range []float64{2*mib + 64<<10, 8*mib + 256<<10} {
 		ch, err := h.Choose(AllReduce, b)
