@@ -29,6 +29,10 @@ const (
 	MXFP4 DType = "mxfp4"
 )
 
+// MXBlock is how many elements share one E8M0 scale byte in the OCP
+// microscaling formats (OCP Microscaling Formats v1.0: MXFP4, MXFP8).
+const MXBlock = 32
+
 // DTypes lists every data type in a fixed order.
 var DTypes = []DType{FP32, TF32, BF16, FP16, FP8, INT8, FP4}
 
@@ -44,7 +48,7 @@ func (d DType) Bytes() float64 {
 	case INT4:
 		return 0.5
 	case MXFP4:
-		return 0.5 + 1.0/32
+		return 0.5 + 1.0/MXBlock
 	case FP4:
 		return 0.5 + 1.0/16 // a 4-bit element and its share of a byte-wide scale per 16
 	}
@@ -244,6 +248,11 @@ func (g GPU) Peak(d DType) float64 {
 	}
 	return 0
 }
+
+// BlockScaledMMA reports whether the tensor cores apply per-block scales
+// inside the MMA (Blackwell's NVFP4 and OCP MX formats, tcgen05's
+// block-scaled kinds): the parts with FP4 math.
+func (g GPU) BlockScaledMMA() bool { return g.PeakFP4FlopsPerS > 0 }
 
 // Link is a point-to-point link technology, one direction.
 type Link struct {

@@ -690,10 +690,21 @@ const (
 	// Float8BlockScaling, Megatron's --fp8-recipe blockwise): every GEMM
 	// applies its scales and promotes per 128-element block.
 	FP8Blockwise = "blockwise"
+	// FP8MXFP8: Megatron-Core's --fp8-recipe mxfp8 (Transformer Engine's
+	// MXFP8BlockScaling): OCP microscaling, an E8M0 scale per 32 elements
+	// along the reduction, which Blackwell's tensor cores apply inside the
+	// MMA (tcgen05's block-scaled kinds) while accumulating in FP32 in
+	// tensor memory, so no GEMM promotes on the CUDA cores; Transformer
+	// Engine runs it on Blackwell only (MXFP8 needs compute capability 10).
+	// A scale block runs along K, so the transposed use of a tensor (the
+	// weight gradient's input, the input gradient's weight) is a
+	// quantization of its own: each cast writes the tensor rowwise and
+	// columnwise with their scales (MXFP8Quantize).
+	FP8MXFP8 = "mxfp8"
 )
 
 // FP8Recipes lists the allowed Run.FP8Recipe values.
-func FP8Recipes() []string { return []string{FP8Delayed, FP8Tensorwise, FP8Blockwise} }
+func FP8Recipes() []string { return []string{FP8Delayed, FP8Tensorwise, FP8Blockwise, FP8MXFP8} }
 
 // fp8Linear applies the FP8 recipe to a linear layer's GEMMs (fwd, bwd):
 // Transformer Engine's casts (fp8Casts) and the split accumulator where
@@ -706,7 +717,9 @@ func (b *builder) fp8Linear(name string, in, grad float64, normFed bool, fwd, bw
 			}
 		}
 	}
-	split(bwd)
+	if b.r.FP8Recipe != FP8MXFP8 {
+		split(bwd)
+	}
 	if b.blockScaledFP8() {
 		split(fwd)
 	}
@@ -719,9 +732,13 @@ func (b *builder) fp8Linear(name string, in, grad float64, normFed bool, fwd, bw
 // transposed FP8 input is what the backward keeps. A norm-fed input
 // (LayerNormLinear) is written in FP8 by the norm itself and only
 // transposed in the backward (fp8_transpose); the norm's own output is
-// still priced at 16 bits (1 byte an element over).
+// still priced at 16 bits (1 byte an element over). Under MXFP8 the norm
+// writes 16 bits and a cast follows, as for any input: Transformer
+// Engine fuses MXFP8 output into a norm only on cuDNN's kernels, off
+// unless NVTE_NORM_FWD_USE_CUDNN is set (pytorch/csrc/extensions/
+// normalization.cpp, layernorm_fwd and rmsnorm_fwd: force_unfused_kernel).
 func (b *builder) fp8Casts(name string, in, grad float64, normFed bool, fwd, bwd []Op) ([]Op, []Op) {
-	if normFed {
+	if normFed && b.r.FP8Recipe != FP8MXFP8 {
 		bwd = append([]Op{NewStreaming(name+".fp8_transpose", Quantize, b.d, 0, 2*in)}, bwd...)
 	} else {
 		fwd = append(b.fp8Quantize(name+".fp8_cast", in), fwd...)
@@ -731,13 +748,15 @@ func (b *builder) fp8Casts(name string, in, grad float64, normFed bool, fwd, bwd
 
 // fp8Quantize is the cast of n 16-bit elements to FP8 under the run's
 // recipe: FP8CastTranspose, after FP8Amax under current scaling
-// (FP8Tensorwise).
+// (FP8Tensorwise); MXFP8Quantize under FP8MXFP8.
 func (b *builder) fp8Quantize(name string, n float64) []Op {
-	cast := FP8CastTranspose(name, b.a, n)
-	if b.r.FP8Recipe == FP8Tensorwise {
-		return []Op{FP8Amax(name+".amax", b.a, n), cast}
+	switch b.r.FP8Recipe {
+	case FP8Tensorwise:
+		return []Op{FP8Amax(name+".amax", b.a, n), FP8CastTranspose(name, b.a, n)}
+	case FP8MXFP8:
+		return []Op{MXFP8Quantize(name, b.a, n)}
 	}
-	return []Op{cast}
+	return []Op{FP8CastTranspose(name, b.a, n)}
 }
 
 // fp8Training reports whether the run trains with 8-bit GEMMs, which
@@ -753,6 +772,16 @@ func (b *builder) fp8Training() bool { return b.training() && b.d.Bytes() == 1 }
 // quantizers move the same bytes (their scales aside).
 func FP8CastTranspose(name string, d hw.DType, n float64) Op {
 	return NewStreaming(name, Quantize, d, 3*n, n*(d.Bytes()+2))
+}
+
+// MXFP8Quantize is Transformer Engine's MXFP8 quantization of n elements
+// of type d for a GEMM and its transposed use (MXFP8Quantizer with
+// rowwise and columnwise usage): it reads the tensor once and writes it
+// twice in FP8, along rows and along columns, each copy with an E8M0
+// scale byte per 32 elements, the largest magnitude of each block taken
+// in registers.
+func MXFP8Quantize(name string, d hw.DType, n float64) Op {
+	return NewStreaming(name, Quantize, d, 3*n, n*(d.Bytes()+2+2.0/hw.MXBlock))
 }
 
 // FP8Amax is current scaling's amax of n elements of type d, a reduction

@@ -487,6 +487,40 @@ func TestFP8CurrentScalingTakesAmax(t *testing.T) {
 	assert.NotContains(t, cur, "attn.qkv.fp8_cast.amax") // the norm writes its output in FP8
 }
 
+// MXFP8 (fp8_recipe mxfp8): the tensor cores apply the block scales and
+// accumulate in FP32, so no GEMM runs a split accumulator; every cast,
+// the norm-fed inputs' too, writes its tensor rowwise and columnwise with
+// an E8M0 scale byte per 32 elements, and nothing is transposed later.
+func TestFP8MXFP8Casts(t *testing.T) {
+	c, ok := ByName("llama2-7b")
+	require.True(t, ok)
+	ops := func(recipe string) map[string]Op {
+		g, err := Build(c, Run{Phase: Training, Batch: 1, SeqLen: 1024, TP: 1, DType: hw.FP8, GradDType: hw.FP32, FP8Recipe: recipe})
+		require.NoError(t, err)
+		blk, _ := g.Block(BlockTransformer)
+		m := map[string]Op{}
+		for _, o := range append(append([]Op{}, blk.Forward...), blk.Backward...) {
+			m[o.Name] = o
+		}
+		return m
+	}
+	mx, delayed := ops(FP8MXFP8), ops(FP8Delayed)
+	for name, o := range mx {
+		if o.Kind == GEMM {
+			assert.False(t, o.SplitAccumulator, name)
+		}
+	}
+	assert.True(t, delayed["attn.qkv.dgrad"].SplitAccumulator)
+	n := float64(1024 * c.Hidden)
+	has := func(m map[string]Op, name string) bool { _, ok := m[name]; return ok }
+	require.True(t, has(mx, "attn.qkv.fp8_cast"), "the norm writes 16 bits, a cast follows")
+	assert.False(t, has(delayed, "attn.qkv.fp8_cast"))
+	assert.False(t, has(mx, "attn.qkv.fp8_transpose"))
+	assert.InDelta(t, n*(2+1+1+2.0/32), mx["attn.qkv.fp8_cast"].Bytes, 1e-6)
+	down := float64(1024 * c.FFNHidden)
+	assert.InDelta(t, down*(2.0/32), mx["mlp.down.fp8_cast"].Bytes-delayed["mlp.down.fp8_cast"].Bytes, 1e-6)
+}
+
 // Transformer Engine's per-tensor FP8 recipe runs the forward GEMM with
 // fast accumulation and the two gradient GEMMs with a split accumulator;
 // the block-wise recipe splits all three; 16-bit GEMMs never do, nor FP8

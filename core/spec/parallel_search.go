@@ -84,7 +84,7 @@ func (s *ParallelSearch) Defaults() {
 func (s *ParallelSearch) Validate(p *Problems) {
 	var none Faults
 	s.Target.validate(p, &none)
-	s.Step.validate(p, s.DType)
+	s.Step.validate(p, &s.Target)
 	p.IntInRange("global_batch", s.GlobalBatch, 1, 1<<30)
 	for _, f := range []struct {
 		name string

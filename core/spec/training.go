@@ -99,7 +99,7 @@ func (s *Training) Defaults() {
 // Validate reports every problem.
 func (s *Training) Validate(p *Problems) {
 	s.Target.validate(p, &s.Faults)
-	s.Step.validate(p, s.DType)
+	s.Step.validate(p, &s.Target)
 	s.Parallel.Validate(p, "parallel")
 	p.OneOf("execution", s.Execution, ExecutionModes())
 	s.Host.validate(p, "host", true, s.Execution)
@@ -121,7 +121,9 @@ type Step struct {
 	// with a split accumulator), "tensorwise" (per-tensor current scaling:
 	// the same GEMMs, each cast after a pass that takes its tensor's amax)
 	// or "blockwise" (per-block scales, every GEMM promoting per 128
-	// elements: DeepSeek-V3's recipe).
+	// elements: DeepSeek-V3's recipe), or on Blackwell "mxfp8" (a scale
+	// per 32 elements, applied in the MMA; each cast writes rowwise and
+	// columnwise copies).
 	FP8Recipe string `json:"fp8_recipe,omitempty"`
 	// CrossEntropyFusion is the loss's implementation: "none" (default,
 	// Megatron-LM's: PyTorch ops over fp32 logits), "native" (Megatron's
@@ -180,8 +182,9 @@ func validateRouterDType(p *Problems, d string) {
 	}
 }
 
-// validate checks the step's options for math in dtype.
-func (s *Step) validate(p *Problems, dtype string) {
+// validate checks the step's options for the target's GPU and math type.
+func (s *Step) validate(p *Problems, t *Target) {
+	dtype := t.DType
 	p.OneOf("grad_dtype", s.GradDType, []string{"fp32", "bf16", "fp16"})
 	if hw.DType(dtype) == hw.FP4 {
 		p.Addf("dtype", "fp4 (NVFP4) is modelled for inference and serving, not training; train in fp8, bf16, fp16, tf32 or fp32")
@@ -190,6 +193,9 @@ func (s *Step) validate(p *Problems, dtype string) {
 		p.OneOf("fp8_recipe", s.FP8Recipe, model.FP8Recipes())
 		if hw.DType(dtype).Bytes() != 1 {
 			p.Addf("fp8_recipe", "applies to FP8 training only: dtype is %q (use \"fp8\", or leave fp8_recipe out)", dtype)
+		}
+		if g, ok := t.GPU.Resolve(); ok && s.FP8Recipe == model.FP8MXFP8 && !g.BlockScaledMMA() {
+			p.Addf("fp8_recipe", "mxfp8's block scales are applied by Blackwell's tensor cores (b200, gb200), which %s lacks: use delayed, tensorwise or blockwise", t.GPU)
 		}
 	}
 	p.OneOf("cross_entropy_fusion", s.CrossEntropyFusion, model.CrossEntropyFusions())

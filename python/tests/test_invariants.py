@@ -114,7 +114,8 @@ def training_spec(rnd: random.Random) -> Spec:
     if par["recompute"] == "selective" and rnd.random() < 0.5:
         par["recompute_modules"] = rnd.sample(["core_attn", "layernorm", "moe_act", "moe"], rnd.choice([1, 2]))
     if spec["dtype"] == "fp8" and rnd.random() < 0.5:
-        spec["fp8_recipe"] = rnd.choice(["delayed", "tensorwise", "blockwise"])
+        blackwell = ["mxfp8"] if spec["gpu"] == "b200" else []  # Blackwell's microscaling, a SpecError elsewhere
+        spec["fp8_recipe"] = rnd.choice(["delayed", "tensorwise", "blockwise"] + blackwell)
     if moe and spec.get("fp8_recipe") == "blockwise":
         spec["fp8_dispatch"] = True  # DeepSeek-V3's recipe and dispatch, with no draw of its own
     if par["zero"] >= 1 and dp >= 4 and not moe and rnd.random() < 0.3:

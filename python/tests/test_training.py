@@ -46,6 +46,15 @@ def test_bad_layout_is_a_spec_error():
     assert "parallel.tp" in str(err.value)
 
 
+def test_mxfp8_is_blackwells():
+    spec = {"kind": "training", "model": SMALL, "gpu": "b200", "cluster": {"preset": "dgx-b200", "nodes": 1},
+            "parallel": {"tp": 8}, "seq_len": 1024, "dtype": "fp8", "fp8_recipe": "mxfp8"}
+    assert eidolon.run(spec, progress=False).to_pandas("summary").iloc[0].step_time_s > 0
+    with pytest.raises(eidolon.SpecError, match="fp8_recipe: mxfp8.*h100-sxm lacks") as err:
+        eidolon.run({**spec, "gpu": "h100-sxm", "cluster": {"preset": "dgx-h100", "nodes": 1}}, progress=False)
+    assert [p.path for p in err.value.problems] == ["fp8_recipe"]
+
+
 def test_tp_comm_overlap_hides_tensor_parallel_communication():
     plain = training(tp=8, global_batch=1, sequence_parallel=True)
     ring = training(tp=8, global_batch=1, sequence_parallel=True, tp_comm_overlap=True)
