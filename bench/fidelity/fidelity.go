@@ -696,6 +696,12 @@ func llama3Rows(ctx context.Context) ([]Row, error) {
 	return rows, nil
 }
 
+// gb200TwoRacks is two GB200 NVL72 racks of which a job of 128 GPUs uses
+// 64 each (16 of the 18 compute trays), so that its stages of 32 do not
+// straddle a rack as the gb200-nvl72 preset, 72 GPUs a rack, would lay
+// them.
+const gb200TwoRacks = `{"topology":"composed","nodes":2,"gpus_per_node":64,"intra":"nvswitch","intra_link":"nvlink5","nics_per_node":64,"nic_link":"ib-ndr"}`
+
 // nemoFP8Rows are NVIDIA NeMo's published pre-training throughput at FP8
 // (the performance summary's tables: GPUs, global and micro-batch,
 // sequence, TP, PP, virtual stages, tokens/s per GPU), run as NeMo's
@@ -713,10 +719,6 @@ func nemoFP8Rows(ctx context.Context) ([]Row, error) {
 		h100Src  = "NVIDIA NeMo Framework performance summary (NeMo v2.1.0 docs), pre-training at FP8 on DGX-H100, container NeMo 24.07"
 		b200Src  = "NVIDIA NeMo Framework performance summary, NeMo 25.02, pre-training at FP8 on DGX-B200"
 		gb200Src = "NVIDIA NeMo Framework performance summary, NeMo 25.04, pre-training at FP8 on DGX-GB200"
-		// Two GB200 NVL72 racks of which a job of 128 GPUs uses 64 each (16
-		// of the 18 compute trays), so that its stages of 32 do not straddle
-		// a rack as the gb200-nvl72 preset, 72 GPUs a rack, would lay them.
-		twoRacks = `{"topology":"composed","nodes":2,"gpus_per_node":64,"intra":"nvswitch","intra_link":"nvlink5","nics_per_node":64,"nic_link":"ib-ndr"}`
 	)
 	dgxH100 := func(nodes int) string { return fmt.Sprintf(`{"preset":"dgx-h100","nodes":%d}`, nodes) }
 	var rows []Row
@@ -735,7 +737,7 @@ func nemoFP8Rows(ctx context.Context) ([]Row, error) {
 		{"LLaMA-3-8B", "llama3-8b", "b200", `{"preset":"dgx-b200","nodes":1}`, "B200", b200Src, 8, 128, 2, 8192, 1, 1, 1, 1, 26006},
 		{"GPT-3 175B", "gpt3-175b", "b200", `{"preset":"dgx-b200","nodes":64}`, "B200", b200Src, 512, 2048, 2, 2048, 4, 4, 1, 6, 1600},
 		{"LLaMA-3-8B", "llama3-8b", "gb200", `{"preset":"gb200-nvl72","nodes":1}`, "GB200", gb200Src, 8, 128, 2, 8192, 1, 1, 1, 1, 33099},
-		{"GPT-3 175B", "gpt3-175b", "gb200", twoRacks, "GB200", gb200Src, 128, 256, 2, 2048, 4, 4, 1, 12, 1804},
+		{"GPT-3 175B", "gpt3-175b", "gb200", gb200TwoRacks, "GB200", gb200Src, 128, 256, 2, 2048, 4, 4, 1, 12, 1804},
 	} {
 		dp := c.gpus / (c.tp * c.cp * c.pp)
 		js := fmt.Sprintf(`{"kind":"training","model":%q,"gpu":%q,"cluster":%s,

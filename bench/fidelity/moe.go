@@ -171,18 +171,38 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	// uses 256 GPUs. Its command captures the attention, router and MoE
 	// preprocessing in CUDA graphs (--cuda-graph-scope); the row runs
 	// eagerly, as the other rows.
-	{
-		js := `{"kind":"training","model":"qwen3-235b-a22b","gpu":"gb200","cluster":{"preset":"gb200-nvl72","nodes":4},
-		"parallel":{"tp":1,"pp":8,"dp":32,"ep":8,"expert_tp":1,"micro_batch":1,"global_batch":8192,
+	// The same script's MXFP8 long-context row (best_practice/qwen3/
+	// run_gb200_235b.sh: "GB200 config, MXFP8, 128k long context, 1150
+	// TFLOPS"): 32 GB200 trays (128 GPUs), sequence 131,072, TP 4, CP 4,
+	// PP 4 with 12 virtual stages, EP 32, micro-batch 1, global batch 1,024,
+	// --fp8-recipe mxfp8 (fp8_recipe mxfp8), recompute "moe_act layernorm",
+	// HybridEP without the all-to-all overlap, forced balance, no CUDA
+	// graphs. Its stages of 32 (the EP group: TP × CP × DP) each keep to an
+	// NVLink domain (SEGMENT=8 trays), as on gb200TwoRacks.
+	for _, q := range []struct {
+		label, src, cluster, par, extra string
+		seq                             int
+		ref                             float64
+	}{
+		{"256 GB200, TP1 PP8 EP8", "readme.md, GB200 table (Megatron-Core, HybridEP dispatcher, GB200 NVL72)",
+			`{"preset":"gb200-nvl72","nodes":4}`, `"tp":1,"pp":8,"dp":32,"ep":8,"global_batch":8192`, ``, 4096, 750},
+		{"128 GB200, TP4 CP4 PP4 VPP12 EP32, sequence 131,072, MXFP8",
+			`run_gb200_235b.sh (Megatron-Core, MXFP8, HybridEP dispatcher, GB200 NVL72: "128k long context, 1150 TFLOPS")`, gb200TwoRacks,
+			`"tp":4,"cp":4,"pp":4,"dp":2,"ep":32,"virtual_stages":12,"global_batch":1024,"sequence_parallel":true,"recompute":"selective","recompute_modules":["layernorm","moe_act"]`,
+			`,"dtype":"fp8","fp8_recipe":"mxfp8"`, 131072, 1150},
+	} {
+		js := fmt.Sprintf(`{"kind":"training","model":"qwen3-235b-a22b","gpu":"gb200","cluster":%s,
+		"parallel":{%s,"expert_tp":1,"micro_batch":1,
 		"account_for_embedding_in_pipeline_split":true,"account_for_loss_in_pipeline_split":true,
-		"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true},"seq_len":4096,"timeline_ranks":[-1]` + qwenLossTE + qwenRouterDType + forcedRouting("") + `}`
+		"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true},"seq_len":%d,"timeline_ranks":[-1]%s`, q.cluster, q.par, q.seq, q.extra) +
+			qwenLossTE + qwenRouterDType + forcedRouting("") + `}`
 		res, err := run(ctx, js)
 		if err != nil {
-			return nil, fmt.Errorf("qwen3-235b gb200: %w", err)
+			return nil, fmt.Errorf("qwen3-235b %s: %w", q.label, err)
 		}
 		s := res.Tables[0].Rows.([]training.SummaryRow)[0]
-		rows = append(rows, row("Qwen3-235B-A22B, 256 GB200, TP1 PP8 EP8", "tflops_per_gpu", 750, s.ModelFLOPs/s.StepTimeS/float64(s.GPUs)/1e12,
-			"yanring/Megatron-MoE-ModelZoo, best_practice/qwen3/readme.md, GB200 table (Megatron-Core, HybridEP dispatcher, GB200 NVL72)",
+		rows = append(rows, row("Qwen3-235B-A22B, "+q.label, "tflops_per_gpu", q.ref, s.ModelFLOPs/s.StepTimeS/float64(s.GPUs)/1e12,
+			"yanring/Megatron-MoE-ModelZoo, best_practice/qwen3/"+q.src,
 			fmt.Sprintf("step %.2f s (compute %.2f s + exposed comm %.2f s + bubble %.2f s); memory %.0f GB (fits %v); GPU parameters derived from the B200's, no table for this part",
 				s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS, s.MemoryPeakBytes/1e9, s.Fits)))
 	}
