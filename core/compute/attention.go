@@ -9,9 +9,19 @@ import (
 // Softmax work per attention score, in fp32 vector-lane instructions: the
 // online softmax's scale-and-subtract, running max, sum and conversion (4),
 // plus the exponential on the special-function units, which issue at a
-// quarter of the FP32 lane rate (NVIDIA CUDA C++ Programming Guide,
+// quarter of the A100's FP32 lane rate (NVIDIA CUDA C++ Programming Guide,
 // "Arithmetic Instructions" throughput table: 16 vs 64 results per clock per
 // SM), counted as 4. FlashAttention-2 does not overlap it with the matmuls.
+// Hopper's and Blackwell's SMs have 128 FP32 lanes and still 16
+// exponentials a clock (B200: 5 tera-exponentials a second in NVIDIA's
+// Blackwell Ultra figures), an eighth, while their fused kernels overlap
+// the softmax with the asynchronous MMAs: counted right and added, the
+// H100's forward reads 17 % under cuDNN's at 16k tokens; counted right and
+// overlapped in full, 28 % over it, and a B200's 1,595 TFLOP/s, where
+// FlashAttention-4 reports 1,613 (KERNELS.md). The count of 4, added, is
+// what matches the H100's kernels, from which the backward's lane work is
+// fitted; on Blackwell it prices the attention at cuDNN's early speed, not
+// FlashAttention-4's (MOE_FIDELITY.md's GB200 long-context row).
 const softmaxLaneOpsPerScore = 8
 
 // FlashBackwardLaneOpsPerScore is the backward main loop's time per score
