@@ -83,8 +83,8 @@ func (s *ParallelSearch) Defaults() {
 // Validate reports every problem.
 func (s *ParallelSearch) Validate(p *Problems) {
 	var none Faults
-	s.Target.validate(p, &none)
-	s.Step.validate(p, &s.Target)
+	g, ok := s.Target.validate(p, &none)
+	s.Step.validate(p, s.DType, g, ok)
 	p.IntInRange("global_batch", s.GlobalBatch, 1, 1<<30)
 	for _, f := range []struct {
 		name string

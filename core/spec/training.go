@@ -98,8 +98,8 @@ func (s *Training) Defaults() {
 
 // Validate reports every problem.
 func (s *Training) Validate(p *Problems) {
-	s.Target.validate(p, &s.Faults)
-	s.Step.validate(p, &s.Target)
+	g, ok := s.Target.validate(p, &s.Faults)
+	s.Step.validate(p, s.DType, g, ok)
 	s.Parallel.Validate(p, "parallel")
 	p.OneOf("execution", s.Execution, ExecutionModes())
 	s.Host.validate(p, "host", true, s.Execution)
@@ -182,9 +182,9 @@ func validateRouterDType(p *Problems, d string) {
 	}
 }
 
-// validate checks the step's options for the target's GPU and math type.
-func (s *Step) validate(p *Problems, t *Target) {
-	dtype := t.DType
+// validate checks the step's options for math in dtype on the target's
+// GPU g (ok: g resolved).
+func (s *Step) validate(p *Problems, dtype string, g hw.GPU, ok bool) {
 	p.OneOf("grad_dtype", s.GradDType, []string{"fp32", "bf16", "fp16"})
 	if hw.DType(dtype) == hw.FP4 {
 		p.Addf("dtype", "fp4 (NVFP4) is modelled for inference and serving, not training; train in fp8, bf16, fp16, tf32 or fp32")
@@ -194,8 +194,8 @@ func (s *Step) validate(p *Problems, t *Target) {
 		if hw.DType(dtype).Bytes() != 1 {
 			p.Addf("fp8_recipe", "applies to FP8 training only: dtype is %q (use \"fp8\", or leave fp8_recipe out)", dtype)
 		}
-		if g, ok := t.GPU.Resolve(); ok && s.FP8Recipe == model.FP8MXFP8 && !g.BlockScaledMMA() {
-			p.Addf("fp8_recipe", "mxfp8's block scales are applied by Blackwell's tensor cores (b200, gb200), which %s lacks: use delayed, tensorwise or blockwise", t.GPU)
+		if ok && s.FP8Recipe == model.FP8MXFP8 && !g.BlockScaledMMA() {
+			p.Addf("fp8_recipe", "mxfp8's block scales are applied by Blackwell's tensor cores (b200, gb200), which %s lacks: use delayed, tensorwise or blockwise", g.Name)
 		}
 	}
 	p.OneOf("cross_entropy_fusion", s.CrossEntropyFusion, model.CrossEntropyFusions())
@@ -228,8 +228,9 @@ func (t *Target) defaults() {
 	}
 }
 
-// validate checks the target with the run's faults.
-func (t *Target) validate(p *Problems, f *Faults) {
+// validate checks the target with the run's faults and returns its GPU
+// when that resolved.
+func (t *Target) validate(p *Problems, f *Faults) (hw.GPU, bool) {
 	dtype := t.DType
 	g, ok := t.GPU.Validate(p, "gpu")
 	dtypes := make([]string, len(hw.DTypes))
@@ -242,6 +243,7 @@ func (t *Target) validate(p *Problems, f *Faults) {
 	t.Model.Validate(p, "model")
 	t.Cluster.Validate(p, "cluster")
 	f.Validate(p, "faults")
+	return g, ok
 }
 
 // SimulatesEveryReplica says whether the step simulates every
