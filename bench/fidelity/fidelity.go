@@ -199,7 +199,7 @@ func Rows(ctx context.Context) ([]Row, error) {
 		}
 	}
 	for _, more := range []func(context.Context) ([]Row, error){
-		table4Rows, readmeMFURows, scalingRows, nemoFP8Rows, nemoLongSequenceRows, gpt3ReadmeRows, llama3Rows, llama2InferenceRows, gptFastRows,
+		table4Rows, readmeMFURows, scalingRows, nemoFP8Rows, bridgeRows, nemoLongSequenceRows, gpt3ReadmeRows, llama3Rows, llama2InferenceRows, gptFastRows,
 	} {
 		rs, err := more(ctx)
 		if err != nil {
