@@ -3,6 +3,7 @@ package compute
 import (
 	"math"
 
+	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
 )
 
@@ -23,6 +24,17 @@ import (
 // fitted; on Blackwell it prices the attention at cuDNN's early speed, not
 // FlashAttention-4's (MOE_FIDELITY.md's GB200 long-context row).
 const softmaxLaneOpsPerScore = 8
+
+// softmaxExpLaneOps is the exponential's share of softmaxLaneOpsPerScore
+// (and of the backward's recomputed P), counted at 16 exponentials a
+// clock an SM. A part whose special-function units issue more
+// (hw.GPU.ExpPerClockPerSM: Blackwell Ultra's 32) pays proportionally
+// less of it, forward and backward alike.
+const softmaxExpLaneOps = 4
+
+// expLaneOpsSaved is what the part's exponential rate takes off the
+// counted softmax work per score: 0 at 16 a clock, 2 at 32.
+func expLaneOpsSaved(g hw.GPU) float64 { return softmaxExpLaneOps * (1 - 16/g.ExpPerClock()) }
 
 // FlashBackwardLaneOpsPerScore is the backward main loop's time per score
 // beyond its matmuls, in the same lane-instruction units. Counted from
@@ -118,6 +130,7 @@ func (e *Evaluator) flash(o model.Op) Cost {
 	if bwd {
 		laneOps = e.flashBwdLaneOps
 	}
+	laneOps -= expLaneOpsSaved(g)
 	peak := g.TensorPeak(o.DType)
 	if o.SyncMMA {
 		peak = g.SyncMMAPeak(o.DType)
@@ -225,7 +238,7 @@ func (e *Evaluator) decode(o model.Op) Cost {
 	// Scores: one per (head, key); GQA shares each K/V read across heads.
 	lanes := g.VectorFP32FlopsPerS / 2
 	scores := float64(o.Batch*o.Heads) * float64(o.SeqKV)
-	mathTime := o.FLOPs/g.TensorPeak(o.DType) + softmaxLaneOpsPerScore*scores/lanes
+	mathTime := o.FLOPs/g.TensorPeak(o.DType) + (softmaxLaneOpsPerScore-expLaneOpsSaved(g))*scores/lanes
 	fixed := e.blockWaves(seqHeads * splits)
 	if xqa && splits > 1 {
 		merged := float64(splits*o.Heads/max(o.KVHeads, 1)) * float64(o.HeadDim+1) * 4

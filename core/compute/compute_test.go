@@ -889,3 +889,43 @@ func TestUnalignedGEMMRunsNarrowLoadKernels(t *testing.T) {
 	// GPT-2's vocabulary as nanoGPT found it: 50,257 against 50,304 columns.
 	assert.Greater(t, price(8192, 50257, 768, false).TimeS, 1.2*price(8192, 50304, 768, false).TimeS)
 }
+
+// A part whose special-function units issue twice the exponentials
+// (hw.GPU.ExpPerClockPerSM: Blackwell Ultra's 32 against 16) pays half the
+// exponential's share of the softmax: a math-bound attention, forward and
+// backward, is faster by exactly 2 lane instructions a score at the
+// part's lane rate, and a decode attention's math by the same; everything
+// else in the price stays.
+func TestExponentialRateShortensTheSoftmax(t *testing.T) {
+	g := gpu(t, "gb200")
+	fast := g
+	fast.ExpPerClockPerSM = 32
+	f := model.NewFlashAttention("fa", hw.BF16, 2, 16, 16, 8192, 8192, 128, true)
+	b := f
+	b.Kind, b.FLOPs = model.FlashAttentionBwd, 2.5*f.FLOPs
+	lanes := g.VectorFP32FlopsPerS / 2
+	for _, o := range []model.Op{f, b} {
+		slow, err := NewEvaluator(g).Op(o)
+		require.NoError(t, err)
+		require.Equal(t, BoundCompute, slow.Bound, "%s", o.Kind)
+		quick, err := NewEvaluator(fast).Op(o)
+		require.NoError(t, err)
+		// The computed scores: the causal blocks' Br×Bc each.
+		scores := slow.ExecutedFLOPs / 4 / float64(o.HeadDim)
+		if o.Kind == model.FlashAttentionBwd {
+			scores /= 2.5
+		}
+		assert.InEpsilon(t, 2*scores/lanes, slow.TimeS-quick.TimeS, 1e-9, "%s", o.Kind)
+		assert.Equal(t, slow.BytesHBM, quick.BytesHBM)
+	}
+	// The decode's math alone: its memory made free.
+	for _, p := range []*hw.GPU{&g, &fast} {
+		p.HBMBandwidthBytesPerS, p.L2BandwidthBytesPerS = 1e20, 1e20
+	}
+	d := model.NewDecodeAttention("decode", hw.BF16, 2, 64, 32, 8, 65536, 128)
+	slow, err := NewEvaluator(g).Op(d)
+	require.NoError(t, err)
+	quick, err := NewEvaluator(fast).Op(d)
+	require.NoError(t, err)
+	assert.InEpsilon(t, 2*64*32*65536/lanes, slow.TimeS-quick.TimeS, 1e-6)
+}

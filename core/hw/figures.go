@@ -60,6 +60,7 @@ func Figures() []Figure {
 		{Name: "memory_latency_s", Max: 1e-4},
 		{Name: "l2_latency_s", Max: 1e-4},
 		{Name: "max_threads_per_sm", Min: 256, Max: 8192, Integer: true},
+		{Name: "exp_per_clock_per_sm", Max: 1024, Integer: true},
 		{Name: "fp8_promotion_interval_k", Max: 1 << 16, Integer: true},
 		{Name: "kernel_launch_s", Max: 1e-3},
 	}

@@ -145,6 +145,13 @@ type GPU struct {
 	// MaxThreadsPerSM is the resident-thread limit of one SM (CU); it sets
 	// how many row blocks run at once. 0 means 2048.
 	MaxThreadsPerSM int `json:"max_threads_per_sm" arrow:"max_threads_per_sm"`
+	// ExpPerClockPerSM is the exponentials an SM's special-function units
+	// issue a clock, what an attention's softmax waits on; 0 means 16, every
+	// NVIDIA part from Ampere (CUDA C++ Programming Guide, "Arithmetic
+	// Instructions") to Blackwell. Blackwell Ultra doubles it: 10.7
+	// tera-exponentials a second against Blackwell's 5 (NVIDIA, "Inside
+	// NVIDIA Blackwell Ultra", 2025: "2x attention-layer acceleration").
+	ExpPerClockPerSM int `json:"exp_per_clock_per_sm" arrow:"exp_per_clock_per_sm"`
 
 	// FP8PromotionIntervalK is how often, in reduction elements, an FP8
 	// GEMM that needs FP32 accuracy adds its tensor cores' partial sums into
@@ -212,6 +219,14 @@ func (g GPU) GEMMBandwidth() float64 { return g.HBMBandwidth() * orOne(g.GEMMBan
 
 // GatherBandwidth is the bandwidth of an embedding gather.
 func (g GPU) GatherBandwidth() float64 { return g.HBMBandwidth() * orOne(g.GatherBandwidthFraction) }
+
+// ExpPerClock is ExpPerClockPerSM, 16 when unset.
+func (g GPU) ExpPerClock() float64 {
+	if g.ExpPerClockPerSM <= 0 {
+		return 16
+	}
+	return float64(g.ExpPerClockPerSM)
+}
 
 // ThreadsPerSM is MaxThreadsPerSM, 2048 when unset.
 func (g GPU) ThreadsPerSM() int {

@@ -160,6 +160,38 @@ func gh100(g GPU) GPU {
 	return g
 }
 
+// BlockScaledPresets names the GPU presets whose tensor cores apply block
+// scales in the MMA (GPU.BlockScaledMMA), in GPUPresets' order.
+func BlockScaledPresets() []string {
+	var names []string
+	for _, g := range GPUPresets() {
+		if g.BlockScaledMMA() {
+			names = append(names, g.Name)
+		}
+	}
+	return names
+}
+
+// blackwellUltra completes a Blackwell Ultra preset from its peaks: 160
+// SMs clocked as its FP32 peak gives (128 lanes an SM), the vector rate
+// that peak, twice Blackwell's exponentials a clock, HBM3e at 8 TB/s, and
+// the B200's SM and L2 (228 KB of shared memory, 126 MB of L2) with its
+// datasheet-derived kernel parameters, there being no kernel table for
+// these parts.
+func blackwellUltra(g GPU) GPU {
+	const sms = 160
+	g.SMCount, g.ClockHz = sms, g.PeakFP32FlopsPerS/(sms*256)
+	g.VectorFP32FlopsPerS = g.PeakFP32FlopsPerS
+	g.ExpPerClockPerSM = 32
+	g.SharedMemBytesPerSM, g.RegisterBytesPerSM = 228*kib, 256*kib
+	g.L2Bytes, g.L2BandwidthBytesPerS = 126*mib, nvidiaL2(sms, g.ClockHz)
+	g.HBMBandwidthBytesPerS = 8 * tera
+	g.TensorEfficiency, g.UnalignedMMAFraction = mamfB200, unalignedMMAFraction
+	g.HBMEfficiency, g.KernelLaunchS = hbmEfficiency, launchS
+	g.KernelParameters = "derived: the B200's (Blackwell's SM); no kernel table for this part"
+	return g
+}
+
 // GPUPresets returns every GPU preset, in a fixed order. The A100 and H100
 // SXM carry kernel parameters fitted on measured kernel times (a100Fit,
 // h100Fit); the H100 PCIe, H200 and H200 NVL share the H100's (same GH100 SM and L2:
@@ -346,6 +378,34 @@ func basePresets() []GPU {
 			KernelLaunchS:        launchS,
 			KernelParameters:     "derived: the B200's (the same die); no kernel table for this part",
 		},
+		// Blackwell Ultra (NVIDIA, "Inside NVIDIA Blackwell Ultra: The Chip
+		// Powering the AI Factory Era", 2025): 160 SMs, 15 PF of dense
+		// NVFP4, special-function units issuing twice Blackwell's
+		// exponentials (10.7 against 5 tera-exponentials a second), 288 GB
+		// of HBM3e at 8 TB/s. Per GPU, dense = half the sparse tensor
+		// figures, as the datasheets' rack or board totals divide (and as
+		// Verda's "GB300 NVL72 architecture" table of 2025 lists them):
+		// NVIDIA GB300 NVL72 (72 GPUs): FP4 1,080 PF dense → 15 PF, FP8
+		// 720 PF sparse → 5, INT8 23 POPS → 0.16, FP16/BF16 360 → 2.5, TF32
+		// 180 → 1.25, FP32 5,760 TF → 80 TF, 279 GB a GPU at 8 TB/s; NVIDIA
+		// HGX B300 (8 GPUs): FP4 108 PF dense → 13.5, FP8 72 PF sparse →
+		// 4.5, INT8 → 0.15, FP16/BF16 36 → 2.25, TF32 18 → 1.125, FP32 600
+		// TF → 75 TF, 2.1 TB → 270 GB. Clock from FP32 over 160 SMs of 128
+		// lanes. Kernel parameters as the other Blackwell parts' (derived).
+		blackwellUltra(GPU{
+			Name: "b300", Vendor: "nvidia",
+			PeakFP32FlopsPerS: 75 * tera, PeakTF32FlopsPerS: 1125 * tera,
+			PeakBF16FlopsPerS: 2250 * tera, PeakFP16FlopsPerS: 2250 * tera,
+			PeakFP8FlopsPerS: 4500 * tera, PeakINT8OpsPerS: 150 * tera, PeakFP4FlopsPerS: 13500 * tera,
+			HBMBytes: 270e9,
+		}),
+		blackwellUltra(GPU{
+			Name: "gb300", Vendor: "nvidia",
+			PeakFP32FlopsPerS: 80 * tera, PeakTF32FlopsPerS: 1250 * tera,
+			PeakBF16FlopsPerS: 2500 * tera, PeakFP16FlopsPerS: 2500 * tera,
+			PeakFP8FlopsPerS: 5000 * tera, PeakINT8OpsPerS: 160 * tera, PeakFP4FlopsPerS: 15000 * tera,
+			HBMBytes: 279e9,
+		}),
 		{
 			// AMD Instinct MI300X data sheet (2023): dense matrix peaks FP32
 			// 163.4, TF32 653.7, FP16/BF16 1,307.4, FP8 2,614.9 TFLOPS, INT8

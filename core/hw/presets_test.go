@@ -9,7 +9,7 @@ import (
 
 func TestGPUPresetsSane(t *testing.T) {
 	gpus := GPUPresets()
-	require.Len(t, gpus, 12)
+	require.Len(t, gpus, 14)
 	for _, g := range gpus {
 		t.Run(g.Name, func(t *testing.T) {
 			assert.NotEmpty(t, g.Vendor)
@@ -189,5 +189,25 @@ func TestFP4(t *testing.T) {
 		g, ok := GPUByName(name)
 		require.True(t, ok)
 		assert.Zero(t, g.Peak(FP4), name)
+	}
+}
+
+// Blackwell Ultra: the datasheets' peaks (NVFP4 three times FP8, no longer
+// twice), twice the special-function units' exponentials of every other
+// part, and the Blackwell SM's derived kernel parameters.
+func TestBlackwellUltra(t *testing.T) {
+	for _, name := range []string{"b300", "gb300"} {
+		g, ok := GPUByName(name)
+		require.True(t, ok)
+		assert.InDelta(t, 3*g.PeakFP8FlopsPerS, g.Peak(FP4), 1e12, name)
+		assert.Equal(t, 32.0, g.ExpPerClock(), name)
+		assert.True(t, g.BlockScaledMMA(), name)
+		assert.Zero(t, g.FP8PromotionIntervalK, name)
+		// The clock is the FP32 peak over 160 SMs of 128 lanes.
+		assert.InDelta(t, g.PeakFP32FlopsPerS, 160*256*g.ClockHz, 1, name)
+	}
+	for _, name := range []string{"a100-80gb-sxm", "h100-sxm", "b200", "gb200"} {
+		g, _ := GPUByName(name)
+		assert.Equal(t, 16.0, g.ExpPerClock(), name)
 	}
 }

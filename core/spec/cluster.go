@@ -13,10 +13,11 @@ import (
 // topology of GPUs, a composed (intra-node × fabric) cluster, or an edge
 // list. Compiled by compile.Description into a topo.Description.
 type Cluster struct {
-	// Preset: "dgx-a100", "dgx-h100", "dgx-h200", "dgx-h800", "dgx-b200" (NVSwitch inside
-	// the node, eight NICs per node into a rail-optimized fabric),
-	// "gb200-nvl72" (72 GPUs in one NVLink domain per rack, a NIC per GPU;
-	// its GPU is the "gb200" preset) or
+	// Preset: "dgx-a100", "dgx-h100", "dgx-h200", "dgx-h800", "dgx-b200",
+	// "dgx-b300" (NVSwitch inside the node, eight NICs per node into a
+	// rail-optimized fabric), "gb200-nvl72", "gb300-nvl72" (72 GPUs in one
+	// NVLink domain per rack, a NIC per GPU; their GPUs are the "gb200" and
+	// "gb300" presets) or
 	// "aws-p4d" (8 A100s on NVSwitch, 4 EFA NICs of 100 Gb/s, two GPUs per
 	// NIC behind a PCIe Gen4 switch). When set, Topology must be empty,
 	// Nodes scales it and IntraLink, NICLink and HostLink, where given,

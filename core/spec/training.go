@@ -1,6 +1,8 @@
 package spec
 
 import (
+	"strings"
+
 	"github.com/eidolon-sim/eidolon/core/hw"
 	"github.com/eidolon-sim/eidolon/core/model"
 )
@@ -195,7 +197,8 @@ func (s *Step) validate(p *Problems, dtype string, g hw.GPU, ok bool) {
 			p.Addf("fp8_recipe", "applies to FP8 training only: dtype is %q (use \"fp8\", or leave fp8_recipe out)", dtype)
 		}
 		if ok && s.FP8Recipe == model.FP8MXFP8 && !g.BlockScaledMMA() {
-			p.Addf("fp8_recipe", "mxfp8's block scales are applied by Blackwell's tensor cores (b200, gb200), which %s lacks: use delayed, tensorwise or blockwise", g.Name)
+			p.Addf("fp8_recipe", "mxfp8's block scales are applied by Blackwell's tensor cores (%s), which %s lacks: use delayed, tensorwise or blockwise",
+				strings.Join(hw.BlockScaledPresets(), ", "), g.Name)
 		}
 	}
 	p.OneOf("cross_entropy_fusion", s.CrossEntropyFusion, model.CrossEntropyFusions())

@@ -447,7 +447,7 @@ func LeafSpineHosts(hosts, radix int, oversubscription float64, l hw.Link) (*Top
 
 // Presets names the cluster presets, in a fixed order.
 func Presets() []string {
-	return []string{"dgx-a100", "dgx-h100", "dgx-h200", "dgx-h800", "dgx-b200", "gb200-nvl72", "aws-p4d"}
+	return []string{"dgx-a100", "dgx-h100", "dgx-h200", "dgx-h800", "dgx-b200", "dgx-b300", "gb200-nvl72", "gb300-nvl72", "aws-p4d"}
 }
 
 // PresetConfig returns the composition of a cluster preset scaled to
@@ -480,6 +480,17 @@ func PresetConfig(name string, nodes int) (ClusterConfig, error) {
 		// 14.4 TB/s in all), 8 single-port ConnectX-7 (400 Gb/s) compute
 		// NICs, PCIe Gen5.
 		c.IntraLink, c.NICLink, c.HostLink, c.Radix = look("nvlink5"), look("ib-ndr"), look("pcie5-x16"), 64
+	case "dgx-b300":
+		// NVIDIA DGX B300 datasheet (2025): 8 B300s on fifth-generation
+		// NVLink through NVSwitch (1.8 TB/s per GPU, both directions), 8
+		// ConnectX-8 SuperNICs of 800 Gb/s, one per GPU.
+		c.IntraLink, c.NICLink, c.HostLink, c.Radix = look("nvlink5"), look("ib-xdr"), look("pcie5-x16"), 64
+	case "gb300-nvl72":
+		// NVIDIA GB300 NVL72 datasheet (2025): 72 Blackwell Ultra GPUs in
+		// one NVLink domain (1.8 TB/s per GPU, 130 TB/s in all), a
+		// ConnectX-8 SuperNIC of 800 Gb/s per GPU. A "node" is the rack.
+		c.GPUsPerNode, c.NICsPerNode = 72, 72
+		c.IntraLink, c.NICLink, c.HostLink, c.Radix = look("nvlink5"), look("ib-xdr"), look("pcie5-x16"), 64
 	case "gb200-nvl72":
 		// NVIDIA GB200 NVL72 (datasheet, 2024): 72 Blackwell GPUs in one
 		// NVLink domain through the NVLink Switch trays, 1.8 TB/s per GPU

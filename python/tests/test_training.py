@@ -50,9 +50,21 @@ def test_mxfp8_is_blackwells():
     spec = {"kind": "training", "model": SMALL, "gpu": "b200", "cluster": {"preset": "dgx-b200", "nodes": 1},
             "parallel": {"tp": 8}, "seq_len": 1024, "dtype": "fp8", "fp8_recipe": "mxfp8"}
     assert eidolon.run(spec, progress=False).to_pandas("summary").iloc[0].step_time_s > 0
-    with pytest.raises(eidolon.SpecError, match="fp8_recipe: mxfp8.*h100-sxm lacks") as err:
+    with pytest.raises(eidolon.SpecError, match=r"fp8_recipe: mxfp8.*\(b200, gb200, b300, gb300\), which h100-sxm lacks") as err:
         eidolon.run({**spec, "gpu": "h100-sxm", "cluster": {"preset": "dgx-h100", "nodes": 1}}, progress=False)
     assert [p.path for p in err.value.problems] == ["fp8_recipe"]
+
+
+def test_blackwell_ultra_rack():
+    """A GB300 NVL72 rack trains as a GB200 one with Blackwell Ultra's exponential rate: at a long sequence, where
+    the attention's softmax weighs, the GB300 step is shorter than the same step on a GB300 with Blackwell's rate."""
+    spec = {"kind": "training", "model": SMALL, "gpu": "gb300", "cluster": {"preset": "gb300-nvl72", "nodes": 1},
+            "parallel": {"tp": 8}, "seq_len": 16384, "dtype": "bf16"}
+    ultra = eidolon.run(spec, progress=False).to_pandas("summary").iloc[0]
+    blackwell_exp = {**spec, "gpu": {"preset": "gb300", "exp_per_clock_per_sm": 16}}
+    plain = eidolon.run(blackwell_exp, progress=False).to_pandas("summary").iloc[0]
+    assert ultra.gpus == 72
+    assert 0 < ultra.step_time_s < plain.step_time_s
 
 
 def test_tp_comm_overlap_hides_tensor_parallel_communication():

@@ -84,7 +84,7 @@ var (
 	randomModels = []string{"gpt-1.7b", "llama2-7b", "llama3-8b", "qwen3-8b", "mamba-370m", "mamba2-2.7b",
 		"mixtral-8x7b", "deepseek-v3", "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-20b"}
 	randomMoE  = []string{"mixtral-8x7b", "deepseek-v3", "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-20b"}
-	randomGPUs = []string{"a100-80gb-sxm", "h100-sxm", "h200", "b200", "gb200", "mi300x", "h800"}
+	randomGPUs = []string{"a100-80gb-sxm", "h100-sxm", "h200", "b200", "gb200", "b300", "gb300", "mi300x", "h800"}
 	// Eight GPUs a node, each.
 	randomClusters = []string{"dgx-a100", "dgx-h100", "dgx-h800", "dgx-b200", "aws-p4d"}
 )
