@@ -15,18 +15,21 @@ import (
 // DGX-H100, each row with its layout, batch and precision.
 const bridgeSrc = "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md, 25.11 NeMo container, pre-training"
 
-// bridgeGB200Racks is n GB200s as NVL72 racks of which a layout uses 64
-// (16 of the 18 compute trays), so that power-of-two stages keep to a
-// rack's NVLink domain (gb200TwoRacks' layout, n/64 racks).
-func bridgeGB200Racks(n int) string {
-	if n <= 64 {
-		return `{"preset":"gb200-nvl72","nodes":1}`
+// nvl72Racks is n GPUs as NVL72 racks (the preset, with its NICs) of
+// which a layout uses 64 (16 of the 18 compute trays), so that
+// power-of-two stages keep to a rack's NVLink domain (gb200TwoRacks'
+// layout, n/64 racks).
+func nvl72Racks(preset, nic string) func(int) string {
+	return func(n int) string {
+		if n <= 64 {
+			return fmt.Sprintf(`{"preset":%q,"nodes":1}`, preset)
+		}
+		return fmt.Sprintf(`{"topology":"composed","nodes":%d,"gpus_per_node":64,"intra":"nvswitch","intra_link":"nvlink5","nics_per_node":64,"nic_link":%q}`, n/64, nic)
 	}
-	return fmt.Sprintf(`{"topology":"composed","nodes":%d,"gpus_per_node":64,"intra":"nvswitch","intra_link":"nvlink5","nics_per_node":64,"nic_link":"ib-ndr"}`, n/64)
 }
 
 // bridgeRows are the summary's dense rows (Llama 3 8B and 70B, Llama 3.1
-// 405B) on the parts with a preset (GB300 has none), run as the 25.11
+// 405B) on every part it lists, run as the 25.11
 // performance recipes run them (scripts/performance/configs/llama at
 // 97ad8cc): FP8 with current per-tensor scaling ("FP8-CS": fp8_recipe
 // tensorwise; the bracketed MXFP8 figures: mxfp8), the gradients reduced
@@ -38,9 +41,11 @@ func bridgeGB200Racks(n int) string {
 // Llama 3 8B recipes' full-iteration CUDA graphs on Blackwell
 // (cuda_graph_scope "full_iteration": execution cuda_graphs). Not
 // modelled, and said in each row's note: the H100 8B recipe's
-// recomputation of 5 layers (recompute_num_layers) and the GB200 70B
-// recipe's activation offloading to the Grace CPU (cpu_offloading_num_layers 40).
+// recomputation of 5 layers (recompute_num_layers) and the GB200
+// and GB300 70B recipes' activation offloading to the Grace CPU
+// (cpu_offloading_num_layers 40 and 20).
 func bridgeRows(ctx context.Context) ([]Row, error) {
+	gb200, gb300 := nvl72Racks("gb200-nvl72", "ib-ndr"), nvl72Racks("gb300-nvl72", "ib-xdr")
 	dgx := func(preset string) func(int) string {
 		return func(n int) string { return fmt.Sprintf(`{"preset":%q,"nodes":%d}`, preset, max(n/8, 1)) }
 	}
@@ -53,10 +58,14 @@ func bridgeRows(ctx context.Context) ([]Row, error) {
 		ref                             float64
 		unmodelled                      string
 	}{
-		{"llama3-8b", "LLaMA-3-8B", "gb200", "GB200", "tensorwise", bridgeGB200Racks, 8, 128, 2, 1, 1, 1, 1, false, true, 31508, ""},
-		{"llama3-8b", "LLaMA-3-8B", "gb200", "GB200", "mxfp8", bridgeGB200Racks, 8, 128, 2, 1, 1, 1, 1, false, true, 29789, ""},
-		{"llama3-70b", "LLaMA-3-70B", "gb200", "GB200", "tensorwise", bridgeGB200Racks, 64, 256, 2, 1, 1, 1, 1, true, false, 4312, "; the recipe's activation offloading to the CPU (40 layers) not modelled"},
-		{"llama3-405b", "LLaMA-3.1-405B", "gb200", "GB200", "tensorwise", bridgeGB200Racks, 256, 1536, 1, 4, 16, 1, 4, false, false, 813, ""},
+		{"llama3-8b", "LLaMA-3-8B", "gb300", "GB300", "tensorwise", gb300, 8, 128, 2, 1, 1, 1, 1, false, true, 37556, ""},
+		{"llama3-8b", "LLaMA-3-8B", "gb300", "GB300", "mxfp8", gb300, 8, 128, 2, 1, 1, 1, 1, false, true, 36108, ""},
+		{"llama3-70b", "LLaMA-3-70B", "gb300", "GB300", "tensorwise", gb300, 64, 256, 2, 1, 1, 1, 1, true, false, 4520, "; the recipe's activation offloading to the CPU (20 layers) not modelled"},
+		{"llama3-405b", "LLaMA-3.1-405B", "gb300", "GB300", "tensorwise", gb300, 256, 1536, 1, 2, 8, 2, 4, false, false, 999, ""},
+		{"llama3-8b", "LLaMA-3-8B", "gb200", "GB200", "tensorwise", gb200, 8, 128, 2, 1, 1, 1, 1, false, true, 31508, ""},
+		{"llama3-8b", "LLaMA-3-8B", "gb200", "GB200", "mxfp8", gb200, 8, 128, 2, 1, 1, 1, 1, false, true, 29789, ""},
+		{"llama3-70b", "LLaMA-3-70B", "gb200", "GB200", "tensorwise", gb200, 64, 256, 2, 1, 1, 1, 1, true, false, 4312, "; the recipe's activation offloading to the CPU (40 layers) not modelled"},
+		{"llama3-405b", "LLaMA-3.1-405B", "gb200", "GB200", "tensorwise", gb200, 256, 1536, 1, 4, 16, 1, 4, false, false, 813, ""},
 		{"llama3-8b", "LLaMA-3-8B", "b200", "B200", "tensorwise", dgx("dgx-b200"), 8, 128, 2, 1, 1, 1, 1, false, true, 30624, ""},
 		{"llama3-8b", "LLaMA-3-8B", "b200", "B200", "mxfp8", dgx("dgx-b200"), 8, 128, 2, 1, 1, 1, 1, false, true, 29521, ""},
 		{"llama3-405b", "LLaMA-3.1-405B", "b200", "B200", "tensorwise", dgx("dgx-b200"), 128, 64, 1, 4, 8, 2, 8, false, false, 661, ""},

@@ -120,16 +120,20 @@ func TestFidelityTable(t *testing.T) {
 		"backward in FlashAttention-2's backward tiles, which halved its L2 traffic, LLaMA-3-8B moved from +9.2 and −6.1 %: " +
 		"its backward, at head dim 128, was bound by L2 on the derived Blackwell parts, not on H100).\n")
 	b.WriteString("- Megatron-Bridge's performance summary of the NeMo 25.11 container (December 2025: the dense rows, Llama 3 " +
-		"8B and 70B and Llama 3.1 405B on DGX-GB200, DGX-B200 and DGX-H100; GB300 has no preset) is NeMo's performance " +
-		"recipes a year after the NeMo 25.02/25.04 rows above, run as its recipes of that release configure them " +
-		"(bench/fidelity bridgeRows: FP8 with current per-tensor scaling, fp8_recipe tensorwise, and the bracketed MXFP8 " +
-		"figures with mxfp8; gradients reduced in BF16; Megatron-FSDP, zero 3, where the table says FSDP; the 8B recipes' " +
-		"full-iteration CUDA graphs on Blackwell). Nothing was fitted to them, and every row comes within 10 %: the Blackwell " +
-		"rows, whose parts have no kernel table, −4.7 to +8.7 %, the H100 ones +1.5 to +9.1 %. The release's later tables " +
-		"(26.02 to 26.08) list no dense rows on these parts beyond Llama 3.1 405B, which moved by under 4 % (GB200 FP8: 813 " +
-		"tokens/s a GPU in 25.11, 843 in 26.06). Two recipes do what the model does not: the H100 8B one recomputes 5 layers " +
-		"(the row would read slower with it) and the GB200 70B one offloads 40 layers' activations to the Grace CPU; each " +
-		"row's note says so.\n")
+		"8B and 70B and Llama 3.1 405B on DGX-GB300, DGX-GB200, DGX-B200 and DGX-H100) is NeMo's performance recipes a year " +
+		"after the NeMo 25.02/25.04 rows above, run as its recipes of that release configure them (bench/fidelity bridgeRows: " +
+		"FP8 with current per-tensor scaling, fp8_recipe tensorwise, and the bracketed MXFP8 figures with mxfp8; gradients " +
+		"reduced in BF16; Megatron-FSDP, zero 3, where the table says FSDP; the 8B recipes' full-iteration CUDA graphs on " +
+		"Blackwell). Nothing was fitted to them. Every GB200, B200 and H100 row comes within 10 %: the Blackwell ones, whose " +
+		"parts have no kernel table, −4.7 to +8.7 %, the H100 ones +1.5 to +9.1 %. The release's later tables (26.02 to " +
+		"26.08) list no dense rows on these parts beyond Llama 3.1 405B, which moved by under 4 % (GB200 FP8: 813 tokens/s a " +
+		"GPU in 25.11, 843 in 26.06). The GB300 rows read 11–21 % slow: the gb300 preset is its datasheet, whose BF16 and " +
+		"FP8 peaks are the GB200's (2.5 and 5 PFLOP/s dense; Blackwell Ultra raised NVFP4 and the exponential units, both " +
+		"priced), where the measured runs are 5–23 % faster than the GB200's (Llama 3 8B 37,556 against 31,508 tokens/s a " +
+		"GPU, 70B 4,520 against 4,312; the 405B rows' layouts differ). What the GB300 spends its higher power (1.4 against " +
+		"1.2 kW) on is not a datasheet figure, and nothing is fitted to it. Two recipes do what the model does not: the H100 " +
+		"8B one recomputes 5 layers (the row would read slower with it) and the GB200 and GB300 70B ones offload 40 and 20 " +
+		"layers' activations to the Grace CPU; each row's note says so.\n")
 	b.WriteString("- The NeMo H100 rows are pre-training at FP8 as NVIDIA's performance summary publishes it (in NeMo v2.1.0's " +
 		"docs, \"Container: NeMo24.07\"; committed as \"24.07 perf numbers\", NVIDIA/NeMo 8e3d65d, September 2024), which NeMo 1.x ran " +
 		"from NeMo-Framework-Launcher 24.07: its config.yaml turns cuDNN's attention off for every job (NVTE_FUSED_ATTN: 0, from " +
