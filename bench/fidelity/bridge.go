@@ -3,6 +3,7 @@ package fidelity
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/eidolon-sim/eidolon/core/scenario/training"
 )
@@ -104,6 +105,60 @@ func bridgeRows(ctx context.Context) ([]Row, error) {
 			"tokens_per_s_per_gpu", c.ref, float64(c.gb*8192)/s.StepTimeS/float64(c.gpus), bridgeSrc,
 			fmt.Sprintf("step %.2f s: compute %.2f s + exposed comm %.2f s + bubble %.2f s; %s%s",
 				s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS, exec, c.unmodelled)))
+	}
+	return rows, nil
+}
+
+// bridgeMoESrc is the summary of the NeMo 26.08 container (Megatron-Bridge
+// 4ab94df, August 2026): MoE pre-training in MXFP8 on DGX-GB200 and
+// DGX-GB300, forced balance, token-dropless.
+const bridgeMoESrc = "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md, 26.08 NeMo container, MoE pre-training in MXFP8"
+
+// bridgeMoERows are the 26.08 summary's MoE rows for the models with a
+// preset (DeepSeek-V3, gpt-oss-120b, Qwen3-30B-A3B, Qwen3-235B-A22B; not
+// DeepSeek-V4 and the Nemotron 3 hybrids), run as their recipes at 4ab94df
+// configure them (src/megatron/bridge/perf_recipes/{deepseek,gpt_oss,qwen}:
+// _enable_hybridep_full_iteration_mxfp8 and its DeepSeek and gpt-oss
+// counterparts): MXFP8, the whole iteration captured in CUDA graphs
+// (execution cuda_graphs), the dispatch and combine overlapped by the 1F1B
+// schedule (overlap_moe_expert_parallel_comm: overlap_ep_comm), HybridEP's
+// all-to-alls within the rack's NVLink domain, no recomputation, forced
+// balance, the layouts of the table on racks of 64 used GPUs. Not
+// modelled, and said in the report: the recipes' delayed weight
+// gradients (delay_wgrad_compute), FP8 attention (Qwen3, gpt-oss), and the
+// paged stash of expert activations (moe_paged_stash, with CPU buffers)
+// that lets rows fit which the memory model says do not.
+func bridgeMoERows(ctx context.Context) ([]Row, error) {
+	racks := map[string]func(int) string{"gb200": nvl72Racks("gb200-nvl72", "ib-ndr"), "gb300": nvl72Racks("gb300-nvl72", "ib-xdr")}
+	var rows []Row
+	for _, c := range []struct {
+		model, name, gpu         string
+		gpus, gb, mb, pp, vp, ep int
+		ref                      float64
+	}{
+		{"deepseek-v3", "DeepSeek-V3", "gb200", 256, 4096, 1, 4, 4, 64, 4912},
+		{"gpt-oss-120b", "gpt-oss-120b", "gb200", 64, 1280, 4, 1, 1, 64, 28672},
+		{"qwen3-30b-a3b", "Qwen3-30B-A3B", "gb200", 8, 512, 4, 1, 1, 8, 39936},
+		{"qwen3-235b-a22b", "Qwen3-235B-A22B", "gb200", 256, 8192, 1, 8, 3, 32, 7280},
+		{"deepseek-v3", "DeepSeek-V3", "gb300", 256, 4096, 1, 2, 8, 32, 6288},
+		{"gpt-oss-120b", "gpt-oss-120b", "gb300", 64, 1280, 4, 1, 1, 16, 33024},
+		{"qwen3-30b-a3b", "Qwen3-30B-A3B", "gb300", 8, 512, 8, 1, 1, 8, 44544},
+		{"qwen3-235b-a22b", "Qwen3-235B-A22B", "gb300", 256, 8192, 2, 4, 12, 32, 8816},
+	} {
+		js := fmt.Sprintf(`{"kind":"training","model":%q,"gpu":%q,"cluster":%s,
+			"parallel":{"tp":1,"pp":%d,"dp":%d,"ep":%d,"expert_tp":1,"virtual_stages":%d,"micro_batch":%d,"global_batch":%d,
+				"zero":1,"overlap_grad_reduce":true,"recompute":"none","overlap_ep_comm":true},
+			"seq_len":4096,"dtype":"fp8","fp8_recipe":"mxfp8","grad_dtype":"bf16","execution":"cuda_graphs","cross_entropy_fusion":"native"%s}`,
+			c.model, c.gpu, racks[c.gpu](c.gpus), c.pp, c.gpus/c.pp, c.ep, c.vp, c.mb, c.gb, forcedRouting(""))
+		res, err := run(ctx, js)
+		if err != nil {
+			return nil, fmt.Errorf("megatron-bridge %s on %d %s: %w", c.name, c.gpus, c.gpu, err)
+		}
+		s := res.Tables[0].Rows.([]training.SummaryRow)[0]
+		rows = append(rows, row(fmt.Sprintf("%s MXFP8, %d %s, PP%d VP%d EP%d, micro-batch %d", c.name, c.gpus, strings.ToUpper(c.gpu), c.pp, c.vp, c.ep, c.mb),
+			"tokens_per_s_per_gpu", c.ref, float64(c.gb*4096)/s.StepTimeS/float64(c.gpus), bridgeMoESrc,
+			fmt.Sprintf("step %.2f s (compute %.2f s + exposed comm %.2f s + bubble %.2f s); memory %.0f GB (fits %v); GPU parameters derived from the B200's, no table for this part",
+				s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS, s.MemoryPeakBytes/1e9, s.Fits)))
 	}
 	return rows, nil
 }
