@@ -12,14 +12,14 @@ import (
 // container (NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md as
 // committed with the 25.11 numbers, 97ad8cc and 5776a6d, December 2025;
 // since moved to docs/performance-summary-archive.md): pre-training
-// tokens/s per GPU of its performance recipes on DGX-GB200, DGX-B200 and
-// DGX-H100, each row with its layout, batch and precision.
+// tokens/s per GPU of its performance recipes on DGX-GB300, DGX-GB200,
+// DGX-B200 and DGX-H100, each row with its layout, batch and precision.
 const bridgeSrc = "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md, 25.11 NeMo container, pre-training"
 
 // nvl72Racks is n GPUs as NVL72 racks (the preset, with its NICs) of
 // which a layout uses 64 (16 of the 18 compute trays), so that
-// power-of-two stages keep to a rack's NVLink domain (gb200TwoRacks'
-// layout, n/64 racks).
+// power-of-two stages keep to a rack's NVLink domain: n/64 racks, the
+// preset's one rack up to 64 GPUs.
 func nvl72Racks(preset, nic string) func(int) string {
 	return func(n int) string {
 		if n <= 64 {
