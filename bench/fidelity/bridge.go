@@ -29,6 +29,12 @@ func nvl72Racks(preset, nic string) func(int) string {
 	}
 }
 
+// rackAligned is each NVL72 part's rack-aligned cluster, by GPU preset.
+var rackAligned = map[string]func(int) string{
+	"gb200": nvl72Racks("gb200-nvl72", "ib-ndr"),
+	"gb300": nvl72Racks("gb300-nvl72", "ib-xdr"),
+}
+
 // bridgeRows are the summary's dense rows (Llama 3 8B and 70B, Llama 3.1
 // 405B) on every part it lists, run as the 25.11
 // performance recipes run them (scripts/performance/configs/llama at
@@ -46,7 +52,7 @@ func nvl72Racks(preset, nic string) func(int) string {
 // and GB300 70B recipes' activation offloading to the Grace CPU
 // (cpu_offloading_num_layers 40 and 20).
 func bridgeRows(ctx context.Context) ([]Row, error) {
-	gb200, gb300 := nvl72Racks("gb200-nvl72", "ib-ndr"), nvl72Racks("gb300-nvl72", "ib-xdr")
+	gb200, gb300 := rackAligned["gb200"], rackAligned["gb300"]
 	dgx := func(preset string) func(int) string {
 		return func(n int) string { return fmt.Sprintf(`{"preset":%q,"nodes":%d}`, preset, max(n/8, 1)) }
 	}
@@ -129,7 +135,6 @@ const bridgeMoESrc = "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md, 2
 // paged stash of expert activations (moe_paged_stash, with CPU buffers)
 // that lets rows fit which the memory model says do not.
 func bridgeMoERows(ctx context.Context) ([]Row, error) {
-	racks := map[string]func(int) string{"gb200": nvl72Racks("gb200-nvl72", "ib-ndr"), "gb300": nvl72Racks("gb300-nvl72", "ib-xdr")}
 	var rows []Row
 	for _, c := range []struct {
 		model, name, gpu         string
@@ -149,7 +154,7 @@ func bridgeMoERows(ctx context.Context) ([]Row, error) {
 			"parallel":{"tp":1,"pp":%d,"dp":%d,"ep":%d,"expert_tp":1,"virtual_stages":%d,"micro_batch":%d,"global_batch":%d,
 				"zero":1,"overlap_grad_reduce":true,"recompute":"none","overlap_ep_comm":true},
 			"seq_len":4096,"dtype":"fp8","fp8_recipe":"mxfp8","grad_dtype":"bf16","execution":"cuda_graphs","cross_entropy_fusion":"native"%s}`,
-			c.model, c.gpu, racks[c.gpu](c.gpus), c.pp, c.gpus/c.pp, c.ep, c.vp, c.mb, c.gb, forcedRouting(""))
+			c.model, c.gpu, rackAligned[c.gpu](c.gpus), c.pp, c.gpus/c.pp, c.ep, c.vp, c.mb, c.gb, forcedRouting(""))
 		res, err := run(ctx, js)
 		if err != nil {
 			return nil, fmt.Errorf("megatron-bridge %s on %d %s: %w", c.name, c.gpus, c.gpu, err)

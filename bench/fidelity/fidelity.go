@@ -699,8 +699,8 @@ func llama3Rows(ctx context.Context) ([]Row, error) {
 // gb200TwoRacks is two GB200 NVL72 racks of which a job of 128 GPUs uses
 // 64 each (16 of the 18 compute trays), so that its stages of 32 do not
 // straddle a rack as the gb200-nvl72 preset, 72 GPUs a rack, would lay
-// them (nvl72Racks).
-var gb200TwoRacks = nvl72Racks("gb200-nvl72", "ib-ndr")(128)
+// them (rackAligned).
+var gb200TwoRacks = rackAligned["gb200"](128)
 
 // nemoFP8Rows are NVIDIA NeMo's published pre-training throughput at FP8
 // (the performance summary's tables: GPUs, global and micro-batch,
