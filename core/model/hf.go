@@ -124,6 +124,13 @@ func FromHFConfig(hf map[string]any) (Config, error) {
 			// priced.
 			c.Experts = num("num_local_experts", true)
 			c.ExpertsPerToken = num("num_experts_per_tok", true)
+			if v, ok := hf["swiglu_limit"]; ok && v != nil {
+				if l, isNum := v.(float64); isNum {
+					c.GLULimit = l
+				} else {
+					missing = append(missing, HFConfigError{"swiglu_limit", fmt.Sprintf("must be a number, got %v", v)})
+				}
+			}
 		case "llama4_text":
 			// Every interleave_moe_layer_step-th layer routes each token
 			// to num_experts_per_tok of num_local_experts experts of

@@ -45,6 +45,12 @@ type MoE struct {
 	// after them every MoEEvery-th layer is an MoE block (default 1).
 	DenseLayers int `json:"dense_layers,omitempty"`
 	MoEEvery    int `json:"moe_every,omitempty"`
+	// GLULimit > 0 clamps the routed experts' gated activation inputs: the
+	// gate half to at most GLULimit, the linear half to within ±GLULimit
+	// (gpt-oss's swiglu_limit, 7; Megatron-Core's
+	// activation_func_clamp_value). A training step pays the clamps as
+	// Megatron-Core runs them (clampGLU); the value itself costs nothing.
+	GLULimit float64 `json:"glu_limit,omitempty"`
 	// Router scores: "softmax" (Mixtral, Qwen) or "sigmoid" (DeepSeek-V3,
 	// whose auxiliary-loss-free balancing adds a per-expert bias to the
 	// scores for the top-k choice). Default softmax.
@@ -127,6 +133,9 @@ func (c Config) checkMoE() []problem.Problem {
 		if f.v < 0 {
 			bad(f.n, "must be >= 0, got %d", f.v)
 		}
+	}
+	if !(c.GLULimit >= 0) || math.IsInf(c.GLULimit, 1) {
+		bad("glu_limit", "must be a finite number >= 0 (0: no clamp), got %g", c.GLULimit)
 	}
 	moe := c.hasBlock(PatMoE)
 	if moe {
@@ -466,8 +475,13 @@ func (b *builder) moeFFN() {
 	// unpermutation is a plain sum): keeps the gate/up output and the fp32
 	// probabilities; the backward also gives the probabilities' gradient.
 	n, r := float64(recv*fe), float64(recv)
+	dropped := n * b.e // the activation's output, the down projection's input
+	if c.GLULimit > 0 && b.training() {
+		b.clampGLU(n)
+		dropped += 2 * n * b.e // the concatenation the fused kernel keeps
+	}
 	b.stream("moe.experts.swiglu", Elementwise, 7*n, 3*n*b.e+4*r, 14*n, 5*n*b.e+8*r, 2*n*b.e+4*r)
-	b.recomputable(ModuleMoEAct, n*b.e)
+	b.recomputable(ModuleMoEAct, dropped)
 	b.grouped("moe.experts.down", groups, h, fe)
 	b.quantizeWeights()
 	if et > 1 && b.sp {
@@ -510,6 +524,32 @@ func (b *builder) moeFFN() {
 		b.stream("moe.shared.add", Elementwise, m, 3*m*b.e, 0, 0, 0)
 	}
 	b.checkpointed(ModuleMoE, start)
+}
+
+// clampGLU is Megatron-Core's clamp of the experts' gate/up output, n
+// elements a half, before its fused activation (Config.GLULimit): eager
+// PyTorch clamps the gate half from above and the linear half on both
+// sides, each into a tensor of its own, and concatenates the two
+// (megatron/core/fusions/fused_bias_geglu.py, weighted_bias_quick_geglu_impl,
+// NVIDIA/Megatron-LM 1fb2a0c): three kernels, after which the fused kernel
+// reads the concatenation. Backward: each clamp's gradient masks its half
+// (reads the gradient and the clamp's saved input, writes the gradient)
+// and the chunk's gradient assembles the halves into the gate/up output's
+// (the concatenation's own gradient is two views: no kernel). The clamps
+// keep the gate/up output, which a recomputation of moe_act keeps as its
+// input and reruns all three from. Inference engines fuse the clamp into
+// their activation kernel (vLLM's swigluoai_and_mul): training only.
+func (b *builder) clampGLU(n float64) {
+	for _, c := range []struct {
+		name     string
+		compares float64
+	}{{"moe.experts.glu_clamp.gate", 1}, {"moe.experts.glu_clamp.linear", 2}} {
+		b.stream(c.name, Elementwise, c.compares*n, 2*n*b.e, c.compares*n, 3*n*b.e, n*b.e)
+		b.recomputable(ModuleMoEAct, 0)
+	}
+	b.add(step{fwd: []Op{NewStreaming("moe.experts.glu_clamp.cat", Elementwise, b.a, 0, 4*n*b.e)},
+		bwd: []Op{NewStreaming("moe.experts.glu_clamp.grad_cat", Elementwise, b.a, 0, 4*n*b.e)}})
+	b.recomputable(ModuleMoEAct, 0)
 }
 
 // markMoELayer marks the operators of the steps from start on as the MoE
@@ -693,7 +733,7 @@ func MoEPresets() []MoEPreset {
 		// num_local_experts 128 and 32, num_experts_per_tok 4,
 		// intermediate_size 2880, vocab 201088, untied, sliding_window 128
 		// with layer_types alternating sliding_attention and
-		// full_attention from layer 0. OpenAI 2025, gpt-oss-120b &
+		// full_attention from layer 0, swiglu_limit 7.0. OpenAI 2025, gpt-oss-120b &
 		// gpt-oss-20b Model Card (arXiv 2508.10925), Table 1: 116.83B and
 		// 20.91B total, 5.13B and 3.61B active, the active counts without
 		// the input embedding (attention, four experts, the unembedding).
@@ -722,5 +762,5 @@ func MoEPresets() []MoEPreset {
 // attention alternating between a 128-token band and the full context.
 func gptOSS(name string, layers, experts int) Config {
 	return Config{Name: name, Family: LLaMA, Layers: layers, Hidden: 2880, Heads: 64, KVHeads: 8, HeadDim: 64, FFNHidden: 2880, Vocab: 201088,
-		SlidingWindow: 128, WindowPattern: "SF", MoE: MoE{Experts: experts, ExpertsPerToken: 4}}
+		SlidingWindow: 128, WindowPattern: "SF", MoE: MoE{Experts: experts, ExpertsPerToken: 4, GLULimit: 7}}
 }

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -657,4 +658,60 @@ func TestFromHFConfigGLM45Air(t *testing.T) {
 	assert.Equal(t, strings.Repeat("A", 1)+strings.Repeat("E", 45), c.Pattern)
 	assert.Equal(t, RouterSigmoid, c.Router)
 	assert.InDelta(t, 1, float64(Params(c))/106e9, 0.01)
+}
+
+// gpt-oss's clamped activation (glu_limit) costs a training step what
+// Megatron-Core's eager clamps and concatenation cost: three forward
+// kernels over the gate/up output's n elements a half (8n elements read and
+// written), three backward ones (two masks reading the gradient and the
+// input, writing the gradient, and the halves' assembly: 10n), the
+// gate/up output kept besides the concatenation, and under moe_act's
+// recomputation the same memory as unclamped with all three rerun.
+// Inference, with the clamp fused, is unchanged.
+func TestClampedGLU(t *testing.T) {
+	const tokens, slots = 1024, 4
+	build := func(limit float64, phase Phase, mods ...string) Block {
+		c, _ := FromPreset("gpt-oss-20b", Config{Layers: 2})
+		c.GLULimit = limit
+		r := Run{Phase: phase, Batch: 1, SeqLen: tokens, TP: 1, DType: hw.BF16}
+		if len(mods) > 0 {
+			r.Recompute, r.RecomputeModules = RecomputeSelective, mods
+		}
+		g, err := Build(c, r)
+		require.NoError(t, err)
+		blk, ok := g.Block(BlockMoE)
+		require.True(t, ok)
+		return blk
+	}
+	bytes := func(ops []Op, pass Pass) (b float64, k int) {
+		for _, o := range ops {
+			if o.Pass == pass && strings.HasPrefix(o.Name, "moe.experts.glu_clamp") {
+				b += o.Bytes
+				k++
+			}
+		}
+		return b, k
+	}
+	n := float64(tokens * slots * 2880) // the activation's output elements
+	clamped, plain := build(7, Training), build(0, Training)
+	fb, fk := bytes(clamped.Forward, Forward)
+	bb, bk := bytes(clamped.Backward, Backward)
+	assert.Equal(t, 3, fk)
+	assert.Equal(t, 3, bk)
+	assert.InDelta(t, 8*n*2, fb, 1)
+	assert.InDelta(t, 10*n*2, bb, 1)
+	assert.InDelta(t, 2*n*2, clamped.ActivationBytes-plain.ActivationBytes, 1)
+
+	rc, rp := build(7, Training, ModuleMoEAct), build(0, Training, ModuleMoEAct)
+	assert.InDelta(t, rp.ActivationBytes, rc.ActivationBytes, 1)
+	rb, rk := bytes(rc.Backward, Recomputed)
+	assert.Equal(t, 3, rk)
+	assert.InDelta(t, 8*n*2, rb, 1)
+
+	inf := build(7, Prefill)
+	_, k := bytes(inf.Forward, Forward)
+	assert.Zero(t, k)
+
+	c, _ := FromPreset("gpt-oss-20b", Config{MoE: MoE{GLULimit: -1}})
+	assert.Contains(t, fmt.Sprint(c.Check()), "glu_limit")
 }

@@ -141,7 +141,7 @@ func TestFromHFConfigWindows(t *testing.T) {
 	}
 	hf := map[string]any{"model_type": "gpt_oss", "num_hidden_layers": 24.0, "hidden_size": 2880.0, "num_attention_heads": 64.0,
 		"num_key_value_heads": 8.0, "head_dim": 64.0, "intermediate_size": 2880.0, "vocab_size": 201088.0, "tie_word_embeddings": false,
-		"num_local_experts": 32.0, "num_experts_per_tok": 4.0, "sliding_window": 128.0, "layer_types": types}
+		"num_local_experts": 32.0, "num_experts_per_tok": 4.0, "sliding_window": 128.0, "layer_types": types, "swiglu_limit": 7.0}
 	got, err := FromHFConfig(hf)
 	require.NoError(t, err)
 	want, _ := ByName("gpt-oss-20b")
