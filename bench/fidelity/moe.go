@@ -388,7 +388,7 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	is := res.Tables[0].Rows.([]inference.SummaryRow)[0]
 	rows = append(rows, row("DeepSeek-V3 decode, 72 H100, EP72 + 32 redundant experts, two-batch overlap", "tokens_per_s_per_node", 22282, 8*256/is.TPOTS, sglangDecodeSrc,
 		fmt.Sprintf("decode step %.1f ms at 256 sequences a GPU; a decode instance (the caches from the prefill nodes): memory %.0f GB (fits %t)", 1e3*is.TPOTS, is.MemoryPeakBytes/1e9, is.Fits)))
-	for _, more := range []func(context.Context) ([]Row, error){moeLayerRows, bridgeMoERows} {
+	for _, more := range []func(context.Context) ([]Row, error){moeLayerRows, bridgeMoERows, bridgeEagerMoERows} {
 		rs, err := more(ctx)
 		if err != nil {
 			return nil, err

@@ -70,7 +70,7 @@ func InferenceBuilder(s *spec.Inference, gpus int, canceled func() error) (workl
 func TrainingStep(m model.Config, dtype string, st spec.Step, par workload.Parallel) workload.Training {
 	return workload.Training{Model: m, SeqLen: st.SeqLen, DType: hw.DType(dtype), GradDType: hw.DType(st.GradDType),
 		FP8Recipe: st.FP8Recipe, CrossEntropyFusion: st.CrossEntropyFusion, VocabMultiple: st.MakeVocabSizeDivisibleBy, UnfusedAttention: st.UnfusedAttention, FlashAttention2: st.FlashAttention2,
-		NoGradAccumulationFusion: st.NoGradAccumulationFusion, RouterDType: hw.DType(st.MoERouterDType), FP8Dispatch: st.FP8Dispatch, Par: par}
+		NoGradAccumulationFusion: st.NoGradAccumulationFusion, RouterDType: hw.DType(st.MoERouterDType), FP8Dispatch: st.FP8Dispatch, TEOpFuser: st.TEOpFuser, Par: par}
 }
 
 // TrainingLayout converts a validated training spec to the workload's layout; gpus
@@ -98,7 +98,7 @@ func TrainingLayout(s *spec.Training, gpus int) (workload.Training, error) {
 	for _, fp := range t.Check() {
 		path := fp.Path
 		switch {
-		case path == "seq_len", path == "fp8_dispatch", strings.HasPrefix(path, "routing."):
+		case path == "seq_len", path == "fp8_dispatch", path == "te_op_fuser", strings.HasPrefix(path, "routing."):
 		default:
 			if len(path) < 6 || path[:6] != "model." {
 				path = spec.Field("parallel", path)

@@ -122,6 +122,13 @@ type Run struct {
 	// support fp8 dispatch"). Inference engines that compute in FP8
 	// dispatch FP8 (SGLang and DeepEP's FP8 kernels), whatever it says.
 	FP8Dispatch bool
+	// TEOpFuser, in training, runs a mixture-of-experts layer's expert MLP
+	// as Transformer Engine's fused operations (Megatron-Core's
+	// --use-transformer-engine-op-fuser), which clamp the activation's
+	// inputs inside its kernel (Megatron-LM #5940, July 2026: clamped
+	// SwiGLU on the Transformer Engine grouped-MLP path); without it
+	// Megatron-Core clamps them in eager PyTorch first (clampGLU).
+	TEOpFuser bool
 	// UnfusedAttention materializes the score matrix (Megatron without
 	// FlashAttention): batched GEMMs, softmax and dropout kernels.
 	UnfusedAttention bool

@@ -476,7 +476,7 @@ func (b *builder) moeFFN() {
 	// probabilities; the backward also gives the probabilities' gradient.
 	n, r := float64(recv*fe), float64(recv)
 	dropped := n * b.e // the activation's output, the down projection's input
-	if c.GLULimit > 0 && b.training() {
+	if c.GLULimit > 0 && b.training() && !b.r.TEOpFuser {
 		b.clampGLU(n)
 		dropped += 2 * n * b.e // the concatenation the fused kernel keeps
 	}

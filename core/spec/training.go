@@ -159,6 +159,11 @@ type Step struct {
 	// (DeepSeek-V3's framework); false (default) in the activation type,
 	// as Megatron-Core's dispatchers do (model.Run.FP8Dispatch).
 	FP8Dispatch bool `json:"fp8_dispatch,omitempty"`
+	// TEOpFuser is Megatron-Core's --use-transformer-engine-op-fuser: a
+	// mixture-of-experts layer's expert MLP runs as Transformer Engine's
+	// fused operations, its clamped activation one kernel
+	// (model.Run.TEOpFuser).
+	TEOpFuser bool `json:"te_op_fuser,omitempty"`
 }
 
 func (s *Step) defaults() {

@@ -144,12 +144,12 @@ type Training struct {
 	// gradient once in the math's type rather than adding into the
 	// GradDType buffer (model.Run.GradDType "").
 	NoGradAccumulationFusion bool
-	// FP8Recipe, CrossEntropyFusion, RouterDType, FP8Dispatch and
-	// VocabMultiple are model.Run's.
+	// FP8Recipe, CrossEntropyFusion, RouterDType, FP8Dispatch, TEOpFuser
+	// and VocabMultiple are model.Run's.
 	FP8Recipe, CrossEntropyFusion string
 	VocabMultiple                 int
 	RouterDType                   hw.DType
-	FP8Dispatch                   bool
+	FP8Dispatch, TEOpFuser        bool
 	// UnfusedAttention uses Megatron's unfused attention kernels (no
 	// FlashAttention), as the 2022 Korthikanti et al. measurements did.
 	UnfusedAttention bool
@@ -277,6 +277,9 @@ func (t Training) Check() []problem.Problem {
 	}
 	// Megatron-Core asserts expert parallelism for the overlap too.
 	ps = append(ps, needWideEP(t.Model.IsMoE(), ep, epFlag{"overlap_ep_comm", p.OverlapEPComm}, epFlag{"fp8_dispatch", t.FP8Dispatch})...)
+	if t.TEOpFuser && !t.Model.IsMoE() {
+		ps = append(ps, problem.Problem{Path: "te_op_fuser", Message: "fuses a mixture-of-experts layer's expert MLP; the model has no experts (leave te_op_fuser out)"})
+	}
 	if t.Model.IsMoE() {
 		for _, fp := range CheckRouting(t.Routing, t.Model) {
 			ps = append(ps, problem.Problem{Path: "routing." + fp.Path, Message: fp.Message})
@@ -303,7 +306,7 @@ func (t Training) microRun() model.Run {
 		accum = ""
 	}
 	return model.Run{Phase: model.Training, Batch: t.Par.MicroBatch, SeqLen: t.localSeqLen(), CP: t.Par.CP, CPComm: t.Par.CPComm, TP: t.Par.TP, GradDType: accum, FP8Recipe: t.FP8Recipe,
-		CrossEntropyFusion: t.CrossEntropyFusion, VocabMultiple: t.VocabMultiple, RouterDType: t.RouterDType, FP8Dispatch: t.FP8Dispatch,
+		CrossEntropyFusion: t.CrossEntropyFusion, VocabMultiple: t.VocabMultiple, RouterDType: t.RouterDType, FP8Dispatch: t.FP8Dispatch, TEOpFuser: t.TEOpFuser,
 		SequenceParallel: t.Par.SequenceParallel, Recompute: t.Par.Recompute, RecomputeModules: t.Par.RecomputeModules, DType: t.DType,
 		UnfusedAttention: t.UnfusedAttention, FlashAttention2: t.FlashAttention2, EP: t.Par.EP, ExpertTP: t.Par.ExpertTP}
 }

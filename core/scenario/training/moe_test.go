@@ -129,3 +129,20 @@ func TestMoEBadSpecs(t *testing.T) {
 		assert.True(t, found, "%s: want %s, got %v", c.js, c.field, se.Problems)
 	}
 }
+
+// gpt-oss's clamped activation costs an eager Megatron-Core step its three
+// clamp kernels each way (model clampGLU); Transformer Engine's op fuser
+// clamps inside the activation kernel, so the step with it is the step of
+// the same model without the clamp.
+func TestTEOpFuserFusesTheClamp(t *testing.T) {
+	step := func(model, extra string) float64 {
+		js := fmt.Sprintf(`{"kind":"training","model":%s,"gpu":"h100-sxm","cluster":{"preset":"dgx-h100","nodes":1},
+			"parallel":{"dp":8,"ep":8,"global_batch":8},"seq_len":1024%s}`, model, extra)
+		return run(t, js).Tables[0].Rows.([]training.SummaryRow)[0].StepTimeS
+	}
+	const gptOSS = `"family":"llama","layers":2,"hidden":2880,"heads":64,"kv_heads":8,"head_dim":64,"ffn_hidden":2880,"vocab":201088,
+		"sliding_window":128,"window_pattern":"SF","experts":32,"experts_per_token":4`
+	clamped, plain := `{`+gptOSS+`,"glu_limit":7}`, `{`+gptOSS+`}`
+	assert.Greater(t, step(clamped, ""), step(clamped, `,"te_op_fuser":true`))
+	assert.InDelta(t, step(clamped, `,"te_op_fuser":true`), step(plain, ""), 1e-12)
+}

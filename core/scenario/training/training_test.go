@@ -232,6 +232,7 @@ func TestSpecErrorsNameFields(t *testing.T) {
 		small(1, `"tp":8`, `,"fp8_recipe":"blockwise"`):                                                            "fp8_recipe", // bf16
 		small(1, `"tp":8`, `,"moe_router_dtype":"fp64"`):                                                           "moe_router_dtype",
 		small(1, `"tp":8`, `,"fp8_dispatch":true`):                                                                 "fp8_dispatch", // bf16
+		small(1, `"tp":8`, `,"te_op_fuser":true`):                                                                  "te_op_fuser",  // no experts
 		small(1, `"tp":8`, `,"flash_attention_2":true,"unfused_attention":true`):                                   "flash_attention_2",
 	} {
 		_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
