@@ -49,7 +49,9 @@ type MoE struct {
 	// gate half to at most GLULimit, the linear half to within ±GLULimit
 	// (gpt-oss's swiglu_limit, 7; Megatron-Core's
 	// activation_func_clamp_value). A training step pays the clamps as
-	// Megatron-Core runs them (clampGLU); the value itself costs nothing.
+	// Megatron-Core runs them (clampGLU) unless Transformer Engine's op
+	// fuser runs the experts (Run.TEOpFuser); the value itself costs
+	// nothing.
 	GLULimit float64 `json:"glu_limit,omitempty"`
 	// Router scores: "softmax" (Mixtral, Qwen) or "sigmoid" (DeepSeek-V3,
 	// whose auxiliary-loss-free balancing adds a per-expert bias to the
