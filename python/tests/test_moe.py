@@ -310,3 +310,19 @@ def test_mxfp4_experts_fit_gpt_oss_on_one_gpu():
     assert mx.fits and 60e9 < mx.memory_peak_bytes < 80e9
     assert not eidolon.run(infer("int8"), progress=False).to_pandas("summary").iloc[0].fits
     assert [p.path for p in eidolon.validate(infer("mxfp4", "llama3-8b"))] == ["weight_dtype"]
+
+
+def test_gpt_oss_training_pays_its_clamps_unless_fused():
+    # gpt-oss's config.json clamps its experts' activation (swiglu_limit):
+    # an eager Megatron-Core step pays the clamps and their concatenation,
+    # so it is slower than with Transformer Engine's op fuser, which clamps
+    # inside the activation kernel; the switch is refused on a dense model.
+    def train(model, ep=8, **extra):
+        return {"kind": "training", "model": model, "gpu": "h100-sxm", "cluster": {"preset": "dgx-h100", "nodes": 1},
+                "parallel": {"dp": 8, "ep": ep, "global_batch": 8}, "seq_len": 2048, **extra}
+
+    small = {"hf_config": {**GPT_OSS_20B_HF, "num_hidden_layers": 2, "layer_types": ["sliding_attention", "full_attention"]}}
+    eager = eidolon.run(train(small), progress=False).to_pandas("summary").iloc[0]
+    fused = eidolon.run(train(small, te_op_fuser=True), progress=False).to_pandas("summary").iloc[0]
+    assert eager.step_time_s > fused.step_time_s
+    assert [p.path for p in eidolon.validate(train("llama3-8b", ep=1, te_op_fuser=True))] == ["te_op_fuser"]
