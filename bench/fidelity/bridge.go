@@ -35,6 +35,11 @@ var rackAligned = map[string]func(int) string{
 	"gb300": nvl72Racks("gb300-nvl72", "ib-xdr"),
 }
 
+// dgx is n GPUs as nodes of an 8-GPU preset (one node below 8).
+func dgx(preset string) func(int) string {
+	return func(n int) string { return fmt.Sprintf(`{"preset":%q,"nodes":%d}`, preset, max(n/8, 1)) }
+}
+
 // bridgeRows are the summary's dense rows (Llama 3 8B and 70B, Llama 3.1
 // 405B) on every part it lists, run as the 25.11
 // performance recipes run them (scripts/performance/configs/llama at
@@ -53,9 +58,6 @@ var rackAligned = map[string]func(int) string{
 // (cpu_offloading_num_layers 40 and 20).
 func bridgeRows(ctx context.Context) ([]Row, error) {
 	gb200, gb300 := rackAligned["gb200"], rackAligned["gb300"]
-	dgx := func(preset string) func(int) string {
-		return func(n int) string { return fmt.Sprintf(`{"preset":%q,"nodes":%d}`, preset, max(n/8, 1)) }
-	}
 	var rows []Row
 	for _, c := range []struct {
 		model, name, gpu, label, recipe string
@@ -192,19 +194,21 @@ func bridgeMoERows(ctx context.Context) ([]Row, error) {
 // graphs, which the row runs eagerly.
 func bridgeEagerMoERows(ctx context.Context) ([]Row, error) {
 	var rows []Row
+	h100, b200 := dgx("dgx-h100"), dgx("dgx-b200")
 	for _, c := range []struct {
 		model, name, gpu, precision  string
+		cluster                      func(int) string
 		gpus, gb, mb, tp, pp, vp, ep int
 		recompute                    string // the selective recompute's modules (JSON list), "" none
 		overlap, hierarchical        bool
 		ref                          float64
 	}{
-		{"qwen3-30b-a3b", "Qwen3-30B-A3B", "h100-sxm", "FP8-CS", 16, 1024, 1, 1, 1, 1, 16, "", false, true, 8960},
-		{"qwen3-235b-a22b", "Qwen3-235B-A22B", "h100-sxm", "FP8-CS", 256, 8192, 1, 2, 8, 4, 32, "", true, false, 1712},
-		{"gpt-oss-120b", "gpt-oss-120b", "h100-sxm", "BF16", 64, 1280, 1, 1, 4, 1, 8, `["layernorm","moe_act"]`, false, false, 5824},
-		{"gpt-oss-120b", "gpt-oss-120b", "b200", "BF16", 64, 1280, 4, 1, 1, 1, 8, `["layernorm","moe_act"]`, false, false, 13568},
-		{"qwen3-30b-a3b", "Qwen3-30B-A3B", "b200", "MXFP8", 8, 512, 4, 1, 1, 1, 8, "", false, false, 27136},
-		{"qwen3-235b-a22b", "Qwen3-235B-A22B", "b200", "MXFP8", 256, 8192, 1, 1, 8, 1, 8, "", false, false, 3776},
+		{"qwen3-30b-a3b", "Qwen3-30B-A3B", "h100-sxm", "FP8-CS", h100, 16, 1024, 1, 1, 1, 1, 16, "", false, true, 8960},
+		{"qwen3-235b-a22b", "Qwen3-235B-A22B", "h100-sxm", "FP8-CS", h100, 256, 8192, 1, 2, 8, 4, 32, "", true, false, 1712},
+		{"gpt-oss-120b", "gpt-oss-120b", "h100-sxm", "BF16", h100, 64, 1280, 1, 1, 4, 1, 8, `["layernorm","moe_act"]`, false, false, 5824},
+		{"gpt-oss-120b", "gpt-oss-120b", "b200", "BF16", b200, 64, 1280, 4, 1, 1, 1, 8, `["layernorm","moe_act"]`, false, false, 13568},
+		{"qwen3-30b-a3b", "Qwen3-30B-A3B", "b200", "MXFP8", b200, 8, 512, 4, 1, 1, 1, 8, "", false, false, 27136},
+		{"qwen3-235b-a22b", "Qwen3-235B-A22B", "b200", "MXFP8", b200, 256, 8192, 1, 1, 8, 1, 8, "", false, false, 3776},
 	} {
 		precision := map[string]string{"BF16": `"dtype":"bf16"`, "FP8-CS": `"dtype":"fp8","fp8_recipe":"tensorwise"`, "MXFP8": `"dtype":"fp8","fp8_recipe":"mxfp8"`}[c.precision]
 		recompute := `"recompute":"none"`
@@ -215,13 +219,12 @@ func bridgeEagerMoERows(ctx context.Context) ([]Row, error) {
 		if c.hierarchical {
 			routing = `,"routing":{"hierarchical_a2a":true}`
 		}
-		preset := map[string]string{"h100-sxm": "dgx-h100", "b200": "dgx-b200"}[c.gpu]
-		js := fmt.Sprintf(`{"kind":"training","model":%q,"gpu":%q,"cluster":{"preset":%q,"nodes":%d},
+		js := fmt.Sprintf(`{"kind":"training","model":%q,"gpu":%q,"cluster":%s,
 			"parallel":{"tp":%d,"pp":%d,"dp":%d,"ep":%d,"expert_tp":1,"virtual_stages":%d,"micro_batch":%d,"global_batch":%d,
 				"sequence_parallel":%v,"zero":1,"overlap_grad_reduce":true,"overlap_param_gather":true,%s,"overlap_ep_comm":%v,
 				"account_for_embedding_in_pipeline_split":%v,"account_for_loss_in_pipeline_split":%v},
 			"seq_len":4096,%s,"grad_dtype":"bf16","cross_entropy_fusion":"te"%s}`,
-			c.model, c.gpu, preset, c.gpus/8, c.tp, c.pp, c.gpus/(c.tp*c.pp), c.ep, c.vp, c.mb, c.gb, c.tp > 1, recompute, c.overlap,
+			c.model, c.gpu, c.cluster(c.gpus), c.tp, c.pp, c.gpus/(c.tp*c.pp), c.ep, c.vp, c.mb, c.gb, c.tp > 1, recompute, c.overlap,
 			c.model == "qwen3-235b-a22b", c.model == "qwen3-235b-a22b", precision, forcedRouting(routing))
 		suffix := ""
 		if c.gpu == "b200" {
