@@ -52,7 +52,11 @@ const (
 		"0.08, refitted (the fit moves the main loop faster to pay for the slower draws; 6.5% / 8.3% at 0.02 / 0.1 unrefitted); " +
 		"on the H100 alone, cuBLAS's Hopper kernels as larger tiles only (the joint fit run once from the presets, whose own " +
 		"objective is then 0.0403 and held-out GEMM 6.1%): without the 64-column tiles 0.0406 and 6.3%, without the 64-row " +
-		"tiles above 64 rows 0.0401 and 5.9%, without both 0.0388 and 6.2%"
+		"tiles above 64 rows 0.0401 and 5.9%, without both 0.0388 and 6.2%; the stream-K candidate and no 64-row tiles above " +
+		"64 rows together, with only the GEMM parameters refitted (main loop 0.746, 5,789 cycles a tile, the memory kernels' " +
+		"parameters held): held-out 5.4%, the GEMM rows' training objective 0.0648 against 0.0734 refitted without them, " +
+		"but every H100 training row of FIDELITY.md, already fast, comes out faster (NeMo's FP8 rows by 1.6-5.5 points, " +
+		"two of them past 10%): the partial waves stream-K hides are what those steps' large GEMMs pay, so it is not kept"
 	normNotes = "The norm (rms_norm, a row kernel): its input read at L2's bandwidth while it fits a quarter of L2, " +
 		"less of it beyond, none from twice that (compute's residentStream: the residual add wrote the rows in the order " +
 		"the norm reads them, and the norm's own misses evict what it has not reached; keeping the quarter at every size, " +

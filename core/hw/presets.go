@@ -340,7 +340,15 @@ func basePresets() []GPU {
 			// 2-SM MMAs (tcgen05) would price them at 1,644 TFLOP/s and
 			// 45 µs, but move NeMo's B200 and GB200 training rows from
 			// −11…+15 % to +5…+47 % (bench/fidelity): not built until what
-			// those steps spend beyond their kernels is priced.
+			// those steps spend beyond their kernels is priced. Measured
+			// again in December 2026 (each SM of a 2-SM pair loading half
+			// the pair's B tile, its accumulators in tensor
+			// memory): the MAMF rows read −6 to −10 % instead of −33 to
+			// −36 %, the 25.11 rows +18…+34 % (B200, GB200) and +4…+15 %
+			// (GB300); at Llama-3.1-8B's 4,096 × 4,096 GEMMs torch's BF16
+			// on an SM100 part (vLLM PR #19566's benchmark) runs
+			// 1,336–1,444 TFLOP/s at 512–2,048 tokens, priced 727–1,088
+			// here and 914–1,383 with the 2-SM tiles.
 			L2Bytes: 126 * mib, L2BandwidthBytesPerS: nvidiaL2(148, 1.98*giga),
 			HBMBytes: 180e9, HBMBandwidthBytesPerS: 8 * tera,
 			TensorEfficiency:     mamfB200,
