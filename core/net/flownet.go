@@ -854,6 +854,6 @@ func (n *FlowNet) rerouteBroken() {
 // saturated at the end of representable time (sim.Add).
 func (n *FlowNet) horizon(finish sim.Time, bytes, rate float64) {
 	if finish == sim.Never {
-		n.k.Fail(&sim.HorizonError{Quantity: fmt.Sprintf("a flow of %.6g bytes at %.6g bytes/s would end after it (check the link bandwidth_bytes_per_s)", bytes, rate)})
+		n.k.Fail(&sim.HorizonError{Quantity: fmt.Sprintf("a flow of %.6g bytes at %.6g bytes/s would end after it (check the links' bandwidth_bytes_per_s)", bytes, rate)})
 	}
 }

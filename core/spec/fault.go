@@ -1,6 +1,9 @@
 package spec
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // Faults are failures and slowdowns applied during a run, given explicitly or
 // sampled from a seed. Devices are named as in the topology ("n0.gpu3",
@@ -13,12 +16,20 @@ type Faults struct {
 	Sample *FaultSample `json:"sample,omitempty"`
 }
 
+// MinLinkHealth is the least health a degraded link may keep (a link
+// fault's health, fault_sweep's degraded_health): at 1e-6 a 50 GB/s NIC
+// still moves 50 kB a second, and what is slower makes a collective's
+// flow outlast the simulated clock's 106 days (int64 picoseconds), which
+// would fail the run with no field named.
+const MinLinkHealth = 1e-6
+
 // LinkFault sets the health of the link(s) between two devices for a time.
 type LinkFault struct {
 	Src string `json:"src"`
 	Dst string `json:"dst"`
-	// Health in [0, 1]: bandwidth scale; 0 fails the link. Required: a
-	// missing health would otherwise read as 0 and fail the link silently.
+	// Health is the bandwidth scale: 0 fails the link, else in
+	// [MinLinkHealth, 1]. Required: a missing health would otherwise read
+	// as 0 and fail the link silently.
 	Health float64 `json:"health" spec:"required"`
 	// AtS is when it happens (default 0); UntilS when it recovers (0 = never).
 	AtS    float64 `json:"at_s,omitempty"`
@@ -140,7 +151,10 @@ func (f *Faults) Validate(p *Problems, path string) {
 		if l.Src == "" || l.Dst == "" {
 			p.Addf(ep, "needs src and dst device names")
 		}
-		p.InRange(Field(ep, "health"), l.Health, 0, 1)
+		if h := l.Health; !(h == 0 || h >= MinLinkHealth && h <= 1) {
+			p.AddAllowed(Field(ep, "health"), fmt.Sprintf("0 or [%v, 1]", MinLinkHealth),
+				"must be 0 (a failed link) or in [%v, 1], got %v", MinLinkHealth, h)
+		}
 		window(ep, l.AtS, l.UntilS)
 	}
 	for i, d := range f.Devices {
@@ -161,7 +175,7 @@ func (f *Faults) Validate(p *Problems, path string) {
 		sp := Field(path, "sample")
 		p.InRange(Field(sp, "link_failure_probability"), s.LinkFailureProbability, 0, 1)
 		p.InRange(Field(sp, "link_degrade_probability"), s.LinkDegradeProbability, 0, 1)
-		p.InRange(Field(sp, "degraded_health"), s.DegradedHealth, 1e-6, 1)
+		p.InRange(Field(sp, "degraded_health"), s.DegradedHealth, MinLinkHealth, 1)
 		p.InRange(Field(sp, "straggler_probability"), s.StragglerProbability, 0, 1)
 		p.InRange(Field(sp, "slowdown"), s.Slowdown, 1, 1e6)
 	}

@@ -42,3 +42,21 @@ func TestFaultsThatSimulateEveryReplica(t *testing.T) {
 	require.Equal(t, float64(TimelineStragglers), every.timelineStragglers())
 	require.Equal(t, 0.0, links.timelineStragglers())
 }
+
+// A link fault's health is 0 (failed) or at least MinLinkHealth: a link
+// slowed beyond that would make a transfer outlast the simulated clock,
+// failing the run without naming the field.
+func TestLinkHealthFloor(t *testing.T) {
+	for _, h := range []float64{0, math.Copysign(0, -1), MinLinkHealth, 0.5, 1} {
+		var p Problems
+		(&Faults{Links: []LinkFault{{Src: "a", Dst: "b", Health: h}}}).Validate(&p, "faults")
+		require.NoError(t, p.Err(), "health %v", h)
+	}
+	for _, h := range []float64{1e-300, MinLinkHealth / 2, -0.1, 1.5, math.NaN()} {
+		var p Problems
+		(&Faults{Links: []LinkFault{{Src: "a", Dst: "b", Health: h}}}).Validate(&p, "faults")
+		require.Len(t, p.List(), 1, "health %v", h)
+		require.Equal(t, "faults.links[0].health", p.List()[0].Path)
+		require.Equal(t, "0 or [1e-06, 1]", p.List()[0].Allowed)
+	}
+}

@@ -165,7 +165,7 @@ func (s *FaultSweep) Validate(p *Problems) {
 	if s.Mode == "sample" && s.SingleLinkFaults != "both" {
 		p.Addf("single_link_faults", "applies to mode \"single_link\", not %q", s.Mode)
 	}
-	p.InRange("degraded_health", s.DegradedHealth, 1e-6, 1)
+	p.InRange("degraded_health", s.DegradedHealth, MinLinkHealth, 1)
 	p.InRange("straggler_slowdown", s.StragglerSlowdown, 1, 1e6)
 	p.OneOf("links", s.Links, []string{"all", "node", "fabric"})
 	p.OneOf("single_link_faults", s.SingleLinkFaults, []string{"both", "degrade", "fail"})

@@ -80,6 +80,16 @@ def test_from_native_reads_the_json_not_the_text():
     assert e.problems == [("", "something")]
 
 
+def test_a_link_slowed_past_the_clock_is_refused_at_its_health():
+    # health 1e-300 used to fail the run with a horizon error naming no field
+    spec = dict(TRAINING, kind="training", model={"preset": "gpt-22b", "layers": 2}, parallel={"tp": 8, "global_batch": 2},
+                faults={"links": [{"src": "n0.gpu1", "dst": "n0.nvswitch", "health": 1e-300}]})
+    (p,) = eidolon.validate(spec)
+    assert (p.path, p.allowed) == ("faults.links[0].health", "0 or [1e-06, 1]")
+    spec["faults"]["links"][0]["health"] = 1e-6
+    assert eidolon.validate(spec) == []
+
+
 def test_fault_sweep_base_is_compiled_at_validation_with_the_base_path():
     # A misspelled device in a fault sweep's training base is refused by
     # validate() (before any run), at the path the user wrote.
