@@ -44,7 +44,7 @@ func (t *Topology) Route(src, dst int) ([]int32, error) {
 		p = t.shortest(src, dst)
 	}
 	if p == nil {
-		return nil, &UnreachableError{Pairs: [][2]string{{t.Devices[src].Name, t.Devices[dst].Name}}, Total: 1}
+		return nil, t.unreachable([][2]int{{src, dst}}, 1)
 	}
 	t.routes[k] = p
 	return p, nil

@@ -156,9 +156,12 @@ func TestRerouteAroundFailureAndPartition(t *testing.T) {
 	var ue *UnreachableError
 	require.ErrorAs(t, err, &ue)
 	require.Contains(t, err.Error(), "gpu0 -> gpu2")
+	require.Equal(t, []string{"gpu0->gpu1", "gpu0->gpu5"}, ue.Failed, "the cut links at the pair's ends")
+	require.Contains(t, err.Error(), "failed at their ends: gpu0->gpu1, gpu0->gpu5")
 	err = tp.CheckReachable([][2]int{{0, 1}, {0, 3}, {1, 2}})
 	require.ErrorAs(t, err, &ue)
 	require.Equal(t, 2, ue.Total)
+	require.Equal(t, []string{"gpu0->gpu1", "gpu0->gpu5"}, ue.Failed)
 	// Recovery restores the short route.
 	tp.SetHealth(l01, 1)
 	p, err = tp.Route(0, 2)
@@ -169,6 +172,7 @@ func TestRerouteAroundFailureAndPartition(t *testing.T) {
 	st.SetDeviceDown(3, true)
 	_, err = st.Route(0, 1)
 	require.ErrorAs(t, err, &ue)
+	require.Len(t, ue.Failed, 2, "gpu0's uplink and gpu1's downlink, through the failed switch")
 }
 
 func TestLeafSpineOversubscription(t *testing.T) {

@@ -418,6 +418,10 @@ type UnreachableError struct {
 	Pairs [][2]string
 	// Total counts all unreachable pairs found (Pairs may be truncated).
 	Total int
+	// Failed names the unusable links leaving a listed pair's source or
+	// entering its destination ("src->dst", sorted): what a fault cut,
+	// so that the user sees which of theirs partitioned the network.
+	Failed []string
 }
 
 func (e *UnreachableError) Error() string {
@@ -429,31 +433,57 @@ func (e *UnreachableError) Error() string {
 	if e.Total > len(e.Pairs) {
 		more = fmt.Sprintf(" (and %d more)", e.Total-len(e.Pairs))
 	}
+	if len(e.Failed) > 0 {
+		more += "; failed at their ends: " + strings.Join(e.Failed, ", ")
+	}
 	return fmt.Sprintf("network is partitioned: no usable path for %d pair(s): %s%s",
 		e.Total, strings.Join(s, ", "), more)
+}
+
+// unreachable is the error for pairs of device indices that have no path,
+// naming the unusable links at their ends.
+func (t *Topology) unreachable(pairs [][2]int, total int) *UnreachableError {
+	e := &UnreachableError{Total: total}
+	failed := map[string]bool{}
+	for _, p := range pairs {
+		e.Pairs = append(e.Pairs, [2]string{t.Devices[p[0]].Name, t.Devices[p[1]].Name})
+		for _, l := range t.out[p[0]] {
+			failed[t.LinkName(int(l))] = failed[t.LinkName(int(l))] || !t.Usable(int(l))
+		}
+		for _, l := range t.in[p[1]] {
+			failed[t.LinkName(int(l))] = failed[t.LinkName(int(l))] || !t.Usable(int(l))
+		}
+	}
+	for name, f := range failed {
+		if f {
+			e.Failed = append(e.Failed, name)
+		}
+	}
+	sort.Strings(e.Failed)
+	sort.Slice(e.Pairs, func(i, j int) bool {
+		if e.Pairs[i][0] != e.Pairs[j][0] {
+			return e.Pairs[i][0] < e.Pairs[j][0]
+		}
+		return e.Pairs[i][1] < e.Pairs[j][1]
+	})
+	return e
 }
 
 // CheckReachable returns an *UnreachableError listing (up to 10 of) the pairs
 // of devices that cannot reach each other, or nil.
 func (t *Topology) CheckReachable(pairs [][2]int) error {
-	var bad [][2]string
+	var bad [][2]int
 	total := 0
 	for _, p := range pairs {
 		if _, err := t.Route(p[0], p[1]); err != nil {
 			total++
 			if len(bad) < 10 {
-				bad = append(bad, [2]string{t.Devices[p[0]].Name, t.Devices[p[1]].Name})
+				bad = append(bad, p)
 			}
 		}
 	}
 	if total == 0 {
 		return nil
 	}
-	sort.Slice(bad, func(i, j int) bool {
-		if bad[i][0] != bad[j][0] {
-			return bad[i][0] < bad[j][0]
-		}
-		return bad[i][1] < bad[j][1]
-	})
-	return &UnreachableError{Pairs: bad, Total: total}
+	return t.unreachable(bad, total)
 }
