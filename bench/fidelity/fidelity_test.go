@@ -36,6 +36,7 @@ const mosaicNote = "Each row runs as the source ran it (bench/fidelity/mosaic.go
 	"show what pricing 2024's H100 GEMMs assumes."
 
 func TestFidelityTable(t *testing.T) {
+	t.Parallel() // the longest reports run beside each other (and their rows at once: rowsInParallel)
 	if KernelsDir() == "" {
 		t.Skip("shared/reference/kernels is absent: Table 4's rows read it, so FIDELITY.md cannot be checked")
 	}

@@ -32,8 +32,15 @@ const (
 	sglangSrc       = "lmsys.org/blog/2025-05-05-large-scale-ep (SGLang, 4×8 H100, EP32, DeepEP normal kernels, DeepGEMM, two-batch overlap, 16,384 tokens a GPU, 4,096-token prompts, simulated perfect EPLB)"
 )
 
-// MoERows computes the MoE fidelity rows.
+// MoERows computes the MoE fidelity rows, their sources at once
+// (rowsInParallel).
 func MoERows(ctx context.Context) ([]Row, error) {
+	return rowsInParallel(ctx, qwenMoERows, moeOtherRows, moeLayerRows, bridgeMoERows, bridgeEagerMoERows)
+}
+
+// qwenMoERows are the Qwen3-235B-A22B training rows (Megatron-MoE-ModelZoo
+// on H100 and GB200, Pai-Megatron-Patch on H800).
+func qwenMoERows(ctx context.Context) ([]Row, error) {
 	var rows []Row
 	qwen, ok := model.ByName("qwen3-235b-a22b")
 	if !ok {
@@ -206,6 +213,12 @@ func MoERows(ctx context.Context) ([]Row, error) {
 			fmt.Sprintf("step %.2f s (compute %.2f s + exposed comm %.2f s + bubble %.2f s); memory %.0f GB (fits %v); GPU parameters derived from the B200's, no table for this part",
 				s.StepTimeS, s.ComputeS, s.ExposedCommS, s.BubbleS, s.MemoryPeakBytes/1e9, s.Fits)))
 	}
+	return rows, nil
+}
+
+// moeOtherRows are the Mixtral, DeepSeek-V3 and MoE inference rows.
+func moeOtherRows(ctx context.Context) ([]Row, error) {
+	var rows []Row
 
 	// Mixtral-8x7B FP8 as NVIDIA's NeMo performance summary ran it on 64
 	// B200s (NeMo 25.02, eight DGX-B200 nodes: 15,457 tokens/s per GPU) and
@@ -388,13 +401,6 @@ func MoERows(ctx context.Context) ([]Row, error) {
 	is := res.Tables[0].Rows.([]inference.SummaryRow)[0]
 	rows = append(rows, row("DeepSeek-V3 decode, 72 H100, EP72 + 32 redundant experts, two-batch overlap", "tokens_per_s_per_node", 22282, 8*256/is.TPOTS, sglangDecodeSrc,
 		fmt.Sprintf("decode step %.1f ms at 256 sequences a GPU; a decode instance (the caches from the prefill nodes): memory %.0f GB (fits %t)", 1e3*is.TPOTS, is.MemoryPeakBytes/1e9, is.Fits)))
-	for _, more := range []func(context.Context) ([]Row, error){moeLayerRows, bridgeMoERows, bridgeEagerMoERows} {
-		rs, err := more(ctx)
-		if err != nil {
-			return nil, err
-		}
-		rows = append(rows, rs...)
-	}
 	return rows, nil
 }
 

@@ -13,6 +13,7 @@ import (
 // MOE_FIDELITY.md) and fails when the committed report is stale.
 // Run: go test ./bench/fidelity -run MoEFidelityTable -v [-update]
 func TestMoEFidelityTable(t *testing.T) {
+	t.Parallel() // the longest reports run beside each other (and their rows at once: rowsInParallel)
 	if testing.Short() {
 		t.Skip("MoE fidelity runs two large training steps")
 	}
