@@ -56,7 +56,7 @@ const (
 		"64 rows together, with only the GEMM parameters refitted (main loop 0.746, 5,789 cycles a tile, the memory kernels' " +
 		"parameters held): held-out 5.4%, the GEMM rows' training objective 0.0648 against 0.0734 refitted without them, " +
 		"but every H100 training row of FIDELITY.md, already fast, comes out faster (NeMo's FP8 rows by 1.6-5.5 points, " +
-		"two of them past 10%): the partial waves stream-K hides are what those steps' large GEMMs pay, so it is not kept"
+		"LLaMA-2-13B's past 10%): the partial waves stream-K hides are what those steps' large GEMMs pay, so it is not kept"
 	normNotes = "The norm (rms_norm, a row kernel): its input read at L2's bandwidth while it fits a quarter of L2, " +
 		"less of it beyond, none from twice that (compute's residentStream: the residual add wrote the rows in the order " +
 		"the norm reads them, and the norm's own misses evict what it has not reached; keeping the quarter at every size, " +

@@ -17,6 +17,7 @@ package topo
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -447,19 +448,13 @@ func (t *Topology) unreachable(pairs [][2]int, total int) *UnreachableError {
 	failed := map[string]bool{}
 	for _, p := range pairs {
 		e.Pairs = append(e.Pairs, [2]string{t.Devices[p[0]].Name, t.Devices[p[1]].Name})
-		for _, l := range t.out[p[0]] {
-			failed[t.LinkName(int(l))] = failed[t.LinkName(int(l))] || !t.Usable(int(l))
-		}
-		for _, l := range t.in[p[1]] {
-			failed[t.LinkName(int(l))] = failed[t.LinkName(int(l))] || !t.Usable(int(l))
-		}
-	}
-	for name, f := range failed {
-		if f {
-			e.Failed = append(e.Failed, name)
+		for _, l := range slices.Concat(t.out[p[0]], t.in[p[1]]) {
+			if !t.Usable(int(l)) {
+				failed[t.LinkName(int(l))] = true
+			}
 		}
 	}
-	sort.Strings(e.Failed)
+	e.Failed = slices.Sorted(maps.Keys(failed))
 	sort.Slice(e.Pairs, func(i, j int) bool {
 		if e.Pairs[i][0] != e.Pairs[j][0] {
 			return e.Pairs[i][0] < e.Pairs[j][0]
