@@ -488,6 +488,10 @@ type step struct {
 	// the checkpoint's and stays kept.
 	group      string
 	groupInput bool
+	// plain marks operators issued as plain PyTorch calls inside a
+	// mixture-of-experts layer, which do not carry the layer's module
+	// code (markMoELayer).
+	plain bool
 }
 
 // recomputable marks the last step as selective recomputation's module m,

@@ -53,6 +53,12 @@ type MoE struct {
 	// fuser runs the experts (Run.TEOpFuser); the value itself costs
 	// nothing.
 	GLULimit float64 `json:"glu_limit,omitempty"`
+	// ExpertBias: the routed experts' linear layers add a bias (gpt-oss).
+	// A training step pays the down projection's as Megatron-Core adds it
+	// (expertBias) unless Transformer Engine's op fuser runs the experts;
+	// the gate/up projection's is added by the grouped GEMM itself and,
+	// as in inference engines' fused experts, costs nothing here.
+	ExpertBias bool `json:"expert_bias,omitempty"`
 	// Router scores: "softmax" (Mixtral, Qwen) or "sigmoid" (DeepSeek-V3,
 	// whose auxiliary-loss-free balancing adds a per-expert bias to the
 	// scores for the top-k choice). Default softmax.
@@ -483,9 +489,20 @@ func (b *builder) moeFFN() {
 		dropped += 2 * n * b.e // the concatenation the fused kernel keeps
 	}
 	b.stream("moe.experts.swiglu", Elementwise, 7*n, 3*n*b.e+4*r, 14*n, 5*n*b.e+8*r, 2*n*b.e+4*r)
+	if c.GLULimit > 0 && b.training() && !b.r.TEOpFuser {
+		// weighted_bias_quick_geglu_impl copies its linear offset to the
+		// GPU with torch.tensor before the fused kernel, a copy PyTorch
+		// finishes with cudaStreamSynchronize (pytorch/pytorch#120996,
+		// #190217): the host waits for the gate/up GEMM and the clamps,
+		// in the forward and in moe_act's recomputation.
+		b.steps[len(b.steps)-1].fwd[0].HostSync = true
+	}
 	b.recomputable(ModuleMoEAct, dropped)
 	b.grouped("moe.experts.down", groups, h, fe)
 	b.quantizeWeights()
+	if c.ExpertBias && b.training() && !b.r.TEOpFuser {
+		b.expertBias(groups)
+	}
 	if et > 1 && b.sp {
 		b.add(step{
 			fwd: []Op{NewComm("moe.tp.reduce_scatter", ReduceScatter, full)},
@@ -554,10 +571,59 @@ func (b *builder) clampGLU(n float64) {
 	b.recomputable(ModuleMoEAct, 0)
 }
 
+// expertBias is Megatron-Core's bias of the routed experts' down
+// projection (TEGroupedMLP._apply_bias, NVIDIA/Megatron-LM a329dd6, the
+// eager path it keeps for host token counts): a Python loop over the local
+// experts, each adding its bias times the slots' routing probabilities to
+// its rows (t + b·p: the product and the sum, each a PyTorch operator
+// writing FP32, as a BF16 bias times FP32 probabilities promotes), then
+// the rows concatenated and cast back to the activation type. Backward:
+// the cast's gradient up to FP32, then per expert the rows' gradient cast
+// to the activation type, the bias's gradient (g·p summed over the rows)
+// and the probabilities' (g·b summed over the hidden size), and the rows'
+// gradients concatenated. Every one is a plain operator on the host
+// (step.plain), not the MoE layer's module code.
+func (b *builder) expertBias(groups []int64) {
+	h := float64(b.c.Hidden)
+	var rows float64
+	for _, g := range groups {
+		rows += float64(g)
+	}
+	for i, g := range groups {
+		n := float64(g) * h
+		pre := fmt.Sprintf("moe.experts.bias.%d", i)
+		b.add(step{plain: true,
+			fwd: []Op{
+				NewStreaming(pre+".scale", Elementwise, b.a, n, h*b.e+4*float64(g)+4*n),
+				NewStreaming(pre+".add", Elementwise, b.a, n, n*b.e+8*n),
+			},
+			bwd: []Op{
+				NewStreaming(pre+".grad_rows", Elementwise, b.a, 0, 4*n+n*b.e),
+				NewStreaming(pre+".grad_bias", Elementwise, b.a, n, 4*n+4*float64(g)+4*n),
+				NewStreaming(pre+".grad_bias.sum", Elementwise, b.a, n, 4*n+4*h),
+				NewStreaming(pre+".grad_probs", Elementwise, b.a, n, 4*n+h*b.e+4*n),
+				NewStreaming(pre+".grad_probs.sum", Elementwise, b.a, n, 4*n+4*float64(g)),
+			}})
+	}
+	m := rows * h
+	b.add(step{plain: true,
+		fwd: []Op{
+			NewStreaming("moe.experts.bias.cat", Elementwise, b.a, 0, 8*m),
+			NewStreaming("moe.experts.bias.cast", Elementwise, b.a, 0, 4*m+m*b.e),
+		},
+		bwd: []Op{
+			NewStreaming("moe.experts.bias.cast.bwd", Elementwise, b.a, 0, m*b.e+4*m),
+			NewStreaming("moe.experts.bias.grad_cat", Elementwise, b.a, 0, 2*m*b.e),
+		}})
+}
+
 // markMoELayer marks the operators of the steps from start on as the MoE
-// layer's (Op.MoELayer).
+// layer's (Op.MoELayer), but for plain PyTorch operators (step.plain).
 func (b *builder) markMoELayer(start int) {
 	for i := start; i < len(b.steps); i++ {
+		if b.steps[i].plain {
+			continue
+		}
 		for _, ops := range [][]Op{b.steps[i].fwd, b.steps[i].bwd} {
 			for j := range ops {
 				ops[j].MoELayer = true
@@ -764,5 +830,5 @@ func MoEPresets() []MoEPreset {
 // attention alternating between a 128-token band and the full context.
 func gptOSS(name string, layers, experts int) Config {
 	return Config{Name: name, Family: LLaMA, Layers: layers, Hidden: 2880, Heads: 64, KVHeads: 8, HeadDim: 64, FFNHidden: 2880, Vocab: 201088,
-		SlidingWindow: 128, WindowPattern: "SF", MoE: MoE{Experts: experts, ExpertsPerToken: 4, GLULimit: 7}}
+		SlidingWindow: 128, WindowPattern: "SF", MoE: MoE{Experts: experts, ExpertsPerToken: 4, GLULimit: 7, ExpertBias: true}}
 }

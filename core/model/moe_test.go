@@ -715,3 +715,65 @@ func TestClampedGLU(t *testing.T) {
 	c, _ := FromPreset("gpt-oss-20b", Config{MoE: MoE{GLULimit: -1}})
 	assert.Contains(t, fmt.Sprint(c.Check()), "glu_limit")
 }
+
+// The fused activation that follows Megatron-Core's clamps copies its
+// offset to the GPU with torch.tensor, which blocks the host (Op.HostSync):
+// the forward's activation and its recomputation are marked, not the
+// backward's kernel, nor the op fuser's or an inference engine's.
+// gpt-oss's down-projection bias is TEGroupedMLP's eager loop over the
+// local experts: two FP32 kernels an expert forward (n = the expert's rows
+// × hidden: bias × probabilities 4n written, the add reading 2n + 4n and
+// writing 4n), five backward, then the concatenation and casts, none of
+// them carrying the MoE layer's module cost (MoELayer false).
+func TestGPTOSSEagerExperts(t *testing.T) {
+	const tokens, ep = 1024, 4
+	build := func(r Run) Block {
+		c, _ := FromPreset("gpt-oss-20b", Config{Layers: 2})
+		r.Batch, r.SeqLen, r.TP, r.DType, r.EP, r.ExpertTP = 1, tokens, 1, hw.BF16, ep, 1
+		if r.Phase == "" {
+			r.Phase = Training
+		}
+		g, err := Build(c, r)
+		require.NoError(t, err)
+		blk, ok := g.Block(BlockMoE)
+		require.True(t, ok)
+		return blk
+	}
+	count := func(ops []Op, prefix string) (k int, bytes float64, syncs []string) {
+		for _, o := range ops {
+			if o.HostSync {
+				syncs = append(syncs, o.Name+"/"+string(o.Pass))
+			}
+			if strings.HasPrefix(o.Name, prefix) {
+				k++
+				bytes += o.Bytes
+				assert.False(t, o.MoELayer, o.Name)
+			}
+		}
+		return k, bytes, syncs
+	}
+	eager := build(Run{Recompute: RecomputeSelective, RecomputeModules: []string{ModuleMoEAct}})
+	local := 32 / ep
+	// Balanced routing: each rank receives its tokens' share of top-4 slots.
+	h, rows := 2880.0, float64(tokens*4)
+	k, _, syncs := count(eager.Forward, "moe.experts.bias.")
+	assert.Equal(t, 2*local+2, k)
+	assert.ElementsMatch(t, []string{"moe.experts.swiglu/" + string(Forward)}, syncs)
+	k, _, syncs = count(eager.Backward, "moe.experts.bias.")
+	assert.Equal(t, 5*local+2, k)
+	assert.ElementsMatch(t, []string{"moe.experts.swiglu/" + string(Recomputed)}, syncs)
+	_, fb, _ := count(eager.Forward, "moe.experts.bias.0.")
+	n := rows / float64(local) * h
+	assert.InDelta(t, 4*n+(h*2+4*n/h)+(2*n+8*n), fb, n*1e-6+64)
+
+	for why, blk := range map[string]Block{
+		"op fuser": build(Run{TEOpFuser: true}),
+		"prefill":  build(Run{Phase: Prefill}),
+	} {
+		for _, ops := range [][]Op{blk.Forward, blk.Backward} {
+			k, _, syncs := count(ops, "moe.experts.bias.")
+			assert.Zero(t, k, why)
+			assert.Empty(t, syncs, why)
+		}
+	}
+}

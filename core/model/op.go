@@ -99,6 +99,12 @@ type Op struct {
 	// token dispatcher or routed experts, whose framework code around the
 	// kernel costs an eager host more than a plain operator (exec.Host).
 	MoELayer bool
+	// HostSync marks an operator whose framework code blocks the host
+	// until the GPU has run everything issued before it (a blocking copy
+	// to the device: torch.tensor(x, device=cuda) copies through
+	// cudaStreamSynchronize, pytorch/pytorch#120996), so the host cannot
+	// run ahead across it.
+	HostSync bool
 	// CP marks a collective over the context-parallel group (what the
 	// attention of a sequence split over ranks exchanges, Run.CP) instead
 	// of the tensor-parallel group. Alongside marks one that runs while the

@@ -15,6 +15,7 @@ package workload
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/eidolon-sim/eidolon/core/model"
 )
@@ -280,8 +281,21 @@ func (b *progBuilder) collective(name string, stream Stream, slot Slot, kind mod
 		Tag: tag, Deps: deps(after...), MicroBatch: mb})
 }
 
-// compute appends a compute task over ops.
+// compute appends a compute task over ops, split before each operator
+// whose issue waits for the GPU (Op.HostSync): the host issues it once the
+// work before it has run.
 func (b *progBuilder) compute(name string, ops []model.Op, mb int32, after ...int32) int32 {
+	for j := len(ops) - 1; j > 0; j-- {
+		if ops[j].HostSync {
+			// Each part named for its own operators, after the caller's prefix.
+			prefix := strings.TrimSuffix(name, segName(ops))
+			head := b.compute(prefix+segName(ops[:j]), ops[:j], mb, after...)
+			return b.compute(prefix+segName(ops[j:]), ops[j:], mb, head)
+		}
+	}
+	if len(ops) > 0 && ops[0].HostSync {
+		b.hostSync(after...)
+	}
 	t := Task{Name: name, Kind: Compute, Stream: StreamCompute, Ops: ops, Deps: deps(after...), MicroBatch: mb}
 	for _, o := range ops {
 		t.FLOPs += o.FLOPs

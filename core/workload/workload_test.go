@@ -316,6 +316,39 @@ func TestHostSyncPoints(t *testing.T) {
 // the router's task (the token counts it copies to the host), having
 // issued the permutation before the wait; the combine and the backward's
 // all-to-alls reuse the sizes, and a full recomputation waits again.
+// An operator that blocks the host (model.Op.HostSync: gpt-oss's
+// activation under Megatron-Core) starts a compute task of its own, which
+// the host issues only once the task before it, in the same segment, has
+// run: in the forward and in moe_act's recomputation, once a micro-batch
+// and MoE layer each.
+func TestOperatorHostSync(t *testing.T) {
+	c, ok := model.FromPreset("gpt-oss-20b", model.Config{Layers: 2})
+	require.True(t, ok)
+	tr := layout(c, Parallel{TP: 1, PP: 1, DP: 4, EP: 4, ExpertTP: 1, MicroBatch: 1, GlobalBatch: 8,
+		Recompute: model.RecomputeSelective, RecomputeModules: []string{model.ModuleMoEAct}})
+	tr.SeqLen, tr.DType = 512, hw.BF16
+	plan, err := BuildTraining(tr)
+	require.NoError(t, err)
+	p := plan.Programs[0]
+	var syncs int
+	for i, task := range p.Tasks {
+		for j, o := range task.Ops {
+			if !o.HostSync {
+				continue
+			}
+			syncs++
+			require.Zero(t, j, "%s starts its task", o.Name)
+			prev := p.Tasks[i-1]
+			assert.Equal(t, []int32{int32(i - 1)}, task.HostWait, task.Name)
+			assert.Contains(t, task.Deps, int32(i-1))
+			assert.Equal(t, Compute, prev.Kind)
+			assert.True(t, strings.HasPrefix(prev.Ops[len(prev.Ops)-1].Name, "moe.experts.glu_clamp"), prev.Name)
+		}
+	}
+	// 2 micro-batches × 2 MoE layers, forward and recomputed.
+	assert.Equal(t, 8, syncs)
+}
+
 func TestDispatchHostSync(t *testing.T) {
 	c, ok := model.FromPreset("mixtral-8x7b", model.Config{Layers: 2})
 	require.True(t, ok)
