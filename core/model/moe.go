@@ -556,7 +556,8 @@ func (b *builder) moeFFN() {
 // and the chunk's gradient assembles the halves into the gate/up output's
 // (the concatenation's own gradient is two views: no kernel). The clamps
 // keep the gate/up output, which a recomputation of moe_act keeps as its
-// input and reruns all three from. Inference engines fuse the clamp into
+// input and reruns all three from. They are plain PyTorch calls on the host
+// (step.plain). Inference engines fuse the clamp into
 // their activation kernel (vLLM's swigluoai_and_mul): training only.
 func (b *builder) clampGLU(n float64) {
 	for _, c := range []struct {
@@ -565,9 +566,10 @@ func (b *builder) clampGLU(n float64) {
 	}{{"moe.experts.glu_clamp.gate", 1}, {"moe.experts.glu_clamp.linear", 2}} {
 		b.stream(c.name, Elementwise, c.compares*n, 2*n*b.e, c.compares*n, 3*n*b.e, n*b.e)
 		b.recomputable(ModuleMoEAct, 0)
+		b.steps[len(b.steps)-1].plain = true
 	}
 	b.add(step{fwd: []Op{NewStreaming("moe.experts.glu_clamp.cat", Elementwise, b.a, 0, 4*n*b.e)},
-		bwd: []Op{NewStreaming("moe.experts.glu_clamp.grad_cat", Elementwise, b.a, 0, 4*n*b.e)}})
+		bwd: []Op{NewStreaming("moe.experts.glu_clamp.grad_cat", Elementwise, b.a, 0, 4*n*b.e)}, plain: true})
 	b.recomputable(ModuleMoEAct, 0)
 }
 

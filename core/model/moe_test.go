@@ -666,7 +666,8 @@ func TestFromHFConfigGLM45Air(t *testing.T) {
 // written), three backward ones (two masks reading the gradient and the
 // input, writing the gradient, and the halves' assembly: 10n), the
 // gate/up output kept besides the concatenation, and under moe_act's
-// recomputation the same memory as unclamped with all three rerun.
+// recomputation the same memory as unclamped with all three rerun; each a
+// plain PyTorch call on the host, not the MoE layer's module code.
 // Inference, with the clamp fused, is unchanged.
 func TestClampedGLU(t *testing.T) {
 	const tokens, slots = 1024, 4
@@ -688,6 +689,7 @@ func TestClampedGLU(t *testing.T) {
 			if o.Pass == pass && strings.HasPrefix(o.Name, "moe.experts.glu_clamp") {
 				b += o.Bytes
 				k++
+				assert.False(t, o.MoELayer, "%s is a plain PyTorch call", o.Name)
 			}
 		}
 		return b, k
