@@ -310,11 +310,7 @@ func TestRecomputeModules(t *testing.T) {
 	build := func(mods []string) Block {
 		r := run
 		r.RecomputeModules = mods
-		g, err := Build(c, r)
-		require.NoError(t, err)
-		blk, ok := g.Block(BlockMoE)
-		require.True(t, ok)
-		return blk
+		return moeBlock(t, c, r)
 	}
 	base, rc := build(nil), build([]string{ModuleLayerNorm, ModuleMoEAct})
 	// Balanced over EP 4: 1,024·2 slots reach this rank's 2 experts. The
@@ -678,11 +674,7 @@ func TestClampedGLU(t *testing.T) {
 		if len(mods) > 0 {
 			r.Recompute, r.RecomputeModules = RecomputeSelective, mods
 		}
-		g, err := Build(c, r)
-		require.NoError(t, err)
-		blk, ok := g.Block(BlockMoE)
-		require.True(t, ok)
-		return blk
+		return moeBlock(t, c, r)
 	}
 	bytes := func(ops []Op, pass Pass) (b float64, k int) {
 		for _, o := range ops {
@@ -735,11 +727,7 @@ func TestGPTOSSEagerExperts(t *testing.T) {
 		if r.Phase == "" {
 			r.Phase = Training
 		}
-		g, err := Build(c, r)
-		require.NoError(t, err)
-		blk, ok := g.Block(BlockMoE)
-		require.True(t, ok)
-		return blk
+		return moeBlock(t, c, r)
 	}
 	count := func(ops []Op, prefix string) (k int, bytes float64, syncs []string) {
 		for _, o := range ops {
@@ -778,4 +766,14 @@ func TestGPTOSSEagerExperts(t *testing.T) {
 			assert.Empty(t, syncs, why)
 		}
 	}
+}
+
+// moeBlock builds c for r and returns its mixture-of-experts block.
+func moeBlock(t *testing.T, c Config, r Run) Block {
+	t.Helper()
+	g, err := Build(c, r)
+	require.NoError(t, err)
+	blk, ok := g.Block(BlockMoE)
+	require.True(t, ok)
+	return blk
 }
