@@ -581,30 +581,38 @@ func (b *builder) clampGLU(n float64) {
 // writing FP32, as a BF16 bias times FP32 probabilities promotes), then
 // the rows concatenated and cast back to the activation type. Backward:
 // the cast's gradient up to FP32, then per expert the rows' gradient cast
-// to the activation type, the bias's gradient (g·p summed over the rows)
-// and the probabilities' (g·b summed over the hidden size), and the rows'
-// gradients concatenated. Every one is a plain operator on the host
-// (step.plain), not the MoE layer's module code.
+// to the activation type, the bias's gradient (g·p summed over the rows,
+// cast to the bias's type and added into its main gradient by
+// Megatron-Core's gradient hook) and the probabilities' (g·b summed over
+// the hidden size), and the rows' and the probabilities' gradients
+// concatenated. Every one is a plain operator on the host (step.plain),
+// not the MoE layer's module code.
 func (b *builder) expertBias(groups []int64) {
 	h := float64(b.c.Hidden)
+	grad := b.e
+	if b.r.GradDType != "" {
+		grad = b.r.GradDType.Bytes()
+	}
 	var rows float64
 	for _, g := range groups {
 		rows += float64(g)
 	}
 	for i, g := range groups {
-		n := float64(g) * h
+		n, p := float64(g)*h, 4*float64(g)
 		pre := fmt.Sprintf("moe.experts.bias.%d", i)
 		b.add(step{plain: true,
 			fwd: []Op{
-				NewStreaming(pre+".scale", Elementwise, b.a, n, h*b.e+4*float64(g)+4*n),
+				NewStreaming(pre+".scale", Elementwise, b.a, n, h*b.e+p+4*n),
 				NewStreaming(pre+".add", Elementwise, b.a, n, n*b.e+8*n),
 			},
 			bwd: []Op{
 				NewStreaming(pre+".grad_rows", Elementwise, b.a, 0, 4*n+n*b.e),
-				NewStreaming(pre+".grad_bias", Elementwise, b.a, n, 4*n+4*float64(g)+4*n),
+				NewStreaming(pre+".grad_bias", Elementwise, b.a, n, 8*n+p),
 				NewStreaming(pre+".grad_bias.sum", Elementwise, b.a, n, 4*n+4*h),
-				NewStreaming(pre+".grad_probs", Elementwise, b.a, n, 4*n+h*b.e+4*n),
-				NewStreaming(pre+".grad_probs.sum", Elementwise, b.a, n, 4*n+4*float64(g)),
+				NewStreaming(pre+".grad_bias.cast", Elementwise, b.a, 0, 4*h+h*b.e),
+				NewStreaming(pre+".grad_bias.accumulate", Elementwise, b.a, h, h*b.e+2*h*grad),
+				NewStreaming(pre+".grad_probs", Elementwise, b.a, n, 8*n+h*b.e),
+				NewStreaming(pre+".grad_probs.sum", Elementwise, b.a, n, 4*n+p),
 			}})
 	}
 	m := rows * h
@@ -616,6 +624,7 @@ func (b *builder) expertBias(groups []int64) {
 		bwd: []Op{
 			NewStreaming("moe.experts.bias.cast.bwd", Elementwise, b.a, 0, m*b.e+4*m),
 			NewStreaming("moe.experts.bias.grad_cat", Elementwise, b.a, 0, 2*m*b.e),
+			NewStreaming("moe.experts.bias.grad_cat_probs", Elementwise, b.a, 0, 8*rows),
 		}})
 }
 
