@@ -143,8 +143,6 @@ func FromHFConfig(hf map[string]any) (Config, error) {
 			c.FFNHidden = num("intermediate_size_mlp", true)
 			c.Experts = num("num_local_experts", true)
 			c.ExpertsPerToken = num("num_experts_per_tok", true)
-			// GptOssExperts' gate_up_proj_bias and down_proj_bias.
-			c.ExpertBias = mt == "gpt_oss"
 			c.ExpertFFNHidden = num("intermediate_size", true)
 			c.SharedExperts, c.SharedExpertFFNHidden = 1, c.ExpertFFNHidden
 			c.MoEEvery = num("interleave_moe_layer_step", false)

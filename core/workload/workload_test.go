@@ -311,11 +311,6 @@ func TestHostSyncPoints(t *testing.T) {
 	}
 }
 
-// The dispatch's host synchronisation: in a training step with expert
-// parallelism the host waits, before each forward dispatch all-to-all, for
-// the router's task (the token counts it copies to the host), having
-// issued the permutation before the wait; the combine and the backward's
-// all-to-alls reuse the sizes, and a full recomputation waits again.
 // An operator that blocks the host (model.Op.HostSync: gpt-oss's
 // activation under Megatron-Core) starts a compute task of its own, which
 // the host issues only once the task before it, in the same segment, has
@@ -349,6 +344,11 @@ func TestOperatorHostSync(t *testing.T) {
 	assert.Equal(t, 8, syncs)
 }
 
+// The dispatch's host synchronisation: in a training step with expert
+// parallelism the host waits, before each forward dispatch all-to-all, for
+// the router's task (the token counts it copies to the host), having
+// issued the permutation before the wait; the combine and the backward's
+// all-to-alls reuse the sizes, and a full recomputation waits again.
 func TestDispatchHostSync(t *testing.T) {
 	c, ok := model.FromPreset("mixtral-8x7b", model.Config{Layers: 2})
 	require.True(t, ok)
