@@ -344,7 +344,35 @@ type tokenElems struct{ q, kv, out int64 }
 // attention, whichever kernel and context-parallel exchange it runs, is
 // rerun in the backward from its Q, K and V): it then keeps Q, K and V and
 // drops the fp32 log-sum-exp (the output is the projection's saved input).
+//
+// FP8 attention (Run.FP8Attention) puts Transformer Engine's casts around
+// it (fp8_dpa without fp8_mha: "DPA casts the inputs from higher precision
+// to FP8, performs attention in FP8, and casts the output back",
+// transformer_engine/common/recipe): Q, K and V quantized as the recipe
+// quantizes a GEMM's input, for their forward and transposed backward
+// uses, and the output read back from FP8; backward, the output's
+// gradient quantized and Q, K and V's gradients read back. The tensors
+// the backward keeps are still counted at 16 bits.
 func (b *builder) flash(hs, kvs, hd int64, per tokenElems, saved float64) {
+	fp8 := b.training() && b.attnDType().Bytes() == 1
+	tokens := float64(b.r.Batch * b.r.SeqLen)
+	qkv, out := tokens*float64(per.q+per.kv), tokens*float64(per.out)
+	if fp8 {
+		b.add(step{fwd: b.fp8Quantize("attn.fp8_cast", qkv), bwd: []Op{b.fromFP8("attn.grad_fp8_dequantize", qkv)}})
+	}
+	b.flashCore(hs, kvs, hd, per, saved)
+	if fp8 {
+		b.add(step{fwd: []Op{b.fromFP8("attn.fp8_dequantize", out)}, bwd: b.fp8Quantize("attn.grad_fp8_cast", out)})
+	}
+}
+
+// fromFP8 reads n FP8 elements back into the activation type.
+func (b *builder) fromFP8(name string, n float64) Op {
+	return NewStreaming(name, Quantize, b.a, n, n*(1+b.e))
+}
+
+// flashCore is flash's attention step, without FP8 attention's casts.
+func (b *builder) flashCore(hs, kvs, hd int64, per tokenElems, saved float64) {
 	r := b.r
 	B, s, c := int64(r.Batch), int64(r.SeqLen), int64(max(r.CP, 1))
 	defer b.recomputable(ModuleCoreAttn, 4*float64(B*hs*s)) // after the step each branch adds

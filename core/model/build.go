@@ -139,6 +139,14 @@ type Run struct {
 	// has: cuDNN's or FlashAttention-3 on Hopper, FlashAttention-2 on
 	// Ampere, whose native MMA it issues anyway.
 	FlashAttention2 bool
+	// FP8Attention, in FP8 training, runs the attention in FP8 as
+	// Transformer Engine's DotProductAttention does with the recipe's
+	// fp8_dpa (Megatron-Core's --fp8-dot-product-attention): its Q·Kᵀ and
+	// P·V at the FP8 rate, Q, K and V cast to FP8 before it and its output
+	// cast back after it, the output gradient cast to FP8 and Q, K and V's
+	// gradients cast back in the backward (fp8Attention). False keeps the
+	// attention in 16 bits, as Transformer Engine does by default.
+	FP8Attention bool
 	// FusedAddNorm, in inference, runs each residual add inside the RMSNorm
 	// after it, as one vectorized kernel (fusedAddNorm), as the serving
 	// engines run LLaMA-style blocks; false keeps the add and the norm two
@@ -839,12 +847,15 @@ func (b *builder) fromActivation() bool {
 // attnDType is the type of attention's math: 16-bit with an 8- or 4-bit dtype
 // (NVFP4 checkpoints, as FP8 ones, quantize the linear layers only).
 // Training: Transformer Engine runs DotProductAttention in BF16 unless
-// fp8_dpa is set; DeepSeek-V3 §3.3 keeps its attention in BF16 too.
+// fp8_dpa is set (Run.FP8Attention); DeepSeek-V3 §3.3 keeps its attention in BF16 too.
 // Inference: the engines' FP8 checkpoints quantize the linear layers
 // (vLLM's Fp8LinearMethod, SGLang's w8a8_block_fp8) and attend in 16 bits,
 // an FP8 KV cache dequantized as it is read; DeepSeek's own prefill
 // profile (deepseek-ai/profile-data) runs FlashAttention's BF16 kernel.
 func (b *builder) attnDType() hw.DType {
+	if b.fp8Training() && b.r.FP8Attention {
+		return b.d
+	}
 	if b.d.Bytes() < 2 {
 		return b.a
 	}

@@ -431,6 +431,46 @@ func TestFP8TrainingAsTransformerEngine(t *testing.T) {
 	}
 }
 
+// FP8 attention (Run.FP8Attention, Transformer Engine's fp8_dpa): the
+// attention's matmuls in FP8, Q, K and V cast before it and the output read
+// back after it, in that order; backward, the output's gradient cast before
+// the attention's backward and Q, K and V's gradients read back after it.
+// Without it, or without an FP8 dtype, nothing changes.
+func TestFP8Attention(t *testing.T) {
+	c, ok := ByName("llama3-8b")
+	require.True(t, ok)
+	build := func(d hw.DType, fp8Attn bool) Block {
+		g, err := Build(c, Run{Phase: Training, Batch: 2, SeqLen: 1024, TP: 2, DType: d, FP8Recipe: FP8MXFP8, FP8Attention: fp8Attn})
+		require.NoError(t, err)
+		blk, _ := g.Block(BlockTransformer)
+		return blk
+	}
+	index := func(ops []Op, name string) int {
+		return slices.IndexFunc(ops, func(o Op) bool { return o.Name == name })
+	}
+	blk := build(hw.FP8, true)
+	fwd, bwd := blk.Forward, blk.Backward
+	fa := index(fwd, "attn.flash")
+	require.GreaterOrEqual(t, fa, 1)
+	assert.Equal(t, hw.FP8, fwd[fa].DType)
+	assert.Equal(t, "attn.fp8_cast", fwd[fa-1].Name)
+	assert.Equal(t, "attn.fp8_dequantize", fwd[fa+1].Name)
+	fb := index(bwd, "attn.flash.bwd")
+	require.GreaterOrEqual(t, fb, 1)
+	assert.Equal(t, hw.FP8, bwd[fb].DType)
+	assert.Equal(t, "attn.grad_fp8_cast", bwd[fb-1].Name)
+	assert.Equal(t, "attn.grad_fp8_dequantize", bwd[fb+1].Name)
+	// 2,048 tokens; at TP 2 a rank holds 16 query and 4 key/value heads of 128.
+	tokens, q, kv := 2048.0, 16*128.0, 2*4*128.0
+	assert.InDelta(t, tokens*(q+kv)*(2+2+2.0/32), fwd[fa-1].Bytes, 1e-6) // MXFP8: rowwise and columnwise with scales
+	assert.InDelta(t, tokens*q*3, fwd[fa+1].Bytes, 1e-6)                 // read FP8, write BF16
+	assert.InDelta(t, tokens*(q+kv)*3, bwd[fb+1].Bytes, 1e-6)
+	for _, off := range []Block{build(hw.FP8, false), build(hw.BF16, true)} {
+		assert.Equal(t, -1, index(off.Forward, "attn.fp8_cast"))
+		assert.Equal(t, hw.BF16, off.Forward[index(off.Forward, "attn.flash")].DType)
+	}
+}
+
 // A LayerNorm model's inference norms are PyTorch's kernel
 // (Op.NativeLayerNorm); its training norms and an RMSNorm model's are not.
 func TestNativeLayerNormOnlyForLayerNormInference(t *testing.T) {

@@ -164,6 +164,10 @@ type Step struct {
 	// fused operations, its clamped activation one kernel
 	// (model.Run.TEOpFuser).
 	TEOpFuser bool `json:"te_op_fuser,omitempty"`
+	// FP8Attention is Megatron-Core's --fp8-dot-product-attention: in FP8
+	// training, the attention's matmuls in FP8 with its inputs and output
+	// cast (model.Run.FP8Attention).
+	FP8Attention bool `json:"fp8_attention,omitempty"`
 }
 
 func (s *Step) defaults() {
@@ -211,6 +215,14 @@ func (s *Step) validate(p *Problems, dtype string, g hw.GPU, ok bool) {
 	validateRouterDType(p, s.MoERouterDType)
 	if s.FP8Dispatch && hw.DType(dtype).Bytes() != 1 {
 		p.Addf("fp8_dispatch", "applies to FP8 training only: dtype is %q (use \"fp8\", or leave fp8_dispatch out)", dtype)
+	}
+	if s.FP8Attention {
+		switch {
+		case hw.DType(dtype).Bytes() != 1:
+			p.Addf("fp8_attention", "applies to FP8 training only: dtype is %q (use \"fp8\", or leave fp8_attention out)", dtype)
+		case s.UnfusedAttention, s.FlashAttention2:
+			p.Addf("fp8_attention", "runs on Transformer Engine's fused attention, which unfused_attention and flash_attention_2 turn off (leave one out)")
+		}
 	}
 	p.IntInRange("seq_len", s.SeqLen, 1, 1<<24)
 }

@@ -55,6 +55,20 @@ def test_mxfp8_is_blackwells():
     assert [p.path for p in err.value.problems] == ["fp8_recipe"]
 
 
+def test_fp8_attention():
+    """fp8_attention (Transformer Engine's fp8_dpa) shortens a long-sequence FP8 step on Blackwell; with BF16 math it
+    is a SpecError naming the field."""
+    spec = {"kind": "training", "model": SMALL, "gpu": "b200", "cluster": {"preset": "dgx-b200", "nodes": 1},
+            "parallel": {"tp": 8}, "seq_len": 16384, "dtype": "fp8", "fp8_recipe": "mxfp8"}
+    bf16_attention = eidolon.run(spec, progress=False).to_pandas("summary").iloc[0]
+    fp8_attention = eidolon.run({**spec, "fp8_attention": True}, progress=False).to_pandas("summary").iloc[0]
+    assert 0 < fp8_attention.step_time_s < bf16_attention.step_time_s
+    with pytest.raises(eidolon.SpecError, match=r"fp8_attention: applies to FP8 training only") as err:
+        bf16 = {k: v for k, v in spec.items() if k != "fp8_recipe"}
+        eidolon.run({**bf16, "dtype": "bf16", "fp8_attention": True}, progress=False)
+    assert [p.path for p in err.value.problems] == ["fp8_attention"]
+
+
 def test_blackwell_ultra_rack():
     """A GB300 NVL72 rack trains as a GB200 one with Blackwell Ultra's exponential rate: at a long sequence, where
     the attention's softmax weighs, the GB300 step is shorter than the same step on a GB300 with Blackwell's rate."""

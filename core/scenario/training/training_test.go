@@ -217,6 +217,20 @@ func TestMXFP8OnBlackwell(t *testing.T) {
 	assert.Equal(t, delayed.ModelFLOPs, mx.ModelFLOPs)
 }
 
+// FP8 attention (fp8_attention) runs the attention's matmuls at the FP8
+// rate for the price of its casts: at a long sequence on Blackwell, where
+// the attention is much of a step, the step is shorter; the model FLOPs
+// do not change.
+func TestFP8AttentionShortensLongSequences(t *testing.T) {
+	b200 := func(extra string) training.SummaryRow {
+		return summary(t, fmt.Sprintf(`{"kind":"training","model":{"preset":"llama3-8b","layers":4},"gpu":"b200",
+			"cluster":{"preset":"dgx-b200","nodes":1},"parallel":{"dp":8,"global_batch":8},"seq_len":16384,"dtype":"fp8","fp8_recipe":"mxfp8","timeline_ranks":[-1]%s}`, extra))
+	}
+	bf16Attn, fp8Attn := b200(``), b200(`,"fp8_attention":true`)
+	assert.Less(t, fp8Attn.StepTimeS, bf16Attn.StepTimeS)
+	assert.Equal(t, bf16Attn.ModelFLOPs, fp8Attn.ModelFLOPs)
+}
+
 func TestSpecErrorsNameFields(t *testing.T) {
 	for js, path := range map[string]string{
 		small(1, `"tp":3`, ""):                                                                                     "parallel.tp",
@@ -234,6 +248,8 @@ func TestSpecErrorsNameFields(t *testing.T) {
 		small(1, `"tp":8`, `,"fp8_dispatch":true`):                                                                 "fp8_dispatch", // bf16
 		small(1, `"tp":8`, `,"te_op_fuser":true`):                                                                  "te_op_fuser",  // no experts
 		small(1, `"tp":8`, `,"flash_attention_2":true,"unfused_attention":true`):                                   "flash_attention_2",
+		small(1, `"tp":8`, `,"fp8_attention":true`):                                                                "fp8_attention", // bf16
+		small(1, `"tp":8`, `,"dtype":"fp8","fp8_attention":true,"unfused_attention":true`):                         "fp8_attention",
 	} {
 		_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
 		var se *spec.Error
