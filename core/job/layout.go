@@ -70,7 +70,7 @@ func InferenceBuilder(s *spec.Inference, gpus int, canceled func() error) (workl
 func TrainingStep(m model.Config, dtype string, st spec.Step, par workload.Parallel) workload.Training {
 	return workload.Training{Model: m, SeqLen: st.SeqLen, DType: hw.DType(dtype), GradDType: hw.DType(st.GradDType),
 		FP8Recipe: st.FP8Recipe, CrossEntropyFusion: st.CrossEntropyFusion, VocabMultiple: st.MakeVocabSizeDivisibleBy, UnfusedAttention: st.UnfusedAttention, FlashAttention2: st.FlashAttention2,
-		NoGradAccumulationFusion: st.NoGradAccumulationFusion, RouterDType: hw.DType(st.MoERouterDType), FP8Dispatch: st.FP8Dispatch, TEOpFuser: st.TEOpFuser, FP8Attention: st.FP8Attention, Par: par}
+		NoGradAccumulationFusion: st.NoGradAccumulationFusion, RouterDType: hw.DType(st.MoERouterDType), FP8Dispatch: st.FP8Dispatch, TEOpFuser: st.TEOpFuser, FP8Attention: st.FP8Attention, FP8OutputProj: st.FP8OutputProj, Par: par}
 }
 
 // TrainingLayout converts a validated training spec to the workload's layout; gpus

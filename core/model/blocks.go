@@ -69,7 +69,11 @@ func (b *builder) lmHead() {
 	if !b.training() {
 		m = int64(b.r.Batch)
 	}
-	b.gemm16(OpLogits, m, vt, h)
+	if b.fp8Training() && b.r.FP8OutputProj {
+		b.gemmIn(b.d, OpLogits, m, vt, h)
+	} else {
+		b.gemm16(OpLogits, m, vt, h)
+	}
 	if b.training() {
 		b.crossEntropy(m, vt)
 		return

@@ -147,6 +147,12 @@ type Run struct {
 	// gradients cast back in the backward (fp8Attention). False keeps the
 	// attention in 16 bits, as Transformer Engine does by default.
 	FP8Attention bool
+	// FP8OutputProj, in MXFP8 training, runs the output layer's GEMMs in
+	// MXFP8 as Transformer Engine's linear layer, its input and output
+	// gradient cast (Megatron-Core's fp8_output_proj, which requires the
+	// mxfp8 recipe: TELMHeadColumnParallelLinear); false keeps it in 16
+	// bits, as Megatron-Core's plain ColumnParallelLinear head runs.
+	FP8OutputProj bool
 	// FusedAddNorm, in inference, runs each residual add inside the RMSNorm
 	// after it, as one vectorized kernel (fusedAddNorm), as the serving
 	// engines run LLaMA-style blocks; false keeps the add and the norm two

@@ -471,6 +471,34 @@ func TestFP8Attention(t *testing.T) {
 	}
 }
 
+// fp8_output_proj (MXFP8 only): the output layer's GEMMs in FP8 behind
+// their casts, as a Transformer Engine linear layer; without it the head
+// stays in 16 bits.
+func TestFP8OutputProj(t *testing.T) {
+	c, ok := ByName("llama3-8b")
+	require.True(t, ok)
+	head := func(proj bool) map[string]Op {
+		g, err := Build(c, Run{Phase: Training, Batch: 1, SeqLen: 1024, TP: 1, DType: hw.FP8, FP8Recipe: FP8MXFP8, FP8OutputProj: proj})
+		require.NoError(t, err)
+		blk, _ := g.Block(BlockLMHead)
+		m := map[string]Op{}
+		for _, o := range append(append([]Op{}, blk.Forward...), blk.Backward...) {
+			m[o.Name] = o
+		}
+		return m
+	}
+	on, off := head(true), head(false)
+	for _, name := range []string{OpLogits, OpLogits + ".dgrad", OpLogits + ".wgrad"} {
+		assert.Equal(t, hw.FP8, on[name].DType, name)
+		assert.Equal(t, hw.BF16, off[name].DType, name)
+	}
+	require.Contains(t, on, OpLogits+".fp8_cast")
+	require.Contains(t, on, OpLogits+".grad_fp8_cast")
+	assert.NotContains(t, off, OpLogits+".fp8_cast")
+	vocab := float64(VocabShard(c.Vocab, 1, 0))
+	assert.InDelta(t, 1024*vocab*(2+2+2.0/32), on[OpLogits+".grad_fp8_cast"].Bytes, 1e-3)
+}
+
 // A LayerNorm model's inference norms are PyTorch's kernel
 // (Op.NativeLayerNorm); its training norms and an RMSNorm model's are not.
 func TestNativeLayerNormOnlyForLayerNormInference(t *testing.T) {

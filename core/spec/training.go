@@ -168,6 +168,9 @@ type Step struct {
 	// training, the attention's matmuls in FP8 with its inputs and output
 	// cast (model.Run.FP8Attention).
 	FP8Attention bool `json:"fp8_attention,omitempty"`
+	// FP8OutputProj is Megatron-Core's fp8_output_proj: in MXFP8 training,
+	// the output layer's GEMMs in MXFP8 (model.Run.FP8OutputProj).
+	FP8OutputProj bool `json:"fp8_output_proj,omitempty"`
 }
 
 func (s *Step) defaults() {
@@ -223,6 +226,9 @@ func (s *Step) validate(p *Problems, dtype string, g hw.GPU, ok bool) {
 		case s.UnfusedAttention, s.FlashAttention2:
 			p.Addf("fp8_attention", "runs on Transformer Engine's fused attention, which unfused_attention and flash_attention_2 turn off (leave one out)")
 		}
+	}
+	if s.FP8OutputProj && (hw.DType(dtype).Bytes() != 1 || s.FP8Recipe != model.FP8MXFP8) {
+		p.Addf("fp8_output_proj", "applies to MXFP8 training only (dtype \"fp8\", fp8_recipe \"mxfp8\", as Megatron-Core requires): dtype is %q, fp8_recipe %q", dtype, s.FP8Recipe)
 	}
 	p.IntInRange("seq_len", s.SeqLen, 1, 1<<24)
 }

@@ -145,11 +145,11 @@ type Training struct {
 	// GradDType buffer (model.Run.GradDType "").
 	NoGradAccumulationFusion bool
 	// FP8Recipe, CrossEntropyFusion, RouterDType, FP8Dispatch, TEOpFuser,
-	// FP8Attention and VocabMultiple are model.Run's.
-	FP8Recipe, CrossEntropyFusion        string
-	VocabMultiple                        int
-	RouterDType                          hw.DType
-	FP8Dispatch, TEOpFuser, FP8Attention bool
+	// FP8Attention, FP8OutputProj and VocabMultiple are model.Run's.
+	FP8Recipe, CrossEntropyFusion                       string
+	VocabMultiple                                       int
+	RouterDType                                         hw.DType
+	FP8Dispatch, TEOpFuser, FP8Attention, FP8OutputProj bool
 	// UnfusedAttention uses Megatron's unfused attention kernels (no
 	// FlashAttention), as the 2022 Korthikanti et al. measurements did.
 	UnfusedAttention bool
@@ -306,7 +306,7 @@ func (t Training) microRun() model.Run {
 		accum = ""
 	}
 	return model.Run{Phase: model.Training, Batch: t.Par.MicroBatch, SeqLen: t.localSeqLen(), CP: t.Par.CP, CPComm: t.Par.CPComm, TP: t.Par.TP, GradDType: accum, FP8Recipe: t.FP8Recipe,
-		CrossEntropyFusion: t.CrossEntropyFusion, VocabMultiple: t.VocabMultiple, RouterDType: t.RouterDType, FP8Dispatch: t.FP8Dispatch, TEOpFuser: t.TEOpFuser, FP8Attention: t.FP8Attention,
+		CrossEntropyFusion: t.CrossEntropyFusion, VocabMultiple: t.VocabMultiple, RouterDType: t.RouterDType, FP8Dispatch: t.FP8Dispatch, TEOpFuser: t.TEOpFuser, FP8Attention: t.FP8Attention, FP8OutputProj: t.FP8OutputProj,
 		SequenceParallel: t.Par.SequenceParallel, Recompute: t.Par.Recompute, RecomputeModules: t.Par.RecomputeModules, DType: t.DType,
 		UnfusedAttention: t.UnfusedAttention, FlashAttention2: t.FlashAttention2, EP: t.Par.EP, ExpertTP: t.Par.ExpertTP}
 }

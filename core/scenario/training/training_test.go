@@ -250,6 +250,7 @@ func TestSpecErrorsNameFields(t *testing.T) {
 		small(1, `"tp":8`, `,"flash_attention_2":true,"unfused_attention":true`):                                   "flash_attention_2",
 		small(1, `"tp":8`, `,"fp8_attention":true`):                                                                "fp8_attention", // bf16
 		small(1, `"tp":8`, `,"dtype":"fp8","fp8_attention":true,"unfused_attention":true`):                         "fp8_attention",
+		small(1, `"tp":8`, `,"dtype":"fp8","fp8_output_proj":true`):                                                "fp8_output_proj", // delayed scaling
 	} {
 		_, _, err := all.Run(scenario.Env{Ctx: context.Background()}, []byte(js))
 		var se *spec.Error
