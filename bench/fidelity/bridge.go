@@ -19,20 +19,20 @@ const bridgeSrc = "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md, 25.1
 // nvl72Racks is n GPUs as NVL72 racks (the preset, with its NICs) of
 // which a layout uses 64 (16 of the 18 compute trays), so that
 // power-of-two stages keep to a rack's NVLink domain: n/64 racks, the
-// preset's one rack up to 64 GPUs.
-func nvl72Racks(preset, nic string) func(int) string {
+// preset's one rack up to 64 GPUs, its NICs and their PCIe links.
+func nvl72Racks(preset, nic, pcie string) func(int) string {
 	return func(n int) string {
 		if n <= 64 {
 			return fmt.Sprintf(`{"preset":%q,"nodes":1}`, preset)
 		}
-		return fmt.Sprintf(`{"topology":"composed","nodes":%d,"gpus_per_node":64,"intra":"nvswitch","intra_link":"nvlink5","nics_per_node":64,"nic_link":%q}`, n/64, nic)
+		return fmt.Sprintf(`{"topology":"composed","nodes":%d,"gpus_per_node":64,"intra":"nvswitch","intra_link":"nvlink5","nics_per_node":64,"nic_link":%q,"host_link":%q}`, n/64, nic, pcie)
 	}
 }
 
 // rackAligned is each NVL72 part's rack-aligned cluster, by GPU preset.
 var rackAligned = map[string]func(int) string{
-	"gb200": nvl72Racks("gb200-nvl72", "ib-ndr"),
-	"gb300": nvl72Racks("gb300-nvl72", "ib-xdr"),
+	"gb200": nvl72Racks("gb200-nvl72", "ib-ndr", "pcie5-x16"),
+	"gb300": nvl72Racks("gb300-nvl72", "ib-xdr", "pcie5-x16"),
 }
 
 // dgx is n GPUs as nodes of an 8-GPU preset (one node below 8).
@@ -139,32 +139,47 @@ const bridgeEagerMoESrc = "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.
 // all-to-alls within the rack's NVLink domain, no recomputation, forced
 // balance, the experts' MLP as Transformer Engine's fused operations
 // (use_transformer_engine_op_fuser: te_op_fuser), the layouts of the table
-// on racks of 64 used GPUs. Not modelled, and said in the report: the
-// recipes' delayed weight gradients (delay_wgrad_compute), FP8 attention
-// (Qwen3, gpt-oss), and the paged stash of expert activations
-// (moe_paged_stash, with CPU buffers) that lets rows fit which the memory
-// model says do not.
+// on racks of 64 used GPUs, the attention in FP8 where the recipe sets
+// fp8_dot_product_attention (fp8_attention: Qwen3 and gpt-oss on both racks,
+// DeepSeek-V3 on GB300 only) and the output layer in MXFP8 where it sets
+// fp8_output_proj (DeepSeek-V3, gpt-oss). Not modelled, and said in the
+// report: the recipes' delayed weight gradients (delay_wgrad_compute) and
+// the paged stash of expert activations (moe_paged_stash, with CPU
+// buffers) that lets rows fit which the memory model says do not.
 func bridgeMoERows(ctx context.Context) ([]Row, error) {
 	var rows []Row
 	for _, c := range []struct {
 		model, name, gpu         string
 		gpus, gb, mb, pp, vp, ep int
+		fp8Attention, fp8Head    bool
 		ref                      float64
 	}{
-		{"deepseek-v3", "DeepSeek-V3", "gb200", 256, 4096, 1, 4, 4, 64, 4912},
-		{"gpt-oss-120b", "gpt-oss-120b", "gb200", 64, 1280, 4, 1, 1, 64, 28672},
-		{"qwen3-30b-a3b", "Qwen3-30B-A3B", "gb200", 8, 512, 4, 1, 1, 8, 39936},
-		{"qwen3-235b-a22b", "Qwen3-235B-A22B", "gb200", 256, 8192, 1, 8, 3, 32, 7280},
-		{"deepseek-v3", "DeepSeek-V3", "gb300", 256, 4096, 1, 2, 8, 32, 6288},
-		{"gpt-oss-120b", "gpt-oss-120b", "gb300", 64, 1280, 4, 1, 1, 16, 33024},
-		{"qwen3-30b-a3b", "Qwen3-30B-A3B", "gb300", 8, 512, 8, 1, 1, 8, 44544},
-		{"qwen3-235b-a22b", "Qwen3-235B-A22B", "gb300", 256, 8192, 2, 4, 12, 32, 8816},
+		{"deepseek-v3", "DeepSeek-V3", "gb200", 256, 4096, 1, 4, 4, 64, false, true, 4912},
+		{"gpt-oss-120b", "gpt-oss-120b", "gb200", 64, 1280, 4, 1, 1, 64, true, true, 28672},
+		{"qwen3-30b-a3b", "Qwen3-30B-A3B", "gb200", 8, 512, 4, 1, 1, 8, true, false, 39936},
+		{"qwen3-235b-a22b", "Qwen3-235B-A22B", "gb200", 256, 8192, 1, 8, 3, 32, true, false, 7280},
+		{"deepseek-v3", "DeepSeek-V3", "gb300", 256, 4096, 1, 2, 8, 32, true, true, 6288},
+		{"gpt-oss-120b", "gpt-oss-120b", "gb300", 64, 1280, 4, 1, 1, 16, true, true, 33024},
+		{"qwen3-30b-a3b", "Qwen3-30B-A3B", "gb300", 8, 512, 8, 1, 1, 8, true, false, 44544},
+		{"qwen3-235b-a22b", "Qwen3-235B-A22B", "gb300", 256, 8192, 2, 4, 12, 32, true, false, 8816},
 	} {
-		js := fmt.Sprintf(`{"kind":"training","model":%q,"gpu":%q,"cluster":%s,
-			"parallel":{"tp":1,"pp":%d,"dp":%d,"ep":%d,"expert_tp":1,"virtual_stages":%d,"micro_batch":%d,"global_batch":%d,
+		model, layout := fmt.Sprintf("%q", c.model), ""
+		if c.model == "deepseek-v3" {
+			// DeepSeek-V3 trains with its multi-token-prediction module
+			// (the recipe's model from the Hugging Face config:
+			// num_nextn_predict_layers 1), on 16 virtual stages laid out
+			// as set_deepseek_v3_pipeline_model_parallel_layout's (4, 4)
+			// layout and the GB300 recipe's string: the embedding and four
+			// layers, fourteen of four, the last layer with the MTP module
+			// and the loss.
+			model = `{"preset":"deepseek-v3","mtp_layers":1}`
+			layout = `"pipeline_model_parallel_layout":"Et*4|(t*4|)*14tmL",`
+		}
+		js := fmt.Sprintf(`{"kind":"training","model":%s,"gpu":%q,"cluster":%s,
+			"parallel":{"tp":1,"pp":%d,"dp":%d,"ep":%d,"expert_tp":1,"virtual_stages":%d,%s"micro_batch":%d,"global_batch":%d,
 				"zero":1,"overlap_grad_reduce":true,"recompute":"none","overlap_ep_comm":true},
-			"seq_len":4096,"dtype":"fp8","fp8_recipe":"mxfp8","grad_dtype":"bf16","execution":"cuda_graphs","cross_entropy_fusion":"native","te_op_fuser":true%s}`,
-			c.model, c.gpu, rackAligned[c.gpu](c.gpus), c.pp, c.gpus/c.pp, c.ep, c.vp, c.mb, c.gb, forcedRouting(""))
+			"seq_len":4096,"dtype":"fp8","fp8_recipe":"mxfp8","grad_dtype":"bf16","execution":"cuda_graphs","cross_entropy_fusion":"native","te_op_fuser":true,"fp8_attention":%v,"fp8_output_proj":%v%s}`,
+			model, c.gpu, rackAligned[c.gpu](c.gpus), c.pp, c.gpus/c.pp, c.ep, c.vp, layout, c.mb, c.gb, c.fp8Attention, c.fp8Head, forcedRouting(""))
 		r, err := bridgeMoERow(ctx, fmt.Sprintf("%s MXFP8, %d %s, PP%d VP%d EP%d, micro-batch %d", c.name, c.gpus, strings.ToUpper(c.gpu), c.pp, c.vp, c.ep, c.mb),
 			bridgeMoESrc, js, c.ref, c.gb, c.gpus, "; GPU parameters derived from the B200's, no table for this part")
 		if err != nil {
