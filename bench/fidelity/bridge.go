@@ -32,7 +32,7 @@ func nvl72Racks(preset, nic, pcie string) func(int) string {
 // rackAligned is each NVL72 part's rack-aligned cluster, by GPU preset.
 var rackAligned = map[string]func(int) string{
 	"gb200": nvl72Racks("gb200-nvl72", "ib-ndr", "pcie5-x16"),
-	"gb300": nvl72Racks("gb300-nvl72", "ib-xdr", "pcie5-x16"),
+	"gb300": nvl72Racks("gb300-nvl72", "ib-xdr", "pcie6-x16"),
 }
 
 // dgx is n GPUs as nodes of an 8-GPU preset (one node below 8).

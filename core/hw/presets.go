@@ -566,6 +566,14 @@ func LinkPresets() []Link {
 		// over such links (bench/fidelity/COLLECTIVES.md).
 		{Name: "pcie4-x16", BandwidthBytesPerS: 16e9 * 16 * 128 / 130 / 8, LatencyS: 1.5e-6, CollectiveEfficiency: 24e9 / (16e9 * 16 * 128 / 130 / 8)},
 		{Name: "pcie5-x16", BandwidthBytesPerS: 32e9 * 16 * 128 / 130 / 8, LatencyS: 1.5e-6, CollectiveEfficiency: 48e9 / (32e9 * 16 * 128 / 130 / 8)},
+		// PCI Express Base Specification 6.0: 64 GT/s per lane in FLIT
+		// mode, 236 transaction-layer bytes of each 256-byte FLIT, 16
+		// lanes: 64e9·16/8·236/256 = 118 GB/s per direction; NCCL counts
+		// 480 (×100 Mb/s) a lane, 96 GB/s for x16 (kvDictPciGen, "64.0
+		// GT/s PCIe"). ConnectX-8's host interface: the GPU's link to its
+		// SuperNIC on GB300 NVL72 (NVIDIA at Hot Chips 2025, as
+		// ServeTheHome reported it: "a Gen6 x16 link to the B300 GPU").
+		{Name: "pcie6-x16", BandwidthBytesPerS: 64e9 * 16 / 8 * 236 / 256, LatencyS: 1.5e-6, CollectiveEfficiency: 96e9 / (64e9 * 16 / 8 * 236 / 256)},
 		// InfiniBand HDR 200 Gb/s (ConnectX-6), NDR 400 Gb/s (ConnectX-7),
 		// XDR 800 Gb/s (ConnectX-8) per port per direction; NVIDIA's adapter
 		// datasheets state sub-600 ns end-to-end latency and Quantum switches

@@ -94,7 +94,7 @@ func TestGPUPresetFigures(t *testing.T) {
 
 func TestLinkPresetsSane(t *testing.T) {
 	links := LinkPresets()
-	require.Len(t, links, 13) // 10 + pcie3-x16, efa-100g and nvlink4-h800
+	require.Len(t, links, 14) // 10 + pcie3-x16, pcie6-x16, efa-100g and nvlink4-h800
 	for _, l := range links {
 		assert.Greater(t, l.BandwidthBytesPerS, 1e9, l.Name)
 		assert.Greater(t, l.LatencyS, 0.0, l.Name)

@@ -55,7 +55,7 @@ func TestClusterNICLayoutErrorsNameTheField(t *testing.T) {
 		{`{"topology":"composed","nodes":2,"nics_per_node":2,"gpus_per_pcie_switch":2}`, "cluster.nics_per_node", "multiple of the 4 PCIe switches"},
 		{`{"topology":"composed","nodes":2,"nics_per_node":4,"gpus_per_pcie_switch":-1}`, "cluster.gpus_per_pcie_switch", "must be >= 0"},
 		{`{"topology":"composed","nodes":2,"nics_per_node":0}`, "cluster.nics_per_node", "must be >= 1 when nodes > 1"},
-		{`{"topology":"composed","nodes":2,"host_link":"pcie6-x16"}`, "cluster.host_link", "pcie3-x16"},
+		{`{"topology":"composed","nodes":2,"host_link":"pcie7-x16"}`, "cluster.host_link", "pcie3-x16"},
 	} {
 		ps, _ := clusterProblems(t, c.js)
 		require.Contains(t, ps, c.path, c.js)

@@ -483,14 +483,17 @@ func PresetConfig(name string, nodes int) (ClusterConfig, error) {
 	case "dgx-b300":
 		// NVIDIA DGX B300 datasheet (2025): 8 B300s on fifth-generation
 		// NVLink through NVSwitch (1.8 TB/s per GPU, both directions), 8
-		// ConnectX-8 SuperNICs of 800 Gb/s, one per GPU.
-		c.IntraLink, c.NICLink, c.HostLink, c.Radix = look("nvlink5"), look("ib-xdr"), look("pcie5-x16"), 64
+		// ConnectX-8 SuperNICs of 800 Gb/s, one per GPU, each reached
+		// over the PCIe Gen6 its host interface and Blackwell Ultra have.
+		c.IntraLink, c.NICLink, c.HostLink, c.Radix = look("nvlink5"), look("ib-xdr"), look("pcie6-x16"), 64
 	case "gb300-nvl72":
 		// NVIDIA GB300 NVL72 datasheet (2025): 72 Blackwell Ultra GPUs in
 		// one NVLink domain (1.8 TB/s per GPU, 130 TB/s in all), a
-		// ConnectX-8 SuperNIC of 800 Gb/s per GPU. A "node" is the rack.
+		// ConnectX-8 SuperNIC of 800 Gb/s per GPU, on a PCIe Gen6 x16 link
+		// to its GPU (NVIDIA at Hot Chips 2025; Gen5 x16, 48 GB/s, would
+		// cap the 100 GB/s NIC at half). A "node" is the rack.
 		c.GPUsPerNode, c.NICsPerNode = 72, 72
-		c.IntraLink, c.NICLink, c.HostLink, c.Radix = look("nvlink5"), look("ib-xdr"), look("pcie5-x16"), 64
+		c.IntraLink, c.NICLink, c.HostLink, c.Radix = look("nvlink5"), look("ib-xdr"), look("pcie6-x16"), 64
 	case "gb200-nvl72":
 		// NVIDIA GB200 NVL72 (datasheet, 2024): 72 Blackwell GPUs in one
 		// NVLink domain through the NVLink Switch trays, 1.8 TB/s per GPU

@@ -3,6 +3,7 @@ package topo
 import (
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/eidolon-sim/eidolon/core/hw"
@@ -65,6 +66,26 @@ func TestDGXPreset(t *testing.T) {
 	require.Equal(t, 50e9, tp.Links[l].BandwidthBytesPerS)
 	_, err = Preset("dgx-z100", 1)
 	require.ErrorContains(t, err, "dgx-h100")
+}
+
+// A Blackwell Ultra GPU reaches its ConnectX-8 over PCIe Gen6 x16 (GB300
+// NVL72 and DGX B300), so the 800 Gb/s NIC, not the PCIe hop, bounds its
+// traffic off the node; a GB200's ConnectX-7 (400 Gb/s) sits behind Gen5.
+func TestBlackwellUltraReachesItsNICOverGen6(t *testing.T) {
+	for preset, want := range map[string][2]string{
+		"gb300-nvl72": {"pcie6-x16", "ib-xdr"}, "dgx-b300": {"pcie6-x16", "ib-xdr"}, "gb200-nvl72": {"pcie5-x16", "ib-ndr"},
+	} {
+		tp, err := Preset(preset, 2)
+		require.NoError(t, err)
+		gpu, _ := tp.DeviceByName("n0.gpu0")
+		nic, _ := tp.DeviceByName("n0.nic0")
+		l, ok := tp.LinkBetween(gpu, nic)
+		require.True(t, ok, preset)
+		pcie, _ := hw.LinkByName(want[0])
+		net, _ := hw.LinkByName(want[1])
+		assert.Equal(t, pcie.BandwidthBytesPerS, tp.Links[l].BandwidthBytesPerS, preset)
+		assert.Greater(t, pcie.BandwidthBytesPerS*pcie.CollectiveEfficiency, net.BandwidthBytesPerS*0.9*net.CollectiveEfficiency, preset)
+	}
 }
 
 // A preset node with another NIC (a what-if): its NIC links carry the new
