@@ -432,7 +432,7 @@ func (ib *InferenceBuilder) Range(from, to int) (*Plan, error) {
 				b.hostSync(b.p.Marks[fmt.Sprintf("step.%d", step-1)])
 			}
 			if s > 0 {
-				last = b.p2p(pre+"recv_activations", Recv, SlotFwdIn, int32(step), msg, int32(step))
+				last = b.p2p(pre+"recv_activations", Recv, SlotFwdIn, int32(step), msg, int32(step), true)
 				if gather {
 					last = b.collective(pre+"pp.all_gather", StreamTP, SlotTP, model.AllGather, act, int32(step), last)
 				}
@@ -554,7 +554,7 @@ func (ib *InferenceBuilder) Release(pl *Plan) {
 // recvTokens appends stage 0's receipt of the sampled token ids of batch
 // sequences for step (prefix pre).
 func (b *progBuilder) recvTokens(pre string, step, batch int) int32 {
-	return b.p2p(pre+"recv_tokens", Recv, SlotFwdIn, int32(step), float64(4*batch), int32(step))
+	return b.p2p(pre+"recv_tokens", Recv, SlotFwdIn, int32(step), float64(4*batch), int32(step), true)
 }
 
 // localSpan is the tokens a local-attention layer of the model caches of a

@@ -410,6 +410,43 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 
 	gathered := t.paramGatherBuckets(b, chunks, s, posParams, posExpert, bucket, e)
 
+	// recvFor posts the receive pass i waits for: its activations from
+	// the stage before (forward) or its gradients from the stage after
+	// (backward); -1 if it has none.
+	recvFor := func(i int) int32 {
+		ps := order[i]
+		vs, tag, mb := ps.Chunk*P+s, int32(ps.MB*V+ps.Chunk), int32(ps.MB)
+		switch {
+		case ps.Forward && vs > 0:
+			return b.p2p("recv_activations", Recv, SlotFwdIn, tag, msg, mb, V == 1)
+		case !ps.Forward && vs < P*V-1:
+			return b.p2p("recv_gradients", Recv, SlotBwdIn, tag, msg, mb, V == 1)
+		}
+		return -1
+	}
+	// The interleaved schedule overlaps its transfers with compute
+	// (Megatron-LM's overlap_p2p_comm, on whenever virtual stages are;
+	// Megatron-Bridge sets it so too): after each pass it posts, with the
+	// pass's send, the receive of the next pass of the same direction,
+	// which arrives while the passes between run, and waits for it on the
+	// device only (no batched transfers, so no device synchronisation).
+	// early[d] is the receive posted so for the next forward (d = 0) or
+	// backward (1) pass.
+	early := [2]int32{-1, -1}
+	nextOfKind := func(i int) int {
+		for j := i + 1; j < len(order); j++ {
+			if order[j].Forward == order[i].Forward {
+				return j
+			}
+		}
+		return -1
+	}
+	direction := func(ps Pass) int {
+		if ps.Forward {
+			return 0
+		}
+		return 1
+	}
 	lastCompute := int32(-1)
 	merge := par.OverlapEPComm && a2a != nil
 	var passStart, mergeFrom int32 = 0, -1
@@ -433,9 +470,14 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 			pre = fmt.Sprintf("mb%d.c%d.", ps.MB, ps.Chunk)
 		}
 		last := int32(-1)
+		recv := early[direction(ps)]
+		early[direction(ps)] = -1
+		if recv < 0 {
+			recv = recvFor(i)
+		}
 		if ps.Forward {
 			if vs > 0 {
-				last = b.p2p("recv_activations", Recv, SlotFwdIn, int32(ps.MB*V+ps.Chunk), msg, mb)
+				last = recv
 				if gather {
 					last = b.collective(pre+"pp.all_gather", StreamTP, SlotTP, model.AllGather, act, mb, last)
 				}
@@ -459,7 +501,7 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 			}
 		} else {
 			if vs < P*V-1 {
-				last = b.p2p("recv_gradients", Recv, SlotBwdIn, int32(ps.MB*V+ps.Chunk), msg, mb)
+				last = recv
 				if gather {
 					last = b.collective(pre+"pp.all_gather", StreamTP, SlotTP, model.AllGather, act, mb, last)
 				}
@@ -496,8 +538,17 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 		}
 		lastCompute = last
 		if mergeFrom >= 0 && ps.Forward {
-			lastCompute = b.interleave(mergeFrom, passStart)(lastCompute)
+			remap := b.interleave(mergeFrom, passStart)
+			lastCompute = remap(lastCompute)
+			for d, r := range early {
+				if r >= 0 {
+					early[d] = remap(r)
+				}
+			}
 			mergeFrom = -1
+		}
+		if j := nextOfKind(i); V > 1 && j >= 0 {
+			early[direction(ps)] = recvFor(j)
 		}
 	}
 	if D > 1 && par.OverlapGradReduce && pending > 0 {
@@ -643,16 +694,17 @@ func (t Training) paramGatherBuckets(b *progBuilder, chunks [][]int, s int, dens
 	return waits
 }
 
-// p2p appends a receive (posted at once) on a pipeline slot. The host
-// waits for a receive to complete before it issues anything after it:
-// Megatron-LM synchronises the device after every batched send/receive
-// (p2p_communication.py: torch.cuda.synchronize() "to protect against
-// race condition when using batch_isend_irecv()", batch_p2p_sync on by
-// default).
-func (b *progBuilder) p2p(name string, kind TaskKind, slot Slot, tag int32, bytes float64, mb int32) int32 {
+// p2p appends a transfer (posted at once) on a pipeline slot. With
+// batched, the host waits for a receive to complete before it issues
+// anything after it: Megatron-LM synchronises the device after every
+// batched send/receive (p2p_communication.py: torch.cuda.synchronize() "to
+// protect against race condition when using batch_isend_irecv()",
+// batch_p2p_sync on by default; batch_p2p_comm is on unless the
+// interleaved schedule overlaps its transfers).
+func (b *progBuilder) p2p(name string, kind TaskKind, slot Slot, tag int32, bytes float64, mb int32, batched bool) int32 {
 	i := b.add(Task{Name: fmt.Sprintf("mb%d.%s", mb, name), Kind: kind, Stream: StreamPP, Coll: SendRecv,
 		Bytes: bytes, Slot: slot, Tag: tag, MicroBatch: mb})
-	if kind == Recv {
+	if kind == Recv && batched {
 		b.hostSync(i)
 	}
 	return i
@@ -660,7 +712,7 @@ func (b *progBuilder) p2p(name string, kind TaskKind, slot Slot, tag int32, byte
 
 // p2pAfter appends a send after task `after`.
 func (b *progBuilder) p2pAfter(name string, kind TaskKind, slot Slot, tag int32, bytes float64, mb int32, after int32) int32 {
-	i := b.p2p(name, kind, slot, tag, bytes, mb)
+	i := b.p2p(name, kind, slot, tag, bytes, mb, false)
 	b.p.Tasks[i].Deps = deps(after)
 	return i
 }

@@ -311,6 +311,58 @@ func TestHostSyncPoints(t *testing.T) {
 	}
 }
 
+// The interleaved schedule overlaps its transfers (Megatron-LM's
+// overlap_p2p_comm): no receive makes the host wait, and a pass that
+// receives, when the pass before it ran the other way (forward after
+// backward, or backward after forward), finds its receive posted before
+// that pass: right after the previous pass of its own direction (the
+// first receive of each direction has none before it).
+func TestInterleavedReceivesPostedEarly(t *testing.T) {
+	c, ok := model.FromPreset("gpt-22b", model.Config{Layers: 8})
+	require.True(t, ok)
+	tr := layout(c, Parallel{TP: 2, PP: 2, DP: 2, GlobalBatch: 8, MicroBatch: 1, Schedule: Interleaved, VirtualStages: 2})
+	plan, err := BuildTraining(tr)
+	require.NoError(t, err)
+	forward := func(task Task) bool { return strings.Contains(task.Name, ".fwd.") }
+	for _, p := range plan.Programs {
+		overlapped, seen := 0, map[bool]bool{}
+		for i, task := range p.Tasks {
+			for _, w := range task.HostWait {
+				assert.NotEqual(t, Recv, p.Tasks[w].Kind, "%s waits on the host for a receive", task.Name)
+			}
+			if task.Kind != Recv {
+				continue
+			}
+			// The receive's pass starts at the first compute task after it
+			// that depends on it, directly or through the pass's gather.
+			consumer := -1
+			for j := i + 1; j < len(p.Tasks) && consumer < 0; j++ {
+				for _, d := range p.Tasks[j].Deps {
+					if d == int32(i) || (p.Tasks[d].Kind == Collective && slices.Contains(p.Tasks[d].Deps, int32(i))) {
+						if p.Tasks[j].Kind == Compute {
+							consumer = j
+						}
+					}
+				}
+			}
+			require.Positive(t, consumer, task.Name)
+			prev := -1
+			for k := consumer - 1; k >= 0 && prev < 0; k-- {
+				if p.Tasks[k].Kind == Compute {
+					prev = k
+				}
+			}
+			first := !seen[forward(p.Tasks[consumer])]
+			seen[forward(p.Tasks[consumer])] = true
+			if !first && prev >= 0 && forward(p.Tasks[prev]) != forward(p.Tasks[consumer]) {
+				assert.Less(t, i, prev, "%s is posted before the pass that runs the other way", task.Name)
+				overlapped++
+			}
+		}
+		assert.Positive(t, overlapped)
+	}
+}
+
 // An operator that blocks the host (model.Op.HostSync: gpt-oss's
 // activation under Megatron-Core) starts a compute task of its own, which
 // the host issues only once the task before it, in the same segment, has
