@@ -431,6 +431,21 @@ func TestFP8TrainingAsTransformerEngine(t *testing.T) {
 	}
 }
 
+// opsByName is a block's forward and backward operators of c under r, by
+// name.
+func opsByName(t *testing.T, c Config, r Run, block string) map[string]Op {
+	t.Helper()
+	g, err := Build(c, r)
+	require.NoError(t, err)
+	blk, ok := g.Block(block)
+	require.True(t, ok, block)
+	m := map[string]Op{}
+	for _, o := range append(append([]Op{}, blk.Forward...), blk.Backward...) {
+		m[o.Name] = o
+	}
+	return m
+}
+
 // FP8 attention (Run.FP8Attention, Transformer Engine's fp8_dpa): the
 // attention's matmuls in FP8, Q, K and V cast before it and the output read
 // back after it, in that order; backward, the output's gradient cast before
@@ -478,14 +493,7 @@ func TestFP8OutputProj(t *testing.T) {
 	c, ok := ByName("llama3-8b")
 	require.True(t, ok)
 	head := func(proj bool) map[string]Op {
-		g, err := Build(c, Run{Phase: Training, Batch: 1, SeqLen: 1024, TP: 1, DType: hw.FP8, FP8Recipe: FP8MXFP8, FP8OutputProj: proj})
-		require.NoError(t, err)
-		blk, _ := g.Block(BlockLMHead)
-		m := map[string]Op{}
-		for _, o := range append(append([]Op{}, blk.Forward...), blk.Backward...) {
-			m[o.Name] = o
-		}
-		return m
+		return opsByName(t, c, Run{Phase: Training, Batch: 1, SeqLen: 1024, TP: 1, DType: hw.FP8, FP8Recipe: FP8MXFP8, FP8OutputProj: proj}, BlockLMHead)
 	}
 	on, off := head(true), head(false)
 	for _, name := range []string{OpLogits, OpLogits + ".dgrad", OpLogits + ".wgrad"} {
@@ -563,14 +571,7 @@ func TestFP8MXFP8Casts(t *testing.T) {
 	c, ok := ByName("llama2-7b")
 	require.True(t, ok)
 	ops := func(recipe string) map[string]Op {
-		g, err := Build(c, Run{Phase: Training, Batch: 1, SeqLen: 1024, TP: 1, DType: hw.FP8, GradDType: hw.FP32, FP8Recipe: recipe})
-		require.NoError(t, err)
-		blk, _ := g.Block(BlockTransformer)
-		m := map[string]Op{}
-		for _, o := range append(append([]Op{}, blk.Forward...), blk.Backward...) {
-			m[o.Name] = o
-		}
-		return m
+		return opsByName(t, c, Run{Phase: Training, Batch: 1, SeqLen: 1024, TP: 1, DType: hw.FP8, GradDType: hw.FP32, FP8Recipe: recipe}, BlockTransformer)
 	}
 	mx, delayed := ops(FP8MXFP8), ops(FP8Delayed)
 	for name, o := range mx {
