@@ -143,9 +143,11 @@ const bridgeEagerMoESrc = "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.
 // fp8_dot_product_attention (fp8_attention: Qwen3 and gpt-oss on both racks,
 // DeepSeek-V3 on GB300 only) and the output layer in MXFP8 where it sets
 // fp8_output_proj (DeepSeek-V3, gpt-oss). Not modelled, and said in the
-// report: the recipes' delayed weight gradients (delay_wgrad_compute) and
-// the paged stash of expert activations (moe_paged_stash, with CPU
-// buffers) that lets rows fit which the memory model says do not.
+// report: the GB200 DeepSeek-V3 recipe's recomputation of the MLA
+// up-projections (mla_up_proj), the recipes' delayed weight gradients
+// (delay_wgrad_compute) and the paged stash of expert activations
+// (moe_paged_stash, with CPU buffers) that lets rows fit which the memory
+// model says do not.
 func bridgeMoERows(ctx context.Context) ([]Row, error) {
 	var rows []Row
 	for _, c := range []struct {

@@ -429,7 +429,7 @@ func streamBusy(res scenario.Result, stream string) float64 {
 // the 32,768 to 131,072-token pairs check it. One popularity over a seeded
 // order of the experts, as the routing's Zipf draw gives every MoE layer
 // and micro-batch (workload.RouteZipf).
-const QwenDroplessSkew = 0.87
+const QwenDroplessSkew = 0.86
 
 // qwen16K is the readme's 16,384-token long-context layout and its two
 // published TFLOP/s, forced balance and dropless: the pair
