@@ -547,8 +547,10 @@ func (t Training) stageProgram(g, plain model.Graph, chunks [][]int, s, m int, a
 			}
 			mergeFrom = -1
 		}
-		if j := nextOfKind(i); V > 1 && j >= 0 {
-			early[direction(ps)] = recvFor(j)
+		if V > 1 {
+			if j := nextOfKind(i); j >= 0 {
+				early[direction(ps)] = recvFor(j)
+			}
 		}
 	}
 	if D > 1 && par.OverlapGradReduce && pending > 0 {
