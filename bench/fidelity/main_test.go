@@ -1,10 +1,11 @@
 package fidelity
 
 import (
-	"fmt"
 	"os"
 	"runtime/debug"
 	"testing"
+
+	"github.com/eidolon-sim/eidolon/bindings"
 )
 
 // TestMain gives the reports' process a soft memory limit of 60 % of the
@@ -13,25 +14,14 @@ import (
 // tasks each while alive, two run at once (rowsInParallel) and the dense
 // report runs beside them: with GOGC's headroom of twice the live heap the
 // process peaked at 20–24 GB on a 24 GiB machine and was once killed for
-// it; past the limit the collector runs harder instead.
+// it; past the limit the collector runs harder instead. The machine's
+// memory is the bindings' (twice their default run limit: physical
+// memory, or what the address-space limit leaves).
 func TestMain(m *testing.M) {
 	if os.Getenv("GOMEMLIMIT") == "" {
-		if total := machineMemoryBytes(); total > 0 {
-			debug.SetMemoryLimit(int64(0.6 * total))
+		if machine := 2 * bindings.DefaultMaxMemoryBytes(); machine > 0 {
+			debug.SetMemoryLimit(int64(0.6 * machine))
 		}
 	}
 	os.Exit(m.Run())
-}
-
-// machineMemoryBytes is /proc/meminfo's MemTotal, 0 where it cannot be read.
-func machineMemoryBytes() float64 {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	var kib float64
-	if _, err := fmt.Sscanf(string(b), "MemTotal: %f kB", &kib); err != nil {
-		return 0
-	}
-	return kib * 1024
 }
